@@ -1,0 +1,157 @@
+"""Load envs/base.yaml + envs/<env>.yaml + --set overrides into an EnvConfig.
+
+Deep merge: mappings merge, lists and scalars replace. Every leaf remembers the
+file it came from, so a validation error can name the key *and* the file.
+"""
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from stacks.config.models import EnvConfig
+from stacks.errors import ConfigError
+
+SET_SOURCE = "--set"
+
+
+def available_envs(envs_dir: Path) -> list[str]:
+    return sorted(p.stem for p in envs_dir.glob("*.yaml") if p.stem != "base")
+
+
+def _read_yaml(path: Path, label: str) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"not valid YAML: {exc}", source=label) from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError("top level must be a mapping", source=label)
+    return data
+
+
+def deep_merge(base: dict, over: dict, origin: dict[tuple, str], source: str, prefix=()) -> dict:
+    """Merge `over` into a copy of `base`, recording each leaf's source in `origin`."""
+    out = copy.deepcopy(base)
+    for key, value in over.items():
+        path = prefix + (str(key),)
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value, origin, source, path)
+        else:
+            out[key] = copy.deepcopy(value)
+            _record(origin, path, value, source)
+    return out
+
+
+def _record(origin: dict[tuple, str], path: tuple, value: Any, source: str) -> None:
+    origin[path] = source
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _record(origin, path + (str(k),), v, source)
+
+
+def parse_set(expr: str) -> tuple[list[str], Any]:
+    """`a.b.c=value` -> (["a","b","c"], value parsed as YAML scalar/list)."""
+    if "=" not in expr:
+        raise ConfigError(f"--set {expr!r} is not of the form key.path=value", source=SET_SOURCE)
+    key, raw = expr.split("=", 1)
+    parts = [p for p in key.strip().split(".")]
+    if not all(parts):
+        raise ConfigError(f"--set {expr!r}: empty key segment", source=SET_SOURCE)
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    return parts, value
+
+
+def merged_document(envs_dir: Path, env: str, overrides: list[str]) -> tuple[dict, dict[tuple, str]]:
+    base_path = envs_dir / "base.yaml"
+    env_path = envs_dir / f"{env}.yaml"
+    if not env_path.is_file() or env == "base":
+        known = available_envs(envs_dir)
+        raise ConfigError(
+            f"unknown environment {env!r}; available: {', '.join(known) or 'none'}",
+            hint=f"pick one with --env or TRAINCTL_ENV, or create envs/{env}.yaml",
+        )
+    origin: dict[tuple, str] = {}
+    doc: dict = {}
+    for path in (base_path, env_path):
+        if path.is_file():
+            label = f"envs/{path.name}"
+            doc = deep_merge(doc, _read_yaml(path, label), origin, label)
+    for expr in overrides:
+        parts, value = parse_set(expr)
+        nested: Any = value
+        for part in reversed(parts):
+            nested = {part: nested}
+        doc = deep_merge(doc, nested, origin, SET_SOURCE)
+    return doc, origin
+
+
+def _expand_languages(doc: dict, origin: dict[tuple, str]) -> dict:
+    """languages.<lang> = defaults deep-merged with the language's own block."""
+    out = dict(doc)
+    defaults = doc.get("defaults") or {}
+    langs = doc.get("languages")
+    if langs is None:
+        raise ConfigError("no `languages` block: list at least one language", source="envs/base.yaml")
+    if not isinstance(langs, dict):
+        raise ConfigError("`languages` must be a mapping of language code to settings")
+    expanded = {}
+    for lang, block in langs.items():
+        if block is None:
+            block = {}
+        if not isinstance(block, dict) or not isinstance(defaults, dict):
+            src = origin.get(("languages", str(lang)), "config")
+            raise ConfigError(f"languages.{lang} must be a mapping", source=src)
+        expanded[str(lang)] = deep_merge(defaults, block, {}, "")
+    out["languages"] = expanded
+    return out
+
+
+def _source_of(loc: tuple, origin: dict[tuple, str]) -> tuple[str, str]:
+    """Key path and file for a pydantic error location."""
+    path = tuple(str(p) for p in loc)
+    candidates = [path]
+    if path[:1] == ("languages",) and len(path) > 2:
+        candidates.append(("defaults",) + path[2:])
+    for cand in candidates:
+        for n in range(len(cand), 0, -1):
+            if cand[:n] in origin:
+                return ".".join(cand), origin[cand[:n]]
+    return ".".join(path), "envs/base.yaml"
+
+
+def load_config(envs_dir: Path, env: str, overrides: list[str] | None = None) -> EnvConfig:
+    doc, origin = merged_document(envs_dir, env, list(overrides or []))
+    doc = _expand_languages(doc, origin)
+    doc["env"] = env
+    try:
+        return EnvConfig.model_validate(doc)
+    except ValidationError as exc:
+        raise _config_error(exc, origin) from exc
+
+
+def _config_error(exc: ValidationError, origin: dict[tuple, str]) -> ConfigError:
+    lines, first_source = [], None
+    seen = set()
+    for err in exc.errors():
+        key, source = _source_of(err["loc"], origin)
+        if err["type"] == "extra_forbidden":
+            what = f"unknown key {key!r}"
+        else:
+            got = err.get("input")
+            shown = "" if isinstance(got, (dict, list)) else f" (got {got!r})"
+            what = f"{key}: {err['msg']}{shown}" if key else f"{err['msg']}"
+        if (source, what) in seen:
+            continue
+        seen.add((source, what))
+        first_source = first_source or source
+        lines.append(f"{source}: {what}")
+    message = lines[0] if len(lines) == 1 else "invalid configuration:\n  " + "\n  ".join(lines)
+    return ConfigError(message, hint="fix the key(s) named above; `trainctl config show` prints the effective config")

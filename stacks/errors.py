@@ -1,0 +1,66 @@
+"""Exit statuses and the exceptions trainctl maps to them (one place: cli.main)."""
+from __future__ import annotations
+
+import enum
+
+
+class ExitStatus(enum.IntEnum):
+    SUCCESS = 0
+    RUN_FAILED = 1
+    BAD_INPUT = 2
+    INFRA_ERROR = 3
+    INTERRUPTED = 130
+
+
+class TrainstackError(Exception):
+    """Base class: `message` says what is wrong, `hint` what to do next."""
+
+    exit_status = ExitStatus.BAD_INPUT
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+class ConfigError(TrainstackError):
+    """The merged configuration is invalid; `source` names the file (or --set)."""
+
+    def __init__(self, message: str, *, source: str | None = None, hint: str | None = None):
+        super().__init__(f"{source}: {message}" if source else message, hint=hint)
+        self.source = source
+
+
+class UnknownLanguageError(TrainstackError):
+    def __init__(self, lang: str, env: str, known: list[str]):
+        super().__init__(
+            f"language {lang!r} is not configured in env {env!r} (configured: {', '.join(known) or 'none'})",
+            hint=f"add `languages: {{{lang}: {{}}}}` to envs/{env}.yaml or pick one of the above",
+        )
+        self.lang, self.env, self.known = lang, env, known
+
+
+class InfraError(TrainstackError):
+    """Terraform, quota or cloud API trouble."""
+
+    exit_status = ExitStatus.INFRA_ERROR
+
+
+class ToolMissingError(InfraError):
+    def __init__(self, tool: str, how: str):
+        super().__init__(f"{tool} is not on PATH", hint=how)
+        self.tool = tool
+
+
+class TerraformError(InfraError):
+    def __init__(self, action: str, stack: str, output: str, workdir: str):
+        tail = "\n".join(output.strip().splitlines()[-15:])
+        super().__init__(
+            f"terraform {action} of stack {stack} failed:\n{tail}",
+            hint=f"inspect with `terraform -chdir={workdir} plan`; fix, then rerun",
+        )
+        self.action, self.stack, self.output = action, stack, output
+
+
+class RunNotFoundError(TrainstackError):
+    pass

@@ -1,0 +1,58 @@
+"""`python -m trainer`: train one language's ULMFiT classifier from a bucket.
+
+Argument parsing only; the work is in trainer.pipeline (imported after parsing,
+so `--help` is instant and the supervisor can reuse the parser).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+DEFAULTS = dict(
+    epochs_base_lm=10, epochs_lm=4, epochs_clf=6, bs=64, lr=2e-3, lr_lm=2e-3, seq_len=72,
+    drop_mult=0.5, seed=42, valid_pct=0.2, emb_sz=400, n_hid=1152, n_layers=3,
+    max_vocab=60000, min_freq=2,
+)
+HELP = dict(
+    epochs_base_lm="epochs to pretrain the base LM when <lang>/lm/ is empty",
+    epochs_lm="epochs to fine-tune the LM on the task texts (first one frozen)",
+    epochs_clf="classifier epochs (gradual unfreezing: 1 per layer group, the rest unfrozen)",
+    bs="batch size", lr="classifier max learning rate", lr_lm="language-model max learning rate",
+    seq_len="BPTT length / classifier chunk length", drop_mult="AWD-LSTM dropout multiplier",
+    seed="random seed (same seed + same data = same metrics on CPU)",
+    valid_pct="share of labelled rows held out for validation",
+    emb_sz="embedding size (new base LM only)", n_hid="LSTM hidden size (new base LM only)",
+    n_layers="LSTM layers (new base LM only)", max_vocab="vocabulary cap", min_freq="min token count for the vocabulary",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m trainer",
+        description="Train a ULMFiT text classifier (base LM -> LM fine-tuning -> classifier) "
+        "from <bucket>/<lang>/data/ and upload model.pth, metrics.json and predictions to "
+        "<bucket>/<lang>/runs/<run-id>/.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("--lang", required=True, help="language code, the bucket prefix (e.g. fr)")
+    p.add_argument("--bucket", required=True, help="file:///path or gs://bucket[/prefix]")
+    p.add_argument("--run-id", required=True, help="run folder name; an unfinished run with this id is resumed")
+    p.add_argument("--env", default="local", help="environment name recorded in status.json")
+    p.add_argument("--text-col", default="text", help="text column of train.csv")
+    p.add_argument("--label-col", default="labels", help="label column of train.csv")
+    p.add_argument("--label-sep", default=";", help="separator of several labels (multi-label)")
+    p.add_argument("--work-dir", default=None, help="local scratch folder (default: a temp dir)")
+    for name, default in DEFAULTS.items():
+        p.add_argument(f"--{name.replace('_', '-')}", type=type(default), default=default, help=HELP[name])
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from trainer.pipeline import run_training
+
+    return run_training(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

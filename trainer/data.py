@@ -1,0 +1,96 @@
+"""Read and validate labelled data (`<lang>/data/train.csv`) without heavy imports.
+
+trainctl runs the same checks as a preflight, so bad data fails before any
+infrastructure is created or anything is written under `runs/`.
+"""
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+from collections import Counter
+from dataclasses import dataclass, field
+
+from trainer.errors import DataError
+
+DATA_KEY = "{lang}/data/train.csv"
+CORPUS_PREFIX = "{lang}/data/corpus/"
+MIN_EXAMPLES_PER_LABEL = 2
+
+
+@dataclass
+class LabelledData:
+    """Validated rows: `row_ids` index into the CSV (header excluded, 0-based)."""
+
+    row_ids: list[int]
+    texts: list[str]
+    labels: list[list[str]]
+    label_counts: Counter
+    multi_label: bool
+    skipped_empty: int = 0
+    warnings: list[str] = field(default_factory=list)
+    sha256: str = ""
+
+    @property
+    def label_names(self) -> list[str]:
+        return sorted(self.label_counts)
+
+
+def parse_labelled_csv(raw: bytes, *, text_col: str, label_col: str, label_sep: str, source: str) -> LabelledData:
+    if not raw.strip():
+        raise DataError(f"{source} is empty", hint="add a header row and labelled rows, then `trainctl data push`")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise DataError(
+            f"{source} is not UTF-8 (invalid byte 0x{raw[exc.start]:02x} on line {line})",
+            hint="re-encode it, e.g. `iconv -f latin1 -t utf-8 train.csv > train.utf8.csv`",
+        ) from exc
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    columns = reader.fieldnames or []
+    missing = [c for c in (text_col, label_col) if c not in columns]
+    if missing:
+        raise DataError(
+            f"{source} has no column {', '.join(repr(c) for c in missing)} (columns: {', '.join(columns) or 'none'})",
+            hint="rename the column or set data.text_col / data.label_col (e.g. --set defaults.data.label_col=category)",
+        )
+    row_ids, texts, labels = [], [], []
+    skipped = 0
+    counts: Counter = Counter()
+    try:
+        for i, row in enumerate(reader):
+            body = (row.get(text_col) or "").strip()
+            tags = [t.strip() for t in (row.get(label_col) or "").split(label_sep) if t.strip()]
+            if not body or not tags:
+                skipped += 1
+                continue
+            tags = sorted(set(tags))
+            row_ids.append(i)
+            texts.append(body)
+            labels.append(tags)
+            counts.update(tags)
+    except csv.Error as exc:
+        raise DataError(f"{source} is not valid CSV: {exc}", hint="check quoting around the reported line") from exc
+    if not texts:
+        raise DataError(
+            f"{source} has no usable rows ({skipped} rows with empty text or label)",
+            hint=f"fill the {text_col!r} and {label_col!r} columns",
+        )
+    if len(counts) < 2:
+        raise DataError(f"{source} has a single label ({next(iter(counts))!r}): nothing to classify",
+                        hint="provide examples of at least two labels")
+    data = LabelledData(
+        row_ids=row_ids, texts=texts, labels=labels, label_counts=counts,
+        multi_label=any(len(t) > 1 for t in labels), skipped_empty=skipped,
+        sha256=hashlib.sha256(raw).hexdigest(),
+    )
+    if skipped:
+        data.warnings.append(f"skipped {skipped} row(s) with empty text or label")
+    rare = sorted(lbl for lbl, n in counts.items() if n < MIN_EXAMPLES_PER_LABEL)
+    if rare:
+        data.warnings.append(
+            f"label(s) with fewer than {MIN_EXAMPLES_PER_LABEL} examples: {', '.join(rare)} "
+            "(they cannot appear in both training and validation; metrics for them are unreliable)"
+        )
+    return data

@@ -1,0 +1,67 @@
+"""The run's voice: status.json updates and log.txt lines, in the bucket.
+
+Log lines go to stdout and to `<run>/log.txt`. A gs:// object cannot be
+appended to, so the whole log is re-uploaded, at most every `flush_every_s`
+(and always on status changes and at the end).
+"""
+from __future__ import annotations
+
+import socket
+import time
+from datetime import datetime, timezone
+
+from trainer.runs import FAILED, RUNNING, SUCCEEDED, RunStatus, now_iso, run_key, write_status
+from trainer.storage import Bucket, LocalBucket
+
+
+class RunLog:
+    def __init__(self, bucket: Bucket, status: RunStatus, *, flush_every_s: float = 5.0):
+        self.bucket, self.status = bucket, status
+        self.flush_every_s = flush_every_s
+        self._lines: list[str] = []
+        self._pending: list[str] = []
+        self._last_flush = 0.0
+        self._key = run_key(status.lang, status.run_id, "log.txt")
+        if not isinstance(bucket, LocalBucket) and bucket.exists(self._key):
+            # A resumed run keeps its earlier log: we rewrite the whole object.
+            self._lines = bucket.read_bytes(self._key).decode("utf-8", "replace").splitlines(keepends=True)
+
+    def line(self, message: str) -> None:
+        stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        for part in str(message).splitlines() or [""]:
+            text = f"{stamp} {part}\n"
+            print(text, end="", flush=True)
+            self._pending.append(text)
+        if time.monotonic() - self._last_flush >= self.flush_every_s:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self._pending:
+            return
+        if isinstance(self.bucket, LocalBucket):
+            path = self.bucket.root / self._key
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(path, "a", encoding="utf-8") as fh:
+                fh.writelines(self._pending)
+        else:
+            self._lines += self._pending
+            self.bucket.write_bytes(self._key, "".join(self._lines).encode())
+        self._pending = []
+        self._last_flush = time.monotonic()
+
+    def update(self, **fields) -> None:
+        """Change status fields and write status.json (log flushed first)."""
+        for key, value in fields.items():
+            setattr(self.status, key, value)
+        self.flush()
+        write_status(self.bucket, self.status)
+
+    def started(self) -> None:
+        self.update(state=RUNNING, host=socket.gethostname())
+
+    def succeeded(self) -> None:
+        self.update(state=SUCCEEDED, stage="done", finished_at=now_iso(), error=None)
+
+    def failed(self, error: str) -> None:
+        self.line(f"FAILED: {error}")
+        self.update(state=FAILED, finished_at=now_iso(), error=error)

@@ -1,0 +1,88 @@
+"""Run records: where a run's files live in the bucket and what status.json holds.
+
+Light on purpose (stdlib only): trainctl imports it to list and follow runs.
+"""
+from __future__ import annotations
+
+import json
+import secrets
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+
+from trainer.storage import Bucket
+
+PENDING, RUNNING, SUCCEEDED, FAILED = "PENDING", "RUNNING", "SUCCEEDED", "FAILED"
+TERMINAL_STATES = (SUCCEEDED, FAILED)
+ARTIFACTS = ("model.pth", "metrics.json", "valid_predictions.csv")
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def new_run_id() -> str:
+    """Sortable by start time, unique enough for humans and machines."""
+    return datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
+
+
+def run_prefix(lang: str, run_id: str) -> str:
+    return f"{lang}/runs/{run_id}/"
+
+
+def run_key(lang: str, run_id: str, name: str) -> str:
+    return run_prefix(lang, run_id) + name
+
+
+@dataclass
+class RunStatus:
+    run_id: str
+    lang: str
+    env: str
+    state: str = PENDING
+    stage: str = "pending"
+    epoch: int = 0
+    epochs: int = 0
+    started_at: str = field(default_factory=now_iso)
+    updated_at: str = field(default_factory=now_iso)
+    finished_at: str | None = None
+    error: str | None = None
+    resumed: int = 0
+    host: str | None = None
+    pid: int | None = None
+
+    @property
+    def terminal(self) -> bool:
+        return self.state in TERMINAL_STATES
+
+    def to_json(self) -> bytes:
+        return json.dumps(asdict(self), indent=2).encode()
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> "RunStatus":
+        data = json.loads(raw)
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        return cls(**known)
+
+
+def read_status(bucket: Bucket, lang: str, run_id: str) -> RunStatus | None:
+    key = run_key(lang, run_id, "status.json")
+    if not bucket.exists(key):
+        return None
+    return RunStatus.from_json(bucket.read_bytes(key))
+
+
+def write_status(bucket: Bucket, status: RunStatus) -> None:
+    status.updated_at = now_iso()
+    bucket.write_bytes(run_key(status.lang, status.run_id, "status.json"), status.to_json())
+
+
+def list_run_ids(bucket: Bucket, lang: str) -> list[str]:
+    """Run ids of a language, oldest first (ids sort by start time)."""
+    prefix = f"{lang}/runs/"
+    ids = {key[len(prefix):].split("/", 1)[0] for key in bucket.list(prefix) if key.endswith("/status.json")}
+    return sorted(ids)
+
+
+def read_metrics(bucket: Bucket, lang: str, run_id: str) -> dict | None:
+    key = run_key(lang, run_id, "metrics.json")
+    return json.loads(bucket.read_bytes(key)) if bucket.exists(key) else None
