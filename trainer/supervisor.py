@@ -164,9 +164,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--state-dir", type=Path, required=True, help="pid, output and exit files")
     parser.add_argument("--max-run-hours", type=float, default=6.0)
     parser.add_argument("--timeout", type=float, default=GRACE_S, help="stop: seconds before SIGKILL")
-    parser.add_argument("trainer_args", nargs=argparse.REMAINDER)
-    args = parser.parse_args(argv)
-    rest = args.trainer_args[1:] if args.trainer_args[:1] == ["--"] else args.trainer_args
+    argv = list(sys.argv[1:] if argv is None else argv)
+    cut = argv.index("--") if "--" in argv else len(argv)
+    args, rest = parser.parse_args(argv[:cut]), argv[cut + 1:]
     if args.action == "start":
         return start(args.state_dir, args.max_run_hours, rest)
     if args.action == "run":

@@ -1,0 +1,57 @@
+"""The CDKTF app: one `train-<lang>` stack per configured language (+ foundation on gcp).
+
+`cdktf.json` runs `python -m stacks.app`, which reads TRAINCTL_ENV (default
+`local`); `trainctl synth` calls `synth()` with the same config object.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+# Node 20 is what our users have; jsii's end-of-life banner would drown our output.
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "18,20")
+
+from cdktf import App  # noqa: E402
+
+from stacks.config import EnvConfig  # noqa: E402
+from stacks.project import Project  # noqa: E402
+from stacks.train_stack import LocalHost, TrainStack  # noqa: E402
+
+
+def stack_name(lang: str) -> str:
+    return f"train-{lang}"
+
+
+def build(app: App, config: EnvConfig, project: Project, python: str) -> dict[str, TrainStack]:
+    stacks = {}
+    for lang in config.languages:
+        name = stack_name(lang)
+        local = None
+        if config.target == "local":
+            local = LocalHost(python=python, workdir=project.root, procs_dir=project.procs_dir(config.env),
+                              state_file=project.state_file(config.env, name))
+        stacks[name] = TrainStack(app, name, config=config, lang=lang, local=local)
+    return stacks
+
+
+def synth(config: EnvConfig, project: Project, outdir: Path, python: str | None = None) -> list[str]:
+    """Write <outdir>/stacks/<name>/cdk.tf.json for every stack; return the names."""
+    app = App(outdir=str(outdir), skip_validation=False)
+    stacks = build(app, config, project, python or sys.executable)
+    app.synth()
+    return sorted(stacks)
+
+
+def main() -> None:
+    env = os.environ.get("TRAINCTL_ENV", "local")
+    sets = [s for s in os.environ.get("TRAINCTL_SET", "").split(",") if s]
+    project = Project.discover()
+    config = project.load(env, sets)
+    app = App()  # the cdktf CLI passes the output folder through the context
+    build(app, config, project, sys.executable)
+    app.synth()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,64 @@
+"""Shared options, the console, and the one place that maps errors to exit codes."""
+from __future__ import annotations
+
+import functools
+import sys
+import traceback
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from stacks.errors import ExitStatus, TrainstackError
+
+console = Console(highlight=False)
+err_console = Console(stderr=True, highlight=False)
+STATE = {"debug": False}
+
+EnvOpt = Annotated[str, typer.Option("--env", "-e", envvar="TRAINCTL_ENV", help="environment (envs/<env>.yaml)")]
+SetOpt = Annotated[list[str] | None, typer.Option("--set", help="override a config key: key.path=value (repeatable)")]
+LangArg = Annotated[str, typer.Argument(help="language code, e.g. fr")]
+
+
+def fail(message: str, hint: str | None, code: int) -> None:
+    err_console.print(f"[bold red]error:[/] {message}", markup=True, soft_wrap=True)
+    if hint:
+        err_console.print(f"  [dim]→[/] {hint}", markup=True, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def mapped_errors(func):
+    """Turn known exceptions into one message + exit code (tracebacks only with --debug)."""
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        from trainer.errors import DataError
+        from trainer.storage import StorageError
+
+        try:
+            return func(*args, **kwargs)
+        except typer.Exit:
+            raise
+        except KeyboardInterrupt:
+            err_console.print("interrupted")
+            raise typer.Exit(ExitStatus.INTERRUPTED)
+        except Exception as exc:
+            if STATE["debug"]:
+                traceback.print_exc(file=sys.stderr)
+            if isinstance(exc, TrainstackError):
+                fail(exc.message, exc.hint, exc.exit_status)
+            if isinstance(exc, DataError):
+                fail(exc.message, exc.hint, ExitStatus.BAD_INPUT)
+            if isinstance(exc, StorageError):
+                fail(str(exc), "check the bucket URI and your credentials (gcloud auth application-default login)",
+                     ExitStatus.INFRA_ERROR)
+            fail(f"unexpected {type(exc).__name__}: {exc}", "rerun with --debug for the traceback", ExitStatus.INFRA_ERROR)
+
+    return wrapper
+
+
+def load(env: str, sets: list[str] | None):
+    from stacks.project import Project
+
+    project = Project.discover()
+    return project, project.load(env, list(sets or []))

@@ -1,0 +1,75 @@
+"""`trainctl data push`: stage labelled data, corpus and base LM files in the bucket."""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from stacks.cli.common import EnvOpt, LangArg, SetOpt, console, fail, load, mapped_errors
+from stacks.errors import ExitStatus
+
+app = typer.Typer(help="Stage data in the environment's bucket.", no_args_is_help=True)
+
+
+def _plan_uploads(lang: str, path: Path) -> list[tuple[Path, str]]:
+    """(local file, bucket key) pairs: a train.csv, or a folder with train.csv, corpus/, lm/."""
+    if path.is_file():
+        return [(path, f"{lang}/data/train.csv")]
+    pairs = []
+    if (path / "train.csv").is_file():
+        pairs.append((path / "train.csv", f"{lang}/data/train.csv"))
+    for txt in sorted((path / "corpus").glob("*.txt")):
+        pairs.append((txt, f"{lang}/data/corpus/{txt.name}"))
+    for f in sorted((path / "lm").glob("*")) if (path / "lm").is_dir() else []:
+        if f.is_file():
+            pairs.append((f, f"{lang}/lm/{f.name}"))
+    return pairs
+
+
+@app.command("push")
+@mapped_errors
+def push(lang: LangArg,
+         path: Annotated[Path, typer.Argument(help="train.csv, or a folder with train.csv, corpus/*.txt, lm/*")],
+         env: EnvOpt = "local", sets: SetOpt = None,
+         replace: Annotated[bool, typer.Option("--replace", help="replace differing files (old ones are kept under data/previous/)")] = False):
+    """Validate and upload a language's data to <bucket>/<lang>/."""
+    from stacks.lifecycle import bucket_of, language_settings
+    from trainer.data import parse_labelled_csv
+
+    _, config = load(env, sets)
+    settings = language_settings(config, lang)
+    if not path.exists():
+        fail(f"{path} does not exist", "pass a train.csv or a folder holding one", ExitStatus.BAD_INPUT)
+    pairs = _plan_uploads(lang, path)
+    if not pairs:
+        fail(f"nothing to upload in {path} (expected train.csv, corpus/*.txt or lm/*)", None, ExitStatus.BAD_INPUT)
+    for src, key in pairs:
+        if key.endswith("/data/train.csv"):
+            d = settings.data
+            data = parse_labelled_csv(src.read_bytes(), text_col=d.text_col, label_col=d.label_col,
+                                      label_sep=d.label_sep, source=str(src))
+            for warning in data.warnings:
+                console.print(f"[yellow]warning:[/] {warning}")
+            console.print(f"{src}: {len(data.texts)} rows, {len(data.label_counts)} labels"
+                          + (" (multi-label)" if data.multi_label else ""))
+    bucket = bucket_of(config)
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    conflicts = [(s, k) for s, k in pairs if bucket.exists(k) and bucket.read_bytes(k) != s.read_bytes()]
+    if conflicts and not replace:
+        names = ", ".join(bucket.url(k) for _, k in conflicts)
+        fail(f"{len(conflicts)} file(s) already in the bucket differ: {names}",
+             "rerun with --replace to replace them (the old versions are kept under <lang>/data/previous/)",
+             ExitStatus.BAD_INPUT)
+    uploaded = 0
+    for src, key in pairs:
+        if bucket.exists(key):
+            if bucket.read_bytes(key) == src.read_bytes():
+                continue
+            backup = f"{lang}/data/previous/{stamp}/{key[len(lang) + 1:]}"
+            bucket.write_bytes(backup, bucket.read_bytes(key))
+            console.print(f"kept the previous {key} as {backup}")
+        bucket.upload(src, key)
+        uploaded += 1
+    console.print(f"uploaded {uploaded} file(s), {len(pairs) - uploaded} unchanged, to {bucket.url(lang + '/')}")

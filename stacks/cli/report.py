@@ -1,0 +1,58 @@
+"""Console output of a run: log lines, a progress bar of stage and epoch, tables."""
+from __future__ import annotations
+
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from stacks.cli.common import console
+from trainer.runs import RunStatus
+
+
+class ConsoleReporter:
+    """Implements lifecycle.Reporter; the bar only shows on a terminal."""
+
+    def __init__(self):
+        self._progress: Progress | None = None
+        self._task = None
+
+    def __enter__(self):
+        if console.is_terminal:
+            self._progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[epochs]}"),
+                                      TimeElapsedColumn(), console=console, transient=True)
+            self._progress.start()
+            self._task = self._progress.add_task("starting", total=1, epochs="")
+        return self
+
+    def __exit__(self, *exc):
+        if self._progress:
+            self._progress.stop()
+
+    def info(self, message: str) -> None:
+        console.print(f"[cyan]›[/] {message}")
+
+    def warn(self, message: str) -> None:
+        console.print(f"[yellow]warning:[/] {message}")
+
+    def log_line(self, line: str) -> None:
+        console.print(f"[dim]{line}[/]", soft_wrap=True)
+
+    def progress(self, status: RunStatus) -> None:
+        if not self._progress:
+            return
+        epochs = f"epoch {status.epoch}/{status.epochs}" if status.epochs else ""
+        self._progress.update(self._task, description=f"{status.state.lower()} · {status.stage}",
+                              completed=status.epoch, total=max(status.epochs, 1), epochs=epochs)
+
+
+def metrics_table(metrics: dict) -> Table:
+    table = Table(title=f"run {metrics['run_id']} ({metrics['lang']}) — validation metrics")
+    for col in ("label", "precision", "recall", "f1", "support", "threshold"):
+        table.add_column(col, justify="left" if col == "label" else "right")
+    for label, m in metrics["per_label"].items():
+        thr = "argmax" if m["threshold"] is None else f"{m['threshold']:.2f}"
+        table.add_row(label, f"{m['precision']:.3f}", f"{m['recall']:.3f}", f"{m['f1']:.3f}", str(m["support"]), thr)
+    base = metrics.get("baseline", {})
+    table.caption = (f"macro-F1 {metrics['macro_f1']:.3f} · micro-F1 {metrics['micro_f1']:.3f} · "
+                     f"accuracy {metrics['accuracy']:.3f} · majority baseline macro-F1 {base.get('macro_f1', float('nan')):.3f} · "
+                     f"{metrics['n_train']} train / {metrics['n_valid']} valid rows · {metrics['duration_s']:.0f}s")
+    return table

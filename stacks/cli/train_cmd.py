@@ -1,0 +1,65 @@
+"""`trainctl train`: apply the language's stack, follow the run, tear it down."""
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from stacks.cli.common import STATE, EnvOpt, LangArg, SetOpt, console, err_console, load, mapped_errors
+from stacks.cli.report import ConsoleReporter, metrics_table
+from stacks.errors import ExitStatus
+
+
+def register(app: typer.Typer) -> None:
+    app.command("train")(train)
+
+
+def resume_hint(lang: str, env: str) -> str:
+    return (f"follow it again: trainctl train {lang} --env {env}   (attaches, then tears down)\n"
+            f"  stop it and tear down: trainctl destroy {lang} --env {env}")
+
+
+@mapped_errors
+def train(lang: LangArg, env: EnvOpt = "local", sets: SetOpt = None,
+          detach: Annotated[bool, typer.Option("--detach", help="return once the stack is applied")] = False):
+    """Apply train-LANG, follow the run, destroy the stack, print metrics and artifact URIs."""
+    from stacks import lifecycle as L
+    from trainer.runs import ARTIFACTS, SUCCEEDED, read_metrics, run_prefix
+
+    project, config = load(env, sets)
+    settings = L.language_settings(config, lang)
+    bucket = L.bucket_of(config)
+    data = L.preflight_data(bucket, lang, settings)
+    with ConsoleReporter() as rep:
+        for warning in data.warnings:
+            rep.warn(warning)
+        rep.info(f"data ok: {len(data.texts)} rows, labels {', '.join(data.label_names)}"
+                 + (" (multi-label)" if data.multi_label else ""))
+        handle = L.open_stack(project, config, lang, echo=console.print if STATE["debug"] else None)
+        try:
+            run_id, attached = L.launch(handle, bucket, rep)
+        except KeyboardInterrupt:
+            err_console.print(f"interrupted while applying {handle.name}; the stack may be partly applied.\n"
+                              f"  tear it down: trainctl destroy {lang} --env {env}")
+            raise typer.Exit(ExitStatus.INTERRUPTED)
+        run_url = bucket.url(run_prefix(lang, run_id))
+        if detach:
+            rep.info(f"run {run_id} started: {run_url}")
+            rep.info(f"follow: trainctl logs {lang} --env {env} --follow · status: trainctl status {lang} --env {env}")
+            return
+        alive = L.local_launcher_alive(project, env, run_id) if config.target == "local" else None
+        try:
+            status = L.follow(bucket, lang, run_id, rep, launcher_alive=alive)
+        except KeyboardInterrupt:
+            err_console.print(f"stopped following run {run_id}; it keeps running.\n  {resume_hint(lang, env)}")
+            raise typer.Exit(ExitStatus.INTERRUPTED)
+        L.teardown(handle, run_id, rep)
+    if status.state != SUCCEEDED:
+        err_console.print(f"[bold red]run {run_id} FAILED[/]: {status.error}")
+        err_console.print(f"  log: {bucket.url(run_prefix(lang, run_id) + 'log.txt')}")
+        raise typer.Exit(ExitStatus.RUN_FAILED)
+    metrics = read_metrics(bucket, lang, run_id)
+    console.print(metrics_table(metrics))
+    for name in (*ARTIFACTS, "log.txt", "status.json"):
+        console.print(f"  {name:22} {bucket.url(run_prefix(lang, run_id) + name)}")
+    console.print(f"[green]run {run_id} SUCCEEDED[/]; {handle.name} destroyed, nothing left running")

@@ -1,0 +1,42 @@
+"""LocalTrainer: the local target's stand-in for a GPU instance group.
+
+Terraform's built-in `terraform_data` with local-exec provisioners: create
+starts the trainer detached under its supervisor; destroy stops it if it is
+still running. No provider download, so it plans and applies offline.
+"""
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+from cdktf import DataResource, LocalExecProvisioner, TerraformResourceLifecycle
+from constructs import Construct
+
+
+class LocalTrainer(Construct):
+    """Exposes `process` (the terraform_data resource) and `run_id` (from its output)."""
+
+    def __init__(self, scope: Construct, id: str, *, run_id: str, replace_on: str, python: str, workdir: Path,
+                 procs_dir: Path, max_run_hours: float, trainer_args: list[str]) -> None:
+        super().__init__(scope, id)
+        supervisor = [python, "-m", "trainer.supervisor"]
+        # Destroy-time provisioners may only reference `self`: the run id is its output.
+        state_dir = f"{shlex.quote(str(procs_dir))}/${{self.output.run_id}}"
+        start = " ".join([
+            *map(shlex.quote, supervisor), "start", "--state-dir", state_dir,
+            "--max-run-hours", str(max_run_hours), "--",
+            *map(shlex.quote, trainer_args), "--run-id", "${self.output.run_id}",
+        ])
+        stop = " ".join([*map(shlex.quote, supervisor), "stop", "--state-dir", state_dir])
+        self.process = DataResource(
+            self, "process",
+            input={"run_id": run_id},
+            triggers_replace={"run_id": replace_on},
+            # The generated fallback id changes at every plan; the created run keeps its own.
+            lifecycle=TerraformResourceLifecycle(ignore_changes=["input"]),
+            provisioners=[
+                LocalExecProvisioner(type="local-exec", command=start, working_dir=str(workdir)),
+                LocalExecProvisioner(type="local-exec", command=stop, working_dir=str(workdir), when="destroy"),
+            ],
+        )
+        self.run_id = self.process.get_string_attribute("output.run_id")

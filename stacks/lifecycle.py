@@ -1,0 +1,227 @@
+"""The run lifecycle behind `trainctl train/destroy/gc`: preflight, apply, follow, tear down.
+
+No CLI code here: callers pass a `Reporter` for output, so the same steps serve
+the CLI, the benchmark and the tests.
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import platform
+import subprocess
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Protocol
+
+from stacks.config import EnvConfig, LanguageSettings
+from stacks.errors import InfraError, UnknownLanguageError
+from stacks.project import Project
+from trainer import supervisor
+from trainer.data import DATA_KEY, LabelledData, parse_labelled_csv
+from trainer.errors import DataError
+from trainer.runs import RunStatus, new_run_id, read_status, run_key
+from trainer.storage import Bucket, LocalBucket, open_bucket
+
+STATUS_APPEAR_TIMEOUT_S = 180
+
+
+class Reporter(Protocol):
+    def info(self, message: str) -> None: ...
+    def warn(self, message: str) -> None: ...
+    def log_line(self, line: str) -> None: ...
+    def progress(self, status: RunStatus) -> None: ...
+
+
+def stack_name(lang: str) -> str:
+    return f"train-{lang}"
+
+
+def language_settings(config: EnvConfig, lang: str) -> LanguageSettings:
+    if lang not in config.languages:
+        raise UnknownLanguageError(lang, config.env, sorted(config.languages))
+    return config.language(lang)
+
+
+def preflight_data(bucket: Bucket, lang: str, settings: LanguageSettings) -> LabelledData:
+    """The trainer's own validation, run before anything is created or written."""
+    key = DATA_KEY.format(lang=lang)
+    if not bucket.exists(key):
+        raise DataError(f"no labelled data at {bucket.url(key)}",
+                        hint=f"stage it first: trainctl data push {lang} PATH/TO/train.csv")
+    d = settings.data
+    return parse_labelled_csv(bucket.read_bytes(key), text_col=d.text_col, label_col=d.label_col,
+                              label_sep=d.label_sep, source=bucket.url(key))
+
+
+@dataclass
+class StackHandle:
+    """A synthesized, initialised stack of one language."""
+
+    config: EnvConfig
+    project: Project
+    lang: str
+    tf: "object"
+
+    @property
+    def name(self) -> str:
+        return stack_name(self.lang)
+
+
+def open_stack(project: Project, config: EnvConfig, lang: str, echo=None) -> StackHandle:
+    from stacks.terraform import Terraform, terraform_binary
+
+    language_settings(config, lang)
+    terraform_binary()  # fail fast (exit 3) before the slower synth
+    if config.target != "local":
+        raise InfraError(
+            f"env {config.env!r} targets gcp, whose training stacks are not implemented yet",
+            hint="use --env local for now (see README: 'Google Cloud status')",
+        )
+    from stacks.app import synth
+
+    outdir = project.work_outdir(config.env)
+    synth(config, project, outdir)
+    tf = Terraform(outdir / "stacks" / stack_name(lang), stack_name(lang), echo=echo)
+    tf.init()
+    return StackHandle(config, project, lang, tf)
+
+
+@contextmanager
+def stack_lock(project: Project, env: str, stack: str):
+    """One trainctl at a time per stack: the active-run check and the apply are one step."""
+    path = project.env_dir(env) / "locks" / f"{stack}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise InfraError(f"another trainctl is applying or destroying {stack} in env {env}",
+                             hint="wait for it to finish, then rerun") from None
+        yield
+
+
+def active_run(handle: StackHandle) -> str | None:
+    """The run id the stack currently holds, if it is applied."""
+    run_id = handle.tf.outputs().get("run_id")
+    return str(run_id) if run_id else None
+
+
+def write_run_metadata(bucket: Bucket, handle: StackHandle, run_id: str) -> None:
+    stack_json = handle.project.work_outdir(handle.config.env) / "stacks" / handle.name / "cdk.tf.json"
+    meta = {
+        "env": handle.config.env, "lang": handle.lang, "run_id": run_id, "stack": handle.name,
+        "git_sha": git_sha(handle.project.root), "host": platform.node(),
+        "terraform": terraform_version(handle.tf.binary),
+    }
+    prefix = "metadata/"
+    bucket.write_bytes(run_key(handle.lang, run_id, prefix + "config.json"),
+                       handle.config.model_dump_json(indent=2).encode())
+    bucket.write_bytes(run_key(handle.lang, run_id, prefix + "stack.json"), stack_json.read_bytes())
+    bucket.write_bytes(run_key(handle.lang, run_id, prefix + "trainctl.json"), json.dumps(meta, indent=2).encode())
+
+
+def terraform_version(binary: str) -> str | None:
+    out = subprocess.run([binary, "version", "-json"], capture_output=True, text=True).stdout
+    try:
+        return json.loads(out).get("terraform_version")
+    except ValueError:
+        return None
+
+
+def git_sha(root: Path) -> str | None:
+    out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True)
+    return out.stdout.strip() or None
+
+
+def launch(handle: StackHandle, bucket: Bucket, reporter: Reporter) -> tuple[str, bool]:
+    """Apply the stack for a new run, or return the active run. -> (run_id, attached)."""
+    with stack_lock(handle.project, handle.config.env, handle.name):
+        current = active_run(handle)
+        if current:
+            status = read_status(bucket, handle.lang, current)
+            if status is not None and not status.terminal:
+                reporter.info(f"a {handle.lang} run is already active in env {handle.config.env} "
+                              f"({current}, {status.state}); following it instead of starting another")
+                return current, True
+            reporter.info(f"tearing down the ended run {current} left in {handle.name}")
+            handle.tf.destroy({"run_id": current})
+        run_id = new_run_id()
+        reporter.info(f"applying {handle.name} (run {run_id})")
+        handle.tf.apply({"run_id": run_id})
+        write_run_metadata(bucket, handle, run_id)
+        return run_id, False
+
+
+def teardown(handle: StackHandle, run_id: str | None, reporter: Reporter) -> None:
+    with stack_lock(handle.project, handle.config.env, handle.name):
+        reporter.info(f"destroying {handle.name}")
+        handle.tf.destroy({"run_id": run_id} if run_id else None)
+
+
+class LogTail:
+    """New lines of a run's log.txt since the last call."""
+
+    def __init__(self, bucket: Bucket, lang: str, run_id: str):
+        self.bucket, self.key, self.offset = bucket, run_key(lang, run_id, "log.txt"), 0
+
+    def new_lines(self) -> list[str]:
+        if isinstance(self.bucket, LocalBucket):
+            path = self.bucket.root / self.key
+            if not path.exists():
+                return []
+            with open(path, "rb") as fh:
+                fh.seek(self.offset)
+                chunk = fh.read()
+        else:
+            if not self.bucket.exists(self.key):
+                return []
+            chunk = self.bucket.read_bytes(self.key)[self.offset:]
+        end = chunk.rfind(b"\n") + 1  # only whole lines
+        self.offset += end
+        return chunk[:end].decode("utf-8", "replace").splitlines()
+
+
+def follow(bucket: Bucket, lang: str, run_id: str, reporter: Reporter, *, poll_s: float = 1.0,
+           launcher_alive: Callable[[], bool] | None = None, print_log: bool = True) -> RunStatus:
+    """Print log lines and progress until the run ends; return its final status."""
+    tail = LogTail(bucket, lang, run_id)
+    started = time.monotonic()
+    dead_since = None
+    while True:
+        for line in tail.new_lines() if print_log else []:
+            reporter.log_line(line)
+        status = read_status(bucket, lang, run_id)
+        if status is not None:
+            reporter.progress(status)
+            if status.terminal:
+                for line in tail.new_lines() if print_log else []:
+                    reporter.log_line(line)
+                return status
+        elif time.monotonic() - started > STATUS_APPEAR_TIMEOUT_S:
+            raise InfraError(f"run {run_id} wrote no status.json within {STATUS_APPEAR_TIMEOUT_S}s",
+                             hint=f"look at the launcher's output; `trainctl destroy {lang}` tears the stack down")
+        if launcher_alive is not None and not launcher_alive():
+            # The supervisor writes the final status before it exits; give storage a moment.
+            dead_since = dead_since or time.monotonic()
+            if time.monotonic() - dead_since > 10:
+                raise InfraError(f"the trainer of run {run_id} is gone without a final status",
+                                 hint=f"`trainctl logs {lang} --run {run_id}`; `trainctl destroy {lang}`")
+        time.sleep(poll_s)
+
+
+def local_launcher_alive(project: Project, env: str, run_id: str) -> Callable[[], bool]:
+    state_dir = project.procs_dir(env) / run_id
+    first_seen = time.monotonic()
+
+    def alive() -> bool:
+        if supervisor.read_pid(state_dir) is None:
+            return time.monotonic() - first_seen < 30  # not started yet
+        return supervisor.is_running(state_dir)
+
+    return alive
+
+
+def bucket_of(config: EnvConfig) -> Bucket:
+    return open_bucket(config.bucket)

@@ -1,0 +1,74 @@
+"""Run the real terraform binary in a synthesized stack folder."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from stacks.errors import TerraformError, ToolMissingError
+
+INSTALL_HINT = ("install Terraform >= 1.5 (https://developer.hashicorp.com/terraform/install) "
+                "and make sure `terraform version` works in this shell")
+
+
+def terraform_binary() -> str:
+    path = shutil.which("terraform")
+    if path is None:
+        raise ToolMissingError("terraform", INSTALL_HINT)
+    return path
+
+
+class Terraform:
+    """One stack's working folder (`cdktf.out/stacks/<stack>`)."""
+
+    def __init__(self, workdir: Path, stack: str, *, echo=None):
+        self.workdir, self.stack = workdir, stack
+        self.binary = terraform_binary()
+        self.echo = echo  # called with each output line when set (--debug)
+
+    def _run(self, action: str, *args: str) -> str:
+        env = {**os.environ, "TF_IN_AUTOMATION": "1", "TF_INPUT": "0"}
+        # stderr apart: warnings there must not corrupt `output -json`.
+        with tempfile.TemporaryFile("w+") as err:
+            proc = subprocess.Popen([self.binary, *args], cwd=self.workdir, env=env, text=True,
+                                    stdout=subprocess.PIPE, stderr=err)
+            lines = []
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                lines.append(line)
+                if self.echo:
+                    self.echo(line.rstrip("\n"))
+            code = proc.wait()
+            err.seek(0)
+            errors = err.read()
+        output = "".join(lines)
+        if code != 0:
+            raise TerraformError(action, self.stack, output + errors, str(self.workdir))
+        return output
+
+    @staticmethod
+    def _vars(variables: dict[str, str] | None) -> list[str]:
+        return [f"-var={k}={v}" for k, v in (variables or {}).items()]
+
+    def init(self) -> None:
+        self._run("init", "init", "-input=false", "-no-color")
+
+    def apply(self, variables: dict[str, str] | None = None) -> str:
+        return self._run("apply", "apply", "-auto-approve", "-input=false", "-no-color", *self._vars(variables))
+
+    def destroy(self, variables: dict[str, str] | None = None) -> str:
+        return self._run("destroy", "destroy", "-auto-approve", "-input=false", "-no-color", *self._vars(variables))
+
+    def plan(self, variables: dict[str, str] | None = None) -> str:
+        return self._run("plan", "plan", "-input=false", "-no-color", *self._vars(variables))
+
+    def outputs(self) -> dict[str, object]:
+        raw = json.loads(self._run("output", "output", "-json", "-no-color") or "{}")
+        return {k: v.get("value") for k, v in raw.items()}
+
+    def resources(self) -> list[str]:
+        out = self._run("state list", "state", "list", "-no-color")
+        return [ln for ln in out.splitlines() if ln.strip()]

@@ -1,0 +1,30 @@
+"""Load an exported model.pth and classify texts with the run's decision thresholds."""
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+
+def load_model(path: Path):
+    from fastai.learner import load_learner
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the pickle warning: we load our own artifacts
+        return load_learner(path, cpu=True)
+
+
+def predict_texts(learn, texts: list[str], metrics: dict) -> list[tuple[list[str], dict[str, float]]]:
+    from trainer.metrics import decide
+
+    labels = metrics["labels"]
+    thresholds = [metrics["per_label"][l]["threshold"] for l in labels]
+    multi = metrics.get("multi_label", thresholds[0] is not None)
+    out = []
+    for text in texts:
+        _, _, probs = learn.predict(text)
+        p = probs.numpy()[None, :]
+        pred = decide(p, multi_label=multi, thresholds=np.array(thresholds, dtype=float) if multi else None)[0]
+        out.append(([l for l, yes in zip(labels, pred) if yes], {l: float(v) for l, v in zip(labels, p[0])}))
+    return out
