@@ -15,12 +15,14 @@ os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "18,20")
 from cdktf import App  # noqa: E402
 
 from stacks.config import EnvConfig  # noqa: E402
-from stacks.project import Project  # noqa: E402
+from stacks.project import Project, stack_name  # noqa: E402
 from stacks.train_stack import LocalHost, TrainStack  # noqa: E402
 
 
-def stack_name(lang: str) -> str:
-    return f"train-{lang}"
+def interpreter() -> str:
+    """This environment's python, spelled the same whether started as python or python3."""
+    candidate = Path(sys.prefix) / "bin" / "python"
+    return str(candidate) if candidate.exists() else sys.executable
 
 
 def build(app: App, config: EnvConfig, project: Project, python: str) -> dict[str, TrainStack]:
@@ -38,7 +40,7 @@ def build(app: App, config: EnvConfig, project: Project, python: str) -> dict[st
 def synth(config: EnvConfig, project: Project, outdir: Path, python: str | None = None) -> list[str]:
     """Write <outdir>/stacks/<name>/cdk.tf.json for every stack; return the names."""
     app = App(outdir=str(outdir), skip_validation=False)
-    stacks = build(app, config, project, python or sys.executable)
+    stacks = build(app, config, project, python or interpreter())
     app.synth()
     return sorted(stacks)
 
@@ -49,7 +51,7 @@ def main() -> None:
     project = Project.discover()
     config = project.load(env, sets)
     app = App()  # the cdktf CLI passes the output folder through the context
-    build(app, config, project, sys.executable)
+    build(app, config, project, interpreter())
     app.synth()
 
 

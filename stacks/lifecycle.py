@@ -17,7 +17,7 @@ from typing import Callable, Protocol
 
 from stacks.config import EnvConfig, LanguageSettings
 from stacks.errors import InfraError, UnknownLanguageError
-from stacks.project import Project
+from stacks.project import Project, stack_name
 from trainer import supervisor
 from trainer.data import DATA_KEY, LabelledData, parse_labelled_csv
 from trainer.errors import DataError
@@ -32,10 +32,6 @@ class Reporter(Protocol):
     def warn(self, message: str) -> None: ...
     def log_line(self, line: str) -> None: ...
     def progress(self, status: RunStatus) -> None: ...
-
-
-def stack_name(lang: str) -> str:
-    return f"train-{lang}"
 
 
 def language_settings(config: EnvConfig, lang: str) -> LanguageSettings:

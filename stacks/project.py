@@ -8,6 +8,11 @@ from stacks.config import EnvConfig, load_config
 from stacks.errors import ConfigError
 
 
+def stack_name(lang: str) -> str:
+    """The training stack of a language (what `cdktf deploy` is given)."""
+    return f"train-{lang}"
+
+
 @dataclass(frozen=True)
 class Project:
     """A checkout holding cdktf.json and envs/; local state lives in .trainstack/."""

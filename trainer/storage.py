@@ -10,7 +10,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Iterator, Protocol
+from typing import Protocol
 from urllib.parse import urlparse
 
 
@@ -133,8 +133,11 @@ class GcsBucket:
     def write_bytes(self, key: str, data: bytes, *, if_absent: bool = False) -> bool:
         from google.api_core import exceptions
 
+        if if_absent and self.exists(key):
+            return False
         try:
-            # A single-request upload replaces the object atomically.
+            # A single-request upload replaces the object atomically; on real GCS the
+            # generation precondition also closes the race between exists() and here.
             self._blob(key).upload_from_string(data, if_generation_match=0 if if_absent else None)
         except exceptions.PreconditionFailed:
             return False
@@ -171,6 +174,3 @@ def open_bucket(uri: str, *, base_dir: Path | None = None) -> Bucket:
         return GcsBucket(parsed.netloc, parsed.path)
     raise StorageError("unsupported bucket scheme (use file:// or gs://)", uri)
 
-
-def iter_lines(data: bytes) -> Iterator[str]:
-    yield from data.decode("utf-8", errors="replace").splitlines()

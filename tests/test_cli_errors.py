@@ -1,0 +1,89 @@
+"""Bad input: one clear message, the documented exit code, nothing written under runs/."""
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from typer.testing import CliRunner
+
+from stacks.cli.main import app
+from tests.conftest import SAMPLE
+
+runner = CliRunner()
+
+
+def bucket(project):
+    return project / ".trainstack" / "local" / "bucket"
+
+
+def stage(project, lang: str, raw: bytes):
+    path = bucket(project) / lang / "data" / "train.csv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(raw)
+
+
+def assert_no_runs(project):
+    assert not list(bucket(project).glob("*/runs/*")), "something was written under runs/"
+
+
+def test_unknown_language(project):
+    r = runner.invoke(app, ["train", "de"])
+    assert r.exit_code == 2
+    assert "language 'de' is not configured in env 'local' (configured: en, fr)" in r.output
+    assert_no_runs(project)
+
+
+def test_missing_train_csv(project):
+    r = runner.invoke(app, ["train", "fr"])
+    assert r.exit_code == 2 and "no labelled data at" in r.output and "trainctl data push fr" in r.output
+    assert_no_runs(project)
+
+
+@pytest.mark.parametrize("raw, message", [
+    (b"", "is empty"),
+    (b"body,labels\nx,a\n", "no column 'text'"),
+    ("text,labels\nfa\xe7ture,a\nb,b\n".encode("latin-1"), "not UTF-8"),
+])
+def test_bad_train_csv(project, raw, message):
+    stage(project, "fr", raw)
+    r = runner.invoke(app, ["train", "fr"])
+    assert r.exit_code == 2 and message in r.output
+    assert "Traceback" not in r.output
+    assert_no_runs(project)
+
+
+def test_terraform_missing_is_exit_3(project, monkeypatch):
+    stage(project, "fr", (SAMPLE / "fr" / "train.csv").read_bytes())
+    monkeypatch.setenv("PATH", "/nonexistent")
+    r = runner.invoke(app, ["train", "fr"])
+    assert r.exit_code == 3
+    assert "terraform is not on PATH" in r.output and "install Terraform" in r.output
+    assert_no_runs(project)
+
+
+def test_data_push_validates_and_never_overwrites(project, tmp_path):
+    r = runner.invoke(app, ["data", "push", "fr", str(SAMPLE / "fr")])
+    assert r.exit_code == 0, r.output
+    assert (bucket(project) / "fr/data/corpus/messages.txt").exists()
+    changed = tmp_path / "train.csv"
+    changed.write_text("text,labels\nmon colis,livraison\nma facture,facturation\n")
+    r = runner.invoke(app, ["data", "push", "fr", str(changed)])
+    assert r.exit_code == 2 and "--replace" in r.output
+    assert (bucket(project) / "fr/data/train.csv").read_bytes() == (SAMPLE / "fr" / "train.csv").read_bytes()
+    r = runner.invoke(app, ["data", "push", "fr", str(changed), "--replace"])
+    assert r.exit_code == 0
+    kept = list(bucket(project).glob("fr/data/previous/*/data/train.csv"))
+    assert len(kept) == 1 and kept[0].read_bytes() == (SAMPLE / "fr" / "train.csv").read_bytes()
+
+
+def test_data_push_rejects_bad_csv_before_upload(project, tmp_path):
+    bad = tmp_path / "train.csv"
+    bad.write_text("texte,labels\nx,a\n")
+    r = runner.invoke(app, ["data", "push", "fr", str(bad)])
+    assert r.exit_code == 2 and "no column 'text'" in r.output
+    assert not (bucket(project) / "fr").exists()
+
+
+def test_status_without_runs(project):
+    r = runner.invoke(app, ["status", "fr"])
+    assert r.exit_code == 2 and "no run for fr" in r.output

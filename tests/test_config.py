@@ -1,0 +1,79 @@
+"""Overlays, --set, per-language blocks and errors that name key and file."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from stacks.cli.main import app
+from stacks.config import load_config
+from stacks.errors import ConfigError
+
+runner = CliRunner()
+
+
+def write(project, name, text):
+    (project / "envs" / name).write_text(text)
+
+
+def test_local_overlay_merges_deeply(project):
+    cfg = load_config(project / "envs", "local")
+    fr = cfg.language("fr")
+    assert cfg.target == "local"
+    assert fr.trainer.emb_sz == 128            # from local.yaml
+    assert fr.trainer.seq_len == 72            # from base.yaml, same mapping
+    assert fr.data.label_sep == ";"
+
+
+def test_set_overrides_last_and_language_block_wins(project):
+    write(project, "local.yaml", "target: local\nbucket: file://b\nlanguages:\n  fr: {trainer: {epochs_clf: 9}}\n  en: {}\n")
+    cfg = load_config(project / "envs", "local", ["languages.fr.trainer.bs=8", "defaults.trainer.bs=16"])
+    assert cfg.language("fr").trainer.epochs_clf == 9
+    assert cfg.language("fr").trainer.bs == 8
+    assert cfg.language("en").trainer.bs == 16
+    assert cfg.language("en").trainer.epochs_clf == 6
+
+
+def test_lists_replace_instead_of_merging(project):
+    cfg = load_config(project / "envs", "dev", ["zones=[europe-west4-b]"])
+    assert cfg.zones == ["europe-west4-b"]
+
+
+def test_unknown_key_names_key_and_file(project):
+    write(project, "local.yaml", "target: local\nbucket: file://b\ndefaults:\n  trainer: {epoch_clf: 3}\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(project / "envs", "local")
+    assert "envs/local.yaml" in info.value.message
+    assert "defaults.trainer.epoch_clf" in info.value.message or "trainer.epoch_clf" in info.value.message
+
+
+def test_bad_value_from_set_names_set(project):
+    with pytest.raises(ConfigError) as info:
+        load_config(project / "envs", "local", ["languages.fr.trainer.epochs_clf=many"])
+    assert info.value.message.startswith("--set: languages.fr.trainer.epochs_clf")
+
+
+def test_missing_env_lists_available(project):
+    with pytest.raises(ConfigError, match="available: dev, local, prod"):
+        load_config(project / "envs", "staging")
+
+
+def test_bucket_scheme_must_match_target(project):
+    with pytest.raises(ConfigError, match="gs:// URI"):
+        load_config(project / "envs", "dev", ["bucket=file:///tmp/x"])
+
+
+def test_config_show_json_and_env_var(project, monkeypatch):
+    monkeypatch.setenv("TRAINCTL_ENV", "dev")
+    result = runner.invoke(app, ["config", "show", "--json", "--set", "project=p1"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["env"] == "dev" and data["project"] == "p1" and data["target"] == "gcp"
+
+
+def test_config_show_error_exit_2(project):
+    result = runner.invoke(app, ["config", "show", "--env", "nope"])
+    assert result.exit_code == 2
+    assert "unknown environment 'nope'" in result.output
+    assert "Traceback" not in result.output

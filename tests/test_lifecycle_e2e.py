@@ -1,0 +1,135 @@
+"""End to end on `local`: real trainctl, real terraform, real trainer, real files.
+
+After every test: Terraform state holds no resource and no trainer process is left.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import SAMPLE, TINY_SETS
+from trainer import supervisor
+
+pytestmark = pytest.mark.e2e
+TRAINCTL = str(Path(sys.prefix) / "bin" / "trainctl")
+
+
+def trainctl(project: Path, *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([TRAINCTL, *args], cwd=project, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "COLUMNS": "200"})
+
+
+def run_dir(project: Path, lang: str, run_id: str) -> Path:
+    return project / ".trainstack/local/bucket" / lang / "runs" / run_id
+
+
+def only_run(project: Path, lang: str) -> str:
+    runs = sorted(p.name for p in (project / ".trainstack/local/bucket" / lang / "runs").iterdir())
+    assert len(runs) == 1, runs
+    return runs[0]
+
+
+def assert_nothing_left(project: Path, lang: str = "fr") -> None:
+    state = project / ".trainstack/local/state" / f"train-{lang}.tfstate"
+    assert json.loads(state.read_text())["resources"] == [], "terraform state still holds resources"
+    for procs in (project / ".trainstack/local/procs").glob("*"):
+        pid = supervisor.read_pid(procs)
+        assert pid is None or not supervisor._alive(pid), f"trainer supervisor {pid} still running"
+
+
+def wait_for(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def staged(project):
+    r = trainctl(project, "data", "push", "fr", str(SAMPLE / "fr"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    yield project
+    # Whatever a test did, leave nothing running.
+    trainctl(project, "destroy", "fr")
+
+
+def test_train_end_to_end(staged):
+    r = trainctl(staged, "train", "fr", *TINY_SETS)
+    assert r.returncode == 0, r.stdout + r.stderr
+    run_id = only_run(staged, "fr")
+    folder = run_dir(staged, "fr", run_id)
+    for name in ("model.pth", "metrics.json", "valid_predictions.csv", "status.json", "log.txt",
+                 "metadata/config.json", "metadata/stack.json", "metadata/trainer.json", "plots/history.png"):
+        assert (folder / name).is_file(), name
+    status = json.loads((folder / "status.json").read_text())
+    assert status["state"] == "SUCCEEDED" and status["finished_at"] and status["resumed"] == 0
+    metrics = json.loads((folder / "metrics.json").read_text())
+    assert set(metrics["per_label"]) == {"compte", "facturation", "livraison", "produit"}
+    for key in ("micro_f1", "macro_f1", "accuracy", "n_train", "n_valid", "duration_s", "history", "labels"):
+        assert key in metrics
+    assert metrics["n_train"] + metrics["n_valid"] == 380
+    assert "\r" not in (folder / "log.txt").read_text()
+    assert "SUCCEEDED" in r.stdout and "macro-F1" in r.stdout and "train-fr destroyed" in r.stdout
+    assert_nothing_left(staged)
+    # The run is listed, and its model answers.
+    listing = json.loads(trainctl(staged, "runs", "--json").stdout)
+    assert [row["run_id"] for row in listing] == [run_id] and listing[0]["macro_f1"] == metrics["macro_f1"]
+    p = trainctl(staged, "predict", "fr", "Mon colis n'est jamais arrivé, le suivi est bloqué")
+    assert p.returncode == 0 and any(lbl in p.stdout for lbl in metrics["labels"])
+
+
+def test_second_train_attaches_then_destroy_cancels(staged):
+    slow = [*TINY_SETS, "--set", "defaults.trainer.epochs_clf=40"]
+    r1 = trainctl(staged, "train", "fr", "--detach", *slow)
+    assert r1.returncode == 0, r1.stdout + r1.stderr
+    run_id = only_run(staged, "fr")
+    wait_for(lambda: (run_dir(staged, "fr", run_id) / "status.json").exists(), 120, "status.json")
+    # A second train while one is active follows it instead of starting another.
+    proc = subprocess.Popen([TRAINCTL, "train", "fr", *slow], cwd=staged, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    time.sleep(8)
+    proc.send_signal(signal.SIGINT)  # Ctrl-C while following
+    out, _ = proc.communicate(timeout=60)
+    assert "already active" in out and run_id in out
+    assert proc.returncode == 130 and "keeps running" in out and "trainctl destroy fr" in out
+    assert only_run(staged, "fr") == run_id
+    pid = supervisor.read_pid(staged / ".trainstack/local/procs" / run_id)
+    assert pid and supervisor._alive(pid), "Ctrl-C on the follower must not stop the run"
+    d = trainctl(staged, "destroy", "fr")
+    assert d.returncode == 0, d.stdout + d.stderr
+    status = json.loads((run_dir(staged, "fr", run_id) / "status.json").read_text())
+    assert status["state"] == "FAILED" and "cancelled" in status["error"]
+    assert_nothing_left(staged)
+
+
+def test_gc_destroys_stacks_of_ended_runs(staged):
+    r = trainctl(staged, "train", "fr", "--detach", *TINY_SETS)
+    assert r.returncode == 0, r.stdout + r.stderr
+    run_id = only_run(staged, "fr")
+    status_file = run_dir(staged, "fr", run_id) / "status.json"
+    wait_for(lambda: status_file.exists() and json.loads(status_file.read_text())["state"] == "SUCCEEDED",
+             240, "the detached run to succeed")
+    g = trainctl(staged, "gc")
+    assert g.returncode == 0 and "destroyed 1 stack" in g.stdout, g.stdout + g.stderr
+    assert_nothing_left(staged)
+
+
+def test_failed_run_exits_1_and_tears_down(staged):
+    # Holding out nearly every row leaves one training row: the trainer fails after apply.
+    r = trainctl(staged, "train", "fr", *TINY_SETS, "--set", "defaults.trainer.valid_pct=0.999")
+    assert r.returncode == 1, r.stdout + r.stderr
+    run_id = only_run(staged, "fr")
+    status = json.loads((run_dir(staged, "fr", run_id) / "status.json").read_text())
+    assert status["state"] == "FAILED" and status["error"]
+    assert "FAILED" in r.stderr
+    assert_nothing_left(staged)

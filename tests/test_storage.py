@@ -1,0 +1,52 @@
+"""The same contract for file:// folders and gs:// buckets (real emulator server)."""
+from __future__ import annotations
+
+import pytest
+
+from trainer.storage import LocalBucket, StorageError, open_bucket
+
+
+@pytest.fixture(params=["file", "gs"])
+def bucket(request, tmp_path):
+    if request.param == "file":
+        return open_bucket(f"file://{tmp_path / 'bucket'}")
+    request.getfixturevalue("gcs_env")
+    return open_bucket(f"gs://test-bucket/t-{tmp_path.name}")
+
+
+def test_write_read_list_exists(bucket, tmp_path):
+    assert not bucket.exists("fr/data/train.csv")
+    bucket.write_bytes("fr/data/train.csv", b"text,labels\n")
+    bucket.write_bytes("fr/data/corpus/a.txt", "é\n".encode())
+    assert bucket.exists("fr/data/train.csv")
+    assert bucket.read_bytes("fr/data/corpus/a.txt").decode() == "é\n"
+    assert bucket.list("fr/data/") == ["fr/data/corpus/a.txt", "fr/data/train.csv"]
+    assert bucket.list("en/") == []
+    src = tmp_path / "up.bin"
+    src.write_bytes(b"\x00\x01")
+    bucket.upload(src, "fr/runs/r/model.pth")
+    bucket.download("fr/runs/r/model.pth", tmp_path / "down.bin")
+    assert (tmp_path / "down.bin").read_bytes() == b"\x00\x01"
+
+
+def test_if_absent_never_overwrites(bucket):
+    assert bucket.write_bytes("fr/lm/meta.json", b"first", if_absent=True)
+    assert not bucket.write_bytes("fr/lm/meta.json", b"second", if_absent=True)
+    assert bucket.read_bytes("fr/lm/meta.json") == b"first"
+
+
+def test_missing_object_is_a_storage_error(bucket):
+    with pytest.raises(StorageError, match="no such object"):
+        bucket.read_bytes("nope.txt")
+
+
+def test_local_bucket_refuses_keys_outside_it(tmp_path):
+    bucket = LocalBucket(tmp_path / "b")
+    with pytest.raises(StorageError, match="escapes"):
+        bucket.write_bytes("../outside.txt", b"x")
+
+
+def test_relative_file_uri_and_bad_scheme(tmp_path):
+    assert open_bucket("file://rel/b", base_dir=tmp_path).root == (tmp_path / "rel" / "b").resolve()
+    with pytest.raises(StorageError, match="unsupported"):
+        open_bucket("s3://x")
