@@ -9,14 +9,11 @@ import os
 import sys
 from pathlib import Path
 
-# Node 20 is what our users have; jsii's end-of-life banner would drown our output.
-os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "18,20")
+from cdktf import App
 
-from cdktf import App  # noqa: E402
-
-from stacks.config import EnvConfig  # noqa: E402
-from stacks.project import Project, stack_name  # noqa: E402
-from stacks.train_stack import LocalHost, TrainStack  # noqa: E402
+from stacks.config import EnvConfig
+from stacks.project import Project, stack_name
+from stacks.train_stack import LocalHost, TrainStack
 
 
 def interpreter() -> str:

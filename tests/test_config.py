@@ -21,7 +21,7 @@ def test_local_overlay_merges_deeply(project):
     cfg = load_config(project / "envs", "local")
     fr = cfg.language("fr")
     assert cfg.target == "local"
-    assert fr.trainer.emb_sz == 128            # from local.yaml
+    assert fr.trainer.emb_sz == 200            # from local.yaml
     assert fr.trainer.seq_len == 72            # from base.yaml, same mapping
     assert fr.data.label_sep == ";"
 

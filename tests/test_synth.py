@@ -57,7 +57,7 @@ def test_language_settings_reach_the_trainer(synthesized):
     en = stack_json(root, "out1", "train-en")
     (res,) = en["resource"]["terraform_data"].values()
     assert "--lang en" in res["provisioner"][0]["local-exec"]["command"]
-    assert "--emb-sz 128" in res["provisioner"][0]["local-exec"]["command"]
+    assert "--emb-sz 200" in res["provisioner"][0]["local-exec"]["command"]
 
 
 def test_synth_is_deterministic(synthesized):

@@ -11,6 +11,12 @@ from fastai.callback.core import Callback, CancelFitException
 from trainer.runlog import RunLog
 
 
+def skipped(learn, epoch: int) -> bool:
+    """fastai still fires after_epoch for epochs that fit(start_epoch=…) skips on resume."""
+    skip = next((cb for cb in learn.cbs if type(cb).__name__ == "SkipToEpoch"), None)
+    return skip is not None and epoch < skip._skip_to
+
+
 class PreemptionCallback(Callback):
     """Turns SIGTERM (Spot notice, destroy) into a clean stop after the current batch."""
 
@@ -38,11 +44,17 @@ class EpochLogCallback(Callback):
         self.stage, self.phase, self.offset, self.total = "", "", 0, 0
 
     def after_epoch(self):
-        names = [n for n in self.recorder.metric_names[1:] if n != "time"]
-        values = self.recorder.log[1:1 + len(names)]
+        if skipped(self.learn, self.epoch):
+            return
         record = {"stage": self.stage, "phase": self.phase, "epoch": self.offset + self.epoch + 1}
-        for name, value in zip(names, values):
-            record[name] = None if value is None or (isinstance(value, float) and math.isnan(value)) else round(float(value), 5)
+        for name, value in zip(self.recorder.metric_names[1:], self.recorder.log[1:]):
+            if name == "time":
+                continue
+            try:
+                number = float(value)
+            except (TypeError, ValueError):
+                continue
+            record[name] = None if math.isnan(number) else round(number, 5)
         self.history.append(record)
         shown = "  ".join(f"{k} {v:.4f}" for k, v in record.items() if isinstance(v, float))
         self.log.line(f"{self.stage} [{self.phase}] epoch {record['epoch']}/{self.total}  {shown}")
@@ -58,7 +70,8 @@ class StatusCallback(Callback):
         self.offset = 0
 
     def after_epoch(self):
-        self.log.update(epoch=self.offset + self.epoch + 1)
+        if not skipped(self.learn, self.epoch):
+            self.log.update(epoch=self.offset + self.epoch + 1)
 
 
 class CheckpointCallback(Callback):
@@ -77,7 +90,8 @@ class CheckpointCallback(Callback):
         self.upload(json.dumps(meta).encode(), f"checkpoints/{self.stage}.json")
 
     def after_epoch(self):
-        self._save(self.epoch + 1, partial=False)
+        if not skipped(self.learn, self.epoch):
+            self._save(self.epoch + 1, partial=False)
 
     def after_cancel_fit(self):
         # Preempted mid-epoch: keep the partial weights; resume restarts this epoch from them.
