@@ -44,9 +44,8 @@ def synth(config: EnvConfig, project: Project, outdir: Path, python: str | None 
 
 def main() -> None:
     env = os.environ.get("TRAINCTL_ENV", "local")
-    sets = [s for s in os.environ.get("TRAINCTL_SET", "").split(",") if s]
     project = Project.discover()
-    config = project.load(env, sets)
+    config = project.load(env)
     app = App()  # the cdktf CLI passes the output folder through the context
     build(app, config, project, interpreter())
     app.synth()

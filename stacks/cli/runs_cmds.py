@@ -107,13 +107,14 @@ def runs(env: EnvOpt = "local", sets: SetOpt = None,
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
         return
-    table = Table(title=f"runs in {config.bucket}")
+    table = Table(title=f"runs in {config.bucket} (times UTC)")
     for col in ("run", "lang", "state", "started", "duration", "macro-F1"):
-        table.add_column(col)
+        table.add_column(col, no_wrap=col in ("run", "started"))
     for r in rows:
         dur = f"{r['duration_s']:.0f}s" if r["duration_s"] is not None else ""
         f1 = f"{r['macro_f1']:.3f}" if r["macro_f1"] is not None else ""
-        table.add_row(r["run_id"], r["lang"], r["state"], r["started_at"] or "", dur, f1)
+        started = (r["started_at"] or "")[:16].replace("T", " ")  # minutes, UTC
+        table.add_row(r["run_id"], r["lang"], r["state"], started, dur, f1)
     console.print(table)
 
 
