@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -97,9 +98,20 @@ def test_second_train_attaches_then_destroy_cancels(staged):
     # A second train while one is active follows it instead of starting another.
     proc = subprocess.Popen([TRAINCTL, "train", "fr", *slow], cwd=staged, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    time.sleep(8)
+    seen: list[str] = []
+
+    def read_lines():
+        for line in proc.stdout:
+            seen.append(line)
+
+    reader = threading.Thread(target=read_lines, daemon=True)
+    reader.start()
+    wait_for(lambda: any("already active" in line for line in seen), 90, "the attach message")
+    time.sleep(2)  # now following
     proc.send_signal(signal.SIGINT)  # Ctrl-C while following
-    out, _ = proc.communicate(timeout=60)
+    proc.wait(timeout=60)
+    reader.join(timeout=10)
+    out = "".join(seen)
     assert "already active" in out and run_id in out
     assert proc.returncode == 130 and "keeps running" in out and "trainctl destroy fr" in out
     assert only_run(staged, "fr") == run_id
