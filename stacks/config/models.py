@@ -5,6 +5,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from trainer.cli import DEFAULTS as D
+
 
 class StrictModel(BaseModel):
     """Unknown keys are errors: a typo must not silently fall back to a default."""
@@ -26,21 +28,22 @@ class DataSettings(StrictModel):
 class TrainerSettings(StrictModel):
     """Hyper-parameters passed to `python -m trainer` (see `python -m trainer --help`)."""
 
-    epochs_base_lm: int = Field(10, ge=0)
-    epochs_lm: int = Field(4, ge=0)
-    epochs_clf: int = Field(6, ge=1)
-    bs: int = Field(64, ge=1)
-    lr: float = Field(2e-3, gt=0)
-    lr_lm: float = Field(2e-3, gt=0)
-    seq_len: int = Field(72, ge=8)
-    drop_mult: float = Field(0.5, ge=0)
-    seed: int = 42
-    valid_pct: float = Field(0.2, gt=0, lt=1)
-    emb_sz: int = Field(400, ge=8)
-    n_hid: int = Field(1152, ge=8)
-    n_layers: int = Field(3, ge=1)
-    max_vocab: int = Field(60000, ge=100)
-    min_freq: int = Field(2, ge=1)
+    # Defaults come from the trainer's own CLI, so the two can never disagree.
+    epochs_base_lm: int = Field(D["epochs_base_lm"], ge=0)
+    epochs_lm: int = Field(D["epochs_lm"], ge=0)
+    epochs_clf: int = Field(D["epochs_clf"], ge=1)
+    bs: int = Field(D["bs"], ge=1)
+    lr: float = Field(D["lr"], gt=0)
+    lr_lm: float = Field(D["lr_lm"], gt=0)
+    seq_len: int = Field(D["seq_len"], ge=8)
+    drop_mult: float = Field(D["drop_mult"], ge=0)
+    seed: int = D["seed"]
+    valid_pct: float = Field(D["valid_pct"], gt=0, lt=1)
+    emb_sz: int = Field(D["emb_sz"], ge=8)
+    n_hid: int = Field(D["n_hid"], ge=8)
+    n_layers: int = Field(D["n_layers"], ge=1)
+    max_vocab: int = Field(D["max_vocab"], ge=100)
+    min_freq: int = Field(D["min_freq"], ge=1)
 
     def as_cli_args(self) -> list[str]:
         """The trainer's command-line flags for these settings, in a stable order."""
