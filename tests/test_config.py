@@ -36,7 +36,7 @@ def test_set_overrides_last_and_language_block_wins(project):
 
 
 def test_lists_replace_instead_of_merging(project):
-    cfg = load_config(project / "envs", "dev", ["zones=[europe-west4-b]"])
+    cfg = load_config(project / "envs", "dev", ["project=p1", "zones=[europe-west4-b]"])
     assert cfg.zones == ["europe-west4-b"]
 
 

@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from stacks.config.gcp_checks import check_gcp
 from stacks.config.models import EnvConfig
 from stacks.errors import ConfigError
 
@@ -120,10 +121,11 @@ def _source_of(loc: tuple, origin: dict[tuple, str]) -> tuple[str, str]:
     candidates = [path]
     if path[:1] == ("languages",) and len(path) > 2:
         candidates.append(("defaults",) + path[2:])
-    for cand in candidates:
-        for n in range(len(cand), 0, -1):
-            if cand[:n] in origin:
-                return ".".join(cand), origin[cand[:n]]
+    # The most specific recorded key wins (languages.fr.nodes from defaults.nodes over `fr: {}`).
+    found = [(len(cand) - n, origin[cand[:n]]) for cand in candidates
+             for n in range(len(cand), 0, -1) if cand[:n] in origin]
+    if found:
+        return ".".join(path), min(found, key=lambda f: f[0])[1]
     return ".".join(path), "envs/base.yaml"
 
 
@@ -132,9 +134,11 @@ def load_config(envs_dir: Path, env: str, overrides: list[str] | None = None) ->
     doc = _expand_languages(doc, origin)
     doc["env"] = env
     try:
-        return EnvConfig.model_validate(doc)
+        config = EnvConfig.model_validate(doc)
     except ValidationError as exc:
         raise _config_error(exc, origin) from exc
+    check_gcp(config, origin)
+    return config
 
 
 def _config_error(exc: ValidationError, origin: dict[tuple, str]) -> ConfigError:

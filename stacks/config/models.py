@@ -7,6 +7,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from trainer.cli import DEFAULTS as D
 
+# Deep Learning VM with the NVIDIA driver, Docker and the NVIDIA container toolkit
+# baked in, so `docker run --gpus all` works at boot; driver 580 runs the image's CUDA 13 torch
+# (see docs/DECISIONS.md).
+BOOT_IMAGE = "projects/deeplearning-platform-release/global/images/family/common-cu129-ubuntu-2204-nvidia-580"
+
 
 class StrictModel(BaseModel):
     """Unknown keys are errors: a typo must not silently fall back to a default."""
@@ -62,9 +67,19 @@ class LanguageSettings(StrictModel):
     nodes: int = Field(1, ge=1, le=64)
     max_run_hours: float = Field(6, gt=0, le=168)
     disk_gb: int = Field(100, ge=10)
+    disk_type: str = Field("pd-balanced", description="boot disk type (pd-balanced, pd-ssd, hyperdisk-balanced)")
     shm_size: str = Field("16g", pattern=r"^\d+[kmg]?$")
+    boot_image: str = Field(BOOT_IMAGE, description="VM boot image or image family (gcp)")
+    docker_flags: list[str] = Field([], description="extra `docker run` flags for the trainer container (gcp)")
     data: DataSettings = DataSettings()
     trainer: TrainerSettings = TrainerSettings()
+
+
+class CiSettings(StrictModel):
+    """Who may act as the CI service accounts (Workload Identity Federation)."""
+
+    github_repository: str | None = Field(
+        None, pattern=r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$", description="owner/name of the GitHub repository")
 
 
 class EnvConfig(StrictModel):
@@ -74,9 +89,15 @@ class EnvConfig(StrictModel):
     target: Literal["local", "gcp"] = "local"
     project: str | None = None
     region: str | None = None
-    zones: list[str] = []
+    zones: list[str] = Field([], description="zones of `region`, in order of preference")
+    fallback_zones: list[str] = Field([], description="zones of other regions, tried when `zones` lack GPU quota")
     bucket: str
-    image: str | None = None
+    state_bucket: str | None = Field(None, description="Terraform state bucket (default <project>-trainstack-tfstate)")
+    registry: str = Field("trainstack", description="Artifact Registry repository id")
+    image: str | None = Field(None, description="trainer image; default: the registry's trainer at the tree's hash")
+    network: str = "default"
+    subnetwork: str | None = Field(None, description="subnetwork self-link (needs Private Google Access)")
+    ci: CiSettings = CiSettings()
     defaults: LanguageSettings = LanguageSettings()
     languages: dict[str, LanguageSettings]
 
@@ -92,3 +113,16 @@ class EnvConfig(StrictModel):
 
     def language(self, lang: str) -> LanguageSettings:
         return self.languages[lang]
+
+    @property
+    def state_bucket_name(self) -> str:
+        return self.state_bucket or f"{self.project}-trainstack-tfstate"
+
+    @property
+    def bucket_name(self) -> str:
+        return self.bucket.split("://", 1)[1].split("/", 1)[0]
+
+    @property
+    def image_repository(self) -> str:
+        """Where `trainctl image build` pushes: <region>-docker.pkg.dev/<project>/<registry>/trainer."""
+        return f"{self.region}-docker.pkg.dev/{self.project}/{self.registry}/trainer"

@@ -1,0 +1,46 @@
+"""Checks that only make sense on target gcp, with errors that name the key and its file."""
+from __future__ import annotations
+
+from stacks.config.gpus import gpu_problem, region_of
+from stacks.config.models import EnvConfig
+from stacks.errors import ConfigError
+
+
+def check_gcp(config: EnvConfig, origin: dict[tuple, str]) -> None:
+    """Raise ConfigError (exit 2) for a gcp environment that cannot be deployed as written."""
+    if config.target != "gcp":
+        return
+    env_file = f"envs/{config.env}.yaml"
+
+    def source(*path: str) -> str:
+        for n in range(len(path), 0, -1):
+            if path[:n] in origin:
+                return origin[path[:n]]
+        return env_file
+
+    if not config.project:
+        raise ConfigError(f"env {config.env!r} targets gcp but sets no `project`", source=env_file,
+                          hint=f"add `project: YOUR_PROJECT_ID` to {env_file} or pass --set project=YOUR_PROJECT_ID")
+    if not config.region:
+        raise ConfigError(f"env {config.env!r} targets gcp but sets no `region`", source=env_file,
+                          hint=f"add e.g. `region: europe-west4` to {env_file}")
+    if not config.zones:
+        raise ConfigError("`zones` is empty: list the zones of the region in order of preference",
+                          source=source("zones"), hint=f"e.g. zones: [{config.region}-a, {config.region}-b]")
+    for zone in config.zones:
+        if region_of(zone) != config.region:
+            raise ConfigError(f"zone {zone!r} is not in region {config.region!r}", source=source("zones"),
+                              hint="`zones` lists zones of `region`; put zones of other regions in `fallback_zones`")
+    for zone in config.fallback_zones:
+        if region_of(zone) == config.region or zone.count("-") < 2:
+            raise ConfigError(f"fallback zone {zone!r} must be a zone of another region than {config.region!r}",
+                              source=source("fallback_zones"))
+    for lang, settings in config.languages.items():
+        problem = gpu_problem(settings.gpu.type, settings.gpu.count, settings.machine_type)
+        if problem:
+            key = ("languages", lang, "gpu")
+            src = origin.get(key) or origin.get(key + ("type",)) or source("defaults", "gpu", "type")
+            machine_src = origin.get(("languages", lang, "machine_type")) or source("defaults", "machine_type")
+            where = src if src == machine_src else f"{src} / {machine_src}"
+            raise ConfigError(f"languages.{lang}: {problem}", source=where,
+                              hint="pick a matching machine_type and gpu (`trainctl config show` prints both)")
