@@ -70,7 +70,7 @@ def test_sigterm_checkpoints_and_same_run_id_resumes(tmp_path):
     assert proc.returncode == 143, out
     status = json.loads(bucket.read_bytes(status_key))
     assert status["state"] == "RUNNING" and status["stage"] == "interrupted"
-    assert json.loads(bucket.read_bytes("fr/runs/r1/checkpoints/classifier.json"))["phase"] == 3
+    assert json.loads(bucket.read_bytes("fr/runs/r1/checkpoints/classifier.ckpt.json"))["phase"] == 3
     proc = trainer(uri, "r1", "--epochs-clf", "30")
     out, _ = proc.communicate(timeout=300)
     assert proc.returncode == 0, out

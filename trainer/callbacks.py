@@ -86,8 +86,8 @@ class CheckpointCallback(Callback):
     def _save(self, epochs_done: int, partial: bool) -> None:
         path = self.learn.save(self.work / f"ckpt-{self.stage}", with_opt=True)
         meta = {"stage": self.stage, "phase": self.phase_idx, "epochs_done": epochs_done, "partial": partial}
-        self.upload(Path(path), f"checkpoints/{self.stage}.pth")
-        self.upload(json.dumps(meta).encode(), f"checkpoints/{self.stage}.json")
+        self.upload(Path(path), f"checkpoints/{self.stage}.ckpt.pth")
+        self.upload(json.dumps(meta).encode(), f"checkpoints/{self.stage}.ckpt.json")
 
     def after_epoch(self):
         if not skipped(self.learn, self.epoch):

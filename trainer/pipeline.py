@@ -64,9 +64,9 @@ class Run:
             self.bucket.upload(Path(src), self.key(name))
 
     def checkpoint_meta(self, stage: str) -> dict | None:
-        if not self.resume or not self.bucket.exists(self.key(f"checkpoints/{stage}.json")):
+        if not self.resume or not self.bucket.exists(self.key(f"checkpoints/{stage}.ckpt.json")):
             return None
-        return json.loads(self.bucket.read_bytes(self.key(f"checkpoints/{stage}.json")))
+        return json.loads(self.bucket.read_bytes(self.key(f"checkpoints/{stage}.ckpt.json")))
 
     # -- stages ---------------------------------------------------------
     def stage(self, name: str, epochs: int = 0) -> None:
@@ -116,7 +116,7 @@ class Run:
             learn.unfreeze() if freeze_to is None else learn.freeze_to(freeze_to)
             if meta is not None and i == meta["phase"]:
                 ckpt = self.work / f"resume-{stage}.pth"
-                self.bucket.download(self.key(f"checkpoints/{stage}.pth"), ckpt)
+                self.bucket.download(self.key(f"checkpoints/{stage}.ckpt.pth"), ckpt)
                 learn.load(ckpt.with_suffix(""), with_opt=True)
                 self.log.line(f"{stage}: resumed at phase {i + 1}, epoch {start + 1} from checkpoint")
             if start < n:
@@ -162,9 +162,9 @@ class Run:
     def lm_finetune(self):
         a = self.a
         models = self.work / "models"
-        if self.resume and self.bucket.exists(self.key("checkpoints/lm_encoder.pth")):
-            self.bucket.download(self.key("checkpoints/lm_encoder.pth"), models / "ft_enc.pth")
-            self.bucket.download(self.key("checkpoints/lm_vocab.pkl"), models / "ft_vocab.pkl")
+        if self.resume and self.bucket.exists(self.key("checkpoints/lm_encoder.ckpt.pth")):
+            self.bucket.download(self.key("checkpoints/lm_encoder.ckpt.pth"), models / "ft_enc.pth")
+            self.bucket.download(self.key("checkpoints/lm_vocab.ckpt.pkl"), models / "ft_vocab.pkl")
             self.ft_vocab = pickle.loads((models / "ft_vocab.pkl").read_bytes())
             self.log.line("lm_finetune: finished before the interruption; reusing its encoder")
             return
@@ -179,8 +179,8 @@ class Run:
         self.fit_phases(learn, "lm_finetune", [p for p in phases if p[1] > 0])
         learn.save_encoder("ft_enc")
         (models / "ft_vocab.pkl").write_bytes(pickle.dumps(list(self.ft_vocab)))
-        self.put(models / "ft_vocab.pkl", "checkpoints/lm_vocab.pkl")
-        self.put(models / "ft_enc.pth", "checkpoints/lm_encoder.pth")
+        self.put(models / "ft_vocab.pkl", "checkpoints/lm_vocab.ckpt.pkl")
+        self.put(models / "ft_enc.pth", "checkpoints/lm_encoder.ckpt.pth")
 
     def classifier(self):
         a = self.a
