@@ -1,6 +1,7 @@
 """`train-<lang>`: the infrastructure of one language's training run."""
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -8,7 +9,7 @@ from cdktf import LocalBackend, TerraformOutput, TerraformStack, TerraformVariab
 from constructs import Construct
 
 from stacks.config import EnvConfig
-from stacks.constructs.local_trainer import LocalTrainer
+from stacks.naming import TRAINER_SA, group_name, sa_email, state_prefix
 
 
 @dataclass(frozen=True)
@@ -21,6 +22,17 @@ class LocalHost:
     state_file: Path
 
 
+@dataclass(frozen=True)
+class GcpPlacement:
+    """Decided before synth: the zone (quota preflight), the image (content hash), the VM scripts."""
+
+    zone: str
+    image: str
+    quota_metric: str
+    startup_script: str
+    shutdown_script: str
+
+
 def trainer_args(config: EnvConfig, lang: str) -> list[str]:
     """The `python -m trainer` arguments of a language, except --run-id."""
     s = config.language(lang)
@@ -30,30 +42,77 @@ def trainer_args(config: EnvConfig, lang: str) -> list[str]:
 
 
 class TrainStack(TerraformStack):
-    """Exposes `run_id_var` and, on the local target, `trainer` (a LocalTrainer)."""
+    """Exposes `run_id_var` and `trainer` (LocalTrainer) on local, `vms` (GpuInstanceGroup) on gcp."""
 
-    def __init__(self, scope: Construct, id: str, *, config: EnvConfig, lang: str, local: LocalHost | None) -> None:
+    def __init__(self, scope: Construct, id: str, *, config: EnvConfig, lang: str,
+                 local: LocalHost | None = None, gcp: GcpPlacement | None = None) -> None:
         super().__init__(scope, id)
-        settings = config.language(lang)
         self.run_id_var = TerraformVariable(
             self, "run_id", type="string", default="",
             description="run folder name; empty = generated at apply time (trainctl always sets it)",
         )
-        explicit = self.run_id_var.string_value
         # Written as HCL: cdktf's Op.neq renders "" as `undefined`.
-        run_id = ('${var.run_id != "" ? var.run_id : join("-", '
-                  '[formatdate("YYYYMMDD-hhmmss", plantimestamp()), substr(uuid(), 0, 4)])}')
+        self.run_id_expression = ('${var.run_id != "" ? var.run_id : join("-", '
+                       '[formatdate("YYYYMMDD-hhmmss", plantimestamp()), substr(uuid(), 0, 4)])}')
         if config.target == "local":
             if local is None:
                 raise ValueError("the local target needs a LocalHost")
-            LocalBackend(self, path=str(local.state_file))
-            self.trainer = LocalTrainer(
-                self, "trainer", run_id=run_id, replace_on=explicit, python=local.python,
-                workdir=local.workdir, procs_dir=local.procs_dir, max_run_hours=settings.max_run_hours,
-                trainer_args=trainer_args(config, lang),
-            )
-            TerraformOutput(self, "run_id_out", value=self.trainer.run_id, static_id=True).override_logical_id("run_id")
+            self._local(config, lang, local)
         else:
-            raise NotImplementedError("target gcp: the train stack is not implemented yet")
+            if gcp is None:
+                raise ValueError("the gcp target needs a GcpPlacement")
+            self._gcp(config, lang, gcp)
         TerraformOutput(self, "lang", value=lang, static_id=True)
         TerraformOutput(self, "env", value=config.env, static_id=True)
+
+    def _local(self, config: EnvConfig, lang: str, local: LocalHost) -> None:
+        from stacks.constructs.local_trainer import LocalTrainer
+
+        LocalBackend(self, path=str(local.state_file))
+        self.trainer = LocalTrainer(
+            self, "trainer", run_id=self.run_id_expression, replace_on=self.run_id_var.string_value, python=local.python,
+            workdir=local.workdir, procs_dir=local.procs_dir,
+            max_run_hours=config.language(lang).max_run_hours, trainer_args=trainer_args(config, lang),
+        )
+        TerraformOutput(self, "run_id_out", value=self.trainer.run_id, static_id=True).override_logical_id("run_id")
+
+    def _gcp(self, config: EnvConfig, lang: str, gcp: GcpPlacement) -> None:
+        from cdktf import GcsBackend
+        from cdktf_cdktf_provider_google.provider import GoogleProvider
+
+        from stacks.constructs.gpu_instance_group import GpuInstanceGroup
+        from stacks.constructs.quota_guard import QuotaGuard
+        from stacks.constructs.run_identity import RunIdentity
+
+        s = config.language(lang)
+        region = gcp.zone.rsplit("-", 1)[0]
+        name = group_name(config.env, lang)
+        GoogleProvider(self, "google", project=config.project, region=region,
+                       default_labels={"app": "trainstack", "env": config.env})
+        GcsBackend(self, bucket=config.state_bucket_name, prefix=state_prefix(config.env, self.node.id))
+        run_id = RunIdentity(self, "run", run_id=self.run_id_expression, replace_on=self.run_id_var.string_value).run_id
+        guard = QuotaGuard(self, "quota", project=config.project, region=region, metric=gcp.quota_metric,
+                           needed=s.nodes * s.gpu.count)
+        metadata = {
+            "startup-script": gcp.startup_script, "shutdown-script": gcp.shutdown_script,
+            "enable-oslogin": "TRUE", "block-project-ssh-keys": "TRUE", "serial-port-enable": "FALSE",
+            "trainstack-image": gcp.image, "trainstack-run-id": run_id,
+            "trainstack-args": json.dumps(trainer_args(config, lang)),
+            "trainstack-lang": lang, "trainstack-env": config.env, "trainstack-bucket": config.bucket,
+            "trainstack-nodes": str(s.nodes), "trainstack-gpus-per-node": str(s.gpu.count),
+            "trainstack-shm-size": s.shm_size, "trainstack-docker-flags": json.dumps(s.docker_flags),
+            "trainstack-max-run-hours": f"{s.max_run_hours:g}",
+            "trainstack-project": config.project, "trainstack-zone": gcp.zone, "trainstack-mig": name,
+            "trainstack-base-name": name,
+        }
+        self.vms = GpuInstanceGroup(
+            self, "vms", project=config.project, name=name, zone=gcp.zone, machine_type=s.machine_type,
+            gpu_type=s.gpu.type, gpu_count=s.gpu.count, nodes=s.nodes, spot=s.spot, boot_image=s.boot_image,
+            disk_gb=s.disk_gb, disk_type=s.disk_type, service_account=sa_email(TRAINER_SA, config.project),
+            network=config.network, subnetwork=config.subnetwork,
+            labels={"app": "trainstack", "env": config.env, "lang": lang, "run": run_id},
+            metadata=metadata, preconditions=[guard.precondition],
+        )
+        TerraformOutput(self, "run_id_out", value=run_id, static_id=True).override_logical_id("run_id")
+        for key, value in {"zone": gcp.zone, "group": name, "image": gcp.image, "quota_metric": gcp.quota_metric}.items():
+            TerraformOutput(self, key, value=value, static_id=True)

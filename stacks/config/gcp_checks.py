@@ -35,6 +35,10 @@ def check_gcp(config: EnvConfig, origin: dict[tuple, str]) -> None:
         if region_of(zone) == config.region or zone.count("-") < 2:
             raise ConfigError(f"fallback zone {zone!r} must be a zone of another region than {config.region!r}",
                               source=source("fallback_zones"))
+    if not config.ci.github_repository:
+        raise ConfigError("`ci.github_repository` is not set: the foundation's Workload Identity Federation "
+                          "trusts exactly one GitHub repository", source=env_file,
+                          hint=f"add `ci: {{github_repository: OWNER/NAME}}` to {env_file}")
     for lang, settings in config.languages.items():
         problem = gpu_problem(settings.gpu.type, settings.gpu.count, settings.machine_type)
         if problem:

@@ -1,0 +1,84 @@
+"""GpuInstanceGroup: a Spot GPU instance template and the zonal managed group that runs it."""
+from __future__ import annotations
+
+from cdktf_cdktf_provider_google.compute_instance_group_manager import (
+    ComputeInstanceGroupManager, ComputeInstanceGroupManagerVersion)
+from cdktf_cdktf_provider_google.compute_instance_template import (
+    ComputeInstanceTemplate, ComputeInstanceTemplateDisk, ComputeInstanceTemplateGuestAccelerator,
+    ComputeInstanceTemplateNetworkInterface)
+from cdktf_cdktf_provider_google.compute_per_instance_config import ComputePerInstanceConfig
+from cdktf_cdktf_provider_google.compute_resource_policy import ComputeResourcePolicy
+from constructs import Construct
+
+
+class GpuInstanceGroup(Construct):
+    """Exposes `template`, `group`, and when nodes > 1 `placement` and `node_configs` (stable names)."""
+
+    def __init__(self, scope: Construct, id: str, *, project: str, name: str, zone: str, machine_type: str,
+                 gpu_type: str, gpu_count: int, nodes: int, spot: bool, boot_image: str, disk_gb: int,
+                 disk_type: str, service_account: str, network: str, subnetwork: str | None,
+                 labels: dict[str, str], metadata: dict[str, str], preconditions: list[dict] | None = None) -> None:
+        super().__init__(scope, id)
+        region = zone.rsplit("-", 1)[0]
+        self.placement = None
+        if nodes > 1:
+            # All nodes on one network spine: NCCL traffic between nodes is the bottleneck.
+            self.placement = ComputeResourcePolicy(
+                self, "placement", project=project, region=region, name=f"{name}-compact",
+                group_placement_policy={"collocation": "COLLOCATED", "vm_count": nodes},
+            )
+        self.template = ComputeInstanceTemplate(
+            self, "template", project=project, name_prefix=f"{name}-", machine_type=machine_type,
+            description=f"trainstack {name}: {nodes} x {machine_type} with {gpu_count} x {gpu_type}",
+            labels=labels, metadata=metadata,
+            disk=[ComputeInstanceTemplateDisk(source_image=boot_image, disk_size_gb=disk_gb, disk_type=disk_type,
+                                              boot=True, auto_delete=True)],
+            guest_accelerator=[ComputeInstanceTemplateGuestAccelerator(type=gpu_type, count=gpu_count)],
+            scheduling=_scheduling(spot),
+            service_account={"email": service_account, "scopes": ["cloud-platform"]},
+            # No access_config: no external IP. Egress to Google APIs goes through Private
+            # Google Access (or Cloud NAT) on the subnetwork (README: Google Cloud setup).
+            network_interface=[ComputeInstanceTemplateNetworkInterface(network=network, subnetwork=subnetwork)],
+            shielded_instance_config={"enable_secure_boot": True, "enable_vtpm": True,
+                                      "enable_integrity_monitoring": True},
+            resource_policies=[self.placement.self_link] if self.placement else None,
+            # A new run replaces the template; the group must never point at a deleted one.
+            lifecycle={"create_before_destroy": True},
+        )
+        self.group = ComputeInstanceGroupManager(
+            self, "group", project=project, name=name, zone=zone, base_instance_name=name,
+            description=f"trainstack {name}; scaled to 0 by its own node 0 when the run ends",
+            version=[ComputeInstanceGroupManagerVersion(name="trainer",
+                                                        instance_template=self.template.self_link_unique)],
+            target_size=nodes,
+            # Spot capacity may take a while; trainctl follows the run through the bucket instead.
+            wait_for_instances=False,
+            # Preempted (deleted) Spot VMs are recreated under the same name; the trainer resumes.
+            instance_lifecycle_policy={"default_action_on_failure": "REPAIR", "force_update_on_repair": "NO"},
+            # Never roll a running training job onto a new template behind its back.
+            update_policy={"type": "OPPORTUNISTIC", "minimal_action": "REPLACE", "replacement_method": "RECREATE",
+                           "max_surge_fixed": 0, "max_unavailable_fixed": max(nodes, 1)},
+        )
+        if preconditions:
+            self.group.add_override("lifecycle.precondition", preconditions)
+        self.node_configs = []
+        if nodes > 1:
+            # Stable names <name>-0..N-1: node 0 is torchrun's rendezvous endpoint.
+            self.node_configs = [
+                ComputePerInstanceConfig(
+                    self, f"node_{rank}", project=project, zone=zone, instance_group_manager=self.group.name,
+                    name=f"{name}-{rank}", minimal_action="NONE", most_disruptive_allowed_action="REPLACE",
+                    remove_instance_on_destroy=True, remove_instance_state_on_destroy=True,
+                    preserved_state={"metadata": {"trainstack-rank": str(rank)}},
+                )
+                for rank in range(nodes)
+            ]
+
+
+def _scheduling(spot: bool) -> dict:
+    if not spot:
+        return {"provisioning_model": "STANDARD", "preemptible": False, "automatic_restart": False,
+                "on_host_maintenance": "TERMINATE"}
+    # GPU VMs cannot live-migrate; a preempted VM is deleted and the group recreates it.
+    return {"provisioning_model": "SPOT", "preemptible": True, "automatic_restart": False,
+            "on_host_maintenance": "TERMINATE", "instance_termination_action": "DELETE"}

@@ -1,0 +1,47 @@
+"""`foundation`: what every run of an environment shares (APIs, bucket, registry, identities)."""
+from __future__ import annotations
+
+from cdktf import GcsBackend, TerraformOutput, TerraformStack
+from cdktf_cdktf_provider_google.provider import GoogleProvider
+from constructs import Construct
+
+from stacks.config import EnvConfig
+from stacks.constructs.artifact_bucket import ArtifactBucket
+from stacks.constructs.ci_identities import CiIdentities
+from stacks.constructs.container_registry import ContainerRegistry
+from stacks.constructs.github_federation import GithubFederation
+from stacks.constructs.project_services import ProjectServices
+from stacks.constructs.trainer_identity import TrainerIdentity
+from stacks.naming import FOUNDATION, group_name, state_prefix
+
+
+class FoundationStack(TerraformStack):
+    """Composes the shared constructs; exposes them as attributes of the same names."""
+
+    def __init__(self, scope: Construct, id: str = FOUNDATION, *, config: EnvConfig) -> None:
+        super().__init__(scope, id)
+        project, region = config.project, config.region
+        GoogleProvider(self, "google", project=project, region=region,
+                       default_labels={"app": "trainstack", "env": config.env})
+        GcsBackend(self, bucket=config.state_bucket_name, prefix=state_prefix(config.env, FOUNDATION))
+        self.services = ProjectServices(self, "services", project=project)
+        after = self.services.all
+        self.artifacts = ArtifactBucket(self, "artifacts", project=project, name=config.bucket_name,
+                                        location=region.upper(), depends_on=after)
+        self.registry = ContainerRegistry(self, "registry", project=project, location=region,
+                                          repository_id=config.registry, depends_on=after)
+        self.trainer = TrainerIdentity(self, "trainer", project=project, bucket=self.artifacts.bucket,
+                                       repository=self.registry.repository,
+                                       group_prefix=group_name(config.env, ""), depends_on=after)
+        self.ci = CiIdentities(self, "ci", project=project, state_bucket=config.state_bucket_name,
+                               trainer_account=self.trainer.account, depends_on=after)
+        if not config.ci.github_repository:
+            raise ValueError("foundation needs ci.github_repository")  # check_gcp rejects this earlier
+        self.github = GithubFederation(self, "github", project=project, repository=config.ci.github_repository,
+                                       planner=self.ci.planner, deployer=self.ci.deployer, depends_on=after)
+        for name, value in {
+            "bucket_url": self.artifacts.bucket.url, "registry_id": self.registry.repository.id,
+            "trainer_account": self.trainer.account.email, "planner_account": self.ci.planner.email,
+            "deployer_account": self.ci.deployer.email, "workload_identity_provider": self.github.provider.name,
+        }.items():
+            TerraformOutput(self, name, value=value, static_id=True)

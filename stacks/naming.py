@@ -1,0 +1,26 @@
+"""Names of cloud resources, shared by the stacks, the CLI and the docs (no cdktf here)."""
+from __future__ import annotations
+
+TRAINER_SA = "trainstack-trainer"
+PLANNER_SA = "trainstack-ci-plan"
+DEPLOYER_SA = "trainstack-ci-deploy"
+WIF_POOL = "trainstack-github"
+WIF_PROVIDER = "github"
+RESIZER_ROLE = "trainstackGroupResizer"
+FOUNDATION = "foundation"
+# Trainer images live in <registry>/trainer; the VM agent and `trainctl image build` agree on this.
+IMAGE_NAME = "trainer"
+
+
+def sa_email(account_id: str, project: str) -> str:
+    return f"{account_id}@{project}.iam.gserviceaccount.com"
+
+
+def group_name(env: str, lang: str) -> str:
+    """The managed instance group (and VM base name) of a language's run: dev-train-fr."""
+    return f"{env}-train-{lang}"
+
+
+def state_prefix(env: str, stack: str) -> str:
+    """Where a stack's Terraform state lives inside the state bucket."""
+    return f"{env}/{stack}"
