@@ -24,7 +24,9 @@ from trainer.errors import DataError
 from trainer.runs import RunStatus, new_run_id, read_status, run_key
 from trainer.storage import Bucket, LocalBucket, open_bucket
 
-STATUS_APPEAR_TIMEOUT_S = 180
+# How long a new run may take to write its first status.json: a local process starts in
+# seconds; a Spot GPU VM needs capacity, boot, driver and a multi-GB image pull.
+STATUS_APPEAR_TIMEOUT_S = {"local": 180, "gcp": 45 * 60}
 
 
 class Reporter(Protocol):
@@ -53,35 +55,63 @@ def preflight_data(bucket: Bucket, lang: str, settings: LanguageSettings) -> Lab
 
 @dataclass
 class StackHandle:
-    """A synthesized, initialised stack of one language."""
+    """A synthesized, initialised stack of one language (`placement`: gcp zone/image decision)."""
 
     config: EnvConfig
     project: Project
     lang: str
     tf: "object"
+    placement: "object | None" = None
 
     @property
     def name(self) -> str:
         return stack_name(self.lang)
 
 
-def open_stack(project: Project, config: EnvConfig, lang: str, echo=None) -> StackHandle:
+def gcp_preflight(config: EnvConfig, lang: str, reporter: Reporter | None = None):
+    """Quota (zone choice) and image checks of a gcp run -> the GcpPlacement to synthesize with."""
+    from stacks.app import SOURCE_ROOT, gcp_placement
+    from stacks.gcp.image import image_ref, require_image
+    from stacks.gcp.quota import choose_zone
+
+    decision = choose_zone(config, lang)
+    if reporter:
+        reporter.info(f"quota ok: {lang} runs in {decision.zone} ({decision.metric})")
+    ref = image_ref(config, SOURCE_ROOT)
+    require_image(ref)
+    if reporter:
+        reporter.info(f"image ok: {ref}")
+    return gcp_placement(config, lang, zone=decision.zone, metric=decision.metric)
+
+
+def open_stack(project: Project, config: EnvConfig, lang: str, echo=None, *, preflight: bool = False,
+               reporter: Reporter | None = None) -> StackHandle:
+    """Synthesize (after the gcp preflight when asked) and `terraform init` a language's stack."""
     from stacks.terraform import Terraform, terraform_binary
 
     language_settings(config, lang)
     terraform_binary()  # fail fast (exit 3) before the slower synth
-    if config.target != "local":
-        raise InfraError(
-            f"env {config.env!r} targets gcp, whose training stacks are not implemented yet",
-            hint="use --env local for now (see README: 'Google Cloud status')",
-        )
     from stacks.app import synth
-
+    placement = gcp_preflight(config, lang, reporter) if preflight and config.target == "gcp" else None
     outdir = project.work_outdir(config.env)
-    synth(config, project, outdir)
+    synth(config, project, outdir, placements={lang: placement} if placement else None)
     tf = Terraform(outdir / "stacks" / stack_name(lang), stack_name(lang), echo=echo)
     tf.init()
-    return StackHandle(config, project, lang, tf)
+    return StackHandle(config, project, lang, tf, placement)
+
+
+def open_foundation(project: Project, config: EnvConfig, echo=None):
+    """Synthesize and `terraform init` the foundation stack of a gcp env -> its Terraform runner."""
+    from stacks.naming import FOUNDATION
+    from stacks.terraform import Terraform, terraform_binary
+
+    terraform_binary()
+    from stacks.app import synth
+    outdir = project.work_outdir(config.env)
+    synth(config, project, outdir)
+    tf = Terraform(outdir / "stacks" / FOUNDATION, FOUNDATION, echo=echo)
+    tf.init()
+    return tf
 
 
 @contextmanager
@@ -111,6 +141,9 @@ def write_run_metadata(bucket: Bucket, handle: StackHandle, run_id: str) -> None
         "git_sha": git_sha(handle.project.root), "host": platform.node(),
         "terraform": terraform_version(handle.tf.binary),
     }
+    if handle.placement is not None:
+        meta.update(image=handle.placement.image, zone=handle.placement.zone,
+                    quota_metric=handle.placement.quota_metric)
     prefix = "metadata/"
     bucket.write_bytes(run_key(handle.lang, run_id, prefix + "config.json"),
                        handle.config.model_dump_json(indent=2).encode())
@@ -180,7 +213,8 @@ class LogTail:
 
 
 def follow(bucket: Bucket, lang: str, run_id: str, reporter: Reporter, *, poll_s: float = 1.0,
-           launcher_alive: Callable[[], bool] | None = None, print_log: bool = True) -> RunStatus:
+           launcher_alive: Callable[[], bool] | None = None, print_log: bool = True,
+           appear_timeout_s: float = STATUS_APPEAR_TIMEOUT_S["local"]) -> RunStatus:
     """Print log lines and progress until the run ends; return its final status."""
     tail = LogTail(bucket, lang, run_id)
     started = time.monotonic()
@@ -195,8 +229,8 @@ def follow(bucket: Bucket, lang: str, run_id: str, reporter: Reporter, *, poll_s
                 for line in tail.new_lines() if print_log else []:
                     reporter.log_line(line)
                 return status
-        elif time.monotonic() - started > STATUS_APPEAR_TIMEOUT_S:
-            raise InfraError(f"run {run_id} wrote no status.json within {STATUS_APPEAR_TIMEOUT_S}s",
+        elif time.monotonic() - started > appear_timeout_s:
+            raise InfraError(f"run {run_id} wrote no status.json within {appear_timeout_s:.0f}s",
                              hint=f"look at the launcher's output; `trainctl destroy {lang}` tears the stack down")
         if launcher_alive is not None and not launcher_alive():
             # The supervisor writes the final status before it exits; give storage a moment.

@@ -8,6 +8,7 @@ import typer
 
 from stacks.cli.common import EnvOpt, LangArg, SetOpt, STATE, console, load, mapped_errors
 from stacks.cli.report import ConsoleReporter
+from stacks.errors import ConfigError
 
 
 def register(app: typer.Typer) -> None:
@@ -32,19 +33,29 @@ def synth(env: EnvOpt = "local", sets: SetOpt = None,
 
 @mapped_errors
 def plan(env: EnvOpt = "local", sets: SetOpt = None,
-         stack: Annotated[str | None, typer.Option(help="only this stack, e.g. train-fr")] = None,
+         stack: Annotated[str | None, typer.Option(help="only this stack, e.g. train-fr or foundation")] = None,
          markdown: Annotated[Path | None, typer.Option(help="also write the plans as Markdown to FILE")] = None):
-    """Show the Terraform plan of the environment's stacks."""
-    from stacks.lifecycle import open_stack
+    """Show the Terraform plan of the environment's stacks (after the quota/image preflight on gcp)."""
+    from stacks.lifecycle import open_foundation, open_stack
+    from stacks.naming import FOUNDATION
 
     project, config = load(env, sets)
-    langs = [s.removeprefix("train-") for s in [stack]] if stack else list(config.languages)
+    names = ([FOUNDATION] if config.target == "gcp" else []) + [f"train-{lang}" for lang in config.languages]
+    if stack:
+        if stack not in names:
+            raise ConfigError(f"no stack {stack!r} in env {env!r}; stacks: {', '.join(names)}")
+        names = [stack]
+    echo = console.print if STATE["debug"] else None
     sections = []
-    for lang in langs:
-        handle = open_stack(project, config, lang, echo=console.print if STATE["debug"] else None)
-        text = handle.tf.plan()
-        console.print(f"[bold]{handle.name}[/]\n{text}")
-        sections.append(f"### `{handle.name}` ({env})\n\n```\n{text.strip()}\n```\n")
+    for name in names:
+        if name == FOUNDATION:
+            tf = open_foundation(project, config, echo=echo)
+        else:
+            tf = open_stack(project, config, name.removeprefix("train-"), echo=echo, preflight=True,
+                            reporter=ConsoleReporter()).tf
+        text = tf.plan()
+        console.print(f"[bold]{name}[/]\n{text}")
+        sections.append(f"### `{name}` ({env})\n\n```\n{text.strip()}\n```\n")
     if markdown:
         markdown.write_text(f"## Terraform plan: env `{env}`\n\n" + "\n".join(sections))
 

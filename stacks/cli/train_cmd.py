@@ -35,7 +35,8 @@ def train(lang: LangArg, env: EnvOpt = "local", sets: SetOpt = None,
             rep.warn(warning)
         rep.info(f"data ok: {len(data.texts)} rows, labels {', '.join(data.label_names)}"
                  + (" (multi-label)" if data.multi_label else ""))
-        handle = L.open_stack(project, config, lang, echo=console.print if STATE["debug"] else None)
+        handle = L.open_stack(project, config, lang, echo=console.print if STATE["debug"] else None,
+                              preflight=True, reporter=rep)
         try:
             run_id, attached = L.launch(handle, bucket, rep)
         except KeyboardInterrupt:
@@ -49,7 +50,8 @@ def train(lang: LangArg, env: EnvOpt = "local", sets: SetOpt = None,
             return
         alive = L.local_launcher_alive(project, env, run_id) if config.target == "local" else None
         try:
-            status = L.follow(bucket, lang, run_id, rep, launcher_alive=alive)
+            status = L.follow(bucket, lang, run_id, rep, launcher_alive=alive,
+                              appear_timeout_s=L.STATUS_APPEAR_TIMEOUT_S[config.target])
         except KeyboardInterrupt:
             err_console.print(f"stopped following run {run_id}; it keeps running.\n  {resume_hint(lang, env)}")
             raise typer.Exit(ExitStatus.INTERRUPTED)

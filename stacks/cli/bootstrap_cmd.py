@@ -1,0 +1,26 @@
+"""`trainctl bootstrap`: what must exist before the first `cdktf deploy` of a gcp env."""
+from __future__ import annotations
+
+from stacks.cli.common import EnvOpt, SetOpt, console, load, mapped_errors
+from stacks.errors import ConfigError
+
+
+def register(app) -> None:
+    app.command("bootstrap")(bootstrap)
+
+
+@mapped_errors
+def bootstrap(env: EnvOpt = "local", sets: SetOpt = None):
+    """Create the env's Terraform state bucket (versioned); safe to run again."""
+    from stacks.gcp.state_bucket import ensure_state_bucket
+    from stacks.naming import FOUNDATION
+
+    _, config = load(env, sets)
+    if config.target != "gcp":
+        raise ConfigError(f"env {env!r} targets {config.target}: its Terraform state is local, nothing to bootstrap",
+                          hint="bootstrap applies to gcp environments (e.g. --env dev)")
+    state = ensure_state_bucket(config)
+    verb = "created" if state.created else "exists"
+    console.print(f"state bucket gs://{state.name} {verb} ({state.location}, versioning "
+                  f"{'on' if state.versioning else 'OFF'})")
+    console.print(f"next: TRAINCTL_ENV={env} npx cdktf deploy {FOUNDATION}   (APIs, bucket, registry, identities)")

@@ -1,0 +1,48 @@
+"""The Terraform state bucket: created by `trainctl bootstrap`, since Terraform cannot create its own backend."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from stacks.config import EnvConfig
+from stacks.errors import InfraError
+
+
+@dataclass(frozen=True)
+class StateBucket:
+    name: str
+    location: str
+    created: bool  # False: it existed already (bootstrap is idempotent)
+    versioning: bool
+
+
+def ensure_state_bucket(config: EnvConfig, client=None) -> StateBucket:
+    """Create the env's state bucket (versioned, uniform access, public access prevention) unless it exists."""
+    from google.api_core import exceptions
+    from google.cloud import storage
+
+    client = client or storage.Client(project=config.project)
+    name = config.state_bucket_name
+    try:
+        bucket = client.lookup_bucket(name)
+        created = bucket is None
+        if created:
+            bucket = storage.Bucket(client, name=name)
+            bucket.versioning_enabled = True  # an overwritten state file can always be recovered
+            bucket.iam_configuration.uniform_bucket_level_access_enabled = True
+            bucket.iam_configuration.public_access_prevention = "enforced"
+            bucket = client.create_bucket(bucket, project=config.project, location=config.region)
+        elif not bucket.versioning_enabled:
+            bucket.versioning_enabled = True
+            bucket.patch()
+    except exceptions.Forbidden as exc:
+        raise InfraError(f"not allowed to create or read bucket gs://{name}: {exc.message}",
+                         hint="the operator needs roles/storage.admin on the project "
+                              "(gcloud auth application-default login as that user)") from exc
+    except exceptions.Conflict as exc:
+        raise InfraError(f"bucket name gs://{name} is taken by another project",
+                         hint="bucket names are global: set `state_bucket:` in the env's overlay") from exc
+    except exceptions.GoogleAPIError as exc:
+        raise InfraError(f"could not create the state bucket gs://{name}: {exc}",
+                         hint="check the project id and that the Cloud Storage API is enabled") from exc
+    return StateBucket(name=name, location=(bucket.location or config.region).lower(), created=created,
+                       versioning=bool(bucket.versioning_enabled))

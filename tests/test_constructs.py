@@ -1,0 +1,175 @@
+"""Construct-level synth tests: each construct alone in a stack, asserted with cdktf's Testing."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("cdktf")
+from cdktf import TerraformStack, Testing  # noqa: E402
+from cdktf_cdktf_provider_google.provider import GoogleProvider  # noqa: E402
+
+from stacks.constructs.artifact_bucket import CHECKPOINT_SUFFIXES, ArtifactBucket  # noqa: E402
+from stacks.constructs.ci_identities import CiIdentities  # noqa: E402
+from stacks.constructs.container_registry import ContainerRegistry  # noqa: E402
+from stacks.constructs.github_federation import GithubFederation  # noqa: E402
+from stacks.constructs.gpu_instance_group import GpuInstanceGroup  # noqa: E402
+from stacks.constructs.project_services import APIS, ProjectServices  # noqa: E402
+from stacks.constructs.quota_guard import QuotaGuard, quota_id  # noqa: E402
+from stacks.constructs.trainer_identity import RESIZE_PERMISSIONS, TrainerIdentity  # noqa: E402
+
+PRIMITIVE = {"roles/owner", "roles/editor", "roles/viewer"}
+
+
+def synth(build) -> tuple[str, dict]:
+    """Synthesize `build(stack)` inside a bare stack; return the JSON text and the parsed document."""
+    stack = TerraformStack(Testing.app(), "t")
+    GoogleProvider(stack, "google", project="p1", region="europe-west4")
+    build(stack)
+    text = Testing.synth(stack)
+    return text, json.loads(text)
+
+
+def resources(doc: dict, kind: str) -> list[dict]:
+    return list(doc.get("resource", {}).get(kind, {}).values())
+
+
+def group(nodes: int, spot: bool = True, preconditions=None):
+    def build(stack):
+        GpuInstanceGroup(stack, "vms", project="p1", name="dev-train-fr", zone="europe-west4-b",
+                         machine_type="g2-standard-8", gpu_type="nvidia-l4", gpu_count=1, nodes=nodes, spot=spot,
+                         boot_image="projects/x/global/images/family/y", disk_gb=150, disk_type="pd-ssd",
+                         service_account="sa@p1.iam.gserviceaccount.com", network="default", subnetwork=None,
+                         labels={"lang": "fr", "run": "r1"}, metadata={"startup-script": "#!/bin/bash\n"},
+                         preconditions=preconditions)
+    return synth(build)
+
+
+def test_project_services_enable_every_api_and_never_disable_them():
+    text, doc = synth(lambda s: ProjectServices(s, "services", project="p1"))
+    services = resources(doc, "google_project_service")
+    assert sorted(s["service"] for s in services) == sorted(f"{a}.googleapis.com" for a in APIS)
+    assert {"compute", "storage", "artifactregistry", "iam", "logging", "cloudbuild", "cloudquotas",
+            "iamcredentials", "sts"} <= set(APIS)
+    assert all(s["disable_on_destroy"] is False for s in services)
+
+
+def test_artifact_bucket_is_private_versioned_and_expires_old_versions_and_checkpoints():
+    text, doc = synth(lambda s: ArtifactBucket(s, "artifacts", project="p1", name="b1", location="EUROPE-WEST4"))
+    assert Testing.to_have_resource_with_properties(text, "google_storage_bucket", {
+        "name": "b1", "uniform_bucket_level_access": True, "public_access_prevention": "enforced",
+        "versioning": {"enabled": True}})
+    main = next(b for b in resources(doc, "google_storage_bucket") if b["name"] == "b1")
+    conditions = [r["condition"] for r in main["lifecycle_rule"]]
+    assert {"days_since_noncurrent_time": 30, "with_state": "ARCHIVED"} in conditions
+    ckpt = next(c for c in conditions if "matches_suffix" in c)
+    assert ckpt["matches_suffix"] == CHECKPOINT_SUFFIXES and ckpt["with_state"] == "LIVE"
+    assert not any(".pth" == s or s == "model.pth" for s in ckpt["matches_suffix"])  # models are kept
+    assert main["logging"]["log_bucket"].startswith("${google_storage_bucket.")
+    assert all(b["public_access_prevention"] == "enforced" for b in resources(doc, "google_storage_bucket"))
+
+
+def test_registry_is_docker_with_cleanup_that_keeps_recent_images():
+    text, doc = synth(lambda s: ContainerRegistry(s, "registry", project="p1", location="europe-west4",
+                                                  repository_id="trainstack"))
+    repo = resources(doc, "google_artifact_registry_repository")[0]
+    assert repo["format"] == "DOCKER" and repo["docker_config"]["immutable_tags"] is True
+    actions = {p["id"]: p["action"] for p in repo["cleanup_policies"]}
+    assert actions["keep-recent"] == "KEEP" and actions["delete-untagged"] == "DELETE"
+
+
+def _identities(stack):
+    bucket = ArtifactBucket(stack, "artifacts", project="p1", name="b1", location="EU").bucket
+    repo = ContainerRegistry(stack, "registry", project="p1", location="europe-west4", repository_id="r").repository
+    trainer = TrainerIdentity(stack, "trainer", project="p1", bucket=bucket, repository=repo, group_prefix="dev-train-")
+    ci = CiIdentities(stack, "ci", project="p1", state_bucket="p1-tfstate", trainer_account=trainer.account)
+    GithubFederation(stack, "github", project="p1", repository="acme/trainstack", planner=ci.planner,
+                     deployer=ci.deployer)
+
+
+def test_identities_are_least_privilege():
+    text, doc = synth(_identities)
+    project_roles = [m for m in resources(doc, "google_project_iam_member")]
+    roles = {m["role"] for m in project_roles}
+    assert not roles & PRIMITIVE
+    assert not any(r.endswith((".admin", "Admin")) for r in roles), roles
+    # The trainer reaches objects of its bucket only, and resizes only training groups.
+    bucket_grants = resources(doc, "google_storage_bucket_iam_member")
+    trainer_bucket = [g for g in bucket_grants if g["role"] == "roles/storage.objectAdmin"]
+    assert len(trainer_bucket) == 1 and "trainer" in trainer_bucket[0]["member"]
+    role = resources(doc, "google_project_iam_custom_role")[0]
+    assert role["permissions"] == RESIZE_PERMISSIONS
+    resize = next(m for m in project_roles if "condition" in m)
+    assert 'startsWith("dev-train-")' in resize["condition"]["expression"]
+    assert "objectAdmin" not in json.dumps([m for m in project_roles])  # no project-wide storage grant
+    # actAs on the trainer account only, for the deployer.
+    act_as = [m for m in resources(doc, "google_service_account_iam_member") if m["role"] == "roles/iam.serviceAccountUser"]
+    assert len(act_as) == 1 and "deployer" in act_as[0]["member"]
+
+
+def test_github_federation_trusts_one_repository_and_deploys_from_main_only():
+    text, doc = synth(_identities)
+    provider = resources(doc, "google_iam_workload_identity_pool_provider")[0]
+    assert provider["attribute_condition"] == 'assertion.repository == "acme/trainstack"'
+    assert provider["oidc"]["issuer_uri"] == "https://token.actions.githubusercontent.com"
+    wif = {m["service_account_id"]: m["member"] for m in resources(doc, "google_service_account_iam_member")
+           if m["role"] == "roles/iam.workloadIdentityUser"}
+    planner = next(v for k, v in wif.items() if "planner" in k)
+    deployer = next(v for k, v in wif.items() if "deployer" in k)
+    assert planner.startswith("principalSet://iam.googleapis.com/${google_iam_workload_identity_pool.")
+    assert planner.endswith("/attribute.repository/acme/trainstack")
+    assert deployer.endswith("/attribute.repository_ref/acme/trainstack@refs/heads/main")
+
+
+def test_single_node_spot_group():
+    text, doc = group(nodes=1)
+    template = resources(doc, "google_compute_instance_template")[0]
+    assert template["scheduling"] == {"provisioning_model": "SPOT", "preemptible": True, "automatic_restart": False,
+                                      "on_host_maintenance": "TERMINATE", "instance_termination_action": "DELETE"}
+    assert template["guest_accelerator"] == [{"type": "nvidia-l4", "count": 1}]
+    assert template["disk"][0]["disk_size_gb"] == 150 and template["disk"][0]["disk_type"] == "pd-ssd"
+    assert "access_config" not in template["network_interface"][0]  # no external IP
+    assert template["shielded_instance_config"]["enable_vtpm"] is True
+    assert template["service_account"]["email"] == "sa@p1.iam.gserviceaccount.com"
+    mig = resources(doc, "google_compute_instance_group_manager")[0]
+    assert mig["target_size"] == 1 and mig["wait_for_instances"] is False
+    assert mig["instance_lifecycle_policy"]["default_action_on_failure"] == "REPAIR"
+    assert not resources(doc, "google_compute_resource_policy")
+    assert not resources(doc, "google_compute_per_instance_config")
+
+
+def test_multi_node_group_has_compact_placement_and_stable_names():
+    text, doc = group(nodes=3)
+    policy = resources(doc, "google_compute_resource_policy")[0]
+    assert policy["group_placement_policy"] == {"collocation": "COLLOCATED", "vm_count": 3}
+    template = resources(doc, "google_compute_instance_template")[0]
+    assert len(template["resource_policies"]) == 1
+    assert template["resource_policies"][0].startswith("${google_compute_resource_policy.")
+    names = sorted(c["name"] for c in resources(doc, "google_compute_per_instance_config"))
+    assert names == ["dev-train-fr-0", "dev-train-fr-1", "dev-train-fr-2"]
+    assert resources(doc, "google_compute_instance_group_manager")[0]["target_size"] == 3
+
+
+def test_standard_provisioning_when_spot_is_off():
+    text, doc = group(nodes=1, spot=False)
+    scheduling = resources(doc, "google_compute_instance_template")[0]["scheduling"]
+    assert scheduling["provisioning_model"] == "STANDARD" and scheduling["on_host_maintenance"] == "TERMINATE"
+    assert "instance_termination_action" not in scheduling
+
+
+def test_quota_guard_becomes_a_precondition_on_the_group():
+    def build(stack):
+        guard = QuotaGuard(stack, "quota", project="p1", region="europe-west4",
+                           metric="PREEMPTIBLE_NVIDIA_L4_GPUS", needed=4)
+        GpuInstanceGroup(stack, "vms", project="p1", name="g", zone="europe-west4-b", machine_type="g2-standard-48",
+                         gpu_type="nvidia-l4", gpu_count=4, nodes=1, spot=True, boot_image="i", disk_gb=100,
+                         disk_type="pd-balanced", service_account="sa", network="default", subnetwork=None,
+                         labels={}, metadata={}, preconditions=[guard.precondition])
+    text, doc = synth(build)
+    info = next(iter(doc["data"]["google_cloud_quotas_quota_info"].values()))
+    assert info["quota_id"] == quota_id("PREEMPTIBLE_NVIDIA_L4_GPUS") == "PREEMPTIBLE-NVIDIA-L4-GPUS-per-project-region"
+    assert info["service"] == "compute.googleapis.com" and info["parent"] == "projects/p1"
+    pre = resources(doc, "google_compute_instance_group_manager")[0]["lifecycle"]["precondition"][0]
+    assert ">= 4" in pre["condition"] and "PREEMPTIBLE_NVIDIA_L4_GPUS" in pre["error_message"]
+    local = next(iter(doc["locals"].values()))
+    assert '"europe-west4"' in local and "dimensions_infos" in local
