@@ -6,7 +6,8 @@ import json
 import pytest
 
 pytest.importorskip("cdktf")
-from cdktf import TerraformStack, Testing  # noqa: E402
+import cdktf  # noqa: E402
+from cdktf import TerraformStack  # noqa: E402
 from cdktf_cdktf_provider_google.provider import GoogleProvider  # noqa: E402
 
 from stacks.constructs.artifact_bucket import CHECKPOINT_SUFFIXES, ArtifactBucket  # noqa: E402
@@ -23,10 +24,10 @@ PRIMITIVE = {"roles/owner", "roles/editor", "roles/viewer"}
 
 def synth(build) -> tuple[str, dict]:
     """Synthesize `build(stack)` inside a bare stack; return the JSON text and the parsed document."""
-    stack = TerraformStack(Testing.app(), "t")
+    stack = TerraformStack(cdktf.Testing.app(), "t")
     GoogleProvider(stack, "google", project="p1", region="europe-west4")
     build(stack)
-    text = Testing.synth(stack)
+    text = cdktf.Testing.synth(stack)
     return text, json.loads(text)
 
 
@@ -56,7 +57,7 @@ def test_project_services_enable_every_api_and_never_disable_them():
 
 def test_artifact_bucket_is_private_versioned_and_expires_old_versions_and_checkpoints():
     text, doc = synth(lambda s: ArtifactBucket(s, "artifacts", project="p1", name="b1", location="EUROPE-WEST4"))
-    assert Testing.to_have_resource_with_properties(text, "google_storage_bucket", {
+    assert cdktf.Testing.to_have_resource_with_properties(text, "google_storage_bucket", {
         "name": "b1", "uniform_bucket_level_access": True, "public_access_prevention": "enforced",
         "versioning": {"enabled": True}})
     main = next(b for b in resources(doc, "google_storage_bucket") if b["name"] == "b1")
