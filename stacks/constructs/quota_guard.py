@@ -25,10 +25,13 @@ class QuotaGuard(Construct):
             self, "info", parent=f"projects/{project}", service="compute.googleapis.com", quota_id=quota_id(metric),
         )
         infos = f"data.{self.info.terraform_resource_type}.{self.info.friendly_unique_id}.dimensions_infos"
-        # A region-specific value overrides the quota's default (empty dimensions); -1 = unlimited.
+        # A region's own entry overrides the default entry (no region dimension); -1 = unlimited;
+        # `details` is empty when nothing was ever granted.
+        value = "try(tonumber(d.details[0].value), null)"
         self.limit = TerraformLocal(self, "gpu_quota_limit", (
-            f'${{try(one([for d in {infos} : tonumber(d.details[0].value) if lookup(d.dimensions, "region", "") == "{region}"]), '
-            f'one([for d in {infos} : tonumber(d.details[0].value) if length(d.dimensions) == 0]))}}'))
+            f'${{coalesce(one([for d in {infos} : {value} if try(d.dimensions["region"], "") == "{region}"]), '
+            f'one([for d in {infos} : {value} if try(d.dimensions["region"], "") == "" '
+            f'&& contains(d.applicable_locations, "{region}")]), 0)}}'))
         limit = f"local.{self.limit.friendly_unique_id}"
         self.precondition = {
             "condition": f"${{{limit} == -1 || {limit} >= {needed}}}",

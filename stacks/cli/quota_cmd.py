@@ -1,0 +1,41 @@
+"""`trainctl quota`: GPU quota per candidate zone and the zone each language would get."""
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from stacks.cli.common import EnvOpt, SetOpt, console, load, mapped_errors
+
+LangOpt = Annotated[str | None, typer.Option("--lang", "-l", help="only this language (default: all configured)")]
+
+
+def register(app: typer.Typer) -> None:
+    app.command("quota")(quota)
+
+
+@mapped_errors
+def quota(env: EnvOpt = "local", lang: LangOpt = None, sets: SetOpt = None):
+    """Check GPU quota (Spot quota for Spot VMs) and pick each language's zone (gcp envs)."""
+    from stacks.gcp.quota import ComputeQuotas, choose_zone
+
+    _, config = load(env, sets)
+    compute = ComputeQuotas(config.project)
+    reserved: dict = {}  # several languages share regional quota when their runs overlap
+    for name in [lang] if lang else list(config.languages):
+        decision = choose_zone(config, name, compute=compute, reserved=reserved)
+        print_decision(decision)
+
+
+def print_decision(decision) -> None:
+    from rich.table import Table
+
+    from stacks.gcp.quota import HEADERS, row_cells
+
+    table = Table(*HEADERS, title=f"train-{decision.lang}: {decision.needed} GPU(s)", title_justify="left")
+    for row in decision.rows:
+        cells = list(row_cells(row))
+        cells[-1] = f"[green]{cells[-1]}[/]" if row.ok else f"[red]{cells[-1]}[/]"
+        table.add_row(*cells)
+    console.print(table)
+    console.print(f"train-{decision.lang} → {decision.zone} ({decision.metric})")

@@ -1,0 +1,1 @@
+"""Read-only Google Cloud look-ups used before anything is deployed (no cdktf here)."""

@@ -1,0 +1,300 @@
+"""GPU quota preflight for target gcp: pick the first preferred zone with quota for the GPUs.
+
+A zone fits when its region's governing GPU metric (Spot quota for Spot VMs when the
+project has any, else on-demand quota) and the global GPUS_ALL_REGIONS both have room
+for nodes x gpu.count, and the zone offers the accelerator type. Google client imports
+stay inside functions so `trainctl --help` never pays for them.
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from urllib.parse import quote
+
+from stacks.config.gpus import GLOBAL_METRIC, GPU_TYPES, GpuType, region_of
+from stacks.config.models import EnvConfig
+from stacks.errors import ConfigError, InfraError, UnknownLanguageError
+
+ENDPOINT_ENV = "TRAINSTACK_COMPUTE_ENDPOINT"  # e.g. http://127.0.0.1:8080 (tests, emulators)
+CALL_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class QuotaRow:
+    """One line of the quota table: a global row, then one row per candidate zone."""
+
+    scope: str  # region name, or "global"
+    zone: str  # "" on the global row
+    metric: str
+    limit: float | None  # None: the metric is not reported
+    usage: float | None
+    needed: int
+    ok: bool
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class ZoneDecision:
+    lang: str
+    zone: str
+    region: str
+    metric: str
+    needed: int
+    rows: tuple[QuotaRow, ...]
+
+
+class QuotaError(InfraError):
+    """No candidate zone fits; `rows` says why for each, `summary` is the first line."""
+
+    def __init__(self, summary: str, rows: list[QuotaRow], *, hint: str):
+        super().__init__(f"{summary}\n{format_rows(rows)}", hint=hint)
+        self.summary, self.rows = summary, tuple(rows)
+
+
+def compute_endpoint() -> str | None:
+    """The Compute API endpoint override, when tests or an emulator set one."""
+    return os.environ.get(ENDPOINT_ENV) or None
+
+
+def compute_client_kwargs(endpoint: str | None = None) -> dict:
+    """Keyword arguments for google.cloud.compute_v1 clients (REST; anonymous on an override)."""
+    endpoint = endpoint or compute_endpoint()
+    kwargs: dict = {"transport": "rest"}
+    if endpoint:
+        from google.api_core.client_options import ClientOptions
+        from google.auth.credentials import AnonymousCredentials
+
+        kwargs["client_options"] = ClientOptions(api_endpoint=endpoint)
+        kwargs["credentials"] = AnonymousCredentials()
+    return kwargs
+
+
+@dataclass
+class RegionInfo:
+    quotas: dict[str, tuple[float, float]]  # metric -> (limit, usage)
+    zones: set[str]
+    missing: bool = False  # regions.get answered 404
+
+
+@dataclass
+class ComputeQuotas:
+    """Read-only Compute Engine look-ups for one project, cached for one preflight."""
+
+    project: str
+    endpoint: str | None = None
+    _regions: dict[str, RegionInfo] = field(default_factory=dict)
+    _global: dict[str, tuple[float, float]] | None = None
+    _clients: dict = field(default_factory=dict)
+
+    def _client(self, name: str):
+        if name not in self._clients:
+            from google.cloud import compute_v1
+
+            self._clients[name] = self._guard(f"a Compute {name}", lambda: getattr(compute_v1, name)(
+                **compute_client_kwargs(self.endpoint)))
+        return self._clients[name]
+
+    def global_quotas(self) -> dict[str, tuple[float, float]]:
+        if self._global is None:
+            found = self._guard(f"project {self.project}", lambda: self._client("ProjectsClient").get(
+                project=self.project, **_call_options()))
+            self._global = {q.metric: (q.limit, q.usage) for q in found.quotas}
+        return self._global
+
+    def region(self, region: str) -> RegionInfo:
+        if region not in self._regions:
+            found = self._guard(f"region {region}", lambda: self._client("RegionsClient").get(
+                project=self.project, region=region, **_call_options()), none_if_missing=True)
+            self._regions[region] = RegionInfo({}, set(), missing=True) if found is None else RegionInfo(
+                {q.metric: (q.limit, q.usage) for q in found.quotas},
+                {url.rsplit("/", 1)[-1] for url in found.zones})
+        return self._regions[region]
+
+    def offers(self, zone: str, accelerator: str) -> bool:
+        """acceleratorTypes.get answers 404 where the zone does not offer the type."""
+        found = self._guard(f"accelerator {accelerator} in {zone}", lambda: self._client(
+            "AcceleratorTypesClient").get(project=self.project, zone=zone, accelerator_type=accelerator,
+                                          **_call_options()), none_if_missing=True)
+        return found is not None
+
+    def _guard(self, what: str, call, none_if_missing: bool = False):
+        """Run one API call; cloud failures become InfraError with what to do next."""
+        from google.api_core import exceptions as gexc
+        from google.auth import exceptions as auth_exc
+        import requests
+
+        project = self.project
+        try:
+            return call()
+        except gexc.NotFound as exc:
+            if none_if_missing:
+                return None
+            raise InfraError(f"reading {what}: {_api_message(exc)}",
+                             hint=f"check `project` ({project!r}) and that your account can see it") from exc
+        except (gexc.Forbidden, gexc.PermissionDenied) as exc:
+            text = f"{exc.message} {exc.errors} {exc.details}"
+            if "accessNotConfigured" in text or "SERVICE_DISABLED" in text or "has not been used" in text:
+                raise InfraError(f"the Compute Engine API is not enabled in project {project}",
+                                 hint=f"gcloud services enable compute.googleapis.com --project={project}") from exc
+            raise InfraError(f"permission denied reading {what}: {_api_message(exc)}",
+                             hint=f"grant roles/compute.viewer on project {project} to the account in use "
+                                  "(or sign in as another: gcloud auth application-default login)") from exc
+        except gexc.Unauthenticated as exc:
+            raise InfraError(f"Google rejected the credentials reading {what}: {_api_message(exc)}",
+                             hint="gcloud auth application-default login") from exc
+        except gexc.GoogleAPIError as exc:
+            raise InfraError(f"Compute API error reading {what}: {exc}",
+                             hint="retry in a minute; rerun with --debug for the traceback") from exc
+        except auth_exc.DefaultCredentialsError as exc:
+            raise InfraError("no Google credentials found for the Compute API",
+                             hint="gcloud auth application-default login") from exc
+        except (requests.exceptions.ConnectionError, requests.exceptions.Timeout,
+                auth_exc.TransportError) as exc:
+            where = self.endpoint or compute_endpoint() or "compute.googleapis.com"
+            raise InfraError(f"cannot reach the Compute API at {where} reading {what}: {type(exc).__name__}",
+                             hint=f"check the network (and {ENDPOINT_ENV} if set), then retry") from exc
+
+
+def _api_message(exc) -> str:
+    """Google's own words, without the REST transport's "GET <url>: " prefix."""
+    return re.sub(r"^[A-Z]+ \S+: ", "", str(exc.message))
+
+
+def _call_options() -> dict:
+    from google.api_core import exceptions as gexc
+    from google.api_core import retry as gretry
+
+    transient = gretry.if_exception_type(gexc.ServiceUnavailable, gexc.TooManyRequests, gexc.DeadlineExceeded)
+    return {"retry": gretry.Retry(predicate=transient, initial=0.5, maximum=4.0, timeout=CALL_TIMEOUT_S),
+            "timeout": CALL_TIMEOUT_S}
+
+
+def governing_metric(gpu: GpuType, spot: bool, quotas: dict[str, tuple[float, float]]) -> str:
+    """Spot VMs draw on PREEMPTIBLE_* quota where the project has some, else on on-demand quota."""
+    if spot and quotas.get(gpu.spot_metric, (0.0, 0.0))[0] > 0:
+        return gpu.spot_metric
+    return gpu.metric
+
+
+def candidate_zones(config: EnvConfig) -> list[str]:
+    return list(dict.fromkeys([*config.zones, *config.fallback_zones]))
+
+
+def choose_zone(config: EnvConfig, lang: str, *, compute: ComputeQuotas | None = None,
+                reserved: dict[tuple[str, str], int] | None = None) -> ZoneDecision:
+    """The first zone (zones, then fallback_zones) whose quota and offer fit `lang`'s GPUs.
+
+    `reserved` holds GPUs already promised to other languages in this preflight,
+    keyed by (scope, metric), so two runs never count the same free GPUs.
+    """
+    if config.target != "gcp":
+        raise ConfigError(f"quota applies to gcp environments; env {config.env!r} has target {config.target!r}",
+                          hint="pick a gcp environment with --env (e.g. --env dev)")
+    if lang not in config.languages:
+        raise UnknownLanguageError(lang, config.env, sorted(config.languages))
+    settings = config.language(lang)
+    gpu = GPU_TYPES[settings.gpu.type]  # known: config validation checked it for target gcp
+    needed = settings.nodes * settings.gpu.count
+    compute = compute or ComputeQuotas(config.project)
+    reserved = reserved if reserved is not None else {}
+
+    def room(scope: str, metric: str, quota: tuple[float, float] | None) -> tuple[float | None, float | None, bool]:
+        if quota is None:
+            return None, None, False
+        usage = quota[1] + reserved.get((scope, metric), 0)
+        return quota[0], usage, quota[0] - usage >= needed
+
+    limit, usage, ok = room("global", GLOBAL_METRIC, compute.global_quotas().get(GLOBAL_METRIC))
+    if limit is None:  # not every project reports it; the regional check still applies
+        ok = True
+    rows = [QuotaRow("global", "", GLOBAL_METRIC, limit, usage, needed, ok,
+                     "not reported" if limit is None else "")]
+    if not ok:
+        raise QuotaError(
+            f"the global GPU quota {GLOBAL_METRIC} is the blocker for train-{lang}: limit {_num(limit)}, "
+            f"usage {_num(usage)}, needs {needed}; no zone in any region can start its GPUs",
+            rows, hint=request_hint(config.project, GLOBAL_METRIC, None, usage + needed))
+
+    short: dict[tuple[str, str], float] = {}  # (region, metric) -> usage, in preference order: what to ask for
+    for zone in candidate_zones(config):
+        region = region_of(zone)
+        info = compute.region(region)
+        metric = governing_metric(gpu, settings.spot, info.quotas)
+        limit, usage, ok = room(region, metric, info.quotas.get(metric))
+        if info.missing:
+            note = f"region {region} not found"
+        elif limit is None:
+            note = f"{metric} is not reported in {region}"
+        elif not ok:
+            note = f"{_num(max(limit - usage, 0))} free, needs {needed}"
+            short[(region, metric)] = usage
+        elif info.zones and zone not in info.zones:
+            ok, note = False, f"no zone {zone} in {region}"
+        elif not compute.offers(zone, gpu.name):
+            ok, note = False, f"{gpu.name} not offered in {zone}"
+        else:
+            note = "chosen"
+        if settings.spot and metric == gpu.metric and not info.missing:
+            note += "; no Spot quota in region, Spot VMs use on-demand quota"
+        if reserved.get((region, metric)):
+            note += f"; usage counts {reserved[(region, metric)]} for languages above"
+        rows.append(QuotaRow(region, zone, metric, limit, usage, needed, ok, note))
+        if ok:
+            for key in (("global", GLOBAL_METRIC), (region, metric)):
+                reserved[key] = reserved.get(key, 0) + needed
+            return ZoneDecision(lang, zone, region, metric, needed, tuple(rows))
+
+    asks = [request_hint(config.project, m, region, usage + needed) for (region, m), usage in short.items()]
+    asks.append(f"or add zones with room to `zones` / `fallback_zones` in envs/{config.env}.yaml")
+    kind = "Spot, " if settings.spot else ""
+    raise QuotaError(
+        f"no zone fits train-{lang}: it needs {needed} x {gpu.name} ({kind}{settings.nodes} node(s) x "
+        f"{settings.gpu.count}) and none of {len(rows) - 1} candidate zone(s) has both quota and the GPU",
+        rows, hint="\n    ".join(asks))
+
+
+def choose_zones(config: EnvConfig, langs: list[str], *,
+                 compute: ComputeQuotas | None = None) -> list[ZoneDecision]:
+    """choose_zone for several languages, as if all their runs were up at once."""
+    compute = compute or ComputeQuotas(config.project)
+    reserved: dict[tuple[str, str], int] = {}
+    return [choose_zone(config, lang, compute=compute, reserved=reserved) for lang in langs]
+
+
+def quota_id(metric: str) -> str:
+    """Cloud Quotas id of a Compute metric: NVIDIA_L4_GPUS -> NVIDIA-L4-GPUS-per-project-region."""
+    suffix = "per-project" if metric.endswith("_ALL_REGIONS") else "per-project-region"
+    return f"{metric.replace('_', '-')}-{suffix}"
+
+
+def request_hint(project: str | None, metric: str, region: str | None, value: float) -> str:
+    """Where to ask for more: the console quota page filtered by metric, or gcloud."""
+    console = (f"https://console.cloud.google.com/iam-admin/quotas?project={project}"
+               f"&metric={quote('compute.googleapis.com/' + metric.lower(), safe='')}")
+    dims = f" --dimensions=region={region}" if region else ""
+    where = f" in {region}" if region else ""
+    return (f"raise {metric}{where} to >= {_num(value)}: {console} or `gcloud quotas preferences create "
+            f"--service=compute.googleapis.com --project={project} --quota-id={quota_id(metric)}{dims} "
+            f"--preferred-value={_num(value)}`")
+
+
+def _num(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+HEADERS = ("region/zone", "metric", "limit", "usage", "needed", "status")
+
+
+def row_cells(row: QuotaRow) -> tuple[str, ...]:
+    status = ("ok" if not row.note else row.note) if row.ok else f"NO: {row.note}"
+    return (row.zone or row.scope, row.metric, _num(row.limit), _num(row.usage), str(row.needed), status)
+
+
+def format_rows(rows: list[QuotaRow] | tuple[QuotaRow, ...]) -> str:
+    """A plain-text table (error messages go to a terminal or a CI log alike)."""
+    cells = [HEADERS, *(row_cells(r) for r in rows)]
+    widths = [max(len(c[i]) for c in cells) for i in range(len(HEADERS))]
+    return "\n".join("  " + "  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in cells)
