@@ -7,6 +7,7 @@ from constructs import Construct
 
 from stacks.config import EnvConfig
 from stacks.constructs.artifact_bucket import ArtifactBucket
+from stacks.constructs.builder_identity import BuilderIdentity
 from stacks.constructs.ci_identities import CiIdentities
 from stacks.constructs.container_registry import ContainerRegistry
 from stacks.constructs.github_federation import GithubFederation
@@ -33,6 +34,8 @@ class FoundationStack(TerraformStack):
         self.trainer = TrainerIdentity(self, "trainer", project=project, bucket=self.artifacts.bucket,
                                        repository=self.registry.repository,
                                        group_prefix=group_name(config.env, ""), depends_on=after)
+        self.builder = BuilderIdentity(self, "builder", project=project, bucket=self.artifacts.bucket,
+                                       repository=self.registry.repository, depends_on=after)
         self.ci = CiIdentities(self, "ci", project=project, state_bucket=config.state_bucket_name,
                                trainer_account=self.trainer.account, depends_on=after)
         if not config.ci.github_repository:
@@ -42,6 +45,6 @@ class FoundationStack(TerraformStack):
         for name, value in {
             "bucket_url": self.artifacts.bucket.url, "registry_id": self.registry.repository.id,
             "trainer_account": self.trainer.account.email, "planner_account": self.ci.planner.email,
-            "deployer_account": self.ci.deployer.email, "workload_identity_provider": self.github.provider.name,
+            "deployer_account": self.ci.deployer.email, "builder_account": self.builder.account.email, "workload_identity_provider": self.github.provider.name,
         }.items():
             TerraformOutput(self, name, value=value, static_id=True)

@@ -78,7 +78,7 @@ def gcp_preflight(config: EnvConfig, lang: str, reporter: Reporter | None = None
     if reporter:
         reporter.info(f"quota ok: {lang} runs in {decision.zone} ({decision.metric})")
     ref = image_ref(config, SOURCE_ROOT)
-    require_image(ref)
+    require_image(ref, env=config.env)
     if reporter:
         reporter.info(f"image ok: {ref}")
     return gcp_placement(config, lang, zone=decision.zone, metric=decision.metric)

@@ -4,6 +4,7 @@ from __future__ import annotations
 TRAINER_SA = "trainstack-trainer"
 PLANNER_SA = "trainstack-ci-plan"
 DEPLOYER_SA = "trainstack-ci-deploy"
+BUILDER_SA = "trainstack-builder"
 WIF_POOL = "trainstack-github"
 WIF_PROVIDER = "github"
 RESIZER_ROLE = "trainstackGroupResizer"

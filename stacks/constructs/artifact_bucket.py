@@ -7,6 +7,7 @@ from constructs import Construct
 
 # The trainer names every checkpoint object `*.ckpt.<ext>` (trainer/callbacks.py, pipeline.py).
 CHECKPOINT_SUFFIXES = [".ckpt.pth", ".ckpt.json", ".ckpt.pkl"]
+BUILD_SOURCES = "_cloudbuild/"
 
 
 def _delete_when(**condition) -> StorageBucketLifecycleRule:
@@ -23,7 +24,7 @@ class ArtifactBucket(Construct):
 
     def __init__(self, scope: Construct, id: str, *, project: str, name: str, location: str,
                  noncurrent_days: int = 30, keep_versions: int = 3, checkpoint_days: int = 30,
-                 log_days: int = 90, depends_on: list[ITerraformDependable] | None = None) -> None:
+                 log_days: int = 90, build_source_days: int = 30, depends_on: list[ITerraformDependable] | None = None) -> None:
         super().__init__(scope, id)
         self.log_bucket = StorageBucket(
             self, "access_logs", project=project, name=f"{name}-access-logs", location=location,
@@ -43,6 +44,8 @@ class ArtifactBucket(Construct):
                 _delete_when(num_newer_versions=keep_versions, with_state="ARCHIVED"),
                 # Checkpoints only matter while a run may resume; model.pth and metrics stay.
                 _delete_when(age=checkpoint_days, matches_suffix=CHECKPOINT_SUFFIXES, with_state="LIVE"),
+                # Image build contexts (`trainctl image build`); the image itself is in the registry.
+                _delete_when(age=build_source_days, matches_prefix=[BUILD_SOURCES], with_state="LIVE"),
             ],
             **_hardened(),
         )

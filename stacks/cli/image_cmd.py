@@ -1,0 +1,36 @@
+"""`trainctl image build`: the trainer image, built by Cloud Build (no local Docker needed)."""
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from stacks.cli.common import EnvOpt, SetOpt, err_console, fail, load, mapped_errors
+from stacks.errors import ExitStatus
+
+app = typer.Typer(help="Build the trainer image (Cloud Build, Artifact Registry).", no_args_is_help=True)
+
+
+@app.command("build")
+@mapped_errors
+def build(env: EnvOpt = "local", sets: SetOpt = None,
+          force: Annotated[bool, typer.Option("--force", help="rebuild even if the registry has the tag")] = False):
+    """Build and push the trainer image, tagged with the hash of its build context.
+
+    Skips the build when the registry already has that tag (--force rebuilds it).
+    Prints the image reference on stdout and the progress on stderr.
+    """
+    from stacks.gcp.image import SOURCE_ROOT, submit_build
+
+    _, config = load(env, sets)
+    if config.target != "gcp":
+        fail(f"env {env!r} has target {config.target!r}: image build applies to gcp environments; "
+             "the local target runs the trainer from this checkout",
+             "pick a gcp env, e.g. --env dev", ExitStatus.BAD_INPUT)
+
+    def say(line: str) -> None:
+        err_console.print(line, markup=False, soft_wrap=True)
+
+    result = submit_build(config, SOURCE_ROOT, force=force, echo=say)
+    say(f"built and pushed {result.ref}" if result.built else f"found {result.ref}")
+    typer.echo(result.ref)

@@ -1,0 +1,37 @@
+"""BuilderIdentity: the service account Cloud Build runs trainer image builds as."""
+from __future__ import annotations
+
+from cdktf import ITerraformDependable
+from cdktf_cdktf_provider_google.artifact_registry_repository import ArtifactRegistryRepository
+from cdktf_cdktf_provider_google.artifact_registry_repository_iam_member import ArtifactRegistryRepositoryIamMember
+from cdktf_cdktf_provider_google.project_iam_member import ProjectIamMember
+from cdktf_cdktf_provider_google.service_account import ServiceAccount
+from cdktf_cdktf_provider_google.storage_bucket import StorageBucket
+from cdktf_cdktf_provider_google.storage_bucket_iam_member import StorageBucketIamMember
+from constructs import Construct
+
+from stacks.naming import BUILDER_SA
+
+
+class BuilderIdentity(Construct):
+    """Exposes `account` and its `grants`: push to one repository, read build sources, write logs.
+
+    A dedicated account instead of the project's default compute account, which
+    usually holds roles/editor.
+    """
+
+    def __init__(self, scope: Construct, id: str, *, project: str, bucket: StorageBucket,
+                 repository: ArtifactRegistryRepository, depends_on: list[ITerraformDependable] | None = None) -> None:
+        super().__init__(scope, id)
+        self.account = ServiceAccount(self, "account", project=project, account_id=BUILDER_SA,
+                                      display_name="trainstack image builder", depends_on=depends_on,
+                                      description="Cloud Build: builds and pushes trainer images")
+        member = f"serviceAccount:{self.account.email}"
+        self.grants = [
+            ArtifactRegistryRepositoryIamMember(self, "registry_writer", project=project,
+                                                location=repository.location, repository=repository.name,
+                                                role="roles/artifactregistry.writer", member=member),
+            StorageBucketIamMember(self, "sources_reader", bucket=bucket.name, role="roles/storage.objectViewer",
+                                   member=member),
+            ProjectIamMember(self, "log_writer", project=project, role="roles/logging.logWriter", member=member),
+        ]

@@ -1,0 +1,332 @@
+"""The trainer image: build context, content-hash tag, registry look-up, Cloud Build.
+
+The tag is a hash of exactly the files Docker gets (the repo root filtered by
+.dockerignore), so a tree that changes nothing the image holds keeps its image.
+No cdktf here, and Google libraries are imported inside functions (`trainctl --help`).
+"""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import os
+import re
+import tarfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+from stacks.errors import InfraError, TrainstackError
+
+if TYPE_CHECKING:
+    from stacks.config.models import EnvConfig
+
+# The checkout trainctl runs from (stacks/gcp/image.py -> repo root), like stacks.app.SOURCE_ROOT.
+SOURCE_ROOT = Path(__file__).resolve().parents[2]
+DOCKERFILE = "images/trainer/Dockerfile"
+CLOUDBUILD = "images/trainer/cloudbuild.yaml"
+SOURCE_PREFIX = "_cloudbuild"  # build contexts in the env bucket: _cloudbuild/<hash>.tgz
+REGISTRY_ENDPOINT_ENV = "TRAINSTACK_REGISTRY_ENDPOINT"  # http://127.0.0.1:PORT replaces https://<host>
+CLOUDBUILD_ENDPOINT_ENV = "TRAINSTACK_CLOUDBUILD_ENDPOINT"
+CLOUDBUILD_API = "https://cloudbuild.googleapis.com"
+SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
+MANIFEST_TYPES = ("application/vnd.oci.image.index.v1+json", "application/vnd.oci.image.manifest.v1+json",
+                  "application/vnd.docker.distribution.manifest.list.v2+json",
+                  "application/vnd.docker.distribution.manifest.v2+json")
+DONE = {"SUCCESS", "FAILURE", "INTERNAL_ERROR", "TIMEOUT", "CANCELLED", "EXPIRED"}
+# Zip (inside the wheel pip builds in the image) cannot store times before 1980.
+TAR_MTIME = 315532800
+HTTP_TIMEOUT_S = 30
+
+
+class ImageNotBuiltError(InfraError):
+    """The registry has no image at the ref a run would use (preflight, exit 3)."""
+
+    def __init__(self, ref: str, env: str | None = None):
+        super().__init__(f"the trainer image {ref} is not in the registry (never built for this tree)",
+                         hint=f"build it: trainctl image build --env {env or '<env>'}")
+        self.ref = ref
+
+
+def _pattern_regex(pattern: str) -> re.Pattern:
+    """A .dockerignore pattern as Docker reads it: Go filepath.Match syntax plus `**`."""
+    out, i = "", 0
+    while i < len(pattern):
+        c = pattern[i]
+        if pattern.startswith("**/", i):
+            out, i = out + "(?:.*/)?", i + 3
+            continue
+        if pattern.startswith("**", i):
+            out, i = out + ".*", i + 2
+            continue
+        if c == "*":
+            out += "[^/]*"
+        elif c == "?":
+            out += "[^/]"
+        elif c == "[" and "]" in pattern[i + 1:]:
+            end = pattern.index("]", i + 1)
+            body = pattern[i + 1:end]
+            out += "[" + ("^" + body[1:] if body.startswith(("!", "^")) else body) + "]"
+            i = end
+        elif c == "\\" and i + 1 < len(pattern):
+            out, i = out + re.escape(pattern[i + 1]), i + 1
+        else:
+            out += re.escape(c)
+        i += 1
+    return re.compile(out)
+
+
+def _read_dockerignore(root: Path) -> list[tuple[bool, str, re.Pattern]]:
+    """(negated, cleaned pattern, regex) in file order; the last matching rule wins."""
+    path = root / ".dockerignore"
+    rules = []
+    for line in path.read_text(encoding="utf-8").splitlines() if path.is_file() else []:
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        negated = line.startswith("!")
+        pattern = os.path.normpath(line[1:].strip() if negated else line).lstrip("/")
+        rules.append((negated, pattern, _pattern_regex(pattern)))
+    return rules
+
+
+def _excluded(rel: str, rules) -> bool:
+    parts = rel.split("/")
+    candidates = [rel] + ["/".join(parts[:n]) for n in range(1, len(parts))]
+    excluded = False
+    for negated, _, regex in rules:
+        if any(regex.fullmatch(c) for c in candidates):  # a rule on a folder covers its contents
+            excluded = not negated
+    return excluded
+
+
+def _may_reinclude(rel_dir: str, rules) -> bool:
+    """Could a `!` rule let in something under an excluded folder? (else the walk skips it)"""
+    for negated, pattern, _ in rules:
+        if negated:
+            literal = re.split(r"[*?\[\\]", pattern, maxsplit=1)[0]
+            if literal.startswith(rel_dir + "/") or (rel_dir + "/").startswith(literal):
+                return True
+    return False
+
+
+def context_files(root: Path) -> list[Path]:
+    """The files Docker gets from `root` (paths relative to it, sorted): .dockerignore applied."""
+    root = Path(root)
+    if not (root / DOCKERFILE).is_file():
+        raise TrainstackError(f"no {DOCKERFILE} under {root}",
+                              hint="build the image from a trainstack checkout (pip install -e .)")
+    rules = _read_dockerignore(root)
+    found = []
+    for folder, dirs, files in os.walk(root):
+        rel_folder = Path(folder).relative_to(root).as_posix()
+        rel_folder = "" if rel_folder == "." else rel_folder + "/"
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__" and (
+            not _excluded(rel_folder + d, rules) or _may_reinclude(rel_folder + d, rules)))
+        for name in files:
+            rel = rel_folder + name
+            if not _excluded(rel, rules) and (root / rel).is_file():
+                found.append(rel)
+    return [Path(rel) for rel in sorted(found)]
+
+
+def _executable(path: Path) -> bool:
+    return bool(path.stat().st_mode & 0o111)
+
+
+def content_hash(root: Path) -> str:
+    """16 hex digits of sha256 over the context's paths, exec bits and bytes (not mtimes)."""
+    digest = hashlib.sha256()
+    for rel in context_files(root):
+        data = (Path(root) / rel).read_bytes()
+        mode = "x" if _executable(Path(root) / rel) else "-"
+        digest.update(f"{rel.as_posix()}\0{mode}\0{len(data)}\0".encode())
+        digest.update(data)
+    return digest.hexdigest()[:16]
+
+
+def context_tarball(root: Path) -> bytes:
+    """The build context as a reproducible .tgz: sorted, fixed times/owners, no gzip name."""
+    buf = io.BytesIO()
+    with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0) as gz, \
+            tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for rel in context_files(root):
+            path = Path(root) / rel
+            data = path.read_bytes()
+            info = tarfile.TarInfo(rel.as_posix())
+            info.size, info.mtime = len(data), TAR_MTIME
+            info.mode = 0o755 if _executable(path) else 0o644
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def image_ref(config: EnvConfig, root: Path = SOURCE_ROOT) -> str:
+    """`config.image` when set, else <region>-docker.pkg.dev/<project>/<registry>/trainer:<hash>."""
+    return config.image or f"{config.image_repository}:{content_hash(root)}"
+
+
+def _session(endpoint_env: str):
+    """(session, base URL override): anonymous on an override (tests), else ADC bearer tokens."""
+    override = os.environ.get(endpoint_env)
+    if override:
+        import requests
+
+        return requests.Session(), override.rstrip("/")
+    import google.auth
+    from google.auth.exceptions import DefaultCredentialsError
+    from google.auth.transport.requests import AuthorizedSession
+
+    try:
+        credentials, _ = google.auth.default(scopes=SCOPES)
+    except DefaultCredentialsError as exc:
+        raise InfraError(f"no Google credentials: {exc}", hint="run `gcloud auth application-default login`") from exc
+    return AuthorizedSession(credentials), None
+
+
+def _call(session, method: str, url: str, what: str, **kwargs):
+    import requests
+    from google.auth.exceptions import GoogleAuthError
+
+    try:
+        return session.request(method, url, timeout=HTTP_TIMEOUT_S, **kwargs)
+    except GoogleAuthError as exc:
+        raise InfraError(f"{what}: could not get an access token: {exc}",
+                         hint="run `gcloud auth application-default login`") from exc
+    except requests.RequestException as exc:
+        raise InfraError(f"{what}: {exc}", hint="check the network, then retry") from exc
+
+
+def _api_message(resp) -> str:
+    try:
+        return resp.json()["error"]["message"]
+    except Exception:  # not a Google error body
+        return resp.text[:300] or resp.reason
+
+
+def split_ref(ref: str) -> tuple[str, str, str]:
+    """`host/path:tag` or `host/path@sha256:...` -> (host, path, tag or digest)."""
+    name, _, digest = ref.partition("@")
+    host, _, path = name.partition("/")
+    tag = ""
+    if ":" in path.rsplit("/", 1)[-1]:
+        path, tag = path.rsplit(":", 1)
+    if not path or ("." not in host and ":" not in host) or not (digest or tag):
+        raise TrainstackError(f"image {ref!r} is not a full reference (registry host/path:tag)",
+                              hint="e.g. europe-west4-docker.pkg.dev/PROJECT/trainstack/trainer:TAG")
+    return host, path, digest or tag
+
+
+def image_exists(ref: str) -> bool:
+    """Ask the registry (Docker Registry v2 API) whether `ref`'s manifest exists."""
+    host, path, reference = split_ref(ref)
+    session, base = _session(REGISTRY_ENDPOINT_ENV)
+    url = f"{base or 'https://' + host}/v2/{path}/manifests/{reference}"
+    resp = _call(session, "HEAD", url, f"cannot look up {ref}", headers={"Accept": ", ".join(MANIFEST_TYPES)})
+    if resp.status_code == 200:
+        return True
+    if resp.status_code == 404:
+        return False
+    if resp.status_code in (401, 403):
+        raise InfraError(f"the registry {host} refused to look up {ref} (HTTP {resp.status_code})",
+                         hint="you need roles/artifactregistry.reader on the repository; "
+                              "check `gcloud auth application-default login`")
+    raise InfraError(f"the registry {host} answered HTTP {resp.status_code} for {ref}", hint="retry in a moment")
+
+
+def require_image(ref: str, env: str | None = None) -> None:
+    """Preflight: raise ImageNotBuiltError (exit 3) unless the registry has `ref`."""
+    if not image_exists(ref):
+        raise ImageNotBuiltError(ref, env)
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    ref: str
+    built: bool  # False: the registry already had it
+    build_id: str | None = None
+    log_url: str | None = None
+
+
+def builder_account(config: EnvConfig) -> str:
+    """The foundation's Cloud Build service account (not the project's default compute account)."""
+    from stacks.naming import BUILDER_SA, sa_email
+
+    return f"projects/{config.project}/serviceAccounts/{sa_email(BUILDER_SA, config.project)}"
+
+
+def build_request(root: Path, ref: str, bucket: str, obj: str, service_account: str | None = None) -> dict:
+    """The Build resource: images/trainer/cloudbuild.yaml + source + _IMAGE."""
+    import yaml
+
+    build = yaml.safe_load((Path(root) / CLOUDBUILD).read_text(encoding="utf-8"))
+    build["substitutions"] = {**(build.get("substitutions") or {}), "_IMAGE": ref}
+    build["source"] = {"storageSource": {"bucket": bucket, "object": obj}}
+    if service_account:
+        build["serviceAccount"] = service_account
+    return build
+
+
+def upload_context(config: EnvConfig, root: Path, digest: str) -> str:
+    """Put the context tarball in the env bucket (content-addressed: kept if there) -> object name."""
+    from google.api_core.exceptions import GoogleAPIError
+    from google.auth.exceptions import GoogleAuthError
+    from google.cloud import storage
+
+    from trainer.storage import GcsBucket
+
+    obj = f"{SOURCE_PREFIX}/{digest}.tgz"
+    try:
+        bucket = GcsBucket(config.bucket_name, client=storage.Client(project=config.project))
+        bucket.write_bytes(obj, context_tarball(root), if_absent=True)
+    except (GoogleAPIError, GoogleAuthError) as exc:
+        raise InfraError(f"could not upload the build context to gs://{config.bucket_name}/{obj}: {exc}",
+                         hint="the bucket comes from the foundation stack; you need roles/storage.objectAdmin "
+                              "on it (and `gcloud auth application-default login`)") from exc
+    return obj
+
+
+def submit_build(config: EnvConfig, root: Path = SOURCE_ROOT, *, force: bool = False,
+                 echo: Callable[[str], None] = print, poll_s: float = 10.0,
+                 sleep: Callable[[float], None] = time.sleep) -> BuildResult:
+    """Build and push the trainer image with Cloud Build unless the registry already has it."""
+    ref = image_ref(config, root)
+    if not force and image_exists(ref):
+        echo(f"{ref} is already in the registry: nothing to build (--force rebuilds it)")
+        return BuildResult(ref, built=False)
+    digest = content_hash(root)
+    obj = upload_context(config, root, digest)
+    echo(f"uploaded the build context ({len(context_files(root))} files) to gs://{config.bucket_name}/{obj}")
+    session, base = _session(CLOUDBUILD_ENDPOINT_ENV)
+    builds = f"{base or CLOUDBUILD_API}/v1/projects/{config.project}/locations/{config.region}/builds"
+    resp = _call(session, "POST", builds, "cannot submit the Cloud Build build",
+                 json=build_request(root, ref, config.bucket_name, obj, builder_account(config)))
+    if resp.status_code != 200:
+        raise InfraError(f"Cloud Build refused the build (HTTP {resp.status_code}): {_api_message(resp)}",
+                         hint="enable cloudbuild.googleapis.com (foundation stack) and check that you have "
+                              "roles/cloudbuild.builds.editor")
+    build = resp.json()["metadata"]["build"]
+    build_id, log_url, status = build["id"], build.get("logUrl", ""), build.get("status", "QUEUED")
+    echo(f"Cloud Build {build_id}: {status} (log: {log_url})")
+    # The build's own timeout, plus Cloud Build's default queue TTL (an hour).
+    deadline = time.monotonic() + float(str(build.get("timeout") or "3600s").rstrip("s")) + 3600
+    while True:
+        resp = _call(session, "GET", f"{builds}/{build_id}", f"cannot read Cloud Build {build_id}")
+        if resp.status_code != 200:
+            raise InfraError(f"cannot read Cloud Build {build_id} (HTTP {resp.status_code}): {_api_message(resp)}",
+                             hint=f"the build goes on; follow it at {log_url}")
+        build = resp.json()
+        if build.get("status", status) != status:
+            status = build["status"]
+            echo(f"Cloud Build {build_id}: {status}")
+        if status in DONE:
+            break
+        if time.monotonic() > deadline:
+            raise InfraError(f"Cloud Build {build_id} is still {status}", hint=f"follow it at {log_url}")
+        sleep(poll_s)
+    log_url = build.get("logUrl") or log_url
+    if status != "SUCCESS":
+        detail = (build.get("failureInfo") or {}).get("detail") or build.get("statusDetail") or ""
+        raise InfraError(f"Cloud Build {build_id} ended {status}" + (f": {detail}" if detail else ""),
+                         hint=f"read the build log: {log_url}")
+    return BuildResult(ref, built=True, build_id=build_id, log_url=log_url)
