@@ -1,0 +1,133 @@
+"""`trainctl synth --env dev`: foundation + one train-<lang> stack per language, as Terraform JSON.
+
+The google provider cannot be downloaded here, so every property is asserted on
+the synthesized JSON (and checked by checkov in test_policy.py).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from stacks.app import VM_SCRIPTS
+from stacks.cli.main import app
+from tests.conftest import make_project
+
+runner = CliRunner()
+SETS = ["--set", "project=p1", "--set", "languages.en.nodes=2", "--set", "languages.en.machine_type=g2-standard-24",
+        "--set", "languages.en.gpu.count=2", "--set", "languages.en.spot=false"]
+
+
+def synth(root: Path, outdir: str) -> dict[str, dict]:
+    result = runner.invoke(app, ["synth", "--env", "dev", *SETS, "--outdir", outdir])
+    assert result.exit_code == 0, result.output
+    return {p.parent.name: json.loads(p.read_text()) for p in (root / outdir / "stacks").glob("*/cdk.tf.json")}
+
+
+@pytest.fixture(scope="module")
+def synthesized(tmp_path_factory):
+    root = make_project(tmp_path_factory.mktemp("gcp") / "proj")
+    cwd = Path.cwd()
+    os.chdir(root)
+    try:
+        first = synth(root, "out1")
+        second = synth(root, "out2")
+    finally:
+        os.chdir(cwd)
+    return root, first, second
+
+
+def resources(doc: dict, kind: str) -> list[dict]:
+    return list(doc.get("resource", {}).get(kind, {}).values())
+
+
+def test_one_foundation_and_one_train_stack_per_language(synthesized):
+    _, stacks, _ = synthesized
+    assert sorted(stacks) == ["foundation", "train-en", "train-fr"]
+
+
+def test_synth_is_byte_identical(synthesized):
+    root, _, _ = synthesized
+    for name in ("foundation", "train-fr", "train-en"):
+        a = (root / "out1" / "stacks" / name / "cdk.tf.json").read_bytes()
+        b = (root / "out2" / "stacks" / name / "cdk.tf.json").read_bytes()
+        assert a == b, name
+
+
+def test_state_lives_in_gcs_one_prefix_per_env_and_stack(synthesized):
+    _, stacks, _ = synthesized
+    for name, doc in stacks.items():
+        assert doc["terraform"]["backend"]["gcs"] == {"bucket": "p1-trainstack-tfstate", "prefix": f"dev/{name}"}
+
+
+def test_no_primitive_roles_anywhere(synthesized):
+    _, stacks, _ = synthesized
+    text = json.dumps(stacks)
+    for role in ("roles/owner", "roles/editor", "roles/viewer"):
+        assert f'"{role}"' not in text
+
+
+def test_foundation_bucket_registry_and_services(synthesized):
+    _, stacks, _ = synthesized
+    doc = stacks["foundation"]
+    bucket = next(b for b in resources(doc, "google_storage_bucket") if b["name"] == "trainstack-dev-artifacts")
+    assert bucket["uniform_bucket_level_access"] and bucket["public_access_prevention"] == "enforced"
+    assert bucket["versioning"] == {"enabled": True}
+    services = {s["service"] for s in resources(doc, "google_project_service")}
+    assert {"compute.googleapis.com", "cloudquotas.googleapis.com", "sts.googleapis.com"} <= services
+    assert resources(doc, "google_artifact_registry_repository")[0]["repository_id"] == "trainstack"
+    provider = resources(doc, "google_iam_workload_identity_pool_provider")[0]
+    assert provider["attribute_condition"] == 'assertion.repository == "trainstack/trainstack"'
+
+
+def test_train_stack_runs_the_content_hash_image_on_spot_l4_in_the_first_zone(synthesized):
+    _, stacks, _ = synthesized
+    doc = stacks["train-fr"]
+    template = resources(doc, "google_compute_instance_template")[0]
+    meta = template["metadata"]
+    assert re.fullmatch(r"europe-west4-docker\.pkg\.dev/p1/trainstack/trainer:[0-9a-f]{12,64}", meta["trainstack-image"])
+    assert doc["output"]["image"]["value"] == meta["trainstack-image"]
+    assert meta["startup-script"] == (VM_SCRIPTS / "startup.sh").read_text()
+    assert meta["shutdown-script"] == (VM_SCRIPTS / "shutdown.sh").read_text()
+    assert meta["enable-oslogin"] == "TRUE" and meta["block-project-ssh-keys"] == "TRUE"
+    args = json.loads(meta["trainstack-args"])
+    assert args[:6] == ["--lang", "fr", "--bucket", "gs://trainstack-dev-artifacts", "--env", "dev"]
+    assert "--run-id" not in args and meta["trainstack-run-id"].startswith("${terraform_data.")
+    assert template["labels"]["lang"] == "fr" and template["labels"]["run"] == meta["trainstack-run-id"]
+    assert template["machine_type"] == "g2-standard-8"
+    assert template["scheduling"]["provisioning_model"] == "SPOT"
+    assert template["service_account"]["email"] == "trainstack-trainer@p1.iam.gserviceaccount.com"
+    mig = resources(doc, "google_compute_instance_group_manager")[0]
+    assert mig["zone"] == "europe-west4-a" and mig["name"] == "dev-train-fr" == meta["trainstack-mig"]
+    assert mig["target_size"] == 1 and mig["wait_for_instances"] is False
+
+
+def test_multi_node_standard_language(synthesized):
+    _, stacks, _ = synthesized
+    doc = stacks["train-en"]
+    template = resources(doc, "google_compute_instance_template")[0]
+    assert template["guest_accelerator"] == [{"type": "nvidia-l4", "count": 2}]
+    assert template["scheduling"]["provisioning_model"] == "STANDARD"
+    assert template["metadata"]["trainstack-nodes"] == "2"
+    assert sorted(c["name"] for c in resources(doc, "google_compute_per_instance_config")) == \
+        ["dev-train-en-0", "dev-train-en-1"]
+    assert resources(doc, "google_compute_resource_policy")[0]["group_placement_policy"]["vm_count"] == 2
+    info = next(iter(doc["data"]["google_cloud_quotas_quota_info"].values()))
+    assert info["quota_id"] == "NVIDIA-L4-GPUS-per-project-region"  # not Spot: the on-demand quota governs
+
+
+@pytest.mark.parametrize("sets, message", [
+    ([], "sets no `project`"),
+    (["project=p1", "defaults.gpu.type=nvidia-h900"], "unknown GPU type 'nvidia-h900'"),
+    (["project=p1", "languages.fr.gpu.type=nvidia-tesla-a100"], "attaches only to a2-highgpu-* or a2-megagpu-*"),
+    (["project=p1", "languages.fr.nodes=0"], "languages.fr.nodes"),
+    (["project=p1", "zones=[europe-west4-a,us-central1-a]"], "zone 'us-central1-a' is not in region 'europe-west4'"),
+])
+def test_bad_gcp_config_is_exit_2(project, sets, message):
+    result = runner.invoke(app, ["synth", "--env", "dev", *[a for s in sets for a in ("--set", s)]])
+    assert result.exit_code == 2, result.output
+    assert message in " ".join(result.output.split())
