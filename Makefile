@@ -6,6 +6,8 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 NODE_STAMP := node_modules/.installed-stamp
+LINT_VENV  ?= .venv-lint
+LINT_STAMP := $(LINT_VENV)/.installed-stamp
 ENV    ?= local
 
 .PHONY: demo test bench setup clean
@@ -19,13 +21,19 @@ $(NODE_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
-setup: $(STAMP) $(NODE_STAMP)
+# checkov (tests/test_policy.py) in its own venv: its pins would downgrade torch's/fastai's deps in .venv.
+$(LINT_STAMP): requirements-lint.txt
+	test -x $(LINT_VENV)/bin/python || $(PYTHON) -m venv $(LINT_VENV)
+	$(LINT_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-lint.txt
+	touch $@
+
+setup: $(STAMP) $(NODE_STAMP) $(LINT_STAMP)
 
 demo: $(STAMP)
 	$(BIN)/trainctl data push fr data/sample/fr --env $(ENV)
 	$(BIN)/trainctl train fr --env $(ENV)
 
-test: $(STAMP) $(NODE_STAMP)
+test: $(STAMP) $(NODE_STAMP) $(LINT_STAMP)
 	$(BIN)/python -m pytest
 
 bench: $(STAMP)

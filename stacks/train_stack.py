@@ -96,6 +96,8 @@ class TrainStack(TerraformStack):
         metadata = {
             "startup-script": gcp.startup_script, "shutdown-script": gcp.shutdown_script,
             "enable-oslogin": "TRUE", "block-project-ssh-keys": "TRUE", "serial-port-enable": "FALSE",
+            # Deep Learning VM images install (or verify) the NVIDIA driver at first boot only when asked.
+            "install-nvidia-driver": "True",
             "trainstack-image": gcp.image, "trainstack-run-id": run_id,
             "trainstack-args": json.dumps(trainer_args(config, lang)),
             "trainstack-lang": lang, "trainstack-env": config.env, "trainstack-bucket": config.bucket,

@@ -111,7 +111,8 @@ def test_identities_are_least_privilege():
 def test_github_federation_trusts_one_repository_and_deploys_from_main_only():
     text, doc = synth(_identities)
     provider = resources(doc, "google_iam_workload_identity_pool_provider")[0]
-    assert provider["attribute_condition"] == 'assertion.repository == "acme/trainstack"'
+    assert provider["attribute_condition"].startswith('assertion.repository == "acme/trainstack" && ')
+    assert 'assertion.sub == "repo:acme/trainstack:ref:refs/heads/main"' in provider["attribute_condition"]
     assert provider["oidc"]["issuer_uri"] == "https://token.actions.githubusercontent.com"
     wif = {m["service_account_id"]: m["member"] for m in resources(doc, "google_service_account_iam_member")
            if m["role"] == "roles/iam.workloadIdentityUser"}

@@ -81,7 +81,7 @@ def test_foundation_bucket_registry_and_services(synthesized):
     assert {"compute.googleapis.com", "cloudquotas.googleapis.com", "sts.googleapis.com"} <= services
     assert resources(doc, "google_artifact_registry_repository")[0]["repository_id"] == "trainstack"
     provider = resources(doc, "google_iam_workload_identity_pool_provider")[0]
-    assert provider["attribute_condition"] == 'assertion.repository == "trainstack/trainstack"'
+    assert provider["attribute_condition"].startswith('assertion.repository == "trainstack/trainstack" && ')
 
 
 def test_train_stack_runs_the_content_hash_image_on_spot_l4_in_the_first_zone(synthesized):

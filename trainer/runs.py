@@ -76,6 +76,18 @@ def write_status(bucket: Bucket, status: RunStatus) -> None:
     bucket.write_bytes(run_key(status.lang, status.run_id, "status.json"), status.to_json())
 
 
+def mark_failed(bucket: Bucket, lang: str, run_id: str, env: str, error: str) -> RunStatus:
+    """Write FAILED with `error` unless the run already ended; returns the final status."""
+    status = read_status(bucket, lang, run_id)
+    if status is not None and status.terminal:
+        return status
+    if status is None:
+        status = RunStatus(run_id=run_id, lang=lang, env=env)
+    status.state, status.error, status.finished_at = FAILED, error, now_iso()
+    write_status(bucket, status)
+    return status
+
+
 def list_run_ids(bucket: Bucket, lang: str) -> list[str]:
     """Run ids of a language, oldest first (ids sort by start time)."""
     prefix = f"{lang}/runs/"

@@ -82,18 +82,11 @@ def _tail(path: Path, n: int = 8) -> str:
 def _finalize(trainer_args: list[str], error: str) -> None:
     """Mark the run FAILED unless the trainer already wrote a final state."""
     from trainer.cli import build_parser
-    from trainer.runs import FAILED, RunStatus, now_iso, read_status, write_status
+    from trainer.runs import mark_failed
     from trainer.storage import open_bucket
 
     args, _ = build_parser().parse_known_args(trainer_args)
-    bucket = open_bucket(args.bucket)
-    status = read_status(bucket, args.lang, args.run_id)
-    if status is not None and status.terminal:
-        return
-    if status is None:
-        status = RunStatus(run_id=args.run_id, lang=args.lang, env=args.env)
-    status.state, status.error, status.finished_at = FAILED, error, now_iso()
-    write_status(bucket, status)
+    mark_failed(open_bucket(args.bucket), args.lang, args.run_id, args.env, error)
 
 
 def run(state_dir: Path, max_run_hours: float, trainer_args: list[str]) -> int:

@@ -38,8 +38,11 @@ class GithubFederation(Construct):
                 # One attribute carrying both, so a principalSet can require repository AND branch.
                 "attribute.repository_ref": 'assertion.repository + "@" + assertion.ref',
             },
-            # Tokens of any other repository are rejected before any binding is considered.
-            attribute_condition=f'assertion.repository == "{repository}"',
+            # Tokens of any other repository, and of its other events or refs, are rejected
+            # before any binding is considered (jobs using GitHub `environment:` are not admitted).
+            attribute_condition=(f'assertion.repository == "{repository}" && '
+                                 f'(assertion.sub == "repo:{repository}:pull_request" || '
+                                 f'assertion.sub == "repo:{repository}:ref:{deploy_ref}")'),
         )
         principals = f"principalSet://iam.googleapis.com/{self.pool.name}"
         self.bindings = [

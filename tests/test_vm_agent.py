@@ -1,0 +1,277 @@
+"""The VM agent (`python -m trainer.vm`) against a text metadata server, a recorded Compute API
+and the GCS emulator, with a fake trainer instead of fastai (tests/fixtures/vm/fake_trainer.py)."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from datetime import datetime, timedelta, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from tests.recorded_api import FIXTURES, RecordedApi
+from trainer.runs import FAILED, SUCCEEDED, RunStatus, read_status, write_status
+from trainer.storage import open_bucket
+from trainer.vm.metadata import MetadataClient, MetadataError
+from trainer.vm.spec import VmSpec, build_command, node_rank
+
+REPO = Path(__file__).resolve().parents[1]
+FAKE = FIXTURES / "vm" / "fake_trainer.py"
+PROJECT, ZONE, MIG = "test-project", "europe-west4-a", "train-fr"
+RESIZE = rf"/compute/v1/projects/{PROJECT}/zones/{ZONE}/instanceGroupManagers/{MIG}/resize"
+
+
+class MetadataServer:
+    """The GCE metadata server as far as the agent sees it: plain text, Metadata-Flavor required."""
+
+    def __init__(self, values: dict[str, str]):
+        self.values, self.seen = values, []
+
+    def __enter__(self) -> "MetadataServer":
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):
+                server.seen.append(self.path)
+                prefix = "/computeMetadata/v1/"
+                value = server.values.get(self.path[len(prefix):]) if self.path.startswith(prefix) else None
+                if self.headers.get("Metadata-Flavor") != "Google":
+                    code, value = 403, "Missing Metadata-Flavor:Google header."
+                else:
+                    code, value = (200, value) if value is not None else (404, "Not Found")
+                data = value.encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/text")
+                self.send_header("Metadata-Flavor", "Google")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    @property
+    def host(self) -> str:
+        return "127.0.0.1:%d" % self._server.server_address[1]
+
+    def __exit__(self, *exc) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+def run_id_at(when: datetime) -> str:
+    return when.strftime("%Y%m%d-%H%M%S-") + "ab12"
+
+
+class Vm:
+    """One VM of a run: its metadata, the bucket, the recorded Compute API, the agent process."""
+
+    def __init__(self, tmp_path: Path, gcs: str, *, mode: str, nodes: int = 1, name: str = "train-fr-x7k2",
+                 max_run_hours: str = "4", run_id: str | None = None, extra: dict | None = None):
+        self.bucket_uri = f"gs://test-bucket/vm-{tmp_path.name}"
+        self.bucket = open_bucket(self.bucket_uri)
+        self.run_id = run_id or run_id_at(datetime.now(timezone.utc))
+        self.mark = tmp_path / "mark.jsonl"
+        args = ["--lang", "fr", "--bucket", self.bucket_uri, "--env", "dev", "--mode", mode, "--mark", str(self.mark)]
+        attrs = {
+            "trainstack-image": "europe-west4-docker.pkg.dev/p/trainstack/trainer:3f2a", "trainstack-run-id": self.run_id,
+            "trainstack-args": json.dumps(args), "trainstack-lang": "fr", "trainstack-env": "dev",
+            "trainstack-bucket": self.bucket_uri, "trainstack-nodes": str(nodes), "trainstack-gpus-per-node": "1",
+            "trainstack-shm-size": "16g", "trainstack-docker-flags": "[]", "trainstack-max-run-hours": max_run_hours,
+            "trainstack-project": PROJECT, "trainstack-zone": ZONE, "trainstack-mig": MIG,
+            "trainstack-base-name": "train-fr", **(extra or {}),
+        }
+        self.metadata = {f"instance/attributes/{k}": v for k, v in attrs.items()}
+        self.metadata["instance/name"] = name
+        self.gcs = gcs
+
+    def start(self, md: MetadataServer, api: RecordedApi, *action: str) -> subprocess.Popen:
+        env = {**os.environ, "GCE_METADATA_HOST": md.host, "TRAINSTACK_COMPUTE_ENDPOINT": api.url,
+               "STORAGE_EMULATOR_HOST": self.gcs, "GOOGLE_CLOUD_PROJECT": PROJECT, "TRAINSTACK_GRACE_S": "1",
+               "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
+        action = action or ("run", "--trainer-cmd", f"{sys.executable} {FAKE}")
+        return subprocess.Popen([sys.executable, "-m", "trainer.vm", *action], cwd=REPO, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    def run(self, *action: str, timeout: float = 60) -> tuple[int, str, list]:
+        """Runs the agent to the end: (exit code, output, resize requests)."""
+        with MetadataServer(self.metadata) as md, RecordedApi({("POST", RESIZE): (200, "vm/resize_operation.json")}) as api:
+            proc = self.start(md, api, *action)
+            out, _ = proc.communicate(timeout=timeout)
+            return proc.returncode, out, api.requests("POST", RESIZE)
+
+    def status(self) -> RunStatus | None:
+        return read_status(self.bucket, "fr", self.run_id)
+
+    def events(self) -> list:
+        return [json.loads(line) for line in self.mark.read_text().splitlines()] if self.mark.exists() else []
+
+
+def assert_one_resize_to_zero(resizes, out):
+    assert len(resizes) == 1, out
+    assert resizes[0].query == {"size": ["0"]}, resizes[0].query
+
+
+def test_success_on_rank_0_resizes_once(tmp_path, gcs_env):
+    vm = Vm(tmp_path, gcs_env, mode="succeed")
+    code, out, resizes = vm.run()
+    assert code == 0, out
+    assert_one_resize_to_zero(resizes, out)
+    assert vm.status().state == SUCCEEDED
+    argv = vm.events()[0]
+    assert argv[-2:] == ["--run-id", vm.run_id] and argv.count("--run-id") == 1
+    assert "operation-1795342500000" in out  # the operation the API answered is logged
+
+
+def test_failed_status_resizes_and_exits_with_the_trainer_code(tmp_path, gcs_env):
+    vm = Vm(tmp_path, gcs_env, mode="fail")
+    code, out, resizes = vm.run()
+    assert code == 1, out
+    assert_one_resize_to_zero(resizes, out)
+    assert vm.status().error == "ValueError: boom"  # the trainer's own error is kept
+
+
+def test_silent_death_is_marked_failed_then_resized(tmp_path, gcs_env):
+    vm = Vm(tmp_path, gcs_env, mode="silent")
+    code, out, resizes = vm.run()
+    assert code == 3, out
+    assert_one_resize_to_zero(resizes, out)
+    status = vm.status()
+    assert status.state == FAILED and "code 3" in status.error and status.finished_at
+
+
+def test_sigterm_is_forwarded_and_leaves_the_group_alone(tmp_path, gcs_env):
+    vm = Vm(tmp_path, gcs_env, mode="sleep")
+    with MetadataServer(vm.metadata) as md, RecordedApi({("POST", RESIZE): (200, "vm/resize_operation.json")}) as api:
+        proc = vm.start(md, api)
+        deadline = time.monotonic() + 30
+        while not vm.events() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert vm.events(), "the fake trainer never started"
+        proc.send_signal(signal.SIGTERM)  # what the shutdown script's docker kill does on preemption
+        out, _ = proc.communicate(timeout=30)
+        assert proc.returncode == 143, out
+        assert api.requests("POST", RESIZE) == []
+    assert vm.events()[-1] == "SIGTERM"
+    status = vm.status()
+    assert status.state == "RUNNING" and status.stage == "interrupted"  # resumable, not FAILED
+
+
+def test_rank_1_of_2_never_resizes(tmp_path, gcs_env):
+    vm = Vm(tmp_path, gcs_env, mode="succeed", nodes=2, name="train-fr-1")
+    code, out, resizes = vm.run()
+    assert code == 0, out
+    assert resizes == [] and "node 1 of 2" in out
+
+
+def test_worker_done_before_node_0_leaves_the_status_alone(tmp_path, gcs_env):
+    vm = Vm(tmp_path, gcs_env, mode="worker", nodes=2, name="train-fr-1")
+    code, out, resizes = vm.run()
+    assert code == 0, out
+    assert resizes == [] and vm.status().state == "RUNNING"
+
+
+def test_deadline_stops_the_trainer_marks_failed_and_resizes(tmp_path, gcs_env):
+    # Run started now, 0.001 h = 3.6 s budget; the trainer ignores SIGTERM and is killed after the grace (1 s).
+    vm = Vm(tmp_path, gcs_env, mode="stubborn", max_run_hours="0.001")
+    started = time.monotonic()
+    code, out, resizes = vm.run()
+    assert code == 124, out
+    assert time.monotonic() - started < 20
+    assert vm.events()[-1] == "SIGTERM" and "killing it" in out
+    assert_one_resize_to_zero(resizes, out)
+    status = vm.status()
+    assert status.state == FAILED and status.error == "stopped after max_run_hours=0.001"
+
+
+def test_deadline_already_passed_does_not_start_the_trainer(tmp_path, gcs_env):
+    vm = Vm(tmp_path, gcs_env, mode="succeed", max_run_hours="1",
+            run_id=run_id_at(datetime.now(timezone.utc) - timedelta(hours=2)))
+    code, out, resizes = vm.run()
+    assert code == 124, out
+    assert vm.events() == []
+    assert_one_resize_to_zero(resizes, out)
+    assert vm.status().error == "stopped after max_run_hours=1"
+
+
+def test_run_that_already_ended_only_stops_the_group(tmp_path, gcs_env):
+    vm = Vm(tmp_path, gcs_env, mode="succeed")
+    write_status(vm.bucket, RunStatus(run_id=vm.run_id, lang="fr", env="dev", state=SUCCEEDED))
+    code, out, resizes = vm.run()
+    assert code == 0, out
+    assert vm.events() == []
+    assert_one_resize_to_zero(resizes, out)
+
+
+def test_fail_and_stop_group_commands(tmp_path, gcs_env):
+    vm = Vm(tmp_path, gcs_env, mode="succeed", nodes=2, name="train-fr-1")  # any node may call these
+    code, out, resizes = vm.run("fail", "GPU driver did not appear within 600 s")
+    assert code == 0, out
+    assert_one_resize_to_zero(resizes, out)
+    assert vm.status().state == FAILED and vm.status().error == "GPU driver did not appear within 600 s"
+    code, out, resizes = vm.run("stop-group")
+    assert code == 0, out
+    assert_one_resize_to_zero(resizes, out)
+
+
+def test_missing_metadata_is_an_agent_error(tmp_path, gcs_env):
+    vm = Vm(tmp_path, gcs_env, mode="succeed")
+    del vm.metadata["instance/attributes/trainstack-mig"]
+    code, out, resizes = vm.run()
+    assert code == 70, out  # startup.sh stops the group on any code but 0/143
+    assert "trainstack-mig" in out and resizes == [] and vm.events() == []
+
+
+def spec(nodes: int, gpus: int, base: str = "train-fr") -> VmSpec:
+    return VmSpec(run_id="20261122-101500-ab12", lang="fr", env="dev", bucket="gs://b", args=["--lang", "fr"],
+                  nodes=nodes, gpus_per_node=gpus, max_run_hours=4, project=PROJECT, zone=ZONE, mig=MIG,
+                  base_name=base)
+
+
+def test_commands_for_one_and_many_gpus():
+    assert build_command(spec(1, 1), 0) == [sys.executable, "-m", "trainer", "--lang", "fr",
+                                            "--run-id", "20261122-101500-ab12"]
+    assert build_command(spec(2, 4), 1) == [
+        "torchrun", "--nnodes", "2", "--node-rank", "1", "--nproc-per-node", "4", "--master-addr", "train-fr-0",
+        "--master-port", "29500", "-m", "trainer", "--lang", "fr", "--run-id", "20261122-101500-ab12"]
+    single = build_command(spec(1, 2), 0)
+    assert single[:6] == ["torchrun", "--standalone", "--nnodes", "1", "--nproc-per-node", "2"]
+    assert build_command(spec(1, 1), 0, ["fake"])[0] == "fake"
+
+
+def test_node_rank():
+    assert node_rank(spec(1, 1), "anything-x7k2") == 0
+    assert node_rank(spec(3, 1), "train-fr-2") == 2
+    assert node_rank(spec(3, 1), "train-fr-2.europe-west4-a.c.p.internal") == 2
+    assert node_rank(spec(3, 1), "whatever", rank_attr="1") == 1  # the per-instance config's preserved metadata
+    for name in ("train-fr-x7k2", "other-1", "train-fr-3"):
+        with pytest.raises(MetadataError):
+            node_rank(spec(3, 1), name)
+
+
+def test_deadline_comes_from_the_run_id():
+    start = datetime(2026, 11, 22, 10, 15, tzinfo=timezone.utc).timestamp()
+    assert spec(1, 1).deadline() == start + 4 * 3600
+
+
+def test_metadata_client_honours_gce_metadata_host(monkeypatch):
+    with MetadataServer({"instance/attributes/trainstack-lang": "fr", "instance/name": "vm-0"}) as md:
+        monkeypatch.setenv("GCE_METADATA_HOST", md.host)
+        client = MetadataClient(tries=1)
+        assert client.attribute("trainstack-lang") == "fr"
+        assert client.get("instance/name") == "vm-0"
+        assert client.attribute("trainstack-nodes", "1") == "1"  # 404 -> default
+        with pytest.raises(MetadataError, match="trainstack-zone"):
+            client.require("trainstack-zone")
+    with pytest.raises(MetadataError, match="did not answer"):
+        MetadataClient(root=f"http://{md.host}/computeMetadata/v1/", tries=2, backoff_s=0.01).get("instance/name")
