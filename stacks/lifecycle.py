@@ -229,6 +229,10 @@ def follow(bucket: Bucket, lang: str, run_id: str, reporter: Reporter, *, poll_s
                 for line in tail.new_lines() if print_log else []:
                     reporter.log_line(line)
                 return status
+        elif (note := vm_startup_error(bucket, lang, run_id)) is not None:
+            # The VM could not start the trainer (image pull, driver) and stopped its group.
+            raise InfraError(f"run {run_id} never started on its VM: {note}",
+                             hint=f"fix the cause, then `trainctl destroy {lang}` and train again")
         elif time.monotonic() - started > appear_timeout_s:
             raise InfraError(f"run {run_id} wrote no status.json within {appear_timeout_s:.0f}s",
                              hint=f"look at the launcher's output; `trainctl destroy {lang}` tears the stack down")
@@ -239,6 +243,14 @@ def follow(bucket: Bucket, lang: str, run_id: str, reporter: Reporter, *, poll_s
                 raise InfraError(f"the trainer of run {run_id} is gone without a final status",
                                  hint=f"`trainctl logs {lang} --run {run_id}`; `trainctl destroy {lang}`")
         time.sleep(poll_s)
+
+
+def vm_startup_error(bucket: Bucket, lang: str, run_id: str) -> str | None:
+    """The first note a VM's start-up script left in `<run>/vm/` (images/trainer/startup.sh), if any."""
+    if isinstance(bucket, LocalBucket):
+        return None  # no VMs on the local target
+    notes = [k for k in bucket.list(run_key(lang, run_id, "vm/")) if k.endswith("-startup-error.txt")]
+    return bucket.read_bytes(notes[0]).decode("utf-8", "replace").strip() if notes else None
 
 
 def local_launcher_alive(project: Project, env: str, run_id: str) -> Callable[[], bool]:

@@ -51,6 +51,7 @@ def train(lang: LangArg, env: EnvOpt = "local", sets: SetOpt = None,
         alive = L.local_launcher_alive(project, env, run_id) if config.target == "local" else None
         try:
             status = L.follow(bucket, lang, run_id, rep, launcher_alive=alive,
+                              poll_s=1.0 if config.target == "local" else 5.0,
                               appear_timeout_s=L.STATUS_APPEAR_TIMEOUT_S[config.target])
         except KeyboardInterrupt:
             err_console.print(f"stopped following run {run_id}; it keeps running.\n  {resume_hint(lang, env)}")
