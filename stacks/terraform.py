@@ -62,8 +62,10 @@ class Terraform:
     def destroy(self, variables: dict[str, str] | None = None) -> str:
         return self._run("destroy", "destroy", "-auto-approve", "-input=false", "-no-color", *self._vars(variables))
 
-    def plan(self, variables: dict[str, str] | None = None) -> str:
-        return self._run("plan", "plan", "-input=false", "-no-color", *self._vars(variables))
+    def plan(self, variables: dict[str, str] | None = None, *, lock: bool = True) -> str:
+        # -lock=false lets a read-only identity (the CI planner) plan against remote state.
+        return self._run("plan", "plan", "-input=false", "-no-color", *([] if lock else ["-lock=false"]),
+                         *self._vars(variables))
 
     def outputs(self) -> dict[str, object]:
         raw = json.loads(self._run("output", "output", "-json", "-no-color") or "{}")

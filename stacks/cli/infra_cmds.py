@@ -34,7 +34,10 @@ def synth(env: EnvOpt = "local", sets: SetOpt = None,
 @mapped_errors
 def plan(env: EnvOpt = "local", sets: SetOpt = None,
          stack: Annotated[str | None, typer.Option(help="only this stack, e.g. train-fr or foundation")] = None,
-         markdown: Annotated[Path | None, typer.Option(help="also write the plans as Markdown to FILE")] = None):
+         markdown: Annotated[Path | None, typer.Option(help="also write the plans as Markdown to FILE")] = None,
+         preflight: Annotated[bool, typer.Option(help="gcp: quota zone choice and image check before synth "
+                                                      "(--no-preflight: first preferred zone, no API calls)")] = True,
+         lock: Annotated[bool, typer.Option(help="lock the state while planning (--no-lock for read-only CI)")] = True):
     """Show the Terraform plan of the environment's stacks (after the quota/image preflight on gcp)."""
     from stacks.lifecycle import open_foundation, open_stack
     from stacks.naming import FOUNDATION
@@ -51,9 +54,9 @@ def plan(env: EnvOpt = "local", sets: SetOpt = None,
         if name == FOUNDATION:
             tf = open_foundation(project, config, echo=echo)
         else:
-            tf = open_stack(project, config, name.removeprefix("train-"), echo=echo, preflight=True,
+            tf = open_stack(project, config, name.removeprefix("train-"), echo=echo, preflight=preflight,
                             reporter=ConsoleReporter()).tf
-        text = tf.plan()
+        text = tf.plan(lock=lock)
         console.print(f"[bold]{name}[/]\n{text}")
         sections.append(f"### `{name}` ({env})\n\n```\n{text.strip()}\n```\n")
     if markdown:
