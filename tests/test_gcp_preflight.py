@@ -1,0 +1,53 @@
+"""`trainctl train` on a gcp env stops at preflight, before any synth or apply, when it cannot run.
+
+Real clients all the way: GCS through gcp-storage-emulator, Compute and the registry
+through recorded responses on 127.0.0.1.
+"""
+from __future__ import annotations
+
+from typer.testing import CliRunner
+
+from stacks.cli.main import app
+from stacks.gcp.image import REGISTRY_ENDPOINT_ENV
+from stacks.gcp.quota import ENDPOINT_ENV
+from tests.conftest import SAMPLE
+from tests.test_quota import PROJECT, compute_api, fixture, with_quotas
+
+runner = CliRunner()
+MANIFEST = "/v2/p1/trainstack/trainer/manifests/[^/]+"
+
+
+def dev(bucket: str) -> list[str]:
+    return ["--env", "dev", "--set", "project=p1", "--set", f"bucket={bucket}"]
+
+
+def test_image_never_built_is_exit_3_before_anything_is_created(project, gcs_env, monkeypatch):
+    args = dev("gs://test-bucket/preflight-image")
+    pushed = runner.invoke(app, ["data", "push", "fr", str(SAMPLE / "fr"), *args])
+    assert pushed.exit_code == 0, pushed.output
+    api = compute_api()
+    api.routes[("HEAD", MANIFEST)] = (404, {"errors": [{"code": "MANIFEST_UNKNOWN"}]})
+    with api:
+        monkeypatch.setenv(ENDPOINT_ENV, api.url)
+        monkeypatch.setenv(REGISTRY_ENDPOINT_ENV, api.url)
+        result = runner.invoke(app, ["train", "fr", *args])
+    out = " ".join(result.output.split())
+    assert result.exit_code == 3, result.output
+    assert "quota ok: fr runs in europe-west4-a (PREEMPTIBLE_NVIDIA_L4_GPUS)" in out
+    assert "trainctl image build --env dev" in out
+    assert len(api.requests("HEAD", MANIFEST)) == 1
+    assert not (project / ".trainstack" / "dev" / "cdktf.out").exists()  # nothing synthesized or applied
+
+
+def test_no_quota_is_exit_3_with_the_table_and_no_image_lookup(project, gcs_env, monkeypatch):
+    args = dev("gs://test-bucket/preflight-quota")
+    assert runner.invoke(app, ["data", "push", "fr", str(SAMPLE / "fr"), *args]).exit_code == 0
+    api = compute_api(project=with_quotas(fixture("project_p1.json"), GPUS_ALL_REGIONS=(4, 4)))
+    with api:
+        monkeypatch.setenv(ENDPOINT_ENV, api.url)
+        monkeypatch.setenv(REGISTRY_ENDPOINT_ENV, api.url)
+        result = runner.invoke(app, ["train", "fr", *args])
+    assert result.exit_code == 3, result.output
+    assert "GPUS_ALL_REGIONS" in result.output
+    assert api.requests("GET", PROJECT) and not api.requests("HEAD", MANIFEST)
+    assert not (project / ".trainstack" / "dev" / "cdktf.out").exists()
