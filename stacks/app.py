@@ -35,7 +35,7 @@ def gcp_placement(config: EnvConfig, lang: str, zone: str | None = None, metric:
     gpu = GPU_TYPES[s.gpu.type]
     return GcpPlacement(
         zone=zone or config.zones[0], image=image_ref(config, SOURCE_ROOT),
-        quota_metric=metric or (gpu.spot_metric if s.spot else gpu.metric),
+        quota_metrics=[metric] if metric else ([gpu.spot_metric, gpu.metric] if s.spot else [gpu.metric]),
         startup_script=(VM_SCRIPTS / "startup.sh").read_text(), shutdown_script=(VM_SCRIPTS / "shutdown.sh").read_text(),
     )
 

@@ -143,7 +143,7 @@ def write_run_metadata(bucket: Bucket, handle: StackHandle, run_id: str) -> None
     }
     if handle.placement is not None:
         meta.update(image=handle.placement.image, zone=handle.placement.zone,
-                    quota_metric=handle.placement.quota_metric)
+                    quota_metric=handle.placement.quota_metrics[0])
     prefix = "metadata/"
     bucket.write_bytes(run_key(handle.lang, run_id, prefix + "config.json"),
                        handle.config.model_dump_json(indent=2).encode())

@@ -28,7 +28,7 @@ class GcpPlacement:
 
     zone: str
     image: str
-    quota_metric: str
+    quota_metrics: list[str]  # the preflight's governing metric, or the candidates when none was decided
     startup_script: str
     shutdown_script: str
 
@@ -91,7 +91,7 @@ class TrainStack(TerraformStack):
                        default_labels={"app": "trainstack", "env": config.env})
         GcsBackend(self, bucket=config.state_bucket_name, prefix=state_prefix(config.env, self.node.id))
         run_id = RunIdentity(self, "run", run_id=self.run_id_expression, replace_on=self.run_id_var.string_value).run_id
-        guard = QuotaGuard(self, "quota", project=config.project, region=region, metric=gcp.quota_metric,
+        guard = QuotaGuard(self, "quota", project=config.project, region=region, metrics=gcp.quota_metrics,
                            needed=s.nodes * s.gpu.count)
         metadata = {
             "startup-script": gcp.startup_script, "shutdown-script": gcp.shutdown_script,
@@ -116,5 +116,5 @@ class TrainStack(TerraformStack):
             metadata=metadata, preconditions=[guard.precondition],
         )
         TerraformOutput(self, "run_id_out", value=run_id, static_id=True).override_logical_id("run_id")
-        for key, value in {"zone": gcp.zone, "group": name, "image": gcp.image, "quota_metric": gcp.quota_metric}.items():
+        for key, value in {"zone": gcp.zone, "group": name, "image": gcp.image, "quota_metrics": ",".join(gcp.quota_metrics)}.items():
             TerraformOutput(self, key, value=value, static_id=True)

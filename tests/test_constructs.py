@@ -132,9 +132,12 @@ def test_single_node_spot_group():
     assert template["disk"][0]["disk_size_gb"] == 150 and template["disk"][0]["disk_type"] == "pd-ssd"
     assert "access_config" not in template["network_interface"][0]  # no external IP
     assert template["shielded_instance_config"]["enable_vtpm"] is True
+    assert template["shielded_instance_config"]["enable_secure_boot"] is False  # unsigned NVIDIA modules
     assert template["service_account"]["email"] == "sa@p1.iam.gserviceaccount.com"
     mig = resources(doc, "google_compute_instance_group_manager")[0]
     assert mig["target_size"] == 1 and mig["wait_for_instances"] is False
+    # Node 0 resizes the group to 0 at the end; a later apply must not start it again.
+    assert mig["lifecycle"]["ignore_changes"] == ["target_size"]
     assert mig["instance_lifecycle_policy"]["default_action_on_failure"] == "REPAIR"
     assert not resources(doc, "google_compute_resource_policy")
     assert not resources(doc, "google_compute_per_instance_config")
@@ -147,9 +150,12 @@ def test_multi_node_group_has_compact_placement_and_stable_names():
     template = resources(doc, "google_compute_instance_template")[0]
     assert len(template["resource_policies"]) == 1
     assert template["resource_policies"][0].startswith("${google_compute_resource_policy.")
-    names = sorted(c["name"] for c in resources(doc, "google_compute_per_instance_config"))
-    assert names == ["dev-train-fr-0", "dev-train-fr-1", "dev-train-fr-2"]
-    assert resources(doc, "google_compute_instance_group_manager")[0]["target_size"] == 3
+    configs = resources(doc, "google_compute_per_instance_config")
+    assert sorted(c["name"] for c in configs) == ["dev-train-fr-0", "dev-train-fr-1", "dev-train-fr-2"]
+    assert sorted(c["preserved_state"]["metadata"]["trainstack-rank"] for c in configs) == ["0", "1", "2"]
+    # The configs create the named VMs (createInstances); a non-zero size would add random-named ones.
+    mig = resources(doc, "google_compute_instance_group_manager")[0]
+    assert mig["target_size"] == 0 and mig["lifecycle"]["ignore_changes"] == ["target_size"]
 
 
 def test_standard_provisioning_when_spot_is_off():
@@ -162,16 +168,22 @@ def test_standard_provisioning_when_spot_is_off():
 def test_quota_guard_becomes_a_precondition_on_the_group():
     def build(stack):
         guard = QuotaGuard(stack, "quota", project="p1", region="europe-west4",
-                           metric="PREEMPTIBLE_NVIDIA_L4_GPUS", needed=4)
+                           metrics=["PREEMPTIBLE_NVIDIA_L4_GPUS", "NVIDIA_L4_GPUS"], needed=4)
         GpuInstanceGroup(stack, "vms", project="p1", name="g", zone="europe-west4-b", machine_type="g2-standard-48",
                          gpu_type="nvidia-l4", gpu_count=4, nodes=1, spot=True, boot_image="i", disk_gb=100,
                          disk_type="pd-balanced", service_account="sa", network="default", subnetwork=None,
                          labels={}, metadata={}, preconditions=[guard.precondition])
     text, doc = synth(build)
-    info = next(iter(doc["data"]["google_cloud_quotas_quota_info"].values()))
-    assert info["quota_id"] == quota_id("PREEMPTIBLE_NVIDIA_L4_GPUS") == "PREEMPTIBLE-NVIDIA-L4-GPUS-per-project-region"
-    assert info["service"] == "compute.googleapis.com" and info["parent"] == "projects/p1"
-    pre = resources(doc, "google_compute_instance_group_manager")[0]["lifecycle"]["precondition"][0]
-    assert ">= 4" in pre["condition"] and "PREEMPTIBLE_NVIDIA_L4_GPUS" in pre["error_message"]
-    local = next(iter(doc["locals"].values()))
-    assert '"europe-west4"' in local and "dimensions_infos" in local
+    infos = sorted(doc["data"]["google_cloud_quotas_quota_info"].values(), key=lambda i: i["quota_id"])
+    assert [i["quota_id"] for i in infos] == ["NVIDIA-L4-GPUS-per-project-region",
+                                               "PREEMPTIBLE-NVIDIA-L4-GPUS-per-project-region"]
+    assert quota_id("PREEMPTIBLE_NVIDIA_L4_GPUS") == "PREEMPTIBLE-NVIDIA-L4-GPUS-per-project-region"
+    assert all(i["service"] == "compute.googleapis.com" and i["parent"] == "projects/p1" for i in infos)
+    lifecycle = resources(doc, "google_compute_instance_group_manager")[0]["lifecycle"]
+    pre = lifecycle["precondition"][0]
+    # Either metric may cover the request: Spot VMs use on-demand quota without Spot quota.
+    assert pre["condition"].count(">= 4") == 2 and ") || (" in pre["condition"]
+    assert "PREEMPTIBLE_NVIDIA_L4_GPUS or NVIDIA_L4_GPUS" in pre["error_message"]
+    assert lifecycle["ignore_changes"] == ["target_size"]
+    locals_ = list(doc["locals"].values())
+    assert len(locals_) == 2 and all('"europe-west4"' in v and "dimensions_infos" in v for v in locals_)

@@ -104,6 +104,9 @@ def test_train_stack_runs_the_content_hash_image_on_spot_l4_in_the_first_zone(sy
     mig = resources(doc, "google_compute_instance_group_manager")[0]
     assert mig["zone"] == "europe-west4-a" and mig["name"] == "dev-train-fr" == meta["trainstack-mig"]
     assert mig["target_size"] == 1 and mig["wait_for_instances"] is False
+    # No preflight decision (plain synth): the guard accepts Spot or on-demand quota, like the preflight.
+    assert sorted(i["quota_id"] for i in doc["data"]["google_cloud_quotas_quota_info"].values()) == \
+        ["NVIDIA-L4-GPUS-per-project-region", "PREEMPTIBLE-NVIDIA-L4-GPUS-per-project-region"]
 
 
 def test_multi_node_standard_language(synthesized):
@@ -116,8 +119,8 @@ def test_multi_node_standard_language(synthesized):
     assert sorted(c["name"] for c in resources(doc, "google_compute_per_instance_config")) == \
         ["dev-train-en-0", "dev-train-en-1"]
     assert resources(doc, "google_compute_resource_policy")[0]["group_placement_policy"]["vm_count"] == 2
-    info = next(iter(doc["data"]["google_cloud_quotas_quota_info"].values()))
-    assert info["quota_id"] == "NVIDIA-L4-GPUS-per-project-region"  # not Spot: the on-demand quota governs
+    infos = doc["data"]["google_cloud_quotas_quota_info"].values()
+    assert [i["quota_id"] for i in infos] == ["NVIDIA-L4-GPUS-per-project-region"]  # not Spot: on-demand only
 
 
 @pytest.mark.parametrize("sets, message", [

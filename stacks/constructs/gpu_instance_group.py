@@ -39,7 +39,10 @@ class GpuInstanceGroup(Construct):
             # No access_config: no external IP. Egress to Google APIs goes through Private
             # Google Access (or Cloud NAT) on the subnetwork (README: Google Cloud setup).
             network_interface=[ComputeInstanceTemplateNetworkInterface(network=network, subnetwork=subnetwork)],
-            shielded_instance_config={"enable_secure_boot": True, "enable_vtpm": True,
+            # Secure Boot stays off: it refuses kernel modules not signed by a key in the VM's
+            # UEFI db, and the NVIDIA driver a Deep Learning VM installs at first boot is not
+            # guaranteed to be; a refused driver fails every run. vTPM + integrity monitoring stay on.
+            shielded_instance_config={"enable_secure_boot": False, "enable_vtpm": True,
                                       "enable_integrity_monitoring": True},
             resource_policies=[self.placement.self_link] if self.placement else None,
             # A new run replaces the template; the group must never point at a deleted one.
@@ -50,7 +53,10 @@ class GpuInstanceGroup(Construct):
             description=f"trainstack {name}; scaled to 0 by its own node 0 when the run ends",
             version=[ComputeInstanceGroupManagerVersion(name="trainer",
                                                         instance_template=self.template.self_link_unique)],
-            target_size=nodes,
+            # nodes > 1: each per-instance config below creates its named VM (createInstances
+            # raises the size), so the group starts empty. Afterwards the size belongs to the
+            # VM side (node 0 resizes it to 0 at the end): Terraform must not undo that.
+            target_size=nodes if nodes == 1 else 0,
             # Spot capacity may take a while; trainctl follows the run through the bucket instead.
             wait_for_instances=False,
             # Preempted (deleted) Spot VMs are recreated under the same name; the trainer resumes.
@@ -61,6 +67,7 @@ class GpuInstanceGroup(Construct):
         )
         if preconditions:
             self.group.add_override("lifecycle.precondition", preconditions)
+        self.group.add_override("lifecycle.ignore_changes", ["target_size"])
         self.node_configs = []
         if nodes > 1:
             # Stable names <name>-0..N-1: node 0 is torchrun's rendezvous endpoint.

@@ -17,25 +17,38 @@ def quota_id(metric: str) -> str:
 
 
 class QuotaGuard(Construct):
-    """Exposes `info` (the quota data source), `limit` (a local) and `precondition` (for a lifecycle)."""
+    """Exposes `infos` (one quota data source per metric), `limits` (locals) and `precondition`.
 
-    def __init__(self, scope: Construct, id: str, *, project: str, region: str, metric: str, needed: int) -> None:
+    The precondition passes when any of `metrics` has a limit that covers `needed`: a
+    Spot request without a preflight decision accepts Spot or on-demand quota, as the
+    preflight does (Spot VMs use on-demand quota where the project has no Spot quota).
+    """
+
+    def __init__(self, scope: Construct, id: str, *, project: str, region: str, metrics: list[str],
+                 needed: int) -> None:
         super().__init__(scope, id)
-        self.info = DataGoogleCloudQuotasQuotaInfo(
-            self, "info", parent=f"projects/{project}", service="compute.googleapis.com", quota_id=quota_id(metric),
-        )
-        infos = f"data.{self.info.terraform_resource_type}.{self.info.friendly_unique_id}.dimensions_infos"
-        # A region's own entry overrides the default entry (no region dimension); -1 = unlimited;
-        # `details` is empty when nothing was ever granted.
-        value = "try(tonumber(d.details[0].value), null)"
-        self.limit = TerraformLocal(self, "gpu_quota_limit", (
-            f'${{coalesce(one([for d in {infos} : {value} if try(d.dimensions["region"], "") == "{region}"]), '
-            f'one([for d in {infos} : {value} if try(d.dimensions["region"], "") == "" '
-            f'&& contains(d.applicable_locations, "{region}")]), 0)}}'))
-        limit = f"local.{self.limit.friendly_unique_id}"
+        self.infos, self.limits, checks = [], [], []
+        for metric in metrics:
+            slug = metric.lower()
+            info = DataGoogleCloudQuotasQuotaInfo(
+                self, slug, parent=f"projects/{project}", service="compute.googleapis.com", quota_id=quota_id(metric))
+            infos = f"data.{info.terraform_resource_type}.{info.friendly_unique_id}.dimensions_infos"
+            # A region's own entry overrides the default entry (no region dimension); -1 =
+            # unlimited; `details` is empty when nothing was ever granted; try() keeps a
+            # second default entry from failing the plan.
+            value = "try(tonumber(d.details[0].value), null)"
+            limit = TerraformLocal(self, f"{slug}_limit", (
+                f'${{coalesce(try(one([for d in {infos} : {value} if try(d.dimensions["region"], "") == "{region}"]), null), '
+                f'try(one([for d in {infos} : {value} if try(d.dimensions["region"], "") == "" '
+                f'&& contains(d.applicable_locations, "{region}")]), null), 0)}}'))
+            ref = f"local.{limit.friendly_unique_id}"
+            checks.append(f"{ref} == -1 || {ref} >= {needed}")
+            self.infos.append(info)
+            self.limits.append(limit)
+        names = " or ".join(metrics)
         self.precondition = {
-            "condition": f"${{{limit} == -1 || {limit} >= {needed}}}",
-            "error_message": (f"GPU quota {metric} in {region} is below the {needed} GPU(s) this run needs. "
+            "condition": "${" + " || ".join(f"({c})" for c in checks) + "}",
+            "error_message": (f"GPU quota {names} in {region} is below the {needed} GPU(s) this run needs. "
                               f"Request more: https://console.cloud.google.com/iam-admin/quotas?project={project} "
                               f"(or run `trainctl quota` to pick another zone)."),
         }
