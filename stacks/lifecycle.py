@@ -6,6 +6,7 @@ the CLI, the benchmark and the tests.
 from __future__ import annotations
 
 import fcntl
+import itertools
 import json
 import platform
 import subprocess
@@ -21,7 +22,7 @@ from stacks.project import Project, stack_name
 from trainer import supervisor
 from trainer.data import DATA_KEY, LabelledData, parse_labelled_csv
 from trainer.errors import DataError
-from trainer.runs import RunStatus, new_run_id, read_status, run_key
+from trainer.runs import RunStatus, new_run_id, read_status, run_key, run_started_at
 from trainer.storage import Bucket, LocalBucket, open_bucket
 
 # How long a new run may take to write its first status.json: a local process starts in
@@ -164,15 +165,26 @@ def git_sha(root: Path) -> str | None:
     return out.stdout.strip() or None
 
 
+def live_state(bucket: Bucket, lang: str, run_id: str, target: str) -> str | None:
+    """The state of a run that may still be going (RUNNING, …, or STARTING before its first
+    status.json: a Spot VM can take many minutes), None when it has ended or never will."""
+    status = read_status(bucket, lang, run_id)
+    if status is not None:
+        return None if status.terminal else status.state
+    started = run_started_at(run_id)
+    young = started is not None and time.time() - started < STATUS_APPEAR_TIMEOUT_S[target]
+    return "STARTING" if young and vm_startup_error(bucket, lang, run_id) is None else None
+
+
 def launch(handle: StackHandle, bucket: Bucket, reporter: Reporter) -> tuple[str, bool]:
     """Apply the stack for a new run, or return the active run. -> (run_id, attached)."""
     with stack_lock(handle.project, handle.config.env, handle.name):
         current = active_run(handle)
         if current:
-            status = read_status(bucket, handle.lang, current)
-            if status is not None and not status.terminal:
+            state = live_state(bucket, handle.lang, current, handle.config.target)
+            if state is not None:
                 reporter.info(f"a {handle.lang} run is already active in env {handle.config.env} "
-                              f"({current}, {status.state}); following it instead of starting another")
+                              f"({current}, {state}); following it instead of starting another")
                 return current, True
             reporter.info(f"tearing down the ended run {current} left in {handle.name}")
             handle.tf.destroy({"run_id": current})
@@ -214,12 +226,17 @@ class LogTail:
 
 def follow(bucket: Bucket, lang: str, run_id: str, reporter: Reporter, *, poll_s: float = 1.0,
            launcher_alive: Callable[[], bool] | None = None, print_log: bool = True,
-           appear_timeout_s: float = STATUS_APPEAR_TIMEOUT_S["local"]) -> RunStatus:
-    """Print log lines and progress until the run ends; return its final status."""
+           appear_timeout_s: float = STATUS_APPEAR_TIMEOUT_S["local"], give_up_at: float | None = None,
+           notes_every: int = 12) -> RunStatus:
+    """Print log lines and progress until the run ends; return its final status.
+
+    `give_up_at` (epoch s): past it a run without a final status is reported instead of
+    followed forever (the VM side stops at max_run_hours and marks the run FAILED).
+    """
     tail = LogTail(bucket, lang, run_id)
     started = time.monotonic()
     dead_since = None
-    while True:
+    for poll in itertools.count():
         for line in tail.new_lines() if print_log else []:
             reporter.log_line(line)
         status = read_status(bucket, lang, run_id)
@@ -229,13 +246,16 @@ def follow(bucket: Bucket, lang: str, run_id: str, reporter: Reporter, *, poll_s
                 for line in tail.new_lines() if print_log else []:
                     reporter.log_line(line)
                 return status
-        elif (note := vm_startup_error(bucket, lang, run_id)) is not None:
-            # The VM could not start the trainer (image pull, driver) and stopped its group.
-            raise InfraError(f"run {run_id} never started on its VM: {note}",
+        # A VM that cannot (re)start the trainer leaves a note and stops its group.
+        if (status is None or poll % notes_every == 0) and (note := vm_startup_error(bucket, lang, run_id)):
+            raise InfraError(f"run {run_id} stopped on its VM: {note}",
                              hint=f"fix the cause, then `trainctl destroy {lang}` and train again")
-        elif time.monotonic() - started > appear_timeout_s:
+        if status is None and time.monotonic() - started > appear_timeout_s:
             raise InfraError(f"run {run_id} wrote no status.json within {appear_timeout_s:.0f}s",
                              hint=f"look at the launcher's output; `trainctl destroy {lang}` tears the stack down")
+        if give_up_at is not None and time.time() > give_up_at:
+            raise InfraError(f"run {run_id} is past max_run_hours without a final status",
+                             hint=f"`trainctl logs {lang} --run {run_id}`; `trainctl destroy {lang}` tears it down")
         if launcher_alive is not None and not launcher_alive():
             # The supervisor writes the final status before it exits; give storage a moment.
             dead_since = dead_since or time.monotonic()
@@ -243,6 +263,13 @@ def follow(bucket: Bucket, lang: str, run_id: str, reporter: Reporter, *, poll_s
                 raise InfraError(f"the trainer of run {run_id} is gone without a final status",
                                  hint=f"`trainctl logs {lang} --run {run_id}`; `trainctl destroy {lang}`")
         time.sleep(poll_s)
+    raise AssertionError("unreachable")
+
+
+def give_up_time(run_id: str, max_run_hours: float, grace_s: float = 15 * 60) -> float | None:
+    """When following should stop waiting: the run's hard limit plus time for the VM side to act."""
+    started = run_started_at(run_id)
+    return None if started is None else started + max_run_hours * 3600 + grace_s
 
 
 def vm_startup_error(bucket: Bucket, lang: str, run_id: str) -> str | None:
@@ -250,7 +277,7 @@ def vm_startup_error(bucket: Bucket, lang: str, run_id: str) -> str | None:
     if isinstance(bucket, LocalBucket):
         return None  # no VMs on the local target
     notes = [k for k in bucket.list(run_key(lang, run_id, "vm/")) if k.endswith("-startup-error.txt")]
-    return bucket.read_bytes(notes[0]).decode("utf-8", "replace").strip() if notes else None
+    return bucket.read_bytes(notes[0]).decode("utf-8", "replace").strip() or notes[0] if notes else None
 
 
 def local_launcher_alive(project: Project, env: str, run_id: str) -> Callable[[], bool]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from stacks.errors import InfraError
-from stacks.lifecycle import follow
+from stacks.lifecycle import follow, give_up_time, live_state
 from trainer.storage import open_bucket
 
 
@@ -21,7 +21,7 @@ def test_startup_error_note_ends_following_with_its_reason(gcs_env):
                        b"2026-11-22T10:00:00Z dev-train-fr-abcd: docker pull failed 5 times\n")
     with pytest.raises(InfraError) as err:
         follow(bucket, "fr", "r9", Quiet(), poll_s=0.01, appear_timeout_s=5)
-    assert "never started on its VM" in err.value.message and "docker pull failed 5 times" in err.value.message
+    assert "stopped on its VM" in err.value.message and "docker pull failed 5 times" in err.value.message
 
 
 def test_no_status_and_no_note_times_out(gcs_env):
@@ -29,3 +29,36 @@ def test_no_status_and_no_note_times_out(gcs_env):
     with pytest.raises(InfraError) as err:
         follow(bucket, "fr", "r1", Quiet(), poll_s=0.05, appear_timeout_s=0.2)
     assert "wrote no status.json" in err.value.message
+
+
+def test_note_left_after_the_run_started_is_seen_too(gcs_env):
+    from trainer.runs import RunStatus, write_status
+
+    bucket = open_bucket("gs://test-bucket/follow3")
+    write_status(bucket, RunStatus(run_id="r2", lang="fr", env="dev", state="RUNNING"))
+    bucket.write_bytes("fr/runs/r2/vm/n0-startup-error.txt", b"max_run_hours=4 passed: the backstop stopped the group")
+    with pytest.raises(InfraError) as err:
+        follow(bucket, "fr", "r2", Quiet(), poll_s=0.01, appear_timeout_s=5, notes_every=3)
+    assert "backstop stopped the group" in err.value.message
+
+
+def test_past_max_run_hours_without_final_status_stops_following(gcs_env):
+    from trainer.runs import RunStatus, write_status
+
+    bucket = open_bucket("gs://test-bucket/follow4")
+    write_status(bucket, RunStatus(run_id="20260101-000000-ab12", lang="fr", env="dev", state="RUNNING"))
+    with pytest.raises(InfraError) as err:
+        follow(bucket, "fr", "20260101-000000-ab12", Quiet(), poll_s=0.01,
+               give_up_at=give_up_time("20260101-000000-ab12", max_run_hours=4))
+    assert "past max_run_hours" in err.value.message
+
+
+def test_a_starting_run_is_live_until_its_status_may_appear(gcs_env):
+    from trainer.runs import new_run_id
+
+    bucket = open_bucket("gs://test-bucket/follow5")
+    fresh = new_run_id()
+    assert live_state(bucket, "fr", fresh, "gcp") == "STARTING"  # a booting VM must not be torn down
+    assert live_state(bucket, "fr", "20260101-000000-ab12", "gcp") is None  # long gone without a status
+    bucket.write_bytes(f"fr/runs/{fresh}/vm/x-startup-error.txt", b"docker pull failed")
+    assert live_state(bucket, "fr", fresh, "gcp") is None

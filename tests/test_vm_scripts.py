@@ -26,7 +26,7 @@ case "$tool $1" in
   "curl "*) key=${*: -1}; key=${key##*/}; [[ -f $FAKE_MD/$key ]] || exit 22; cat "$FAKE_MD/$key" ;;
   "nvidia-smi "*) (($(grep -c '^nvidia-smi' "$FAKE_CALLS") > ${FAKE_NVIDIA_FAILS:-0})) || exit 9 ;;
   "gcloud storage") cat "$3" >>"$FAKE_CALLS.notes" ;;
-  "docker pull") exit "${FAKE_PULL_CODE:-0}" ;;
+  "docker pull"|"docker image") exit "${FAKE_PULL_CODE:-0}" ;;
   "docker kill"|"docker wait") sleep "${FAKE_DOCKER_HANG_S:-0}" ;;
   "docker run") if [[ ${*: -1} == run ]]; then sleep "${FAKE_RUN_SLEEP_S:-0}"; exit "${FAKE_RUN_CODE:-0}"; fi ;;
 esac
@@ -126,7 +126,7 @@ def test_agent_exit_0_leaves_the_group_to_the_agent(host):
     assert "gcloud auth configure-docker europe-west4-docker.pkg.dev --quiet" in h.lines()
     assert h.lines("docker pull") == [f"docker pull {IMAGE}"]
     assert h.lines("docker run") == [
-        "docker run --rm --name trainstack-trainer --init --gpus all --shm-size 16g --network host "
+        "docker run --rm --name trainstack-trainer --init --stop-timeout 25 --gpus all --shm-size 16g --network host "
         f"--ulimit memlock=-1 -e PYTHONUNBUFFERED=1 --entrypoint python {IMAGE} -m trainer.vm run"]
     assert h.lines("curl")[0].startswith(
         "curl -sSf --retry 5 --retry-connrefused -H Metadata-Flavor: Google "
@@ -184,9 +184,18 @@ def test_missing_group_metadata_exits_without_gcloud(host):
     assert h.lines("gcloud") == [] and h.lines("docker") == []
 
 
+def test_missing_group_metadata_still_stops_the_group_named_by_created_by(host):
+    h = host(**{"trainstack-mig": None, "created-by": "projects/123456/zones/europe-west4-b/instanceGroupManagers/dev-train-fr"})
+    result = h.run(STARTUP)
+    assert result.returncode == 1
+    assert h.lines("gcloud compute instance-groups managed resize") == [
+        "gcloud compute instance-groups managed resize dev-train-fr --size 0 --zone europe-west4-b --project 123456 --quiet"]
+    assert h.lines("docker run") == []
+
+
 def test_bad_docker_flags_are_fatal(host):
     h = host(**{"trainstack-docker-flags": "--privileged"})
-    result = h.run(STARTUP)
+    result = h.run(STARTUP, FAKE_PULL_CODE="1")  # image not on this VM yet
     assert result.returncode == 1 and "not a JSON list" in result.stdout
     assert h.resizes() == [RESIZE] and h.lines("docker run") == []
 

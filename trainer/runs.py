@@ -25,6 +25,14 @@ def new_run_id() -> str:
     return datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
 
 
+def run_started_at(run_id: str) -> float | None:
+    """Epoch seconds of a run id's YYYYMMDD-hhmmss prefix (see new_run_id); None for a hand-made id."""
+    try:
+        return datetime.strptime(run_id[:15], "%Y%m%d-%H%M%S").replace(tzinfo=timezone.utc).timestamp()
+    except ValueError:
+        return None
+
+
 def run_prefix(lang: str, run_id: str) -> str:
     return f"{lang}/runs/{run_id}/"
 

@@ -22,7 +22,7 @@ PULL_TRIES=${TRAINSTACK_PULL_TRIES:-5}
 WATCHDOG_GRACE_S=${TRAINSTACK_WATCHDOG_GRACE_S:-120}
 WATCHDOG_POLL_S=${TRAINSTACK_WATCHDOG_POLL_S:-30}
 WATCHDOG_LOG=${TRAINSTACK_WATCHDOG_LOG:-/var/log/trainstack-watchdog.log}
-PROJECT='' ZONE='' MIG='' IMAGE='' RUN_ID='' TS_LANG='' BUCKET='' SHM='' MAX_HOURS='' PULLED=''
+PROJECT='' ZONE='' MIG='' IMAGE='' RUN_ID='' TS_LANG='' BUCKET='' SHM='' MAX_HOURS=''
 FLAGS=()
 
 log() { echo "$(date -u +%FT%TZ) trainstack startup: $*"; }
@@ -42,7 +42,9 @@ fatal() {
     gcloud storage cp "$note" "$BUCKET/$TS_LANG/runs/$RUN_ID/vm/$(hostname)-startup-error.txt" ||
       log "could not write the note to the bucket"
   fi
-  if [[ -n $PULLED ]]; then
+  # The image, when this VM has it, can mark the run FAILED (the watchdog runs in a subshell
+  # forked before the pull, so ask docker rather than a variable).
+  if [[ -n $IMAGE ]] && docker image inspect "$IMAGE" >/dev/null 2>&1; then
     timeout 120 docker run --rm --network host --entrypoint python "$IMAGE" -m trainer.vm fail "$*" ||
       log "could not mark the run FAILED"
   fi
@@ -67,14 +69,24 @@ watchdog() {
 }
 
 read_group() { PROJECT=$(md trainstack-project) && ZONE=$(md trainstack-zone) && MIG=$(md trainstack-mig); }
+# Fallback: every group member carries created-by = projects/NUMBER/zones/ZONE/instanceGroupManagers/NAME
+# (gcloud takes the project number), so even a misconfigured stack can stop its own billing.
+read_created_by() {
+  local by
+  by=$(md created-by) && [[ $by == projects/*/zones/*/instanceGroupManagers/* ]] || return 1
+  PROJECT=$(cut -d/ -f2 <<<"$by") ZONE=$(cut -d/ -f4 <<<"$by") MIG=$(cut -d/ -f6 <<<"$by")
+}
 read_run() {
   IMAGE=$(md trainstack-image) && RUN_ID=$(md trainstack-run-id) && TS_LANG=$(md trainstack-lang) &&
     BUCKET=$(md trainstack-bucket) && SHM=$(md trainstack-shm-size) &&
     MAX_HOURS=$(md trainstack-max-run-hours) && flags=$(md trainstack-docker-flags)
 }
 
-if ! read_group; then # nothing to resize without them: the stack is misconfigured
-  log "FATAL: cannot read trainstack-project/zone/mig from the instance metadata"
+if ! read_group; then
+  if read_created_by; then
+    fatal "cannot read trainstack-project/zone/mig from the instance metadata (stack misconfigured)"
+  fi
+  log "FATAL: cannot read trainstack-project/zone/mig from the instance metadata, nor created-by"
   exit 1
 fi
 read_run || fatal "cannot read the trainstack-* instance metadata"
@@ -94,7 +106,6 @@ for ((try = 1; ; try++)); do
   ((try >= PULL_TRIES)) && fatal "docker pull $IMAGE failed $PULL_TRIES times"
   sleep $((POLL_S * try))
 done
-PULLED=1
 
 waiting_since=$SECONDS
 until nvidia-smi >/dev/null 2>&1; do
@@ -103,7 +114,9 @@ until nvidia-smi >/dev/null 2>&1; do
 done
 
 docker rm -f "$NAME" >/dev/null 2>&1 # a container left by an earlier boot of this disk
-docker run --rm --name "$NAME" --init --gpus all --shm-size "$SHM" --network host "${FLAGS[@]}" \
+# --stop-timeout: if docker itself stops the container at shutdown (its service may stop
+# alongside the shutdown script), the trainer still gets the Spot notice to checkpoint.
+docker run --rm --name "$NAME" --init --stop-timeout 25 --gpus all --shm-size "$SHM" --network host "${FLAGS[@]}" \
   -e PYTHONUNBUFFERED=1 --entrypoint python "$IMAGE" -m trainer.vm run
 code=$?
 case $code in

@@ -83,8 +83,7 @@ def destroy(lang: LangArg, env: EnvOpt = "local", sets: SetOpt = None):
 @mapped_errors
 def gc(env: EnvOpt = "local", sets: SetOpt = None):
     """Destroy training stacks whose run has ended (or never started)."""
-    from stacks.lifecycle import active_run, bucket_of, open_stack, teardown
-    from trainer.runs import read_status
+    from stacks.lifecycle import active_run, bucket_of, live_state, open_stack, teardown
 
     project, config = load(env, sets)
     bucket = bucket_of(config)
@@ -94,9 +93,9 @@ def gc(env: EnvOpt = "local", sets: SetOpt = None):
         run_id = active_run(handle)
         if not run_id:
             continue
-        status = read_status(bucket, lang, run_id)
-        if status is not None and not status.terminal:
-            console.print(f"{handle.name}: run {run_id} is {status.state}; kept")
+        state = live_state(bucket, lang, run_id, config.target)
+        if state is not None:
+            console.print(f"{handle.name}: run {run_id} is {state}; kept")
             continue
         teardown(handle, run_id, ConsoleReporter())
         cleaned += 1

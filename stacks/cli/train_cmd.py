@@ -52,7 +52,8 @@ def train(lang: LangArg, env: EnvOpt = "local", sets: SetOpt = None,
         try:
             status = L.follow(bucket, lang, run_id, rep, launcher_alive=alive,
                               poll_s=1.0 if config.target == "local" else 5.0,
-                              appear_timeout_s=L.STATUS_APPEAR_TIMEOUT_S[config.target])
+                              appear_timeout_s=L.STATUS_APPEAR_TIMEOUT_S[config.target],
+                              give_up_at=L.give_up_time(run_id, settings.max_run_hours))
         except KeyboardInterrupt:
             err_console.print(f"stopped following run {run_id}; it keeps running.\n  {resume_hint(lang, env)}")
             raise typer.Exit(ExitStatus.INTERRUPTED)

@@ -6,8 +6,8 @@ import re
 import sys
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
 
+from trainer.runs import run_started_at
 from trainer.vm import log
 from trainer.vm.metadata import MetadataClient, MetadataError
 
@@ -55,13 +55,12 @@ class VmSpec:
 
     def started_at(self) -> float:
         """Run start (epoch seconds) from the id's YYYYMMDD-hhmmss prefix; now if it has none."""
-        try:
-            start = datetime.strptime(self.run_id[:15], "%Y%m%d-%H%M%S").replace(tzinfo=timezone.utc)
-        except ValueError:
+        start = run_started_at(self.run_id)
+        if start is None:
             # A hand-made id: each boot then gets a full budget; the backstop in startup.sh does the same.
             log(f"run id {self.run_id!r} does not start with YYYYMMDD-hhmmss: max_run_hours counts from now")
             return time.time()
-        return start.timestamp()
+        return start
 
     def deadline(self) -> float:
         """When the run must stop (epoch seconds), whatever preemptions happened on the way."""
