@@ -54,7 +54,8 @@ class Terraform:
         return [f"-var={k}={v}" for k, v in (variables or {}).items()]
 
     def init(self) -> None:
-        self._run("init", "init", "-input=false", "-no-color")
+        # -reconfigure: the backend block is generated (e.g. another --set project=), never migrated.
+        self._run("init", "init", "-input=false", "-no-color", "-reconfigure")
 
     def apply(self, variables: dict[str, str] | None = None) -> str:
         return self._run("apply", "apply", "-auto-approve", "-input=false", "-no-color", *self._vars(variables))

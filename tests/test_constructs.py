@@ -187,3 +187,11 @@ def test_quota_guard_becomes_a_precondition_on_the_group():
     assert lifecycle["ignore_changes"] == ["target_size"]
     locals_ = list(doc["locals"].values())
     assert len(locals_) == 2 and all('"europe-west4"' in v and "dimensions_infos" in v for v in locals_)
+
+
+def test_access_logs_can_be_delivered():
+    text, doc = synth(lambda s: ArtifactBucket(s, "artifacts", project="p1", name="b1", location="EU"))
+    grants = resources(doc, "google_storage_bucket_iam_member")
+    assert [(g["role"], g["member"]) for g in grants] == [
+        ("roles/storage.objectCreator", "group:cloud-storage-analytics@google.com")]
+    assert grants[0]["bucket"].startswith("${google_storage_bucket.artifacts_access_logs")

@@ -14,10 +14,11 @@ app = typer.Typer(help="Build the trainer image (Cloud Build, Artifact Registry)
 @app.command("build")
 @mapped_errors
 def build(env: EnvOpt = "local", sets: SetOpt = None,
-          force: Annotated[bool, typer.Option("--force", help="rebuild even if the registry has the tag")] = False):
+          force: Annotated[bool, typer.Option("--force", help="build without asking the registry first (its tags are immutable: "
+                                                 "pushing a tag that exists fails)")] = False):
     """Build and push the trainer image, tagged with the hash of its build context.
 
-    Skips the build when the registry already has that tag (--force rebuilds it).
+    Skips the build when the registry already has that tag.
     Prints the image reference on stdout and the progress on stderr.
     """
     from stacks.gcp.image import SOURCE_ROOT, submit_build

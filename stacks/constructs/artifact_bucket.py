@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from cdktf import ITerraformDependable
 from cdktf_cdktf_provider_google.storage_bucket import StorageBucket, StorageBucketLifecycleRule
+from cdktf_cdktf_provider_google.storage_bucket_iam_member import StorageBucketIamMember
 from constructs import Construct
 
 # The trainer names every checkpoint object `*.ckpt.<ext>` (trainer/callbacks.py, pipeline.py).
@@ -20,7 +21,7 @@ def _hardened(**kwargs) -> dict:
 
 
 class ArtifactBucket(Construct):
-    """Exposes `bucket` (google_storage_bucket) and `log_bucket` (its access logs)."""
+    """Exposes `bucket`, `log_bucket` (its access logs) and `log_writer` (the log delivery grant)."""
 
     def __init__(self, scope: Construct, id: str, *, project: str, name: str, location: str,
                  noncurrent_days: int = 30, keep_versions: int = 3, checkpoint_days: int = 30,
@@ -34,6 +35,10 @@ class ArtifactBucket(Construct):
         )
         self.log_bucket.add_override("//.checkov.skip.CKV_GCP_62",
                                      "this bucket is the access-log sink; logging it into itself would loop")
+        # Cloud Storage writes usage and storage logs as this Google group.
+        self.log_writer = StorageBucketIamMember(
+            self, "log_delivery", bucket=self.log_bucket.name, role="roles/storage.objectCreator",
+            member="group:cloud-storage-analytics@google.com")
         self.bucket = StorageBucket(
             self, "bucket", project=project, name=name, location=location, depends_on=depends_on,
             versioning={"enabled": True},

@@ -292,7 +292,7 @@ def submit_build(config: EnvConfig, root: Path = SOURCE_ROOT, *, force: bool = F
     """Build and push the trainer image with Cloud Build unless the registry already has it."""
     ref = image_ref(config, root)
     if not force and image_exists(ref):
-        echo(f"{ref} is already in the registry: nothing to build (--force rebuilds it)")
+        echo(f"{ref} is already in the registry: nothing to build")
         return BuildResult(ref, built=False)
     digest = content_hash(root)
     obj = upload_context(config, root, digest)
