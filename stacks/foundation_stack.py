@@ -45,6 +45,7 @@ class FoundationStack(TerraformStack):
         for name, value in {
             "bucket_url": self.artifacts.bucket.url, "registry_id": self.registry.repository.id,
             "trainer_account": self.trainer.account.email, "planner_account": self.ci.planner.email,
-            "deployer_account": self.ci.deployer.email, "builder_account": self.builder.account.email, "workload_identity_provider": self.github.provider.name,
+            "deployer_account": self.ci.deployer.email, "builder_account": self.builder.account.email,
+            "workload_identity_provider": self.github.provider.name,
         }.items():
             TerraformOutput(self, name, value=value, static_id=True)
