@@ -51,3 +51,27 @@ def test_no_quota_is_exit_3_with_the_table_and_no_image_lookup(project, gcs_env,
     assert "GPUS_ALL_REGIONS" in result.output
     assert api.requests("GET", PROJECT) and not api.requests("HEAD", MANIFEST)
     assert not (project / ".trainstack" / "dev" / "cdktf.out").exists()
+
+
+def test_run_metadata_records_the_image_zone_and_quota_metric(project, tmp_path):
+    import json
+    from types import SimpleNamespace
+
+    from stacks.lifecycle import StackHandle, write_run_metadata
+    from stacks.project import Project
+    from stacks.train_stack import GcpPlacement
+    from trainer.storage import LocalBucket
+
+    proj = Project(project)
+    config = proj.load("dev", ["project=p1"])
+    stack_dir = proj.work_outdir("dev") / "stacks" / "train-fr"
+    stack_dir.mkdir(parents=True)
+    (stack_dir / "cdk.tf.json").write_text("{}")
+    placement = GcpPlacement(zone="europe-west4-b", image="europe-west4-docker.pkg.dev/p1/trainstack/trainer:abc123",
+                             quota_metrics=["NVIDIA_L4_GPUS"], startup_script="", shutdown_script="")
+    handle = StackHandle(config, proj, "fr", SimpleNamespace(binary="terraform"), placement)
+    bucket = LocalBucket(tmp_path / "bucket")
+    write_run_metadata(bucket, handle, "20261122-101500-ab12")
+    meta = json.loads(bucket.read_bytes("fr/runs/20261122-101500-ab12/metadata/trainctl.json"))
+    assert meta["image"] == placement.image and meta["zone"] == "europe-west4-b"
+    assert meta["quota_metric"] == "NVIDIA_L4_GPUS" and meta["stack"] == "train-fr"
