@@ -39,7 +39,10 @@ FIXTURES = REPO / "tests" / "fixtures" / "policy"
 LINT_VENV = REPO / ".venv-lint"
 REQUIREMENTS = REPO / "requirements-lint.txt"
 # Every gcp env whose stacks must pass; the overrides make the env synthesizable offline.
-ENVS = {"dev": ["project=p1"]}
+# prod's `en` is made multi-node so the placement policy and per-instance configs are scanned too.
+ENVS = {"dev": ["project=p1"],
+        "prod": ["project=p2", "languages.en.nodes=2", "languages.en.machine_type=a2-highgpu-2g",
+                 "languages.en.gpu.count=2"]}
 # checkov's own grammar (checkov/common/comment/enum.py: COMMENT_REGEX).
 SKIP_COMMENT = re.compile(r"(?:checkov|bridgecrew|cortex):skip= *([A-Za-z_\d-]+(?:,[A-Za-z_\d-]+)*)?(?::([^\n]*))?")
 
