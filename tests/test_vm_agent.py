@@ -131,6 +131,8 @@ def test_success_on_rank_0_resizes_once(tmp_path, gcs_env):
     argv = vm.events()[0]
     assert argv[-2:] == ["--run-id", vm.run_id] and argv.count("--run-id") == 1
     assert "operation-1795342500000" in out  # the operation the API answered is logged
+    (record,) = [k for k in vm.bucket.list(f"fr/runs/{vm.run_id}/metadata/instances/")]
+    assert json.loads(vm.bucket.read_bytes(record))["rank"] == 0 and "/instances/" in record
 
 
 def test_failed_status_resizes_and_exits_with_the_trainer_code(tmp_path, gcs_env):

@@ -9,6 +9,7 @@ host never mistakes it for a preemption.
 """
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import signal
@@ -17,7 +18,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 
-from trainer.runs import FAILED, SUCCEEDED, RunStatus, mark_failed, read_status
+from trainer.runs import FAILED, SUCCEEDED, RunStatus, mark_failed, read_status, run_key
 from trainer.storage import open_bucket
 from trainer.supervisor import GRACE_S
 from trainer.vm import log
@@ -115,6 +116,19 @@ def exit_code(outcome: Outcome, status: RunStatus) -> int:
     return 1 if outcome.code == EXIT_SIGNALLED else outcome.code
 
 
+def record_instance(md: MetadataClient, spec: VmSpec, name: str, rank: int) -> None:
+    """One record per boot under <run>/metadata/instances/: which VMs ran the run (and preemptions)."""
+    now = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    record = {"name": name, "id": md.get("instance/id"), "zone": spec.zone, "rank": rank,
+              "machine_type": (md.get("instance/machine-type") or "").rsplit("/", 1)[-1] or None,
+              "image": md.attribute("trainstack-image"), "booted_at": now}
+    try:
+        open_bucket(spec.bucket).write_bytes(run_key(spec.lang, spec.run_id, f"metadata/instances/{name}/{now}.json"),
+                                             json.dumps(record, indent=2).encode())
+    except Exception as exc:  # a missing record must never stop a run
+        log(f"could not record this instance in the run's metadata: {exc}")
+
+
 def run_agent(md: MetadataClient, launcher: list[str] | None = None) -> int:
     """The whole VM-side run; `launcher` replaces `python -m trainer` / torchrun (test hook)."""
     spec = VmSpec.from_metadata(md)
@@ -122,6 +136,7 @@ def run_agent(md: MetadataClient, launcher: list[str] | None = None) -> int:
     rank = node_rank(spec, name, md.attribute("trainstack-rank"))
     log(f"run {spec.run_id} ({spec.lang}, env {spec.env}) on {name}: node {rank} of {spec.nodes}, "
         f"{spec.gpus_per_node} GPU(s) per node, max_run_hours={spec.max_run_hours:g}")
+    record_instance(md, spec, name, rank)
     status = read_status(open_bucket(spec.bucket), spec.lang, spec.run_id)
     if status is not None and status.terminal:
         # A VM recreated after the end (or a group that was not stopped): finish the job.
