@@ -48,6 +48,13 @@ def train(lang: LangArg, env: EnvOpt = "local", sets: SetOpt = None,
             rep.info(f"run {run_id} started: {run_url}")
             rep.info(f"follow: trainctl logs {lang} --env {env} --follow · status: trainctl status {lang} --env {env}")
             return
+        if config.target == "gcp" and not attached:
+            from stacks.naming import group_name
+
+            zone = handle.placement.zone if handle.placement else config.zones[0]
+            rep.info(f"waiting for the VM (Spot capacity, boot, driver, image pull: usually 3-10 min); "
+                     f"watch it: gcloud compute instance-groups managed list-instances "
+                     f"{group_name(env, lang)} --zone {zone} --project {config.project}")
         alive = L.local_launcher_alive(project, env, run_id) if config.target == "local" else None
         try:
             status = L.follow(bucket, lang, run_id, rep, launcher_alive=alive,
