@@ -13,11 +13,9 @@ from cdktf import App, TerraformStack
 
 from stacks.config import EnvConfig
 from stacks.config.gpus import GPU_TYPES
-from stacks.project import Project, stack_name
+from stacks.project import SOURCE_ROOT, Project, stack_name
 from stacks.train_stack import GcpPlacement, LocalHost, TrainStack
 
-# The source tree trainstack runs from: VM scripts and the image build context live here.
-SOURCE_ROOT = Path(__file__).resolve().parents[1]
 VM_SCRIPTS = SOURCE_ROOT / "images" / "trainer"
 
 

@@ -71,8 +71,9 @@ class StackHandle:
 
 def gcp_preflight(config: EnvConfig, lang: str, reporter: Reporter | None = None):
     """Quota (zone choice) and image checks of a gcp run -> the GcpPlacement to synthesize with."""
-    from stacks.app import SOURCE_ROOT, gcp_placement
+    from stacks.app import gcp_placement
     from stacks.gcp.image import image_ref, require_image
+    from stacks.project import SOURCE_ROOT
     from stacks.gcp.quota import choose_zone
 
     decision = choose_zone(config, lang)
@@ -85,34 +86,37 @@ def gcp_preflight(config: EnvConfig, lang: str, reporter: Reporter | None = None
     return gcp_placement(config, lang, zone=decision.zone, metric=decision.metric)
 
 
+def synth_and_init(project: Project, config: EnvConfig, name: str, echo=None, placements=None):
+    """Synthesize the env's stacks and `terraform init` stack `name` -> its Terraform runner."""
+    from stacks.terraform import Terraform, terraform_binary
+
+    terraform_binary()  # fail fast (exit 3) before the slower synth
+    from stacks.app import synth
+
+    outdir = project.work_outdir(config.env)
+    synth(config, project, outdir, placements=placements)
+    tf = Terraform(outdir / "stacks" / name, name, echo=echo)
+    tf.init()
+    return tf
+
+
 def open_stack(project: Project, config: EnvConfig, lang: str, echo=None, *, preflight: bool = False,
                reporter: Reporter | None = None) -> StackHandle:
     """Synthesize (after the gcp preflight when asked) and `terraform init` a language's stack."""
-    from stacks.terraform import Terraform, terraform_binary
+    from stacks.terraform import terraform_binary
 
     language_settings(config, lang)
-    terraform_binary()  # fail fast (exit 3) before the slower synth
-    from stacks.app import synth
+    terraform_binary()  # before the preflight's cloud calls too
     placement = gcp_preflight(config, lang, reporter) if preflight and config.target == "gcp" else None
-    outdir = project.work_outdir(config.env)
-    synth(config, project, outdir, placements={lang: placement} if placement else None)
-    tf = Terraform(outdir / "stacks" / stack_name(lang), stack_name(lang), echo=echo)
-    tf.init()
+    tf = synth_and_init(project, config, stack_name(lang), echo, {lang: placement} if placement else None)
     return StackHandle(config, project, lang, tf, placement)
 
 
 def open_foundation(project: Project, config: EnvConfig, echo=None):
     """Synthesize and `terraform init` the foundation stack of a gcp env -> its Terraform runner."""
     from stacks.naming import FOUNDATION
-    from stacks.terraform import Terraform, terraform_binary
 
-    terraform_binary()
-    from stacks.app import synth
-    outdir = project.work_outdir(config.env)
-    synth(config, project, outdir)
-    tf = Terraform(outdir / "stacks" / FOUNDATION, FOUNDATION, echo=echo)
-    tf.init()
-    return tf
+    return synth_and_init(project, config, FOUNDATION, echo)
 
 
 @contextmanager

@@ -30,3 +30,11 @@ def test_bootstrap_on_local_env_is_bad_usage(project):
     result = runner.invoke(app, ["bootstrap", "--env", "local"])
     assert result.exit_code == 2
     assert "nothing to bootstrap" in result.output
+
+
+def test_bootstrap_without_credentials_is_exit_3_with_the_login_hint(project, monkeypatch, tmp_path):
+    monkeypatch.delenv("STORAGE_EMULATOR_HOST", raising=False)
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "missing.json"))
+    result = runner.invoke(app, ["bootstrap", "--env", "dev", "--set", "project=p1"])
+    assert result.exit_code == 3, result.output
+    assert "gcloud auth application-default login" in result.output

@@ -9,8 +9,10 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from cdktf import DataResource, LocalExecProvisioner, TerraformResourceLifecycle
+from cdktf import LocalExecProvisioner
 from constructs import Construct
+
+from stacks.constructs.run_identity import RunIdentity
 
 
 class LocalTrainer(Construct):
@@ -28,15 +30,8 @@ class LocalTrainer(Construct):
             *map(shlex.quote, trainer_args), "--run-id", "${self.output.run_id}",
         ])
         stop = " ".join([*map(shlex.quote, supervisor), "stop", "--state-dir", state_dir])
-        self.process = DataResource(
-            self, "process",
-            input={"run_id": run_id},
-            triggers_replace={"run_id": replace_on},
-            # The generated fallback id changes at every plan; the created run keeps its own.
-            lifecycle=TerraformResourceLifecycle(ignore_changes=["input"]),
-            provisioners=[
-                LocalExecProvisioner(type="local-exec", command=start, working_dir=str(workdir)),
-                LocalExecProvisioner(type="local-exec", command=stop, working_dir=str(workdir), when="destroy"),
-            ],
-        )
-        self.run_id = self.process.get_string_attribute("output.run_id")
+        identity = RunIdentity(self, "process", run_id=run_id, replace_on=replace_on, provisioners=[
+            LocalExecProvisioner(type="local-exec", command=start, working_dir=str(workdir)),
+            LocalExecProvisioner(type="local-exec", command=stop, working_dir=str(workdir), when="destroy"),
+        ])
+        self.process, self.run_id = identity.record, identity.run_id

@@ -10,10 +10,7 @@ from cdktf import TerraformLocal
 from cdktf_cdktf_provider_google.data_google_cloud_quotas_quota_info import DataGoogleCloudQuotasQuotaInfo
 from constructs import Construct
 
-
-def quota_id(metric: str) -> str:
-    """Compute's regional metric as Cloud Quotas names it: NVIDIA_L4_GPUS -> NVIDIA-L4-GPUS-per-project-region."""
-    return f"{metric.replace('_', '-')}-per-project-region"
+from stacks.gcp.quota import quota_id
 
 
 class QuotaGuard(Construct):

@@ -18,12 +18,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from stacks.errors import InfraError, TrainstackError
+from stacks.project import SOURCE_ROOT
 
 if TYPE_CHECKING:
     from stacks.config.models import EnvConfig
 
-# The checkout trainctl runs from (stacks/gcp/image.py -> repo root), like stacks.app.SOURCE_ROOT.
-SOURCE_ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = "images/trainer/Dockerfile"
 CLOUDBUILD = "images/trainer/cloudbuild.yaml"
 SOURCE_PREFIX = "_cloudbuild"  # build contexts in the env bucket: _cloudbuild/<hash>.tgz

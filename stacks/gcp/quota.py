@@ -7,7 +7,6 @@ stay inside functions so `trainctl --help` never pays for them.
 """
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass, field
 from urllib.parse import quote
@@ -15,8 +14,9 @@ from urllib.parse import quote
 from stacks.config.gpus import GLOBAL_METRIC, GPU_TYPES, GpuType, region_of
 from stacks.config.models import EnvConfig
 from stacks.errors import ConfigError, InfraError, UnknownLanguageError
+# The same client factory the VM agent uses; ENDPOINT_ENV points it at a test server.
+from trainer.vm.group import ENDPOINT_ENV, compute_client_kwargs, compute_endpoint
 
-ENDPOINT_ENV = "TRAINSTACK_COMPUTE_ENDPOINT"  # e.g. http://127.0.0.1:8080 (tests, emulators)
 CALL_TIMEOUT_S = 30.0
 
 
@@ -50,24 +50,6 @@ class QuotaError(InfraError):
     def __init__(self, summary: str, rows: list[QuotaRow], *, hint: str):
         super().__init__(f"{summary}\n{format_rows(rows)}", hint=hint)
         self.summary, self.rows = summary, tuple(rows)
-
-
-def compute_endpoint() -> str | None:
-    """The Compute API endpoint override, when tests or an emulator set one."""
-    return os.environ.get(ENDPOINT_ENV) or None
-
-
-def compute_client_kwargs(endpoint: str | None = None) -> dict:
-    """Keyword arguments for google.cloud.compute_v1 clients (REST; anonymous on an override)."""
-    endpoint = endpoint or compute_endpoint()
-    kwargs: dict = {"transport": "rest"}
-    if endpoint:
-        from google.api_core.client_options import ClientOptions
-        from google.auth.credentials import AnonymousCredentials
-
-        kwargs["client_options"] = ClientOptions(api_endpoint=endpoint)
-        kwargs["credentials"] = AnonymousCredentials()
-    return kwargs
 
 
 @dataclass

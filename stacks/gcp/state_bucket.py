@@ -18,11 +18,12 @@ class StateBucket:
 def ensure_state_bucket(config: EnvConfig, client=None) -> StateBucket:
     """Create the env's state bucket (versioned, uniform access, public access prevention) unless it exists."""
     from google.api_core import exceptions
+    from google.auth.exceptions import DefaultCredentialsError
     from google.cloud import storage
 
-    client = client or storage.Client(project=config.project)
     name = config.state_bucket_name
     try:
+        client = client or storage.Client(project=config.project)
         bucket = client.lookup_bucket(name)
         created = bucket is None
         if created:
@@ -34,6 +35,9 @@ def ensure_state_bucket(config: EnvConfig, client=None) -> StateBucket:
         elif not bucket.versioning_enabled:
             bucket.versioning_enabled = True
             bucket.patch()
+    except DefaultCredentialsError as exc:
+        raise InfraError("no Google credentials found for Cloud Storage",
+                         hint="gcloud auth application-default login") from exc
     except exceptions.Forbidden as exc:
         raise InfraError(f"not allowed to create or read bucket gs://{name}: {exc.message}",
                          hint="the operator needs roles/storage.admin on the project "

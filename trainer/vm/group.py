@@ -13,19 +13,29 @@ from trainer.vm import log
 ENDPOINT_ENV = "TRAINSTACK_COMPUTE_ENDPOINT"
 
 
+def compute_endpoint() -> str | None:
+    """The Compute API endpoint override, when tests or an emulator set one."""
+    return os.environ.get(ENDPOINT_ENV) or None
+
+
+def compute_client_kwargs(endpoint: str | None = None) -> dict:
+    """Keyword arguments for google.cloud.compute_v1 clients (REST; anonymous on an override)."""
+    endpoint = endpoint or compute_endpoint()
+    kwargs: dict = {"transport": "rest"}
+    if endpoint:
+        from google.api_core.client_options import ClientOptions
+        from google.auth.credentials import AnonymousCredentials
+
+        kwargs["client_options"] = ClientOptions(api_endpoint=endpoint)
+        kwargs["credentials"] = AnonymousCredentials()
+    return kwargs
+
+
 def groups_client():
     """An InstanceGroupManagersClient, honouring TRAINSTACK_COMPUTE_ENDPOINT."""
     from google.cloud import compute_v1  # imported lazily: a slow import most commands never need
 
-    endpoint = os.environ.get(ENDPOINT_ENV)
-    if not endpoint:
-        return compute_v1.InstanceGroupManagersClient()
-    from google.api_core.client_options import ClientOptions
-    from google.auth.credentials import AnonymousCredentials
-
-    return compute_v1.InstanceGroupManagersClient(
-        client_options=ClientOptions(api_endpoint=endpoint), transport="rest",
-        credentials=AnonymousCredentials())
+    return compute_v1.InstanceGroupManagersClient(**compute_client_kwargs())
 
 
 def stop_group(project: str, zone: str, mig: str, client=None) -> str:
