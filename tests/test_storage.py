@@ -50,3 +50,14 @@ def test_relative_file_uri_and_bad_scheme(tmp_path):
     assert open_bucket("file://rel/b", base_dir=tmp_path).root == (tmp_path / "rel" / "b").resolve()
     with pytest.raises(StorageError, match="unsupported"):
         open_bucket("s3://x")
+
+
+def test_open_read_streams_and_delete_removes(bucket):
+    bucket.write_bytes("fr/data/corpus/big.txt", b"line 1\nline 2\n")
+    with bucket.open_read("fr/data/corpus/big.txt") as fh:
+        assert [ln for ln in fh] == [b"line 1\n", b"line 2\n"]
+    bucket.delete("fr/data/corpus/big.txt")
+    bucket.delete("fr/data/corpus/big.txt")  # deleting what is gone is not an error
+    assert not bucket.exists("fr/data/corpus/big.txt")
+    with pytest.raises(StorageError, match="no such object"):
+        bucket.open_read("fr/data/corpus/big.txt")

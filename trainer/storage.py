@@ -10,7 +10,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Protocol
+from typing import BinaryIO, Protocol
 from urllib.parse import urlparse
 
 
@@ -31,6 +31,8 @@ class Bucket(Protocol):
     def list(self, prefix: str) -> list[str]: ...
     def download(self, key: str, dest: Path) -> None: ...
     def upload(self, src: Path, key: str) -> None: ...
+    def delete(self, key: str) -> None: ...
+    def open_read(self, key: str) -> BinaryIO: ...
     def url(self, key: str) -> str: ...
 
 
@@ -102,6 +104,16 @@ class LocalBucket:
     def upload(self, src: Path, key: str) -> None:
         self.write_bytes(key, src.read_bytes())
 
+    def delete(self, key: str) -> None:
+        self._path(key).unlink(missing_ok=True)
+
+    def open_read(self, key: str) -> BinaryIO:
+        """A binary stream of the object (large files are never read whole)."""
+        try:
+            return open(self._path(key), "rb")
+        except FileNotFoundError as exc:
+            raise StorageError("no such object", self.url(key)) from exc
+
 
 class GcsBucket:
     """A gs:// bucket (optionally under a prefix) through google-cloud-storage."""
@@ -157,6 +169,27 @@ class GcsBucket:
 
     def upload(self, src: Path, key: str) -> None:
         self._blob(key).upload_from_filename(str(src))
+
+    def delete(self, key: str) -> None:
+        from google.api_core import exceptions
+
+        try:
+            self._blob(key).delete()
+        except exceptions.NotFound:
+            pass
+
+    def open_read(self, key: str) -> BinaryIO:
+        """The object spooled to local disk (a VM's boot disk holds what a corpus needs), then streamed."""
+        from google.api_core import exceptions
+
+        spool = tempfile.TemporaryFile()
+        try:
+            self._blob(key).download_to_file(spool)
+        except exceptions.NotFound as exc:
+            spool.close()
+            raise StorageError("no such object", self.url(key)) from exc
+        spool.seek(0)
+        return spool
 
 
 def open_bucket(uri: str, *, base_dir: Path | None = None) -> Bucket:
