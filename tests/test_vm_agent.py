@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 
 from tests.recorded_api import FIXTURES, RecordedApi
-from trainer.runs import FAILED, SUCCEEDED, RunStatus, read_status, write_status
+from trainer.runs import FAILED, RUNNING, SUCCEEDED, RunStatus, now_iso, read_status, write_status
 from trainer.storage import open_bucket
+from trainer.vm.agent import end_reason
 from trainer.vm.metadata import MetadataClient, MetadataError
-from trainer.vm.spec import VmSpec, build_command, node_rank
+from trainer.vm.spec import JOIN_TIMEOUT_S, VmSpec, build_command, command_env, node_rank
 
 REPO = Path(__file__).resolve().parents[1]
 FAKE = FIXTURES / "vm" / "fake_trainer.py"
@@ -98,6 +99,7 @@ class Vm:
     def start(self, md: MetadataServer, api: RecordedApi, *action: str) -> subprocess.Popen:
         env = {**os.environ, "GCE_METADATA_HOST": md.host, "TRAINSTACK_COMPUTE_ENDPOINT": api.url,
                "STORAGE_EMULATOR_HOST": self.gcs, "GOOGLE_CLOUD_PROJECT": PROJECT, "TRAINSTACK_GRACE_S": "1",
+               "TRAINSTACK_SETTLE_S": "0.5", "TRAINSTACK_REJOIN_PAUSE_S": "0",
                "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
         action = action or ("run", "--trainer-cmd", f"{sys.executable} {FAKE}")
         return subprocess.Popen([sys.executable, "-m", "trainer.vm", *action], cwd=REPO, env=env,
@@ -152,8 +154,9 @@ def test_silent_death_is_marked_failed_then_resized(tmp_path, gcs_env):
     assert status.state == FAILED and "code 3" in status.error and status.finished_at
 
 
-def test_sigterm_is_forwarded_and_leaves_the_group_alone(tmp_path, gcs_env):
-    vm = Vm(tmp_path, gcs_env, mode="sleep")
+@pytest.mark.parametrize("nodes,name", [(1, "train-fr-x7k2"), (2, "train-fr-0")], ids=["one-vm", "node-0-of-2"])
+def test_sigterm_is_forwarded_and_leaves_the_group_alone(tmp_path, gcs_env, nodes, name):
+    vm = Vm(tmp_path, gcs_env, mode="sleep", nodes=nodes, name=name)
     with MetadataServer(vm.metadata) as md, RecordedApi({("POST", RESIZE): (200, "vm/resize_operation.json")}) as api:
         proc = vm.start(md, api)
         deadline = time.monotonic() + 30
@@ -226,6 +229,61 @@ def test_fail_and_stop_group_commands(tmp_path, gcs_env):
     assert_one_resize_to_zero(resizes, out)
 
 
+def test_one_vm_interrupted_without_a_signal_is_failed_not_preempted(tmp_path, gcs_env):
+    vm = Vm(tmp_path, gcs_env, mode="interrupt")  # exits 143, stage "interrupted", no SIGTERM here
+    code, out, resizes = vm.run()
+    assert code == 1, out  # never 143: the host would take it for a preemption and keep the VM
+    assert_one_resize_to_zero(resizes, out)
+    status = vm.status()
+    assert status.state == FAILED and "no SIGTERM reached this VM" in status.error
+    assert len(vm.events()) == 1
+
+
+def test_interrupted_elsewhere_rejoins_and_the_run_resumes(tmp_path, gcs_env):
+    # Node 0's torchrun gave up after node 1's preemption: the agent starts it again to rejoin.
+    vm = Vm(tmp_path, gcs_env, mode="interrupt-once", nodes=2, name="train-fr-0")
+    code, out, resizes = vm.run()
+    assert code == 0, out
+    assert len(vm.events()) == 2 and "rejoining the rendezvous on train-fr-0" in out
+    assert_one_resize_to_zero(resizes, out)
+    assert vm.status().state == SUCCEEDED and vm.status().resumed == 1
+
+
+@pytest.mark.parametrize("name,rank", [("train-fr-0", 0), ("train-fr-1", 1)])
+def test_interrupted_more_than_max_restarts_fails_and_node_0_stops_the_group(tmp_path, gcs_env, name, rank):
+    vm = Vm(tmp_path, gcs_env, mode="interrupt", nodes=2, name=name, extra={"trainstack-max-restarts": "1"})
+    code, out, resizes = vm.run()
+    assert code == 1, out  # not 143: this VM was not preempted, and the run is over
+    assert len(vm.events()) == 2  # started, interrupted (1 of 1 allowed), rejoined, interrupted again
+    status = vm.status()
+    assert status.state == FAILED and status.error == "interrupted 2 times; max_restarts=1 reached"
+    assert "status.json: RUNNING, stage 'interrupted', resumed 1 time(s)" in out
+    if rank == 0:
+        assert_one_resize_to_zero(resizes, out)
+    else:
+        assert resizes == [] and "node 0 stops the group" in out
+
+
+def test_recreated_node_past_max_restarts_does_not_start_the_trainer(tmp_path, gcs_env):
+    vm = Vm(tmp_path, gcs_env, mode="succeed", nodes=2, name="train-fr-0")  # trainstack-max-restarts absent: 3
+    write_status(vm.bucket, RunStatus(run_id=vm.run_id, lang="fr", env="dev", state=RUNNING, stage="interrupted",
+                                      resumed=3))
+    code, out, resizes = vm.run()
+    assert code == 1, out
+    assert vm.events() == []
+    assert_one_resize_to_zero(resizes, out)
+    assert vm.status().error == "interrupted 4 times; max_restarts=3 reached"
+
+
+def test_multi_node_crash_says_what_status_json_says(tmp_path, gcs_env):
+    vm = Vm(tmp_path, gcs_env, mode="silent", nodes=2, name="train-fr-0")
+    code, out, resizes = vm.run()
+    assert code == 3, out
+    assert_one_resize_to_zero(resizes, out)
+    assert len(vm.events()) == 1  # a crash is not rejoined
+    assert vm.status().error == "trainer exited with code 3 without writing a final status; it was at stage 'classifier'"
+
+
 def test_missing_metadata_is_an_agent_error(tmp_path, gcs_env):
     vm = Vm(tmp_path, gcs_env, mode="succeed")
     del vm.metadata["instance/attributes/trainstack-mig"]
@@ -234,21 +292,84 @@ def test_missing_metadata_is_an_agent_error(tmp_path, gcs_env):
     assert "trainstack-mig" in out and resizes == [] and vm.events() == []
 
 
-def spec(nodes: int, gpus: int, base: str = "train-fr") -> VmSpec:
+def spec(nodes: int, gpus: int, base: str = "train-fr", max_restarts: int = 3) -> VmSpec:
     return VmSpec(run_id="20261122-101500-ab12", lang="fr", env="dev", bucket="gs://b", args=["--lang", "fr"],
                   nodes=nodes, gpus_per_node=gpus, max_run_hours=4, project=PROJECT, zone=ZONE, mig=MIG,
-                  base_name=base)
+                  base_name=base, max_restarts=max_restarts)
 
 
 def test_commands_for_one_and_many_gpus():
-    assert build_command(spec(1, 1), 0) == [sys.executable, "-m", "trainer", "--lang", "fr",
-                                            "--run-id", "20261122-101500-ab12"]
-    assert build_command(spec(2, 4), 1) == [
-        "torchrun", "--nnodes", "2", "--node-rank", "1", "--nproc-per-node", "4", "--master-addr", "train-fr-0",
-        "--master-port", "29500", "-m", "trainer", "--lang", "fr", "--run-id", "20261122-101500-ab12"]
-    single = build_command(spec(1, 2), 0)
-    assert single[:6] == ["torchrun", "--standalone", "--nnodes", "1", "--nproc-per-node", "2"]
+    tail = ["-m", "trainer", "--lang", "fr", "--run-id", "20261122-101500-ab12"]
+    assert build_command(spec(1, 1), 0) == [sys.executable, *tail]
+    assert command_env(spec(1, 1)) == {}
+    # One VM: torchrun only for its GPUs; the group recreates the VM, torchrun restarts nothing.
+    assert build_command(spec(1, 4), 0) == [
+        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1", "--nproc-per-node", "4",
+        "--max-restarts", "0", *tail]
+    assert command_env(spec(1, 4)) == {}
     assert build_command(spec(1, 1), 0, ["fake"])[0] == "fake"
+
+
+def test_nodes_meet_through_an_elastic_c10d_rendezvous_on_node_0():
+    three = spec(3, 2, max_restarts=5)
+    assert build_command(three, 1) == [
+        sys.executable, "-m", "torch.distributed.run", "--rdzv-backend", "c10d", "--rdzv-endpoint", "train-fr-0:29500",
+        "--rdzv-id", "20261122-101500-ab12", "--rdzv-conf", f"join_timeout={JOIN_TIMEOUT_S},is_host=0",
+        "--nnodes", "3", "--nproc-per-node", "2", "--max-restarts", "5", *"-m trainer --lang fr".split(),
+        "--run-id", "20261122-101500-ab12"]
+    assert JOIN_TIMEOUT_S >= 1800  # a recreated Spot VM boots, installs its driver and pulls the image first
+    node_0 = build_command(three, 0)
+    assert node_0[node_0.index("--rdzv-conf") + 1].endswith(",is_host=1")  # node 0 hosts the store
+    assert "--node-rank" not in node_0 and "--master-addr" not in node_0  # static rendezvous flags
+    assert command_env(three) == {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
+
+
+def test_torchrun_accepts_the_commands(monkeypatch):
+    """The flags go through this torch's own parser and launch config (nothing is started)."""
+    from torch.distributed.elastic.rendezvous import RendezvousParameters
+    from torch.distributed.run import config_from_args, get_args_parser
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # config_from_args sets it otherwise
+    for vm_spec, rank in ((spec(1, 4), 0), (spec(3, 2, max_restarts=5), 0), (spec(3, 2, max_restarts=5), 2)):
+        cmd = build_command(vm_spec, rank)
+        assert cmd[:3] == [sys.executable, "-m", "torch.distributed.run"]
+        args = get_args_parser().parse_args(cmd[3:])
+        config, entry, entry_args = config_from_args(args)
+        assert args.module and args.training_script == "trainer"
+        assert entry_args[-4:] == ["--lang", "fr", "--run-id", vm_spec.run_id]
+        assert config.nproc_per_node == vm_spec.gpus_per_node
+        if vm_spec.nodes == 1:
+            assert args.standalone and config.max_restarts == 0
+            continue
+        assert (config.min_nodes, config.max_nodes) == (3, 3)
+        assert (config.rdzv_backend, config.rdzv_endpoint, config.run_id) == ("c10d", "train-fr-0:29500", vm_spec.run_id)
+        assert config.max_restarts == 5
+        params = RendezvousParameters(config.rdzv_backend, config.rdzv_endpoint, config.run_id, config.min_nodes,
+                                      config.max_nodes, **config.rdzv_configs)
+        assert params.get_as_int("join_timeout") == JOIN_TIMEOUT_S
+        assert params.get_as_bool("is_host") is (rank == 0)
+
+
+def test_max_restarts_comes_from_the_metadata(monkeypatch, tmp_path, gcs_env):
+    vm = Vm(tmp_path, gcs_env, mode="succeed", nodes=3, name="train-fr-1")
+    with MetadataServer(vm.metadata) as md:
+        monkeypatch.setenv("GCE_METADATA_HOST", md.host)
+        assert VmSpec.from_metadata(MetadataClient(tries=1)).max_restarts == 3  # absent: the default
+        md.values["instance/attributes/trainstack-max-restarts"] = "7"
+        assert VmSpec.from_metadata(MetadataClient(tries=1)).max_restarts == 7
+        md.values["instance/attributes/trainstack-max-restarts"] = "-1"
+        with pytest.raises(MetadataError, match="max-restarts"):
+            VmSpec.from_metadata(MetadataClient(tries=1))
+
+
+def test_end_reason_counts_interruptions_and_the_join_window():
+    now = time.time()
+    status = RunStatus(run_id="r", lang="fr", env="dev", state=RUNNING, stage="interrupted", resumed=2,
+                       updated_at=now_iso())
+    assert end_reason(spec(2, 1, max_restarts=3), status, now) is None  # interruption 3 of 3 allowed
+    assert end_reason(spec(2, 1, max_restarts=2), status, now) == "interrupted 3 times; max_restarts=2 reached"
+    late = end_reason(spec(2, 1, max_restarts=3), status, now + JOIN_TIMEOUT_S + 60)
+    assert late.startswith("the 2 nodes did not meet again within 30 min of interruption 3")
 
 
 def test_node_rank():

@@ -7,7 +7,9 @@
 Everything comes from the instance metadata (trainstack-* attributes).
 Environment: GCE_METADATA_HOST (metadata server host[:port]), TRAINSTACK_COMPUTE_ENDPOINT
 (Compute API endpoint, tests), STORAGE_EMULATOR_HOST (GCS, tests), TRAINSTACK_GRACE_S
-(seconds between SIGTERM and SIGKILL at the deadline, default 25).
+(seconds between SIGTERM and SIGKILL at the deadline, default 25), TRAINSTACK_SETTLE_S (several
+VMs: how long to wait for rank 0's last status after torchrun fails, default 40) and
+TRAINSTACK_REJOIN_PAUSE_S (between two torchrun starts to rejoin the rendezvous, default 10).
 """
 from __future__ import annotations
 

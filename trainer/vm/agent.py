@@ -6,6 +6,12 @@ and the run resumes); 124 = max_run_hours passed; otherwise the trainer's own
 code once the run has a final status (0 = SUCCEEDED). A trainer code of 143
 that the agent did not cause by forwarding a signal is reported as 1, so the
 host never mistakes it for a preemption.
+
+Several VMs: when another node is preempted the trainer here stops too (status
+stage "interrupted") and torchrun restarts it in the same rendezvous; when
+torchrun gives up instead (node 0, the rendezvous host, was the one preempted),
+the agent starts it again to rejoin, until the run has been interrupted more
+than max_restarts times or the nodes have not met again within the join timeout.
 """
 from __future__ import annotations
 
@@ -15,8 +21,10 @@ import shlex
 import signal
 import socket
 import subprocess
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import datetime
 
 from trainer.runs import FAILED, SUCCEEDED, RunStatus, mark_failed, read_status, run_key
 from trainer.storage import open_bucket
@@ -24,23 +32,32 @@ from trainer.supervisor import GRACE_S
 from trainer.vm import log
 from trainer.vm.group import stop_group
 from trainer.vm.metadata import MetadataClient
-from trainer.vm.spec import VmSpec, build_command, node_rank
+from trainer.vm.spec import JOIN_TIMEOUT_S, VmSpec, build_command, command_env, node_rank
 
 EXIT_SIGNALLED, EXIT_DEADLINE = 143, 124
+INTERRUPTED = "interrupted"  # the trainer's stage after SIGTERM: checkpoint saved, resumable
+# Rank 0 may live on another node and still be saving when torchrun here gives up.
+SETTLE_S = 40
+REJOIN_PAUSE_S = 10  # between two torchrun starts while node 0 is being recreated
 
 
 @dataclass(frozen=True)
 class Outcome:
-    """How the trainer ended: exit status (128+N for signal N) and why."""
+    """How the trainer ended: exit status (128+N for signal N), why, and the error to record if any."""
 
     code: int
     signalled: bool = False
     timed_out: bool = False
+    error: str | None = None
+
+
+def _env_s(name: str, default: float) -> float:
+    return float(os.environ.get(name, default))
 
 
 def grace_s() -> float:
     """Seconds between SIGTERM and SIGKILL at the deadline (TRAINSTACK_GRACE_S for tests)."""
-    return float(os.environ.get("TRAINSTACK_GRACE_S", GRACE_S))
+    return _env_s("TRAINSTACK_GRACE_S", GRACE_S)
 
 
 def _status_code(returncode: int) -> int:
@@ -57,34 +74,130 @@ def _terminate(child: subprocess.Popen, grace: float) -> int:
         return child.wait()
 
 
-def supervise(cmd: list[str], deadline: float, grace: float) -> Outcome:
-    """Runs `cmd` until it exits or the deadline passes; SIGTERM/SIGINT are forwarded to it."""
-    state: dict = {"signalled": False, "child": None}
+class Forwarder:
+    """SIGTERM/SIGINT handlers for the agent's whole run: remember the signal, pass SIGTERM to the trainer."""
 
-    def forward(signum, _frame):
-        state["signalled"] = True
+    def __init__(self) -> None:
+        self.child: subprocess.Popen | None = None
+        self.event = threading.Event()
+
+    @property
+    def signalled(self) -> bool:
+        return self.event.is_set()
+
+    def _forward(self, signum, _frame) -> None:
+        self.event.set()
         log(f"got {signal.Signals(signum).name}: forwarding SIGTERM to the trainer (it saves a checkpoint)")
-        child = state["child"]
-        if child is not None and child.poll() is None:
-            child.send_signal(signal.SIGTERM)
+        if self.child is not None and self.child.poll() is None:
+            self.child.send_signal(signal.SIGTERM)
 
-    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        log(f"starting: {shlex.join(cmd)}")
-        child = state["child"] = subprocess.Popen(cmd)
-        if state["signalled"]:  # the signal arrived while the child was being started
-            child.send_signal(signal.SIGTERM)
-        try:
-            code = child.wait(timeout=max(deadline - time.time(), 0))
-            timed_out = False
-        except subprocess.TimeoutExpired:
-            log("max_run_hours reached: stopping the trainer")
-            code, timed_out = _terminate(child, grace), True
-    finally:
-        for sig, handler in previous.items():
+    def __enter__(self) -> "Forwarder":
+        self._previous = {sig: signal.signal(sig, self._forward) for sig in (signal.SIGTERM, signal.SIGINT)}
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for sig, handler in self._previous.items():
             signal.signal(sig, handler)
+
+    def sleep(self, seconds: float) -> bool:
+        """Waits; True when a signal came meanwhile."""
+        return self.event.wait(max(seconds, 0))
+
+
+def supervise(cmd: list[str], deadline: float, grace: float, fwd: Forwarder, env: dict | None = None) -> Outcome:
+    """Runs `cmd` until it exits or the deadline passes; `fwd` passes SIGTERM/SIGINT on to it."""
+    log(f"starting: {shlex.join(cmd)}")
+    child = fwd.child = subprocess.Popen(cmd, env={**os.environ, **env} if env else None)
+    if fwd.signalled:  # the signal arrived while the child was being started
+        child.send_signal(signal.SIGTERM)
+    try:
+        code = child.wait(timeout=max(deadline - time.time(), 0))
+        timed_out = False
+    except subprocess.TimeoutExpired:
+        log("max_run_hours reached: stopping the trainer")
+        code, timed_out = _terminate(child, grace), True
+    finally:
+        fwd.child = None
     log(f"trainer exited with code {_status_code(code)}")
-    return Outcome(_status_code(code), state["signalled"], timed_out)
+    return Outcome(_status_code(code), fwd.signalled, timed_out)
+
+
+def interrupted(status: RunStatus | None) -> bool:
+    """The run stopped with a checkpoint (SIGTERM somewhere) and can resume."""
+    return status is not None and not status.terminal and status.stage == INTERRUPTED
+
+
+def _epoch(iso: str | None) -> float | None:
+    try:
+        return datetime.fromisoformat(iso).timestamp() if iso else None
+    except ValueError:
+        return None
+
+
+def end_reason(spec: VmSpec, status: RunStatus, now: float) -> str | None:
+    """Why an interrupted multi-node run must end rather than rejoin the rendezvous (None: rejoin).
+
+    The count is global: the trainer adds one to status.resumed at each resume, so this is
+    interruption resumed+1, whichever node was preempted and whoever counts.
+    """
+    count = status.resumed + 1
+    if count > spec.max_restarts:
+        return f"interrupted {count} times; max_restarts={spec.max_restarts} reached"
+    since = _epoch(status.updated_at)
+    if since is not None and now - since > JOIN_TIMEOUT_S:
+        return (f"the {spec.nodes} nodes did not meet again within {JOIN_TIMEOUT_S // 60} min of "
+                f"interruption {count} (a preempted VM not recreated: Spot capacity?)")
+    return None
+
+
+def _describe(status: RunStatus | None) -> str:
+    if status is None:
+        return "no status.json"
+    return f"status.json: {status.state}, stage {status.stage!r}, resumed {status.resumed} time(s)"
+
+
+def read_settled(spec: VmSpec, fwd: Forwarder) -> RunStatus | None:
+    """The status once rank 0 (maybe on another node) has had time to write its last word."""
+    bucket = open_bucket(spec.bucket)
+    status = read_status(bucket, spec.lang, spec.run_id)
+    if spec.nodes > 1:
+        until = time.monotonic() + _env_s("TRAINSTACK_SETTLE_S", SETTLE_S)
+        while not (status is None or status.terminal or interrupted(status)) and time.monotonic() < until:
+            if fwd.sleep(1):
+                break
+            status = read_status(bucket, spec.lang, spec.run_id)
+    log(_describe(status))
+    return status
+
+
+def run_trainer(spec: VmSpec, rank: int, launcher: list[str] | None, fwd: Forwarder) -> Outcome:
+    """Runs this node's trainer; on several VMs, starts it again to rejoin after an interruption elsewhere."""
+    cmd, env, deadline = build_command(spec, rank, launcher), command_env(spec), spec.deadline()
+    while True:
+        if time.time() >= deadline:
+            log("max_run_hours already passed: not starting the trainer")
+            return Outcome(code=0, timed_out=True)
+        outcome = supervise(cmd, deadline, grace_s(), fwd, env)
+        if outcome.signalled or outcome.timed_out or outcome.code == 0:
+            return outcome
+        status = read_settled(spec, fwd)
+        if fwd.signalled:
+            return replace(outcome, signalled=True)
+        if not interrupted(status):
+            return replace(outcome, error=_failure(outcome, spec, status))
+        if spec.nodes == 1:
+            return replace(outcome, error=(
+                f"the trainer stopped as interrupted (exit {outcome.code}) but no SIGTERM reached this VM's "
+                "agent: not a preemption, so nothing would resume it (see log.txt)"))
+        error = end_reason(spec, status, time.time())
+        if error:
+            return replace(outcome, error=error)
+        # torchrun gives up without restarting when the rendezvous store (node 0's torchrun)
+        # went away: start it again to meet the recreated node 0.
+        log(f"the run was interrupted elsewhere and torchrun gave up (exit {outcome.code}): "
+            f"rejoining the rendezvous on {spec.base_name}-0")
+        if fwd.sleep(_env_s("TRAINSTACK_REJOIN_PAUSE_S", REJOIN_PAUSE_S)):
+            return Outcome(EXIT_SIGNALLED, signalled=True)
 
 
 def end_run(spec: VmSpec, rank: int, error: str) -> RunStatus:
@@ -98,12 +211,16 @@ def end_run(spec: VmSpec, rank: int, error: str) -> RunStatus:
     return status
 
 
-def _failure(outcome: Outcome, spec: VmSpec) -> str:
+def _failure(outcome: Outcome, spec: VmSpec, status: RunStatus | None = None) -> str:
     if outcome.timed_out:
         return f"stopped after max_run_hours={spec.max_run_hours:g}"
     text = f"trainer exited with code {outcome.code} without writing a final status"
     if outcome.code > 128:
         text += f" (signal {outcome.code - 128})"
+    elif outcome.code == 1 and spec.nodes * spec.gpus_per_node > 1:
+        text += " (torchrun: a worker process failed)"
+    if status is not None:
+        text += f"; it was at stage {status.stage!r}"
     return text
 
 
@@ -135,7 +252,8 @@ def run_agent(md: MetadataClient, launcher: list[str] | None = None) -> int:
     name = md.get("instance/name") or socket.gethostname()
     rank = node_rank(spec, name, md.attribute("trainstack-rank"))
     log(f"run {spec.run_id} ({spec.lang}, env {spec.env}) on {name}: node {rank} of {spec.nodes}, "
-        f"{spec.gpus_per_node} GPU(s) per node, max_run_hours={spec.max_run_hours:g}")
+        f"{spec.gpus_per_node} GPU(s) per node, max_run_hours={spec.max_run_hours:g}"
+        + (f", max_restarts={spec.max_restarts}" if spec.nodes > 1 else ""))
     record_instance(md, spec, name, rank)
     status = read_status(open_bucket(spec.bucket), spec.lang, spec.run_id)
     if status is not None and status.terminal:
@@ -143,12 +261,15 @@ def run_agent(md: MetadataClient, launcher: list[str] | None = None) -> int:
         log(f"run already ended ({status.state}): not starting the trainer")
         end_run(spec, rank, "unused: the run already ended")
         return 0
-    deadline = spec.deadline()
-    if time.time() >= deadline:
-        log("max_run_hours already passed: not starting the trainer")
-        outcome = Outcome(code=0, timed_out=True)
-    else:
-        outcome = supervise(build_command(spec, rank, launcher), deadline, grace_s())
+    if spec.nodes > 1 and interrupted(status):
+        # Every interruption brings a new VM here: the budget holds even where torchrun's own
+        # restart count started afresh (node 0 recreated).
+        error = end_reason(spec, status, time.time())
+        if error:
+            log(f"not starting the trainer: {error}")
+            return exit_code(Outcome(code=1), end_run(spec, rank, error))
+    with Forwarder() as fwd:
+        outcome = run_trainer(spec, rank, launcher, fwd)
     if outcome.signalled and not outcome.timed_out:
         log("stopped by a signal (preemption or shutdown): group left as is; the run resumes on the next VM")
         return EXIT_SIGNALLED
@@ -156,7 +277,7 @@ def run_agent(md: MetadataClient, launcher: list[str] | None = None) -> int:
         # A worker may finish before node 0 has written SUCCEEDED: node 0 owns the final status.
         log(f"node {rank}: trainer done; node 0 writes the final status and stops the group")
         return 0
-    return exit_code(outcome, end_run(spec, rank, _failure(outcome, spec)))
+    return exit_code(outcome, end_run(spec, rank, outcome.error or _failure(outcome, spec)))
 
 
 def fail_run(md: MetadataClient, reason: str) -> int:

@@ -11,7 +11,15 @@ from trainer.runs import run_started_at
 from trainer.vm import log
 from trainer.vm.metadata import MetadataClient, MetadataError
 
-MASTER_PORT = 29500
+RDZV_PORT = 29500  # node 0's torchrun hosts the c10d rendezvous store here
+# How long torchrun waits for all nodes to (re)join: a preempted Spot VM comes back through
+# the group (create, boot, driver, a multi-GB image pull), which takes minutes, not seconds.
+JOIN_TIMEOUT_S = 1800
+DEFAULT_MAX_RESTARTS = 3  # interruptions (preemptions) a multi-node run survives
+# torch 2.x shares node 0's rendezvous store with the workers and publishes its address once
+# per agent: a surviving rank-0 agent never republishes it for a recreated node, which then
+# waits 60 s and takes the whole group down. Opting out makes every round publish it again.
+RDZV_ENV = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
 
 
 @dataclass(frozen=True)
@@ -30,6 +38,7 @@ class VmSpec:
     zone: str
     mig: str
     base_name: str
+    max_restarts: int = DEFAULT_MAX_RESTARTS
 
     @classmethod
     def from_metadata(cls, md: MetadataClient) -> "VmSpec":
@@ -39,18 +48,20 @@ class VmSpec:
             nodes = int(md.attribute("trainstack-nodes", "1"))
             gpus = int(md.attribute("trainstack-gpus-per-node", "1"))
             hours = float(md.require("trainstack-max-run-hours"))
+            restarts = int(md.attribute("trainstack-max-restarts", str(DEFAULT_MAX_RESTARTS)))
         except ValueError as exc:
             raise MetadataError(f"malformed trainstack-* metadata: {exc}") from exc
         if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
             raise MetadataError("trainstack-args must be a JSON list of strings")
-        if nodes < 1 or gpus < 1 or hours <= 0:
-            raise MetadataError(f"nodes={nodes}, gpus-per-node={gpus}, max-run-hours={hours:g} must be positive")
+        if nodes < 1 or gpus < 1 or hours <= 0 or restarts < 0:
+            raise MetadataError(f"nodes={nodes}, gpus-per-node={gpus}, max-run-hours={hours:g} must be positive "
+                                f"and max-restarts={restarts} not negative")
         return cls(
             run_id=md.require("trainstack-run-id"), lang=md.require("trainstack-lang"),
             env=md.require("trainstack-env"), bucket=md.require("trainstack-bucket"), args=args,
             nodes=nodes, gpus_per_node=gpus, max_run_hours=hours, project=md.require("trainstack-project"),
             zone=md.require("trainstack-zone"), mig=md.require("trainstack-mig"),
-            base_name=(md.attribute("trainstack-base-name") or "").strip(),
+            base_name=(md.attribute("trainstack-base-name") or "").strip(), max_restarts=restarts,
         )
 
     def started_at(self) -> float:
@@ -87,6 +98,9 @@ def node_rank(spec: VmSpec, instance_name: str, rank_attr: str | None = None) ->
 def build_command(spec: VmSpec, rank: int, launcher: list[str] | None = None) -> list[str]:
     """`python -m trainer ARGS --run-id ID`, or under torchrun for more than one GPU in all.
 
+    Several VMs meet through an elastic c10d rendezvous on `<base>-0`: when one is preempted
+    the others' torchrun restarts its workers (at most max_restarts times) and waits up to
+    JOIN_TIMEOUT_S for the group to recreate it, then all resume from the newest checkpoint.
     `launcher` replaces everything before ARGS (a test hook: a fake trainer).
     """
     if "--run-id" in spec.args:
@@ -96,9 +110,21 @@ def build_command(spec: VmSpec, rank: int, launcher: list[str] | None = None) ->
         return [*launcher, *tail]
     if spec.nodes * spec.gpus_per_node == 1:
         return [sys.executable, "-m", "trainer", *tail]
+    # The module, not a `torchrun` script that may not be on PATH in the image.
+    torchrun = [sys.executable, "-m", "torch.distributed.run"]
     procs = ["--nproc-per-node", str(spec.gpus_per_node)]
     if spec.nodes == 1:
-        # One VM: no other node to meet, and this VM is not necessarily named <base>-0.
-        return ["torchrun", "--standalone", "--nnodes", "1", *procs, "-m", "trainer", *tail]
-    return ["torchrun", "--nnodes", str(spec.nodes), "--node-rank", str(rank), *procs,
-            "--master-addr", f"{spec.base_name}-0", "--master-port", str(MASTER_PORT), "-m", "trainer", *tail]
+        # One VM (not necessarily named <base>-0): nobody to wait for; a preempted VM is
+        # recreated and starts a new torchrun, so torchrun itself never restarts workers.
+        return [*torchrun, "--standalone", "--nnodes", "1", *procs, "--max-restarts", "0", "-m", "trainer", *tail]
+    # c10d ignores --node-rank (it ranks nodes itself); ours only says who hosts the store,
+    # explicitly rather than by torch's hostname guess.
+    conf = f"join_timeout={JOIN_TIMEOUT_S},is_host={int(rank == 0)}"
+    return [*torchrun, "--rdzv-backend", "c10d", "--rdzv-endpoint", f"{spec.base_name}-0:{RDZV_PORT}",
+            "--rdzv-id", spec.run_id, "--rdzv-conf", conf, "--nnodes", str(spec.nodes), *procs,
+            "--max-restarts", str(spec.max_restarts), "-m", "trainer", *tail]
+
+
+def command_env(spec: VmSpec) -> dict[str, str]:
+    """Variables added to the trainer command's environment (see RDZV_ENV)."""
+    return dict(RDZV_ENV) if spec.nodes > 1 else {}
