@@ -73,6 +73,7 @@ class TrainStack(TerraformStack):
             self, "trainer", run_id=self.run_id_expression, replace_on=self.run_id_var.string_value, python=local.python,
             workdir=local.workdir, procs_dir=local.procs_dir,
             max_run_hours=config.language(lang).max_run_hours, trainer_args=trainer_args(config, lang),
+            processes=config.language(lang).processes, max_restarts=config.language(lang).max_restarts,
         )
         TerraformOutput(self, "run_id_out", value=self.trainer.run_id, static_id=True).override_logical_id("run_id")
 
@@ -103,7 +104,7 @@ class TrainStack(TerraformStack):
             "trainstack-lang": lang, "trainstack-env": config.env, "trainstack-bucket": config.bucket,
             "trainstack-nodes": str(s.nodes), "trainstack-gpus-per-node": str(s.gpu.count),
             "trainstack-shm-size": s.shm_size, "trainstack-docker-flags": json.dumps(s.docker_flags),
-            "trainstack-max-run-hours": f"{s.max_run_hours:g}",
+            "trainstack-max-run-hours": f"{s.max_run_hours:g}", "trainstack-max-restarts": str(s.max_restarts),
             "trainstack-project": config.project, "trainstack-zone": gcp.zone, "trainstack-mig": name,
             "trainstack-base-name": name,
         }

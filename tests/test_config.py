@@ -77,3 +77,18 @@ def test_config_show_error_exit_2(project):
     assert result.exit_code == 2
     assert "unknown environment 'nope'" in result.output
     assert "Traceback" not in result.output
+
+
+def test_trainer_run_settings_reach_the_trainer_and_bad_values_name_the_key(project):
+    from stacks.train_stack import trainer_args
+    from trainer.cli import build_parser
+
+    cfg = load_config(project / "envs", "local", ["languages.fr.processes=2", "defaults.trainer.precision=bf16",
+                                                  "defaults.trainer.deterministic=true"])
+    assert cfg.language("fr").processes == 2 and cfg.language("fr").max_restarts == 3
+    args = build_parser().parse_args([*trainer_args(cfg, "fr"), "--run-id", "r"])
+    assert (args.precision, args.deterministic, args.checkpoint_minutes) == ("bf16", True, 10.0)
+    assert build_parser().parse_args([*trainer_args(load_config(project / "envs", "local"), "fr"),
+                                      "--run-id", "r"]).deterministic is False
+    with pytest.raises(ConfigError, match="precision"):
+        load_config(project / "envs", "local", ["defaults.trainer.precision=fp8"])

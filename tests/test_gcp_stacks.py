@@ -116,6 +116,7 @@ def test_multi_node_standard_language(synthesized):
     assert template["guest_accelerator"] == [{"type": "nvidia-l4", "count": 2}]
     assert template["scheduling"]["provisioning_model"] == "STANDARD"
     assert template["metadata"]["trainstack-nodes"] == "2"
+    assert template["metadata"]["trainstack-max-restarts"] == "3"
     assert sorted(c["name"] for c in resources(doc, "google_compute_per_instance_config")) == \
         ["dev-train-en-0", "dev-train-en-1"]
     assert resources(doc, "google_compute_resource_policy")[0]["group_placement_policy"]["vm_count"] == 2
@@ -129,6 +130,7 @@ def test_multi_node_standard_language(synthesized):
     (["project=p1", "languages.fr.gpu.type=nvidia-tesla-a100"], "attaches only to a2-highgpu-* or a2-megagpu-*"),
     (["project=p1", "languages.fr.nodes=0"], "languages.fr.nodes"),
     (["project=p1", "zones=[europe-west4-a,us-central1-a]"], "zone 'us-central1-a' is not in region 'europe-west4'"),
+    (["project=p1", "languages.fr.processes=2"], "runs gloo ranks on the local target only"),
 ])
 def test_bad_gcp_config_is_exit_2(project, sets, message):
     result = runner.invoke(app, ["synth", "--env", "dev", *[a for s in sets for a in ("--set", s)]])

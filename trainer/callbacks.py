@@ -1,14 +1,19 @@
 """Trainer extras as fastai callbacks (run in `order`, lowest first)."""
 from __future__ import annotations
 
-import json
 import math
 import signal
-from pathlib import Path
+import time
 
-from fastai.callback.core import Callback, CancelFitException
+from fastai.callback.core import Callback, CancelBatchException, CancelFitException
 
+from trainer import distributed as D
+from trainer.checkpoints import Position, rng_state, set_rng_state
 from trainer.runlog import RunLog
+
+
+class Interrupted(Exception):
+    """SIGTERM arrived (Spot notice, destroy) or a peer rank went away; what could be saved is saved."""
 
 
 def skipped(learn, epoch: int) -> bool:
@@ -17,25 +22,62 @@ def skipped(learn, epoch: int) -> bool:
     return skip is not None and epoch < skip._skip_to
 
 
-class PreemptionCallback(Callback):
-    """Turns SIGTERM (Spot notice, destroy) into a clean stop after the current batch."""
+class Preemption:
+    """SIGTERM handling for the whole process: inside fit() a flag the batch loop polls (so a
+    checkpoint can be written), outside it an immediate `Interrupted` (rank 0) or death (other
+    ranks: nothing to save, and they may be blocked in a collective where Python cannot run)."""
 
-    order = 0
+    def __init__(self, ctx: D.Context):
+        self.ctx, self.requested, self.in_fit = ctx, False, False
 
-    def __init__(self):
-        self.requested = False
+    def install(self) -> None:
         signal.signal(signal.SIGTERM, self._on_signal)
 
     def _on_signal(self, signum, _frame):
         self.requested = True
+        if self.in_fit:
+            return
+        if not self.ctx.main:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            signal.raise_signal(signal.SIGTERM)
+        raise Interrupted("SIGTERM")
 
-    def after_batch(self):
+    def check(self) -> None:
+        """Raise at a safe point if a signal arrived meanwhile."""
         if self.requested:
-            raise CancelFitException()
+            raise Interrupted("SIGTERM")
+
+
+class ResumeCallback(Callback):
+    """Puts a resumed fit exactly where the checkpoint left it: RNG states and the batch position."""
+
+    order = -5  # after TrainEvalCallback has set pct_train for the epoch
+
+    def __init__(self, epoch: int, batch: int, rng_epoch: dict | None, rng_now: dict | None):
+        self.epoch_at, self.batch_at, self.rng_epoch, self.rng_now = epoch, batch, rng_epoch, rng_now
+        self.active = True
+
+    def before_train(self):
+        if self.active and self.epoch == self.epoch_at and self.rng_epoch is not None:
+            set_rng_state(self.rng_epoch)  # the same shuffle as the interrupted epoch
+
+    def before_batch(self):
+        if not (self.active and self.training and self.epoch == self.epoch_at):
+            return
+        if self.iter < self.batch_at:
+            self.learn.yb = ()  # Recorder ignores the batch; TrainEvalCallback still advances the schedule
+            raise CancelBatchException()
+        if self.rng_now is not None:
+            set_rng_state(self.rng_now)  # the dropout masks of an uninterrupted run from here on
+        self.active = False
+
+    def after_epoch(self):
+        if self.epoch >= self.epoch_at:
+            self.active = False
 
 
 class EpochLogCallback(Callback):
-    """One plain log line per epoch (no carriage-return bars) and the run history."""
+    """One plain log line per epoch (no carriage-return bars) and the run history (rank 0)."""
 
     order = 60  # after Recorder has written the epoch's values
 
@@ -61,7 +103,7 @@ class EpochLogCallback(Callback):
 
 
 class StatusCallback(Callback):
-    """Writes stage/epoch to status.json after every epoch so followers see progress."""
+    """Writes stage/epoch to status.json after every epoch so followers see progress (rank 0)."""
 
     order = 61
 
@@ -75,24 +117,46 @@ class StatusCallback(Callback):
 
 
 class CheckpointCallback(Callback):
-    """Saves weights + optimizer after every epoch and uploads them with their position."""
+    """Saves an exact-resume checkpoint every epoch, every `minutes`, and on SIGTERM (then stops the fit)."""
 
     order = 62
 
-    def __init__(self, upload, work: Path):
-        self.upload, self.work = upload, work
-        self.stage, self.phase_idx = "", 0
+    def __init__(self, ctx: D.Context, preemption: Preemption, save, *, minutes: float):
+        self.ctx, self.preemption, self.save, self.every_s = ctx, preemption, save, minutes * 60
+        self.stage, self.phase_idx, self.last_phase = "", 0, False
 
-    def _save(self, epochs_done: int, partial: bool) -> None:
-        path = self.learn.save(self.work / f"ckpt-{self.stage}", with_opt=True)
-        meta = {"stage": self.stage, "phase": self.phase_idx, "epochs_done": epochs_done, "partial": partial}
-        self.upload(Path(path), f"checkpoints/{self.stage}.ckpt.pth")
-        self.upload(json.dumps(meta).encode(), f"checkpoints/{self.stage}.ckpt.json")
+    def before_fit(self):
+        self.preemption.in_fit = True
+        self.last_save = time.monotonic()
+
+    def before_train(self):
+        self.rng_epoch = rng_state()
+
+    def after_batch(self):
+        if not self.training or len(self.learn.yb) == 0:  # validation, or a batch ResumeCallback skipped
+            return
+        due = self.every_s > 0 and time.monotonic() - self.last_save >= self.every_s
+        stop, due = D.any_rank(self.ctx, self.preemption.requested, due)  # every rank decides alike
+        if stop or due:
+            self._save(Position(self.stage, self.phase_idx, self.epoch, self.iter + 1))
+        if stop:
+            raise CancelFitException()
 
     def after_epoch(self):
-        if not skipped(self.learn, self.epoch):
-            self._save(self.epoch + 1, partial=False)
+        if skipped(self.learn, self.epoch):
+            return
+        if self.epoch + 1 == self.n_epoch:
+            position = Position(self.stage, self.phase_idx + 1, 0, 0, done=self.last_phase)
+        else:
+            position = Position(self.stage, self.phase_idx, self.epoch + 1, 0)
+        self.rng_epoch = None  # the next epoch starts from the current state
+        self._save(position)
 
-    def after_cancel_fit(self):
-        # Preempted mid-epoch: keep the partial weights; resume restarts this epoch from them.
-        self._save(self.epoch, partial=True)
+    def after_fit(self):
+        self.preemption.in_fit = False
+
+    def _save(self, position: Position) -> None:
+        now = rng_state()
+        states = D.gather(self.ctx, {"epoch": self.rng_epoch or now, "now": now})
+        self.save(self.learn, position, states)
+        self.last_save = time.monotonic()

@@ -11,7 +11,7 @@ import sys
 DEFAULTS = dict(
     epochs_base_lm=10, epochs_lm=4, epochs_clf=6, bs=64, lr=2e-3, lr_lm=2e-3, seq_len=72,
     drop_mult=0.5, seed=42, valid_pct=0.2, emb_sz=400, n_hid=1152, n_layers=3,
-    max_vocab=60000, min_freq=2,
+    max_vocab=60000, min_freq=2, precision="auto", deterministic=False, checkpoint_minutes=10.0,
 )
 HELP = dict(
     epochs_base_lm="epochs to pretrain the base LM when <lang>/lm/ is empty",
@@ -23,7 +23,22 @@ HELP = dict(
     valid_pct="share of labelled rows held out for validation",
     emb_sz="embedding size (new base LM only)", n_hid="LSTM hidden size (new base LM only)",
     n_layers="LSTM layers (new base LM only)", max_vocab="vocabulary cap", min_freq="min token count for the vocabulary",
+    precision="auto (bf16 where the GPU supports it, else fp16 with loss scaling; fp32 on CPU), fp32, bf16 or fp16",
+    deterministic="GPU: deterministic cuDNN kernels instead of autotuned ones (CPU runs are always deterministic)",
+    checkpoint_minutes="also checkpoint inside an epoch after this many minutes (0 = at epoch ends only)",
 )
+
+
+def _flag(text: str) -> bool:
+    if text.lower() in ("1", "true", "yes"):
+        return True
+    if text.lower() in ("0", "false", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+PARSERS = {bool: _flag}
+CHOICES = {"precision": ("auto", "fp32", "bf16", "fp16")}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -43,7 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--label-sep", default=";", help="separator of several labels (multi-label)")
     p.add_argument("--work-dir", default=None, help="local scratch folder (default: a temp dir)")
     for name, default in DEFAULTS.items():
-        p.add_argument(f"--{name.replace('_', '-')}", type=type(default), default=default, help=HELP[name])
+        p.add_argument(f"--{name.replace('_', '-')}", type=PARSERS.get(type(default), type(default)), default=default,
+                       choices=CHOICES.get(name), help=HELP[name])
     return p
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+import random
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -16,6 +17,8 @@ from trainer.errors import DataError
 DATA_KEY = "{lang}/data/train.csv"
 CORPUS_PREFIX = "{lang}/data/corpus/"
 MIN_EXAMPLES_PER_LABEL = 2
+# A text field may be a whole document: far beyond csv's default 131072-character limit.
+CSV_FIELD_LIMIT = 2**31 - 1
 
 
 @dataclass
@@ -47,6 +50,7 @@ def parse_labelled_csv(raw: bytes, *, text_col: str, label_col: str, label_sep: 
             f"{source} is not UTF-8 (invalid byte 0x{raw[exc.start]:02x} on line {line})",
             hint="re-encode it, e.g. `iconv -f latin1 -t utf-8 train.csv > train.utf8.csv`",
         ) from exc
+    csv.field_size_limit(CSV_FIELD_LIMIT)  # process-wide, and only ever raised: harmless to other readers
     reader = csv.DictReader(io.StringIO(text, newline=""))
     columns = reader.fieldnames or []
     missing = [c for c in (text_col, label_col) if c not in columns]
@@ -94,3 +98,11 @@ def parse_labelled_csv(raw: bytes, *, text_col: str, label_col: str, label_sep: 
             "(they cannot appear in both training and validation; metrics for them are unreliable)"
         )
     return data
+
+
+def split_rows(n: int, valid_pct: float, seed: int) -> tuple[list[int], list[int]]:
+    """Random train/validation row indices (sorted), the same for every rank of a run."""
+    idx = list(range(n))
+    random.Random(seed).shuffle(idx)
+    n_valid = max(1, int(round(n * valid_pct)))
+    return sorted(idx[n_valid:]), sorted(idx[:n_valid])

@@ -1,78 +1,75 @@
 """The ULMFiT run: base LM -> LM fine-tuning -> classifier -> evaluation -> upload.
 
-Every stage checkpoints each epoch to `<run>/checkpoints/`; a run started again
-with the same id (a recreated Spot VM) skips finished stages and continues the
-interrupted phase from its last checkpoint.
+This module only sequences the stages. Every stage checkpoints (trainer.checkpoints); a
+run started again with the same id (a recreated Spot VM, the local launcher's restart)
+resumes from the newest complete checkpoint at the exact batch. Under torchrun every rank
+runs this code on its shard of the data; only rank 0 writes to the bucket
+(trainer.distributed).
 """
 from __future__ import annotations
 
-import csv
-import io
+import hashlib
 import json
 import pickle
-import platform
-import sys
 import tempfile
 import time
 import traceback
 from pathlib import Path
 
-import numpy as np
 import torch
-import fastai
 from fastai.text.all import (
     AWD_LSTM, F1Score, F1ScoreMulti, Perplexity, ProgressCallback, accuracy, accuracy_multi,
-    awd_lstm_clas_config, awd_lstm_lm_config, language_model_learner, set_seed, text_classifier_learner,
+    awd_lstm_clas_config, awd_lstm_lm_config, language_model_learner, text_classifier_learner,
 )
 
-from trainer import metrics as M
-from trainer.callbacks import CheckpointCallback, EpochLogCallback, PreemptionCallback, StatusCallback
-from trainer.data import CORPUS_PREFIX, DATA_KEY, parse_labelled_csv
+from trainer import distributed as D
+from trainer import precision as P
+from trainer.artifacts import evaluate, upload
+from trainer.callbacks import (
+    CheckpointCallback, EpochLogCallback, Interrupted, Preemption, ResumeCallback, StatusCallback,
+)
+from trainer.checkpoints import Checkpoint, CheckpointStore, Position
+from trainer.data import CORPUS_PREFIX, DATA_KEY, parse_labelled_csv, split_rows
 from trainer.errors import DataError, RunExistsError
-from trainer.runlog import RunLog
-from trainer.runs import RUNNING, RunStatus, read_status, run_key
+from trainer.runlog import QuietLog, RunLog
+from trainer.runs import RunStatus, mark_failed, read_status, run_key
 from trainer.storage import open_bucket
-from trainer import textdata as T
+from trainer.text.cache import corpus_keys, corpus_tokens, labelled_tokens
+from trainer.text.loaders import classifier_dataloaders, lm_dataloaders
+from trainer.text.tokens import TokenIds, build_vocab, remap
 
 LM_KEYS = ("lm/weights.pth", "lm/vocab.pkl", "lm/meta.json")
-
-
-class Interrupted(Exception):
-    """SIGTERM arrived; the current state is checkpointed."""
+EXIT_INTERRUPTED = 143  # the launchers (local supervisor, VM agent) resume the run after this
 
 
 class Run:
-    def __init__(self, args, bucket, log: RunLog, resume: bool):
-        self.a, self.bucket, self.log, self.resume = args, bucket, log, resume
+    def __init__(self, args, bucket, log, ctx: D.Context, preemption: Preemption):
+        self.a, self.bucket, self.log, self.ctx, self.preemption = args, bucket, log, ctx, preemption
         self.work = Path(args.work_dir or tempfile.mkdtemp(prefix=f"trainer-{args.lang}-"))
+        if ctx.distributed:
+            self.work = self.work / f"rank{ctx.rank}"
         (self.work / "models").mkdir(parents=True, exist_ok=True)
         self.history: list[dict] = []
-        self.preempt = PreemptionCallback()
+        self.arch = {"emb_sz": args.emb_sz, "n_hid": args.n_hid, "n_layers": args.n_layers}
+        self.precision = P.resolve(args.precision)
+        self.store = CheckpointStore(bucket, args.lang, args.run_id, self.work)
+        self.resume: Checkpoint | None = None
+        self.stage_vocab: list[str] | None = None
         self.epoch_log = EpochLogCallback(log, self.history)
         self.status_cb = StatusCallback(log)
-        self.ckpt = CheckpointCallback(self.put, self.work)
-        self.arch = {"emb_sz": args.emb_sz, "n_hid": args.n_hid, "n_layers": args.n_layers}
-
-    # -- bucket helpers -------------------------------------------------
-    def key(self, name: str) -> str:
-        return run_key(self.a.lang, self.a.run_id, name)
+        self.ckpt_cb = CheckpointCallback(ctx, preemption, self.save_checkpoint, minutes=args.checkpoint_minutes)
 
     def put(self, src, name: str) -> None:
         if isinstance(src, (bytes, bytearray)):
-            self.bucket.write_bytes(self.key(name), bytes(src))
+            self.bucket.write_bytes(run_key(self.a.lang, self.a.run_id, name), bytes(src))
         else:
-            self.bucket.upload(Path(src), self.key(name))
+            self.bucket.upload(Path(src), run_key(self.a.lang, self.a.run_id, name))
 
-    def checkpoint_meta(self, stage: str) -> dict | None:
-        if not self.resume or not self.bucket.exists(self.key(f"checkpoints/{stage}.ckpt.json")):
-            return None
-        return json.loads(self.bucket.read_bytes(self.key(f"checkpoints/{stage}.ckpt.json")))
-
-    # -- stages ---------------------------------------------------------
     def stage(self, name: str, epochs: int = 0) -> None:
         self.log.line(f"== stage {name}" + (f" ({epochs} epochs)" if epochs else ""))
         self.log.update(stage=name, epoch=0, epochs=epochs)
 
+    # -- data ------------------------------------------------------------
     def prepare(self):
         a = self.a
         self.stage("preparing")
@@ -85,49 +82,100 @@ class Run:
                                        label_sep=a.label_sep, source=self.bucket.url(key))
         for warning in self.data.warnings:
             self.log.line(f"warning: {warning}")
-        corpus_keys = [k for k in self.bucket.list(CORPUS_PREFIX.format(lang=a.lang)) if k.endswith(".txt")]
-        corpus_raw = [self.bucket.read_bytes(k) for k in corpus_keys]
-        corpus = [ln.strip() for blob in corpus_raw for ln in blob.decode("utf-8", "replace").splitlines() if ln.strip()]
+        with D.rank0_first(self.ctx):  # rank 0 tokenizes and caches; the others read its cache
+            self.texts = labelled_tokens(self.bucket, a.lang, self.data.texts, log=self.log)
+            keys = corpus_keys(self.bucket, a.lang)
+            self.corpus = [corpus_tokens(self.bucket, a.lang, k, log=self.log) for k in keys]
         kind = "multi-label" if self.data.multi_label else "single-label"
         self.log.line(f"data: {len(self.data.texts)} labelled rows ({kind}), labels "
                       + ", ".join(f"{k}={v}" for k, v in sorted(self.data.label_counts.items()))
-                      + f"; corpus: {len(corpus)} lines in {len(corpus_keys)} file(s)")
-        self.data_hash = T.data_hash(a.lang, [raw, a.text_col.encode(), *corpus_raw])
-        self.text_tokens, self.corpus_tokens = T.tokenize_cached(
-            self.bucket, a.lang, self.data_hash, self.data.texts, corpus, self.log)
-        self.train_idx, self.valid_idx = T.split_rows(len(self.data.texts), a.valid_pct, a.seed)
+                      + f"; corpus: {sum(len(t) for t in self.corpus)} lines, "
+                      f"{sum(t.n_tokens for t in self.corpus)} tokens in {len(keys)} file(s)")
+        h = hashlib.sha256(raw + f"|{a.text_col}|{a.label_col}|{a.label_sep}".encode())
+        for table in self.corpus:
+            h.update(table.ids.tobytes())
+            h.update("\n".join(table.vocab).encode())
+        self.data_hash = h.hexdigest()[:16]
+        self.train_idx, self.valid_idx = split_rows(len(self.data.texts), a.valid_pct, a.seed)
+        self.resume = self.store.latest()
+        if self.resume is not None:
+            self.resume.check_compatible(data_hash=self.data_hash, labels=self.data.label_names)
+            self.history[:] = self.resume.payload.get("history", [])
+            self.arch = self.resume.payload.get("arch", self.arch)
+            self.log.line(f"resuming from checkpoint: {self.resume.position.describe()}")
+        if self.ctx.distributed:
+            self.log.line(f"data parallel: {self.ctx.world} processes ({D.Context.describe(self.ctx)}), "
+                          f"bs {a.bs} per process = {a.bs * self.ctx.world} per step")
 
-    def fit_phases(self, learn, stage: str, phases: list[tuple]) -> None:
-        """phases: (freeze_to or None for all layers, epochs, lr). Resumable per epoch."""
-        meta = self.checkpoint_meta(stage)
+    # -- checkpoints -----------------------------------------------------
+    def save_checkpoint(self, learn, position: Position, rng_states: list[dict], **extra) -> None:
+        """Called on every rank at the same point; rank 0 writes."""
+        if not self.ctx.main:
+            return
+        payload = {"rng": rng_states, "history": list(self.history), "data_hash": self.data_hash,
+                   "labels": self.data.label_names, "world": self.ctx.world, "arch": self.arch,
+                   "vocab": self.stage_vocab, **extra}
+        if learn is not None:
+            payload["model"] = D.unwrap(learn.model).state_dict()
+            payload["opt"] = learn.opt.state_dict() if learn.opt is not None else None
+        name = self.store.save(position, payload)
+        if position.batch or position.done:
+            self.log.line(f"checkpoint: {position.describe()} -> {name}")
+
+    def resume_point(self, stage: str) -> Position | None:
+        if self.resume is None or self.resume.position.stage != stage:
+            return None
+        return self.resume.position
+
+    def setup(self, learn):
+        """Every learner of the run: plain logs, this run's precision, data parallel across ranks."""
         learn.remove_cb(ProgressCallback)
         learn.logger = lambda *_: None  # Recorder would print raw lists; EpochLogCallback logs
-        learn.add_cbs([self.preempt, self.epoch_log, self.status_cb, self.ckpt])
-        total = sum(n for _, n, _ in phases)
-        offset = 0
+        P.apply(learn, self.precision)
+        if self.ctx.distributed:
+            D.data_parallel(learn, self.ctx)
+        return learn
+
+    def fit_phases(self, learn, stage: str, phases: list[tuple], *, last_saves_done: bool = True) -> None:
+        """phases: (freeze_to or None for all layers, epochs, lr). Resumes at the checkpoint's batch.
+
+        The last epoch's checkpoint marks the stage done unless the stage saves its own (`last_saves_done`)."""
+        learn.add_cbs([self.epoch_log, self.status_cb, self.ckpt_cb])
+        at = self.resume_point(stage)
+        total, offset = sum(n for _, n, _ in phases), 0
         for i, (freeze_to, n, lr) in enumerate(phases):
-            start = 0
-            if meta is not None:
-                if i < meta["phase"]:
-                    offset += n
-                    continue
-                if i == meta["phase"]:
-                    start = meta["epochs_done"]
+            if at is not None and i < at.phase:
+                offset += n
+                continue
             learn.unfreeze() if freeze_to is None else learn.freeze_to(freeze_to)
-            if meta is not None and i == meta["phase"]:
-                ckpt = self.work / f"resume-{stage}.pth"
-                self.bucket.download(self.key(f"checkpoints/{stage}.ckpt.pth"), ckpt)
-                learn.load(ckpt.with_suffix(""), with_opt=True)
-                self.log.line(f"{stage}: resumed at phase {i + 1}, epoch {start + 1} from checkpoint")
-            if start < n:
-                self.epoch_log.stage, self.epoch_log.phase, self.epoch_log.total = stage, f"{i + 1}/{len(phases)}", total
-                self.epoch_log.offset = self.status_cb.offset = offset
-                self.ckpt.stage, self.ckpt.phase_idx = stage, i
-                learn.fit_one_cycle(n, lr, start_epoch=start)
-                if self.preempt.requested:
-                    raise Interrupted()
+            cbs = []
+            if at is not None and i == at.phase:
+                cbs = [self.restore(learn, at)]
+            self.epoch_log.stage, self.epoch_log.phase, self.epoch_log.total = stage, f"{i + 1}/{len(phases)}", total
+            self.epoch_log.offset = self.status_cb.offset = offset
+            self.ckpt_cb.stage, self.ckpt_cb.phase_idx, self.ckpt_cb.last_phase = (
+                stage, i, last_saves_done and i == len(phases) - 1)
+            learn.fit_one_cycle(n, lr, start_epoch=at.epoch if cbs else 0, cbs=cbs)
+            at = None
+            if any(D.any_rank(self.ctx, self.preemption.requested)):
+                raise Interrupted("SIGTERM")
             offset += n
 
+    def restore(self, learn, at: Position) -> ResumeCallback:
+        """Loads the checkpoint's weights (and optimizer, inside a phase) into `learn`."""
+        p = self.resume.payload
+        D.unwrap(learn.model).load_state_dict(p["model"])
+        if (at.epoch or at.batch) and p.get("opt") is not None:
+            learn.opt.load_state_dict(p["opt"])  # freeze_to() cleared it, as at a phase start
+        same_world = p.get("world") == self.ctx.world
+        rng = p["rng"][self.ctx.rank] if same_world else None
+        if not same_world:
+            self.log.line(f"note: checkpoint from {p.get('world')} process(es), now {self.ctx.world}: "
+                          "data order after the resume differs from an uninterrupted run")
+        self.log.line(f"{at.stage}: resumed at {at.describe()}")
+        return ResumeCallback(at.epoch, at.batch, rng and rng["epoch"], rng and rng["now"])
+
+    # -- stages ----------------------------------------------------------
     def base_lm(self):
         a = self.a
         models = self.work / "models"
@@ -142,59 +190,75 @@ class Run:
             self.log.line(f"base LM: reused {self.bucket.url(a.lang + '/lm/')} (trained {lm_meta.get('trained_at')})")
             return
         self.stage("base_lm", a.epochs_base_lm)
-        tokens = self.corpus_tokens + [self.text_tokens[i] for i in self.train_idx]
-        vocab = T.build_vocab(tokens, min_freq=a.min_freq, max_vocab=a.max_vocab)
-        set_seed(a.seed, reproducible=True)
-        dls = T.lm_dataloaders(tokens, vocab, bs=a.bs, seq_len=a.seq_len, seed=a.seed)
-        learn = language_model_learner(dls, AWD_LSTM, config={**awd_lstm_lm_config, **self.arch},
-                                       drop_mult=a.drop_mult, pretrained=False, path=self.work,
-                                       metrics=[accuracy, Perplexity()])
+        train_texts = self.texts.select(self.train_idx)
+        vocab = build_vocab([*self.corpus, train_texts], min_freq=a.min_freq, max_vocab=a.max_vocab)
+        if self.resume_point("base_lm") is not None:
+            vocab = self.resume.payload["vocab"]
+        self.stage_vocab = vocab
+        tokens = TokenIds.concat([remap(t, vocab) for t in [*self.corpus, train_texts]])
+        P.seed_everything(a.seed + self.ctx.rank, deterministic=a.deterministic)
+        dls = lm_dataloaders(tokens, bs=a.bs, seq_len=a.seq_len, seed=a.seed, rank=self.ctx.rank, world=self.ctx.world)
+        learn = self.setup(language_model_learner(dls, AWD_LSTM, config={**awd_lstm_lm_config, **self.arch},
+                                                  drop_mult=a.drop_mult, pretrained=False, path=self.work,
+                                                  metrics=[accuracy, Perplexity()]))
         self.fit_phases(learn, "base_lm", [(None, a.epochs_base_lm, a.lr_lm)])
-        torch.save(learn.model.state_dict(), models / "weights.pth")
+        torch.save(D.unwrap(learn.model).state_dict(), models / "weights.pth")
         (models / "vocab.pkl").write_bytes(pickle.dumps(list(vocab)))
         meta = {"arch": self.arch, "vocab_size": len(vocab), "trained_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "run_id": a.run_id, "data_hash": self.data_hash, "epochs": a.epochs_base_lm}
         (models / "meta.json").write_text(json.dumps(meta, indent=2))
-        for k in LM_KEYS:  # meta last: a reader only trusts lm/ once meta.json exists
-            self.bucket.write_bytes(f"{a.lang}/{k}", (models / Path(k).name).read_bytes(), if_absent=True)
-        self.log.line(f"base LM: saved to {self.bucket.url(a.lang + '/lm/')} for later runs")
+        if self.ctx.main:
+            for k in LM_KEYS:  # meta last: a reader only trusts lm/ once meta.json exists
+                self.bucket.write_bytes(f"{a.lang}/{k}", (models / Path(k).name).read_bytes(), if_absent=True)
+            self.log.line(f"base LM: saved to {self.bucket.url(a.lang + '/lm/')} for later runs")
+        D.barrier(self.ctx)
 
     def lm_finetune(self):
         a = self.a
         models = self.work / "models"
-        if self.resume and self.bucket.exists(self.key("checkpoints/lm_encoder.ckpt.pth")):
-            self.bucket.download(self.key("checkpoints/lm_encoder.ckpt.pth"), models / "ft_enc.pth")
-            self.bucket.download(self.key("checkpoints/lm_vocab.ckpt.pkl"), models / "ft_vocab.pkl")
-            self.ft_vocab = pickle.loads((models / "ft_vocab.pkl").read_bytes())
+        if self.resume is not None and self.resume.position.stage == "classifier":
+            self.ft_vocab = self.resume.payload["vocab"]
+            self.log.line("lm_finetune: finished before the interruption; the classifier checkpoint has its weights")
+            return
+        at = self.resume_point("lm_finetune")
+        if at is not None and at.done:
+            self.ft_vocab = self.resume.payload["vocab"]
+            torch.save(self.resume.payload["encoder"], models / "ft_enc.pth")
             self.log.line("lm_finetune: finished before the interruption; reusing its encoder")
             return
         self.stage("lm_finetune", a.epochs_lm)
-        self.ft_vocab = T.build_vocab(self.text_tokens, min_freq=a.min_freq, max_vocab=a.max_vocab)
-        set_seed(a.seed, reproducible=True)
-        dls = T.lm_dataloaders(self.text_tokens, self.ft_vocab, bs=a.bs, seq_len=a.seq_len, seed=a.seed)
-        learn = language_model_learner(dls, AWD_LSTM, config={**awd_lstm_lm_config, **self.arch},
-                                       drop_mult=a.drop_mult, pretrained_fnames=["weights", "vocab"],
-                                       path=self.work, metrics=[accuracy, Perplexity()])
+        self.ft_vocab = self.resume.payload["vocab"] if at is not None else build_vocab(
+            [self.texts], min_freq=a.min_freq, max_vocab=a.max_vocab)
+        self.stage_vocab = self.ft_vocab
+        P.seed_everything(a.seed + self.ctx.rank, deterministic=a.deterministic)
+        dls = lm_dataloaders(remap(self.texts, self.ft_vocab), bs=a.bs, seq_len=a.seq_len, seed=a.seed,
+                             rank=self.ctx.rank, world=self.ctx.world)
+        learn = self.setup(language_model_learner(dls, AWD_LSTM, config={**awd_lstm_lm_config, **self.arch},
+                                                  drop_mult=a.drop_mult, pretrained_fnames=["weights", "vocab"],
+                                                  path=self.work, metrics=[accuracy, Perplexity()]))
         phases = [(-1, min(1, a.epochs_lm), a.lr_lm), (None, max(0, a.epochs_lm - 1), a.lr_lm / 10)]
-        self.fit_phases(learn, "lm_finetune", [p for p in phases if p[1] > 0])
-        learn.save_encoder("ft_enc")
-        (models / "ft_vocab.pkl").write_bytes(pickle.dumps(list(self.ft_vocab)))
-        self.put(models / "ft_vocab.pkl", "checkpoints/lm_vocab.ckpt.pkl")
-        self.put(models / "ft_enc.pth", "checkpoints/lm_encoder.ckpt.pth")
+        self.fit_phases(learn, "lm_finetune", [p for p in phases if p[1] > 0], last_saves_done=False)
+        encoder = D.unwrap(learn.model)[0].state_dict()
+        torch.save(encoder, models / "ft_enc.pth")  # on every rank (fastai's save_encoder skips ranks > 0)
+        self.save_checkpoint(None, Position("lm_finetune", done=True), [], encoder=encoder)
 
     def classifier(self):
         a = self.a
         self.stage("classifier", a.epochs_clf)
-        set_seed(a.seed, reproducible=True)
-        self.dls = T.classifier_dataloaders(self.data, a.lang, self.ft_vocab, (self.train_idx, self.valid_idx),
-                                            bs=a.bs, seq_len=a.seq_len)
+        self.stage_vocab = self.ft_vocab
+        P.seed_everything(a.seed + self.ctx.rank, deterministic=a.deterministic)
+        self.dls = classifier_dataloaders(
+            remap(self.texts, self.ft_vocab), self.data.labels, multi_label=self.data.multi_label,
+            label_names=self.data.label_names, splits=(self.train_idx, self.valid_idx), bs=a.bs, seq_len=a.seq_len,
+            rank=self.ctx.rank, world=self.ctx.world)
         multi = self.data.multi_label
         metrics = ([accuracy_multi, F1ScoreMulti(average="macro")] if multi
                    else [accuracy, F1Score(average="macro")])
-        learn = text_classifier_learner(self.dls, AWD_LSTM, config={**awd_lstm_clas_config, **self.arch},
-                                        drop_mult=a.drop_mult, pretrained=False, seq_len=a.seq_len,
-                                        path=self.work, metrics=metrics)
-        learn.load_encoder("ft_enc")
+        learn = self.setup(text_classifier_learner(self.dls, AWD_LSTM, config={**awd_lstm_clas_config, **self.arch},
+                                                   drop_mult=a.drop_mult, pretrained=False, seq_len=a.seq_len,
+                                                   path=self.work, metrics=metrics))
+        if self.resume_point("classifier") is None:
+            learn.load_encoder("ft_enc")
         lr, d = a.lr, 2.6 ** 4  # ULMFiT: discriminative rates, lr/2.6 per layer group down
         phases = [(-1, 1, lr), (-2, 1, slice(lr / 2 / d, lr / 2)), (-3, 1, slice(lr / 4 / d, lr / 4)),
                   (None, a.epochs_clf - 3, slice(lr / 10 / d, lr / 10))]
@@ -204,115 +268,80 @@ class Run:
             if n > 0:
                 trimmed.append((freeze_to, n, rate))
             left -= n
-        self.fit_phases(learn, "classifier", trimmed)
-        learn.remove_cbs([self.preempt, self.epoch_log, self.status_cb, self.ckpt])
+        at = self.resume_point("classifier")
+        if at is not None and at.done:
+            D.unwrap(learn.model).load_state_dict(self.resume.payload["model"])
+            self.log.line("classifier: finished before the interruption; evaluating its checkpoint")
+        else:
+            self.fit_phases(learn, "classifier", trimmed)
+        # Evaluation is rank 0's alone: no more collectives (get_preds fires before_fit too).
+        learn.remove_cbs([self.epoch_log, self.status_cb, self.ckpt_cb, *learn.cbs.filter(
+            lambda cb: isinstance(cb, D.DataParallelCallback))])
         self.learn = learn
 
-    def evaluate(self) -> dict:
-        self.stage("evaluating")
-        probs, targs = self.learn.get_preds(ds_idx=1)
-        probs = probs.numpy()
-        labels = self.data.label_names
-        if self.data.multi_label:
-            targets = targs.numpy().astype(int)
-            thresholds = M.choose_thresholds(probs, targets)
-        else:
-            targets = np.eye(len(labels), dtype=int)[targs.numpy().astype(int)]
-            thresholds = None
-        pred = M.decide(probs, multi_label=self.data.multi_label, thresholds=thresholds)
-        result = M.score(pred, targets, labels, thresholds)
-        all_targets = np.array([[int(l in row) for l in labels] for row in self.data.labels])
-        baseline = M.majority_baseline(all_targets[self.train_idx], targets, labels)
-        out = io.StringIO()
-        w = csv.writer(out)
-        w.writerow(["row_id", "text", "true_labels", "pred_labels", *[f"prob_{l}" for l in labels]])
-        for n, i in enumerate(self.valid_idx):
-            w.writerow([self.data.row_ids[i], self.data.texts[i], ";".join(self.data.labels[i]),
-                        ";".join(l for l, p in zip(labels, pred[n]) if p), *[f"{p:.4f}" for p in probs[n]]])
-        self.predictions_csv = out.getvalue().encode()
-        self.log.line(f"validation: macro-F1 {result['macro_f1']:.3f}, micro-F1 {result['micro_f1']:.3f}, "
-                      f"accuracy {result['accuracy']:.3f} (majority baseline macro-F1 {baseline['macro_f1']:.3f})")
-        return {"labels": labels, "multi_label": self.data.multi_label, **result, "baseline": baseline,
-                "n_train": len(self.train_idx), "n_valid": len(self.valid_idx)}
 
-    def upload(self, result: dict, started: float) -> None:
-        a = self.a
-        self.stage("uploading")
-        self.learn.export(self.work / "model.pth")
-        self.put(self.work / "model.pth", "model.pth")
-        self.put(self.predictions_csv, "valid_predictions.csv")
-        plot = plot_history(self.history, self.work / "history.png")
-        if plot:
-            self.put(plot, "plots/history.png")
-        meta = {"args": vars(a), "data_hash": self.data_hash, "arch": self.arch, "python": sys.version.split()[0],
-                "torch": torch.__version__, "fastai": fastai.__version__, "platform": platform.platform(),
-                "device": "cuda" if torch.cuda.is_available() else "cpu",
-                "image": __import__("os").environ.get("TRAINSTACK_IMAGE")}
-        self.put(json.dumps(meta, indent=2, default=str).encode(), "metadata/trainer.json")
-        metrics = {"run_id": a.run_id, "lang": a.lang, **result, "duration_s": round(time.time() - started, 1),
-                   "history": self.history}
-        # metrics.json last: its presence means every other artifact is in place.
-        self.put(json.dumps(metrics, indent=2).encode(), "metrics.json")
-
-
-def plot_history(history: list[dict], path: Path) -> Path | None:
-    if not history:
-        return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(8, 4))
-    for key in ("train_loss", "valid_loss"):
-        ax.plot(range(1, len(history) + 1), [h.get(key) for h in history], label=key, marker="o")
-    ax.set_xlabel("epoch (all stages)")
-    ax.set_ylabel("loss")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
+def _log_for(ctx: D.Context, bucket, args):
+    """Rank 0 owns status.json and log.txt; the others only print."""
+    if not ctx.main:
+        return QuietLog(), False
+    status = read_status(bucket, args.lang, args.run_id)
+    resume = status is not None
+    if status is None:
+        status = RunStatus(run_id=args.run_id, lang=args.lang, env=args.env)
+    else:
+        status.resumed += 1
+    log = RunLog(bucket, status)
+    log.started()
+    log.line(f"run {args.run_id} ({args.lang}, env {args.env})" + (f", resume #{status.resumed}" if resume else ""))
+    return log, resume
 
 
 def run_training(args) -> int:
+    ctx = D.Context.from_env()
     bucket = open_bucket(args.bucket)
     status = read_status(bucket, args.lang, args.run_id)
     if status is not None and status.terminal:
         err = RunExistsError(f"run {args.run_id} already ended ({status.state}); its files are kept as they are",
                              hint="start a new run id")
-        print(f"error: {err.message}\n  {err.hint}", file=sys.stderr)
+        print(f"error: {err.message}\n  {err.hint}", flush=True)
         return 2
-    resume = status is not None and status.state == RUNNING
-    if status is None:
-        status = RunStatus(run_id=args.run_id, lang=args.lang, env=args.env)
-    if resume:
-        status.resumed += 1
-    log = RunLog(bucket, status)
-    log.started()
-    log.line(f"run {args.run_id} ({args.lang}, env {args.env})" + (f", resume #{status.resumed}" if resume else ""))
+    preemption = Preemption(ctx)
+    preemption.install()
     started = time.time()
-    torch.set_num_threads(max(1, torch.get_num_threads()))
+    log = QuietLog()
     try:
-        run = Run(args, bucket, log, resume)
+        D.init(ctx)
+        log, _ = _log_for(ctx, bucket, args)
+        run = Run(args, bucket, log, ctx, preemption)
         run.prepare()
         run.base_lm()
         run.lm_finetune()
         run.classifier()
-        result = run.evaluate()
-        run.upload(result, started)
-        log.succeeded()
-        log.line(f"SUCCEEDED in {time.time() - started:.0f}s")
-        log.flush()
+        if ctx.main:
+            upload(run, evaluate(run), started)
+            log.succeeded()
+            log.line(f"SUCCEEDED in {time.time() - started:.0f}s")
+            log.flush()
+        D.barrier(ctx)  # ranks leave together: one that exits early reads as a failure to torchrun
         return 0
     except Interrupted:
-        log.line("interrupted (SIGTERM): checkpoint saved; rerun with the same run id to resume")
+        log.line("interrupted (SIGTERM): checkpoint saved; the same run id resumes from it")
         log.update(stage="interrupted")
-        return 143
+        return EXIT_INTERRUPTED
     except DataError as exc:
         log.failed(exc.message + (f" ({exc.hint})" if exc.hint else ""))
         return 2
     except Exception as exc:  # the run must end with a status, whatever happened
+        if D.is_peer_error(exc):
+            log.line(f"a peer process stopped ({str(exc).splitlines()[0][:200]}); "
+                     "resuming from the last complete checkpoint")
+            log.update(stage="interrupted")
+            return EXIT_INTERRUPTED
         traceback.print_exc()
-        log.failed(f"{type(exc).__name__}: {exc}")
+        if ctx.main:
+            log.failed(f"{type(exc).__name__}: {exc}")
+        else:  # rank 0 would only see a lost peer: record the real error
+            mark_failed(bucket, args.lang, args.run_id, args.env, f"rank {ctx.rank}: {type(exc).__name__}: {exc}")
         return 1
+    finally:
+        D.shutdown(ctx)

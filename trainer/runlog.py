@@ -6,6 +6,7 @@ appended to, so the whole log is re-uploaded, at most every `flush_every_s`
 """
 from __future__ import annotations
 
+import os
 import socket
 import time
 from datetime import datetime, timezone
@@ -57,7 +58,7 @@ class RunLog:
         write_status(self.bucket, self.status)
 
     def started(self) -> None:
-        self.update(state=RUNNING, host=socket.gethostname())
+        self.update(state=RUNNING, host=socket.gethostname(), pid=os.getpid())
 
     def succeeded(self) -> None:
         self.update(state=SUCCEEDED, stage="done", finished_at=now_iso(), error=None)
@@ -65,3 +66,19 @@ class RunLog:
     def failed(self, error: str) -> None:
         self.line(f"FAILED: {error}")
         self.update(state=FAILED, finished_at=now_iso(), error=error)
+
+
+class QuietLog:
+    """The log of ranks > 0: rank 0 owns status.json and log.txt, so these only print errors."""
+
+    def line(self, message: str) -> None:
+        pass
+
+    def flush(self) -> None:
+        pass
+
+    def update(self, **fields) -> None:
+        pass
+
+    def failed(self, error: str) -> None:
+        print(f"FAILED: {error}", flush=True)

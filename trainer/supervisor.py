@@ -2,13 +2,18 @@
 
 The local target's launcher (what a VM's start-up script is on GCP):
 
-    python -m trainer.supervisor start --state-dir D [--max-run-hours H] -- <trainer args>
+    python -m trainer.supervisor start --state-dir D [--max-run-hours H] [--processes N]
+                                       [--max-restarts R] -- <trainer args>
     python -m trainer.supervisor stop  --state-dir D [--timeout 25]
 
 `start` returns at once, leaving a supervisor in its own process session that
-runs `python -m trainer`, forwards SIGTERM to it, enforces max_run_hours, and
-marks the run FAILED if the trainer died without saying so (crash, kill,
-`stop`). Nothing here depends on the process that called `start`.
+runs `python -m trainer` (N gloo ranks under torchrun when N > 1), forwards
+SIGTERM to it, enforces max_run_hours, and marks the run FAILED if the trainer
+died without saying so. Like the instance group that recreates a preempted VM,
+it starts the trainer again for the same run id when it was interrupted (exit
+143, or death by a signal) without a final status, up to R times; a data or
+code failure (exit 1 or 2, or a FAILED status) is never restarted. Nothing here
+depends on the process that called `start`.
 """
 from __future__ import annotations
 
@@ -21,6 +26,7 @@ import time
 from pathlib import Path
 
 PID_FILE, OUT_FILE, EXIT_FILE, CANCEL_FILE = "supervisor.pid", "trainer.out", "exit_code", "cancelled"
+TRAINER_PID_FILE = "trainer.pid"  # the current launch (python -m trainer, or torchrun and its ranks)
 GRACE_S = 25  # Spot VMs get ~30 s notice; the local target keeps the same budget.
 
 
@@ -39,9 +45,9 @@ def _alive(pid: int) -> bool:
         return True
 
 
-def read_pid(state_dir: Path) -> int | None:
+def read_pid(state_dir: Path, name: str = PID_FILE) -> int | None:
     try:
-        return int((state_dir / PID_FILE).read_text().strip())
+        return int((state_dir / name).read_text().strip())
     except (OSError, ValueError):
         return None
 
@@ -51,7 +57,8 @@ def is_running(state_dir: Path) -> bool:
     return pid is not None and not (state_dir / EXIT_FILE).exists() and _alive(pid)
 
 
-def start(state_dir: Path, max_run_hours: float, trainer_args: list[str]) -> int:
+def start(state_dir: Path, max_run_hours: float, trainer_args: list[str], *, processes: int = 1,
+          max_restarts: int = 3) -> int:
     state_dir.mkdir(parents=True, exist_ok=True)
     if is_running(state_dir):
         print(f"supervisor already running (pid {read_pid(state_dir)})")
@@ -61,7 +68,8 @@ def start(state_dir: Path, max_run_hours: float, trainer_args: list[str]) -> int
     with open(state_dir / OUT_FILE, "ab") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "trainer.supervisor", "run", "--state-dir", str(state_dir),
-             "--max-run-hours", str(max_run_hours), "--", *trainer_args],
+             "--max-run-hours", str(max_run_hours), "--processes", str(processes),
+             "--max-restarts", str(max_restarts), "--", *trainer_args],
             stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
             start_new_session=True, close_fds=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
@@ -79,44 +87,97 @@ def _tail(path: Path, n: int = 8) -> str:
     return "\n".join(lines[-n:])
 
 
+def _run_args(trainer_args: list[str]):
+    from trainer.cli import build_parser
+
+    return build_parser().parse_known_args(trainer_args)[0]
+
+
 def _finalize(trainer_args: list[str], error: str) -> None:
     """Mark the run FAILED unless the trainer already wrote a final state."""
-    from trainer.cli import build_parser
     from trainer.runs import mark_failed
     from trainer.storage import open_bucket
 
-    args, _ = build_parser().parse_known_args(trainer_args)
+    args = _run_args(trainer_args)
     mark_failed(open_bucket(args.bucket), args.lang, args.run_id, args.env, error)
 
 
-def run(state_dir: Path, max_run_hours: float, trainer_args: list[str]) -> int:
-    child = subprocess.Popen([sys.executable, "-m", "trainer", *trainer_args])
-    stopping = {"signal": False}
+def interrupted(code: int, status, *, processes: int) -> bool:
+    """Would the instance group resume this run? An interruption, not a data or code failure."""
+    if status is not None and status.terminal:
+        return False  # the trainer (or a rank) recorded how the run ended
+    if code in (0, 2):  # 0 without a final status is a bug; 2 = bad arguments before any status
+        return False
+    # One process: 1 is an unhandled error. Under torchrun, 1 is any worker's failure: a rank
+    # that failed for real wrote FAILED (above), so what is left is a rank lost to a signal.
+    return code != 1 or processes > 1
+
+
+def _launch(state_dir: Path, trainer_args: list[str], processes: int) -> subprocess.Popen:
+    from trainer.vm.spec import one_machine_command
+
+    # Its own process group, so a kill after the grace period reaches torchrun's ranks too.
+    child = subprocess.Popen(one_machine_command(processes, trainer_args), start_new_session=True)
+    (state_dir / TRAINER_PID_FILE).write_text(str(child.pid))
+    return child
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def run(state_dir: Path, max_run_hours: float, trainer_args: list[str], *, processes: int = 1,
+        max_restarts: int = 3) -> int:
+    from trainer.runs import read_status
+    from trainer.storage import open_bucket
+
+    args = _run_args(trainer_args)
+    deadline = time.monotonic() + max_run_hours * 3600
+    stopping = {"signal": False, "child": None}
 
     def forward(signum, _frame):
         stopping["signal"] = True
-        if child.poll() is None:
+        child = stopping["child"]
+        if child is not None and child.poll() is None:
             child.send_signal(signal.SIGTERM)
 
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
-    timed_out = False
-    try:
-        code = child.wait(timeout=max_run_hours * 3600)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        child.send_signal(signal.SIGTERM)
+    timed_out, restarts = False, 0
+    while True:
+        child = stopping["child"] = _launch(state_dir, trainer_args, processes)
         try:
-            code = child.wait(timeout=GRACE_S)
+            code = child.wait(timeout=max(deadline - time.monotonic(), 0))
         except subprocess.TimeoutExpired:
-            child.kill()
-            code = child.wait()
+            timed_out = True
+            child.send_signal(signal.SIGTERM)
+            try:
+                code = child.wait(timeout=GRACE_S)
+            except subprocess.TimeoutExpired:
+                _kill_group(child.pid)
+                code = child.wait()
+        if timed_out or stopping["signal"] or (state_dir / CANCEL_FILE).exists():
+            break
+        status = read_status(open_bucket(args.bucket), args.lang, args.run_id)
+        if not interrupted(code, status, processes=processes):
+            break
+        if restarts >= max_restarts:
+            code = f"{code}; interrupted {restarts + 1} times, max_restarts={max_restarts} reached"
+            break
+        restarts += 1
+        how = f"signal {-code}" if code < 0 else f"exit {code}"
+        print(f"trainstack supervisor: trainer interrupted ({how}); restarting it for run {args.run_id} "
+              f"(restart {restarts} of at most {max_restarts}), as the instance group recreates a preempted VM",
+              flush=True)
     if timed_out:
         error = f"stopped after max_run_hours={max_run_hours:g}"
     elif (state_dir / CANCEL_FILE).exists():
         error = "cancelled: the training stack was destroyed while the run was active"
     elif code != 0:
-        error = f"trainer exited with code {code}" + (f" (signal)" if code < 0 else "")
+        error = f"trainer exited with code {code}" + (" (signal)" if isinstance(code, int) and code < 0 else "")
         tail = _tail(state_dir / OUT_FILE)
         if tail:
             error += f"; last output:\n{tail}"
@@ -125,7 +186,7 @@ def run(state_dir: Path, max_run_hours: float, trainer_args: list[str]) -> int:
     try:
         _finalize(trainer_args, error)
     finally:
-        (state_dir / EXIT_FILE).write_text(str(code))
+        (state_dir / EXIT_FILE).write_text(str(code).split(";")[0])
     return 0
 
 
@@ -140,10 +201,10 @@ def stop(state_dir: Path, timeout: float) -> int:
     while time.monotonic() < deadline and _alive(pid) and not (state_dir / EXIT_FILE).exists():
         time.sleep(0.2)
     if _alive(pid) and not (state_dir / EXIT_FILE).exists():
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        trainer = read_pid(state_dir, TRAINER_PID_FILE)
+        if trainer is not None:
+            _kill_group(trainer)
+        _kill_group(pid)
         print(f"trainer did not stop within {timeout:g}s: killed")
     else:
         print("trainer stopped")
@@ -157,13 +218,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--state-dir", type=Path, required=True, help="pid, output and exit files")
     parser.add_argument("--max-run-hours", type=float, default=6.0)
     parser.add_argument("--timeout", type=float, default=GRACE_S, help="stop: seconds before SIGKILL")
+    parser.add_argument("--processes", type=int, default=1, help="trainer ranks (gloo) on this machine")
+    parser.add_argument("--max-restarts", type=int, default=3, help="restarts of an interrupted trainer")
     argv = list(sys.argv[1:] if argv is None else argv)
     cut = argv.index("--") if "--" in argv else len(argv)
     args, rest = parser.parse_args(argv[:cut]), argv[cut + 1:]
     if args.action == "start":
-        return start(args.state_dir, args.max_run_hours, rest)
+        return start(args.state_dir, args.max_run_hours, rest, processes=args.processes,
+                     max_restarts=args.max_restarts)
     if args.action == "run":
-        return run(args.state_dir, args.max_run_hours, rest)
+        return run(args.state_dir, args.max_run_hours, rest, processes=args.processes,
+                   max_restarts=args.max_restarts)
     return stop(args.state_dir, args.timeout)
 
 

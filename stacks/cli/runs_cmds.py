@@ -87,7 +87,7 @@ def logs(lang: LangArg, env: EnvOpt = "local", sets: SetOpt = None, run: RunOpt 
 def runs(env: EnvOpt = "local", sets: SetOpt = None,
          lang: Annotated[str | None, typer.Option("--lang", help="only this language")] = None,
          as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False):
-    """Table of past runs: run, lang, state, started, duration, macro-F1."""
+    """Table of past runs: run, lang, state, started, duration, macro-F1, resumes after interruptions."""
     from stacks.lifecycle import bucket_of, language_settings
     from trainer.runs import list_run_ids, read_metrics, read_status
 
@@ -102,19 +102,20 @@ def runs(env: EnvOpt = "local", sets: SetOpt = None,
             s = read_status(bucket, code, run_id)
             m = read_metrics(bucket, code, run_id) or {}
             rows.append({"run_id": run_id, "lang": code, "state": s.state, "started_at": s.started_at,
-                         "duration_s": _duration(s), "macro_f1": m.get("macro_f1"), "error": s.error})
+                         "duration_s": _duration(s), "macro_f1": m.get("macro_f1"), "resumed": s.resumed,
+                         "error": s.error})
     rows.sort(key=lambda r: r["run_id"])
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
         return
     table = Table(title=f"runs in {config.bucket} (times UTC)")
-    for col in ("run", "lang", "state", "started", "duration", "macro-F1"):
+    for col in ("run", "lang", "state", "started", "duration", "macro-F1", "resumed"):
         table.add_column(col, no_wrap=col in ("run", "started"))
     for r in rows:
         dur = f"{r['duration_s']:.0f}s" if r["duration_s"] is not None else ""
         f1 = f"{r['macro_f1']:.3f}" if r["macro_f1"] is not None else ""
         started = (r["started_at"] or "")[:16].replace("T", " ")  # minutes, UTC
-        table.add_row(r["run_id"], r["lang"], r["state"], started, dur, f1)
+        table.add_row(r["run_id"], r["lang"], r["state"], started, dur, f1, str(r["resumed"] or ""))
     console.print(table)
 
 

@@ -40,6 +40,10 @@ def check_gcp(config: EnvConfig, origin: dict[tuple, str]) -> None:
                           "trusts exactly one GitHub repository", source=env_file,
                           hint=f"add `ci: {{github_repository: OWNER/NAME}}` to {env_file}")
     for lang, settings in config.languages.items():
+        if settings.processes > 1:
+            raise ConfigError(f"languages.{lang}.processes={settings.processes}: `processes` runs gloo ranks on the "
+                              "local target only", source=source("languages", lang, "processes"),
+                              hint="on gcp, data parallelism comes from gpu.count (one rank per GPU) and nodes")
         problem = gpu_problem(settings.gpu.type, settings.gpu.count, settings.machine_type)
         if problem:
             key = ("languages", lang, "gpu")

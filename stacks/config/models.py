@@ -49,6 +49,9 @@ class TrainerSettings(StrictModel):
     n_layers: int = Field(D["n_layers"], ge=1)
     max_vocab: int = Field(D["max_vocab"], ge=100)
     min_freq: int = Field(D["min_freq"], ge=1)
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = D["precision"]
+    deterministic: bool = D["deterministic"]
+    checkpoint_minutes: float = Field(D["checkpoint_minutes"], ge=0)
 
     def as_cli_args(self) -> list[str]:
         """The trainer's command-line flags for these settings, in a stable order."""
@@ -65,6 +68,8 @@ class LanguageSettings(StrictModel):
     gpu: GpuSettings = GpuSettings(type="nvidia-l4", count=1)
     spot: bool = True
     nodes: int = Field(1, ge=1, le=64)
+    processes: int = Field(1, ge=1, le=64, description="local target: trainer ranks (gloo, CPU) on this machine")
+    max_restarts: int = Field(3, ge=0, le=100, description="times an interrupted (preempted) run is resumed")
     max_run_hours: float = Field(6, gt=0, le=168)
     disk_gb: int = Field(100, ge=10)
     disk_type: str = Field("pd-balanced", description="boot disk type (pd-balanced, pd-ssd, hyperdisk-balanced)")

@@ -19,14 +19,16 @@ class LocalTrainer(Construct):
     """Exposes `process` (the terraform_data resource) and `run_id` (from its output)."""
 
     def __init__(self, scope: Construct, id: str, *, run_id: str, replace_on: str, python: str, workdir: Path,
-                 procs_dir: Path, max_run_hours: float, trainer_args: list[str]) -> None:
+                 procs_dir: Path, max_run_hours: float, trainer_args: list[str], processes: int = 1,
+                 max_restarts: int = 3) -> None:
         super().__init__(scope, id)
         supervisor = [python, "-m", "trainer.supervisor"]
         # Destroy-time provisioners may only reference `self`: the run id is its output.
         state_dir = f"{shlex.quote(str(procs_dir))}/${{self.output.run_id}}"
         start = " ".join([
             *map(shlex.quote, supervisor), "start", "--state-dir", state_dir,
-            "--max-run-hours", str(max_run_hours), "--",
+            "--max-run-hours", str(max_run_hours), "--processes", str(processes),
+            "--max-restarts", str(max_restarts), "--",
             *map(shlex.quote, trainer_args), "--run-id", "${self.output.run_id}",
         ])
         stop = " ".join([*map(shlex.quote, supervisor), "stop", "--state-dir", state_dir])

@@ -95,6 +95,22 @@ def node_rank(spec: VmSpec, instance_name: str, rank_attr: str | None = None) ->
     return rank
 
 
+# The module, not a `torchrun` script that may not be on PATH in the image.
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
+
+
+def one_machine_command(processes: int, tail: list[str]) -> list[str]:
+    """`python -m trainer TAIL`, or `processes` ranks of it under torchrun (a VM's GPUs, local gloo ranks).
+
+    Nobody else to wait for; an interrupted run is started again by whoever owns the machine
+    (the instance group recreating the VM, the local supervisor), so torchrun never restarts workers.
+    """
+    if processes == 1:
+        return [sys.executable, "-m", "trainer", *tail]
+    return [*TORCHRUN, "--standalone", "--nnodes", "1", "--nproc-per-node", str(processes), "--max-restarts", "0",
+            "-m", "trainer", *tail]
+
+
 def build_command(spec: VmSpec, rank: int, launcher: list[str] | None = None) -> list[str]:
     """`python -m trainer ARGS --run-id ID`, or under torchrun for more than one GPU in all.
 
@@ -108,19 +124,13 @@ def build_command(spec: VmSpec, rank: int, launcher: list[str] | None = None) ->
     tail = [*spec.args, "--run-id", spec.run_id]
     if launcher is not None:
         return [*launcher, *tail]
-    if spec.nodes * spec.gpus_per_node == 1:
-        return [sys.executable, "-m", "trainer", *tail]
-    # The module, not a `torchrun` script that may not be on PATH in the image.
-    torchrun = [sys.executable, "-m", "torch.distributed.run"]
-    procs = ["--nproc-per-node", str(spec.gpus_per_node)]
     if spec.nodes == 1:
-        # One VM (not necessarily named <base>-0): nobody to wait for; a preempted VM is
-        # recreated and starts a new torchrun, so torchrun itself never restarts workers.
-        return [*torchrun, "--standalone", "--nnodes", "1", *procs, "--max-restarts", "0", "-m", "trainer", *tail]
+        return one_machine_command(spec.gpus_per_node, tail)
+    procs = ["--nproc-per-node", str(spec.gpus_per_node)]
     # c10d ignores --node-rank (it ranks nodes itself); ours only says who hosts the store,
     # explicitly rather than by torch's hostname guess.
     conf = f"join_timeout={JOIN_TIMEOUT_S},is_host={int(rank == 0)}"
-    return [*torchrun, "--rdzv-backend", "c10d", "--rdzv-endpoint", f"{spec.base_name}-0:{RDZV_PORT}",
+    return [*TORCHRUN, "--rdzv-backend", "c10d", "--rdzv-endpoint", f"{spec.base_name}-0:{RDZV_PORT}",
             "--rdzv-id", spec.run_id, "--rdzv-conf", conf, "--nnodes", str(spec.nodes), *procs,
             "--max-restarts", str(spec.max_restarts), "-m", "trainer", *tail]
 

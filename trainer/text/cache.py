@@ -1,0 +1,167 @@
+"""Token ids cached in the bucket, one entry per input: `<lang>/cache/<content-hash>/`.
+
+- labelled texts: `tokens.npz`, keyed by the texts themselves (not the CSV bytes),
+  so editing labels reuses the tokens and editing a text does not;
+- each corpus file: `part-00000.npz` + `part-00000.json` per shard of
+  `SHARD_LINES` lines, then `index.json`, written last (its presence = complete).
+  A tokenization that was interrupted leaves finished parts, each with its
+  .json; the next call streams past the lines of those parts and tokenizes
+  only the rest, so a preempted VM does not start a large corpus over.
+
+Changing train.csv never re-tokenizes an unchanged corpus file: their keys
+are independent.
+"""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import itertools
+import json
+import time
+from typing import BinaryIO, Iterator
+
+import fastai
+
+from trainer.data import CORPUS_PREFIX
+from trainer.storage import Bucket
+from trainer.text.tokens import TOKENIZER_ID, TokenIds, TokenizerPool
+
+SHARD_LINES = 1_000_000  # ~20M tokens, ~80 MB of int32 per part before compression
+CORPUS_SUFFIXES = (".txt", ".txt.gz")
+_READ_BLOCK = 1 << 20
+
+
+def _hasher(lang: str, kind: str) -> "hashlib._Hash":
+    return hashlib.sha256(f"{kind}|{lang}|{TOKENIZER_ID}|fastai-{fastai.__version__}|".encode())
+
+
+def labelled_key(lang: str, texts: list[str]) -> str:
+    h = _hasher(lang, "labelled")
+    for text in texts:
+        raw = text.encode("utf-8", "surrogatepass")
+        h.update(len(raw).to_bytes(8, "little"))  # length prefix: ["ab","c"] != ["a","bc"]
+        h.update(raw)
+    return f"{lang}/cache/{h.hexdigest()[:16]}/tokens.npz"
+
+
+def _rate(table: TokenIds, seconds: float) -> str:
+    return f"{table.n_tokens / max(seconds, 1e-9):,.0f} tokens/s"
+
+
+def labelled_tokens(bucket: Bucket, lang: str, texts: list[str], *, log, workers: int | None = None) -> TokenIds:
+    """Token ids of the labelled texts, from the cache when the same texts were tokenized before."""
+    key = labelled_key(lang, texts)
+    damaged = False
+    if bucket.exists(key):
+        try:
+            table = TokenIds.from_bytes(bucket.read_bytes(key))
+        except (ValueError, KeyError, OSError) as exc:
+            damaged = True  # e.g. a truncated upload: tokenize again and replace it
+            log.line(f"tokens: cache {key} unreadable ({exc}); tokenizing again")
+        else:
+            log.line(f"tokens: reused cache {key}")
+            return table
+    started = time.perf_counter()
+    with TokenizerPool(lang, workers) as pool:
+        table = pool.tokenize(texts)
+        used = pool.used_workers
+    seconds = time.perf_counter() - started
+    bucket.write_bytes(key, table.to_bytes(), if_absent=not damaged)
+    log.line(f"tokens: cached {len(table)} texts, {table.n_tokens} tokens to {key} "
+             f"({_rate(table, seconds)}, {used} workers)")
+    return table
+
+
+def corpus_keys(bucket: Bucket, lang: str) -> list[str]:
+    """The corpus files: `.txt` and `.txt.gz` objects under `<lang>/data/corpus/`, sorted."""
+    return sorted(k for k in bucket.list(CORPUS_PREFIX.format(lang=lang)) if k.endswith(CORPUS_SUFFIXES))
+
+
+def corpus_digest(fh: BinaryIO, lang: str, key: str) -> str:
+    """Content hash of a corpus object (its stored bytes, read as a stream)."""
+    h = _hasher(lang, "corpus-gz" if key.endswith(".gz") else "corpus")
+    for block in iter(lambda: fh.read(_READ_BLOCK), b""):
+        h.update(block)
+    return h.hexdigest()[:16]
+
+
+def corpus_lines(fh: BinaryIO, key: str) -> Iterator[str]:
+    """Non-empty stripped lines, decompressed and decoded as a stream (bad UTF-8 replaced)."""
+    raw = gzip.GzipFile(fileobj=fh, mode="rb") if key.endswith(".gz") else fh
+    text = io.TextIOWrapper(raw, encoding="utf-8-sig", errors="replace", newline=None)
+    for line in text:
+        line = line.strip()
+        if line:
+            yield line
+
+
+def corpus_tokens(bucket: Bucket, lang: str, key: str, *, log, workers: int | None = None,
+                  shard_lines: int = SHARD_LINES) -> TokenIds:
+    """Token ids of one corpus file (one text per non-empty line), cached per file content."""
+    with bucket.open_read(key) as fh:
+        prefix = f"{lang}/cache/{corpus_digest(fh, lang, key)}/"
+        if bucket.exists(prefix + "index.json"):
+            index = json.loads(bucket.read_bytes(prefix + "index.json"))
+            table = TokenIds.concat([TokenIds.from_bytes(bucket.read_bytes(prefix + p["key"]))
+                                     for p in index["parts"]])
+            log.line(f"tokens: reused cache {prefix} ({key}: {len(table)} texts, {table.n_tokens} tokens)")
+            return table
+        fh.seek(0)
+        parts, reused, seconds, new_tokens = [], 0, 0.0, 0
+        lines = corpus_lines(fh, key)
+        with TokenizerPool(lang, workers) as pool:
+            for i in itertools.count():
+                part = _reusable_part(bucket, prefix, i, shard_lines)
+                if part is not None:
+                    skipped = sum(1 for _ in itertools.islice(lines, shard_lines))
+                    if skipped != len(part):
+                        raise RuntimeError(f"cache part {prefix}part-{i:05d} has {len(part)} texts where {key} "
+                                           f"has {skipped}; delete {bucket.url(prefix)} and run again")
+                    parts.append(part)
+                    reused += 1
+                    continue
+                shard = itertools.islice(lines, shard_lines)
+                first = next(shard, None)
+                if first is None:
+                    break
+                started = time.perf_counter()
+                part = pool.tokenize(itertools.chain([first], shard))
+                seconds += time.perf_counter() - started
+                new_tokens += part.n_tokens
+                _write_part(bucket, prefix, i, i * shard_lines, shard_lines, part)
+                parts.append(part)
+            used = pool.used_workers
+    index = {"source": key, "lang": lang, "tokenizer": TOKENIZER_ID, "fastai": fastai.__version__,
+             "shard_lines": shard_lines, "texts": sum(len(p) for p in parts),
+             "tokens": sum(p.n_tokens for p in parts),
+             "parts": [{"key": f"part-{i:05d}.npz", "texts": len(p), "tokens": p.n_tokens}
+                       for i, p in enumerate(parts)]}
+    bucket.write_bytes(prefix + "index.json", json.dumps(index, indent=1).encode(), if_absent=True)
+    table = TokenIds.concat(parts)
+    note = f"; reused {reused} of {len(parts)} parts" if reused else ""
+    log.line(f"tokens: cached {len(table)} texts, {table.n_tokens} tokens to {prefix} ({key}: "
+             f"{new_tokens / max(seconds, 1e-9):,.0f} tokens/s, {used} workers{note})")
+    return table
+
+
+def _write_part(bucket: Bucket, prefix: str, i: int, start: int, shard_lines: int, part: TokenIds) -> None:
+    # Same content for the same (file hash, start, shard_lines), so overwriting a stray
+    # part left without its .json is safe; the .json goes second and marks it finished.
+    bucket.write_bytes(f"{prefix}part-{i:05d}.npz", part.to_bytes())
+    meta = {"start": start, "shard_lines": shard_lines, "texts": len(part), "tokens": part.n_tokens}
+    bucket.write_bytes(f"{prefix}part-{i:05d}.json", json.dumps(meta).encode())
+
+
+def _reusable_part(bucket: Bucket, prefix: str, i: int, shard_lines: int) -> TokenIds | None:
+    """A finished part of an interrupted run, if it was cut the same way."""
+    meta_key = f"{prefix}part-{i:05d}.json"
+    if not bucket.exists(meta_key):
+        return None
+    meta = json.loads(bucket.read_bytes(meta_key))
+    if meta.get("shard_lines") != shard_lines or meta.get("start") != i * shard_lines:
+        return None
+    try:
+        return TokenIds.from_bytes(bucket.read_bytes(f"{prefix}part-{i:05d}.npz"))
+    except Exception:  # noqa: BLE001 - a damaged part is tokenized again
+        return None

@@ -1,0 +1,262 @@
+"""Token ids as compact int32 tables, parallel tokenization, vocabularies and remapping.
+
+`tokenize` streams texts through a pool of tokenizer processes (all usable
+cores by default) in bounded chunks, so a generator over a many-GB corpus is
+never held in memory as strings: only the int32 ids are kept.
+"""
+from __future__ import annotations
+
+import io
+import itertools
+import json
+import multiprocessing
+import multiprocessing.context
+import multiprocessing.pool
+import os
+from collections import Counter, deque
+from dataclasses import dataclass
+from typing import Iterable, Iterator
+
+import numpy as np
+
+from trainer.text import worker
+
+TOKENIZER_ID = "fastai-spacy-blank-v1"
+# A chunk also ends at this many characters, so a run of very long texts stays small in flight.
+CHUNK_CHARS = 4_000_000
+# Workers are replaced after this many chunks: spaCy's string store only grows.
+CHUNKS_PER_WORKER = 200
+
+
+@dataclass(eq=False)
+class TokenIds:
+    """Token ids of many texts: text i is `ids[offsets[i]:offsets[i+1]]`, ids index `vocab`."""
+
+    vocab: list[str]
+    ids: np.ndarray      # int32, all texts concatenated
+    offsets: np.ndarray  # int64, len(texts) + 1
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __eq__(self, other) -> bool:
+        return (isinstance(other, TokenIds) and self.vocab == other.vocab
+                and np.array_equal(self.ids, other.ids) and np.array_equal(self.offsets, other.offsets))
+
+    @property
+    def n_tokens(self) -> int:
+        return int(self.offsets[-1])
+
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    def text(self, i: int) -> np.ndarray:
+        return self.ids[self.offsets[i]:self.offsets[i + 1]]
+
+    def counts(self) -> np.ndarray:
+        return np.bincount(self.ids, minlength=len(self.vocab))
+
+    def select(self, rows) -> TokenIds:
+        """These texts, in this order (repeats allowed); the vocab is shared, unused entries included."""
+        rows = np.asarray(rows, dtype=np.int64)
+        lens = self.lengths()[rows]
+        offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+        np.cumsum(lens, out=offsets[1:])
+        # position j of the result reads ids[start of its text + j - start of its text in the result]
+        gather = np.repeat(self.offsets[rows] - offsets[:-1], lens) + np.arange(offsets[-1])
+        return TokenIds(self.vocab, self.ids[gather], offsets)
+
+    @classmethod
+    def concat(cls, tables: list[TokenIds]) -> TokenIds:
+        """The texts of all tables in order, over one merged vocab (first table's ids unchanged)."""
+        if not tables:
+            return empty()
+        vocab = list(tables[0].vocab)
+        index = {tok: i for i, tok in enumerate(vocab)}
+        ids, offsets, base = [], [np.zeros(1, dtype=np.int64)], 0
+        for t in tables:
+            if t.vocab is tables[0].vocab or t.vocab == tables[0].vocab:
+                ids.append(t.ids)
+            else:
+                lookup = np.fromiter((index.setdefault(tok, len(index)) for tok in t.vocab),
+                                     dtype=np.int32, count=len(t.vocab))
+                ids.append(lookup[t.ids])
+            offsets.append(t.offsets[1:] + base)
+            base += t.n_tokens
+        vocab.extend(list(index)[len(vocab):])
+        return cls(vocab, np.concatenate(ids).astype(np.int32, copy=False), np.concatenate(offsets))
+
+    def to_bytes(self) -> bytes:
+        """An .npz of ids, offsets and the vocab as UTF-8 JSON bytes (loadable without pickle)."""
+        buf = io.BytesIO()
+        vocab = np.frombuffer(json.dumps(self.vocab, ensure_ascii=False).encode(), dtype=np.uint8)
+        np.savez_compressed(buf, ids=self.ids.astype(np.int32, copy=False),
+                            offsets=self.offsets.astype(np.int64, copy=False), vocab=vocab)
+        return buf.getvalue()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> TokenIds:
+        with np.load(io.BytesIO(data), allow_pickle=False) as npz:
+            return cls(json.loads(npz["vocab"].tobytes().decode()), npz["ids"], npz["offsets"])
+
+
+def empty() -> TokenIds:
+    return TokenIds([], np.zeros(0, dtype=np.int32), np.zeros(1, dtype=np.int64))
+
+
+def default_workers() -> int:
+    """The cores this process may run on (a container's cpuset, not the host's count)."""
+    return len(os.sched_getaffinity(0))
+
+
+def _chunks(texts: Iterable[str], rows: int) -> Iterator[list[str]]:
+    chunk, chars = [], 0
+    for text in texts:
+        chunk.append(text)
+        chars += len(text)
+        if len(chunk) >= rows or chars >= CHUNK_CHARS:
+            yield chunk
+            chunk, chars = [], 0
+    if chunk:
+        yield chunk
+
+
+class _Merger:
+    """Appends chunk results, renumbering each chunk's local ids into one growing vocab."""
+
+    def __init__(self):
+        self.index: dict[str, int] = {}
+        self.ids: list[np.ndarray] = []
+        self.lengths: list[np.ndarray] = []
+
+    def add(self, result: tuple[list[str], np.ndarray, np.ndarray]) -> None:
+        local_vocab, ids, lengths = result
+        index = self.index
+        lookup = np.fromiter((index.setdefault(tok, len(index)) for tok in local_vocab),
+                             dtype=np.int32, count=len(local_vocab))
+        self.ids.append(lookup[ids] if len(ids) else ids)
+        self.lengths.append(lengths)
+
+    def table(self) -> TokenIds:
+        if not self.lengths:
+            return empty()
+        lengths = np.concatenate(self.lengths)
+        offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        return TokenIds(list(self.index), np.concatenate(self.ids).astype(np.int32, copy=False), offsets)
+
+
+class _KillableProcess(multiprocessing.context.ForkServerProcess):
+    """A worker whose terminate() kills: workers ignore SIGTERM, so SIGTERM would never end them."""
+
+    def terminate(self) -> None:
+        self.kill()
+
+
+class _KillablePool(multiprocessing.pool.Pool):
+    @staticmethod
+    def Process(ctx, *args, **kwargs):
+        return _KillableProcess(*args, **kwargs)
+
+
+class TokenizerPool:
+    """Tokenizer processes for one language, started on the second chunk and ended on exit.
+
+    One chunk (a small data set) is tokenized in this process: starting workers
+    would cost more than it saves. With workers=1 nothing is ever started.
+    """
+
+    def __init__(self, lang: str, workers: int | None = None, *, chunk_rows: int = 2000):
+        self.lang, self.chunk_rows = lang, chunk_rows
+        self.workers = default_workers() if workers is None else max(1, int(workers))
+        self.used_workers = 1
+        self._pool = None
+
+    def __enter__(self) -> TokenizerPool:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        if exc_type is None:
+            pool.close()
+        else:  # an error, KeyboardInterrupt or the trainer's interrupt: end the workers now
+            pool.terminate()
+        pool.join()
+
+    def _start(self):
+        # forkserver, not fork: workers must not inherit the trainer's threads (torch, gloo,
+        # storage clients); they fork from a server that already paid spaCy's start-up.
+        ctx = multiprocessing.get_context("forkserver")
+        # Heard only by the first pool of a process (the server lives on); the language's
+        # module is included as some take seconds to import (spacy.lang.fr: ~2 s).
+        ctx.set_forkserver_preload(["trainer.text.worker_preload", f"spacy.lang.{self.lang}"])
+        self._pool = _KillablePool(self.workers, initializer=worker.init, initargs=(self.lang,),
+                                   maxtasksperchild=CHUNKS_PER_WORKER, context=ctx)
+        self.used_workers = self.workers
+        return self._pool
+
+    def tokenize(self, texts: Iterable[str]) -> TokenIds:
+        merged = _Merger()
+        chunks = _chunks(texts, self.chunk_rows)
+        first = next(chunks, None)
+        if first is None:
+            return empty()
+        second = next(chunks, None) if self.workers > 1 else None
+        if second is None and self._pool is None:
+            worker.init(self.lang, ignore_signals=False)
+            merged.add(worker.tokenize_chunk(first))
+            for chunk in chunks:  # workers == 1
+                merged.add(worker.tokenize_chunk(chunk))
+            return merged.table()
+        pool = self._pool or self._start()
+        in_flight: deque = deque()
+        # Results are taken in submission order; at most 2 chunks per worker wait, so memory is bounded.
+        for chunk in itertools.chain([first], [second] if second is not None else [], chunks):
+            if len(in_flight) >= 2 * self.workers:
+                merged.add(in_flight.popleft().get())
+            in_flight.append(pool.apply_async(worker.tokenize_chunk, (chunk,)))
+        while in_flight:
+            merged.add(in_flight.popleft().get())
+        return merged.table()
+
+
+def tokenize(texts: Iterable[str], lang: str, *, workers: int | None = None, chunk_rows: int = 2000) -> TokenIds:
+    """Token ids of `texts` (any iterable, consumed once) with fastai's rules on a blank spaCy pipeline."""
+    with TokenizerPool(lang, workers, chunk_rows=chunk_rows) as pool:
+        return pool.tokenize(texts)
+
+
+def first_seen_order(table: TokenIds, block: int = 1 << 24) -> np.ndarray:
+    """The vocab ids that occur in `table`, in order of first occurrence (blockwise: bounded memory)."""
+    unseen = np.iinfo(np.int64).max
+    first = np.full(len(table.vocab), unseen, dtype=np.int64)
+    for start in range(0, len(table.ids), block):
+        uniq, pos = np.unique(table.ids[start:start + block], return_index=True)
+        new = first[uniq] == unseen
+        first[uniq[new]] = pos[new] + start
+    used = np.flatnonzero(first != unseen)
+    return used[np.argsort(first[used], kind="stable")]
+
+
+def build_vocab(tables: list[TokenIds], *, min_freq: int, max_vocab: int) -> list[str]:
+    """fastai's make_vocab over the tables' summed counts, as if over their tokens in stream order."""
+    from fastai.text.data import make_vocab
+
+    counter: Counter = Counter()
+    for table in tables:
+        counts = table.counts()
+        # Insertion order = first occurrence: Counter.most_common breaks ties that way.
+        for i in first_seen_order(table).tolist():
+            counter[table.vocab[i]] += int(counts[i])
+    return make_vocab(counter, min_freq=min_freq, max_vocab=max_vocab)
+
+
+def remap(table: TokenIds, vocab: list[str]) -> TokenIds:
+    """The same texts with ids into `vocab`; tokens missing from it become 'xxunk'."""
+    index = {tok: i for i, tok in enumerate(vocab) if tok != "xxfake"}  # padding entries match nothing
+    unk = index.get("xxunk", 0)
+    lookup = np.fromiter((index.get(tok, unk) for tok in table.vocab), dtype=np.int32, count=len(table.vocab))
+    ids = lookup[table.ids] if len(table.ids) else table.ids.astype(np.int32)
+    return TokenIds(list(vocab), ids, table.offsets)
