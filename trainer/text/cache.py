@@ -3,7 +3,8 @@
 - labelled texts: `tokens.npz`, keyed by the texts themselves (not the CSV bytes),
   so editing labels reuses the tokens and editing a text does not;
 - each corpus file: `part-00000.npz` + `part-00000.json` per shard of
-  `SHARD_LINES` lines, then `index.json`, written last (its presence = complete).
+  `SHARD_LINES` lines or `SHARD_CHARS` characters, then `index.json`, written
+  last (its presence = complete).
   A tokenization that was interrupted leaves finished parts, each with its
   .json; the next call streams past the lines of those parts and tokenizes
   only the rest, so a preempted VM does not start a large corpus over.
@@ -27,7 +28,9 @@ from trainer.data import CORPUS_PREFIX
 from trainer.storage import Bucket
 from trainer.text.tokens import TOKENIZER_ID, TokenIds, TokenizerPool
 
-SHARD_LINES = 1_000_000  # ~20M tokens, ~80 MB of int32 per part before compression
+# A part ends at whichever comes first; 100M characters are ~20M tokens, ~80 MB of int32.
+SHARD_LINES = 1_000_000
+SHARD_CHARS = 100_000_000
 CORPUS_SUFFIXES = (".txt", ".txt.gz")
 _READ_BLOCK = 1 << 20
 
@@ -45,8 +48,8 @@ def labelled_key(lang: str, texts: list[str]) -> str:
     return f"{lang}/cache/{h.hexdigest()[:16]}/tokens.npz"
 
 
-def _rate(table: TokenIds, seconds: float) -> str:
-    return f"{table.n_tokens / max(seconds, 1e-9):,.0f} tokens/s"
+def _rate(tokens: int, seconds: float) -> str:
+    return f"{tokens / max(seconds, 1e-9):,.0f} tokens/s"
 
 
 def labelled_tokens(bucket: Bucket, lang: str, texts: list[str], *, log, workers: int | None = None) -> TokenIds:
@@ -69,7 +72,7 @@ def labelled_tokens(bucket: Bucket, lang: str, texts: list[str], *, log, workers
     seconds = time.perf_counter() - started
     bucket.write_bytes(key, table.to_bytes(), if_absent=not damaged)
     log.line(f"tokens: cached {len(table)} texts, {table.n_tokens} tokens to {key} "
-             f"({_rate(table, seconds)}, {used} workers)")
+             f"({_rate(table.n_tokens, seconds)}, {used} workers)")
     return table
 
 
@@ -96,6 +99,16 @@ def corpus_lines(fh: BinaryIO, key: str) -> Iterator[str]:
             yield line
 
 
+def shard(lines: Iterator[str], max_lines: int, max_chars: int) -> Iterator[str]:
+    """The next lines of `lines`, up to max_lines or until max_chars are reached (never reads one more)."""
+    chars = 0
+    for n, line in enumerate(lines, 1):
+        yield line
+        chars += len(line)
+        if n >= max_lines or chars >= max_chars:
+            return
+
+
 def corpus_tokens(bucket: Bucket, lang: str, key: str, *, log, workers: int | None = None,
                   shard_lines: int = SHARD_LINES) -> TokenIds:
     """Token ids of one corpus file (one text per non-empty line), cached per file content."""
@@ -108,60 +121,57 @@ def corpus_tokens(bucket: Bucket, lang: str, key: str, *, log, workers: int | No
             log.line(f"tokens: reused cache {prefix} ({key}: {len(table)} texts, {table.n_tokens} tokens)")
             return table
         fh.seek(0)
-        parts, reused, seconds, new_tokens = [], 0, 0.0, 0
+        cut = {"shard_lines": shard_lines, "shard_chars": SHARD_CHARS}
+        parts, reused, seconds, position, new_tokens = [], 0, 0.0, 0, 0
         lines = corpus_lines(fh, key)
         with TokenizerPool(lang, workers) as pool:
             for i in itertools.count():
-                part = _reusable_part(bucket, prefix, i, shard_lines)
-                if part is not None:
-                    skipped = sum(1 for _ in itertools.islice(lines, shard_lines))
+                part = _finished_part(bucket, f"{prefix}part-{i:05d}", {**cut, "start": position})
+                if part is not None:  # left by an interrupted run: skip its lines
+                    skipped = sum(1 for _ in itertools.islice(lines, len(part)))
                     if skipped != len(part):
-                        raise RuntimeError(f"cache part {prefix}part-{i:05d} has {len(part)} texts where {key} "
-                                           f"has {skipped}; delete {bucket.url(prefix)} and run again")
-                    parts.append(part)
+                        raise RuntimeError(f"cache part {prefix}part-{i:05d} has {len(part)} texts, {key} only "
+                                           f"{skipped} more; delete {bucket.url(prefix)} and run again")
                     reused += 1
-                    continue
-                shard = itertools.islice(lines, shard_lines)
-                first = next(shard, None)
-                if first is None:
-                    break
-                started = time.perf_counter()
-                part = pool.tokenize(itertools.chain([first], shard))
-                seconds += time.perf_counter() - started
-                new_tokens += part.n_tokens
-                _write_part(bucket, prefix, i, i * shard_lines, shard_lines, part)
+                else:
+                    started = time.perf_counter()
+                    part = pool.tokenize(shard(lines, shard_lines, SHARD_CHARS))
+                    seconds += time.perf_counter() - started
+                    if not len(part):
+                        break
+                    new_tokens += part.n_tokens
+                    _write_part(bucket, f"{prefix}part-{i:05d}", {**cut, "start": position}, part)
                 parts.append(part)
+                position += len(part)
             used = pool.used_workers
-    index = {"source": key, "lang": lang, "tokenizer": TOKENIZER_ID, "fastai": fastai.__version__,
-             "shard_lines": shard_lines, "texts": sum(len(p) for p in parts),
-             "tokens": sum(p.n_tokens for p in parts),
+    index = {"source": key, "lang": lang, "tokenizer": TOKENIZER_ID, "fastai": fastai.__version__, **cut,
+             "texts": position, "tokens": sum(p.n_tokens for p in parts),
              "parts": [{"key": f"part-{i:05d}.npz", "texts": len(p), "tokens": p.n_tokens}
                        for i, p in enumerate(parts)]}
     bucket.write_bytes(prefix + "index.json", json.dumps(index, indent=1).encode(), if_absent=True)
     table = TokenIds.concat(parts)
     note = f"; reused {reused} of {len(parts)} parts" if reused else ""
     log.line(f"tokens: cached {len(table)} texts, {table.n_tokens} tokens to {prefix} ({key}: "
-             f"{new_tokens / max(seconds, 1e-9):,.0f} tokens/s, {used} workers{note})")
+             f"{_rate(new_tokens, seconds)}, {used} workers{note})")
     return table
 
 
-def _write_part(bucket: Bucket, prefix: str, i: int, start: int, shard_lines: int, part: TokenIds) -> None:
-    # Same content for the same (file hash, start, shard_lines), so overwriting a stray
-    # part left without its .json is safe; the .json goes second and marks it finished.
-    bucket.write_bytes(f"{prefix}part-{i:05d}.npz", part.to_bytes())
-    meta = {"start": start, "shard_lines": shard_lines, "texts": len(part), "tokens": part.n_tokens}
-    bucket.write_bytes(f"{prefix}part-{i:05d}.json", json.dumps(meta).encode())
+def _write_part(bucket: Bucket, name: str, meta: dict, part: TokenIds) -> None:
+    # The same file, start and cut give the same content, so overwriting a stray .npz
+    # left without its .json is safe; the .json goes second and marks the part finished.
+    bucket.write_bytes(f"{name}.npz", part.to_bytes())
+    bucket.write_bytes(f"{name}.json", json.dumps({**meta, "texts": len(part), "tokens": part.n_tokens}).encode())
 
 
-def _reusable_part(bucket: Bucket, prefix: str, i: int, shard_lines: int) -> TokenIds | None:
-    """A finished part of an interrupted run, if it was cut the same way."""
-    meta_key = f"{prefix}part-{i:05d}.json"
-    if not bucket.exists(meta_key):
+def _finished_part(bucket: Bucket, name: str, expected: dict) -> TokenIds | None:
+    """A part an interrupted run finished, if it was cut the same way from the same line."""
+    if not bucket.exists(f"{name}.json"):
         return None
-    meta = json.loads(bucket.read_bytes(meta_key))
-    if meta.get("shard_lines") != shard_lines or meta.get("start") != i * shard_lines:
+    meta = json.loads(bucket.read_bytes(f"{name}.json"))
+    if any(meta.get(k) != v for k, v in expected.items()):
         return None
     try:
-        return TokenIds.from_bytes(bucket.read_bytes(f"{prefix}part-{i:05d}.npz"))
+        part = TokenIds.from_bytes(bucket.read_bytes(f"{name}.npz"))
     except Exception:  # noqa: BLE001 - a damaged part is tokenized again
         return None
+    return part if len(part) == meta.get("texts") else None

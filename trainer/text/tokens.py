@@ -9,11 +9,10 @@ from __future__ import annotations
 import io
 import itertools
 import json
-import multiprocessing
 import multiprocessing.context
-import multiprocessing.pool
 import os
 from collections import Counter, deque
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
@@ -87,10 +86,14 @@ class TokenIds:
         return cls(vocab, np.concatenate(ids).astype(np.int32, copy=False), np.concatenate(offsets))
 
     def to_bytes(self) -> bytes:
-        """An .npz of ids, offsets and the vocab as UTF-8 JSON bytes (loadable without pickle)."""
+        """An .npz of ids, offsets and the vocab as UTF-8 JSON bytes (loadable without pickle).
+
+        Not compressed: deflate takes ~0.3 s per million ids in the parent, where
+        the workers wait; int32 is 4 bytes a token (the JSON cache took ~10).
+        """
         buf = io.BytesIO()
         vocab = np.frombuffer(json.dumps(self.vocab, ensure_ascii=False).encode(), dtype=np.uint8)
-        np.savez_compressed(buf, ids=self.ids.astype(np.int32, copy=False),
+        np.savez(buf, ids=self.ids.astype(np.int32, copy=False),
                             offsets=self.offsets.astype(np.int64, copy=False), vocab=vocab)
         return buf.getvalue()
 
@@ -146,17 +149,17 @@ class _Merger:
         return TokenIds(list(self.index), np.concatenate(self.ids).astype(np.int32, copy=False), offsets)
 
 
-class _KillableProcess(multiprocessing.context.ForkServerProcess):
-    """A worker whose terminate() kills: workers ignore SIGTERM, so SIGTERM would never end them."""
+class _WorkerProcess(multiprocessing.context.ForkServerProcess):
+    """A tokenizer process whose terminate() kills: it ignores SIGTERM, so SIGTERM would not end it."""
 
     def terminate(self) -> None:
         self.kill()
 
 
-class _KillablePool(multiprocessing.pool.Pool):
-    @staticmethod
-    def Process(ctx, *args, **kwargs):
-        return _KillableProcess(*args, **kwargs)
+class _WorkerContext(multiprocessing.context.ForkServerContext):
+    # forkserver, not fork: workers must not inherit the trainer's threads (torch, gloo,
+    # storage clients); they fork from a server that already paid the imports.
+    Process = _WorkerProcess
 
 
 class TokenizerPool:
@@ -164,38 +167,41 @@ class TokenizerPool:
 
     One chunk (a small data set) is tokenized in this process: starting workers
     would cost more than it saves. With workers=1 nothing is ever started.
+    A ProcessPoolExecutor rather than a multiprocessing.Pool: a worker that dies
+    (OOM killer) fails the run with BrokenProcessPool where a Pool waits forever.
     """
 
     def __init__(self, lang: str, workers: int | None = None, *, chunk_rows: int = 2000):
         self.lang, self.chunk_rows = lang, chunk_rows
         self.workers = default_workers() if workers is None else max(1, int(workers))
         self.used_workers = 1
-        self._pool = None
+        self._executor: ProcessPoolExecutor | None = None
 
     def __enter__(self) -> TokenizerPool:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        pool, self._pool = self._pool, None
-        if pool is None:
+        executor, self._executor = self._executor, None
+        if executor is None:
             return
-        if exc_type is None:
-            pool.close()
-        else:  # an error, KeyboardInterrupt or the trainer's interrupt: end the workers now
-            pool.terminate()
-        pool.join()
+        if exc_type is not None:  # an error, KeyboardInterrupt or the trainer's interrupt: end the workers now
+            # (the executor has no public way to stop running tasks; _processes is its pid -> Process map)
+            for process in list(getattr(executor, "_processes", {}).values()):
+                process.kill()
+        executor.shutdown(wait=True, cancel_futures=True)
 
-    def _start(self):
-        # forkserver, not fork: workers must not inherit the trainer's threads (torch, gloo,
-        # storage clients); they fork from a server that already paid spaCy's start-up.
-        ctx = multiprocessing.get_context("forkserver")
+    def worker_pids(self) -> list[int]:
+        return sorted(getattr(self._executor, "_processes", None) or {})
+
+    def _start(self) -> ProcessPoolExecutor:
+        ctx = _WorkerContext()
         # Heard only by the first pool of a process (the server lives on); the language's
         # module is included as some take seconds to import (spacy.lang.fr: ~2 s).
         ctx.set_forkserver_preload(["trainer.text.worker_preload", f"spacy.lang.{self.lang}"])
-        self._pool = _KillablePool(self.workers, initializer=worker.init, initargs=(self.lang,),
-                                   maxtasksperchild=CHUNKS_PER_WORKER, context=ctx)
+        self._executor = ProcessPoolExecutor(self.workers, mp_context=ctx, initializer=worker.init,
+                                             initargs=(self.lang,), max_tasks_per_child=CHUNKS_PER_WORKER)
         self.used_workers = self.workers
-        return self._pool
+        return self._executor
 
     def tokenize(self, texts: Iterable[str]) -> TokenIds:
         merged = _Merger()
@@ -204,21 +210,21 @@ class TokenizerPool:
         if first is None:
             return empty()
         second = next(chunks, None) if self.workers > 1 else None
-        if second is None and self._pool is None:
+        if second is None and self._executor is None:
             worker.init(self.lang, ignore_signals=False)
             merged.add(worker.tokenize_chunk(first))
             for chunk in chunks:  # workers == 1
                 merged.add(worker.tokenize_chunk(chunk))
             return merged.table()
-        pool = self._pool or self._start()
+        executor = self._executor or self._start()
         in_flight: deque = deque()
         # Results are taken in submission order; at most 2 chunks per worker wait, so memory is bounded.
         for chunk in itertools.chain([first], [second] if second is not None else [], chunks):
             if len(in_flight) >= 2 * self.workers:
-                merged.add(in_flight.popleft().get())
-            in_flight.append(pool.apply_async(worker.tokenize_chunk, (chunk,)))
+                merged.add(in_flight.popleft().result())
+            in_flight.append(executor.submit(worker.tokenize_chunk, chunk))
         while in_flight:
-            merged.add(in_flight.popleft().get())
+            merged.add(in_flight.popleft().result())
         return merged.table()
 
 

@@ -17,7 +17,7 @@ MAX_TEXT_CHARS = 2**31 - 1
 _state: dict = {}
 
 
-def init(lang: str, *, ignore_signals: bool = False) -> None:
+def init(lang: str, *, ignore_signals: bool = True) -> None:
     """Build the tokenizer for `lang` in this process (pool initializer)."""
     if ignore_signals:
         # Ctrl-C and SIGTERM reach the whole process group; the parent decides

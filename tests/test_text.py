@@ -1,0 +1,348 @@
+"""trainer.text: token-id tables, parallel tokenization, the bucket cache, DataLoaders from ids, export."""
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import os
+import signal
+import time
+import warnings
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from tests.conftest import SAMPLE
+from trainer.data import parse_labelled_csv
+from trainer.storage import open_bucket
+from trainer.text.cache import corpus_keys, corpus_tokens, labelled_tokens
+from trainer.text.tokens import TokenIds, TokenizerPool, build_vocab, remap, tokenize
+
+ODD_TEXTS = ["Ça coûte 12,50 € — trop cher !!!", "", "   ", "ÉNORME problème avec ma COMMANDE",
+             "emoji 🙂 et 日本語", "ligne\navec\r\nretours", "xxbos xxmaj déjà là", "a" * 3000]
+
+
+class Lines:
+    """Stands in for RunLog: keeps the lines."""
+
+    def __init__(self):
+        self.lines: list[str] = []
+
+    def line(self, message: str) -> None:
+        self.lines.append(message)
+
+    def last(self) -> str:
+        return self.lines[-1]
+
+
+def parse(raw: bytes):
+    return parse_labelled_csv(raw, text_col="text", label_col="labels", label_sep=";", source="train.csv")
+
+
+@pytest.fixture(scope="module")
+def fr():
+    return parse((SAMPLE / "fr" / "train.csv").read_bytes())
+
+
+@pytest.fixture(scope="module")
+def fr_corpus() -> list[str]:
+    return [ln.strip() for ln in (SAMPLE / "fr" / "corpus" / "messages.txt").read_text().splitlines() if ln.strip()]
+
+
+@pytest.fixture(params=["file", "gs"])
+def bucket(request, tmp_path):
+    if request.param == "gs":
+        request.getfixturevalue("gcs_env")
+        return open_bucket(f"gs://test-bucket/{tmp_path.name}")
+    return open_bucket(f"file://{tmp_path / 'bucket'}")
+
+
+def fastai_tokens(texts: list[str], lang: str = "fr") -> list[list[str]]:
+    """Tokens as the trainer made them before trainer.text (textdata.tokenizer)."""
+    from fastai.text.all import Tokenizer, WordTokenizer
+
+    tok = Tokenizer(WordTokenizer(lang))
+    return [list(tok(t)) for t in texts]
+
+
+# -- tokenize ---------------------------------------------------------------------------------------
+
+def test_pool_and_in_process_give_identical_ids():
+    long_text = " ".join(["mot", "très", "long"] * 20_000)  # ~200k characters
+    texts = ODD_TEXTS * 5 + [long_text]
+    alone = tokenize(texts, "fr", workers=1, chunk_rows=7)
+    pooled = tokenize((t for t in texts), "fr", workers=2, chunk_rows=7)  # a generator, 6 chunks
+    assert alone == pooled
+    assert alone.ids.dtype == np.int32 and alone.offsets.dtype == np.int64 and len(alone) == len(texts)
+    expected = fastai_tokens(ODD_TEXTS)
+    assert [[alone.vocab[i] for i in alone.text(n)] for n in range(len(ODD_TEXTS))] == expected
+    assert alone.lengths()[-1] == 60_001  # xxbos + one token per word: nothing truncated
+
+
+class Interrupted(Exception):
+    """Like the trainer's: raised by its signal handler wherever the main thread is."""
+
+
+def test_workers_ignore_signals_and_end_when_the_parent_raises():
+    seen: list[int] = []
+
+    def texts(pool):
+        yield from ODD_TEXTS * 4
+        seen.extend(pool.worker_pids())
+        raise Interrupted()  # mid-stream
+
+    with pytest.raises(Interrupted):
+        with TokenizerPool("fr", 2, chunk_rows=4) as pool:
+            pool.tokenize(texts(pool))
+    assert len(seen) == 2 and _all_gone(seen)
+
+    previous = signal.signal(signal.SIGALRM, _raise_interrupted)
+    try:
+        with pytest.raises(Interrupted):
+            with TokenizerPool("fr", 2, chunk_rows=4) as pool:
+                expected = tokenize(ODD_TEXTS * 2, "fr", workers=1)
+                assert pool.tokenize(ODD_TEXTS * 2) == expected  # starts the workers
+                pids = pool.worker_pids()
+                for pid in pids:  # Ctrl-C or a stop reaches the process group: the workers leave it to us
+                    os.kill(pid, signal.SIGINT)
+                    os.kill(pid, signal.SIGTERM)
+                assert pool.tokenize(ODD_TEXTS * 2) == expected
+                assert pool.worker_pids() == pids
+                processes = list(pool._executor._processes.values())
+                signal.setitimer(signal.ITIMER_REAL, 0.3)
+                while True:  # the handler raises while we wait on the workers
+                    pool.tokenize(["phrase numéro un " * 5_000] * 8)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert _all_gone(pids)
+    assert [p.exitcode for p in processes] == [-signal.SIGKILL] * 2  # killed, not left to finish
+
+
+def _raise_interrupted(signum, frame):
+    raise Interrupted()
+
+
+def _all_gone(pids: list[int], timeout: float = 10) -> bool:
+    deadline = time.monotonic() + timeout
+    while any(_alive(pid) for pid in pids):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_token_ids_bytes_select_concat():
+    a = tokenize(["Bonjour le monde", "le colis", ""], "fr", workers=1)
+    b = tokenize(["Autre monde !", "colis perdu"], "fr", workers=1)
+    again = TokenIds.from_bytes(a.to_bytes())
+    assert again == a and again.ids.dtype == np.int32 and again.offsets.dtype == np.int64
+    assert a.to_bytes()[:2] == b"PK" and b"pickle" not in a.to_bytes()
+    both = TokenIds.concat([a, b])
+    assert len(both) == 5 and both.n_tokens == a.n_tokens + b.n_tokens
+    words = lambda t: [[t.vocab[i] for i in t.text(n)] for n in range(len(t))]  # noqa: E731
+    assert words(both) == words(a) + words(b)
+    picked = both.select([4, 0, 4])
+    assert words(picked) == [words(b)[1], words(a)[0], words(b)[1]]
+    assert picked.counts()[both.vocab.index("colis")] == 2
+    assert list(a.lengths()) == [len(t) for t in fastai_tokens(["Bonjour le monde", "le colis", ""])]
+
+
+def test_vocab_and_remap_match_the_fastai_pipeline(fr, fr_corpus):
+    from fastai.text.all import Numericalize, make_vocab
+
+    texts = tokenize(fr.texts, "fr", workers=1)
+    corpus = tokenize(fr_corpus, "fr", workers=1)
+    old_texts, old_corpus = fastai_tokens(fr.texts), fastai_tokens(fr_corpus)
+    train = list(range(0, len(fr.texts), 3))
+    # textdata.build_vocab's code: make_vocab over a Counter of the tokens in stream order
+    for tables, token_lists in [([texts], old_texts),
+                                ([corpus, texts.select(train)], old_corpus + [old_texts[i] for i in train])]:
+        for min_freq, max_vocab in [(1, 60000), (2, 60000), (3, 200)]:
+            counter = Counter(t for toks in token_lists for t in toks)
+            assert build_vocab(tables, min_freq=min_freq, max_vocab=max_vocab) == \
+                make_vocab(counter, min_freq=min_freq, max_vocab=max_vocab)
+    vocab = build_vocab([texts], min_freq=3, max_vocab=60000)
+    ids = remap(texts, vocab)
+    num = Numericalize(vocab=vocab)
+    assert ids.vocab == vocab and ids.ids.dtype == np.int32
+    assert all(ids.text(i).tolist() == num(old_texts[i]).tolist() for i in range(len(old_texts)))
+    assert (ids.ids == vocab.index("xxunk")).any()  # min_freq=3 leaves rare words out
+
+
+def test_csv_field_longer_than_the_csv_default_limit():
+    body = " ".join(["colis", "facture", "compte"] * 10_000)  # 200,000 characters > csv's 131,072
+    data = parse(f'text,labels\n"{body}",a\ncourt,b\n'.encode())
+    assert data.texts[0] == body
+    table = tokenize(data.texts, "fr", workers=1)
+    assert table.lengths()[0] == 30_001
+
+
+# -- the bucket cache -------------------------------------------------------------------------------
+
+def test_labelled_and_corpus_cache(bucket, fr, fr_corpus):
+    corpus_a = "\n".join(fr_corpus[:150]) + "\n\n   \n" + "caf\xc3 mal encod\xe9".encode("latin-1").decode("latin-1")
+    bucket.write_bytes("fr/data/corpus/a.txt", corpus_a.encode("utf-8", "surrogateescape")[:-4] + b"\xff\xfe\n")
+    bucket.write_bytes("fr/data/corpus/b.txt.gz", gzip.compress("\n".join(fr_corpus[150:200]).encode()))
+    bucket.write_bytes("fr/data/corpus/notes.md", b"not a corpus file")
+    assert corpus_keys(bucket, "fr") == ["fr/data/corpus/a.txt", "fr/data/corpus/b.txt.gz"]
+    log = Lines()
+    texts = fr.texts[:60]
+
+    first = labelled_tokens(bucket, "fr", texts, log=log, workers=1)
+    assert log.last().startswith("tokens: cached 60 texts") and "1 workers" in log.last()
+    assert labelled_tokens(bucket, "fr", texts, log=log) == first and "reused" in log.last()
+    a = corpus_tokens(bucket, "fr", "fr/data/corpus/a.txt", log=log, workers=1)
+    assert log.last().startswith("tokens: cached 151 texts")  # empty and blank lines skipped
+    assert "\ufffd" in a.vocab[a.text(150)[-1]] or any("\ufffd" in a.vocab[i] for i in a.text(150))
+    b = corpus_tokens(bucket, "fr", "fr/data/corpus/b.txt.gz", log=log, workers=1)
+    assert b == tokenize(fr_corpus[150:200], "fr", workers=1)
+
+    # a changed text is tokenized again; the corpus files are not
+    edited = [texts[0] + " modifié", *texts[1:]]
+    labelled_tokens(bucket, "fr", edited, log=log, workers=1)
+    assert log.last().startswith("tokens: cached 60 texts")
+    assert corpus_tokens(bucket, "fr", "fr/data/corpus/a.txt", log=log) == a and "reused" in log.last()
+    assert corpus_tokens(bucket, "fr", "fr/data/corpus/b.txt.gz", log=log) == b and "reused" in log.last()
+    caches = {k.split("/")[2] for k in bucket.list("fr/cache/")}
+    assert len(caches) == 4  # two labelled versions, two corpus files
+
+
+def test_corpus_shards_index_and_resume(bucket, fr_corpus):
+    bucket.write_bytes("fr/data/corpus/big.txt", "\n".join(fr_corpus[:230]).encode())
+    log = Lines()
+    whole = corpus_tokens(bucket, "fr", "fr/data/corpus/big.txt", log=log, workers=2, shard_lines=50)
+    assert whole == tokenize(fr_corpus[:230], "fr", workers=1)  # vocab too: first-appearance order
+    keys = bucket.list("fr/cache/")
+    prefix = keys[0].rsplit("/", 1)[0]
+    assert sorted(k.rsplit("/", 1)[1] for k in keys) == ["index.json"] + [
+        f"part-{i:05d}.{ext}" for i in range(5) for ext in ("json", "npz")]
+    # interrupted before the index and part 3: the next call tokenizes only part 3
+    bucket.delete(f"{prefix}/index.json")
+    bucket.delete(f"{prefix}/part-00003.json")
+    assert corpus_tokens(bucket, "fr", "fr/data/corpus/big.txt", log=log, workers=1, shard_lines=50) == whole
+    assert "reused 4 of 5 parts" in log.last()
+    assert corpus_tokens(bucket, "fr", "fr/data/corpus/big.txt", log=log, shard_lines=50) == whole
+    assert log.last().startswith("tokens: reused cache")
+
+
+def test_corpus_parts_also_end_at_a_character_budget(tmp_path, monkeypatch, fr_corpus):
+    from trainer.text import cache
+
+    monkeypatch.setattr(cache, "SHARD_CHARS", 5_000)
+    bucket = open_bucket(f"file://{tmp_path}")
+    bucket.write_bytes("fr/data/corpus/long.txt", "\n".join(fr_corpus).encode())
+    log = Lines()
+    whole = corpus_tokens(bucket, "fr", "fr/data/corpus/long.txt", log=log, workers=1)
+    index = next(k for k in bucket.list("fr/cache/") if k.endswith("index.json"))
+    parts = json.loads(bucket.read_bytes(index))["parts"]
+    assert len(parts) > 5 and sum(p["texts"] for p in parts) == len(fr_corpus)
+    assert whole == tokenize(fr_corpus, "fr", workers=1)
+
+
+# -- DataLoaders from ids ---------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def fr_ids(fr):
+    table = tokenize(fr.texts, "fr", workers=1)
+    return remap(table, build_vocab([table], min_freq=1, max_vocab=60000))
+
+
+def test_lm_dataloaders_shard_with_equal_batches(fr_ids):
+    from trainer.text.loaders import lm_dataloaders, split_documents
+
+    # documents of very different lengths, so that the two shards differ by several batches
+    lengths = np.arange(1, 121) ** 2 // 10 + 1
+    rng = np.random.default_rng(0)
+    table = TokenIds(fr_ids.vocab, rng.integers(0, len(fr_ids.vocab), lengths.sum()).astype(np.int32),
+                     np.concatenate([[0], np.cumsum(lengths)]))
+    bs, seq_len = 4, 12
+    train, _ = split_documents(len(table), 0.1, seed=3)
+    uncapped = [math.ceil(((int(lengths[train[r::2]].sum()) - 1) // bs) / seq_len) for r in range(2)]
+    assert uncapped[0] != uncapped[1]  # without the cap, DDP would hang at the end of an epoch
+
+    dls = [lm_dataloaders(table, bs=bs, seq_len=seq_len, seed=3, rank=r, world=2) for r in range(2)]
+    assert len(dls[0].train) == len(dls[1].train) == min(uncapped)
+    assert [len(list(d.train)) for d in dls] == [min(uncapped)] * 2
+    assert len(dls[0].train.new(shuffle=False)) == min(uncapped)
+    docs = [set(d.train.dataset.items) for d in dls]
+    assert docs[0] and docs[1] and not docs[0] & docs[1]
+    assert list(dls[0].valid.dataset.items) == list(dls[1].valid.dataset.items)
+    assert set(lm_dataloaders(table, bs=bs, seq_len=seq_len, seed=3).train.dataset.items) == docs[0] | docs[1]
+
+    one = lm_dataloaders(fr_ids, bs=8, seq_len=12, seed=3)
+    x, y = one.one_batch()
+    assert x.shape == (8, 12) and (x[:, 1:] == y[:, :-1]).all()
+    assert one.vocab == fr_ids.vocab
+
+
+def test_language_model_trains_from_ids(tmp_path, fr_ids):
+    from fastai.text.all import AWD_LSTM, awd_lstm_lm_config, language_model_learner
+
+    from trainer.text.loaders import lm_dataloaders
+
+    dls = lm_dataloaders(fr_ids, bs=8, seq_len=16, seed=1)
+    learn = language_model_learner(dls, AWD_LSTM, config={**awd_lstm_lm_config, "emb_sz": 16, "n_hid": 32,
+                                                           "n_layers": 1}, pretrained=False, path=tmp_path)
+    with learn.no_bar(), learn.no_logging():
+        learn.fit(1, 1e-2)
+    assert learn.model[0].encoder.weight.shape[0] == len(fr_ids.vocab)
+    assert np.isfinite(learn.recorder.values[-1]).all()
+
+
+def test_classifier_dataloaders(fr, fr_ids):
+    from fastai.text.all import TensorText
+
+    from trainer.text.loaders import classifier_dataloaders
+
+    train, valid = list(range(0, 300)), list(range(300, len(fr.texts)))
+    kw = dict(multi_label=True, label_names=fr.label_names, splits=(train, valid), bs=16, seq_len=20)
+    dls = [classifier_dataloaders(fr_ids, fr.labels, rank=r, world=2, **kw) for r in range(2)]
+    assert len(dls[0].train) == len(dls[1].train) == 150 // 16
+    assert list(dls[0].train.dataset.items) != list(dls[1].train.dataset.items)
+    assert len(dls[0].valid.dataset) == len(valid)
+    x, y = classifier_dataloaders(fr_ids, fr.labels, **kw).one_batch()
+    assert isinstance(x, TensorText) and x.shape[0] == 16 and y.shape == (16, len(fr.label_names))
+    single = [[labels[0]] for labels in fr.labels]
+    one = classifier_dataloaders(fr_ids, single, **{**kw, "multi_label": False})
+    x, y = one.one_batch()
+    assert y.shape == (16,) and one.c == len(fr.label_names)
+    assert one.vocab[0] == fr_ids.vocab and list(one.vocab[1]) == fr.label_names
+
+
+def test_classifier_from_ids_exports_a_raw_text_model(tmp_path, fr, fr_ids):
+    from fastai.text.all import AWD_LSTM, awd_lstm_clas_config, load_learner, text_classifier_learner
+
+    from trainer.text.loaders import classifier_dataloaders, raw_text_dataloaders
+
+    rows = list(range(48))
+    ids = fr_ids.select(rows)
+    splits = (rows[:36], rows[36:])
+    dls = classifier_dataloaders(ids, [fr.labels[i] for i in rows], multi_label=True,
+                                 label_names=fr.label_names, splits=splits, bs=8, seq_len=16)
+    learn = text_classifier_learner(dls, AWD_LSTM, config={**awd_lstm_clas_config, "emb_sz": 16, "n_hid": 32,
+                                                            "n_layers": 1}, pretrained=False, seq_len=16,
+                                    path=tmp_path)
+    with learn.no_bar(), learn.no_logging():
+        learn.fit(1, 1e-2)
+        probs, targets = learn.get_preds(ds_idx=1)
+    expected = [[int(name in fr.labels[i]) for name in fr.label_names] for i in splits[1]]
+    assert targets.int().tolist() == expected  # in the order of the validation rows
+    learn.dls = raw_text_dataloaders(learn.dls, "fr", ids.vocab, fr.label_names, True)
+    learn.export(tmp_path / "model.pth")
+    assert (tmp_path / "model.pth").stat().st_size < 5_000_000
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        loaded = load_learner(tmp_path / "model.pth", cpu=True)
+    with loaded.no_bar():
+        _, _, p = loaded.predict("Mon colis n'est jamais arrivé, je veux être remboursé.")
+    assert p.shape == (len(fr.label_names),) and ((0 <= p) & (p <= 1)).all()
