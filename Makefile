@@ -38,6 +38,8 @@ test: $(STAMP) $(NODE_STAMP) $(LINT_STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.lifecycle
+	$(BIN)/python -m benchmarks.tokenize --rows 100000
+	$(BIN)/python -m benchmarks.trainer
 
 clean:
 	rm -rf .trainstack cdktf.out
