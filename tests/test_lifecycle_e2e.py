@@ -78,6 +78,9 @@ def test_train_end_to_end(staged):
     assert set(metrics["per_label"]) == {"compte", "facturation", "livraison", "produit"}
     for key in ("micro_f1", "macro_f1", "accuracy", "n_train", "n_valid", "duration_s", "history", "labels"):
         assert key in metrics
+    tfidf = metrics["baseline_tfidf"]
+    assert set(tfidf["per_label"]) == set(metrics["per_label"]) and tfidf["rows"]["scores"] == "valid"
+    assert "TF-IDF baseline on the same rows" in r.stdout
     assert metrics["n_train"] + metrics["n_valid"] == 380
     assert "\r" not in (folder / "log.txt").read_text()
     assert "SUCCEEDED" in r.stdout and "macro-F1" in r.stdout and "train-fr destroyed" in r.stdout

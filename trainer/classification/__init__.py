@@ -1,0 +1,1 @@
+"""The classification stage's companions: baselines the model is judged against."""
