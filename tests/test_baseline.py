@@ -24,3 +24,17 @@ def test_tfidf_baseline_on_the_samples(lang, multi):
     assert all(t is not None for t in thresholds) if multi else all(t is None for t in thresholds)
     assert result["macro_f1"] > 0.8  # the samples are easy for n-grams: the bar the model must clear
     assert result["fit_s"] >= 0 and "logistic regression" in result["model"]
+
+
+def test_recipe_spreads_rates_by_2_6_per_layer_group_for_any_depth():
+    from trainer.classification.recipe import classifier_phases, lm_finetune_phases
+
+    for n_layers in (1, 2, 3, 4):
+        phases = classifier_phases(2e-2, 6, n_groups=n_layers + 2)
+        assert [(f, n) for f, n, _ in phases] == [(-1, 1), (-2, 1), (-3, 1), (None, 3)]
+        last = phases[-1][2]
+        assert last.stop == pytest.approx(2e-3)
+        assert last.stop / last.start == pytest.approx(2.6 ** (n_layers + 1))
+    assert [(f, n) for f, n, _ in classifier_phases(2e-2, 2, n_groups=5)] == [(-1, 1), (-2, 1)]
+    assert lm_finetune_phases(2e-2, 4) == [(-1, 1, 2e-2), (None, 3, pytest.approx(2e-3))]
+    assert lm_finetune_phases(2e-2, 1) == [(-1, 1, 2e-2)]

@@ -9,7 +9,7 @@ import argparse
 import sys
 
 DEFAULTS = dict(
-    epochs_base_lm=10, epochs_lm=4, epochs_clf=6, bs=64, lr=2e-3, lr_lm=2e-3, seq_len=72,
+    epochs_base_lm=10, epochs_lm=4, epochs_clf=6, bs=64, lr=2e-2, lr_lm=2e-2, seq_len=72,
     drop_mult=0.5, seed=42, valid_pct=0.2, emb_sz=400, n_hid=1152, n_layers=3,
     max_vocab=60000, min_freq=2, precision="auto", deterministic=False, checkpoint_minutes=10.0,
 )

@@ -28,6 +28,7 @@ from trainer.artifacts import evaluate, upload
 from trainer.callbacks import (
     CheckpointCallback, EpochLogCallback, Interrupted, Preemption, ResumeCallback, StatusCallback,
 )
+from trainer.classification.recipe import classifier_phases, lm_finetune_phases
 from trainer.checkpoints import Checkpoint, CheckpointStore, Position
 from trainer.data import CORPUS_PREFIX, DATA_KEY, parse_labelled_csv, split_rows
 from trainer.errors import DataError, RunExistsError
@@ -236,8 +237,7 @@ class Run:
         learn = self.setup(language_model_learner(dls, AWD_LSTM, config={**awd_lstm_lm_config, **self.arch},
                                                   drop_mult=a.drop_mult, pretrained_fnames=["weights", "vocab"],
                                                   path=self.work, metrics=[accuracy, Perplexity()]))
-        phases = [(-1, min(1, a.epochs_lm), a.lr_lm), (None, max(0, a.epochs_lm - 1), a.lr_lm / 10)]
-        self.fit_phases(learn, "lm_finetune", [p for p in phases if p[1] > 0], last_saves_done=False)
+        self.fit_phases(learn, "lm_finetune", lm_finetune_phases(a.lr_lm, a.epochs_lm), last_saves_done=False)
         encoder = D.unwrap(learn.model)[0].state_dict()
         torch.save(encoder, models / "ft_enc.pth")  # on every rank (fastai's save_encoder skips ranks > 0)
         self.save_checkpoint(None, Position("lm_finetune", done=True), [], encoder=encoder)
@@ -259,15 +259,8 @@ class Run:
                                                    path=self.work, metrics=metrics))
         if self.resume_point("classifier") is None:
             learn.load_encoder("ft_enc")
-        lr, d = a.lr, 2.6 ** 4  # ULMFiT: discriminative rates, lr/2.6 per layer group down
-        phases = [(-1, 1, lr), (-2, 1, slice(lr / 2 / d, lr / 2)), (-3, 1, slice(lr / 4 / d, lr / 4)),
-                  (None, a.epochs_clf - 3, slice(lr / 10 / d, lr / 10))]
-        left, trimmed = a.epochs_clf, []
-        for freeze_to, n, rate in phases:
-            n = min(n, left)
-            if n > 0:
-                trimmed.append((freeze_to, n, rate))
-            left -= n
+        # AWD-LSTM classifier layer groups: embedding, each LSTM layer, head.
+        trimmed = classifier_phases(a.lr, a.epochs_clf, n_groups=self.arch["n_layers"] + 2)
         at = self.resume_point("classifier")
         if at is not None and at.done:
             D.unwrap(learn.model).load_state_dict(self.resume.payload["model"])

@@ -1,0 +1,30 @@
+"""fastai's ULMFiT recipe (Howard & Ruder 2018; fastai's text tutorial), as training phases.
+
+A phase is (freeze_to or None for all layers, epochs, learning rate or slice). The
+classifier unfreezes one layer group per epoch (last group, then the last two, three),
+halving the peak rate each time, then trains everything at lr/10 for the remaining
+epochs. Within a phase, rates fall by 2.6 per layer group from the head down: for G
+groups the slice spans a factor 2.6 ** (G - 1), whatever the number of LSTM layers.
+"""
+from __future__ import annotations
+
+LAYER_FACTOR = 2.6
+
+
+def classifier_phases(lr: float, epochs: int, n_groups: int) -> list[tuple]:
+    d = LAYER_FACTOR ** (n_groups - 1)
+    phases = [(-1, 1, lr), (-2, 1, slice(lr / 2 / d, lr / 2)), (-3, 1, slice(lr / 4 / d, lr / 4)),
+              (None, epochs - 3, slice(lr / 10 / d, lr / 10))]
+    left, trimmed = epochs, []
+    for freeze_to, n, rate in phases:
+        n = min(n, left)
+        if n > 0:
+            trimmed.append((freeze_to, n, rate))
+        left -= n
+    return trimmed
+
+
+def lm_finetune_phases(lr: float, epochs: int) -> list[tuple]:
+    """One epoch with only the new embeddings and head trainable, then all layers at lr/10."""
+    phases = [(-1, min(1, epochs), lr), (None, max(0, epochs - 1), lr / 10)]
+    return [p for p in phases if p[1] > 0]
