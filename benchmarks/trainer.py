@@ -61,7 +61,8 @@ def epoch_before_after(csv_path: Path, work: Path, args) -> dict:
                                  Pad_Chunk, ProgressCallback, SortedDL, awd_lstm_clas_config, text_classifier_learner)
 
     from trainer.checkpoints import CheckpointStore, Position, rng_state
-    from trainer.data import parse_labelled_csv, split_rows
+    from trainer.data import parse_labelled_csv
+    from trainer.splits import make_splits
     from trainer.storage import open_bucket
     from trainer.text.loaders import classifier_dataloaders
     from fastai.text.all import Tokenizer, WordTokenizer
@@ -69,7 +70,8 @@ def epoch_before_after(csv_path: Path, work: Path, args) -> dict:
     from trainer.text.tokens import build_vocab, remap, tokenize
 
     data = parse_labelled_csv(csv_path.read_bytes(), text_col="text", label_col="labels", label_sep=";", source="bench")
-    train_idx, valid_idx = split_rows(len(data.texts), 0.1, 42)
+    s = make_splits(data, valid_pct=0.1, seed=42)
+    train_idx, valid_idx = s.train, s.valid
     t0 = time.perf_counter()
     tokens = tokenize(data.texts, "fr")
     tokenize_s = time.perf_counter() - t0
@@ -160,7 +162,8 @@ def gpu_precision(csv_path: Path) -> dict:
                                  language_model_learner, text_classifier_learner)
 
     from trainer import precision as P
-    from trainer.data import parse_labelled_csv, split_rows
+    from trainer.data import parse_labelled_csv
+    from trainer.splits import make_splits
     from trainer.text.loaders import classifier_dataloaders, lm_dataloaders
     from trainer.text.tokens import build_vocab, remap, tokenize
 
@@ -168,7 +171,8 @@ def gpu_precision(csv_path: Path) -> dict:
     tokens = tokenize(data.texts, "fr")
     vocab = build_vocab([tokens], min_freq=2, max_vocab=60000)
     ids = remap(tokens, vocab)
-    splits = split_rows(len(data.texts), 0.1, 42)
+    s = make_splits(data, valid_pct=0.1, seed=42)
+    splits = (s.train, s.valid)
     out = {"gpu": torch.cuda.get_device_name(0), "mixed": P.resolve("auto")}
     for kind in ("lm", "classifier"):
         for precision in ("fp32", out["mixed"]):

@@ -20,8 +20,7 @@ from stacks.config import EnvConfig, LanguageSettings
 from stacks.errors import InfraError, UnknownLanguageError
 from stacks.project import Project, stack_name
 from trainer import supervisor
-from trainer.data import DATA_KEY, LabelledData, parse_labelled_csv
-from trainer.errors import DataError
+from trainer.data import LabelledData, load_labelled
 from trainer.runs import RunStatus, new_run_id, read_status, run_key, run_started_at
 from trainer.storage import Bucket, LocalBucket, open_bucket
 
@@ -45,13 +44,8 @@ def language_settings(config: EnvConfig, lang: str) -> LanguageSettings:
 
 def preflight_data(bucket: Bucket, lang: str, settings: LanguageSettings) -> LabelledData:
     """The trainer's own validation, run before anything is created or written."""
-    key = DATA_KEY.format(lang=lang)
-    if not bucket.exists(key):
-        raise DataError(f"no labelled data at {bucket.url(key)}",
-                        hint=f"stage it first: trainctl data push {lang} PATH/TO/train.csv")
     d = settings.data
-    return parse_labelled_csv(bucket.read_bytes(key), text_col=d.text_col, label_col=d.label_col,
-                              label_sep=d.label_sep, source=bucket.url(key))
+    return load_labelled(bucket, lang, text_col=d.text_col, label_col=d.label_col, label_sep=d.label_sep)[0]
 
 
 @dataclass
@@ -146,9 +140,17 @@ def write_run_metadata(bucket: Bucket, handle: StackHandle, run_id: str) -> None
         "git_sha": git_sha(handle.project.root), "host": platform.node(),
         "terraform": terraform_version(handle.tf.binary),
     }
+    settings = handle.config.language(handle.lang)
+    meta.update(target=handle.config.target, machine_type=settings.machine_type,
+                gpu={"type": settings.gpu.type, "count": settings.gpu.count}, spot=settings.spot,
+                nodes=settings.nodes, max_run_hours=settings.max_run_hours)
     if handle.placement is not None:
-        meta.update(image=handle.placement.image, zone=handle.placement.zone,
-                    quota_metric=handle.placement.quota_metrics[0])
+        from stacks.config.prices import estimate
+        from stacks.config.gpus import region_of
+
+        region = region_of(handle.placement.zone)
+        meta.update(image=handle.placement.image, zone=handle.placement.zone, region=region,
+                    quota_metric=handle.placement.quota_metrics[0], cost_estimate=estimate(settings, region).as_dict())
     prefix = "metadata/"
     bucket.write_bytes(run_key(handle.lang, run_id, prefix + "config.json"),
                        handle.config.model_dump_json(indent=2).encode())

@@ -30,7 +30,7 @@ class Terraform:
         self.echo = echo  # called with each output line when set (--debug)
 
     def _run(self, action: str, *args: str) -> str:
-        env = {**os.environ, "TF_IN_AUTOMATION": "1", "TF_INPUT": "0"}
+        env = {**os.environ, "TF_IN_AUTOMATION": "1", "TF_INPUT": "0", "CHECKPOINT_DISABLE": "1"}
         # stderr apart: warnings there must not corrupt `output -json`.
         with tempfile.TemporaryFile("w+") as err:
             proc = subprocess.Popen([self.binary, *args], cwd=self.workdir, env=env, text=True,

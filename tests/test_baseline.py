@@ -6,7 +6,8 @@ import pytest
 
 from tests.conftest import SAMPLE
 from trainer.classification.baseline import tfidf_baseline
-from trainer.data import parse_labelled_csv, split_rows
+from trainer.data import parse_labelled_csv
+from trainer.splits import make_splits
 
 
 @pytest.mark.parametrize("lang, multi", [("fr", True), ("en", False)])
@@ -14,7 +15,8 @@ def test_tfidf_baseline_on_the_samples(lang, multi):
     data = parse_labelled_csv((SAMPLE / lang / "train.csv").read_bytes(), text_col="text", label_col="labels",
                               label_sep=";", source=lang)
     assert data.multi_label is multi
-    train, valid = split_rows(len(data.texts), 0.2, 42)
+    s = make_splits(data, valid_pct=0.2, seed=42)
+    train, valid = s.train, s.valid
     targets = np.array([[int(l in row) for l in data.label_names] for row in data.labels])
     result = tfidf_baseline(data.texts, targets, train_idx=train, valid_idx=valid, multi_label=multi,
                             labels=data.label_names)

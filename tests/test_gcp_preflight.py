@@ -35,6 +35,9 @@ def test_image_never_built_is_exit_3_before_anything_is_created(project, gcs_env
     assert result.exit_code == 3, result.output
     assert "quota ok: fr runs in europe-west4-a (PREEMPTIBLE_NVIDIA_L4_GPUS)" in out
     assert "trainctl image build --env dev" in out
+    # The cost estimate comes first, before anything is created (per hour and at max_run_hours=4).
+    estimate = "estimated cost of 1 x g2-standard-8 (Spot, europe-west4): $"
+    assert estimate in out and "at max_run_hours=4" in out and out.index(estimate) < out.index("quota ok")
     assert len(api.requests("HEAD", MANIFEST)) == 1
     assert not (project / ".trainstack" / "dev" / "cdktf.out").exists()  # nothing synthesized or applied
 
@@ -75,3 +78,6 @@ def test_run_metadata_records_the_image_zone_and_quota_metric(project, tmp_path)
     meta = json.loads(bucket.read_bytes("fr/runs/20261122-101500-ab12/metadata/trainctl.json"))
     assert meta["image"] == placement.image and meta["zone"] == "europe-west4-b"
     assert meta["quota_metric"] == "NVIDIA_L4_GPUS" and meta["stack"] == "train-fr"
+    assert meta["machine_type"] == "g2-standard-8" and meta["gpu"] == {"type": "nvidia-l4", "count": 1}
+    assert meta["spot"] is True and meta["region"] == "europe-west4"
+    assert meta["cost_estimate"]["per_hour"] > 0 and meta["cost_estimate"]["max_run_hours"] == 4

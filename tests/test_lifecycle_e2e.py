@@ -84,10 +84,19 @@ def test_train_end_to_end(staged):
     assert metrics["n_train"] + metrics["n_valid"] == 380
     assert "\r" not in (folder / "log.txt").read_text()
     assert "SUCCEEDED" in r.stdout and "macro-F1" in r.stdout and "train-fr destroyed" in r.stdout
+    # Captured (no terminal): every artifact URI whole on one line, no colour codes.
+    lines = r.stdout.splitlines()
+    for name in ("model.pth", "metrics.json", "valid_predictions.csv", "log.txt", "status.json"):
+        uri = f"file://{(folder / name).resolve()}"
+        assert any(line.split() == [name, uri] for line in lines), f"{uri} is not whole on one line"
+    assert "\x1b[" not in r.stdout and "\x1b[" not in r.stderr
+    cost = json.loads((folder / "metadata/cost.json").read_text())
+    assert cost["est_cost"] == 0 and cost["billed_vm_s"] == 0  # local runs cost nothing
     assert_nothing_left(staged)
     # The run is listed, and its model answers.
     listing = json.loads(trainctl(staged, "runs", "--json").stdout)
     assert [row["run_id"] for row in listing] == [run_id] and listing[0]["macro_f1"] == metrics["macro_f1"]
+    assert listing[0]["state"] == "SUCCEEDED" and listing[0]["est_cost"] == 0 and listing[0]["configured"]
     p = trainctl(staged, "predict", "fr", "Mon colis n'est jamais arrivé, le suivi est bloqué")
     assert p.returncode == 0 and any(lbl in p.stdout for lbl in metrics["labels"])
 

@@ -100,3 +100,42 @@ def test_sigterm_mid_classifier_resumes_exactly(tmp_path):
     assert strip(resumed["history"]) == strip(whole["history"])
     for key in ("per_label", "micro_f1", "macro_f1", "accuracy"):
         assert resumed[key] == whole[key], key
+
+
+def test_test_split_scores_test_rows_with_thresholds_tuned_on_valid_rows(tmp_path):
+    import csv
+    import io
+
+    import numpy as np
+
+    from trainer import metrics as M
+
+    uri = f"file://{tmp_path / 'bucket'}"
+    bucket = open_bucket(uri)
+    lines = (SAMPLE / "fr/train.csv").read_text().splitlines()
+    bucket.write_bytes("fr/data/train.csv", ("\n".join(lines[:301]) + "\n").encode())
+    bucket.write_bytes("fr/data/test.csv", ("\n".join(lines[:1] + lines[301:]) + "\n").encode())
+    proc = trainer(uri, "t1")
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out
+    m = json.loads(bucket.read_bytes("fr/runs/t1/metrics.json"))
+    assert m["rows"] == {"fit": "train", "thresholds": "valid", "scores": "test"} and m["n_test"] == 80
+    assert m["baseline_tfidf"]["rows"]["scores"] == "test" and m["valid"]["rows"]["scores"] == "valid"
+
+    def table(name):
+        rows = list(csv.DictReader(io.StringIO(bucket.read_bytes(f"fr/runs/t1/{name}").decode())))
+        probs = np.array([[float(r[f"prob_{l}"]) for l in m["labels"]] for r in rows])
+        targets = np.array([[int(l in r["true_labels"].split(";")) for l in m["labels"]] for r in rows])
+        return rows, probs, targets
+
+    valid_rows, valid_probs, valid_targets = table("valid_predictions.csv")
+    test_rows, test_probs, test_targets = table("test_predictions.csv")
+    assert {r["split"] for r in valid_rows} == {"valid"} and {r["split"] for r in test_rows} == {"test"}
+    assert len(test_rows) == 80
+    # The thresholds are the ones the validation rows give, never the test rows'.
+    thresholds = M.choose_thresholds(valid_probs, valid_targets)
+    assert [m["per_label"][l]["threshold"] for l in m["labels"]] == thresholds.tolist()
+    # The reported figures are recomputed from test_predictions.csv with those thresholds.
+    recomputed = M.score(M.decide(test_probs, multi_label=True, thresholds=thresholds), test_targets, m["labels"],
+                         thresholds)
+    assert recomputed["macro_f1"] == m["macro_f1"] and recomputed["per_label"] == m["per_label"]

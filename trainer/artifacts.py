@@ -16,41 +16,70 @@ import torch
 
 from trainer import metrics as M
 from trainer.classification.baseline import tfidf_baseline
-from trainer.text.loaders import raw_text_dataloaders
+from trainer.text.loaders import classifier_dataloaders, raw_text_dataloaders
+
+
+def _probs(learn, dl) -> np.ndarray:
+    probs, _ = learn.get_preds(dl=dl)  # reordered to the dataset's row order
+    return probs.float().numpy()
+
+
+def _predictions_csv(run, rows: list[int], split: str, probs, pred) -> bytes:
+    labels = run.data.label_names
+    out = io.StringIO()
+    w = csv.writer(out)
+    w.writerow(["row_id", "split", "text", "true_labels", "pred_labels", *[f"prob_{l}" for l in labels]])
+    for n, i in enumerate(rows):
+        w.writerow([run.data.row_ids[i], split, run.data.texts[i], ";".join(run.data.labels[i]),
+                    ";".join(l for l, p in zip(labels, pred[n]) if p), *[f"{p:.4f}" for p in probs[n]]])
+    return out.getvalue().encode()
 
 
 def evaluate(run) -> dict:
+    """Thresholds are tuned on the validation rows only; the reported figures are test figures
+    when the data has a test split, else validation figures (tuned and at 0.5, side by side)."""
     run.stage("evaluating")
-    probs, targs = run.learn.get_preds(ds_idx=1)
-    probs = probs.float().numpy()
-    labels = run.data.label_names
-    if run.data.multi_label:
-        targets = targs.numpy().astype(int)
-        thresholds = M.choose_thresholds(probs, targets)
+    labels, multi = run.data.label_names, run.data.multi_label
+    targets = np.array([[int(l in row) for l in labels] for row in run.data.labels])
+    valid_probs = _probs(run.learn, run.dls.valid)
+    thresholds = M.choose_thresholds(valid_probs, targets[run.valid_idx]) if multi else None
+    valid = M.score(M.decide(valid_probs, multi_label=multi, thresholds=thresholds), targets[run.valid_idx],
+                    labels, thresholds)
+    extra: dict = {}
+    if run.test_idx:
+        test_dl = classifier_dataloaders(run.clf_tokens, run.data.labels, multi_label=multi, label_names=labels,
+                                         splits=(run.train_idx, run.test_idx), bs=run.a.bs, seq_len=run.a.seq_len).valid
+        scored, split, probs = run.test_idx, "test", _probs(run.learn, test_dl)
+        extra["valid"] = {**valid, "rows": {"thresholds": "valid", "scores": "valid"}}
     else:
-        targets = np.eye(len(labels), dtype=int)[targs.numpy().astype(int)]
-        thresholds = None
-    pred = M.decide(probs, multi_label=run.data.multi_label, thresholds=thresholds)
-    result = M.score(pred, targets, labels, thresholds)
-    all_targets = np.array([[int(l in row) for l in labels] for row in run.data.labels])
-    baseline = M.majority_baseline(all_targets[run.train_idx], targets, labels)
-    tfidf = tfidf_baseline(run.data.texts, all_targets, train_idx=run.train_idx, valid_idx=run.valid_idx,
-                           multi_label=run.data.multi_label, labels=labels, seed=run.a.seed)
-    out = io.StringIO()
-    w = csv.writer(out)
-    w.writerow(["row_id", "text", "true_labels", "pred_labels", *[f"prob_{l}" for l in labels]])
-    for n, i in enumerate(run.valid_idx):  # get_preds reorders to dataset order
-        w.writerow([run.data.row_ids[i], run.data.texts[i], ";".join(run.data.labels[i]),
-                    ";".join(l for l, p in zip(labels, pred[n]) if p), *[f"{p:.4f}" for p in probs[n]]])
-    run.predictions_csv = out.getvalue().encode()
-    run.log.line(f"validation: macro-F1 {result['macro_f1']:.3f}, micro-F1 {result['micro_f1']:.3f}, "
-                 f"accuracy {result['accuracy']:.3f} (majority baseline macro-F1 {baseline['macro_f1']:.3f})")
+        scored, split, probs = run.valid_idx, "valid", valid_probs
+        if multi:
+            half = np.full(len(labels), 0.5)
+            extra["at_threshold_0_5"] = {**M.score(M.decide(probs, multi_label=True, thresholds=half),
+                                                   targets[scored], labels, half),
+                                         "rows": {"thresholds": None, "scores": "valid"}}
+    pred = M.decide(probs, multi_label=multi, thresholds=thresholds)
+    result = M.score(pred, targets[scored], labels, thresholds)
+    rows = {"fit": "train", "thresholds": "valid" if multi else None, "scores": split}
+    baseline = M.majority_baseline(targets[run.train_idx], targets[scored], labels)
+    tfidf = tfidf_baseline(run.data.texts, targets, train_idx=run.train_idx, valid_idx=run.valid_idx,
+                           test_idx=run.test_idx or None, multi_label=multi, labels=labels, seed=run.a.seed)
+    run.predictions = {"valid_predictions.csv": _predictions_csv(
+        run, run.valid_idx, "valid", valid_probs, M.decide(valid_probs, multi_label=multi, thresholds=thresholds))}
+    if run.test_idx:
+        run.predictions["test_predictions.csv"] = _predictions_csv(run, scored, split, probs, pred)
+    tuned = " (thresholds tuned on valid)" if multi else ""
+    run.log.line(f"{split}: macro-F1 {result['macro_f1']:.3f}{tuned}, micro-F1 {result['micro_f1']:.3f}, "
+                 f"accuracy {result['accuracy']:.3f} (majority baseline macro-F1 {baseline['macro_f1']:.3f})"
+                 + (f"; at threshold 0.5 macro-F1 {extra['at_threshold_0_5']['macro_f1']:.3f}"
+                    if "at_threshold_0_5" in extra else ""))
     run.log.line(f"TF-IDF baseline on the same rows: macro-F1 {tfidf['macro_f1']:.3f} "
                  f"(model {result['macro_f1'] - tfidf['macro_f1']:+.3f}), fitted in {tfidf['fit_s']:.1f}s")
-    rows = {"fit": "train", "thresholds": "valid" if run.data.multi_label else None, "scores": "valid"}
-    return {"labels": labels, "multi_label": run.data.multi_label, **result, "baseline": baseline,
-            "baseline_tfidf": {**tfidf, "rows": rows}, "rows": rows,
-            "n_train": len(run.train_idx), "n_valid": len(run.valid_idx)}
+    return {"labels": labels, "multi_label": multi, **result, "rows": rows, **extra,
+            "baseline": {**baseline, "rows": {"fit": "train", "scores": split}},
+            "baseline_tfidf": {**tfidf, "rows": rows},
+            "split": {"source": run.splits.source, "duplicates_dropped": run.splits.duplicates_dropped},
+            "n_train": len(run.train_idx), "n_valid": len(run.valid_idx), "n_test": len(run.test_idx)}
 
 
 def upload(run, result: dict, started: float) -> None:
@@ -63,7 +92,8 @@ def upload(run, result: dict, started: float) -> None:
     learn.dls = run.dls
     put = run.put
     put(run.work / "model.pth", "model.pth")
-    put(run.predictions_csv, "valid_predictions.csv")
+    for name, table in run.predictions.items():
+        put(table, name)
     plot = plot_history(run.history, run.work / "history.png")
     if plot:
         put(plot, "plots/history.png")

@@ -84,6 +84,7 @@ class EpochLogCallback(Callback):
     def __init__(self, log: RunLog, history: list[dict]):
         self.log, self.history = log, history
         self.stage, self.phase, self.offset, self.total = "", "", 0, 0
+        self.names: dict[str, str] = {}  # fastai's metric name -> the history's (never a final metric's name)
 
     def after_epoch(self):
         if skipped(self.learn, self.epoch):
@@ -96,7 +97,7 @@ class EpochLogCallback(Callback):
                 number = float(value)
             except (TypeError, ValueError):
                 continue
-            record[name] = None if math.isnan(number) else round(number, 5)
+            record[self.names.get(name, name)] = None if math.isnan(number) else round(number, 5)
         self.history.append(record)
         shown = "  ".join(f"{k} {v:.4f}" for k, v in record.items() if isinstance(v, float))
         self.log.line(f"{self.stage} [{self.phase}] epoch {record['epoch']}/{self.total}  {shown}")

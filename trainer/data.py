@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 from trainer.errors import DataError
 
 DATA_KEY = "{lang}/data/train.csv"
+SPLIT_KEYS = {"valid": "{lang}/data/valid.csv", "test": "{lang}/data/test.csv"}
+SPLIT_COL = "split"
+SPLIT_VALUES = ("train", "valid", "test")
 CORPUS_PREFIX = "{lang}/data/corpus/"
 MIN_EXAMPLES_PER_LABEL = 2
 # A text field may be a whole document: far beyond csv's default 131072-character limit.
@@ -33,6 +36,7 @@ class LabelledData:
     skipped_empty: int = 0
     warnings: list[str] = field(default_factory=list)
     sha256: str = ""
+    splits: list[str | None] = field(default_factory=list)  # per row: train/valid/test from the data, or None
 
     @property
     def label_names(self) -> list[str]:
@@ -59,9 +63,10 @@ def parse_labelled_csv(raw: bytes, *, text_col: str, label_col: str, label_sep: 
             f"{source} has no column {', '.join(repr(c) for c in missing)} (columns: {', '.join(columns) or 'none'})",
             hint="rename the column or set data.text_col / data.label_col (e.g. --set defaults.data.label_col=category)",
         )
-    row_ids, texts, labels = [], [], []
+    row_ids, texts, labels, marks = [], [], [], []
     skipped = 0
     counts: Counter = Counter()
+    has_split = SPLIT_COL in columns and SPLIT_COL not in (text_col, label_col)
     try:
         for i, row in enumerate(reader):
             body = (row.get(text_col) or "").strip()
@@ -70,6 +75,11 @@ def parse_labelled_csv(raw: bytes, *, text_col: str, label_col: str, label_sep: 
                 skipped += 1
                 continue
             tags = sorted(set(tags))
+            mark = (row.get(SPLIT_COL) or "").strip().lower() or None if has_split else None
+            if mark is not None and mark not in SPLIT_VALUES:
+                raise DataError(f"{source} row {i + 2}: split {row.get(SPLIT_COL)!r} is not one of "
+                                f"{', '.join(SPLIT_VALUES)}", hint="fix the value, or leave it empty for train")
+            marks.append(mark)
             row_ids.append(i)
             texts.append(body)
             labels.append(tags)
@@ -87,7 +97,7 @@ def parse_labelled_csv(raw: bytes, *, text_col: str, label_col: str, label_sep: 
     data = LabelledData(
         row_ids=row_ids, texts=texts, labels=labels, label_counts=counts,
         multi_label=any(len(t) > 1 for t in labels), skipped_empty=skipped,
-        sha256=hashlib.sha256(raw).hexdigest(),
+        sha256=hashlib.sha256(raw).hexdigest(), splits=marks,
     )
     if skipped:
         data.warnings.append(f"skipped {skipped} row(s) with empty text or label")
@@ -100,9 +110,34 @@ def parse_labelled_csv(raw: bytes, *, text_col: str, label_col: str, label_sep: 
     return data
 
 
-def split_rows(n: int, valid_pct: float, seed: int) -> tuple[list[int], list[int]]:
-    """Random train/validation row indices (sorted), the same for every rank of a run."""
-    idx = list(range(n))
-    random.Random(seed).shuffle(idx)
-    n_valid = max(1, int(round(n * valid_pct)))
-    return sorted(idx[n_valid:]), sorted(idx[:n_valid])
+def load_labelled(bucket, lang: str, *, text_col: str, label_col: str, label_sep: str) -> tuple[LabelledData, bytes]:
+    """train.csv plus valid.csv / test.csv beside it (their rows marked), validated alike.
+
+    Returns the data and the raw bytes of every file read (for the run's data hash)."""
+    key = DATA_KEY.format(lang=lang)
+    if not bucket.exists(key):
+        raise DataError(f"no labelled data at {bucket.url(key)}",
+                        hint=f"stage it first: trainctl data push {lang} PATH/TO/train.csv")
+    opts = dict(text_col=text_col, label_col=label_col, label_sep=label_sep)
+    raw = bucket.read_bytes(key)
+    data = parse_labelled_csv(raw, source=bucket.url(key), **opts)
+    for mark, pattern in SPLIT_KEYS.items():
+        extra_key = pattern.format(lang=lang)
+        if not bucket.exists(extra_key):
+            continue
+        if any(m is not None for m in data.splits):
+            raise DataError(f"{bucket.url(key)} has a {SPLIT_COL!r} column and {bucket.url(extra_key)} exists too",
+                            hint=f"use one way to give the split: the column, or {mark}.csv")
+        extra_raw = bucket.read_bytes(extra_key)
+        extra = parse_labelled_csv(extra_raw, source=bucket.url(extra_key), **opts) if extra_raw.strip() else None
+        if extra is None:
+            continue
+        raw += b"\0" + mark.encode() + b"\0" + extra_raw
+        data.row_ids += extra.row_ids
+        data.texts += extra.texts
+        data.labels += extra.labels
+        data.splits += [mark] * len(extra.texts)
+        data.label_counts.update(extra.label_counts)
+        data.multi_label = data.multi_label or extra.multi_label
+        data.warnings += extra.warnings
+    return data, raw

@@ -30,7 +30,8 @@ from trainer.callbacks import (
 )
 from trainer.classification.recipe import classifier_phases, lm_finetune_phases
 from trainer.checkpoints import Checkpoint, CheckpointStore, Position
-from trainer.data import CORPUS_PREFIX, DATA_KEY, parse_labelled_csv, split_rows
+from trainer.data import load_labelled
+from trainer.splits import make_splits
 from trainer.errors import DataError, RunExistsError
 from trainer.runlog import QuietLog, RunLog
 from trainer.runs import RunStatus, mark_failed, read_status, run_key
@@ -40,6 +41,11 @@ from trainer.text.loaders import classifier_dataloaders, lm_dataloaders
 from trainer.text.tokens import TokenIds, build_vocab, remap
 
 LM_KEYS = ("lm/weights.pth", "lm/vocab.pkl", "lm/meta.json")
+# Per-epoch figures are fastai's running metrics (threshold 0.5, per-label accuracy for
+# multi-label): named apart from the final, tuned ones in metrics.json.
+EPOCH_METRIC_NAMES = {"lm": {"accuracy": "token_accuracy"},
+                      "multi": {"accuracy_multi": "label_accuracy@0.5", "f1_score": "macro_f1@0.5"},
+                      "single": {"accuracy": "accuracy@argmax", "f1_score": "macro_f1@argmax"}}
 EXIT_INTERRUPTED = 143  # the launchers (local supervisor, VM agent) resume the run after this
 
 
@@ -74,13 +80,8 @@ class Run:
     def prepare(self):
         a = self.a
         self.stage("preparing")
-        key = DATA_KEY.format(lang=a.lang)
-        if not self.bucket.exists(key):
-            raise DataError(f"no labelled data at {self.bucket.url(key)}",
-                            hint=f"stage it with `trainctl data push {a.lang} PATH`")
-        raw = self.bucket.read_bytes(key)
-        self.data = parse_labelled_csv(raw, text_col=a.text_col, label_col=a.label_col,
-                                       label_sep=a.label_sep, source=self.bucket.url(key))
+        self.data, raw = load_labelled(self.bucket, a.lang, text_col=a.text_col, label_col=a.label_col,
+                                       label_sep=a.label_sep)
         for warning in self.data.warnings:
             self.log.line(f"warning: {warning}")
         with D.rank0_first(self.ctx):  # rank 0 tokenizes and caches; the others read its cache
@@ -97,7 +98,14 @@ class Run:
             h.update(table.ids.tobytes())
             h.update("\n".join(table.vocab).encode())
         self.data_hash = h.hexdigest()[:16]
-        self.train_idx, self.valid_idx = split_rows(len(self.data.texts), a.valid_pct, a.seed)
+        self.splits = make_splits(self.data, valid_pct=a.valid_pct, seed=a.seed)
+        self.train_idx, self.valid_idx, self.test_idx = self.splits.train, self.splits.valid, self.splits.test
+        self.log.line(f"split ({self.splits.source}): {len(self.train_idx)} train, {len(self.valid_idx)} valid, "
+                      f"{len(self.test_idx)} test rows"
+                      + (f"; {self.splits.duplicates_dropped} exact duplicate text(s) dropped"
+                         if self.splits.duplicates_dropped else ""))
+        for note in self.splits.notes:
+            self.log.line(f"warning: {note}")
         self.resume = self.store.latest()
         if self.resume is not None:
             self.resume.check_compatible(data_hash=self.data_hash, labels=self.data.label_names)
@@ -153,6 +161,8 @@ class Run:
             if at is not None and i == at.phase:
                 cbs = [self.restore(learn, at)]
             self.epoch_log.stage, self.epoch_log.phase, self.epoch_log.total = stage, f"{i + 1}/{len(phases)}", total
+            self.epoch_log.names = EPOCH_METRIC_NAMES[
+                "lm" if stage != "classifier" else "multi" if self.data.multi_label else "single"]
             self.epoch_log.offset = self.status_cb.offset = offset
             self.ckpt_cb.stage, self.ckpt_cb.phase_idx, self.ckpt_cb.last_phase = (
                 stage, i, last_saves_done and i == len(phases) - 1)
@@ -247,8 +257,9 @@ class Run:
         self.stage("classifier", a.epochs_clf)
         self.stage_vocab = self.ft_vocab
         P.seed_everything(a.seed + self.ctx.rank, deterministic=a.deterministic)
+        self.clf_tokens = remap(self.texts, self.ft_vocab)
         self.dls = classifier_dataloaders(
-            remap(self.texts, self.ft_vocab), self.data.labels, multi_label=self.data.multi_label,
+            self.clf_tokens, self.data.labels, multi_label=self.data.multi_label,
             label_names=self.data.label_names, splits=(self.train_idx, self.valid_idx), bs=a.bs, seq_len=a.seq_len,
             rank=self.ctx.rank, world=self.ctx.world)
         multi = self.data.multi_label

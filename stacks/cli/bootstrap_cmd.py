@@ -23,4 +23,5 @@ def bootstrap(env: EnvOpt = "local", sets: SetOpt = None):
     verb = "created" if state.created else "exists"
     console.print(f"state bucket gs://{state.name} {verb} ({state.location}, versioning "
                   f"{'on' if state.versioning else 'OFF'})")
-    console.print(f"next: TRAINCTL_ENV={env} npx cdktf deploy {FOUNDATION}   (APIs, bucket, registry, identities)")
+    console.print(f"next: CHECKPOINT_DISABLE=1 TRAINCTL_ENV={env} npx cdktf deploy {FOUNDATION}   "
+                  "(APIs, bucket, registry, identities; CHECKPOINT_DISABLE=1: no cdktf telemetry)", soft_wrap=True)

@@ -7,12 +7,30 @@ import traceback
 from typing import Annotated
 
 import typer
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 
 from stacks.errors import ExitStatus, TrainstackError
 
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
+# Without a terminal (CI logs, `| tee`, `> run.log`, scripts) lines are never wrapped, so a
+# path or URI copied from the output is whole; rich already leaves out colour codes there.
+NO_TTY_WIDTH = 1_000_000
+
+
+class OperatorConsole(Console):
+    """A rich console that wraps at the terminal's width on a terminal, and nowhere otherwise."""
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        size = Console.size.fget(self)
+        return size if self.is_terminal else ConsoleDimensions(NO_TTY_WIDTH, size.height)
+
+    @size.setter
+    def size(self, new_size) -> None:
+        Console.size.fset(self, new_size)
+
+
+console = OperatorConsole(highlight=False)
+err_console = OperatorConsole(stderr=True, highlight=False)
 STATE = {"debug": False}
 
 EnvOpt = Annotated[str, typer.Option("--env", "-e", envvar="TRAINCTL_ENV", help="environment (envs/<env>.yaml)")]

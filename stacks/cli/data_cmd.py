@@ -18,9 +18,10 @@ def _plan_uploads(lang: str, path: Path) -> list[tuple[Path, str]]:
     if path.is_file():
         return [(path, f"{lang}/data/train.csv")]
     pairs = []
-    if (path / "train.csv").is_file():
-        pairs.append((path / "train.csv", f"{lang}/data/train.csv"))
-    for txt in sorted((path / "corpus").glob("*.txt")):
+    for name in ("train.csv", "valid.csv", "test.csv"):
+        if (path / name).is_file():
+            pairs.append((path / name, f"{lang}/data/{name}"))
+    for txt in sorted([*(path / "corpus").glob("*.txt"), *(path / "corpus").glob("*.txt.gz")]):
         pairs.append((txt, f"{lang}/data/corpus/{txt.name}"))
     for f in sorted((path / "lm").glob("*")) if (path / "lm").is_dir() else []:
         if f.is_file():
@@ -31,7 +32,7 @@ def _plan_uploads(lang: str, path: Path) -> list[tuple[Path, str]]:
 @app.command("push")
 @mapped_errors
 def push(lang: LangArg,
-         path: Annotated[Path, typer.Argument(help="train.csv, or a folder with train.csv, corpus/*.txt, lm/*")],
+         path: Annotated[Path, typer.Argument(help="train.csv, or a folder with train.csv [valid.csv test.csv], corpus/*.txt[.gz], lm/*")],
          env: EnvOpt = "local", sets: SetOpt = None,
          replace: Annotated[bool, typer.Option("--replace", help="replace differing files (old ones are kept under data/previous/)")] = False):
     """Validate and upload a language's data to <bucket>/<lang>/."""
@@ -44,9 +45,10 @@ def push(lang: LangArg,
         fail(f"{path} does not exist", "pass a train.csv or a folder holding one", ExitStatus.BAD_INPUT)
     pairs = _plan_uploads(lang, path)
     if not pairs:
-        fail(f"nothing to upload in {path} (expected train.csv, corpus/*.txt or lm/*)", None, ExitStatus.BAD_INPUT)
+        fail(f"nothing to upload in {path} (expected train.csv, valid.csv, test.csv, corpus/*.txt[.gz] or lm/*)",
+             None, ExitStatus.BAD_INPUT)
     for src, key in pairs:
-        if key.endswith("/data/train.csv"):
+        if key.endswith(".csv"):
             d = settings.data
             data = parse_labelled_csv(src.read_bytes(), text_col=d.text_col, label_col=d.label_col,
                                       label_sep=d.label_sep, source=str(src))

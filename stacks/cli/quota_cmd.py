@@ -1,6 +1,8 @@
 """`trainctl quota`: GPU quota per candidate zone and the zone each language would get."""
 from __future__ import annotations
 
+import dataclasses
+import json
 from typing import Annotated
 
 import typer
@@ -15,21 +17,32 @@ def register(app: typer.Typer) -> None:
 
 
 @mapped_errors
-def quota(env: EnvOpt = "local", lang: LangOpt = None, sets: SetOpt = None):
+def quota(env: EnvOpt = "local", lang: LangOpt = None, sets: SetOpt = None,
+          as_json: Annotated[bool, typer.Option("--json", help="print the decisions as JSON (see the README)")] = False):
     """Check GPU quota (Spot quota for Spot VMs) and pick each language's zone (gcp envs)."""
+    from stacks.config.prices import estimate
     from stacks.gcp.quota import ComputeQuotas, choose_zone
 
     _, config = load(env, sets)
     compute = ComputeQuotas(config.project)
     reserved: dict = {}  # several languages share regional quota when their runs overlap
+    decisions = []
     for name in [lang] if lang else list(config.languages):
         decision = choose_zone(config, name, compute=compute, reserved=reserved)
-        print_decision(decision)
+        if as_json:
+            data = dataclasses.asdict(decision)
+            data["cost_estimate"] = estimate(config.language(name), decision.region).as_dict()
+            decisions.append(data)
+        else:
+            print_decision(decision)
+    if as_json:
+        typer.echo(json.dumps(decisions, indent=2))
 
 
 def print_decision(decision) -> None:
     from rich.table import Table
 
+    from stacks.cli.report import print_table
     from stacks.gcp.quota import HEADERS, row_cells
 
     table = Table(*HEADERS, title=f"train-{decision.lang}: {decision.needed} GPU(s)", title_justify="left")
@@ -37,5 +50,5 @@ def print_decision(decision) -> None:
         cells = list(row_cells(row))
         cells[-1] = f"[green]{cells[-1]}[/]" if row.ok else f"[red]{cells[-1]}[/]"
         table.add_row(*cells)
-    console.print(table)
+    print_table(table)
     console.print(f"train-{decision.lang} → {decision.zone} ({decision.metric})")

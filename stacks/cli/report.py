@@ -1,8 +1,12 @@
 """Console output of a run: log lines, a progress bar of stage and epoch, tables."""
 from __future__ import annotations
 
+import sys
+
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from stacks.cli.common import console
 from trainer.runs import RunStatus
@@ -28,13 +32,13 @@ class ConsoleReporter:
             self._progress.stop()
 
     def info(self, message: str) -> None:
-        console.print(f"[cyan]›[/] {message}")
+        console.print(f"[cyan]›[/] {escape(message)}", soft_wrap=True)
 
     def warn(self, message: str) -> None:
-        console.print(f"[yellow]warning:[/] {message}")
+        console.print(f"[yellow]warning:[/] {escape(message)}", soft_wrap=True)
 
     def log_line(self, line: str) -> None:
-        console.print(f"[dim]{line}[/]", soft_wrap=True)
+        console.print(f"[dim]{escape(line)}[/]", soft_wrap=True)
 
     def progress(self, status: RunStatus) -> None:
         if not self._progress:
@@ -56,3 +60,23 @@ def metrics_table(metrics: dict) -> Table:
                      f"accuracy {metrics['accuracy']:.3f} · majority baseline macro-F1 {base.get('macro_f1', float('nan')):.3f} · "
                      f"{metrics['n_train']} train / {metrics['n_valid']} valid rows · {metrics['duration_s']:.0f}s")
     return table
+
+
+def plain(cell) -> str:
+    """A table cell without its markup or style."""
+    return cell.plain if isinstance(cell, Text) else Text.from_markup(str(cell)).plain
+
+
+def print_table(table: Table) -> None:
+    """A rich table on a terminal; elsewhere the title, then tab-separated rows (header first),
+    then the caption, each on one line: the same cells, nothing truncated, wrapped or coloured."""
+    if console.is_terminal:
+        console.print(table)
+        return
+    lines = [plain(table.title)] if table.title else []
+    lines.append("\t".join(plain(c.header) for c in table.columns))
+    lines += ["\t".join(plain(v) for v in row) for row in zip(*(list(c.cells) for c in table.columns))]
+    if table.caption:
+        lines.append(plain(table.caption))
+    sys.stdout.write("\n".join(lines) + "\n")
+    sys.stdout.flush()

@@ -1,30 +1,45 @@
-"""`trainctl status | logs | runs | predict`: read runs back from the bucket."""
+"""`trainctl status | logs | runs [show] | predict`: read runs back from the bucket.
+
+Every read command takes `--json` (shapes in the README, "JSON output"); without a
+terminal the human output is unwrapped lines and tab-separated tables (report.print_table).
+"""
 from __future__ import annotations
 
 import json
-from datetime import datetime
+import sys
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from stacks.cli.common import EnvOpt, LangArg, SetOpt, console, load, mapped_errors
 from stacks.errors import RunNotFoundError
 
 RunOpt = Annotated[str | None, typer.Option("--run", help="run id (default: the newest)")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON (stable keys, see the README)")]
+STATUS_KEYS = ("run_id", "lang", "env", "state", "stage", "epoch", "epochs", "started_at", "updated_at",
+               "finished_at", "error", "resumed")
+
+runs_app = typer.Typer(help="Past and current runs of every language in the bucket.")
 
 
 def register(app: typer.Typer) -> None:
     app.command("status")(status)
     app.command("logs")(logs)
-    app.command("runs")(runs)
+    app.add_typer(runs_app, name="runs")
     app.command("predict")(predict)
 
 
-def _pick_run(bucket, lang: str, run_id: str | None, *, succeeded: bool = False) -> str:
-    from trainer.runs import SUCCEEDED, list_run_ids, read_status
+def emit_json(data) -> None:
+    typer.echo(json.dumps(data, indent=2))
 
-    ids = list_run_ids(bucket, lang)
+
+def _pick_run(bucket, lang: str, run_id: str | None, *, succeeded: bool = False) -> str:
+    from stacks.runrecords import run_ids
+    from trainer.runs import SUCCEEDED, read_status
+
+    ids = run_ids(bucket, lang)
     if run_id:
         if run_id not in ids:
             raise RunNotFoundError(f"no run {run_id!r} for {lang}", hint=f"list them: trainctl runs --lang {lang}")
@@ -37,86 +52,156 @@ def _pick_run(bucket, lang: str, run_id: str | None, *, succeeded: bool = False)
     return ids[-1]
 
 
-def _duration(status) -> float | None:
-    if not status.started_at:
-        return None
-    end = status.finished_at or status.updated_at
-    return (datetime.fromisoformat(end) - datetime.fromisoformat(status.started_at)).total_seconds()
+def _open(env: str, sets, lang: str | None, *, configured: bool = True):
+    """(config, bucket); a language must be configured unless it has runs in the bucket."""
+    from stacks.lifecycle import bucket_of, language_settings
+    from stacks.runrecords import bucket_languages
+
+    _, config = load(env, sets)
+    bucket = bucket_of(config)
+    if lang and (configured or lang not in bucket_languages(bucket)):
+        language_settings(config, lang)
+    return config, bucket
 
 
 @mapped_errors
-def status(lang: LangArg, env: EnvOpt = "local", sets: SetOpt = None, run: RunOpt = None):
-    """Show the state of a language's newest (or given) run."""
-    from stacks.lifecycle import bucket_of, language_settings
-    from trainer.runs import read_status
+def status(lang: LangArg, env: EnvOpt = "local", sets: SetOpt = None, run: RunOpt = None, as_json: JsonOpt = False):
+    """Show the state of a language's newest (or given) run: STARTING until its first status."""
+    from stacks.runrecords import run_state
 
-    _, config = load(env, sets)
-    language_settings(config, lang)
-    bucket = bucket_of(config)
+    config, bucket = _open(env, sets, lang, configured=False)
     run_id = _pick_run(bucket, lang, run)
-    s = read_status(bucket, lang, run_id)
+    state, s = run_state(bucket, lang, run_id, config.target)
+    data = {k: getattr(s, k) for k in STATUS_KEYS} if s else {**dict.fromkeys(STATUS_KEYS), "run_id": run_id,
+                                                              "lang": lang, "env": env, "resumed": 0}
+    data.update(state=state, url=bucket.url(f"{lang}/runs/{run_id}"))
+    if as_json:
+        emit_json(data)
+        return
+    if s is None:
+        console.print(f"run {run_id} ({lang}, env {env}): [bold]{state}[/] · no status.json yet "
+                      f"(the trainer has not started)", soft_wrap=True)
+        return
     console.print(f"run {s.run_id} ({s.lang}, env {s.env}): [bold]{s.state}[/] · stage {s.stage}"
-                  + (f" · epoch {s.epoch}/{s.epochs}" if s.epochs else ""))
+                  + (f" · epoch {s.epoch}/{s.epochs}" if s.epochs else ""), soft_wrap=True)
     console.print(f"  started {s.started_at} · updated {s.updated_at}"
                   + (f" · finished {s.finished_at}" if s.finished_at else "") + f" · resumed {s.resumed}x")
     if s.error:
-        console.print(f"  [red]error:[/] {s.error}")
+        console.print(f"  [red]error:[/] {escape(s.error)}", soft_wrap=True)
+
+
+class JsonLinesReporter:
+    """`logs --follow --json`: one JSON object per log line on stdout, notes on stderr."""
+
+    def __init__(self, lang: str, run_id: str):
+        self.lang, self.run_id = lang, run_id
+
+    def info(self, message: str) -> None:
+        print(message, file=sys.stderr)
+
+    warn = info
+
+    def log_line(self, line: str) -> None:
+        typer.echo(json.dumps({"run_id": self.run_id, "lang": self.lang, "line": line}))
+
+    def progress(self, status) -> None:
+        pass
 
 
 @mapped_errors
 def logs(lang: LangArg, env: EnvOpt = "local", sets: SetOpt = None, run: RunOpt = None,
-         follow: Annotated[bool, typer.Option("--follow", "-f", help="keep printing until the run ends")] = False):
+         follow: Annotated[bool, typer.Option("--follow", "-f", help="keep printing until the run ends")] = False,
+         as_json: Annotated[bool, typer.Option("--json", help='JSON lines: {"run_id", "lang", "line"} per log line')] = False):
     """Print a run's log.txt."""
     from stacks.cli.report import ConsoleReporter
-    from stacks.lifecycle import LogTail, bucket_of, follow as follow_run, language_settings
+    from stacks.lifecycle import LogTail, follow as follow_run
 
-    _, config = load(env, sets)
-    language_settings(config, lang)
-    bucket = bucket_of(config)
+    _, bucket = _open(env, sets, lang, configured=False)
     run_id = _pick_run(bucket, lang, run)
     if not follow:
+        rep = JsonLinesReporter(lang, run_id) if as_json else None
         for line in LogTail(bucket, lang, run_id).new_lines():
-            typer.echo(line)
+            rep.log_line(line) if rep else typer.echo(line)
+        return
+    if as_json:
+        final = follow_run(bucket, lang, run_id, JsonLinesReporter(lang, run_id))
+        print(f"run {run_id} ended: {final.state}", file=sys.stderr)
         return
     with ConsoleReporter() as rep:
         final = follow_run(bucket, lang, run_id, rep)
     console.print(f"run {run_id} ended: {final.state}; `trainctl gc --env {env}` tears down its stack")
 
 
-@mapped_errors
-def runs(env: EnvOpt = "local", sets: SetOpt = None,
-         lang: Annotated[str | None, typer.Option("--lang", help="only this language")] = None,
-         as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False):
-    """Table of past runs: run, lang, state, started, duration, macro-F1, resumes after interruptions."""
-    from stacks.lifecycle import bucket_of, language_settings
-    from trainer.runs import list_run_ids, read_metrics, read_status
+def _money(value) -> str:
+    return "?" if value is None else f"${value:.2f}"
 
-    _, config = load(env, sets)
-    langs = [lang] if lang else list(config.languages)
-    if lang:
-        language_settings(config, lang)
-    bucket = bucket_of(config)
-    rows = []
-    for code in langs:
-        for run_id in list_run_ids(bucket, code):
-            s = read_status(bucket, code, run_id)
-            m = read_metrics(bucket, code, run_id) or {}
-            rows.append({"run_id": run_id, "lang": code, "state": s.state, "started_at": s.started_at,
-                         "duration_s": _duration(s), "macro_f1": m.get("macro_f1"), "resumed": s.resumed,
-                         "error": s.error})
-    rows.sort(key=lambda r: r["run_id"])
-    if as_json:
-        typer.echo(json.dumps(rows, indent=2))
+
+@runs_app.callback(invoke_without_command=True)
+@mapped_errors
+def runs(ctx: typer.Context, env: EnvOpt = "local", sets: SetOpt = None,
+         lang: Annotated[str | None, typer.Option("--lang", help="only this language")] = None,
+         as_json: JsonOpt = False):
+    """Every run of every language in the bucket: state, started, duration, macro-F1, resumes, est. cost."""
+    if ctx.invoked_subcommand is not None:
         return
-    table = Table(title=f"runs in {config.bucket} (times UTC)")
-    for col in ("run", "lang", "state", "started", "duration", "macro-F1", "resumed"):
+    from stacks.cli.report import print_table
+    from stacks.runrecords import bucket_languages, run_ids, run_row
+
+    config, bucket = _open(env, sets, lang, configured=False)
+    langs = [lang] if lang else sorted({*bucket_languages(bucket)})
+    rows = [run_row(bucket, config, code, run_id) for code in langs for run_id in run_ids(bucket, code)]
+    rows.sort(key=lambda r: (r["run_id"], r["lang"]))
+    if as_json:
+        emit_json(rows)
+        return
+    table = Table(title=f"runs in {config.bucket} (times UTC; cost: estimated, USD)")
+    for col in ("run", "lang", "state", "started", "duration", "macro-F1", "resumed", "VM time", "est. cost"):
         table.add_column(col, no_wrap=col in ("run", "started"))
     for r in rows:
         dur = f"{r['duration_s']:.0f}s" if r["duration_s"] is not None else ""
         f1 = f"{r['macro_f1']:.3f}" if r["macro_f1"] is not None else ""
         started = (r["started_at"] or "")[:16].replace("T", " ")  # minutes, UTC
-        table.add_row(r["run_id"], r["lang"], r["state"], started, dur, f1, str(r["resumed"] or ""))
-    console.print(table)
+        lang_cell = r["lang"] if r["configured"] else f"{r['lang']} (not in env {env})"
+        table.add_row(r["run_id"], lang_cell, r["state"], started, dur, f1, str(r["resumed"] or ""),
+                      f"{r['billed_vm_s'] / 3600:.2f}h", _money(r["est_cost"]))
+    print_table(table)
+
+
+@runs_app.command("show")
+@mapped_errors
+def show(run_id: Annotated[str, typer.Argument(help="run id (see `trainctl runs`)")],
+         env: EnvOpt = "local", sets: SetOpt = None,
+         lang: Annotated[str | None, typer.Option("--lang", help="the run's language (default: searched)")] = None,
+         as_json: JsonOpt = False):
+    """One run in full: status, metrics summary, machine and cost, artifact URIs."""
+    from stacks.runrecords import TRAINCTL_META, bucket_languages, run_ids, run_row
+    from trainer.runs import ARTIFACTS, read_metrics, run_key
+
+    config, bucket = _open(env, sets, lang, configured=False)
+    langs = [lang] if lang else bucket_languages(bucket)
+    found = [code for code in langs if run_id in run_ids(bucket, code)]
+    if not found:
+        raise RunNotFoundError(f"no run {run_id!r} in {bucket.uri}", hint="list them: trainctl runs")
+    code = found[0]
+    row = run_row(bucket, config, code, run_id)
+    metrics = read_metrics(bucket, code, run_id)
+    meta_key = run_key(code, run_id, TRAINCTL_META)
+    files = [*ARTIFACTS, "log.txt", "status.json"]
+    data = {"run": row,
+            "metrics": {k: metrics.get(k) for k in ("labels", "macro_f1", "micro_f1", "accuracy", "n_train",
+                                                    "n_valid", "duration_s")} if metrics else None,
+            "metadata": json.loads(bucket.read_bytes(meta_key)) if bucket.exists(meta_key) else None,
+            "artifacts": {n: bucket.url(run_key(code, run_id, n)) for n in files if bucket.exists(run_key(code, run_id, n))}}
+    if as_json:
+        emit_json(data)
+        return
+    console.print(f"run {run_id} ({code}, env {env}): [bold]{row['state']}[/]", soft_wrap=True)
+    for key in ("stage", "started_at", "finished_at", "duration_s", "resumed", "macro_f1", "error", "machine_type",
+                "gpu_type", "gpu_count", "spot", "nodes", "vm_boots", "billed_vm_s", "est_cost", "cost_note"):
+        if row.get(key) not in (None, ""):
+            console.print(f"  {key:14} {escape(str(row[key]))}", soft_wrap=True)
+    for name, url in data["artifacts"].items():
+        console.print(f"  {name:22} {url}", soft_wrap=True, markup=False)
 
 
 @mapped_errors
@@ -126,13 +211,10 @@ def predict(lang: LangArg, texts: Annotated[list[str], typer.Argument(help="text
     import tempfile
     from pathlib import Path
 
-    from stacks.lifecycle import bucket_of, language_settings
     from trainer.predict import load_model, predict_texts
     from trainer.runs import read_metrics, run_key
 
-    _, config = load(env, sets)
-    language_settings(config, lang)
-    bucket = bucket_of(config)
+    _, bucket = _open(env, sets, lang, configured=False)
     run_id = _pick_run(bucket, lang, run, succeeded=True)
     with tempfile.TemporaryDirectory() as tmp:
         model = Path(tmp) / "model.pth"
@@ -141,4 +223,4 @@ def predict(lang: LangArg, texts: Annotated[list[str], typer.Argument(help="text
         metrics = read_metrics(bucket, lang, run_id)
         for text, (labels, probs) in zip(texts, predict_texts(learn, texts, metrics)):
             shown = ", ".join(f"{k} {v:.2f}" for k, v in probs.items())
-            console.print(f"[bold]{';'.join(labels)}[/]\t{text}\n  [dim]{shown}[/]")
+            console.print(f"[bold]{escape(';'.join(labels))}[/]\t{escape(text)}\n  [dim]{shown}[/]")

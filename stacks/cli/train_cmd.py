@@ -6,7 +6,9 @@ from typing import Annotated
 import typer
 
 from stacks.cli.common import STATE, EnvOpt, LangArg, SetOpt, console, err_console, load, mapped_errors
-from stacks.cli.report import ConsoleReporter, metrics_table
+from rich.markup import escape
+
+from stacks.cli.report import ConsoleReporter, metrics_table, print_table
 from stacks.errors import ExitStatus
 
 
@@ -35,6 +37,10 @@ def train(lang: LangArg, env: EnvOpt = "local", sets: SetOpt = None,
             rep.warn(warning)
         rep.info(f"data ok: {len(data.texts)} rows, labels {', '.join(data.label_names)}"
                  + (" (multi-label)" if data.multi_label else ""))
+        if config.target == "gcp":  # before anything is created or billed
+            from stacks.config.prices import estimate
+
+            rep.info(estimate(settings, config.region).line(settings.machine_type))
         handle = L.open_stack(project, config, lang, echo=console.print if STATE["debug"] else None,
                               preflight=True, reporter=rep)
         try:
@@ -65,12 +71,27 @@ def train(lang: LangArg, env: EnvOpt = "local", sets: SetOpt = None,
             err_console.print(f"stopped following run {run_id}; it keeps running.\n  {resume_hint(lang, env)}")
             raise typer.Exit(ExitStatus.INTERRUPTED)
         L.teardown(handle, run_id, rep)
+        record_cost(bucket, config, lang, run_id, rep)
     if status.state != SUCCEEDED:
-        err_console.print(f"[bold red]run {run_id} FAILED[/]: {status.error}")
-        err_console.print(f"  log: {bucket.url(run_prefix(lang, run_id) + 'log.txt')}")
+        err_console.print(f"[bold red]run {run_id} FAILED[/]: {escape(status.error or '')}", soft_wrap=True)
+        err_console.print(f"  log: {bucket.url(run_prefix(lang, run_id) + 'log.txt')}", soft_wrap=True, markup=False)
         raise typer.Exit(ExitStatus.RUN_FAILED)
     metrics = read_metrics(bucket, lang, run_id)
-    console.print(metrics_table(metrics))
+    print_table(metrics_table(metrics))
     for name in (*ARTIFACTS, "log.txt", "status.json"):
-        console.print(f"  {name:22} {bucket.url(run_prefix(lang, run_id) + name)}")
+        console.print(f"  {name:22} {bucket.url(run_prefix(lang, run_id) + name)}", soft_wrap=True, markup=False)
     console.print(f"[green]run {run_id} SUCCEEDED[/]; {handle.name} destroyed, nothing left running")
+
+
+def record_cost(bucket, config, lang: str, run_id: str, rep) -> None:
+    """metadata/cost.json: billed VM time (from the VM boot records) and the estimated cost."""
+    from stacks.runrecords import record_cost as write_cost
+
+    try:
+        cost = write_cost(bucket, config, lang, run_id)
+    except Exception as exc:  # bookkeeping must never turn a finished run into an error
+        rep.warn(f"could not record the run's cost: {exc}")
+        return
+    if config.target == "gcp":
+        est = "cost unknown" if cost["est_cost"] is None else f"about ${cost['est_cost']:.2f}"
+        rep.info(f"VM time {cost['billed_vm_s'] / 3600:.2f}h over {cost['vm_boots']} boot(s): {est}")

@@ -30,28 +30,33 @@ def _features(train_texts: list[str], other: list[list[str]]):
 
 
 def tfidf_baseline(texts: list[str], targets: np.ndarray, *, train_idx: list[int], valid_idx: list[int],
-                   multi_label: bool, labels: list[str], seed: int = 0) -> dict:
-    """Scores on the validation rows in the model's metric shape, plus `fit_s` and `model`."""
+                   test_idx: list[int] | None = None, multi_label: bool, labels: list[str], seed: int = 0) -> dict:
+    """Fitted on train, thresholds tuned on valid, scored on test when given (else on valid);
+    the model's metric shape plus `fit_s` and `model`."""
     import warnings
 
     from sklearn.linear_model import LogisticRegression
     from sklearn.multiclass import OneVsRestClassifier
 
     started = time.perf_counter()
-    x_train, (x_valid,) = _features([texts[i] for i in train_idx], [[texts[i] for i in valid_idx]])
-    y_train, y_valid = targets[train_idx], targets[valid_idx]
+    scored = test_idx or valid_idx
+    x_train, (x_valid, x_scored) = _features([texts[i] for i in train_idx],
+                                             [[texts[i] for i in valid_idx], [texts[i] for i in scored]])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a label absent from the training rows is predicted constant
         if multi_label:
             clf = OneVsRestClassifier(LogisticRegression(C=10.0, max_iter=1000, random_state=seed))
-            clf.fit(x_train, y_train)
-            probs = clf.predict_proba(x_valid)
+            clf.fit(x_train, targets[train_idx])
+            probs = [clf.predict_proba(x) for x in (x_valid, x_scored)]
         else:
             clf = LogisticRegression(C=10.0, max_iter=1000, random_state=seed)
-            clf.fit(x_train, y_train.argmax(axis=1))
-            probs = np.zeros((len(valid_idx), len(labels)))
-            probs[:, clf.classes_] = clf.predict_proba(x_valid)
-    thresholds = M.choose_thresholds(probs, y_valid) if multi_label else None
-    pred = M.decide(probs, multi_label=multi_label, thresholds=thresholds)
-    result = M.score(pred, y_valid, labels, thresholds)
+            clf.fit(x_train, targets[train_idx].argmax(axis=1))
+            probs = []
+            for x in (x_valid, x_scored):
+                full = np.zeros((x.shape[0], len(labels)))
+                full[:, clf.classes_] = clf.predict_proba(x)
+                probs.append(full)
+    thresholds = M.choose_thresholds(probs[0], targets[valid_idx]) if multi_label else None
+    pred = M.decide(probs[1], multi_label=multi_label, thresholds=thresholds)
+    result = M.score(pred, targets[scored], labels, thresholds)
     return {**result, "fit_s": round(time.perf_counter() - started, 2), "model": DESCRIPTION}
