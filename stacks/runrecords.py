@@ -153,7 +153,10 @@ def run_row(bucket: Bucket, config: EnvConfig, lang: str, run_id: str) -> dict:
     return {"run_id": run_id, "lang": lang, "configured": lang in config.languages, "state": state,
             "stage": status.stage if status else None, "started_at": status.started_at if status else None,
             "finished_at": status.finished_at if status else None, "duration_s": duration_s(status),
-            "macro_f1": metrics.get("macro_f1"), "resumed": status.resumed if status else 0,
+            "macro_f1": metrics.get("macro_f1"),
+            "tfidf_macro_f1": (metrics.get("baseline_tfidf") or {}).get("macro_f1"),
+            "scored_rows": (metrics.get("rows") or {}).get("scores"),
+            "resumed": status.resumed if status else 0,
             "error": status.error if status else None, "url": bucket.url(f"{lang}/runs/{run_id}"),
             **run_cost(bucket, config, lang, run_id, status)}
 

@@ -96,6 +96,7 @@ def test_train_end_to_end(staged):
     # The run is listed, and its model answers.
     listing = json.loads(trainctl(staged, "runs", "--json").stdout)
     assert [row["run_id"] for row in listing] == [run_id] and listing[0]["macro_f1"] == metrics["macro_f1"]
+    assert listing[0]["tfidf_macro_f1"] == metrics["baseline_tfidf"]["macro_f1"] and listing[0]["scored_rows"] == "valid"
     assert listing[0]["state"] == "SUCCEEDED" and listing[0]["est_cost"] == 0 and listing[0]["configured"]
     p = trainctl(staged, "predict", "fr", "Mon colis n'est jamais arrivé, le suivi est bloqué")
     assert p.returncode == 0 and any(lbl in p.stdout for lbl in metrics["labels"])

@@ -45,7 +45,8 @@ def bucket(project, monkeypatch):
     fresh = new_run_id()
     write(root, f"fr/runs/{OLD_FR}/status.json", finished("fr", OLD_FR))
     write(root, f"fr/runs/{OLD_FR}/metrics.json", {"run_id": OLD_FR, "lang": "fr", "macro_f1": 0.8125,
-                                                   "labels": ["a", "b"], "micro_f1": 0.8, "accuracy": 0.8})
+                                                   "labels": ["a", "b"], "micro_f1": 0.8, "accuracy": 0.8,
+                                                   "baseline_tfidf": {"macro_f1": 0.9}, "rows": {"scores": "valid"}})
     write(root, f"fr/runs/{OLD_FR}/model.pth", b"weights")
     write(root, f"fr/runs/{OLD_FR}/log.txt", b"line one\n[not markup] line two\n")
     write(root, f"fr/runs/{fresh}/metadata/trainctl.json", {"run_id": fresh, "lang": "fr"})
@@ -73,10 +74,10 @@ def test_runs_table_without_a_terminal_is_whole(bucket):
     lines = r.output.splitlines()
     assert lines[0].startswith("runs in file://")  # the title, whole, on one line
     assert lines[0].endswith(f"/{LONG}/bucket (times UTC; cost: estimated, USD)")
-    assert lines[1].split("\t") == ["run", "lang", "state", "started", "duration", "macro-F1", "resumed",
-                                    "VM time", "est. cost"]
-    assert lines[2].split("\t") == [OLD_FR, "fr", "SUCCEEDED", "2025-01-01 10:00", "300s", "0.812", "",
-                                    "0.00h", "$0.00"]
+    assert lines[1].split("\t") == ["run", "lang", "state", "started", "duration", "macro-F1", "TF-IDF", "Δ",
+                                    "rows", "resumed", "VM time", "est. cost"]
+    assert lines[2].split("\t") == [OLD_FR, "fr", "SUCCEEDED", "2025-01-01 10:00", "300s", "0.812", "0.900",
+                                    "-0.088", "valid", "", "0.00h", "$0.00"]
     assert lines[3].split("\t")[:3] == [OLD_ES, "es (not in env local)", "FAILED"]
 
 

@@ -49,16 +49,21 @@ class ConsoleReporter:
 
 
 def metrics_table(metrics: dict) -> Table:
-    table = Table(title=f"run {metrics['run_id']} ({metrics['lang']}) — validation metrics")
+    scored = (metrics.get("rows") or {}).get("scores", "valid")
+    table = Table(title=f"run {metrics['run_id']} ({metrics['lang']}) — {scored} metrics")
     for col in ("label", "precision", "recall", "f1", "support", "threshold"):
         table.add_column(col, justify="left" if col == "label" else "right")
     for label, m in metrics["per_label"].items():
         thr = "argmax" if m["threshold"] is None else f"{m['threshold']:.2f}"
         table.add_row(label, f"{m['precision']:.3f}", f"{m['recall']:.3f}", f"{m['f1']:.3f}", str(m["support"]), thr)
-    base = metrics.get("baseline", {})
+    base, tfidf = metrics.get("baseline", {}), metrics.get("baseline_tfidf")
+    vs_tfidf = (f"TF-IDF baseline macro-F1 {tfidf['macro_f1']:.3f} (model {metrics['macro_f1'] - tfidf['macro_f1']:+.3f}) · "
+                if tfidf else "")
     table.caption = (f"macro-F1 {metrics['macro_f1']:.3f} · micro-F1 {metrics['micro_f1']:.3f} · "
-                     f"accuracy {metrics['accuracy']:.3f} · majority baseline macro-F1 {base.get('macro_f1', float('nan')):.3f} · "
-                     f"{metrics['n_train']} train / {metrics['n_valid']} valid rows · {metrics['duration_s']:.0f}s")
+                     f"accuracy {metrics['accuracy']:.3f} · {vs_tfidf}majority baseline macro-F1 "
+                     f"{base.get('macro_f1', float('nan')):.3f} · {metrics['n_train']} train / {metrics['n_valid']} valid"
+                     + (f" / {metrics['n_test']} test" if metrics.get("n_test") else "")
+                     + f" rows · {metrics['duration_s']:.0f}s")
     return table
 
 

@@ -141,7 +141,8 @@ def _money(value) -> str:
 def runs(ctx: typer.Context, env: EnvOpt = "local", sets: SetOpt = None,
          lang: Annotated[str | None, typer.Option("--lang", help="only this language")] = None,
          as_json: JsonOpt = False):
-    """Every run of every language in the bucket: state, started, duration, macro-F1, resumes, est. cost."""
+    """Every run of every language in the bucket: state, started, duration, macro-F1 next to the TF-IDF
+    baseline's on the same rows, resumes, est. cost."""
     if ctx.invoked_subcommand is not None:
         return
     from stacks.cli.report import print_table
@@ -155,14 +156,18 @@ def runs(ctx: typer.Context, env: EnvOpt = "local", sets: SetOpt = None,
         emit_json(rows)
         return
     table = Table(title=f"runs in {config.bucket} (times UTC; cost: estimated, USD)")
-    for col in ("run", "lang", "state", "started", "duration", "macro-F1", "resumed", "VM time", "est. cost"):
+    for col in ("run", "lang", "state", "started", "duration", "macro-F1", "TF-IDF", "Δ", "rows", "resumed",
+                "VM time", "est. cost"):
         table.add_column(col, no_wrap=col in ("run", "started"))
     for r in rows:
         dur = f"{r['duration_s']:.0f}s" if r["duration_s"] is not None else ""
         f1 = f"{r['macro_f1']:.3f}" if r["macro_f1"] is not None else ""
         started = (r["started_at"] or "")[:16].replace("T", " ")  # minutes, UTC
         lang_cell = r["lang"] if r["configured"] else f"{r['lang']} (not in env {env})"
-        table.add_row(r["run_id"], lang_cell, r["state"], started, dur, f1, str(r["resumed"] or ""),
+        tfidf = r["tfidf_macro_f1"]
+        delta = f"{r['macro_f1'] - tfidf:+.3f}" if tfidf is not None and r["macro_f1"] is not None else ""
+        table.add_row(r["run_id"], lang_cell, r["state"], started, dur, f1,
+                      f"{tfidf:.3f}" if tfidf is not None else "", delta, r["scored_rows"] or "", str(r["resumed"] or ""),
                       f"{r['billed_vm_s'] / 3600:.2f}h", _money(r["est_cost"]))
     print_table(table)
 
