@@ -45,7 +45,8 @@ def language_settings(config: EnvConfig, lang: str) -> LanguageSettings:
 def preflight_data(bucket: Bucket, lang: str, settings: LanguageSettings) -> LabelledData:
     """The trainer's own validation, run before anything is created or written."""
     d = settings.data
-    return load_labelled(bucket, lang, text_col=d.text_col, label_col=d.label_col, label_sep=d.label_sep)[0]
+    return load_labelled(bucket, lang, text_col=d.text_col, label_col=d.label_col, label_sep=d.label_sep,
+                         task=d.task)[0]
 
 
 @dataclass

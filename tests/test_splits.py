@@ -48,3 +48,15 @@ def test_test_csv_beside_train_csv(tmp_path):
     bucket.write_bytes("fr/data/train.csv", b"text,labels,split\nun,a,train\ndeux,b,test\n")
     with pytest.raises(DataError, match="has a .split. column and .* exists too"):
         load_labelled(bucket, "fr", **OPTS)
+
+
+def test_task_type_is_explicit_and_a_rare_multi_label_row_is_named():
+    rows = ["text,labels"] + [f"texte {i},{'a' if i % 2 else 'b'}" for i in range(300)] + ["texte double,a;b"]
+    raw = "\n".join(rows).encode()
+    auto = parse_labelled_csv(raw, source="x", **OPTS)
+    assert auto.multi_label and any("under 1 %" in w and "lines 302" in w for w in auto.warnings)
+    with pytest.raises(DataError, match="single_label but 1 row.*lines 302"):
+        parse_labelled_csv(raw, source="x", task="single_label", **OPTS)
+    forced = parse_labelled_csv("\n".join(rows[:-1]).encode(), source="x", task="multi_label", **OPTS)
+    assert forced.multi_label and not forced.warnings
+    assert not parse_labelled_csv("\n".join(rows[:-1]).encode(), source="x", **OPTS).multi_label

@@ -56,6 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--text-col", default="text", help="text column of train.csv")
     p.add_argument("--label-col", default="labels", help="label column of train.csv")
     p.add_argument("--label-sep", default=";", help="separator of several labels (multi-label)")
+    p.add_argument("--task", default="auto", choices=("auto", "single_label", "multi_label"),
+                   help="auto: multi-label when a row has several labels")
     p.add_argument("--work-dir", default=None, help="local scratch folder (default: a temp dir)")
     for name, default in DEFAULTS.items():
         p.add_argument(f"--{name.replace('_', '-')}", type=PARSERS.get(type(default), type(default)), default=default,

@@ -43,7 +43,25 @@ class LabelledData:
         return sorted(self.label_counts)
 
 
-def parse_labelled_csv(raw: bytes, *, text_col: str, label_col: str, label_sep: str, source: str) -> LabelledData:
+MULTI_LABEL_WARN_SHARE = 0.01  # auto: a multi-label task this rare is more likely a data error
+
+
+def _decide_task(data: "LabelledData", task: str, source: str, label_sep: str) -> None:
+    multi_rows = [data.row_ids[i] + 2 for i, tags in enumerate(data.labels) if len(tags) > 1]  # file line numbers
+    shown = ", ".join(map(str, multi_rows[:10])) + (" …" if len(multi_rows) > 10 else "")
+    if task == "single_label" and multi_rows:
+        raise DataError(f"{source}: data.task is single_label but {len(multi_rows)} row(s) have several labels "
+                        f"(separated by {label_sep!r}), lines {shown}",
+                        hint="fix those rows, or set data.task: multi_label (or auto)")
+    data.multi_label = task == "multi_label" or bool(multi_rows)
+    if task == "auto" and multi_rows and len(multi_rows) < MULTI_LABEL_WARN_SHARE * len(data.labels):
+        data.warnings.append(
+            f"multi-label because {len(multi_rows)} of {len(data.labels)} rows (under 1 %) have several labels "
+            f"(lines {shown}); set data.task: single_label to refuse them, or multi_label to confirm")
+
+
+def parse_labelled_csv(raw: bytes, *, text_col: str, label_col: str, label_sep: str, source: str,
+                       task: str = "auto") -> LabelledData:
     if not raw.strip():
         raise DataError(f"{source} is empty", hint="add a header row and labelled rows, then `trainctl data push`")
     try:
@@ -99,6 +117,7 @@ def parse_labelled_csv(raw: bytes, *, text_col: str, label_col: str, label_sep: 
         multi_label=any(len(t) > 1 for t in labels), skipped_empty=skipped,
         sha256=hashlib.sha256(raw).hexdigest(), splits=marks,
     )
+    _decide_task(data, task, source, label_sep)
     if skipped:
         data.warnings.append(f"skipped {skipped} row(s) with empty text or label")
     rare = sorted(lbl for lbl, n in counts.items() if n < MIN_EXAMPLES_PER_LABEL)
@@ -110,7 +129,8 @@ def parse_labelled_csv(raw: bytes, *, text_col: str, label_col: str, label_sep: 
     return data
 
 
-def load_labelled(bucket, lang: str, *, text_col: str, label_col: str, label_sep: str) -> tuple[LabelledData, bytes]:
+def load_labelled(bucket, lang: str, *, text_col: str, label_col: str, label_sep: str,
+                  task: str = "auto") -> tuple[LabelledData, bytes]:
     """train.csv plus valid.csv / test.csv beside it (their rows marked), validated alike.
 
     Returns the data and the raw bytes of every file read (for the run's data hash)."""
@@ -118,7 +138,7 @@ def load_labelled(bucket, lang: str, *, text_col: str, label_col: str, label_sep
     if not bucket.exists(key):
         raise DataError(f"no labelled data at {bucket.url(key)}",
                         hint=f"stage it first: trainctl data push {lang} PATH/TO/train.csv")
-    opts = dict(text_col=text_col, label_col=label_col, label_sep=label_sep)
+    opts = dict(text_col=text_col, label_col=label_col, label_sep=label_sep, task=task)
     raw = bucket.read_bytes(key)
     data = parse_labelled_csv(raw, source=bucket.url(key), **opts)
     for mark, pattern in SPLIT_KEYS.items():

@@ -51,7 +51,7 @@ def push(lang: LangArg,
         if key.endswith(".csv"):
             d = settings.data
             data = parse_labelled_csv(src.read_bytes(), text_col=d.text_col, label_col=d.label_col,
-                                      label_sep=d.label_sep, source=str(src))
+                                      label_sep=d.label_sep, task=d.task, source=str(src))
             for warning in data.warnings:
                 console.print(f"[yellow]warning:[/] {warning}")
             console.print(f"{src}: {len(data.texts)} rows, {len(data.label_counts)} labels"

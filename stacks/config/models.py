@@ -28,6 +28,8 @@ class DataSettings(StrictModel):
     text_col: str = "text"
     label_col: str = "labels"
     label_sep: str = Field(";", min_length=1)
+    task: Literal["auto", "single_label", "multi_label"] = Field(
+        "auto", description="auto: multi-label when a row has several labels (warned when under 1 % of rows)")
 
 
 class TrainerSettings(StrictModel):
