@@ -40,3 +40,16 @@ def test_recipe_spreads_rates_by_2_6_per_layer_group_for_any_depth():
     assert [(f, n) for f, n, _ in classifier_phases(2e-2, 2, n_groups=5)] == [(-1, 1), (-2, 1)]
     assert lm_finetune_phases(2e-2, 4) == [(-1, 1, 2e-2), (None, 3, pytest.approx(2e-3))]
     assert lm_finetune_phases(2e-2, 1) == [(-1, 1, 2e-2)]
+
+
+def test_report_plots(tmp_path):
+    from trainer.classification import plots
+
+    labels = ["a", "b", "c"]
+    per = {l: {"f1": f} for l, f in zip(labels, (0.5, 0.7, 0.9))}
+    result = {"labels": labels, "per_label": per, "macro_f1": 0.7, "rows": {"scores": "test"},
+              "baseline_tfidf": {"per_label": per, "macro_f1": 0.7}}
+    f1 = plots.per_label_f1(result, tmp_path / "f1.png")
+    cm = plots.confusion(np.array([0, 1, 2, 2]), np.array([0, 2, 2, 1]), labels, tmp_path / "cm.png", "test")
+    for path in (f1, cm):
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -70,7 +70,8 @@ def test_train_end_to_end(staged):
     run_id = only_run(staged, "fr")
     folder = run_dir(staged, "fr", run_id)
     for name in ("model.pth", "metrics.json", "valid_predictions.csv", "status.json", "log.txt",
-                 "metadata/config.json", "metadata/stack.json", "metadata/trainer.json", "plots/history.png"):
+                 "metadata/config.json", "metadata/stack.json", "metadata/trainer.json", "plots/history.png",
+                 "plots/per_label_f1.png"):
         assert (folder / name).is_file(), name
     status = json.loads((folder / "status.json").read_text())
     assert status["state"] == "SUCCEEDED" and status["finished_at"] and status["resumed"] == 0

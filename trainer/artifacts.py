@@ -8,13 +8,13 @@ import os
 import platform
 import sys
 import time
-from pathlib import Path
 
 import fastai
 import numpy as np
 import torch
 
 from trainer import metrics as M
+from trainer.classification import plots
 from trainer.classification.baseline import tfidf_baseline
 from trainer.text.loaders import classifier_dataloaders, raw_text_dataloaders
 
@@ -60,6 +60,7 @@ def evaluate(run) -> dict:
                                          "rows": {"thresholds": None, "scores": "valid"}}
     pred = M.decide(probs, multi_label=multi, thresholds=thresholds)
     result = M.score(pred, targets[scored], labels, thresholds)
+    run.confusion = (targets[scored].argmax(axis=1), pred.argmax(axis=1))
     rows = {"fit": "train", "thresholds": "valid" if multi else None, "scores": split}
     baseline = M.majority_baseline(targets[run.train_idx], targets[scored], labels)
     tfidf = tfidf_baseline(run.data.texts, targets, train_idx=run.train_idx, valid_idx=run.valid_idx,
@@ -94,9 +95,14 @@ def upload(run, result: dict, started: float) -> None:
     put(run.work / "model.pth", "model.pth")
     for name, table in run.predictions.items():
         put(table, name)
-    plot = plot_history(run.history, run.work / "history.png")
+    plot = plots.history(run.history, run.work / "history.png")
     if plot:
         put(plot, "plots/history.png")
+    put(plots.per_label_f1(result, run.work / "per_label_f1.png"), "plots/per_label_f1.png")
+    if not run.data.multi_label:
+        true_idx, pred_idx = run.confusion
+        put(plots.confusion(true_idx, pred_idx, result["labels"], run.work / "confusion.png", result["rows"]["scores"]),
+            "plots/confusion_matrix.png")
     meta = {"args": vars(a), "data_hash": run.data_hash, "arch": run.arch, "python": sys.version.split()[0],
             "torch": torch.__version__, "fastai": fastai.__version__, "platform": platform.platform(),
             "device": str(run.ctx.device), "precision": run.precision, "world_size": run.ctx.world,
@@ -106,23 +112,3 @@ def upload(run, result: dict, started: float) -> None:
                "history": run.history}
     # metrics.json last: its presence means every other artifact is in place.
     put(json.dumps(metrics, indent=2).encode(), "metrics.json")
-
-
-def plot_history(history: list[dict], path: Path) -> Path | None:
-    if not history:
-        return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(8, 4))
-    for key in ("train_loss", "valid_loss"):
-        ax.plot(range(1, len(history) + 1), [h.get(key) for h in history], label=key, marker="o")
-    ax.set_xlabel("epoch (all stages)")
-    ax.set_ylabel("loss")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
