@@ -99,6 +99,7 @@ def test_runs_show_and_logs_json(bucket):
     assert any(line.split()[-1] == model_uri for line in r.output.splitlines())  # whole, on one line
     data = json.loads(runner.invoke(app, ["runs", "show", OLD_FR, "--json", *bucket.sets]).output)
     assert data["run"]["state"] == "SUCCEEDED" and data["metrics"]["macro_f1"] == 0.8125
+    assert data["baselines"]["baseline_tfidf"]["macro_f1"] == 0.9
     assert data["artifacts"]["model.pth"] == model_uri and "metrics.json" in data["artifacts"]
     missing = runner.invoke(app, ["runs", "show", "nope", *bucket.sets])
     assert missing.exit_code == 2 and "no run 'nope'" in missing.output

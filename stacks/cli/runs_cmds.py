@@ -194,7 +194,9 @@ def show(run_id: Annotated[str, typer.Argument(help="run id (see `trainctl runs`
     files = [*ARTIFACTS, "log.txt", "status.json"]
     data = {"run": row,
             "metrics": {k: metrics.get(k) for k in ("labels", "macro_f1", "micro_f1", "accuracy", "n_train",
-                                                    "n_valid", "duration_s")} if metrics else None,
+                                                    "n_valid", "n_test", "rows", "duration_s")} if metrics else None,
+            "baselines": {k: {m: (metrics.get(k) or {}).get(m) for m in ("macro_f1", "micro_f1", "accuracy")}
+                          for k in ("baseline_tfidf", "baseline")} if metrics else None,
             "metadata": json.loads(bucket.read_bytes(meta_key)) if bucket.exists(meta_key) else None,
             "artifacts": {n: bucket.url(run_key(code, run_id, n)) for n in files if bucket.exists(run_key(code, run_id, n))}}
     if as_json:
@@ -205,6 +207,10 @@ def show(run_id: Annotated[str, typer.Argument(help="run id (see `trainctl runs`
                 "gpu_type", "gpu_count", "spot", "nodes", "vm_boots", "billed_vm_s", "est_cost", "cost_note"):
         if row.get(key) not in (None, ""):
             console.print(f"  {key:14} {escape(str(row[key]))}", soft_wrap=True)
+    if metrics and "per_label" in metrics:  # a complete metrics.json: per label, with both baselines
+        from stacks.cli.report import metrics_table, print_table
+
+        print_table(metrics_table(metrics))
     for name, url in data["artifacts"].items():
         console.print(f"  {name:22} {url}", soft_wrap=True, markup=False)
 
