@@ -40,6 +40,7 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.lifecycle
 	$(BIN)/python -m benchmarks.tokenize --rows 100000
 	$(BIN)/python -m benchmarks.trainer
+	$(BIN)/python -m benchmarks.quality
 
 clean:
 	rm -rf .trainstack cdktf.out
