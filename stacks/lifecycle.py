@@ -44,9 +44,13 @@ def language_settings(config: EnvConfig, lang: str) -> LanguageSettings:
 
 def preflight_data(bucket: Bucket, lang: str, settings: LanguageSettings) -> LabelledData:
     """The trainer's own validation, run before anything is created or written."""
+    from trainer.text.preflight import check_tokenizer
+
     d = settings.data
-    return load_labelled(bucket, lang, text_col=d.text_col, label_col=d.label_col, label_sep=d.label_sep,
+    data = load_labelled(bucket, lang, text_col=d.text_col, label_col=d.label_col, label_sep=d.label_sep,
                          task=d.task)[0]
+    check_tokenizer(lang, data.texts)  # imports fastai/spaCy: seconds, but before any infrastructure
+    return data
 
 
 @dataclass

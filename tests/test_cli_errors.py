@@ -87,3 +87,17 @@ def test_data_push_rejects_bad_csv_before_upload(project, tmp_path):
 def test_status_without_runs(project):
     r = runner.invoke(app, ["status", "fr"])
     assert r.exit_code == 2 and "no run for fr" in r.output
+
+
+@pytest.mark.parametrize("lang, message, hint", [
+    ("gr", "'gr' is not a language code spaCy knows", "probably 'el'"),
+    ("zh", "the 'zh' tokenizer failed on a sample of the data", "SentencePiece"),
+])
+def test_a_language_the_tokenizer_cannot_handle_stops_before_apply(project, lang, message, hint):
+    stage(project, lang, "text,labels\n我的包裹没有到 Το πακέτο,a\n发票错了 λάθος,b\n".encode())
+    r = runner.invoke(app, ["train", lang, "--set", f"languages.{lang}={{}}"])
+    assert r.exit_code == 2, r.output
+    out = " ".join(r.output.split())
+    assert message in out and hint in out
+    assert not (project / ".trainstack" / "local" / "state").exists(), "terraform ran before the tokenizer check"
+    assert_no_runs(project)
