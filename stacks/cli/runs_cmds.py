@@ -191,7 +191,8 @@ def show(run_id: Annotated[str, typer.Argument(help="run id (see `trainctl runs`
     row = run_row(bucket, config, code, run_id)
     metrics = read_metrics(bucket, code, run_id)
     meta_key = run_key(code, run_id, TRAINCTL_META)
-    files = [*ARTIFACTS, "log.txt", "status.json"]
+    files = [*ARTIFACTS, "test_predictions.csv", "plots/per_label_f1.png", "plots/confusion_matrix.png",
+             "plots/history.png", "log.txt", "status.json"]  # those that exist
     data = {"run": row,
             "metrics": {k: metrics.get(k) for k in ("labels", "macro_f1", "micro_f1", "accuracy", "n_train",
                                                     "n_valid", "n_test", "rows", "duration_s")} if metrics else None,
