@@ -38,7 +38,7 @@ def trainer_args(config: EnvConfig, lang: str) -> list[str]:
     s = config.language(lang)
     return ["--lang", lang, "--bucket", config.bucket, "--env", config.env,
             "--text-col", s.data.text_col, "--label-col", s.data.label_col, "--label-sep", s.data.label_sep,
-            "--task", s.data.task,
+            "--task", s.data.task, *(arg for col in s.data.label_cols for arg in ("--label-cols", col)),
             *s.trainer.as_cli_args()]
 
 

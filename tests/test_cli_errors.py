@@ -101,3 +101,30 @@ def test_a_language_the_tokenizer_cannot_handle_stops_before_apply(project, lang
     assert message in out and hint in out
     assert not (project / ".trainstack" / "local" / "state").exists(), "terraform ran before the tokenizer check"
     assert_no_runs(project)
+
+
+def test_data_push_of_another_format_replaces_the_old_file_only_with_replace(project, tmp_path):
+    assert runner.invoke(app, ["data", "push", "fr", str(SAMPLE / "fr" / "train.csv")]).exit_code == 0
+    jsonl = tmp_path / "mine.jsonl"
+    jsonl.write_text('{"text": "mon colis", "labels": ["livraison"]}\n{"text": "ma facture", "labels": "facturation"}\n')
+    r = runner.invoke(app, ["data", "push", "fr", str(jsonl)])
+    assert r.exit_code == 2 and "train.csv" in r.output and "--replace" in r.output
+    assert not (bucket(project) / "fr/data/train.jsonl").exists()
+    r = runner.invoke(app, ["data", "push", "fr", str(jsonl), "--replace"])
+    assert r.exit_code == 0, r.output
+    assert (bucket(project) / "fr/data/train.jsonl").read_bytes() == jsonl.read_bytes()
+    assert not (bucket(project) / "fr/data/train.csv").exists()
+    kept = list(bucket(project).glob("fr/data/previous/*/data/train.csv"))
+    assert len(kept) == 1 and kept[0].read_bytes() == (SAMPLE / "fr" / "train.csv").read_bytes()
+
+
+def test_data_push_checks_label_columns_from_the_config(project, tmp_path):
+    data = tmp_path / "train.parquet"
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.Table.from_pylist([{"text": "a", "toxic": 1, "insult": 0}, {"text": "b", "toxic": 0, "insult": 1},
+                                         {"text": "c", "toxic": 7, "insult": 0}]), data)
+    r = runner.invoke(app, ["data", "push", "fr", str(data), "--set", 'defaults.data.label_cols=["toxic","insult"]'])
+    assert r.exit_code == 2 and "line 3" in r.output and "'toxic' holds 7" in r.output
+    assert not (bucket(project) / "fr").exists()

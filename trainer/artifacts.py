@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
 import os
@@ -40,10 +41,12 @@ def evaluate(run) -> dict:
     when the data has a test split, else validation figures (tuned and at 0.5, side by side)."""
     run.stage("evaluating")
     labels, multi = run.data.label_names, run.data.multi_label
+    allow_empty = run.data.has_unlabelled
+    decide = functools.partial(M.decide, allow_empty=allow_empty)
     targets = np.array([[int(l in row) for l in labels] for row in run.data.labels])
     valid_probs = _probs(run.learn, run.dls.valid)
     thresholds = M.choose_thresholds(valid_probs, targets[run.valid_idx]) if multi else None
-    valid = M.score(M.decide(valid_probs, multi_label=multi, thresholds=thresholds), targets[run.valid_idx],
+    valid = M.score(decide(valid_probs, multi_label=multi, thresholds=thresholds), targets[run.valid_idx],
                     labels, thresholds)
     extra: dict = {}
     if run.test_idx:
@@ -55,18 +58,19 @@ def evaluate(run) -> dict:
         scored, split, probs = run.valid_idx, "valid", valid_probs
         if multi:
             half = np.full(len(labels), 0.5)
-            extra["at_threshold_0_5"] = {**M.score(M.decide(probs, multi_label=True, thresholds=half),
+            extra["at_threshold_0_5"] = {**M.score(decide(probs, multi_label=True, thresholds=half),
                                                    targets[scored], labels, half),
                                          "rows": {"thresholds": None, "scores": "valid"}}
-    pred = M.decide(probs, multi_label=multi, thresholds=thresholds)
+    pred = decide(probs, multi_label=multi, thresholds=thresholds)
     result = M.score(pred, targets[scored], labels, thresholds)
     run.confusion = (targets[scored].argmax(axis=1), pred.argmax(axis=1))
     rows = {"fit": "train", "thresholds": "valid" if multi else None, "scores": split}
     baseline = M.majority_baseline(targets[run.train_idx], targets[scored], labels)
     tfidf = tfidf_baseline(run.data.texts, targets, train_idx=run.train_idx, valid_idx=run.valid_idx,
-                           test_idx=run.test_idx or None, multi_label=multi, labels=labels, seed=run.a.seed)
+                           test_idx=run.test_idx or None, multi_label=multi, labels=labels, seed=run.a.seed,
+                           allow_empty=allow_empty)
     run.predictions = {"valid_predictions.csv": _predictions_csv(
-        run, run.valid_idx, "valid", valid_probs, M.decide(valid_probs, multi_label=multi, thresholds=thresholds))}
+        run, run.valid_idx, "valid", valid_probs, decide(valid_probs, multi_label=multi, thresholds=thresholds))}
     if run.test_idx:
         run.predictions["test_predictions.csv"] = _predictions_csv(run, scored, split, probs, pred)
     tuned = " (thresholds tuned on valid)" if multi else ""
@@ -76,7 +80,7 @@ def evaluate(run) -> dict:
                     if "at_threshold_0_5" in extra else ""))
     run.log.line(f"TF-IDF baseline on the same rows: macro-F1 {tfidf['macro_f1']:.3f} "
                  f"(model {result['macro_f1'] - tfidf['macro_f1']:+.3f}), fitted in {tfidf['fit_s']:.1f}s")
-    return {"labels": labels, "multi_label": multi, **result, "rows": rows, **extra,
+    return {"labels": labels, "multi_label": multi, "allow_empty": allow_empty, **result, "rows": rows, **extra,
             "baseline": {**baseline, "rows": {"fit": "train", "scores": split}},
             "baseline_tfidf": {**tfidf, "rows": rows},
             "split": {"source": run.splits.source, "duplicates_dropped": run.splits.duplicates_dropped},

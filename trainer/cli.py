@@ -53,9 +53,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bucket", required=True, help="file:///path or gs://bucket[/prefix]")
     p.add_argument("--run-id", required=True, help="run folder name; an unfinished run with this id is resumed")
     p.add_argument("--env", default="local", help="environment name recorded in status.json")
-    p.add_argument("--text-col", default="text", help="text column of train.csv")
-    p.add_argument("--label-col", default="labels", help="label column of train.csv")
+    p.add_argument("--text-col", default="text", help="text column of the labelled data")
+    p.add_argument("--label-col", default="labels", help="label column: a label, labels separated by --label-sep, or a list")
     p.add_argument("--label-sep", default=";", help="separator of several labels (multi-label)")
+    p.add_argument("--label-cols", action="append", default=[], metavar="COL",
+                   help="a 0/1 column per label instead of --label-col (repeat for each label)")
     p.add_argument("--task", default="auto", choices=("auto", "single_label", "multi_label"),
                    help="auto: multi-label when a row has several labels")
     p.add_argument("--work-dir", default=None, help="local scratch folder (default: a temp dir)")

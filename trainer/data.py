@@ -1,32 +1,28 @@
-"""Read and validate labelled data (`<lang>/data/train.csv`) without heavy imports.
+"""Read and validate labelled data (`<lang>/data/train.csv`, `.jsonl` or `.parquet`) without heavy imports.
 
 trainctl runs the same checks as a preflight, so bad data fails before any
 infrastructure is created or anything is written under `runs/`.
 """
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
-import random
 from collections import Counter
 from dataclasses import dataclass, field
 
 from trainer.errors import DataError
+from trainer.tables import SUFFIXES, cell_text, flag, format_of, label_list, read_table
 
-DATA_KEY = "{lang}/data/train.csv"
-SPLIT_KEYS = {"valid": "{lang}/data/valid.csv", "test": "{lang}/data/test.csv"}
+DATA_PREFIX = "{lang}/data/"
+SPLIT_FILES = ("valid", "test")  # beside train.<fmt>; their rows are marked with the file's name
 SPLIT_COL = "split"
 SPLIT_VALUES = ("train", "valid", "test")
 CORPUS_PREFIX = "{lang}/data/corpus/"
 MIN_EXAMPLES_PER_LABEL = 2
-# A text field may be a whole document: far beyond csv's default 131072-character limit.
-CSV_FIELD_LIMIT = 2**31 - 1
 
 
 @dataclass
 class LabelledData:
-    """Validated rows: `row_ids` index into the CSV (header excluded, 0-based)."""
+    """Validated rows: `row_ids` index the file's records (0-based; a CSV's header excluded)."""
 
     row_ids: list[int]
     texts: list[str]
@@ -37,21 +33,28 @@ class LabelledData:
     warnings: list[str] = field(default_factory=list)
     sha256: str = ""
     splits: list[str | None] = field(default_factory=list)  # per row: train/valid/test from the data, or None
+    lines: list[int] = field(default_factory=list)  # per row: its line (row) number in the file, for messages
 
     @property
     def label_names(self) -> list[str]:
         return sorted(self.label_counts)
 
+    @property
+    def has_unlabelled(self) -> bool:
+        """Rows with no label (all-zero label columns): predictions may then be empty too."""
+        return any(not tags for tags in self.labels)
+
 
 MULTI_LABEL_WARN_SHARE = 0.01  # auto: a multi-label task this rare is more likely a data error
 
 
-def _decide_task(data: "LabelledData", task: str, source: str, label_sep: str) -> None:
-    multi_rows = [data.row_ids[i] + 2 for i, tags in enumerate(data.labels) if len(tags) > 1]  # file line numbers
+def _decide_task(data: "LabelledData", task: str, source: str, label_how: str) -> None:
+    # several labels, or none (possible with label columns): either way not single-label
+    multi_rows = [data.lines[i] for i, tags in enumerate(data.labels) if len(tags) != 1]
     shown = ", ".join(map(str, multi_rows[:10])) + (" …" if len(multi_rows) > 10 else "")
     if task == "single_label" and multi_rows:
         raise DataError(f"{source}: data.task is single_label but {len(multi_rows)} row(s) have several labels "
-                        f"(separated by {label_sep!r}), lines {shown}",
+                        f"or none ({label_how}), lines {shown}",
                         hint="fix those rows, or set data.task: multi_label (or auto)")
     data.multi_label = task == "multi_label" or bool(multi_rows)
     if task == "auto" and multi_rows and len(multi_rows) < MULTI_LABEL_WARN_SHARE * len(data.labels):
@@ -60,64 +63,87 @@ def _decide_task(data: "LabelledData", task: str, source: str, label_sep: str) -
             f"(lines {shown}); set data.task: single_label to refuse them, or multi_label to confirm")
 
 
-def parse_labelled_csv(raw: bytes, *, text_col: str, label_col: str, label_sep: str, source: str,
-                       task: str = "auto") -> LabelledData:
-    if not raw.strip():
-        raise DataError(f"{source} is empty", hint="add a header row and labelled rows, then `trainctl data push`")
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise DataError(
-            f"{source} is not UTF-8 (invalid byte 0x{raw[exc.start]:02x} on line {line})",
-            hint="re-encode it, e.g. `iconv -f latin1 -t utf-8 train.csv > train.utf8.csv`",
-        ) from exc
-    csv.field_size_limit(CSV_FIELD_LIMIT)  # process-wide, and only ever raised: harmless to other readers
-    reader = csv.DictReader(io.StringIO(text, newline=""))
-    columns = reader.fieldnames or []
-    missing = [c for c in (text_col, label_col) if c not in columns]
+def _row_labels(row: dict, n: int, *, label_col: str, label_sep: str, label_cols: tuple[str, ...],
+                source: str) -> list[str]:
+    if label_cols:
+        tags = []
+        for col in label_cols:
+            value = flag(row.get(col))
+            if value is None:
+                raise DataError(f"{source} line {n}: label column {col!r} holds {row.get(col)!r}, not 0/1",
+                                hint="label columns (data.label_cols) hold 1 when the label applies, else 0 "
+                                     "(true/false and empty cells are accepted too)")
+            if value:
+                tags.append(col)
+        return tags
+    tags = label_list(row.get(label_col), label_sep)
+    if tags is None:
+        raise DataError(f"{source} line {n}: the {label_col!r} value {row.get(label_col)!r} is not a label, "
+                        "a list of labels or labels separated by " + repr(label_sep),
+                        hint='write e.g. "billing", "billing;delivery" or ["billing", "delivery"]')
+    return tags
+
+
+def parse_labelled(raw: bytes, *, text_col: str, label_col: str, label_sep: str, source: str,
+                   task: str = "auto", label_cols: tuple[str, ...] = (), fmt: str = "csv") -> LabelledData:
+    """Validated rows of one labelled-data file (`fmt`: csv, jsonl or parquet).
+
+    Labels come from `label_col` (a separated string or a list) or, when `label_cols`
+    is given, from one 0/1 column per label; a row whose label columns are all 0 is kept
+    as a row with no label (multi-label), where an empty `label_col` cell is skipped."""
+    table = read_table(raw, fmt, source)
+    columns = table.columns
+    label_cols = tuple(label_cols)
+    missing = [c for c in (text_col, *(label_cols or (label_col,))) if c not in columns]
     if missing:
+        which = "data.label_cols" if label_cols and text_col not in missing else "data.text_col / data.label_col"
         raise DataError(
             f"{source} has no column {', '.join(repr(c) for c in missing)} (columns: {', '.join(columns) or 'none'})",
-            hint="rename the column or set data.text_col / data.label_col (e.g. --set defaults.data.label_col=category)",
+            hint=f"rename the column or set {which} (e.g. --set defaults.data.label_col=category)",
         )
-    row_ids, texts, labels, marks = [], [], [], []
+    row_ids, texts, labels, marks, lines = [], [], [], [], []
     skipped = 0
     counts: Counter = Counter()
-    has_split = SPLIT_COL in columns and SPLIT_COL not in (text_col, label_col)
-    try:
-        for i, row in enumerate(reader):
-            body = (row.get(text_col) or "").strip()
-            tags = [t.strip() for t in (row.get(label_col) or "").split(label_sep) if t.strip()]
-            if not body or not tags:
-                skipped += 1
-                continue
-            tags = sorted(set(tags))
-            mark = (row.get(SPLIT_COL) or "").strip().lower() or None if has_split else None
-            if mark is not None and mark not in SPLIT_VALUES:
-                raise DataError(f"{source} row {i + 2}: split {row.get(SPLIT_COL)!r} is not one of "
-                                f"{', '.join(SPLIT_VALUES)}", hint="fix the value, or leave it empty for train")
-            marks.append(mark)
-            row_ids.append(i)
-            texts.append(body)
-            labels.append(tags)
-            counts.update(tags)
-    except csv.Error as exc:
-        raise DataError(f"{source} is not valid CSV: {exc}", hint="check quoting around the reported line") from exc
+    has_split = SPLIT_COL in columns and SPLIT_COL not in (text_col, label_col, *label_cols)
+    for i, (n, row) in enumerate(table.rows):
+        try:
+            body = cell_text(row.get(text_col)).strip()
+        except TypeError:
+            raise DataError(f"{source} line {n}: the {text_col!r} value is a {type(row.get(text_col)).__name__}, "
+                            "not text", hint=f"the {text_col!r} column must hold strings") from None
+        tags = _row_labels(row, n, label_col=label_col, label_sep=label_sep, label_cols=label_cols, source=source)
+        if not body or (not tags and not label_cols):
+            skipped += 1
+            continue
+        tags = sorted(set(tags))
+        raw_mark = row.get(SPLIT_COL) if has_split else None
+        mark = cell_text(raw_mark).strip().lower() or None if isinstance(raw_mark, (str, type(None))) else "?"
+        if mark is not None and mark not in SPLIT_VALUES:
+            raise DataError(f"{source} line {n}: split {raw_mark!r} is not one of "
+                            f"{', '.join(SPLIT_VALUES)}", hint="fix the value, or leave it empty for train")
+        marks.append(mark)
+        lines.append(n)
+        row_ids.append(i)
+        texts.append(body)
+        labels.append(tags)
+        counts.update(tags)
     if not texts:
+        label_what = "label columns" if label_cols else f"{label_col!r} column"
         raise DataError(
             f"{source} has no usable rows ({skipped} rows with empty text or label)",
-            hint=f"fill the {text_col!r} and {label_col!r} columns",
+            hint=f"fill the {text_col!r} and {label_what}",
         )
+    if label_cols:
+        counts.update({c: 0 for c in label_cols})  # a label column with no positive row is still a label
     if len(counts) < 2:
-        raise DataError(f"{source} has a single label ({next(iter(counts))!r}): nothing to classify",
+        raise DataError(f"{source} has a single label ({next(iter(counts), None)!r}): nothing to classify",
                         hint="provide examples of at least two labels")
     data = LabelledData(
         row_ids=row_ids, texts=texts, labels=labels, label_counts=counts,
-        multi_label=any(len(t) > 1 for t in labels), skipped_empty=skipped,
-        sha256=hashlib.sha256(raw).hexdigest(), splits=marks,
+        multi_label=any(len(t) != 1 for t in labels), skipped_empty=skipped,
+        sha256=hashlib.sha256(raw).hexdigest(), splits=marks, lines=lines,
     )
-    _decide_task(data, task, source, label_sep)
+    _decide_task(data, task, source, "label columns" if label_cols else repr(label_sep))
     if skipped:
         data.warnings.append(f"skipped {skipped} row(s) with empty text or label")
     rare = sorted(lbl for lbl, n in counts.items() if n < MIN_EXAMPLES_PER_LABEL)
@@ -129,33 +155,48 @@ def parse_labelled_csv(raw: bytes, *, text_col: str, label_col: str, label_sep: 
     return data
 
 
+def parse_labelled_csv(raw: bytes, **kwargs) -> LabelledData:
+    return parse_labelled(raw, fmt="csv", **kwargs)
+
+
+def data_file(bucket, lang: str, name: str) -> str | None:
+    """The key of `<lang>/data/<name>.csv|.jsonl|.parquet`, None if absent; two formats at once are refused."""
+    keys = [k for k in (f"{DATA_PREFIX.format(lang=lang)}{name}{suffix}" for suffix in SUFFIXES) if bucket.exists(k)]
+    if len(keys) > 1:
+        raise DataError(f"{' and '.join(bucket.url(k) for k in keys)} both exist: which one is the data?",
+                        hint=f"keep one: `trainctl data push {lang} FILE --replace` replaces the other")
+    return keys[0] if keys else None
+
+
 def load_labelled(bucket, lang: str, *, text_col: str, label_col: str, label_sep: str,
-                  task: str = "auto") -> tuple[LabelledData, bytes]:
-    """train.csv plus valid.csv / test.csv beside it (their rows marked), validated alike.
+                  task: str = "auto", label_cols: tuple[str, ...] = ()) -> tuple[LabelledData, bytes]:
+    """train.<fmt> plus valid.<fmt> / test.<fmt> beside it (their rows marked), validated alike.
 
     Returns the data and the raw bytes of every file read (for the run's data hash)."""
-    key = DATA_KEY.format(lang=lang)
-    if not bucket.exists(key):
-        raise DataError(f"no labelled data at {bucket.url(key)}",
+    key = data_file(bucket, lang, "train")
+    if key is None:
+        raise DataError(f"no labelled data at {bucket.url(DATA_PREFIX.format(lang=lang))}train.csv (or .jsonl, .parquet)",
                         hint=f"stage it first: trainctl data push {lang} PATH/TO/train.csv")
-    opts = dict(text_col=text_col, label_col=label_col, label_sep=label_sep, task=task)
+    opts = dict(text_col=text_col, label_col=label_col, label_sep=label_sep, task=task, label_cols=tuple(label_cols))
     raw = bucket.read_bytes(key)
-    data = parse_labelled_csv(raw, source=bucket.url(key), **opts)
-    for mark, pattern in SPLIT_KEYS.items():
-        extra_key = pattern.format(lang=lang)
-        if not bucket.exists(extra_key):
+    data = parse_labelled(raw, source=bucket.url(key), fmt=format_of(key), **opts)
+    for mark in SPLIT_FILES:
+        extra_key = data_file(bucket, lang, mark)
+        if extra_key is None:
             continue
         if any(m is not None for m in data.splits):
             raise DataError(f"{bucket.url(key)} has a {SPLIT_COL!r} column and {bucket.url(extra_key)} exists too",
-                            hint=f"use one way to give the split: the column, or {mark}.csv")
+                            hint=f"use one way to give the split: the column, or the {mark} file")
         extra_raw = bucket.read_bytes(extra_key)
-        extra = parse_labelled_csv(extra_raw, source=bucket.url(extra_key), **opts) if extra_raw.strip() else None
+        extra = (parse_labelled(extra_raw, source=bucket.url(extra_key), fmt=format_of(extra_key), **opts)
+                 if extra_raw.strip() else None)
         if extra is None:
             continue
         raw += b"\0" + mark.encode() + b"\0" + extra_raw
         data.row_ids += extra.row_ids
         data.texts += extra.texts
         data.labels += extra.labels
+        data.lines += extra.lines
         data.splits += [mark] * len(extra.texts)
         data.label_counts.update(extra.label_counts)
         data.multi_label = data.multi_label or extra.multi_label

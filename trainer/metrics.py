@@ -29,12 +29,17 @@ def choose_thresholds(probs: np.ndarray, targets: np.ndarray) -> np.ndarray:
     return out
 
 
-def decide(probs: np.ndarray, *, multi_label: bool, thresholds: np.ndarray | None) -> np.ndarray:
-    """Boolean predictions: thresholds for multi-label (at least one label), argmax otherwise."""
+def decide(probs: np.ndarray, *, multi_label: bool, thresholds: np.ndarray | None,
+           allow_empty: bool = False) -> np.ndarray:
+    """Boolean predictions: thresholds for multi-label, argmax otherwise.
+
+    Multi-label rows get at least their most likely label unless `allow_empty` (the
+    training data has rows with no label, e.g. all-zero label columns)."""
     if multi_label:
         pred = probs >= thresholds
-        empty = ~pred.any(axis=1)
-        pred[empty, probs[empty].argmax(axis=1)] = True
+        if not allow_empty:
+            empty = ~pred.any(axis=1)
+            pred[empty, probs[empty].argmax(axis=1)] = True
         return pred
     pred = np.zeros_like(probs, dtype=bool)
     pred[np.arange(len(probs)), probs.argmax(axis=1)] = True

@@ -81,7 +81,7 @@ class Run:
         a = self.a
         self.stage("preparing")
         self.data, raw = load_labelled(self.bucket, a.lang, text_col=a.text_col, label_col=a.label_col,
-                                       label_sep=a.label_sep, task=a.task)
+                                       label_sep=a.label_sep, task=a.task, label_cols=tuple(a.label_cols))
         for warning in self.data.warnings:
             self.log.line(f"warning: {warning}")
         with D.rank0_first(self.ctx):  # rank 0 tokenizes and caches; the others read its cache
@@ -93,7 +93,7 @@ class Run:
                       + ", ".join(f"{k}={v}" for k, v in sorted(self.data.label_counts.items()))
                       + f"; corpus: {sum(len(t) for t in self.corpus)} lines, "
                       f"{sum(t.n_tokens for t in self.corpus)} tokens in {len(keys)} file(s)")
-        h = hashlib.sha256(raw + f"|{a.text_col}|{a.label_col}|{a.label_sep}|{a.task}".encode())
+        h = hashlib.sha256(raw + f"|{a.text_col}|{a.label_col}|{a.label_sep}|{a.task}|{a.label_cols}".encode())
         for table in self.corpus:
             h.update(table.ids.tobytes())
             h.update("\n".join(table.vocab).encode())

@@ -25,6 +25,7 @@ def predict_texts(learn, texts: list[str], metrics: dict) -> list[tuple[list[str
     for text in texts:
         _, _, probs = learn.predict(text)
         p = probs.numpy()[None, :]
-        pred = decide(p, multi_label=multi, thresholds=np.array(thresholds, dtype=float) if multi else None)[0]
+        pred = decide(p, multi_label=multi, thresholds=np.array(thresholds, dtype=float) if multi else None,
+                      allow_empty=metrics.get("allow_empty", False))[0]
         out.append(([l for l, yes in zip(labels, pred) if yes], {l: float(v) for l, v in zip(labels, p[0])}))
     return out

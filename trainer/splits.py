@@ -43,7 +43,7 @@ def _stratified(rows: list[int], labels: list[list[str]], valid_pct: float, seed
             w[VALID] += valid_pct
             w[TRAIN] += 1 - valid_pct
     side: dict[int, str] = {}
-    remaining = set(order)
+    remaining = {r for r in order if labels[r]}
     while remaining:
         counts: dict[str, int] = {}
         for r in remaining:
@@ -60,6 +60,10 @@ def _stratified(rows: list[int], labels: list[list[str]], valid_pct: float, seed
             for lbl in labels[r]:
                 label_want[lbl][best] -= 1
             remaining.discard(r)
+    for r in [r for r in order if not labels[r]]:  # rows with no label (label columns all 0) fill the rest
+        best = VALID if want[VALID] > 0 and want[VALID] >= want[TRAIN] * valid_pct / (1 - valid_pct) else TRAIN
+        side[r] = best
+        want[best] -= 1
     return sorted(r for r in rows if side[r] == TRAIN), sorted(r for r in rows if side[r] == VALID)
 
 

@@ -9,18 +9,25 @@ import typer
 
 from stacks.cli.common import EnvOpt, LangArg, SetOpt, console, fail, load, mapped_errors
 from stacks.errors import ExitStatus
+from trainer.tables import SUFFIX_OF, SUFFIXES, format_of
 
 app = typer.Typer(help="Stage data in the environment's bucket.", no_args_is_help=True)
 
 
 def _plan_uploads(lang: str, path: Path) -> list[tuple[Path, str]]:
-    """(local file, bucket key) pairs: a train.csv, or a folder with train.csv, corpus/, lm/."""
+    """(local file, bucket key) pairs: a train file, or a folder with train/valid/test files, corpus/, lm/."""
     if path.is_file():
-        return [(path, f"{lang}/data/train.csv")]
+        fmt = format_of(path.name)
+        if fmt is None:
+            fail(f"{path}: unknown format", "name it train.csv, train.jsonl or train.parquet", ExitStatus.BAD_INPUT)
+        return [(path, f"{lang}/data/train{SUFFIX_OF[fmt]}")]
     pairs = []
-    for name in ("train.csv", "valid.csv", "test.csv"):
-        if (path / name).is_file():
-            pairs.append((path / name, f"{lang}/data/{name}"))
+    for name in ("train", "valid", "test"):
+        found = [path / f"{name}{suffix}" for suffix in SUFFIXES if (path / f"{name}{suffix}").is_file()]
+        if len(found) > 1:
+            fail(f"{' and '.join(map(str, found))}: several formats of the same file", "keep one",
+                 ExitStatus.BAD_INPUT)
+        pairs += [(f, f"{lang}/data/{f.name}") for f in found]
     for txt in sorted([*(path / "corpus").glob("*.txt"), *(path / "corpus").glob("*.txt.gz")]):
         pairs.append((txt, f"{lang}/data/corpus/{txt.name}"))
     for f in sorted((path / "lm").glob("*")) if (path / "lm").is_dir() else []:
@@ -29,15 +36,24 @@ def _plan_uploads(lang: str, path: Path) -> list[tuple[Path, str]]:
     return pairs
 
 
+def _other_formats(bucket, key: str) -> list[str]:
+    """Keys of the same data file in another format (train.csv when pushing train.jsonl)."""
+    fmt = format_of(key)
+    if fmt is None or "/data/corpus/" in key:
+        return []
+    stem = key[: -len(SUFFIX_OF[fmt])]
+    return [stem + suffix for suffix, other in SUFFIXES.items() if other != fmt and bucket.exists(stem + suffix)]
+
+
 @app.command("push")
 @mapped_errors
 def push(lang: LangArg,
-         path: Annotated[Path, typer.Argument(help="train.csv, or a folder with train.csv [valid.csv test.csv], corpus/*.txt[.gz], lm/*")],
+         path: Annotated[Path, typer.Argument(help="train.csv|.jsonl|.parquet, or a folder with train.* [valid.* test.*], corpus/*.txt[.gz], lm/*")],
          env: EnvOpt = "local", sets: SetOpt = None,
          replace: Annotated[bool, typer.Option("--replace", help="replace differing files (old ones are kept under data/previous/)")] = False):
     """Validate and upload a language's data to <bucket>/<lang>/."""
     from stacks.lifecycle import bucket_of, language_settings
-    from trainer.data import parse_labelled_csv
+    from trainer.data import parse_labelled
 
     _, config = load(env, sets)
     settings = language_settings(config, lang)
@@ -45,13 +61,14 @@ def push(lang: LangArg,
         fail(f"{path} does not exist", "pass a train.csv or a folder holding one", ExitStatus.BAD_INPUT)
     pairs = _plan_uploads(lang, path)
     if not pairs:
-        fail(f"nothing to upload in {path} (expected train.csv, valid.csv, test.csv, corpus/*.txt[.gz] or lm/*)",
+        fail(f"nothing to upload in {path} (expected train.csv|.jsonl|.parquet, valid.*, test.*, corpus/*.txt[.gz] or lm/*)",
              None, ExitStatus.BAD_INPUT)
     for src, key in pairs:
-        if key.endswith(".csv"):
+        if format_of(key) and "/data/corpus/" not in key and "/lm/" not in key:
             d = settings.data
-            data = parse_labelled_csv(src.read_bytes(), text_col=d.text_col, label_col=d.label_col,
-                                      label_sep=d.label_sep, task=d.task, source=str(src))
+            data = parse_labelled(src.read_bytes(), text_col=d.text_col, label_col=d.label_col,
+                                  label_sep=d.label_sep, task=d.task, label_cols=tuple(d.label_cols),
+                                  source=str(src), fmt=format_of(key))
             for warning in data.warnings:
                 console.print(f"[yellow]warning:[/] {warning}")
             console.print(f"{src}: {len(data.texts)} rows, {len(data.label_counts)} labels"
@@ -59,12 +76,19 @@ def push(lang: LangArg,
     bucket = bucket_of(config)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     conflicts = [(s, k) for s, k in pairs if bucket.exists(k) and bucket.read_bytes(k) != s.read_bytes()]
+    # train.jsonl over a train.csv: the old format would leave two candidate files
+    conflicts += [(s, other) for s, k in pairs for other in _other_formats(bucket, k)]
     if conflicts and not replace:
         names = ", ".join(bucket.url(k) for _, k in conflicts)
         fail(f"{len(conflicts)} file(s) already in the bucket differ: {names}",
              "rerun with --replace to replace them (the old versions are kept under <lang>/data/previous/)",
              ExitStatus.BAD_INPUT)
     uploaded = 0
+    for other in [k for _, k in conflicts if k not in dict((k, s) for s, k in pairs)]:
+        backup = f"{lang}/data/previous/{stamp}/{other[len(lang) + 1:]}"
+        bucket.write_bytes(backup, bucket.read_bytes(other))
+        bucket.delete(other)
+        console.print(f"kept the previous {other} as {backup} (replaced by another format)")
     for src, key in pairs:
         if bucket.exists(key):
             if bucket.read_bytes(key) == src.read_bytes():

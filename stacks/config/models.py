@@ -28,6 +28,7 @@ class DataSettings(StrictModel):
     text_col: str = "text"
     label_col: str = "labels"
     label_sep: str = Field(";", min_length=1)
+    label_cols: list[str] = Field([], description="one 0/1 column per label, instead of label_col")
     task: Literal["auto", "single_label", "multi_label"] = Field(
         "auto", description="auto: multi-label when a row has several labels (warned when under 1 % of rows)")
 

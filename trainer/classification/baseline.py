@@ -30,7 +30,8 @@ def _features(train_texts: list[str], other: list[list[str]]):
 
 
 def tfidf_baseline(texts: list[str], targets: np.ndarray, *, train_idx: list[int], valid_idx: list[int],
-                   test_idx: list[int] | None = None, multi_label: bool, labels: list[str], seed: int = 0) -> dict:
+                   test_idx: list[int] | None = None, multi_label: bool, labels: list[str], seed: int = 0,
+                   allow_empty: bool = False) -> dict:
     """Fitted on train, thresholds tuned on valid, scored on test when given (else on valid);
     the model's metric shape plus `fit_s` and `model`."""
     import warnings
@@ -57,6 +58,6 @@ def tfidf_baseline(texts: list[str], targets: np.ndarray, *, train_idx: list[int
                 full[:, clf.classes_] = clf.predict_proba(x)
                 probs.append(full)
     thresholds = M.choose_thresholds(probs[0], targets[valid_idx]) if multi_label else None
-    pred = M.decide(probs[1], multi_label=multi_label, thresholds=thresholds)
+    pred = M.decide(probs[1], multi_label=multi_label, thresholds=thresholds, allow_empty=allow_empty)
     result = M.score(pred, targets[scored], labels, thresholds)
     return {**result, "fit_s": round(time.perf_counter() - started, 2), "model": DESCRIPTION}
