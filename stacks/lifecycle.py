@@ -49,7 +49,8 @@ def preflight_data(bucket: Bucket, lang: str, settings: LanguageSettings) -> Lab
     d = settings.data
     data = load_labelled(bucket, lang, text_col=d.text_col, label_col=d.label_col, label_sep=d.label_sep,
                          task=d.task, label_cols=tuple(d.label_cols))[0]
-    check_tokenizer(lang, data.texts)  # imports fastai/spaCy: seconds, but before any infrastructure
+    # imports fastai/spaCy: seconds, but before any infrastructure
+    check_tokenizer(lang, data.texts, code=settings.code, tokenizer=settings.trainer.tokenizer)
     return data
 
 

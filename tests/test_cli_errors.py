@@ -89,13 +89,17 @@ def test_status_without_runs(project):
     assert r.exit_code == 2 and "no run for fr" in r.output
 
 
-@pytest.mark.parametrize("lang, message, hint", [
-    ("gr", "'gr' is not a language code spaCy knows", "probably 'el'"),
-    ("zh", "the 'zh' tokenizer failed on a sample of the data", "SentencePiece"),
+@pytest.mark.parametrize("lang, sets, message, hint", [
+    ("gr", [], "'gr' is not an ISO 639-1 language code", "languages.gr.code: el"),
+    ("gr", ["languages.gr.trainer.tokenizer=spacy"], "'gr' is not an ISO 639-1", "probably 'el'"),
+    ("zh", ["languages.zh.trainer.tokenizer=spacy"], "the spacy tokenizer for 'zh'",
+     "languages.zh.trainer.tokenizer: sentencepiece"),
+    ("bm", ["languages.bm.trainer.tokenizer=spacy"], "spaCy has no tokenizer for 'bm'", "sentencepiece"),
 ])
-def test_a_language_the_tokenizer_cannot_handle_stops_before_apply(project, lang, message, hint):
+def test_a_language_the_tokenizer_cannot_handle_stops_before_apply(project, lang, sets, message, hint):
     stage(project, lang, "text,labels\n我的包裹没有到 Το πακέτο,a\n发票错了 λάθος,b\n".encode())
-    r = runner.invoke(app, ["train", lang, "--set", f"languages.{lang}={{}}"])
+    extra = [arg for s in sets for arg in ("--set", s)]
+    r = runner.invoke(app, ["train", lang, "--set", f"languages.{lang}={{}}", *extra])
     assert r.exit_code == 2, r.output
     out = " ".join(r.output.split())
     assert message in out and hint in out

@@ -59,10 +59,12 @@ def bucket(request, tmp_path):
 
 
 def fastai_tokens(texts: list[str], lang: str = "fr") -> list[list[str]]:
-    """Tokens as the trainer made them before trainer.text (textdata.tokenizer)."""
+    """Tokens of fastai's own pipeline with the trainer's rules (what an exported model.pth does)."""
     from fastai.text.all import Tokenizer, WordTokenizer
 
-    tok = Tokenizer(WordTokenizer(lang))
+    from trainer.text.tokenizers import rules
+
+    tok = Tokenizer(WordTokenizer(lang), rules=rules())
     return [list(tok(t)) for t in texts]
 
 

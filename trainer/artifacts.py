@@ -80,7 +80,7 @@ def evaluate(run) -> dict:
                     if "at_threshold_0_5" in extra else ""))
     run.log.line(f"TF-IDF baseline on the same rows: macro-F1 {tfidf['macro_f1']:.3f} "
                  f"(model {result['macro_f1'] - tfidf['macro_f1']:+.3f}), fitted in {tfidf['fit_s']:.1f}s")
-    return {"labels": labels, "multi_label": multi, "allow_empty": allow_empty, **result, "rows": rows, **extra,
+    return {"labels": labels, "multi_label": multi, "allow_empty": allow_empty, "tokenizer": run.tokenizer.id, **result, "rows": rows, **extra,
             "baseline": {**baseline, "rows": {"fit": "train", "scores": split}},
             "baseline_tfidf": {**tfidf, "rows": rows},
             "split": {"source": run.splits.source, "duplicates_dropped": run.splits.duplicates_dropped},
@@ -92,7 +92,7 @@ def upload(run, result: dict, started: float) -> None:
     run.stage("uploading")
     learn = run.learn
     # model.pth predicts raw strings: export with the tokenizer pipeline, not the cached ids.
-    learn.dls = raw_text_dataloaders(run.dls, a.lang, run.ft_vocab, run.data.label_names, run.data.multi_label)
+    learn.dls = raw_text_dataloaders(run.dls, run.tokenizer, run.ft_vocab, run.data.label_names, run.data.multi_label)
     learn.export(run.work / "model.pth")
     learn.dls = run.dls
     put = run.put

@@ -12,6 +12,7 @@ DEFAULTS = dict(
     epochs_base_lm=10, epochs_lm=4, epochs_clf=6, bs=64, lr=2e-2, lr_lm=2e-2, seq_len=72,
     drop_mult=0.5, seed=42, valid_pct=0.2, emb_sz=400, n_hid=1152, n_layers=3,
     max_vocab=60000, min_freq=2, precision="auto", deterministic=False, checkpoint_minutes=10.0,
+    tokenizer="auto", sp_vocab_size=16000,
 )
 HELP = dict(
     epochs_base_lm="epochs to pretrain the base LM when <lang>/lm/ is empty",
@@ -26,6 +27,9 @@ HELP = dict(
     precision="auto (bf16 where the GPU supports it, else fp16 with loss scaling; fp32 on CPU), fp32, bf16 or fp16",
     deterministic="GPU: deterministic cuDNN kernels instead of autotuned ones (CPU runs are always deterministic)",
     checkpoint_minutes="also checkpoint inside an epoch after this many minutes (0 = at epoch ends only)",
+    tokenizer="spacy (words), sentencepiece (unigram subwords trained on the run's data), or auto: "
+              "sentencepiece for languages without spaces between words or without a plain spaCy tokenizer",
+    sp_vocab_size="SentencePiece vocabulary size (smaller when the data cannot fill it)",
 )
 
 
@@ -38,7 +42,7 @@ def _flag(text: str) -> bool:
 
 
 PARSERS = {bool: _flag}
-CHOICES = {"precision": ("auto", "fp32", "bf16", "fp16")}
+CHOICES = {"precision": ("auto", "fp32", "bf16", "fp16"), "tokenizer": ("auto", "spacy", "sentencepiece")}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -49,7 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
         "<bucket>/<lang>/runs/<run-id>/.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    p.add_argument("--lang", required=True, help="language code, the bucket prefix (e.g. fr)")
+    p.add_argument("--lang", required=True, help="language key, the bucket prefix (e.g. fr)")
+    p.add_argument("--lang-code", default=None, help="ISO 639-1 code for the tokenizer (default: --lang)")
     p.add_argument("--bucket", required=True, help="file:///path or gs://bucket[/prefix]")
     p.add_argument("--run-id", required=True, help="run folder name; an unfinished run with this id is resumed")
     p.add_argument("--env", default="local", help="environment name recorded in status.json")

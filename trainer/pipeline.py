@@ -36,8 +36,10 @@ from trainer.errors import DataError, RunExistsError
 from trainer.runlog import QuietLog, RunLog
 from trainer.runs import RunStatus, mark_failed, read_status, run_key
 from trainer.storage import open_bucket
-from trainer.text.cache import corpus_keys, corpus_tokens, labelled_tokens
+from trainer.text.cache import corpus_keys, corpus_tokens, labelled_tokens, sentencepiece_tokenizer
+from trainer.text.languages import default_tokenizer
 from trainer.text.loaders import classifier_dataloaders, lm_dataloaders
+from trainer.text.tokenizers import SPACY, TokenizerSpec, spacy_spec
 from trainer.text.tokens import TokenIds, build_vocab, remap
 
 LM_KEYS = ("lm/weights.pth", "lm/vocab.pkl", "lm/meta.json")
@@ -84,22 +86,26 @@ class Run:
                                        label_sep=a.label_sep, task=a.task, label_cols=tuple(a.label_cols))
         for warning in self.data.warnings:
             self.log.line(f"warning: {warning}")
+        # Splits first: a SentencePiece model learns from the training rows only.
+        self.splits = make_splits(self.data, valid_pct=a.valid_pct, seed=a.seed)
+        self.train_idx, self.valid_idx, self.test_idx = self.splits.train, self.splits.valid, self.splits.test
         with D.rank0_first(self.ctx):  # rank 0 tokenizes and caches; the others read its cache
-            self.texts = labelled_tokens(self.bucket, a.lang, self.data.texts, log=self.log)
+            self.tokenizer = self.choose_tokenizer()
+            self.texts = labelled_tokens(self.bucket, a.lang, self.data.texts, log=self.log, tokenizer=self.tokenizer)
             keys = corpus_keys(self.bucket, a.lang)
-            self.corpus = [corpus_tokens(self.bucket, a.lang, k, log=self.log) for k in keys]
+            self.corpus = [corpus_tokens(self.bucket, a.lang, k, log=self.log, tokenizer=self.tokenizer)
+                           for k in keys]
         kind = "multi-label" if self.data.multi_label else "single-label"
         self.log.line(f"data: {len(self.data.texts)} labelled rows ({kind}), labels "
                       + ", ".join(f"{k}={v}" for k, v in sorted(self.data.label_counts.items()))
                       + f"; corpus: {sum(len(t) for t in self.corpus)} lines, "
                       f"{sum(t.n_tokens for t in self.corpus)} tokens in {len(keys)} file(s)")
         h = hashlib.sha256(raw + f"|{a.text_col}|{a.label_col}|{a.label_sep}|{a.task}|{a.label_cols}".encode())
+        h.update(self.tokenizer.id.encode())
         for table in self.corpus:
             h.update(table.ids.tobytes())
             h.update("\n".join(table.vocab).encode())
         self.data_hash = h.hexdigest()[:16]
-        self.splits = make_splits(self.data, valid_pct=a.valid_pct, seed=a.seed)
-        self.train_idx, self.valid_idx, self.test_idx = self.splits.train, self.splits.valid, self.splits.test
         self.log.line(f"split ({self.splits.source}): {len(self.train_idx)} train, {len(self.valid_idx)} valid, "
                       f"{len(self.test_idx)} test rows"
                       + (f"; {self.splits.duplicates_dropped} exact duplicate text(s) dropped"
@@ -115,6 +121,17 @@ class Run:
         if self.ctx.distributed:
             self.log.line(f"data parallel: {self.ctx.world} processes ({D.Context.describe(self.ctx)}), "
                           f"bs {a.bs} per process = {a.bs * self.ctx.world} per step")
+
+    def choose_tokenizer(self) -> TokenizerSpec:
+        a = self.a
+        code = a.lang_code or a.lang
+        kind = default_tokenizer(code) if a.tokenizer == "auto" else a.tokenizer
+        if kind == SPACY:
+            spec = spacy_spec(code)
+            self.log.line(f"tokenizer: {spec.describe()}")
+            return spec
+        return sentencepiece_tokenizer(self.bucket, a.lang, code, [self.data.texts[i] for i in self.train_idx],
+                                       vocab_size=a.sp_vocab_size, log=self.log)
 
     # -- checkpoints -----------------------------------------------------
     def save_checkpoint(self, learn, position: Position, rng_states: list[dict], **extra) -> None:
@@ -190,10 +207,17 @@ class Run:
     def base_lm(self):
         a = self.a
         models = self.work / "models"
-        if all(self.bucket.exists(f"{a.lang}/{k}") for k in LM_KEYS):
+        published = all(self.bucket.exists(f"{a.lang}/{k}") for k in LM_KEYS)
+        if published:
             for k in LM_KEYS:
                 self.bucket.download(f"{a.lang}/{k}", models / Path(k).name)
             lm_meta = json.loads((models / "meta.json").read_text())
+            # base LMs from before the tokenizer was recorded were spaCy ones
+            made_with = lm_meta.get("tokenizer", self.tokenizer.id if self.tokenizer.kind == SPACY else "spacy")
+        if published and made_with != self.tokenizer.id:
+            self.log.line(f"warning: the base LM in {self.bucket.url(a.lang + '/lm/')} was made with tokenizer "
+                          f"{made_with}, this run uses {self.tokenizer.id}: pretraining one for this run only")
+        elif published:
             if lm_meta["arch"] != self.arch:
                 self.log.line(f"base LM in {a.lang}/lm/ has arch {lm_meta['arch']}; using it (config asked {self.arch})")
                 self.arch = lm_meta["arch"]
@@ -216,9 +240,10 @@ class Run:
         torch.save(D.unwrap(learn.model).state_dict(), models / "weights.pth")
         (models / "vocab.pkl").write_bytes(pickle.dumps(list(vocab)))
         meta = {"arch": self.arch, "vocab_size": len(vocab), "trained_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                "run_id": a.run_id, "data_hash": self.data_hash, "epochs": a.epochs_base_lm}
+                "run_id": a.run_id, "data_hash": self.data_hash, "epochs": a.epochs_base_lm,
+                "tokenizer": self.tokenizer.id}
         (models / "meta.json").write_text(json.dumps(meta, indent=2))
-        if self.ctx.main:
+        if self.ctx.main and not published:
             for k in LM_KEYS:  # meta last: a reader only trusts lm/ once meta.json exists
                 self.bucket.write_bytes(f"{a.lang}/{k}", (models / Path(k).name).read_bytes(), if_absent=True)
             self.log.line(f"base LM: saved to {self.bucket.url(a.lang + '/lm/')} for later runs")

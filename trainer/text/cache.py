@@ -26,7 +26,8 @@ import fastai
 
 from trainer.data import CORPUS_PREFIX
 from trainer.storage import Bucket
-from trainer.text.tokens import TOKENIZER_ID, TokenIds, TokenizerPool
+from trainer.text.tokenizers import TokenizerSpec, as_spec
+from trainer.text.tokens import TokenIds, TokenizerPool
 
 # A part ends at whichever comes first; 100M characters are ~20M tokens, ~80 MB of int32.
 SHARD_LINES = 1_000_000
@@ -35,12 +36,12 @@ CORPUS_SUFFIXES = (".txt", ".txt.gz")
 _READ_BLOCK = 1 << 20
 
 
-def _hasher(lang: str, kind: str) -> "hashlib._Hash":
-    return hashlib.sha256(f"{kind}|{lang}|{TOKENIZER_ID}|fastai-{fastai.__version__}|".encode())
+def _hasher(lang: str, kind: str, spec: TokenizerSpec) -> "hashlib._Hash":
+    return hashlib.sha256(f"{kind}|{lang}|{spec.id}|fastai-{fastai.__version__}|".encode())
 
 
-def labelled_key(lang: str, texts: list[str]) -> str:
-    h = _hasher(lang, "labelled")
+def labelled_key(lang: str, texts: list[str], tokenizer: TokenizerSpec | None = None) -> str:
+    h = _hasher(lang, "labelled", tokenizer or as_spec(lang))
     for text in texts:
         raw = text.encode("utf-8", "surrogatepass")
         h.update(len(raw).to_bytes(8, "little"))  # length prefix: ["ab","c"] != ["a","bc"]
@@ -52,9 +53,12 @@ def _rate(tokens: int, seconds: float) -> str:
     return f"{tokens / max(seconds, 1e-9):,.0f} tokens/s"
 
 
-def labelled_tokens(bucket: Bucket, lang: str, texts: list[str], *, log, workers: int | None = None) -> TokenIds:
-    """Token ids of the labelled texts, from the cache when the same texts were tokenized before."""
-    key = labelled_key(lang, texts)
+def labelled_tokens(bucket: Bucket, lang: str, texts: list[str], *, log, workers: int | None = None,
+                    tokenizer: TokenizerSpec | None = None) -> TokenIds:
+    """Token ids of the labelled texts, from the cache when the same texts were tokenized before
+    (`tokenizer`: default spaCy for `lang`)."""
+    tokenizer = tokenizer or as_spec(lang)
+    key = labelled_key(lang, texts, tokenizer)
     damaged = False
     if bucket.exists(key):
         try:
@@ -66,7 +70,7 @@ def labelled_tokens(bucket: Bucket, lang: str, texts: list[str], *, log, workers
             log.line(f"tokens: reused cache {key}")
             return table
     started = time.perf_counter()
-    with TokenizerPool(lang, workers) as pool:
+    with TokenizerPool(tokenizer, workers) as pool:
         table = pool.tokenize(texts)
         used = pool.used_workers
     seconds = time.perf_counter() - started
@@ -81,9 +85,9 @@ def corpus_keys(bucket: Bucket, lang: str) -> list[str]:
     return sorted(k for k in bucket.list(CORPUS_PREFIX.format(lang=lang)) if k.endswith(CORPUS_SUFFIXES))
 
 
-def corpus_digest(fh: BinaryIO, lang: str, key: str) -> str:
-    """Content hash of a corpus object (its stored bytes, read as a stream)."""
-    h = _hasher(lang, "corpus-gz" if key.endswith(".gz") else "corpus")
+def corpus_digest(fh: BinaryIO, lang: str, key: str, tokenizer: TokenizerSpec | None = None) -> str:
+    """Content hash of a corpus object (its stored bytes, read as a stream) for this tokenizer."""
+    h = _hasher(lang, "corpus-gz" if key.endswith(".gz") else "corpus", tokenizer or as_spec(lang))
     for block in iter(lambda: fh.read(_READ_BLOCK), b""):
         h.update(block)
     return h.hexdigest()[:16]
@@ -110,10 +114,11 @@ def shard(lines: Iterator[str], max_lines: int, max_chars: int) -> Iterator[str]
 
 
 def corpus_tokens(bucket: Bucket, lang: str, key: str, *, log, workers: int | None = None,
-                  shard_lines: int = SHARD_LINES) -> TokenIds:
-    """Token ids of one corpus file (one text per non-empty line), cached per file content."""
+                  shard_lines: int = SHARD_LINES, tokenizer: TokenizerSpec | None = None) -> TokenIds:
+    """Token ids of one corpus file (one text per non-empty line), cached per file content and tokenizer."""
+    tokenizer = tokenizer or as_spec(lang)
     with bucket.open_read(key) as fh:
-        prefix = f"{lang}/cache/{corpus_digest(fh, lang, key)}/"
+        prefix = f"{lang}/cache/{corpus_digest(fh, lang, key, tokenizer)}/"
         if bucket.exists(prefix + "index.json"):
             index = json.loads(bucket.read_bytes(prefix + "index.json"))
             table = TokenIds.concat([TokenIds.from_bytes(bucket.read_bytes(prefix + p["key"]))
@@ -124,7 +129,7 @@ def corpus_tokens(bucket: Bucket, lang: str, key: str, *, log, workers: int | No
         cut = {"shard_lines": shard_lines, "shard_chars": SHARD_CHARS}
         parts, reused, seconds, position, new_tokens = [], 0, 0.0, 0, 0
         lines = corpus_lines(fh, key)
-        with TokenizerPool(lang, workers) as pool:
+        with TokenizerPool(tokenizer, workers) as pool:
             for i in itertools.count():
                 part = _finished_part(bucket, f"{prefix}part-{i:05d}", {**cut, "start": position})
                 if part is not None:  # left by an interrupted run: skip its lines
@@ -144,7 +149,7 @@ def corpus_tokens(bucket: Bucket, lang: str, key: str, *, log, workers: int | No
                 parts.append(part)
                 position += len(part)
             used = pool.used_workers
-    index = {"source": key, "lang": lang, "tokenizer": TOKENIZER_ID, "fastai": fastai.__version__, **cut,
+    index = {"source": key, "lang": lang, "tokenizer": tokenizer.id, "fastai": fastai.__version__, **cut,
              "texts": position, "tokens": sum(p.n_tokens for p in parts),
              "parts": [{"key": f"part-{i:05d}.npz", "texts": len(p), "tokens": p.n_tokens}
                        for i, p in enumerate(parts)]}
@@ -175,3 +180,51 @@ def _finished_part(bucket: Bucket, name: str, expected: dict) -> TokenIds | None
     except Exception:  # noqa: BLE001 - a damaged part is tokenized again
         return None
     return part if len(part) == meta.get("texts") else None
+
+
+SP_SAMPLE_CHARS = 100_000_000  # corpus text a SentencePiece model is trained on, at most (~1 min)
+
+
+def sentencepiece_tokenizer(bucket: Bucket, lang: str, code: str, texts: list[str], *, vocab_size: int,
+                            log) -> TokenizerSpec:
+    """A SentencePiece model trained on `texts` (the training rows) and the start of each corpus file,
+    cached in the bucket by its inputs: `<lang>/cache/<hash>/spm.model`, trained once per data."""
+    import sentencepiece
+
+    from trainer.text.tokenizers import RULES_ID, SENTENCEPIECE
+
+    keys = corpus_keys(bucket, lang)
+    h = hashlib.sha256(f"spm|{code}|{vocab_size}|{RULES_ID}|{sentencepiece.__version__}|{SP_SAMPLE_CHARS}|".encode())
+    for text in texts:
+        raw = text.encode("utf-8", "surrogatepass")
+        h.update(len(raw).to_bytes(8, "little") + raw)
+    for key in keys:
+        with bucket.open_read(key) as fh:
+            h.update(corpus_digest(fh, lang, key, as_spec(code)).encode())
+    model_key = f"{lang}/cache/{h.hexdigest()[:16]}/spm.model"
+    if bucket.exists(model_key):
+        spec = TokenizerSpec(SENTENCEPIECE, code, bucket.read_bytes(model_key))
+        log.line(f"tokenizer: reused {spec.describe()} from {model_key}")
+        return spec
+
+    def sample():
+        yield from texts
+        budget = SP_SAMPLE_CHARS
+        for key in keys:
+            with bucket.open_read(key) as fh:
+                for line in corpus_lines(fh, key):
+                    yield line
+                    budget -= len(line)
+                    if budget <= 0:
+                        return
+
+    from trainer.text.tokenizers import train_sentencepiece
+
+    started = time.perf_counter()
+    spec = TokenizerSpec(SENTENCEPIECE, code, train_sentencepiece(sample(), vocab_size=vocab_size, code=code))
+    if not bucket.write_bytes(model_key, spec.sp_model, if_absent=True):  # another run was first: use its model
+        spec = TokenizerSpec(SENTENCEPIECE, code, bucket.read_bytes(model_key))
+    pieces = sentencepiece.SentencePieceProcessor(model_proto=spec.sp_model).get_piece_size()
+    log.line(f"tokenizer: trained {spec.describe()}, {pieces} pieces (asked {vocab_size}), "
+             f"in {time.perf_counter() - started:.1f} s -> {model_key}")
+    return spec

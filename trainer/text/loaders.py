@@ -13,15 +13,17 @@ from __future__ import annotations
 
 import math
 import random
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import torch
 from fastai.text.all import (
     L, Categorize, ColReader, DataLoaders, Datasets, LMDataLoader, MultiCategorize, Numericalize, OneHotEncode,
-    Pad_Chunk, SortedDL, TensorText, Tokenizer, Transform, WordTokenizer, default_device,
+    Pad_Chunk, SortedDL, TensorText, Tokenizer, Transform, default_device,
 )
 
+from trainer.text.tokenizers import as_spec, rules
 from trainer.text.tokens import TokenIds
 
 
@@ -147,7 +149,7 @@ def _pad_seq_len(dls, default: int = 72) -> int:
     return default
 
 
-def raw_text_dataloaders(dls, lang: str, vocab: list[str], label_names, multi_label: bool) -> DataLoaders:
+def raw_text_dataloaders(dls, tokenizer, vocab: list[str], label_names, multi_label: bool) -> DataLoaders:
     """DataLoaders with the raw-string pipeline (text -> tokens -> ids in `vocab`) and the same labels.
 
     Over a one-row-per-label DataFrame: set it as `learn.dls` right before
@@ -157,7 +159,9 @@ def raw_text_dataloaders(dls, lang: str, vocab: list[str], label_names, multi_la
     label_names = list(label_names)
     df = pd.DataFrame({"text": label_names,
                        "labels": [[name] for name in label_names] if multi_label else label_names})
-    x_tfms = [ColReader("text"), Tokenizer(WordTokenizer(lang)), Numericalize(vocab=list(vocab))]
+    spec = as_spec(tokenizer)  # a TokenizerSpec, or a language code for spaCy
+    tok = spec.fastai_tokenizer(Path(dls.path) / "tokenizer")
+    x_tfms = [ColReader("text"), Tokenizer(tok, rules=rules()), Numericalize(vocab=list(vocab))]
     y_tfms = [ColReader("labels"), *label_tfms(label_names, multi_label)]
     rows = list(range(len(df)))
     dsets = Datasets(df, [x_tfms, y_tfms], splits=[rows, rows], dl_type=SortedDL)

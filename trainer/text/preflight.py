@@ -7,41 +7,52 @@ the image. Here it is a DataError (exit 2) that says what to set or install.
 from __future__ import annotations
 
 from trainer.errors import DataError
+from trainer.text.languages import COMMON_MISTAKES, EXTRA_PACKAGES, default_tokenizer
 
 SAMPLE_ROWS = 50
-# spaCy languages whose tokenizer needs extra packages, and what to install.
-EXTRA_PACKAGES = {"ja": "sudachipy sudachidict-core", "zh": "jieba (spacy-pkuseg for pkuseg)",
-                  "th": "pythainlp", "ko": "mecab-ko / natto-py", "vi": "pyvi", "ru": "pymorphy3",
-                  "uk": "pymorphy3 pymorphy3-dicts-uk"}
-COMMON_MISTAKES = {"gr": "el", "jp": "ja", "cn": "zh", "kr": "ko", "ua": "uk", "cz": "cs", "dk": "da", "se": "sv"}
 
 
-def check_tokenizer(lang: str, texts: list[str]) -> int:
-    """Tokens of the first SAMPLE_ROWS texts (a positive count), or a DataError naming the fix."""
+def _sample_spec(kind: str, code: str, texts: list[str]):
+    """The run's tokenizer, or for SentencePiece one trained on the sample (proves the package works)."""
+    from trainer.text.tokenizers import SENTENCEPIECE, TokenizerSpec, spacy_spec, train_sentencepiece
+
+    if kind != SENTENCEPIECE:
+        return spacy_spec(code)
+    return TokenizerSpec(SENTENCEPIECE, code, train_sentencepiece(texts, vocab_size=100, code=code))
+
+
+def check_tokenizer(key: str, texts: list[str], *, code: str | None = None, tokenizer: str = "auto") -> int:
+    """Tokens of the first SAMPLE_ROWS texts (a positive count), or a DataError naming the fix.
+
+    `key` is the language's name in the config; `code` its ISO code (default: the key)."""
     import warnings
 
     from trainer.text import worker
 
+    code = code or key
+    kind = default_tokenizer(code) if tokenizer == "auto" else tokenizer
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # torch/fastai import-time deprecation notices, not the user's concern
-            worker.init(lang, ignore_signals=False)
+            worker.init(_sample_spec(kind, code, texts[:SAMPLE_ROWS]), ignore_signals=False)
             _, ids, _ = worker.tokenize_chunk(texts[:SAMPLE_ROWS])
     except Exception as exc:
         text = str(exc)
         if "E048" in text or "Can't import language" in text:
-            better = COMMON_MISTAKES.get(lang)
-            raise DataError(f"{lang!r} is not a language code spaCy knows",
-                            hint=(f"the ISO 639-1 code is probably {better!r}: name the language {better}"
-                                  if better else "name the language by its ISO 639-1 code (e.g. de, el, ja)")) from exc
+            better = COMMON_MISTAKES.get(code)
+            raise DataError(f"{code!r} is not a language code spaCy knows",
+                            hint=(f"the ISO 639-1 code is probably {better!r}: set languages.{key}.code: {better}"
+                                  if better else f"set languages.{key}.code to its ISO 639-1 code (e.g. de, el, ja)"
+                                  f", or languages.{key}.trainer.tokenizer: sentencepiece")) from exc
         if isinstance(exc, ImportError):
-            extra = EXTRA_PACKAGES.get(lang, "the package the error names")
-            raise DataError(f"the {lang!r} tokenizer cannot load here: {exc}",
-                            hint=f"install {extra} in the trainer's environment (and image)") from exc
-        raise DataError(f"the {lang!r} tokenizer failed on a sample of the data: {type(exc).__name__}: {exc}",
-                        hint="this language's spaCy tokenizer does not work with fastai's rules here; "
-                             "a SentencePiece tokenizer is planned for such languages") from exc
+            extra = EXTRA_PACKAGES.get(code, "the package the error names") if kind == "spacy" else "sentencepiece"
+            raise DataError(f"the {kind} tokenizer for {code!r} cannot load here: {exc}",
+                            hint=f"install {extra} in the trainer's environment (and image), or set "
+                                 f"languages.{key}.trainer.tokenizer: sentencepiece") from exc
+        raise DataError(f"the {kind} tokenizer for {code!r} failed on a sample of the data: {type(exc).__name__}: {exc}",
+                        hint=f"set languages.{key}.trainer.tokenizer: sentencepiece"
+                        if kind == "spacy" else "check the text column") from exc
     if not len(ids):
-        raise DataError(f"the {lang!r} tokenizer made no tokens from a sample of the data",
+        raise DataError(f"the {kind} tokenizer for {code!r} made no tokens from a sample of the data",
                         hint="check the text column")
     return int(len(ids))

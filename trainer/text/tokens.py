@@ -19,8 +19,7 @@ from typing import Iterable, Iterator
 import numpy as np
 
 from trainer.text import worker
-
-TOKENIZER_ID = "fastai-spacy-blank-v1"
+from trainer.text.tokenizers import SPACY, TokenizerSpec, as_spec
 # A chunk also ends at this many characters, so a run of very long texts stays small in flight.
 CHUNK_CHARS = 4_000_000
 # Workers are replaced after this many chunks: spaCy's string store only grows.
@@ -163,7 +162,8 @@ class _WorkerContext(multiprocessing.context.ForkServerContext):
 
 
 class TokenizerPool:
-    """Tokenizer processes for one language, started on the second chunk and ended on exit.
+    """Tokenizer processes (`tokenizer`: a TokenizerSpec or a spaCy language code), started on the
+    second chunk and ended on exit.
 
     One chunk (a small data set) is tokenized in this process: starting workers
     would cost more than it saves. With workers=1 nothing is ever started.
@@ -171,8 +171,8 @@ class TokenizerPool:
     (OOM killer) fails the run with BrokenProcessPool where a Pool waits forever.
     """
 
-    def __init__(self, lang: str, workers: int | None = None, *, chunk_rows: int = 2000):
-        self.lang, self.chunk_rows = lang, chunk_rows
+    def __init__(self, tokenizer: TokenizerSpec | str, workers: int | None = None, *, chunk_rows: int = 2000):
+        self.spec, self.chunk_rows = as_spec(tokenizer), chunk_rows
         self.workers = default_workers() if workers is None else max(1, int(workers))
         self.used_workers = 1
         self._executor: ProcessPoolExecutor | None = None
@@ -197,9 +197,10 @@ class TokenizerPool:
         ctx = _WorkerContext()
         # Heard only by the first pool of a process (the server lives on); the language's
         # module is included as some take seconds to import (spacy.lang.fr: ~2 s).
-        ctx.set_forkserver_preload(["trainer.text.worker_preload", f"spacy.lang.{self.lang}"])
+        preload = [f"spacy.lang.{self.spec.code}"] if self.spec.kind == SPACY else []
+        ctx.set_forkserver_preload(["trainer.text.worker_preload", *preload])
         self._executor = ProcessPoolExecutor(self.workers, mp_context=ctx, initializer=worker.init,
-                                             initargs=(self.lang,), max_tasks_per_child=CHUNKS_PER_WORKER)
+                                             initargs=(self.spec,), max_tasks_per_child=CHUNKS_PER_WORKER)
         self.used_workers = self.workers
         return self._executor
 
@@ -211,7 +212,7 @@ class TokenizerPool:
             return empty()
         second = next(chunks, None) if self.workers > 1 else None
         if second is None and self._executor is None:
-            worker.init(self.lang, ignore_signals=False)
+            worker.init(self.spec, ignore_signals=False)
             merged.add(worker.tokenize_chunk(first))
             for chunk in chunks:  # workers == 1
                 merged.add(worker.tokenize_chunk(chunk))
@@ -228,9 +229,11 @@ class TokenizerPool:
         return merged.table()
 
 
-def tokenize(texts: Iterable[str], lang: str, *, workers: int | None = None, chunk_rows: int = 2000) -> TokenIds:
-    """Token ids of `texts` (any iterable, consumed once) with fastai's rules on a blank spaCy pipeline."""
-    with TokenizerPool(lang, workers, chunk_rows=chunk_rows) as pool:
+def tokenize(texts: Iterable[str], tokenizer: TokenizerSpec | str, *, workers: int | None = None,
+             chunk_rows: int = 2000) -> TokenIds:
+    """Token ids of `texts` (any iterable, consumed once) with the rules and `tokenizer`
+    (a language code: fastai's blank spaCy pipeline for it)."""
+    with TokenizerPool(tokenizer, workers, chunk_rows=chunk_rows) as pool:
         return pool.tokenize(texts)
 
 

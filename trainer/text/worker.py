@@ -1,4 +1,4 @@
-"""The tokenizing side of the pool: one spaCy tokenizer per process, chunk in, ids out.
+"""The tokenizing side of the pool: one tokenizer (spaCy or SentencePiece) per process, chunk in, ids out.
 
 A chunk comes back as (its own vocabulary, int32 ids, int32 lengths), so what
 crosses the process boundary is a few arrays and each distinct token once,
@@ -17,28 +17,51 @@ MAX_TEXT_CHARS = 2**31 - 1
 _state: dict = {}
 
 
-def init(lang: str, *, ignore_signals: bool = True) -> None:
-    """Build the tokenizer for `lang` in this process (pool initializer)."""
+def init(tokenizer, *, ignore_signals: bool = True) -> None:
+    """Build `tokenizer` (a TokenizerSpec, or a language code for spaCy) in this process (pool initializer)."""
+    from trainer.text.tokenizers import SPACY, as_spec, rules
+
     if ignore_signals:
         # Ctrl-C and SIGTERM reach the whole process group; the parent decides
         # what they mean and ends the workers itself.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    if _state.get("lang") == lang:
+    spec = as_spec(tokenizer)
+    if _state.get("spec") == spec:
         return
-    from fastai.text.core import WordTokenizer, compose, defaults
+    from fastai.text.core import compose
 
-    nlp_pipe = WordTokenizer(lang).pipe  # fastai's blank spaCy pipeline with its special tokens
-    nlp_pipe.__self__.max_length = MAX_TEXT_CHARS
-    _state.update(lang=lang, pipe=nlp_pipe, rules=compose(*defaults.text_proc_rules))
+    _state.clear()
+    _state.update(spec=spec, rules=compose(*rules()))
+    if spec.kind == SPACY:
+        from fastai.text.core import WordTokenizer
+
+        nlp_pipe = WordTokenizer(spec.code).pipe  # fastai's blank spaCy pipeline with its special tokens
+        nlp_pipe.__self__.max_length = MAX_TEXT_CHARS
+        _state["pipe"] = nlp_pipe
+    else:
+        import sentencepiece as spm
+
+        _state["sp"] = spm.SentencePieceProcessor(model_proto=spec.sp_model)
+
+
+def _local_ids(tokens: list[list[str]]) -> tuple[list[str], np.ndarray, np.ndarray]:
+    index: dict[str, int] = {}
+    lengths = np.fromiter((len(t) for t in tokens), dtype=np.int32, count=len(tokens))
+    ids = np.fromiter((index.setdefault(tok, len(index)) for toks in tokens for tok in toks), dtype=np.int32,
+                      count=int(lengths.sum()))
+    return list(index), ids, lengths
 
 
 def tokenize_chunk(texts: list[str]) -> tuple[list[str], np.ndarray, np.ndarray]:
     """Tokens of `texts` as (local vocab in order of first appearance, int32 ids, int32 lengths).
 
-    Same tokens as `Tokenizer(WordTokenizer(lang))(text)`: fastai's rules, then
-    spaCy; spaCy's ORTH hashes stand in for token strings until the end.
+    Same tokens as fastai's `Tokenizer(tok, rules=rules())(text)`: the rules, then spaCy
+    (whose ORTH hashes stand in for token strings until the end) or SentencePiece pieces.
     """
+    if "sp" in _state:
+        rules = _state["rules"]
+        return _local_ids(_state["sp"].encode([rules(t) for t in texts], out_type=str))
     from spacy.attrs import ORTH
 
     pipe, rules = _state["pipe"], _state["rules"]
