@@ -71,6 +71,14 @@ class ResumeCallback(Callback):
             set_rng_state(self.rng_now)  # the dropout masks of an uninterrupted run from here on
         self.active = False
 
+    def after_train(self):
+        # Saved after the epoch's last batch: no batch is left to restore the state at, and
+        # the next epoch must start from the state the uninterrupted run had here.
+        if self.active and self.epoch == self.epoch_at:
+            if self.rng_now is not None:
+                set_rng_state(self.rng_now)
+            self.active = False
+
     def after_epoch(self):
         if self.epoch >= self.epoch_at:
             self.active = False
