@@ -9,6 +9,7 @@ class ExitStatus(enum.IntEnum):
     RUN_FAILED = 1
     BAD_INPUT = 2
     INFRA_ERROR = 3
+    PLAN_CHANGES = 4  # `trainctl plan` only: the plan has changes
     INTERRUPTED = 130
 
 

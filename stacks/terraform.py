@@ -63,10 +63,18 @@ class Terraform:
     def destroy(self, variables: dict[str, str] | None = None) -> str:
         return self._run("destroy", "destroy", "-auto-approve", "-input=false", "-no-color", *self._vars(variables))
 
-    def plan(self, variables: dict[str, str] | None = None, *, lock: bool = True) -> str:
+    def plan(self, variables: dict[str, str] | None = None, *, lock: bool = True, out: Path | None = None) -> str:
         # -lock=false lets a read-only identity (the CI planner) plan against remote state.
         return self._run("plan", "plan", "-input=false", "-no-color", *([] if lock else ["-lock=false"]),
-                         *self._vars(variables))
+                         *([f"-out={out}"] if out else []), *self._vars(variables))
+
+    def show_json(self, planfile: Path) -> dict:
+        """`terraform show -json` of a saved plan: what the plan renderer reads."""
+        return json.loads(self._run("show", "show", "-json", "-no-color", str(planfile)))
+
+    def apply_saved(self, planfile: Path) -> str:
+        """Apply exactly a saved plan (Terraform refuses it if the state moved since)."""
+        return self._run("apply", "apply", "-input=false", "-no-color", str(planfile))
 
     def outputs(self) -> dict[str, object]:
         raw = json.loads(self._run("output", "output", "-json", "-no-color") or "{}")

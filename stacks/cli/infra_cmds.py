@@ -1,6 +1,8 @@
-"""`trainctl synth | plan | destroy | gc`."""
+"""`trainctl synth | plan | apply | destroy | gc`."""
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
@@ -8,12 +10,16 @@ import typer
 
 from stacks.cli.common import EnvOpt, LangArg, SetOpt, STATE, console, load, mapped_errors
 from stacks.cli.report import ConsoleReporter
-from stacks.errors import ConfigError
+from stacks.errors import ConfigError, ExitStatus, TrainstackError
+
+
+PLAN_CHANGES = ExitStatus.PLAN_CHANGES
 
 
 def register(app: typer.Typer) -> None:
     app.command("synth")(synth)
     app.command("plan")(plan)
+    app.command("apply")(apply)
     app.command("destroy")(destroy)
     app.command("gc")(gc)
 
@@ -31,36 +37,174 @@ def synth(env: EnvOpt = "local", sets: SetOpt = None,
         console.print(f"{target / 'stacks' / name / 'cdk.tf.json'}")
 
 
+PLANFILE = "trainctl.tfplan"  # saved plan in the stack's synth folder (cdktf.out, git-ignored)
+ArtifactOpt = Annotated[str, typer.Option(
+    help="where reviewers find the full plans; named where the Markdown cuts detail to fit a comment")]
+
+
 @mapped_errors
-def plan(env: EnvOpt = "local", sets: SetOpt = None,
+def plan(files: Annotated[list[Path] | None, typer.Argument(
+             help="with --from-json: plan JSON files or folders of them", show_default=False)] = None,
+         env: EnvOpt = "local", sets: SetOpt = None,
          stack: Annotated[str | None, typer.Option(help="only this stack, e.g. train-fr or foundation")] = None,
-         markdown: Annotated[Path | None, typer.Option(help="also write the plans as Markdown to FILE")] = None,
+         markdown: Annotated[Path | None, typer.Option(help="also write the review as Markdown to FILE")] = None,
+         json_out: Annotated[Path | None, typer.Option(
+             "--json-out", help="also write each stack's `terraform show -json` to DIR/<env>/<stack>.json")] = None,
+         from_json: Annotated[bool, typer.Option(
+             "--from-json", help="render the saved plan JSON FILES (`terraform show -json` output) instead of "
+                                 "planning: no Terraform, no credentials; needs --markdown")] = False,
+         artifact: ArtifactOpt = "the plan JSON files (`trainctl plan --json-out`)",
+         expect_env: Annotated[list[str] | None, typer.Option(
+             "--expect-env", help="with --from-json: an env that must have plans; shown as failed when it has "
+                                  "none (its job died before planning)")] = None,
          preflight: Annotated[bool, typer.Option(help="gcp: quota zone choice and image check before synth "
                                                       "(--no-preflight: first preferred zone, no API calls)")] = True,
          lock: Annotated[bool, typer.Option(help="lock the state while planning (--no-lock for read-only CI)")] = True):
-    """Show the Terraform plan of the environment's stacks (after the quota/image preflight on gcp)."""
+    """Show the Terraform plan of the environment's stacks (after the quota/image preflight on gcp).
+
+    Exit status: 0 no changes, 4 changes present, 3 Terraform (or cloud) error, 2 bad usage or config.
+    With --from-json it only renders (0 when written).
+    """
+    from stacks.plan_render import render_markdown
+
+    if files and not from_json:
+        raise ConfigError("plan files are read with --from-json: trainctl plan --from-json FILE... --markdown OUT")
+    if from_json:
+        from stacks.plan_render import StackPlan, load_plan_files
+
+        if markdown is None or not files:
+            raise ConfigError("usage: trainctl plan --from-json FILE|DIR... --markdown OUT")
+        plans = load_plan_files(files)
+        for missing in sorted(set(expect_env or ()) - {p.env for p in plans}):
+            plans.append(StackPlan(env=missing, stack="(all)", source="-",
+                                   error=f"no plan was produced for env {missing}: its job stopped before "
+                                         f"planning (see {artifact})"))
+        markdown.write_text(render_markdown(plans, artifact=artifact))
+        console.print(f"review written to {markdown}")
+        return
+    results, first_error = _plan_stacks(env, sets, stack, json_out, preflight=preflight, lock=lock,
+                                        keep_going=bool(markdown or json_out))
+    plans = [r.plan for r in results]
+    if markdown:
+        markdown.write_text(render_markdown(plans, artifact=artifact))
+    if first_error is not None:
+        raise first_error
+    if any(p.has_changes for p in plans):
+        console.print(f"changes present in {', '.join(p.stack for p in plans if p.has_changes)} (exit {PLAN_CHANGES})")
+        raise typer.Exit(PLAN_CHANGES)
+    console.print("no changes")
+
+
+@mapped_errors
+def apply(reviewed: Annotated[Path, typer.Option(
+              help="the reviewed plan JSON: a folder of <env>/<stack>.json as `plan --json-out` writes them")],
+          env: EnvOpt = "local", sets: SetOpt = None,
+          stack: Annotated[str | None, typer.Option(help="only this stack")] = None):
+    """Apply the env's training stacks only if their fresh plan is exactly the reviewed one.
+
+    Plans every training stack (no preflight: the zone and image are those of the review),
+    compares each change with the reviewed plan and applies the saved plans only when all
+    match. The foundation is not planned nor applied: it grants IAM and stays an operator's job
+    (and the deployer may not read its state).
+    """
+    from stacks.naming import FOUNDATION
+    from stacks.plan_render import plan_from_document
+    from stacks.plan_render.reviewed import differences, reviewed_file
+
+    if stack == FOUNDATION:
+        raise ConfigError("the foundation is applied by an operator, not by `trainctl apply`",
+                          hint=f"TRAINCTL_ENV={env} npx cdktf deploy foundation")
+    foundation_review = reviewed_file(reviewed, env, FOUNDATION)
+    if foundation_review is not None:
+        doc = json.loads(foundation_review.read_text())
+        if plan_from_document(doc, env=env, stack=FOUNDATION, source="review").has_changes:
+            console.print(f"note: the reviewed plan also changes the foundation; an operator applies it "
+                          f"(TRAINCTL_ENV={env} npx cdktf deploy foundation)")
+    results, _ = _plan_stacks(env, sets, stack, None, preflight=False, lock=True, keep_going=False,
+                              foundation=False)
+    stale = []
+    for r in results:
+        path = reviewed_file(reviewed, env, r.plan.stack)
+        if path is None:
+            if r.plan.has_changes:
+                stale.append(f"{r.plan.stack}: no reviewed plan in {reviewed}")
+            continue
+        diff = differences(json.loads(path.read_text()), r.doc)
+        if diff:
+            stale.append(f"{r.plan.stack}: differs from the review at {', '.join(diff[:10])}")
+    if stale:
+        raise TrainstackError("the plan is no longer the reviewed one; nothing applied:\n  " + "\n  ".join(stale),
+                              hint="review the new plan (a pull request, or the plan workflow on main), then rerun")
+    changed = [r for r in results if r.plan.has_changes]
+    for r in changed:
+        console.print(f"applying the reviewed plan of {r.plan.stack}")
+        console.print(r.tf.apply_saved(r.tf.workdir / PLANFILE), markup=False)
+    console.print(f"applied {len(changed)} stack(s): {', '.join(r.plan.stack for r in changed) or 'none had changes'}")
+
+
+@dataclass
+class _Planned:
+    plan: "object"  # StackPlan
+    doc: dict  # redacted `terraform show -json`
+    tf: "object | None"  # the stack's Terraform runner; None when its plan failed
+
+
+def _write_json(json_out: Path | None, env: str, name: str, doc: dict) -> None:
+    if json_out:
+        target = json_out / env / f"{name}.json"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps(doc, indent=1))
+
+
+def _plan_stacks(env: str, sets, only: str | None, json_out: Path | None, *, preflight: bool, lock: bool,
+                 keep_going: bool, foundation: bool = True) -> tuple[list[_Planned], TrainstackError | None]:
+    """Plan each stack -> (results, the first error). With `keep_going` a failed stack is
+    recorded (its error rendered in the review) and the others are still planned."""
     from stacks.lifecycle import open_foundation, open_stack
     from stacks.naming import FOUNDATION
+    from stacks.plan_render import plan_from_document
+    from stacks.plan_render.redact import redact
 
-    project, config = load(env, sets)
-    names = ([FOUNDATION] if config.target == "gcp" else []) + [f"train-{lang}" for lang in config.languages]
-    if stack:
-        if stack not in names:
-            raise ConfigError(f"no stack {stack!r} in env {env!r}; stacks: {', '.join(names)}")
-        names = [stack]
+    try:
+        project, config = load(env, sets)
+    except TrainstackError as exc:
+        # The review still shows why this env has no plan.
+        _write_json(json_out, env, "_env", {"trainstack": {"env": env, "stack": "(config)", "error": exc.message}})
+        raise
+    names = ([FOUNDATION] if config.target == "gcp" and foundation else []) + [
+        f"train-{lang}" for lang in config.languages]
+    if only:
+        if only not in names:
+            raise ConfigError(f"no stack {only!r} in env {env!r}; stacks: {', '.join(names)}")
+        names = [only]
     echo = console.print if STATE["debug"] else None
-    sections = []
+    project.work_outdir(env).parent.mkdir(parents=True, exist_ok=True)  # cdktf's App makes one level only
+    results, first_error = [], None
     for name in names:
-        if name == FOUNDATION:
-            tf = open_foundation(project, config, echo=echo)
+        meta = {"env": env, "stack": name, "target": config.target}
+        tf = None
+        try:
+            if name == FOUNDATION:
+                tf = open_foundation(project, config, echo=echo)
+            else:
+                tf = open_stack(project, config, name.removeprefix("train-"), echo=echo, preflight=preflight,
+                                reporter=ConsoleReporter()).tf
+            planfile = tf.workdir / PLANFILE
+            text = tf.plan(lock=lock, out=planfile)
+            # Redacted before anything is written: plan JSON carries sensitive values in clear.
+            doc = redact(tf.show_json(planfile))
+        except TrainstackError as exc:
+            if not keep_going:
+                raise
+            first_error = first_error or exc
+            doc, tf = {"trainstack": {**meta, "error": exc.message}}, None
         else:
-            tf = open_stack(project, config, name.removeprefix("train-"), echo=echo, preflight=preflight,
-                            reporter=ConsoleReporter()).tf
-        text = tf.plan(lock=lock)
-        console.print(f"[bold]{name}[/]\n{text}")
-        sections.append(f"### `{name}` ({env})\n\n```\n{text.strip()}\n```\n")
-    if markdown:
-        markdown.write_text(f"## Terraform plan: env `{env}`\n\n" + "\n".join(sections))
+            console.print(f"[bold]{name}[/]")
+            console.print(text, markup=False)
+            doc["trainstack"] = meta
+        _write_json(json_out, env, name, doc)
+        results.append(_Planned(plan_from_document(doc, env=env, stack=name, source=name), doc, tf))
+    return results, first_error
 
 
 @mapped_errors
@@ -81,13 +225,15 @@ def destroy(lang: LangArg, env: EnvOpt = "local", sets: SetOpt = None):
 
 
 @mapped_errors
-def gc(env: EnvOpt = "local", sets: SetOpt = None):
+def gc(env: EnvOpt = "local", sets: SetOpt = None,
+       summary: Annotated[Path | None, typer.Option(
+           help="append a Markdown list of what was destroyed to FILE (e.g. $GITHUB_STEP_SUMMARY)")] = None):
     """Destroy training stacks whose run has ended (or never started)."""
     from stacks.lifecycle import active_run, bucket_of, live_state, open_stack, teardown
 
     project, config = load(env, sets)
     bucket = bucket_of(config)
-    cleaned = 0
+    destroyed, kept = [], []
     for lang in config.languages:
         handle = open_stack(project, config, lang)
         run_id = active_run(handle)
@@ -96,7 +242,16 @@ def gc(env: EnvOpt = "local", sets: SetOpt = None):
         state = live_state(bucket, lang, run_id, config.target)
         if state is not None:
             console.print(f"{handle.name}: run {run_id} is {state}; kept")
+            kept.append(f"`{handle.name}` (run `{run_id}` is {state})")
             continue
         teardown(handle, run_id, ConsoleReporter())
-        cleaned += 1
-    console.print(f"gc: destroyed {cleaned} stack(s)")
+        destroyed.append(f"`{handle.name}` (run `{run_id}`)")
+    console.print(f"gc: destroyed {len(destroyed)} stack(s)")
+    if summary:
+        lines = [f"### trainctl gc: env `{env}`", "",
+                 f"Destroyed {len(destroyed)} stack(s)" + (":" if destroyed else ".")]
+        lines += [f"- {d}" for d in destroyed]
+        if kept:
+            lines += ["", "Kept (run still active):", *(f"- {k}" for k in kept)]
+        with summary.open("a") as out:
+            out.write("\n".join(lines) + "\n\n")

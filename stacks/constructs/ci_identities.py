@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 from cdktf import ITerraformDependable
+from cdktf_cdktf_provider_google.project_iam_custom_role import ProjectIamCustomRole
 from cdktf_cdktf_provider_google.project_iam_member import ProjectIamMember
 from cdktf_cdktf_provider_google.service_account import ServiceAccount
 from cdktf_cdktf_provider_google.service_account_iam_member import ServiceAccountIamMember
+from cdktf_cdktf_provider_google.storage_bucket import StorageBucket
 from cdktf_cdktf_provider_google.storage_bucket_iam_member import StorageBucketIamMember
 from constructs import Construct
 
@@ -15,16 +17,47 @@ PLANNER_ROLES = ["roles/compute.viewer", "roles/iam.securityReviewer", "roles/ia
                  "roles/iam.workloadIdentityPoolViewer", "roles/artifactregistry.reader",
                  "roles/serviceusage.serviceUsageViewer", "roles/cloudquotas.viewer",
                  "roles/storage.bucketViewer"]
-# The deployer applies `train-<lang>` stacks (templates, groups, placement policies);
-# the foundation stays an operator's job (it grants IAM).
-DEPLOYER_ROLES = ["roles/compute.instanceAdmin.v1", "roles/cloudquotas.viewer",
-                  "roles/artifactregistry.reader", "roles/storage.bucketViewer"]
+# The deployer applies and destroys `train-<lang>` stacks; the foundation stays an operator's
+# job (it grants IAM). Compute rights come from DEPLOYER_PERMISSIONS, not compute.instanceAdmin.v1
+# (which also creates, SSHes into and rewrites any VM, disk or snapshot of the project).
+DEPLOYER_ROLES = ["roles/cloudquotas.viewer", "roles/artifactregistry.reader", "roles/storage.bucketViewer"]
+DEPLOYER_ROLE_ID = "trainstackDeployer"
+# What Terraform calls for the resources of a training stack (gpu_instance_group.py): the
+# instance template, the managed group (and the instance group it owns), per-instance configs
+# (group updates), the compact placement policy, and the operations it waits on. The VMs are
+# created and deleted by the group's service agent, not by the caller, so no compute.instances.*
+# or compute.disks.*; attaching the trainer account needs actAs on it (granted below).
+DEPLOYER_PERMISSIONS = sorted([
+    "compute.instanceTemplates.create", "compute.instanceTemplates.delete", "compute.instanceTemplates.get",
+    "compute.instanceTemplates.list", "compute.instanceTemplates.useReadOnly",
+    "compute.instanceGroupManagers.create", "compute.instanceGroupManagers.delete",
+    "compute.instanceGroupManagers.get", "compute.instanceGroupManagers.list", "compute.instanceGroupManagers.update",
+    "compute.instanceGroups.create", "compute.instanceGroups.delete", "compute.instanceGroups.get",
+    "compute.resourcePolicies.create", "compute.resourcePolicies.delete", "compute.resourcePolicies.get",
+    "compute.resourcePolicies.use",
+    "compute.networks.get", "compute.networks.use", "compute.subnetworks.get", "compute.subnetworks.use",
+    "compute.globalOperations.get", "compute.regionOperations.get", "compute.zoneOperations.get",
+])
+OBJECT, BUCKET = "storage.googleapis.com/Object", "storage.googleapis.com/Bucket"
+
+
+def state_condition(state_bucket: str, env: str) -> str:
+    """Objects of the env's training stacks' states (`<env>/train-<lang>/…`), and listing the bucket."""
+    return (f'resource.type == "{BUCKET}" || (resource.type == "{OBJECT}" && '
+            f'resource.name.startsWith("projects/_/buckets/{state_bucket}/objects/{env}/train-"))')
+
+
+def runs_condition(bucket: str, lang: str) -> str:
+    """A language's run folders (status.json tells `trainctl gc` whether the run ended)."""
+    prefix = f"projects/_/buckets/{bucket}/objects/{lang}/runs/"
+    return f'resource.type == "{OBJECT}" && resource.name.startsWith("{prefix}")'
 
 
 class CiIdentities(Construct):
-    """Exposes `planner` and `deployer` (service accounts) and their `grants`."""
+    """Exposes `planner` and `deployer` (service accounts), the deployer's `deploy_role` and the `grants`."""
 
     def __init__(self, scope: Construct, id: str, *, project: str, state_bucket: str, trainer_account: ServiceAccount,
+                 env: str = "dev", artifact_bucket: StorageBucket | None = None, languages: list[str] | None = None,
                  depends_on: list[ITerraformDependable] | None = None) -> None:
         super().__init__(scope, id)
         self.planner = ServiceAccount(self, "planner", project=project, account_id=PLANNER_SA,
@@ -33,20 +66,37 @@ class CiIdentities(Construct):
         self.deployer = ServiceAccount(self, "deployer", project=project, account_id=DEPLOYER_SA,
                                        display_name="trainstack CI deployer", depends_on=depends_on,
                                        description="Applies train-<lang> stacks from the main branch")
+        self.deploy_role = ProjectIamCustomRole(
+            self, "deploy_role", project=project, role_id=DEPLOYER_ROLE_ID, title="trainstack CI deployer",
+            description="Apply and destroy train-<lang> stacks: templates, groups, placement policies",
+            permissions=DEPLOYER_PERMISSIONS, depends_on=depends_on,
+        )
         planner, deployer = f"serviceAccount:{self.planner.email}", f"serviceAccount:{self.deployer.email}"
         self.grants = [
             *(ProjectIamMember(self, f"planner_{_slug(r)}", project=project, role=r, member=planner)
               for r in PLANNER_ROLES),
             *(ProjectIamMember(self, f"deployer_{_slug(r)}", project=project, role=r, member=deployer)
               for r in DEPLOYER_ROLES),
+            ProjectIamMember(self, "deployer_compute", project=project, role=self.deploy_role.name, member=deployer),
             StorageBucketIamMember(self, "planner_state", bucket=state_bucket, role="roles/storage.objectViewer",
                                    member=planner),
-            StorageBucketIamMember(self, "deployer_state", bucket=state_bucket, role="roles/storage.objectUser",
-                                   member=deployer),
+            # Its env's training stacks' states only: never the foundation's (IAM) nor another env's.
+            StorageBucketIamMember(
+                self, "deployer_state", bucket=state_bucket, role="roles/storage.objectUser", member=deployer,
+                condition={"title": f"{env} training stacks", "expression": state_condition(state_bucket, env)}),
             # Attaching the trainer account to VMs needs actAs on that one account, not project-wide.
             ServiceAccountIamMember(self, "deployer_act_as_trainer", service_account_id=trainer_account.name,
                                     role="roles/iam.serviceAccountUser", member=deployer),
         ]
+        if artifact_bucket is not None:
+            name = artifact_bucket.name_input  # the literal name: conditions compare strings, not references
+            # One binding per language keeps each condition far below IAM's 12 logical operators.
+            self.grants += [
+                StorageBucketIamMember(
+                    self, f"deployer_runs_{lang}", bucket=artifact_bucket.name, role="roles/storage.objectViewer",
+                    member=deployer, condition={"title": f"{lang} runs", "expression": runs_condition(name, lang)})
+                for lang in languages or ()
+            ]
 
 
 def _slug(role: str) -> str:

@@ -1,0 +1,91 @@
+"""What a training stack's plan says about its GPUs, zone and the cost of one run.
+
+Read from the planned instance template and group (any plan JSON carries them), priced
+with the table in stacks/config/prices.yaml; never from the live configuration, so a
+saved plan renders the same anywhere.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from stacks.plan_render.parse import StackPlan
+
+TEMPLATE = "google_compute_instance_template"
+GROUP = "google_compute_instance_group_manager"
+
+
+@dataclass(frozen=True)
+class TrainingFacts:
+    machine_type: str
+    gpu_type: str | None
+    gpu_count: int
+    nodes: int
+    zone: str | None
+    spot: bool
+    max_run_hours: float | None
+
+    @property
+    def region(self) -> str | None:
+        return self.zone.rsplit("-", 1)[0] if self.zone else None
+
+
+def _values(plan: StackPlan, kind: str) -> dict | None:
+    for change in plan.changes:
+        if change.type == kind:
+            values = change.after if change.kind != "delete" else change.before
+            if isinstance(values, dict):
+                return values
+    return None
+
+
+def _first(block) -> dict:
+    return block[0] if isinstance(block, list) and block and isinstance(block[0], dict) else {}
+
+
+def training_facts(plan: StackPlan) -> TrainingFacts | None:
+    """None for stacks without an instance template (foundation, local training stacks)."""
+    template = _values(plan, TEMPLATE)
+    if template is None or not (plan.stack.startswith("train-") or template.get("guest_accelerator")):
+        return None
+    group = _values(plan, GROUP) or {}
+    metadata = template.get("metadata") if isinstance(template.get("metadata"), dict) else {}
+    gpu = _first(template.get("guest_accelerator"))
+    scheduling = _first(template.get("scheduling"))
+    node_configs = sum(1 for c in plan.changes if c.type == "google_compute_per_instance_config" and c.kind != "delete")
+    try:
+        nodes = int(metadata.get("trainstack-nodes") or node_configs or group.get("target_size") or 1)
+    except (TypeError, ValueError):
+        nodes = 1
+    try:
+        hours = float(metadata["trainstack-max-run-hours"])
+    except (KeyError, TypeError, ValueError):
+        hours = None
+    return TrainingFacts(
+        machine_type=str(template.get("machine_type") or "?"), gpu_type=gpu.get("type"),
+        gpu_count=int(gpu.get("count") or 0), nodes=nodes,
+        zone=group.get("zone") or metadata.get("trainstack-zone"),
+        spot=scheduling.get("provisioning_model") == "SPOT" or bool(scheduling.get("preemptible")),
+        max_run_hours=hours,
+    )
+
+
+def cost_line(facts: TrainingFacts) -> str:
+    """What runs where, and the Spot and on-demand cost of one run at its max_run_hours."""
+    from stacks.config.prices import PRICES_FILE, price_table
+
+    table = price_table()
+    gpus = f"{facts.gpu_count} x {facts.gpu_type}" if facts.gpu_type and facts.gpu_count else "no GPU"
+    what = f"{facts.nodes} x {facts.machine_type} with {gpus} each, zone {facts.zone or 'unknown'}"
+    if facts.max_run_hours is None:
+        return f"{what}; cost unknown: the plan carries no max_run_hours"
+    figures = []
+    for spot in (True, False):
+        vm, note = table.vm_per_hour(facts.region, facts.machine_type, facts.gpu_type, facts.gpu_count, spot)
+        label = "Spot" if spot else "on-demand"
+        if vm is None:
+            figures.append(f"{label}: {note}")
+        else:
+            mark = " (planned)" if spot == facts.spot else ""
+            figures.append(f"{label}{mark} ${vm * facts.nodes * facts.max_run_hours:,.2f}")
+    return (f"{what}; one run of at most {facts.max_run_hours:g} h: {', '.join(figures)} "
+            f"(list prices of {table.taken}, stacks/config/{PRICES_FILE.name}; estimate)")
