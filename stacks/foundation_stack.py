@@ -13,7 +13,24 @@ from stacks.constructs.container_registry import ContainerRegistry
 from stacks.constructs.github_federation import GithubFederation
 from stacks.constructs.project_services import ProjectServices
 from stacks.constructs.trainer_identity import TrainerIdentity
-from stacks.naming import FOUNDATION, group_name, state_prefix
+from stacks.errors import ConfigError
+from stacks.naming import FOUNDATION, state_prefix
+
+CI_KEYS = ("github_repository", "github_repository_id", "github_repository_owner_id")
+
+
+def require_github_repository(config: EnvConfig) -> None:
+    """Exit 2 unless the env names the one repository its CI identities trust (none ships set)."""
+    missing = [f"ci.{key}" for key in CI_KEYS if not getattr(config.ci, key)]
+    if missing:
+        env_file = f"envs/{config.env}.yaml"
+        raise ConfigError(
+            f"{', '.join(missing)} not set: the foundation lets exactly one GitHub repository's Actions plan "
+            "and deploy (Workload Identity Federation), and trainstack ships trusting none",
+            source=env_file,
+            hint=(f"add `ci: {{github_repository: OWNER/NAME, github_repository_id: ID, github_repository_owner_id: "
+                  f"OWNER_ID}}` to {env_file} (ids: gh api repos/OWNER/NAME --jq '.id, .owner.id'), "
+                  "or pass them with --set ci.github_repository=OWNER/NAME ..."))
 
 
 class FoundationStack(TerraformStack):
@@ -21,6 +38,7 @@ class FoundationStack(TerraformStack):
 
     def __init__(self, scope: Construct, id: str = FOUNDATION, *, config: EnvConfig) -> None:
         super().__init__(scope, id)
+        require_github_repository(config)
         project, region = config.project, config.region
         GoogleProvider(self, "google", project=project, region=region,
                        default_labels={"app": "trainstack", "env": config.env})
@@ -28,19 +46,23 @@ class FoundationStack(TerraformStack):
         self.services = ProjectServices(self, "services", project=project)
         after = self.services.all
         self.artifacts = ArtifactBucket(self, "artifacts", project=project, name=config.bucket_name,
-                                        location=region.upper(), depends_on=after)
+                                        location=region.upper(), access_log_grant=config.access_log_grant,
+                                        depends_on=after)
         self.registry = ContainerRegistry(self, "registry", project=project, location=region,
                                           repository_id=config.registry, depends_on=after)
         self.trainer = TrainerIdentity(self, "trainer", project=project, bucket=self.artifacts.bucket,
                                        repository=self.registry.repository,
-                                       group_prefix=group_name(config.env, ""), depends_on=after)
+                                       languages=sorted(config.languages), depends_on=after)
         self.builder = BuilderIdentity(self, "builder", project=project, bucket=self.artifacts.bucket,
                                        repository=self.registry.repository, depends_on=after)
         self.ci = CiIdentities(self, "ci", project=project, state_bucket=config.state_bucket_name,
-                               trainer_account=self.trainer.account, depends_on=after)
-        if not config.ci.github_repository:
-            raise ValueError("foundation needs ci.github_repository")  # check_gcp rejects this earlier
-        self.github = GithubFederation(self, "github", project=project, repository=config.ci.github_repository,
+                               trainer_account=self.trainer.account, env=config.env,
+                               artifact_bucket=self.artifacts.bucket, languages=sorted(config.languages),
+                               depends_on=after)
+        ci = config.ci
+        self.github = GithubFederation(self, "github", project=project, repository=ci.github_repository,
+                                       repository_id=ci.github_repository_id,
+                                       repository_owner_id=ci.github_repository_owner_id,
                                        planner=self.ci.planner, deployer=self.ci.deployer, depends_on=after)
         for name, value in {
             "bucket_url": self.artifacts.bucket.url, "registry_id": self.registry.repository.id,

@@ -36,7 +36,7 @@ class GcpPlacement:
 def trainer_args(config: EnvConfig, lang: str) -> list[str]:
     """The `python -m trainer` arguments of a language, except --run-id."""
     s = config.language(lang)
-    return ["--lang", lang, "--bucket", config.bucket, "--env", config.env,
+    return ["--lang", lang, "--lang-code", s.code or lang, "--bucket", config.bucket, "--env", config.env,
             "--text-col", s.data.text_col, "--label-col", s.data.label_col, "--label-sep", s.data.label_sep,
             "--task", s.data.task, *(arg for col in s.data.label_cols for arg in ("--label-cols", col)),
             *s.trainer.as_cli_args()]
@@ -86,7 +86,10 @@ class TrainStack(TerraformStack):
         from stacks.constructs.quota_guard import QuotaGuard
         from stacks.constructs.run_identity import RunIdentity
 
+        from stacks.config.gpus import default_boot_image, installs_driver_at_boot, signed_driver
+
         s = config.language(lang)
+        boot_image = s.boot_image or default_boot_image(s.machine_type)
         region = gcp.zone.rsplit("-", 1)[0]
         name = group_name(config.env, lang)
         GoogleProvider(self, "google", project=config.project, region=region,
@@ -98,8 +101,10 @@ class TrainStack(TerraformStack):
         metadata = {
             "startup-script": gcp.startup_script, "shutdown-script": gcp.shutdown_script,
             "enable-oslogin": "TRUE", "block-project-ssh-keys": "TRUE", "serial-port-enable": "FALSE",
-            # Deep Learning VM images install (or verify) the NVIDIA driver at first boot only when asked.
+            # Deep Learning VM images install (or verify) the NVIDIA driver at first boot only when asked;
+            # on Container-Optimized OS the start-up script installs this version (cos-extensions).
             "install-nvidia-driver": "True",
+            **({"trainstack-gpu-driver": s.gpu_driver} if installs_driver_at_boot(boot_image) else {}),
             "trainstack-image": gcp.image, "trainstack-run-id": run_id,
             "trainstack-args": json.dumps(trainer_args(config, lang)),
             "trainstack-lang": lang, "trainstack-env": config.env, "trainstack-bucket": config.bucket,
@@ -111,7 +116,8 @@ class TrainStack(TerraformStack):
         }
         self.vms = GpuInstanceGroup(
             self, "vms", project=config.project, name=name, zone=gcp.zone, machine_type=s.machine_type,
-            gpu_type=s.gpu.type, gpu_count=s.gpu.count, nodes=s.nodes, spot=s.spot, boot_image=s.boot_image,
+            gpu_type=s.gpu.type, gpu_count=s.gpu.count, nodes=s.nodes, spot=s.spot, boot_image=boot_image,
+            secure_boot=signed_driver(boot_image) if s.secure_boot is None else s.secure_boot,
             disk_gb=s.disk_gb, disk_type=s.disk_type, service_account=sa_email(TRAINER_SA, config.project),
             network=config.network, subnetwork=config.subnetwork,
             labels={"app": "trainstack", "env": config.env, "lang": lang, "run": run_id},

@@ -82,10 +82,10 @@ def test_registry_is_docker_with_cleanup_that_keeps_recent_images():
 def _identities(stack):
     bucket = ArtifactBucket(stack, "artifacts", project="p1", name="b1", location="EU").bucket
     repo = ContainerRegistry(stack, "registry", project="p1", location="europe-west4", repository_id="r").repository
-    trainer = TrainerIdentity(stack, "trainer", project="p1", bucket=bucket, repository=repo, group_prefix="dev-train-")
+    trainer = TrainerIdentity(stack, "trainer", project="p1", bucket=bucket, repository=repo, languages=["fr"])
     ci = CiIdentities(stack, "ci", project="p1", state_bucket="p1-tfstate", trainer_account=trainer.account)
-    GithubFederation(stack, "github", project="p1", repository="acme/trainstack", planner=ci.planner,
-                     deployer=ci.deployer)
+    GithubFederation(stack, "github", project="p1", repository="acme/trainstack", repository_id=101,
+                     repository_owner_id=202, planner=ci.planner, deployer=ci.deployer)
 
 
 def test_identities_are_least_privilege():
@@ -94,14 +94,14 @@ def test_identities_are_least_privilege():
     roles = {m["role"] for m in project_roles}
     assert not roles & PRIMITIVE
     assert not any(r.endswith((".admin", "Admin")) for r in roles), roles
-    # The trainer reaches objects of its bucket only, and resizes only training groups.
+    # The trainer reaches its languages' prefixes of its bucket only (tests/test_policy.py
+    # evaluates the conditions), and may resize groups (IGMs take no name condition).
     bucket_grants = resources(doc, "google_storage_bucket_iam_member")
-    trainer_bucket = [g for g in bucket_grants if g["role"] == "roles/storage.objectAdmin"]
-    assert len(trainer_bucket) == 1 and "trainer" in trainer_bucket[0]["member"]
-    role = resources(doc, "google_project_iam_custom_role")[0]
+    trainer_bucket = [g for g in bucket_grants if "trainer" in g["member"]]
+    assert len(trainer_bucket) == 3 and all(g.get("condition") for g in trainer_bucket)
+    assert not [g for g in bucket_grants if g["role"] == "roles/storage.objectAdmin"]
+    role = next(r for r in resources(doc, "google_project_iam_custom_role") if r["role_id"] == "trainstackGroupResizer")
     assert role["permissions"] == RESIZE_PERMISSIONS
-    resize = next(m for m in project_roles if "condition" in m)
-    assert 'startsWith("dev-train-")' in resize["condition"]["expression"]
     assert "objectAdmin" not in json.dumps([m for m in project_roles])  # no project-wide storage grant
     # actAs on the trainer account only, for the deployer.
     act_as = [m for m in resources(doc, "google_service_account_iam_member") if m["role"] == "roles/iam.serviceAccountUser"]
@@ -109,18 +109,21 @@ def test_identities_are_least_privilege():
 
 
 def test_github_federation_trusts_one_repository_and_deploys_from_main_only():
+    # The conditions themselves are evaluated on sample tokens in tests/test_workflows.py.
     text, doc = synth(_identities)
     provider = resources(doc, "google_iam_workload_identity_pool_provider")[0]
-    assert provider["attribute_condition"].startswith('assertion.repository == "acme/trainstack" && ')
-    assert 'assertion.sub == "repo:acme/trainstack:ref:refs/heads/main"' in provider["attribute_condition"]
+    assert provider["attribute_condition"].startswith(
+        'assertion.repository_id == "101" && assertion.repository_owner_id == "202" && ')
     assert provider["oidc"]["issuer_uri"] == "https://token.actions.githubusercontent.com"
-    wif = {m["service_account_id"]: m["member"] for m in resources(doc, "google_service_account_iam_member")
-           if m["role"] == "roles/iam.workloadIdentityUser"}
-    planner = next(v for k, v in wif.items() if "planner" in k)
-    deployer = next(v for k, v in wif.items() if "deployer" in k)
-    assert planner.startswith("principalSet://iam.googleapis.com/${google_iam_workload_identity_pool.")
-    assert planner.endswith("/attribute.repository/acme/trainstack")
-    assert deployer.endswith("/attribute.repository_ref/acme/trainstack@refs/heads/main")
+    wif = [(m["service_account_id"], m["member"]) for m in resources(doc, "google_service_account_iam_member")
+           if m["role"] == "roles/iam.workloadIdentityUser"]
+    planner = [member for account, member in wif if "planner" in account]
+    deployer = sorted(member.split("/attribute.repository_event_ref/")[1] for account, member in wif
+                      if "deployer" in account)
+    assert len(planner) == 1 and planner[0].startswith("principalSet://iam.googleapis.com/${google_iam_workload_identity_pool.")
+    assert planner[0].endswith("/attribute.repository_event/101:pull_request")
+    assert deployer == ["101:push@refs/heads/main", "101:schedule@refs/heads/main",
+                        "101:workflow_dispatch@refs/heads/main"]
 
 
 def test_single_node_spot_group():

@@ -18,7 +18,8 @@ from stacks.cli.main import app
 from tests.conftest import make_project
 
 runner = CliRunner()
-SETS = ["--set", "project=p1", "--set", "languages.en.nodes=2", "--set", "languages.en.machine_type=g2-standard-24",
+CI_SETS = ["ci.github_repository=acme/trainstack", "ci.github_repository_id=101", "ci.github_repository_owner_id=202"]
+SETS = [*(a for s in CI_SETS for a in ("--set", s)), "--set", "project=p1", "--set", "languages.en.nodes=2", "--set", "languages.en.machine_type=g2-standard-24",
         "--set", "languages.en.gpu.count=2", "--set", "languages.en.spot=false"]
 
 
@@ -81,7 +82,8 @@ def test_foundation_bucket_registry_and_services(synthesized):
     assert {"compute.googleapis.com", "cloudquotas.googleapis.com", "sts.googleapis.com"} <= services
     assert resources(doc, "google_artifact_registry_repository")[0]["repository_id"] == "trainstack"
     provider = resources(doc, "google_iam_workload_identity_pool_provider")[0]
-    assert provider["attribute_condition"].startswith('assertion.repository == "trainstack/trainstack" && ')
+    assert provider["attribute_condition"].startswith(
+        'assertion.repository_id == "101" && assertion.repository_owner_id == "202" && ')
 
 
 def test_train_stack_runs_the_content_hash_image_on_spot_l4_in_the_first_zone(synthesized):
@@ -95,7 +97,8 @@ def test_train_stack_runs_the_content_hash_image_on_spot_l4_in_the_first_zone(sy
     assert meta["shutdown-script"] == (VM_SCRIPTS / "shutdown.sh").read_text()
     assert meta["enable-oslogin"] == "TRUE" and meta["block-project-ssh-keys"] == "TRUE"
     args = json.loads(meta["trainstack-args"])
-    assert args[:6] == ["--lang", "fr", "--bucket", "gs://trainstack-dev-artifacts", "--env", "dev"]
+    assert args[:8] == ["--lang", "fr", "--lang-code", "fr", "--bucket", "gs://trainstack-dev-artifacts",
+                        "--env", "dev"]
     assert "--run-id" not in args and meta["trainstack-run-id"].startswith("${terraform_data.")
     assert template["labels"]["lang"] == "fr" and template["labels"]["run"] == meta["trainstack-run-id"]
     assert template["machine_type"] == "g2-standard-8"

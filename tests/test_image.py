@@ -259,22 +259,69 @@ def test_submit_build_uploads_the_context_and_polls_to_success(apis):
     (post,) = api.requests("POST", BUILDS)
     body = json.loads(post.body)
     assert body["substitutions"]["_IMAGE"] == result.ref
-    assert body["source"] == {"storageSource": {"bucket": "test-bucket", "object": f"_cloudbuild/{tag}.tgz"}}
+    generation = blob(f"_cloudbuild/{tag}.tgz").generation
+    assert body["source"] == {"storageSource": {"bucket": "test-bucket", "object": f"_cloudbuild/{tag}.tgz",
+                                                "generation": str(generation)}}
     assert body["images"] == ["${_IMAGE}"] and body["steps"][0]["name"] == "gcr.io/cloud-builders/docker"
     assert body["timeout"] == "3600s" and body["options"]["machineType"] == "E2_HIGHCPU_8"
     # Runs as the foundation's builder account, never the project's default compute account.
     assert body["serviceAccount"].endswith("/serviceAccounts/trainstack-builder@p1.iam.gserviceaccount.com")
 
 
-def test_submit_build_skips_an_image_the_registry_has_unless_forced(apis):
+def test_submit_build_skips_an_image_the_registry_has(apis):
     api = apis(cloudbuild_routes("image/build_success.json", exists=True))
     config = load_config(REPO / "envs", "dev", GCP_SETS)
     lines: list[str] = []
     result = submit_build(config, REPO, echo=lines.append, sleep=lambda s: None)
     assert not result.built and "already in the registry" in lines[0]
     assert not api.requests("POST", BUILDS)
-    assert submit_build(config, REPO, force=True, echo=lines.append, sleep=lambda s: None).built
-    assert len(api.requests("POST", BUILDS)) == 1
+
+
+def test_there_is_no_force_rebuild_of_an_immutable_tag():
+    import inspect
+
+    assert "force" not in inspect.signature(submit_build).parameters
+    result = CliRunner().invoke(cli(), ["image", "build", "--help"])
+    assert "--force" not in result.output
+
+
+def blob(name: str):
+    from google.cloud import storage
+
+    return storage.Client().bucket("test-bucket").get_blob(name)
+
+
+def test_a_context_with_the_same_crc32c_is_reused_at_its_generation(apis):
+    from stacks.gcp.image import context_tarball, upload_context
+
+    config = load_config(REPO / "envs", "dev", GCP_SETS)
+    tag = f"{content_hash(REPO)}-{os.getpid()}-reuse"  # a name no other test uploaded
+    first = upload_context(config, REPO, tag, echo=lambda line: None)
+    again = upload_context(config, REPO, tag, echo=lambda line: None)
+    assert not first.reused and again.reused and again.generation == first.generation
+    assert blob(f"_cloudbuild/{tag}.tgz").download_as_bytes() == context_tarball(REPO)
+
+
+def test_a_planted_context_is_replaced_and_the_build_pinned_to_ours(apis):
+    from google.cloud import storage
+
+    from stacks.gcp.image import crc32c_of, upload_context
+
+    config = load_config(REPO / "envs", "dev", GCP_SETS)
+    tag = content_hash(REPO)
+    storage.Client().bucket("test-bucket").blob(f"_cloudbuild/{tag}.tgz").upload_from_string(b"planted source")
+    planted = blob(f"_cloudbuild/{tag}.tgz")
+    lines: list[str] = []
+    context = upload_context(config, REPO, tag, echo=lines.append)
+    assert not context.reused and "is not this tree's build context" in lines[0]
+    now = blob(f"_cloudbuild/{tag}.tgz")
+    assert context.generation == now.generation != planted.generation
+    assert now.crc32c == crc32c_of(now.download_as_bytes()) != planted.crc32c
+
+    api = apis(cloudbuild_routes("image/build_success.json"))
+    submit_build(config, REPO, echo=lines.append, sleep=lambda s: None)
+    source = json.loads(api.requests("POST", BUILDS)[0].body)["source"]["storageSource"]
+    assert source["generation"] == str(blob(f"_cloudbuild/{tag}.tgz").generation)
 
 
 def test_submit_build_failure_is_an_infra_error_with_the_log_url(apis):

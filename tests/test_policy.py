@@ -40,8 +40,9 @@ LINT_VENV = REPO / ".venv-lint"
 REQUIREMENTS = REPO / "requirements-lint.txt"
 # Every gcp env whose stacks must pass; the overrides make the env synthesizable offline.
 # prod's `en` is made multi-node so the placement policy and per-instance configs are scanned too.
-ENVS = {"dev": ["project=p1"],
-        "prod": ["project=p2", "languages.en.nodes=2", "languages.en.machine_type=a2-highgpu-2g",
+CI_SETS = ["ci.github_repository=acme/trainstack", "ci.github_repository_id=101", "ci.github_repository_owner_id=202"]
+ENVS = {"dev": ["project=p1", *CI_SETS],
+        "prod": ["project=p2", *CI_SETS, "languages.en.nodes=2", "languages.en.machine_type=a2-highgpu-2g",
                  "languages.en.gpu.count=2"]}
 # checkov's own grammar (checkov/common/comment/enum.py: COMMENT_REGEX).
 SKIP_COMMENT = re.compile(r"(?:checkov|bridgecrew|cortex):skip= *([A-Za-z_\d-]+(?:,[A-Za-z_\d-]+)*)?(?::([^\n]*))?")
@@ -365,3 +366,107 @@ def test_evaluate_turns_an_unskipped_finding_into_a_failure(tmp_path):
         "s: CKV_GCP_62 google_storage_bucket.b (cdk.tf.json:1-1) Bucket should log access"]
     assert [(f.address, s.reason) for f, s in result.skipped] == [("google_storage_bucket.a", "sink")]
     assert result.scanned == {"s": 2} and not result.unused and not result.unjustified
+
+
+# ---------------------------------------------------------------- least privilege on the bucket (no checkov)
+
+# Roles that can create, overwrite or delete objects, and the ones that can only read them.
+WRITE_ROLES = {"roles/storage.objectUser", "roles/storage.objectCreator", "roles/storage.objectAdmin",
+               "roles/storage.admin", "roles/storage.legacyBucketWriter", "roles/storage.legacyBucketOwner"}
+READ_ROLES = WRITE_ROLES | {"roles/storage.objectViewer", "roles/storage.legacyObjectReader"}
+# The only grammar the stacks' storage conditions use; anything else fails the test rather than guessing.
+CEL_TOKEN = re.compile(r'\s+|&&|\|\||\(|\)|==|resource\.type|resource\.name\.startsWith|"[^"\\]*"')
+
+
+def condition_holds(expression: str | None, rtype: str, name: str) -> bool:
+    """Evaluate a storage IAM condition for one resource (a tiny CEL subset; None = unconditional)."""
+    if expression is None:
+        return True
+    python, pos = [], 0
+    while pos < len(expression):
+        match = CEL_TOKEN.match(expression, pos)
+        assert match, f"condition outside the tested grammar at {expression[pos:pos + 40]!r}"
+        token, pos = match.group(0), match.end()
+        python.append({"&&": " and ", "||": " or ", "resource.type": "rtype",
+                       "resource.name.startsWith": "name.startswith"}.get(token, token))
+    return bool(eval("".join(python), {}, {"rtype": rtype, "name": name}))  # noqa: S307 (grammar checked above)
+
+
+@pytest.fixture(scope="module")
+def dev_foundation(tmp_path_factory) -> dict:
+    from stacks.app import synth
+    from stacks.project import Project
+
+    root = make_project(tmp_path_factory.mktemp("least-privilege") / "proj")
+    config = Project.discover(root).load("dev", ["project=p1", "languages.de={}", *CI_SETS])
+    synth(config, Project(root), root / "cdktf.out")
+    return json.loads((root / "cdktf.out" / "stacks" / "foundation" / "cdk.tf.json").read_text())
+
+
+def storage_grants(doc: dict, account: str) -> list[dict]:
+    """Bucket-level grants to `account` (by its Terraform reference in `member`)."""
+    grants = doc["resource"].get("google_storage_bucket_iam_member", {}).values()
+    return [g for g in grants if f"google_service_account.{account}" in g["member"]]
+
+
+def allowed(grants: list[dict], roles: set[str], obj: str, bucket: str = "trainstack-dev-artifacts") -> bool:
+    name = f"projects/_/buckets/{bucket}/objects/{obj}"
+    return any(g["role"] in roles and condition_holds((g.get("condition") or {}).get("expression"),
+                                                      "storage.googleapis.com/Object", name) for g in grants)
+
+
+def test_condition_evaluator_reads_the_grammar_it_is_given():
+    expr = ('resource.type == "storage.googleapis.com/Object" && '
+            '(resource.name.startsWith("a/") || resource.name.startsWith("b/"))')
+    assert condition_holds(expr, "storage.googleapis.com/Object", "b/x")
+    assert not condition_holds(expr, "storage.googleapis.com/Object", "c/x")
+    assert not condition_holds(expr, "storage.googleapis.com/Bucket", "a/x")
+    with pytest.raises(AssertionError, match="grammar"):
+        condition_holds('resource.name.endsWith("x")', "t", "x")
+
+
+def test_trainer_writes_only_its_languages_run_lm_and_cache_prefixes(dev_foundation):
+    grants = storage_grants(dev_foundation, "trainer_account")
+    assert grants, "the trainer account has no bucket grant"
+    for lang in ("de", "en", "fr"):
+        for obj in (f"{lang}/runs/20261125-010000-ab12/status.json", f"{lang}/lm/CURRENT",
+                    f"{lang}/lm/20261125/weights.pth", f"{lang}/cache/0123abcd/tokens.npz"):
+            assert allowed(grants, WRITE_ROLES, obj), obj
+        assert allowed(grants, READ_ROLES, f"{lang}/data/train.csv")
+        assert not allowed(grants, WRITE_ROLES, f"{lang}/data/train.csv")  # data is the operator's
+        assert not allowed(grants, WRITE_ROLES, f"{lang}/runsX/x") and not allowed(grants, WRITE_ROLES, f"{lang}/x")
+    for obj in ("_cloudbuild/0123456789abcdef.tgz", "it/runs/r/status.json", "runs/r/status.json", "CURRENT",
+                "fr", "xfr/runs/r/status.json"):
+        assert not allowed(grants, READ_ROLES, obj), obj
+    # Listing is checked on the bucket itself: names only.
+    lister = [g for g in grants if condition_holds(g["condition"]["expression"], "storage.googleapis.com/Bucket",
+                                                   "projects/_/buckets/trainstack-dev-artifacts")]
+    assert [g["role"] for g in lister] == ["roles/storage.objectViewer"]
+    assert all(g.get("condition") for g in grants)  # no unconditioned grant on the bucket
+
+
+def test_trainer_has_no_project_wide_storage_role(dev_foundation):
+    members = dev_foundation["resource"]["google_project_iam_member"].values()
+    trainer = [m for m in members if "google_service_account.trainer_account" in m["member"]]
+    assert not [m["role"] for m in trainer if "storage" in m["role"]]
+
+
+def test_only_the_builder_reads_build_contexts_and_no_account_of_the_stacks_writes_them(dev_foundation):
+    grants = [g for g in dev_foundation["resource"]["google_storage_bucket_iam_member"].values()
+              if g["bucket"].startswith("${google_storage_bucket.artifacts_bucket")]  # not state, not access logs
+    context = "_cloudbuild/0123456789abcdef.tgz"
+    writers = [g for g in grants if allowed([g], WRITE_ROLES, context)]
+    assert writers == []  # operators write it with their own roles (README)
+    readers = [g["member"] for g in grants if allowed([g], READ_ROLES, context)]
+    assert len(readers) == 1 and "google_service_account.builder_account" in readers[0]
+    builder = storage_grants(dev_foundation, "builder_account")
+    assert not allowed(builder, READ_ROLES, "fr/data/train.csv")
+
+
+def test_the_resize_role_carries_what_the_stop_path_calls():
+    from stacks.constructs.trainer_identity import RESIZE_PERMISSIONS
+
+    # trainer/vm/group.py (instanceGroupManagers.resize) and startup.sh's
+    # `gcloud compute instance-groups managed resize`, which waits on the zone operation.
+    assert set(RESIZE_PERMISSIONS) == {"compute.instanceGroupManagers.get", "compute.instanceGroupManagers.update",
+                                       "compute.zoneOperations.get"}

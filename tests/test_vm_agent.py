@@ -95,11 +95,13 @@ class Vm:
         self.metadata = {f"instance/attributes/{k}": v for k, v in attrs.items()}
         self.metadata["instance/name"] = name
         self.gcs = gcs
+        self.shutdown_flag = tmp_path / "state" / "shutting-down"  # shutdown.sh's, as mounted from the host
 
     def start(self, md: MetadataServer, api: RecordedApi, *action: str) -> subprocess.Popen:
         env = {**os.environ, "GCE_METADATA_HOST": md.host, "TRAINSTACK_COMPUTE_ENDPOINT": api.url,
                "STORAGE_EMULATOR_HOST": self.gcs, "GOOGLE_CLOUD_PROJECT": PROJECT, "TRAINSTACK_GRACE_S": "1",
                "TRAINSTACK_SETTLE_S": "0.5", "TRAINSTACK_REJOIN_PAUSE_S": "0",
+               "TRAINSTACK_SHUTDOWN_FLAG": str(self.shutdown_flag),
                "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
         action = action or ("run", "--trainer-cmd", f"{sys.executable} {FAKE}")
         return subprocess.Popen([sys.executable, "-m", "trainer.vm", *action], cwd=REPO, env=env,
@@ -398,3 +400,45 @@ def test_metadata_client_honours_gce_metadata_host(monkeypatch):
             client.require("trainstack-zone")
     with pytest.raises(MetadataError, match="did not answer"):
         MetadataClient(root=f"http://{md.host}/computeMetadata/v1/", tries=2, backoff_s=0.01).get("instance/name")
+
+
+# --- the VM going away: a trainer death then is an interruption, never a failure -------------
+
+@pytest.mark.parametrize("how", ["preempted", "shutdown-flag"])
+@pytest.mark.parametrize("mode", ["silent", "fail-no-status"])
+def test_trainer_death_while_the_vm_goes_away_leaves_the_run_resumable(tmp_path, gcs_env, how, mode):
+    vm = Vm(tmp_path, gcs_env, mode="silent")  # exits 3 without a final status, no SIGTERM here
+    if how == "preempted":
+        vm.metadata["instance/preempted"] = "TRUE"
+    else:
+        vm.shutdown_flag.parent.mkdir(parents=True)
+        vm.shutdown_flag.write_text("")
+    if mode == "fail-no-status":
+        vm.metadata["instance/attributes/trainstack-nodes"] = "2"
+        vm.metadata["instance/name"] = "train-fr-0"
+    code, out, resizes = vm.run()
+    assert code == 143, out  # what startup.sh reads as "stopped by the shutdown script"
+    assert resizes == []
+    status = vm.status()
+    assert status.state == RUNNING and status.error is None  # resumable: the next VM picks it up
+    assert "counted as an interruption" in out
+
+
+def test_trainer_death_on_a_vm_that_stays_is_still_a_failure(tmp_path, gcs_env):
+    vm = Vm(tmp_path, gcs_env, mode="silent")
+    vm.metadata["instance/preempted"] = "FALSE"
+    code, out, resizes = vm.run()
+    assert code == 3, out
+    assert_one_resize_to_zero(resizes, out)
+    assert vm.status().state == FAILED
+
+
+def test_going_away_answers_even_without_a_metadata_server(monkeypatch, tmp_path):
+    from trainer.vm.agent import going_away
+
+    monkeypatch.setenv("TRAINSTACK_SHUTDOWN_FLAG", str(tmp_path / "absent"))
+    with MetadataServer({}) as md:
+        root = f"http://{md.host}/computeMetadata/v1/"
+    assert going_away(MetadataClient(root=root, tries=1)) is None  # server gone: not a reason to fail or stay
+    (tmp_path / "absent").write_text("")
+    assert going_away(MetadataClient(root=root, tries=1)) == "the shutdown script has started"

@@ -1,8 +1,6 @@
 """`trainctl image build`: the trainer image, built by Cloud Build (no local Docker needed)."""
 from __future__ import annotations
 
-from typing import Annotated
-
 import typer
 
 from stacks.cli.common import EnvOpt, SetOpt, err_console, fail, load, mapped_errors
@@ -13,12 +11,11 @@ app = typer.Typer(help="Build the trainer image (Cloud Build, Artifact Registry)
 
 @app.command("build")
 @mapped_errors
-def build(env: EnvOpt = "local", sets: SetOpt = None,
-          force: Annotated[bool, typer.Option("--force", help="build without asking the registry first (its tags are immutable: "
-                                                 "pushing a tag that exists fails)")] = False):
+def build(env: EnvOpt = "local", sets: SetOpt = None):
     """Build and push the trainer image, tagged with the hash of its build context.
 
-    Skips the build when the registry already has that tag.
+    Skips the build when the registry already has that tag (tags are immutable: a tree that
+    changes what the image holds gets a new tag, and so a new build).
     Prints the image reference on stdout and the progress on stderr.
     """
     from stacks.gcp.image import SOURCE_ROOT, submit_build
@@ -32,6 +29,6 @@ def build(env: EnvOpt = "local", sets: SetOpt = None,
     def say(line: str) -> None:
         err_console.print(line, markup=False, soft_wrap=True)
 
-    result = submit_build(config, SOURCE_ROOT, force=force, echo=say)
+    result = submit_build(config, SOURCE_ROOT, echo=say)
     say(f"built and pushed {result.ref}" if result.built else f"found {result.ref}")
     typer.echo(result.ref)

@@ -6,6 +6,7 @@ from typing import Annotated
 import typer
 
 from stacks.cli import bootstrap_cmd, common, config_cmd, data_cmd, image_cmd, infra_cmds, quota_cmd, runs_cmds, train_cmd
+from stacks.cli import doctor_cmd
 
 app = typer.Typer(
     help="Train per-language text classifiers on infrastructure declared as CDKTF stacks.",
@@ -17,6 +18,7 @@ app.add_typer(image_cmd.app, name="image")
 bootstrap_cmd.register(app)
 infra_cmds.register(app)
 quota_cmd.register(app)
+doctor_cmd.register(app)
 train_cmd.register(app)
 runs_cmds.register(app)
 

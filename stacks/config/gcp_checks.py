@@ -1,7 +1,7 @@
 """Checks that only make sense on target gcp, with errors that name the key and its file."""
 from __future__ import annotations
 
-from stacks.config.gpus import gpu_problem, region_of
+from stacks.config.gpus import boot_image_problem, default_boot_image, gpu_problem, region_of
 from stacks.config.models import EnvConfig
 from stacks.errors import ConfigError
 
@@ -35,10 +35,7 @@ def check_gcp(config: EnvConfig, origin: dict[tuple, str]) -> None:
         if region_of(zone) == config.region or zone.count("-") < 2:
             raise ConfigError(f"fallback zone {zone!r} must be a zone of another region than {config.region!r}",
                               source=source("fallback_zones"))
-    if not config.ci.github_repository:
-        raise ConfigError("`ci.github_repository` is not set: the foundation's Workload Identity Federation "
-                          "trusts exactly one GitHub repository", source=env_file,
-                          hint=f"add `ci: {{github_repository: OWNER/NAME}}` to {env_file}")
+    # ci.github_repository is checked where it is used: the foundation stack (foundation_stack.py).
     for lang, settings in config.languages.items():
         if settings.processes > 1:
             raise ConfigError(f"languages.{lang}.processes={settings.processes}: `processes` runs gloo ranks on the "
@@ -52,3 +49,10 @@ def check_gcp(config: EnvConfig, origin: dict[tuple, str]) -> None:
             where = src if src == machine_src else f"{src} / {machine_src}"
             raise ConfigError(f"languages.{lang}: {problem}", source=where,
                               hint="pick a matching machine_type and gpu (`trainctl config show` prints both)")
+        image = settings.boot_image or default_boot_image(settings.machine_type)
+        problem = boot_image_problem(settings.machine_type, image)
+        if problem:
+            raise ConfigError(f"languages.{lang}: {problem}",
+                              source=origin.get(("languages", lang, "boot_image")) or source("defaults", "boot_image"),
+                              hint="leave boot_image unset (the GPU catalogue's image for the series) or pick one "
+                                   "listed in stacks/config/gpus.py")

@@ -73,3 +73,90 @@ def gpu_problem(gpu_type: str | None, count: int, machine_type: str) -> str | No
 def region_of(zone: str) -> str:
     """us-central1-a -> us-central1."""
     return zone.rsplit("-", 1)[0]
+
+
+# ---------------------------------------------------------------- boot images per machine series
+#
+# Which boot images a series' GPUs work with, the NVIDIA driver they need, and the image every
+# shipped env uses. Sources were read on the date given; re-check them when a series or the
+# trainer image's CUDA changes (the image's torch is built for CUDA 13: driver >= 580).
+#
+# | series | GPUs            | min. driver | refused boot images    | default boot image
+# |--------|-----------------|-------------|------------------------|------------------------------------------
+# | g2     | L4              | 525.60.13   | Deep Learning VM (any) | cos-cloud cos-stable + cos-extensions driver
+# | a2     | A100 40/80 GB   | 450.80.02   | -                      | DLVM common-cu129-ubuntu-2204-nvidia-580
+# | a3     | H100, H200      | 525.60.13   | -                      | DLVM common-cu129-ubuntu-2204-nvidia-580
+# | n1     | T4/V100/P100/P4 | 410.79      | -                      | DLVM common-cu129-ubuntu-2204-nvidia-580
+#
+# Sources (read 2026-11-25): g2 https://cloud.google.com/compute/docs/gpus/create-gpu-vm-g2 (Limitations);
+# driver minimums https://cloud.google.com/compute/docs/gpus/install-drivers-gpu;
+# Deep Learning VM images https://cloud.google.com/deep-learning-vm/docs/images.
+# CUDA 13 (the image's torch) dropped Maxwell, Pascal and Volta (V100, P100, P4) per NVIDIA's CUDA 13.0
+# release notes (recalled, not re-read for this table): on N1 prefer T4. Not enforced here.
+#
+# Container-Optimized OS ships Docker but no NVIDIA container toolkit: the start-up script
+# installs the driver with `cos-extensions install gpu -- -version=<gpu_driver>` and mounts it
+# into the container. Its drivers are signed, so Secure Boot can stay on; a Deep Learning VM
+# installs an unsigned-by-default driver at first boot, so Secure Boot stays off there.
+
+DLVM_IMAGES = "projects/deeplearning-platform-release/"
+COS_IMAGES = "projects/cos-cloud/"
+DLVM_IMAGE = f"{DLVM_IMAGES}global/images/family/common-cu129-ubuntu-2204-nvidia-580"
+COS_IMAGE = f"{COS_IMAGES}global/images/family/cos-stable"
+G2_LIMITATIONS = "https://cloud.google.com/compute/docs/gpus/create-gpu-vm-g2"
+DRIVER_VERSIONS = "https://cloud.google.com/compute/docs/gpus/install-drivers-gpu"
+DLVM_DOC = "https://cloud.google.com/deep-learning-vm/docs/images"
+
+
+@dataclass(frozen=True)
+class SeriesImages:
+    """Boot images and driver needs of one machine series (see the table above)."""
+
+    series: str  # machine-type prefix without the dash: g2, a2, a3, n1
+    gpus: str
+    min_driver: str
+    default_image: str
+    refused: tuple[tuple[str, str], ...]  # (image prefix, why) known not to work
+    source: str
+    read_on: str = "2026-11-25"
+
+
+SERIES_IMAGES: dict[str, SeriesImages] = {s.series: s for s in (
+    SeriesImages("g2", "L4", "525.60.13", COS_IMAGE,
+                 ((DLVM_IMAGES, "Deep Learning VM images cannot be the boot disk of G2 VMs"),), G2_LIMITATIONS),
+    SeriesImages("a2", "A100", "450.80.02", DLVM_IMAGE, (), DLVM_DOC),
+    SeriesImages("a3", "H100/H200", "525.60.13", DLVM_IMAGE, (), DRIVER_VERSIONS),
+    SeriesImages("n1", "T4/V100/P100/P4", "410.79", DLVM_IMAGE, (), DRIVER_VERSIONS),
+)}
+
+
+def series_of(machine_type: str) -> SeriesImages | None:
+    """The catalogue row of a machine type (g2-standard-8 -> g2), None for series without GPUs here."""
+    return SERIES_IMAGES.get(machine_type.split("-", 1)[0])
+
+
+def default_boot_image(machine_type: str) -> str:
+    """The boot image a language gets when it sets none: its series' default."""
+    row = series_of(machine_type)
+    return row.default_image if row else DLVM_IMAGE
+
+
+def boot_image_problem(machine_type: str, boot_image: str) -> str | None:
+    """Why `boot_image` cannot boot `machine_type` with its GPUs (naming the doc), or None."""
+    row = series_of(machine_type)
+    image = boot_image.removeprefix("https://www.googleapis.com/compute/v1/")
+    for prefix, why in row.refused if row else ():
+        if image.startswith(prefix):
+            return (f"boot image {boot_image!r} cannot run {machine_type}: {why} ({row.source}, read {row.read_on}); "
+                    f"use e.g. {row.default_image}")
+    return None
+
+
+def installs_driver_at_boot(boot_image: str) -> bool:
+    """Container-Optimized OS: the start-up script installs the driver (cos-extensions)."""
+    return boot_image.removeprefix("https://www.googleapis.com/compute/v1/").startswith(COS_IMAGES)
+
+
+def signed_driver(boot_image: str) -> bool:
+    """Whether the image's NVIDIA driver loads under Secure Boot (COS signs its drivers)."""
+    return installs_driver_at_boot(boot_image)

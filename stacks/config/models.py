@@ -7,10 +7,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from trainer.cli import DEFAULTS as D
 
-# Deep Learning VM with the NVIDIA driver, Docker and the NVIDIA container toolkit
-# baked in, so `docker run --gpus all` works at boot; driver 580 runs the image's CUDA 13 torch
-# (see docs/DECISIONS.md).
-BOOT_IMAGE = "projects/deeplearning-platform-release/global/images/family/common-cu129-ubuntu-2204-nvidia-580"
+# Boot images: chosen per machine series from the GPU catalogue (stacks/config/gpus.py)
+# unless a language sets `boot_image`.
 
 
 class StrictModel(BaseModel):
@@ -55,6 +53,9 @@ class TrainerSettings(StrictModel):
     precision: Literal["auto", "fp32", "bf16", "fp16"] = D["precision"]
     deterministic: bool = D["deterministic"]
     checkpoint_minutes: float = Field(D["checkpoint_minutes"], ge=0)
+    tokenizer: Literal["auto", "spacy", "sentencepiece"] = Field(
+        D["tokenizer"], description="auto: sentencepiece for ja, zh, th, ko, vi, ... (see trainer.text.languages)")
+    sp_vocab_size: int = Field(D["sp_vocab_size"], ge=100)
 
     def as_cli_args(self) -> list[str]:
         """The trainer's command-line flags for these settings, in a stable order."""
@@ -67,6 +68,8 @@ class TrainerSettings(StrictModel):
 class LanguageSettings(StrictModel):
     """Settings of one language's training run (defaults, then languages.<lang>)."""
 
+    code: str | None = Field(None, description="ISO 639-1 code of the language (default: its key), e.g. el for gr")
+
     machine_type: str = "g2-standard-8"
     gpu: GpuSettings = GpuSettings(type="nvidia-l4", count=1)
     spot: bool = True
@@ -77,7 +80,12 @@ class LanguageSettings(StrictModel):
     disk_gb: int = Field(100, ge=10)
     disk_type: str = Field("pd-balanced", description="boot disk type (pd-balanced, pd-ssd, hyperdisk-balanced)")
     shm_size: str = Field("16g", pattern=r"^\d+[kmg]?$")
-    boot_image: str = Field(BOOT_IMAGE, description="VM boot image or image family (gcp)")
+    boot_image: str | None = Field(None, description="VM boot image or image family (gcp); default: the machine "
+                                   "series' image in the GPU catalogue (stacks/config/gpus.py)")
+    gpu_driver: str = Field("latest", pattern=r"^(latest|default|\d+(\.\d+)*)$",
+                            description="NVIDIA driver Container-Optimized OS installs at boot (gcp, COS images)")
+    secure_boot: bool | None = Field(None, description="Shielded VM Secure Boot (gcp); default: on where the boot "
+                                     "image's driver is signed (COS), off otherwise")
     docker_flags: list[str] = Field([], description="extra `docker run` flags for the trainer container (gcp)")
     data: DataSettings = DataSettings()
     trainer: TrainerSettings = TrainerSettings()
@@ -88,6 +96,9 @@ class CiSettings(StrictModel):
 
     github_repository: str | None = Field(
         None, pattern=r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$", description="owner/name of the GitHub repository")
+    # The trust is pinned by ids (immune to renames): gh api repos/OWNER/NAME --jq '.id, .owner.id'
+    github_repository_id: int | None = Field(None, ge=1, description="the repository's numeric id")
+    github_repository_owner_id: int | None = Field(None, ge=1, description="the repository owner's numeric id")
 
 
 class EnvConfig(StrictModel):
@@ -103,7 +114,10 @@ class EnvConfig(StrictModel):
     state_bucket: str | None = Field(None, description="Terraform state bucket (default <project>-trainstack-tfstate)")
     registry: str = Field("trainstack", description="Artifact Registry repository id")
     image: str | None = Field(None, description="trainer image; default: the registry's trainer at the tree's hash")
-    network: str = "default"
+    network: str = Field("default", description="VPC network of the VMs; set it (and subnetwork) when the project "
+                         "has no `default` network (org policy compute.skipDefaultNetworkCreation)")
+    access_log_grant: bool = Field(True, description="let cloud-storage-analytics@google.com write the access-log "
+                                   "bucket; false under domain restricted sharing (no usage logs then)")
     subnetwork: str | None = Field(None, description="subnetwork self-link (needs Private Google Access)")
     ci: CiSettings = CiSettings()
     defaults: LanguageSettings = LanguageSettings()
@@ -117,6 +131,19 @@ class EnvConfig(StrictModel):
             raise ValueError(
                 f"bucket must be a {wanted}:// URI for target {self.target!r}, got {self.bucket!r}"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _language_codes_are_known(self) -> "EnvConfig":
+        from trainer.text.languages import check_code, default_tokenizer
+
+        for key, settings in self.languages.items():
+            code = settings.code or key
+            tokenizer = settings.trainer.tokenizer
+            problem = check_code(code, key=key,
+                                 tokenizer=default_tokenizer(code) if tokenizer == "auto" else tokenizer)
+            if problem:
+                raise ValueError(f"languages.{key}: {problem}")
         return self
 
     def language(self, lang: str) -> LanguageSettings:

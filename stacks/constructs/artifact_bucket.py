@@ -21,11 +21,12 @@ def _hardened(**kwargs) -> dict:
 
 
 class ArtifactBucket(Construct):
-    """Exposes `bucket`, `log_bucket` (its access logs) and `log_writer` (the log delivery grant)."""
+    """Exposes `bucket`, `log_bucket` (its access logs) and `log_writer` (the log delivery grant, or None)."""
 
     def __init__(self, scope: Construct, id: str, *, project: str, name: str, location: str,
                  noncurrent_days: int = 30, keep_versions: int = 3, checkpoint_days: int = 30,
-                 log_days: int = 90, build_source_days: int = 30, depends_on: list[ITerraformDependable] | None = None) -> None:
+                 log_days: int = 90, build_source_days: int = 30, access_log_grant: bool = True,
+                 depends_on: list[ITerraformDependable] | None = None) -> None:
         super().__init__(scope, id)
         self.log_bucket = StorageBucket(
             self, "access_logs", project=project, name=f"{name}-access-logs", location=location,
@@ -35,10 +36,12 @@ class ArtifactBucket(Construct):
         )
         self.log_bucket.add_override("//.checkov.skip.CKV_GCP_62",
                                      "this bucket is the access-log sink; logging it into itself would loop")
-        # Cloud Storage writes usage and storage logs as this Google group.
+        # Cloud Storage writes usage and storage logs as this Google group. Domain restricted
+        # sharing (org policy iam.allowedPolicyMemberDomains) refuses the grant: `access_log_grant:
+        # false` leaves it out (the bucket still names its log bucket; no logs arrive then).
         self.log_writer = StorageBucketIamMember(
             self, "log_delivery", bucket=self.log_bucket.name, role="roles/storage.objectCreator",
-            member="group:cloud-storage-analytics@google.com")
+            member="group:cloud-storage-analytics@google.com") if access_log_grant else None
         self.bucket = StorageBucket(
             self, "bucket", project=project, name=name, location=location, depends_on=depends_on,
             versioning={"enabled": True},

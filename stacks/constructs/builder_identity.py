@@ -10,11 +10,16 @@ from cdktf_cdktf_provider_google.storage_bucket import StorageBucket
 from cdktf_cdktf_provider_google.storage_bucket_iam_member import StorageBucketIamMember
 from constructs import Construct
 
+from stacks.constructs.artifact_bucket import BUILD_SOURCES
+from stacks.constructs.trainer_identity import objects_under
 from stacks.naming import BUILDER_SA
 
 
 class BuilderIdentity(Construct):
     """Exposes `account` and its `grants`: push to one repository, read build sources, write logs.
+
+    It reads `_cloudbuild/` only (an IAM condition on object names) and writes no object:
+    build contexts are uploaded by the operator running `trainctl image build`.
 
     A dedicated account instead of the project's default compute account, which
     usually holds roles/editor.
@@ -32,6 +37,8 @@ class BuilderIdentity(Construct):
                                                 location=repository.location, repository=repository.name,
                                                 role="roles/artifactregistry.writer", member=member),
             StorageBucketIamMember(self, "sources_reader", bucket=bucket.name, role="roles/storage.objectViewer",
-                                   member=member),
+                                   member=member, condition={
+                                       "title": "build contexts", "description": f"{BUILD_SOURCES} only",
+                                       "expression": objects_under(bucket.name_input, [BUILD_SOURCES])}),
             ProjectIamMember(self, "log_writer", project=project, role="roles/logging.logWriter", member=member),
         ]

@@ -17,7 +17,8 @@ class GpuInstanceGroup(Construct):
     def __init__(self, scope: Construct, id: str, *, project: str, name: str, zone: str, machine_type: str,
                  gpu_type: str, gpu_count: int, nodes: int, spot: bool, boot_image: str, disk_gb: int,
                  disk_type: str, service_account: str, network: str, subnetwork: str | None,
-                 labels: dict[str, str], metadata: dict[str, str], preconditions: list[dict] | None = None) -> None:
+                 labels: dict[str, str], metadata: dict[str, str], preconditions: list[dict] | None = None,
+                 secure_boot: bool = False) -> None:
         super().__init__(scope, id)
         region = zone.rsplit("-", 1)[0]
         self.placement = None
@@ -39,10 +40,11 @@ class GpuInstanceGroup(Construct):
             # No access_config: no external IP. Egress to Google APIs goes through Private
             # Google Access (or Cloud NAT) on the subnetwork (README: Google Cloud setup).
             network_interface=[ComputeInstanceTemplateNetworkInterface(network=network, subnetwork=subnetwork)],
-            # Secure Boot stays off: it refuses kernel modules not signed by a key in the VM's
-            # UEFI db, and the NVIDIA driver a Deep Learning VM installs at first boot is not
-            # guaranteed to be; a refused driver fails every run. vTPM + integrity monitoring stay on.
-            shielded_instance_config={"enable_secure_boot": False, "enable_vtpm": True,
+            # Secure Boot refuses kernel modules not signed by a key in the VM's UEFI db: on for
+            # images with signed drivers (COS), off by default where the driver a Deep Learning VM
+            # installs at first boot may not be (a refused driver fails every run). The switch is
+            # `secure_boot` (org policy compute.requireShieldedVm). vTPM + integrity monitoring stay on.
+            shielded_instance_config={"enable_secure_boot": secure_boot, "enable_vtpm": True,
                                       "enable_integrity_monitoring": True},
             resource_policies=[self.placement.self_link] if self.placement else None,
             # A new run replaces the template; the group must never point at a deleted one.

@@ -6,6 +6,7 @@ No cdktf here, and Google libraries are imported inside functions (`trainctl --h
 """
 from __future__ import annotations
 
+import base64
 import gzip
 import hashlib
 import io
@@ -254,52 +255,90 @@ def builder_account(config: EnvConfig) -> str:
     return f"projects/{config.project}/serviceAccounts/{sa_email(BUILDER_SA, config.project)}"
 
 
-def build_request(root: Path, ref: str, bucket: str, obj: str, service_account: str | None = None) -> dict:
-    """The Build resource: images/trainer/cloudbuild.yaml + source + _IMAGE."""
+def build_request(root: Path, ref: str, bucket: str, obj: str, service_account: str | None = None,
+                  generation: int | None = None) -> dict:
+    """The Build resource: images/trainer/cloudbuild.yaml + source (pinned to `generation`) + _IMAGE."""
     import yaml
 
     build = yaml.safe_load((Path(root) / CLOUDBUILD).read_text(encoding="utf-8"))
     build["substitutions"] = {**(build.get("substitutions") or {}), "_IMAGE": ref}
     build["source"] = {"storageSource": {"bucket": bucket, "object": obj}}
+    if generation is not None:  # int64 in JSON: a string
+        build["source"]["storageSource"]["generation"] = str(generation)
     if service_account:
         build["serviceAccount"] = service_account
     return build
 
 
-def upload_context(config: EnvConfig, root: Path, digest: str) -> str:
-    """Put the context tarball in the env bucket (content-addressed: kept if there) -> object name."""
+def crc32c_of(data: bytes) -> str:
+    """Base64 CRC32C, as Cloud Storage reports it in object metadata."""
+    import google_crc32c
+
+    return base64.b64encode(google_crc32c.Checksum(data).digest()).decode()
+
+
+@dataclass(frozen=True)
+class BuildContext:
+    """The context object a build reads: name and the exact generation checked or written."""
+
+    object: str
+    generation: int
+    reused: bool
+
+
+def upload_context(config: EnvConfig, root: Path, digest: str, echo: Callable[[str], None] = print) -> BuildContext:
+    """Put the context tarball in `_cloudbuild/<hash>.tgz`, reusing an object only if its CRC32C matches.
+
+    Whoever can write the bucket could have planted that name: a copy whose checksum differs
+    is replaced, and the build is pinned to the generation checked or written here, so a
+    later overwrite cannot change what Cloud Build reads.
+    """
     from google.api_core.exceptions import GoogleAPIError
     from google.auth.exceptions import GoogleAuthError
     from google.cloud import storage
 
-    from trainer.storage import GcsBucket
-
-    obj = f"{SOURCE_PREFIX}/{digest}.tgz"
+    obj, data = f"{SOURCE_PREFIX}/{digest}.tgz", context_tarball(root)
+    crc, url = crc32c_of(data), f"gs://{config.bucket_name}/{SOURCE_PREFIX}/{digest}.tgz"
     try:
-        bucket = GcsBucket(config.bucket_name, client=storage.Client(project=config.project))
-        bucket.write_bytes(obj, context_tarball(root), if_absent=True)
+        bucket = storage.Client(project=config.project).bucket(config.bucket_name)
+        found = bucket.get_blob(obj)
+        if found is not None and found.crc32c == crc and found.size == len(data):
+            return BuildContext(obj, int(found.generation), reused=True)
+        if found is not None:
+            echo(f"{url} is not this tree's build context (crc32c {found.crc32c}, expected {crc}): replacing it")
+        blob = bucket.blob(obj)
+        # Replace exactly the object looked at (or create): a concurrent writer makes this fail.
+        blob.upload_from_string(data, content_type="application/gzip", checksum="crc32c",
+                                if_generation_match=int(found.generation) if found is not None else 0)
     except (GoogleAPIError, GoogleAuthError) as exc:
-        raise InfraError(f"could not upload the build context to gs://{config.bucket_name}/{obj}: {exc}",
-                         hint="the bucket comes from the foundation stack; you need roles/storage.objectAdmin "
-                              "on it (and `gcloud auth application-default login`)") from exc
-    return obj
+        raise InfraError(f"could not upload the build context to {url}: {exc}",
+                         hint="the bucket comes from the foundation stack; you need to create and read objects "
+                              f"under {SOURCE_PREFIX}/ (and `gcloud auth application-default login`)") from exc
+    if blob.crc32c and blob.crc32c != crc:
+        raise InfraError(f"{url}: Cloud Storage stored crc32c {blob.crc32c}, expected {crc}", hint="retry the build")
+    return BuildContext(obj, int(blob.generation), reused=False)
 
 
-def submit_build(config: EnvConfig, root: Path = SOURCE_ROOT, *, force: bool = False,
+def submit_build(config: EnvConfig, root: Path = SOURCE_ROOT, *,
                  echo: Callable[[str], None] = print, poll_s: float = 10.0,
                  sleep: Callable[[float], None] = time.sleep) -> BuildResult:
-    """Build and push the trainer image with Cloud Build unless the registry already has it."""
+    """Build and push the trainer image with Cloud Build unless the registry already has it.
+
+    There is no rebuild of an existing tag: the repository's tags are immutable.
+    """
     ref = image_ref(config, root)
-    if not force and image_exists(ref):
+    if image_exists(ref):
         echo(f"{ref} is already in the registry: nothing to build")
         return BuildResult(ref, built=False)
     digest = content_hash(root)
-    obj = upload_context(config, root, digest)
-    echo(f"uploaded the build context ({len(context_files(root))} files) to gs://{config.bucket_name}/{obj}")
+    context = upload_context(config, root, digest, echo)
+    echo(f"{'reusing' if context.reused else 'uploaded'} the build context ({len(context_files(root))} files): "
+         f"gs://{config.bucket_name}/{context.object}#{context.generation}")
     session, base = _session(CLOUDBUILD_ENDPOINT_ENV)
     builds = f"{base or CLOUDBUILD_API}/v1/projects/{config.project}/locations/{config.region}/builds"
     resp = _call(session, "POST", builds, "cannot submit the Cloud Build build",
-                 json=build_request(root, ref, config.bucket_name, obj, builder_account(config)))
+                 json=build_request(root, ref, config.bucket_name, context.object, builder_account(config),
+                                    context.generation))
     if resp.status_code != 200:
         raise InfraError(f"Cloud Build refused the build (HTTP {resp.status_code}): {_api_message(resp)}",
                          hint="enable cloudbuild.googleapis.com (foundation stack) and check that you have "

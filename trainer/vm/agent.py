@@ -7,6 +7,11 @@ code once the run has a final status (0 = SUCCEEDED). A trainer code of 143
 that the agent did not cause by forwarding a signal is reported as 1, so the
 host never mistakes it for a preemption.
 
+Nothing is a failure while the VM is going away: before recording one, the agent
+asks the metadata server whether Compute Engine preempted the VM and looks for
+the flag shutdown.sh drops (mounted from the host); either way the run stays
+resumable and the agent exits 143, like a forwarded SIGTERM.
+
 Several VMs: when another node is preempted the trainer here stops too (status
 stage "interrupted") and torchrun restarts it in the same rendezvous; when
 torchrun gives up instead (node 0, the rendezvous host, was the one preempted),
@@ -31,7 +36,7 @@ from trainer.storage import open_bucket
 from trainer.supervisor import GRACE_S
 from trainer.vm import log
 from trainer.vm.group import stop_group
-from trainer.vm.metadata import MetadataClient
+from trainer.vm.metadata import MetadataClient, MetadataError
 from trainer.vm.spec import JOIN_TIMEOUT_S, VmSpec, build_command, command_env, node_rank
 
 EXIT_SIGNALLED, EXIT_DEADLINE = 143, 124
@@ -39,6 +44,8 @@ INTERRUPTED = "interrupted"  # the trainer's stage after SIGTERM: checkpoint sav
 # Rank 0 may live on another node and still be saving when torchrun here gives up.
 SETTLE_S = 40
 REJOIN_PAUSE_S = 10  # between two torchrun starts while node 0 is being recreated
+# shutdown.sh's flag, as startup.sh mounts the host's /run/trainstack into the container.
+SHUTDOWN_FLAG = "/run/trainstack/shutting-down"
 
 
 @dataclass(frozen=True)
@@ -233,6 +240,24 @@ def exit_code(outcome: Outcome, status: RunStatus) -> int:
     return 1 if outcome.code == EXIT_SIGNALLED else outcome.code
 
 
+def going_away(md: MetadataClient) -> str | None:
+    """Why this VM is going away (preemption, shutdown), or None while it is not.
+
+    Asked once, quickly: during a preemption only ~30 s are left, and an unanswered
+    question must not turn into a failure either way.
+    """
+    flag = os.environ.get("TRAINSTACK_SHUTDOWN_FLAG", SHUTDOWN_FLAG)
+    if os.path.exists(flag):
+        return "the shutdown script has started"
+    try:
+        quick = MetadataClient(root=md.root, tries=1, timeout_s=3)
+        if (quick.get("instance/preempted") or "").strip().upper() == "TRUE":
+            return "Compute Engine preempted this Spot VM"
+    except MetadataError as exc:
+        log(f"could not ask whether this VM was preempted: {exc}")
+    return None
+
+
 def record_instance(md: MetadataClient, spec: VmSpec, name: str, rank: int) -> None:
     """One record per boot under <run>/metadata/instances/: which VMs ran the run (and preemptions)."""
     now = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
@@ -273,6 +298,14 @@ def run_agent(md: MetadataClient, launcher: list[str] | None = None) -> int:
     if outcome.signalled and not outcome.timed_out:
         log("stopped by a signal (preemption or shutdown): group left as is; the run resumes on the next VM")
         return EXIT_SIGNALLED
+    if outcome.code != 0 and not outcome.timed_out:
+        why = going_away(md)
+        if why:
+            # Before any SIGTERM reached us (dockerd stopping first, or the trainer dying with
+            # the network): an interruption, not a failure. The next VM resumes the run.
+            log(f"trainer exited with code {outcome.code} ({why}): counted as an interruption; "
+                "group left as is, the run resumes on the next VM")
+            return EXIT_SIGNALLED
     if rank != 0 and outcome.code == 0 and not outcome.timed_out:
         # A worker may finish before node 0 has written SUCCEEDED: node 0 owns the final status.
         log(f"node {rank}: trainer done; node 0 writes the final status and stops the group")

@@ -26,9 +26,9 @@ def metadata_root() -> str:
 class MetadataClient:
     """Reads `instance/...` paths; missing keys are None, server errors are retried."""
 
-    def __init__(self, root: str | None = None, tries: int = 5, backoff_s: float = 1.0):
+    def __init__(self, root: str | None = None, tries: int = 5, backoff_s: float = 1.0, timeout_s: float = 10):
         self.root = root or metadata_root()
-        self.tries, self.backoff_s = tries, backoff_s
+        self.tries, self.backoff_s, self.timeout_s = tries, backoff_s, timeout_s
 
     def get(self, path: str) -> str | None:
         """The value at `path` (e.g. instance/name), None if the server has no such key."""
@@ -36,7 +36,7 @@ class MetadataClient:
         last: Exception | None = None
         for attempt in range(self.tries):
             try:
-                with urllib.request.urlopen(request, timeout=10) as resp:
+                with urllib.request.urlopen(request, timeout=self.timeout_s) as resp:
                     return resp.read().decode()
             except urllib.error.HTTPError as exc:
                 if exc.code == 404:

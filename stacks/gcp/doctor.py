@@ -1,0 +1,222 @@
+"""`trainctl doctor`: read-only checks of a gcp environment, each ok or a problem with what to do.
+
+Checked here: the APIs the stacks need are enabled, the trainer image exists, each
+language's boot image family resolves (and the GPU catalogue accepts it for the machine
+type), the VMs' subnetwork has Private Google Access, the organisation policies that
+break a first apply (Shielded VM, domain restricted sharing) against the env's switches,
+and GPU quota (the preflight's own check). Not checked yet (said in the report rather than
+pretended): IAM as evaluated with conditions. Every call only reads, with the user's
+credentials; TRAINSTACK_SERVICEUSAGE_ENDPOINT / TRAINSTACK_RESOURCEMANAGER_ENDPOINT /
+TRAINSTACK_COMPUTE_ENDPOINT / TRAINSTACK_REGISTRY_ENDPOINT point them at recorded responses.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from stacks.config.gpus import boot_image_problem, default_boot_image, signed_driver
+from stacks.config.models import EnvConfig
+from stacks.errors import InfraError
+
+SERVICEUSAGE_ENDPOINT_ENV = "TRAINSTACK_SERVICEUSAGE_ENDPOINT"
+SERVICEUSAGE_API = "https://serviceusage.googleapis.com"
+RESOURCEMANAGER_ENDPOINT_ENV = "TRAINSTACK_RESOURCEMANAGER_ENDPOINT"
+RESOURCEMANAGER_API = "https://cloudresourcemanager.googleapis.com"
+# What the foundation enables (stacks/constructs/project_services.py, kept equal by a test):
+# importing it here would load cdktf for a read-only command.
+REQUIRED_APIS = ("compute", "storage", "artifactregistry", "iam", "logging", "monitoring", "cloudbuild",
+                 "cloudquotas", "iamcredentials", "sts", "cloudresourcemanager", "serviceusage")
+NOT_CHECKED = "IAM as evaluated with conditions (the trainer's bucket prefixes, the resize role)"
+
+
+@dataclass(frozen=True)
+class Check:
+    """One line of the report."""
+
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+
+
+def enabled_apis(project: str) -> set[str]:
+    """Service names (compute.googleapis.com, ...) enabled on the project (Service Usage API)."""
+    from stacks.gcp.image import _api_message, _call, _session
+
+    session, base = _session(SERVICEUSAGE_ENDPOINT_ENV)
+    url = f"{base or SERVICEUSAGE_API}/v1/projects/{project}/services"
+    names, token = set(), ""
+    while True:
+        params = {"filter": "state:ENABLED", "pageSize": 200, **({"pageToken": token} if token else {})}
+        resp = _call(session, "GET", url, "cannot list the project's enabled APIs", params=params)
+        if resp.status_code != 200:
+            raise InfraError(f"Service Usage answered HTTP {resp.status_code}: {_api_message(resp)}",
+                             hint="you need roles/serviceusage.serviceUsageViewer on the project")
+        body = resp.json()
+        names |= {s["config"]["name"] for s in body.get("services", []) if s.get("config", {}).get("name")}
+        token = body.get("nextPageToken", "")
+        if not token:
+            return names
+
+
+def check_apis(config: EnvConfig) -> Check:
+    enabled = enabled_apis(config.project)
+    missing = [f"{a}.googleapis.com" for a in REQUIRED_APIS if f"{a}.googleapis.com" not in enabled]
+    if missing:
+        return Check("APIs enabled", False, f"not enabled: {', '.join(missing)}",
+                     f"apply the foundation stack, or: gcloud services enable {' '.join(missing)} "
+                     f"--project {config.project}")
+    return Check("APIs enabled", True, f"{len(REQUIRED_APIS)} APIs the stacks use")
+
+
+def check_image(config: EnvConfig) -> Check:
+    from stacks.gcp.image import image_exists, image_ref
+
+    ref = image_ref(config)
+    if image_exists(ref):
+        return Check("trainer image", True, ref)
+    return Check("trainer image", False, f"{ref} is not in the registry", f"trainctl image build --env {config.env}")
+
+
+def _compute(name: str):
+    from google.cloud import compute_v1
+
+    from trainer.vm.group import compute_client_kwargs
+
+    return getattr(compute_v1, name)(**compute_client_kwargs())
+
+
+def _not_found(exc: Exception) -> bool:
+    from google.api_core.exceptions import NotFound
+
+    return isinstance(exc, NotFound)
+
+
+def check_boot_image(config: EnvConfig, lang: str, images=None) -> Check:
+    """The language's boot image (family) resolves to a READY image the machine series accepts."""
+    s = config.language(lang)
+    image = s.boot_image or default_boot_image(s.machine_type)
+    name = f"boot image ({lang}, {s.machine_type})"
+    problem = boot_image_problem(s.machine_type, image)
+    if problem:
+        return Check(name, False, problem, "leave boot_image unset or pick an image from stacks/config/gpus.py")
+    parts = image.removeprefix("https://www.googleapis.com/compute/v1/").split("/")
+    if len(parts) < 5 or parts[0] != "projects" or parts[2:4] not in (["global", "images"],):
+        return Check(name, True, f"{image} (not a projects/P/global/images/... path: not looked up)")
+    images = images or _compute("ImagesClient")
+    try:
+        if parts[4] == "family" and len(parts) > 5:
+            found = images.get_from_family(project=parts[1], family=parts[5])
+        else:
+            found = images.get(project=parts[1], image=parts[4])
+    except Exception as exc:  # google.api_core errors: report, never crash the report
+        if _not_found(exc):
+            return Check(name, False, f"{image} does not resolve", "check the project and family name "
+                         f"(gcloud compute images describe-from-family ... --project {parts[1]})")
+        return Check(name, False, f"cannot look up {image}: {exc}",
+                     "you need compute.images.get (roles/compute.viewer)")
+    deprecated = getattr(getattr(found, "deprecated", None), "state", "") or ""
+    if found.status != "READY" or deprecated in ("OBSOLETE", "DELETED"):
+        return Check(name, False, f"{image} -> {found.name}: {found.status} {deprecated}".strip(),
+                     "pick a current image family")
+    return Check(name, True, f"{image} -> {found.name}")
+
+
+def check_subnetwork(config: EnvConfig, region: str, subnetworks=None) -> Check:
+    """The VMs have no external IP: their subnetwork needs Private Google Access."""
+    network = config.network.rsplit("/", 1)[-1]  # an auto-mode network's subnetworks share its name
+    link = config.subnetwork or f"projects/{config.project}/regions/{region}/subnetworks/{network}"
+    parts = link.removeprefix("https://www.googleapis.com/compute/v1/").split("/")
+    project, region, name = parts[1], parts[3], parts[5]
+    subnetworks = subnetworks or _compute("SubnetworksClient")
+    title = f"subnetwork {name} ({region})"
+    try:
+        found = subnetworks.get(project=project, region=region, subnetwork=name)
+    except Exception as exc:
+        if _not_found(exc):
+            return Check(title, False, f"{link} does not exist (no `default` network in the project?)",
+                         "set `network:` and `subnetwork:` in the env (README, Google Cloud: organisation policies)")
+        return Check(title, False, f"cannot read {link}: {exc}",
+                     "you need compute.subnetworks.get (roles/compute.viewer)")
+    if not found.private_ip_google_access:
+        return Check(title, False, "Private Google Access is off: VMs without external IP cannot reach the bucket, "
+                     "the registry or the Compute API", f"gcloud compute networks subnets update {name} --region "
+                     f"{region} --project {project} --enable-private-ip-google-access")
+    return Check(title, True, "Private Google Access on")
+
+
+def effective_policy(project: str, constraint: str) -> dict:
+    """The project's effective organisation policy for `constraint` (Resource Manager v1; a read)."""
+    from stacks.gcp.image import _api_message, _call, _session
+
+    session, base = _session(RESOURCEMANAGER_ENDPOINT_ENV)
+    url = f"{base or RESOURCEMANAGER_API}/v1/projects/{project}:getEffectiveOrgPolicy"
+    resp = _call(session, "POST", url, f"cannot read the organisation policy {constraint}",
+                 json={"constraint": f"constraints/{constraint}"})
+    if resp.status_code != 200:
+        raise InfraError(f"Resource Manager answered HTTP {resp.status_code} for {constraint}: {_api_message(resp)}",
+                         hint="you need roles/orgpolicy.policyViewer (or orgpolicy.policy.get) on the project")
+    return resp.json()
+
+
+def check_org_policies(config: EnvConfig) -> list[Check]:
+    """Shielded VM and domain restricted sharing against `secure_boot` and `access_log_grant`."""
+    checks = []
+    shielded = effective_policy(config.project, "compute.requireShieldedVm").get("booleanPolicy", {})
+    off = [lang for lang, s in config.languages.items()
+           if not (s.secure_boot if s.secure_boot is not None
+                   else signed_driver(s.boot_image or default_boot_image(s.machine_type)))]
+    if shielded.get("enforced") and off:
+        checks.append(Check("org policy compute.requireShieldedVm", False,
+                            f"enforced, and Secure Boot is off for {', '.join(off)}",
+                            "set secure_boot: true for them (with a boot image whose NVIDIA driver is signed, e.g. "
+                            "Container-Optimized OS), or ask for an exception on the project"))
+    else:
+        checks.append(Check("org policy compute.requireShieldedVm", True,
+                            "enforced; every language boots with Secure Boot" if shielded.get("enforced")
+                            else "not enforced"))
+    domains = effective_policy(config.project, "iam.allowedPolicyMemberDomains").get("listPolicy", {})
+    restricted = bool(domains.get("allowedValues")) or domains.get("allValues") == "DENY"
+    if restricted and config.access_log_grant:
+        checks.append(Check("org policy iam.allowedPolicyMemberDomains", False,
+                            "domain restricted sharing refuses the access-log grant to "
+                            "group:cloud-storage-analytics@google.com",
+                            "set access_log_grant: false in the env (the bucket then gets no usage logs)"))
+    else:
+        checks.append(Check("org policy iam.allowedPolicyMemberDomains", True,
+                            "restricted; access_log_grant is off" if restricted else "not restricted"))
+    return checks
+
+
+def check_quota(config: EnvConfig) -> list[Check]:
+    """The preflight's quota decision per language, as if all runs were up at once."""
+    from stacks.gcp.quota import ComputeQuotas, QuotaError, choose_zone
+
+    compute, reserved, checks = ComputeQuotas(config.project), {}, []
+    for lang in config.languages:
+        try:
+            d = choose_zone(config, lang, compute=compute, reserved=reserved)
+            checks.append(Check(f"GPU quota ({lang})", True, f"{d.needed} GPU(s) fit in {d.zone} ({d.metric})"))
+        except QuotaError as exc:
+            checks.append(Check(f"GPU quota ({lang})", False, exc.summary, exc.hint or "trainctl quota"))
+    return checks
+
+
+def run_checks(config: EnvConfig, echo: Callable[[Check], None]) -> list[Check]:
+    """All checks, each reported as it completes; an API error becomes a problem line, not a crash."""
+    region = config.region
+    steps: list[tuple[str, Callable[[], Check | list[Check]]]] = [("APIs enabled", lambda: check_apis(config)),
+                                                    ("trainer image", lambda: check_image(config))]
+    steps += [(f"boot image ({lang})", lambda lang=lang: check_boot_image(config, lang)) for lang in config.languages]
+    steps.append(("subnetwork", lambda: check_subnetwork(config, region)))
+    steps += [("organisation policies", lambda: check_org_policies(config)), ("GPU quota", lambda: check_quota(config))]
+    checks = []
+    for name, step in steps:
+        try:
+            found = step()
+        except InfraError as exc:
+            found = Check(name, False, exc.message, exc.hint or "")
+        for check in found if isinstance(found, list) else [found]:
+            echo(check)
+            checks.append(check)
+    return checks

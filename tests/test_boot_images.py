@@ -1,0 +1,109 @@
+"""Boot images per machine series (the GPU catalogue), Secure Boot, org-policy switches, as synthesized."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from stacks.cli.main import app
+from stacks.config.gpus import (COS_IMAGE, DLVM_IMAGE, G2_LIMITATIONS, SERIES_IMAGES, boot_image_problem,
+                                default_boot_image, signed_driver)
+
+runner = CliRunner()
+# The foundation needs the one GitHub repository it trusts; any will do here.
+CI = ["ci.github_repository=acme/trainstack", "ci.github_repository_id=101", "ci.github_repository_owner_id=202"]
+
+
+def test_catalogue_covers_every_series_with_a_source_and_a_date():
+    assert set(SERIES_IMAGES) == {"g2", "a2", "a3", "n1"}
+    for row in SERIES_IMAGES.values():
+        assert row.source.startswith("https://cloud.google.com/") and row.read_on == "2026-11-25"
+        assert boot_image_problem(f"{row.series}-x", row.default_image) is None  # defaults pass their own check
+
+
+def test_g2_refuses_deep_learning_vm_images_and_names_the_doc():
+    problem = boot_image_problem("g2-standard-8", DLVM_IMAGE)
+    assert problem and G2_LIMITATIONS in problem and COS_IMAGE in problem
+    full = "https://www.googleapis.com/compute/v1/projects/deeplearning-platform-release/global/images/x"
+    assert boot_image_problem("g2-standard-8", full)
+    assert boot_image_problem("a2-highgpu-1g", DLVM_IMAGE) is None
+    assert boot_image_problem("g2-standard-8", "projects/my-project/global/images/my-image") is None  # no claim
+
+
+def test_defaults_per_series_and_secure_boot():
+    assert default_boot_image("g2-standard-8") == COS_IMAGE
+    assert default_boot_image("a2-highgpu-1g") == default_boot_image("n1-standard-8") == DLVM_IMAGE
+    assert signed_driver(COS_IMAGE) and not signed_driver(DLVM_IMAGE)
+
+
+def synth(project: Path, *sets: str) -> dict[str, dict]:
+    args = [a for s in ("project=p1", *CI, *sets) for a in ("--set", s)]
+    result = runner.invoke(app, ["synth", "--env", "dev", *args, "--outdir", "out"])
+    assert result.exit_code == 0, result.output
+    return {p.parent.name: json.loads(p.read_text()) for p in (project / "out" / "stacks").glob("*/cdk.tf.json")}
+
+
+def template(doc: dict) -> dict:
+    return next(iter(doc["resource"]["google_compute_instance_template"].values()))
+
+
+def test_shipped_envs_boot_images_their_series_supports(project):
+    for env in ("dev", "prod"):
+        result = runner.invoke(app, ["config", "show", "--env", env, "--set", "project=p1", "--json"])
+        assert result.exit_code == 0, result.output
+        config = json.loads(result.output)
+        for lang, settings in config["languages"].items():
+            image = settings["boot_image"] or default_boot_image(settings["machine_type"])
+            assert boot_image_problem(settings["machine_type"], image) is None, (env, lang)
+
+
+def test_g2_boots_cos_with_secure_boot_and_a_driver_version(project):
+    stacks = synth(project, "languages.en.machine_type=a2-highgpu-1g", "languages.en.gpu.type=nvidia-tesla-a100")
+    fr, en = template(stacks["train-fr"]), template(stacks["train-en"])
+    assert fr["disk"][0]["source_image"] == COS_IMAGE
+    assert fr["shielded_instance_config"]["enable_secure_boot"] is True
+    assert fr["metadata"]["trainstack-gpu-driver"] == "latest"
+    assert en["disk"][0]["source_image"] == DLVM_IMAGE
+    assert en["shielded_instance_config"]["enable_secure_boot"] is False
+    assert "trainstack-gpu-driver" not in en["metadata"]
+
+
+def test_secure_boot_switch_and_pinned_driver(project):
+    stacks = synth(project, "languages.en.machine_type=a2-highgpu-1g", "languages.en.gpu.type=nvidia-tesla-a100",
+                   "languages.en.secure_boot=true", "languages.fr.gpu_driver=580.95.05")
+    assert template(stacks["train-en"])["shielded_instance_config"]["enable_secure_boot"] is True
+    assert template(stacks["train-fr"])["metadata"]["trainstack-gpu-driver"] == "580.95.05"
+
+
+def test_dlvm_on_g2_is_refused_with_exit_2_naming_the_doc(project):
+    sets = [a for s in ("project=p1", *CI, f"languages.fr.boot_image={DLVM_IMAGE}") for a in ("--set", s)]
+    result = runner.invoke(app, ["synth", "--env", "dev", *sets])
+    assert result.exit_code == 2, result.output
+    text = " ".join(result.output.split())
+    assert "languages.fr: boot image" in text and "create-gpu-vm-g2" in text
+
+
+def test_access_log_grant_is_optional_and_the_network_configurable(project):
+    stacks = synth(project, "access_log_grant=false", "network=projects/p1/global/networks/train",
+                   "subnetwork=projects/p1/regions/europe-west4/subnetworks/train-eu")
+    members = [g["member"] for g in stacks["foundation"]["resource"]["google_storage_bucket_iam_member"].values()]
+    assert "group:cloud-storage-analytics@google.com" not in members
+    nic = template(stacks["train-fr"])["network_interface"][0]
+    assert nic["network"] == "projects/p1/global/networks/train"
+    assert nic["subnetwork"] == "projects/p1/regions/europe-west4/subnetworks/train-eu"
+    assert "access_config" not in nic
+
+
+@pytest.mark.parametrize("value", ["latest", "default", "580.95.05"])
+def test_gpu_driver_accepts_installer_versions(project, value):
+    result = runner.invoke(app, ["config", "show", "--env", "dev", "--set", "project=p1",
+                                 "--set", f"defaults.gpu_driver={value}"])
+    assert result.exit_code == 0, result.output
+
+
+def test_gpu_driver_rejects_anything_else(project):
+    result = runner.invoke(app, ["config", "show", "--env", "dev", "--set", "project=p1",
+                                 "--set", "defaults.gpu_driver=v580;rm"])
+    assert result.exit_code == 2, result.output
