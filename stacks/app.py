@@ -39,15 +39,18 @@ def gcp_placement(config: EnvConfig, lang: str, zone: str | None = None, metric:
 
 
 def build(app: App, config: EnvConfig, project: Project, python: str,
-          placements: dict[str, GcpPlacement] | None = None) -> dict[str, TerraformStack]:
-    """Add every stack of the environment to `app`; `placements` carries quota decisions (gcp)."""
+          placements: dict[str, GcpPlacement] | None = None, only: set[str] | None = None) -> dict[str, TerraformStack]:
+    """Add the environment's stacks (`only` these names, when given) to `app`; `placements`
+    carries quota decisions (gcp)."""
     stacks: dict[str, TerraformStack] = {}
-    if config.target == "gcp":
+    if config.target == "gcp" and (only is None or "foundation" in only):
         from stacks.foundation_stack import FoundationStack
 
         stacks["foundation"] = FoundationStack(app, config=config)
     for lang in config.languages:
         name = stack_name(lang)
+        if only is not None and name not in only:
+            continue
         if config.target == "local":
             local = LocalHost(python=python, workdir=project.root, procs_dir=project.procs_dir(config.env),
                               state_file=project.state_file(config.env, name))
@@ -59,21 +62,38 @@ def build(app: App, config: EnvConfig, project: Project, python: str,
 
 
 def synth(config: EnvConfig, project: Project, outdir: Path, python: str | None = None,
-          placements: dict[str, GcpPlacement] | None = None) -> list[str]:
-    """Write <outdir>/stacks/<name>/cdk.tf.json for every stack; return the names."""
+          placements: dict[str, GcpPlacement] | None = None, only: set[str] | None = None) -> list[str]:
+    """Write <outdir>/stacks/<name>/cdk.tf.json for every stack (or `only` these); return the names."""
+    outdir.parent.mkdir(parents=True, exist_ok=True)  # cdktf's App creates one level only
     app = App(outdir=str(outdir), skip_validation=False)
-    stacks = build(app, config, project, python or interpreter(), placements)
+    stacks = build(app, config, project, python or interpreter(), placements, only)
     app.synth()
     return sorted(stacks)
 
 
 def main() -> None:
+    """`cdktf synth|deploy` entry point: errors as one line and the documented exit code."""
+    from stacks.errors import TrainstackError
+
     env = os.environ.get("TRAINCTL_ENV", "local")
-    project = Project.discover()
-    config = project.load(env)
-    app = App()  # the cdktf CLI passes the output folder through the context
-    build(app, config, project, interpreter())
-    app.synth()
+    try:
+        project = Project.discover()
+        config = project.load(env)
+        only = None
+        if config.target == "gcp":
+            from stacks.foundation_stack import CI_KEYS
+
+            if not all(getattr(config.ci, key) for key in CI_KEYS):
+                # The training stacks deploy without CI identities; the foundation never trusts a default.
+                only = {stack_name(lang) for lang in config.languages}
+                print(f"note: stack foundation left out: set {', '.join('ci.' + k for k in CI_KEYS)} in "
+                      f"envs/{env}.yaml to synthesize or deploy it", file=sys.stderr)
+        app = App()  # the cdktf CLI passes the output folder through the context
+        build(app, config, project, interpreter(), only=only)
+        app.synth()
+    except TrainstackError as exc:
+        print(f"error: {exc.message}" + (f"\n  {exc.hint}" if getattr(exc, "hint", None) else ""), file=sys.stderr)
+        sys.exit(int(exc.exit_status))
 
 
 if __name__ == "__main__":

@@ -87,14 +87,14 @@ def gcp_preflight(config: EnvConfig, lang: str, reporter: Reporter | None = None
 
 
 def synth_and_init(project: Project, config: EnvConfig, name: str, echo=None, placements=None):
-    """Synthesize the env's stacks and `terraform init` stack `name` -> its Terraform runner."""
+    """Synthesize stack `name` and `terraform init` it -> its Terraform runner."""
     from stacks.terraform import Terraform, terraform_binary
 
     terraform_binary()  # fail fast (exit 3) before the slower synth
     from stacks.app import synth
 
     outdir = project.work_outdir(config.env)
-    synth(config, project, outdir, placements=placements)
+    synth(config, project, outdir, placements=placements, only={name})
     tf = Terraform(outdir / "stacks" / name, name, echo=echo)
     tf.init()
     return tf

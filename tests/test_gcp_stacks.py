@@ -139,3 +139,24 @@ def test_bad_gcp_config_is_exit_2(project, sets, message):
     result = runner.invoke(app, ["synth", "--env", "dev", *[a for s in sets for a in ("--set", s)]])
     assert result.exit_code == 2, result.output
     assert message in " ".join(result.output.split())
+
+
+def test_cdktf_app_without_ci_settings_leaves_the_foundation_out_and_maps_errors(tmp_path):
+    """`cdktf deploy train-fr` works on a gcp env whose CI trust is not set up; the foundation never
+    synthesizes with a default repository, and a config error is one line with exit 2."""
+    import subprocess
+    import sys
+
+    root = make_project(tmp_path / "proj")
+    dev = root / "envs" / "dev.yaml"
+    dev.write_text(dev.read_text() + "\nproject: p1\n")
+    env = {**os.environ, "TRAINCTL_ENV": "dev"}
+    done = subprocess.run([sys.executable, "-m", "stacks.app"], cwd=root, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "stack foundation left out: set ci.github_repository" in done.stderr
+    assert sorted(p.name for p in (root / "cdktf.out" / "stacks").iterdir()) == ["train-en", "train-fr"]
+    dev.write_text(dev.read_text() + "defaults: {nodes: 0}\n")
+    done = subprocess.run([sys.executable, "-m", "stacks.app"], cwd=root, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 2 and "Traceback" not in done.stderr and done.stderr.startswith("error: ")

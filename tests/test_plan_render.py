@@ -280,6 +280,23 @@ def test_plan_of_local_stacks_writes_json_and_review_and_exits_4(project, tmp_pa
     assert "changes present in train-fr, train-en (exit 4)" in result.output
 
 
+@needs_terraform
+def test_json_out_file_holds_every_stack_and_renders(project, tmp_path):
+    """DESIGN's `plan --json-out FILE`: one file holding every stack's plan; `--from-json FILE` renders it."""
+    result = invoke("plan", "--env", "local", "--json-out", str(tmp_path / "plan.json"))
+    assert result.exit_code == 4, result.output
+    bundle = json.loads((tmp_path / "plan.json").read_text())
+    assert [d["trainstack"]["stack"] for d in bundle["trainstack_plans"]] == ["train-fr", "train-en"]
+    result = invoke("plan", "--from-json", str(tmp_path / "plan.json"), "--markdown", str(tmp_path / "review.md"))
+    assert result.exit_code == 0, result.output
+    text = (tmp_path / "review.md").read_text()
+    assert "| `local` | `train-fr` | 1 |" in text and "| `local` | `train-en` | 1 |" in text
+    single = tmp_path / "fr.json"
+    assert invoke("plan", "--env", "local", "--stack", "train-fr", "--json-out", str(single)).exit_code == 4
+    doc = json.loads(single.read_text())
+    assert doc["trainstack"]["stack"] == "train-fr" and "resource_changes" in doc  # plain `terraform show -json`
+
+
 class _Handle:
     def __init__(self, tf):
         self.tf = tf
@@ -348,6 +365,16 @@ def test_apply_refuses_a_plan_that_changed_since_the_review(reviewed_stack):
     assert "nothing applied" in result.output
     state = workdir / "terraform.tfstate"
     assert not state.exists() or "terraform_data" not in state.read_text()
+
+
+@needs_terraform
+def test_apply_reads_a_review_written_to_one_file(reviewed_stack, tmp_path):
+    workdir, _ = reviewed_stack
+    review = tmp_path / "review.json"
+    assert invoke("plan", "--env", "local", "--stack", "train-fr", "--json-out", str(review)).exit_code == 4
+    result = invoke("apply", "--env", "local", "--stack", "train-fr", "--reviewed", str(review))
+    assert result.exit_code == 0, result.output
+    assert terraform(workdir, "state", "list").split() == ["terraform_data.only"]
 
 
 @needs_terraform

@@ -49,7 +49,8 @@ def plan(files: Annotated[list[Path] | None, typer.Argument(
          stack: Annotated[str | None, typer.Option(help="only this stack, e.g. train-fr or foundation")] = None,
          markdown: Annotated[Path | None, typer.Option(help="also write the review as Markdown to FILE")] = None,
          json_out: Annotated[Path | None, typer.Option(
-             "--json-out", help="also write each stack's `terraform show -json` to DIR/<env>/<stack>.json")] = None,
+             "--json-out", help="also write the plans' `terraform show -json`: to FILE.json (one stack: its "
+                                "document; several: a bundle of them), or to DIR/<env>/<stack>.json")] = None,
          from_json: Annotated[bool, typer.Option(
              "--from-json", help="render the saved plan JSON FILES (`terraform show -json` output) instead of "
                                  "planning: no Terraform, no credentials; needs --markdown")] = False,
@@ -97,7 +98,8 @@ def plan(files: Annotated[list[Path] | None, typer.Argument(
 
 @mapped_errors
 def apply(reviewed: Annotated[Path, typer.Option(
-              help="the reviewed plan JSON: a folder of <env>/<stack>.json as `plan --json-out` writes them")],
+              help="the reviewed plan JSON as `plan --json-out` wrote it: a FILE.json or a folder of "
+                   "<env>/<stack>.json")],
           env: EnvOpt = "local", sets: SetOpt = None,
           stack: Annotated[str | None, typer.Option(help="only this stack")] = None):
     """Apply the env's training stacks only if their fresh plan is exactly the reviewed one.
@@ -109,14 +111,13 @@ def apply(reviewed: Annotated[Path, typer.Option(
     """
     from stacks.naming import FOUNDATION
     from stacks.plan_render import plan_from_document
-    from stacks.plan_render.reviewed import differences, reviewed_file
+    from stacks.plan_render.reviewed import differences, reviewed_document
 
     if stack == FOUNDATION:
         raise ConfigError("the foundation is applied by an operator, not by `trainctl apply`",
                           hint=f"TRAINCTL_ENV={env} npx cdktf deploy foundation")
-    foundation_review = reviewed_file(reviewed, env, FOUNDATION)
-    if foundation_review is not None:
-        doc = json.loads(foundation_review.read_text())
+    doc = reviewed_document(reviewed, env, FOUNDATION)
+    if doc is not None:
         if plan_from_document(doc, env=env, stack=FOUNDATION, source="review").has_changes:
             console.print(f"note: the reviewed plan also changes the foundation; an operator applies it "
                           f"(TRAINCTL_ENV={env} npx cdktf deploy foundation)")
@@ -124,12 +125,12 @@ def apply(reviewed: Annotated[Path, typer.Option(
                               foundation=False)
     stale = []
     for r in results:
-        path = reviewed_file(reviewed, env, r.plan.stack)
-        if path is None:
+        doc = reviewed_document(reviewed, env, r.plan.stack)
+        if doc is None:
             if r.plan.has_changes:
                 stale.append(f"{r.plan.stack}: no reviewed plan in {reviewed}")
             continue
-        diff = differences(json.loads(path.read_text()), r.doc)
+        diff = differences(doc, r.doc)
         if diff:
             stale.append(f"{r.plan.stack}: differs from the review at {', '.join(diff[:10])}")
     if stale:
@@ -150,10 +151,23 @@ class _Planned:
 
 
 def _write_json(json_out: Path | None, env: str, name: str, doc: dict) -> None:
-    if json_out:
-        target = json_out / env / f"{name}.json"
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(json.dumps(doc, indent=1))
+    """DIR/<env>/<stack>.json, or FILE.json holding every stack planned so far (rewritten each time)."""
+    if not json_out:
+        return
+    if json_out.suffix == ".json" and not json_out.is_dir():
+        from stacks.plan_render.parse import BUNDLE_KEY
+
+        written = _JSON_OUT.setdefault(json_out, [])
+        written.append(doc)
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(written[0] if len(written) == 1 else {BUNDLE_KEY: written}, indent=1))
+        return
+    target = json_out / env / f"{name}.json"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(doc, indent=1))
+
+
+_JSON_OUT: dict[Path, list[dict]] = {}  # FILE.json -> documents of this command
 
 
 def _plan_stacks(env: str, sets, only: str | None, json_out: Path | None, *, preflight: bool, lock: bool,
@@ -165,6 +179,8 @@ def _plan_stacks(env: str, sets, only: str | None, json_out: Path | None, *, pre
     from stacks.plan_render import plan_from_document
     from stacks.plan_render.redact import redact
 
+    if json_out is not None:
+        _JSON_OUT.pop(json_out, None)  # this command's plans only
     try:
         project, config = load(env, sets)
     except TrainstackError as exc:

@@ -135,7 +135,11 @@ def names_from_path(path: Path) -> tuple[str, str]:
     return env, stack
 
 
-def load_plan_file(path: Path) -> StackPlan:
+BUNDLE_KEY = "trainstack_plans"  # `trainctl plan --json-out FILE.json` with several stacks: their documents
+
+
+def read_plan_documents(path: Path) -> list[dict]:
+    """The plan documents in one file: a `terraform show -json` document, or a bundle of them."""
     try:
         doc = json.loads(path.read_text())
     except FileNotFoundError:
@@ -144,20 +148,31 @@ def load_plan_file(path: Path) -> StackPlan:
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path} is not JSON ({exc})",
                           hint="pass the output of `terraform show -json PLANFILE`, not the plan file itself") from None
-    if not isinstance(doc, dict) or not ({"resource_changes", "format_version", "trainstack"} & set(doc)):
-        raise ConfigError(f"{path} is not a Terraform plan in JSON",
-                          hint="pass the output of `terraform show -json PLANFILE`")
+    docs = doc.get(BUNDLE_KEY) if isinstance(doc, dict) and isinstance(doc.get(BUNDLE_KEY), list) else [doc]
+    for d in docs:
+        if not isinstance(d, dict) or not ({"resource_changes", "format_version", "trainstack"} & set(d)):
+            raise ConfigError(f"{path} is not a Terraform plan in JSON",
+                              hint="pass the output of `terraform show -json PLANFILE`")
+    return docs
+
+
+def load_plan_file(path: Path) -> StackPlan:
+    """The one plan in `path` (a bundle's first; see load_plan_files for all of them)."""
+    return _plans_of(path)[0]
+
+
+def _plans_of(path: Path) -> list[StackPlan]:
     env, stack = names_from_path(path)
-    return plan_from_document(doc, env=env, stack=stack, source=str(path))
+    return [plan_from_document(doc, env=env, stack=stack, source=str(path)) for doc in read_plan_documents(path)]
 
 
 def load_plan_files(paths: list[Path]) -> list[StackPlan]:
-    """Every file (folders are searched for *.json), ordered by environment then stack."""
+    """Every plan of every file (folders are searched for *.json), ordered by environment then stack."""
     files: list[Path] = []
     for p in paths:
         files += sorted(p.rglob("*.json")) if p.is_dir() else [p]
     if not files:
         raise ConfigError("no plan JSON files found",
                           hint="pass files or folders written by `trainctl plan --json-out`")
-    plans = [load_plan_file(f) for f in files]
+    plans = [plan for f in files for plan in _plans_of(f)]
     return sorted(plans, key=lambda p: (p.env, p.stack != "foundation", p.stack))

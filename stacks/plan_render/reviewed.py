@@ -43,9 +43,17 @@ def differences(reviewed: dict, current: dict) -> list[str]:
     return found
 
 
-def reviewed_file(folder: Path, env: str, stack: str) -> Path | None:
-    """`<folder>/<env>/<stack>.json` (an artifact as downloaded) or `<folder>/<stack>.json`."""
-    for candidate in (folder / env / f"{stack}.json", folder / f"{stack}.json"):
+def reviewed_document(reviewed: Path, env: str, stack: str) -> dict | None:
+    """The reviewed plan of `stack`: from a folder (`<env>/<stack>.json` as an artifact is downloaded,
+    or `<stack>.json`), or from one file written by `plan --json-out FILE.json`."""
+    from stacks.plan_render.parse import read_plan_documents
+
+    if reviewed.is_file():
+        docs = read_plan_documents(reviewed)
+        found = [d for d in docs if (d.get("trainstack") or {}).get("stack") == stack
+                 and (d.get("trainstack") or {}).get("env") in (env, None)]
+        return found[0] if found else None
+    for candidate in (reviewed / env / f"{stack}.json", reviewed / f"{stack}.json"):
         if candidate.is_file():
-            return candidate
+            return json.loads(candidate.read_text())
     return None
