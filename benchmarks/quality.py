@@ -1,6 +1,6 @@
 """Benchmark: model vs the TF-IDF baseline on the same rows, per sample language, with wall times.
 
-    .venv/bin/python -m benchmarks.quality [--langs fr en] [--env local]
+    .venv/bin/python -m benchmarks.quality [--langs fr en ja zh el] [--env local]
 
 Runs `python -m trainer` with the env's settings on each sample in data/sample/<lang>
 (a fresh file:// bucket, so the base LM is pretrained too) and prints, from each run's
@@ -23,13 +23,14 @@ REPO = Path(__file__).resolve().parents[1]
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--langs", nargs="+", default=["fr", "en"])
+    parser.add_argument("--langs", nargs="+", default=["fr", "en", "ja", "zh", "el"])
     parser.add_argument("--env", default="local")
     args = parser.parse_args()
     from stacks.config import load_config
     from stacks.train_stack import trainer_args
 
-    config = load_config(REPO / "envs", args.env)
+    # Samples beyond the env's languages (ja, zh, el) run with its defaults.
+    config = load_config(REPO / "envs", args.env, [f"languages.{lang}={{}}" for lang in args.langs])
     print("| lang | rows scored | model macro-F1 | TF-IDF macro-F1 | model − TF-IDF | trainer wall | TF-IDF fit |")
     print("|---|---|---|---|---|---|---|")
     for lang in args.langs:
@@ -44,7 +45,7 @@ def main() -> None:
             wall = time.perf_counter() - start
             m = json.loads((bucket / lang / "runs/bench/metrics.json").read_text())
             t = m["baseline_tfidf"]
-            print(f"| {lang} | {m['rows']['scores']} ({m['n_test'] or m['n_valid']}) | {m['macro_f1']:.3f} | "
+            print(f"| {lang} ({m['tokenizer'].split('-')[0]}) | {m['rows']['scores']} ({m['n_test'] or m['n_valid']}) | {m['macro_f1']:.3f} | "
                   f"{t['macro_f1']:.3f} | {m['macro_f1'] - t['macro_f1']:+.3f} | {wall:.0f} s | {t['fit_s']:.1f} s |")
 
 

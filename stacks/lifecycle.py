@@ -46,9 +46,20 @@ def preflight_data(bucket: Bucket, lang: str, settings: LanguageSettings) -> Lab
     """The trainer's own validation, run before anything is created or written."""
     from trainer.text.preflight import check_tokenizer
 
+    import importlib.util
+
     d = settings.data
     data = load_labelled(bucket, lang, text_col=d.text_col, label_col=d.label_col, label_sep=d.label_sep,
                          task=d.task, label_cols=tuple(d.label_cols))[0]
+    try:
+        has_trainer = importlib.util.find_spec("fastai") is not None
+    except ValueError:  # a module set to None in sys.modules
+        has_trainer = False
+    if not has_trainer:
+        # an operator install without the trainer extra (gcp runs train in the image)
+        data.warnings.append("tokenizer not checked before apply: this install lacks the trainer extra "
+                             "(pip install 'trainstack[trainer]' to check it here)")
+        return data
     # imports fastai/spaCy: seconds, but before any infrastructure
     check_tokenizer(lang, data.texts, code=settings.code, tokenizer=settings.trainer.tokenizer)
     return data

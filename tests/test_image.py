@@ -63,7 +63,8 @@ def test_requirements_pin_the_base_dependencies_within_pyproject_ranges():
             pins[name.lower().replace("_", "-")] = version
     assert pins["torch"] == "2.14.1" and pins["fastai"] == "2.8.12"
     assert "cdktf" not in pins and not any(name.startswith("cdktf") for name in pins)
-    for dep in tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]:
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    for dep in project["dependencies"] + project["optional-dependencies"]["trainer"]:
         req = Requirement(dep)
         name = req.name.lower().replace("_", "-")
         assert name in pins, f"{name} is not pinned in {REQUIREMENTS.name}: regenerate it (see its header)"

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import csv
 import functools
+import hashlib
 import io
 import json
 import os
@@ -17,6 +18,7 @@ import torch
 from trainer import metrics as M
 from trainer.classification import plots
 from trainer.classification.baseline import tfidf_baseline
+from trainer.lm import store
 from trainer.text.loaders import classifier_dataloaders, raw_text_dataloaders
 
 
@@ -34,6 +36,16 @@ def _predictions_csv(run, rows: list[int], split: str, probs, pred) -> bytes:
         w.writerow([run.data.row_ids[i], split, run.data.texts[i], ";".join(run.data.labels[i]),
                     ";".join(l for l, p in zip(labels, pred[n]) if p), *[f"{p:.4f}" for p in probs[n]]])
     return out.getvalue().encode()
+
+
+def base_lm_record(run) -> dict | None:
+    """Which base LM the classifier was fine-tuned from: id, hash of its meta.json, size, source."""
+    lm = run.base
+    if lm is None:
+        return None
+    meta = run.bucket.read_bytes(store.prefix(run.a.lang, lm.id) + "meta.json")
+    return {"id": lm.id, "meta_sha256": hashlib.sha256(meta).hexdigest(), "source": lm.source, "tokens": lm.tokens,
+            "perplexity": lm.perplexity, "small": lm.small}
 
 
 def evaluate(run) -> dict:
@@ -80,7 +92,8 @@ def evaluate(run) -> dict:
                     if "at_threshold_0_5" in extra else ""))
     run.log.line(f"TF-IDF baseline on the same rows: macro-F1 {tfidf['macro_f1']:.3f} "
                  f"(model {result['macro_f1'] - tfidf['macro_f1']:+.3f}), fitted in {tfidf['fit_s']:.1f}s")
-    return {"labels": labels, "multi_label": multi, "allow_empty": allow_empty, "tokenizer": run.tokenizer.id, **result, "rows": rows, **extra,
+    return {"labels": labels, "multi_label": multi, "allow_empty": allow_empty, "tokenizer": run.tokenizer.id,
+            "base_lm": base_lm_record(run), **result, "rows": rows, **extra,
             "baseline": {**baseline, "rows": {"fit": "train", "scores": split}},
             "baseline_tfidf": {**tfidf, "rows": rows},
             "split": {"source": run.splits.source, "duplicates_dropped": run.splits.duplicates_dropped},
@@ -110,7 +123,7 @@ def upload(run, result: dict, started: float) -> None:
     meta = {"args": vars(a), "data_hash": run.data_hash, "arch": run.arch, "python": sys.version.split()[0],
             "torch": torch.__version__, "fastai": fastai.__version__, "platform": platform.platform(),
             "device": str(run.ctx.device), "precision": run.precision, "world_size": run.ctx.world,
-            "image": os.environ.get("TRAINSTACK_IMAGE")}
+            "image": os.environ.get("TRAINSTACK_IMAGE"), "base_lm": base_lm_record(run)}
     put(json.dumps(meta, indent=2, default=str).encode(), "metadata/trainer.json")
     metrics = {"run_id": a.run_id, "lang": a.lang, **result, "duration_s": round(time.time() - started, 1),
                "history": run.history}

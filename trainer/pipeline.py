@@ -36,13 +36,14 @@ from trainer.errors import DataError, RunExistsError
 from trainer.runlog import QuietLog, RunLog
 from trainer.runs import RunStatus, mark_failed, read_status, run_key
 from trainer.storage import open_bucket
+from trainer.lm.base import finetune_vocab, read_vocab
+from trainer.lm.base import stage as base_lm_stage
 from trainer.text.cache import corpus_keys, corpus_tokens, labelled_tokens, sentencepiece_tokenizer
 from trainer.text.languages import default_tokenizer
 from trainer.text.loaders import classifier_dataloaders, lm_dataloaders
 from trainer.text.tokenizers import SPACY, TokenizerSpec, spacy_spec
 from trainer.text.tokens import TokenIds, build_vocab, remap
 
-LM_KEYS = ("lm/weights.pth", "lm/vocab.pkl", "lm/meta.json")
 # Per-epoch figures are fastai's running metrics (threshold 0.5, per-label accuracy for
 # multi-label): named apart from the final, tuned ones in metrics.json.
 EPOCH_METRIC_NAMES = {"lm": {"accuracy": "token_accuracy"},
@@ -64,6 +65,7 @@ class Run:
         self.store = CheckpointStore(bucket, args.lang, args.run_id, self.work)
         self.resume: Checkpoint | None = None
         self.stage_vocab: list[str] | None = None
+        self.base, self.base_chosen = None, False  # the base LM fine-tuned from (trainer.lm.base)
         self.epoch_log = EpochLogCallback(log, self.history)
         self.status_cb = StatusCallback(log)
         self.ckpt_cb = CheckpointCallback(ctx, preemption, self.save_checkpoint, minutes=args.checkpoint_minutes)
@@ -141,6 +143,8 @@ class Run:
         payload = {"rng": rng_states, "history": list(self.history), "data_hash": self.data_hash,
                    "labels": self.data.label_names, "world": self.ctx.world, "arch": self.arch,
                    "vocab": self.stage_vocab, **extra}
+        if self.base_chosen:  # a resumed run keeps its base LM even if CURRENT moved meanwhile
+            payload["base_lm"] = self.base.id if self.base is not None else None
         if learn is not None:
             payload["model"] = D.unwrap(learn.model).state_dict()
             payload["opt"] = learn.opt.state_dict() if learn.opt is not None else None
@@ -205,25 +209,12 @@ class Run:
 
     # -- stages ----------------------------------------------------------
     def base_lm(self):
+        self.base, self.base_chosen = base_lm_stage(self), True
+
+    def pretrain_base_lm(self) -> tuple[int, list[str]]:
+        """Pretrains an LM on the corpus and the training rows into models/ -> (tokens, vocab)."""
         a = self.a
         models = self.work / "models"
-        published = all(self.bucket.exists(f"{a.lang}/{k}") for k in LM_KEYS)
-        if published:
-            for k in LM_KEYS:
-                self.bucket.download(f"{a.lang}/{k}", models / Path(k).name)
-            lm_meta = json.loads((models / "meta.json").read_text())
-            # base LMs from before the tokenizer was recorded were spaCy ones
-            made_with = lm_meta.get("tokenizer", self.tokenizer.id if self.tokenizer.kind == SPACY else "spacy")
-        if published and made_with != self.tokenizer.id:
-            self.log.line(f"warning: the base LM in {self.bucket.url(a.lang + '/lm/')} was made with tokenizer "
-                          f"{made_with}, this run uses {self.tokenizer.id}: pretraining one for this run only")
-        elif published:
-            if lm_meta["arch"] != self.arch:
-                self.log.line(f"base LM in {a.lang}/lm/ has arch {lm_meta['arch']}; using it (config asked {self.arch})")
-                self.arch = lm_meta["arch"]
-            self.stage("base_lm")
-            self.log.line(f"base LM: reused {self.bucket.url(a.lang + '/lm/')} (trained {lm_meta.get('trained_at')})")
-            return
         self.stage("base_lm", a.epochs_base_lm)
         train_texts = self.texts.select(self.train_idx)
         vocab = build_vocab([*self.corpus, train_texts], min_freq=a.min_freq, max_vocab=a.max_vocab)
@@ -239,15 +230,8 @@ class Run:
         self.fit_phases(learn, "base_lm", [(None, a.epochs_base_lm, a.lr_lm)])
         torch.save(D.unwrap(learn.model).state_dict(), models / "weights.pth")
         (models / "vocab.pkl").write_bytes(pickle.dumps(list(vocab)))
-        meta = {"arch": self.arch, "vocab_size": len(vocab), "trained_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                "run_id": a.run_id, "data_hash": self.data_hash, "epochs": a.epochs_base_lm,
-                "tokenizer": self.tokenizer.id}
-        (models / "meta.json").write_text(json.dumps(meta, indent=2))
-        if self.ctx.main and not published:
-            for k in LM_KEYS:  # meta last: a reader only trusts lm/ once meta.json exists
-                self.bucket.write_bytes(f"{a.lang}/{k}", (models / Path(k).name).read_bytes(), if_absent=True)
-            self.log.line(f"base LM: saved to {self.bucket.url(a.lang + '/lm/')} for later runs")
         D.barrier(self.ctx)
+        return tokens.n_tokens, vocab
 
     def lm_finetune(self):
         a = self.a
@@ -263,15 +247,27 @@ class Run:
             self.log.line("lm_finetune: finished before the interruption; reusing its encoder")
             return
         self.stage("lm_finetune", a.epochs_lm)
-        self.ft_vocab = self.resume.payload["vocab"] if at is not None else build_vocab(
-            [self.texts], min_freq=a.min_freq, max_vocab=a.max_vocab)
+        # The LM learns the task's language from the training rows only: validation and test
+        # texts stay unseen until they are scored.
+        train_texts = self.texts.select(self.train_idx)
+        if at is not None:
+            self.ft_vocab = self.resume.payload["vocab"]
+        else:
+            base_vocab = read_vocab(models) if self.base is not None else None
+            self.ft_vocab = finetune_vocab(build_vocab([train_texts], min_freq=a.min_freq, max_vocab=a.max_vocab),
+                                           base_vocab, a.max_vocab)
+            if base_vocab is not None:
+                known = len(set(self.ft_vocab) & set(base_vocab) - {"xxfake"})
+                self.log.line(f"vocabulary: {len(self.ft_vocab)} entries, {known} found an embedding in base LM "
+                              f"{self.base.id} ({len(base_vocab)} entries)")
         self.stage_vocab = self.ft_vocab
         P.seed_everything(a.seed + self.ctx.rank, deterministic=a.deterministic)
-        dls = lm_dataloaders(remap(self.texts, self.ft_vocab), bs=a.bs, seq_len=a.seq_len, seed=a.seed,
+        dls = lm_dataloaders(remap(train_texts, self.ft_vocab), bs=a.bs, seq_len=a.seq_len, seed=a.seed,
                              rank=self.ctx.rank, world=self.ctx.world)
+        pretrained = dict(pretrained_fnames=["weights", "vocab"]) if self.base is not None else dict(pretrained=False)
         learn = self.setup(language_model_learner(dls, AWD_LSTM, config={**awd_lstm_lm_config, **self.arch},
-                                                  drop_mult=a.drop_mult, pretrained_fnames=["weights", "vocab"],
-                                                  path=self.work, metrics=[accuracy, Perplexity()]))
+                                                  drop_mult=a.drop_mult, path=self.work,
+                                                  metrics=[accuracy, Perplexity()], **pretrained))
         self.fit_phases(learn, "lm_finetune", lm_finetune_phases(a.lr_lm, a.epochs_lm), last_saves_done=False)
         encoder = D.unwrap(learn.model)[0].state_dict()
         torch.save(encoder, models / "ft_enc.pth")  # on every rank (fastai's save_encoder skips ranks > 0)

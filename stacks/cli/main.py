@@ -6,7 +6,7 @@ from typing import Annotated
 import typer
 
 from stacks.cli import bootstrap_cmd, common, config_cmd, data_cmd, image_cmd, infra_cmds, quota_cmd, runs_cmds, train_cmd
-from stacks.cli import doctor_cmd
+from stacks.cli import doctor_cmd, lm_cmd
 
 app = typer.Typer(
     help="Train per-language text classifiers on infrastructure declared as CDKTF stacks.",
@@ -15,6 +15,7 @@ app = typer.Typer(
 app.add_typer(config_cmd.app, name="config")
 app.add_typer(data_cmd.app, name="data")
 app.add_typer(image_cmd.app, name="image")
+app.add_typer(lm_cmd.app, name="lm")
 bootstrap_cmd.register(app)
 infra_cmds.register(app)
 quota_cmd.register(app)

@@ -63,8 +63,17 @@ def metrics_table(metrics: dict) -> Table:
                      f"accuracy {metrics['accuracy']:.3f} · {vs_tfidf}majority baseline macro-F1 "
                      f"{base.get('macro_f1', float('nan')):.3f} · {metrics['n_train']} train / {metrics['n_valid']} valid"
                      + (f" / {metrics['n_test']} test" if metrics.get("n_test") else "")
-                     + f" rows · {metrics['duration_s']:.0f}s")
+                     + f" rows · {metrics['duration_s']:.0f}s" + _base_lm_note(metrics.get("base_lm", "unrecorded")))
     return table
+
+
+def _base_lm_note(base: dict | str | None) -> str:
+    if base == "unrecorded":  # metrics from before base LMs were recorded
+        return ""
+    if base is None:
+        return " · no base LM: expect weak transfer"
+    tokens = f"{base['tokens']:,} tokens" if base.get("tokens") is not None else "tokens unknown"
+    return f" · base LM {base['id']} ({tokens})" + (" · small base LM: expect weak transfer" if base.get("small") else "")
 
 
 def plain(cell) -> str:

@@ -56,6 +56,8 @@ class TrainerSettings(StrictModel):
     tokenizer: Literal["auto", "spacy", "sentencepiece"] = Field(
         D["tokenizer"], description="auto: sentencepiece for ja, zh, th, ko, vi, ... (see trainer.text.languages)")
     sp_vocab_size: int = Field(D["sp_vocab_size"], ge=100)
+    base_lm: str = Field(D["base_lm"], pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
+                         description="current | none | pretrain-inline | an lm id (trainctl lm list)")
 
     def as_cli_args(self) -> list[str]:
         """The trainer's command-line flags for these settings, in a stable order."""

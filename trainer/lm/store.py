@@ -1,0 +1,128 @@
+"""Base language models in the bucket: `<lang>/lm/<lm-id>/` and the `<lang>/lm/CURRENT` pointer.
+
+A base LM is three objects — `weights.pth` (an AWD-LSTM language-model state dict),
+`vocab.pkl` (its token list) and `meta.json` — written in that order; `meta.json` marks the
+id complete, and a complete id is never written again. `CURRENT`
+(a small JSON object naming an id) is written after. Ids are content-derived: the same
+corpus, tokenizer and arch give the same id; another corpus gives another one.
+
+The layout before ids (`<lang>/lm/weights.pth`, `vocab.pkl`, `meta.json` at the top)
+is still read, as the id `legacy`.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+
+from trainer.errors import DataError
+
+FILES = ("weights.pth", "vocab.pkl", "meta.json")  # publication order: meta.json last
+LEGACY_ID = "legacy"
+SMALL_LM_TOKENS = 10_000_000  # below this, transfer is weak (the ULMFiT paper used WikiText-103: 103 M)
+
+
+@dataclass
+class BaseLM:
+    """meta.json of a published base LM."""
+
+    id: str
+    source: str  # pretrain | pretrain-inline | import | legacy
+    tokenizer: str
+    arch: dict
+    vocab_size: int
+    tokens: int | None = None  # tokens the LM was trained on (None: unknown, e.g. imported)
+    corpus_hash: str | None = None
+    perplexity: float | None = None  # on held-out corpus text
+    run_id: str | None = None
+    created_at: str = ""
+    origin: dict = field(default_factory=dict)  # where imported files came from, coverage, ...
+
+    @property
+    def small(self) -> bool:
+        return self.tokens is not None and self.tokens < SMALL_LM_TOKENS
+
+    def describe(self) -> str:
+        size = f"{self.tokens:,} tokens" if self.tokens is not None else "tokens unknown"
+        ppl = f", perplexity {self.perplexity:.1f}" if self.perplexity is not None else ""
+        return f"{self.id} ({self.source}, {size}{ppl}, tokenizer {self.tokenizer})"
+
+    @classmethod
+    def from_json(cls, data: dict, lm_id: str) -> BaseLM:
+        known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
+        known.setdefault("id", lm_id)
+        known.setdefault("source", LEGACY_ID if lm_id == LEGACY_ID else "pretrain-inline")
+        known.setdefault("tokenizer", data.get("tokenizer") or "fastai-spacy-blank-v1")
+        known.setdefault("arch", data.get("arch") or {})
+        known.setdefault("vocab_size", int(data.get("vocab_size") or 0))
+        known.setdefault("created_at", data.get("trained_at", ""))
+        return cls(**known)
+
+
+def prefix(lang: str, lm_id: str) -> str:
+    return f"{lang}/lm/" if lm_id == LEGACY_ID else f"{lang}/lm/{lm_id}/"
+
+
+def now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def read(bucket, lang: str, lm_id: str) -> BaseLM | None:
+    """The published base LM `lm_id` (complete: meta.json present), or None."""
+    key = prefix(lang, lm_id) + "meta.json"
+    if not bucket.exists(key):
+        return None
+    try:
+        data = json.loads(bucket.read_bytes(key))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise DataError(f"{bucket.url(key)} is not valid JSON ({exc})",
+                        hint="publish the base LM again (trainctl lm pretrain / lm import)") from exc
+    return BaseLM.from_json(data, lm_id)
+
+
+def list_lms(bucket, lang: str) -> list[BaseLM]:
+    """Every complete base LM of `lang`, oldest first."""
+    ids = sorted({k[len(f"{lang}/lm/"):].split("/", 1)[0] for k in bucket.list(f"{lang}/lm/")
+                  if k.endswith("/meta.json") and k.count("/") == 3})
+    found = [lm for lm in (read(bucket, lang, i) for i in ids) if lm is not None]
+    legacy = read(bucket, lang, LEGACY_ID) if all(bucket.exists(f"{lang}/lm/{f}") for f in FILES) else None
+    return sorted(([legacy] if legacy else []) + found, key=lambda lm: (lm.created_at, lm.id))
+
+
+def current_id(bucket, lang: str) -> str | None:
+    """The id CURRENT names; without a CURRENT, `legacy` when the old flat layout is there."""
+    key = f"{lang}/lm/CURRENT"
+    if bucket.exists(key):
+        return json.loads(bucket.read_bytes(key))["id"]
+    if all(bucket.exists(f"{lang}/lm/{f}") for f in FILES):
+        return LEGACY_ID
+    return None
+
+
+def set_current(bucket, lang: str, lm_id: str) -> BaseLM:
+    lm = read(bucket, lang, lm_id)
+    if lm is None:
+        ids = ", ".join(m.id for m in list_lms(bucket, lang)) or "none"
+        raise DataError(f"no base LM {lm_id!r} for {lang} (published: {ids})",
+                        hint=f"list them: trainctl lm list {lang}")
+    bucket.write_bytes(f"{lang}/lm/CURRENT", json.dumps({"id": lm_id, "set_at": now()}).encode())
+    return lm
+
+
+def publish(bucket, lang: str, lm: BaseLM, weights: bytes, vocab: bytes, *, make_current: bool) -> bool:
+    """Write `lm` under its id (weights, vocab, then meta.json; never overwriting) and, if asked,
+    point CURRENT at it. False when that id was already complete (nothing written)."""
+    base = prefix(lang, lm.id)
+    if lm.id == LEGACY_ID:
+        raise ValueError("the legacy layout is read, never written")
+    if bucket.exists(base + "meta.json"):
+        if make_current:
+            set_current(bucket, lang, lm.id)
+        return False
+    # without meta.json the id is incomplete (an interrupted publish): its files may be replaced
+    bucket.write_bytes(base + "weights.pth", weights)
+    bucket.write_bytes(base + "vocab.pkl", vocab)
+    bucket.write_bytes(base + "meta.json", json.dumps(asdict(lm), indent=2).encode(), if_absent=True)
+    if make_current:
+        set_current(bucket, lang, lm.id)
+    return True
