@@ -105,7 +105,8 @@ def upload(run, result: dict, started: float) -> None:
     run.stage("uploading")
     learn = run.learn
     # model.pth predicts raw strings: export with the tokenizer pipeline, not the cached ids.
-    learn.dls = raw_text_dataloaders(run.dls, run.tokenizer, run.ft_vocab, run.data.label_names, run.data.multi_label)
+    learn.dls = raw_text_dataloaders(run.dls, run.tokenizer, run.ft_vocab, run.data.label_names, run.data.multi_label,
+                                     scratch=run.work)
     learn.export(run.work / "model.pth")
     learn.dls = run.dls
     put = run.put

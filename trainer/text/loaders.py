@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import random
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -149,7 +150,8 @@ def _pad_seq_len(dls, default: int = 72) -> int:
     return default
 
 
-def raw_text_dataloaders(dls, tokenizer, vocab: list[str], label_names, multi_label: bool) -> DataLoaders:
+def raw_text_dataloaders(dls, tokenizer, vocab: list[str], label_names, multi_label: bool,
+                         scratch: Path | None = None) -> DataLoaders:
     """DataLoaders with the raw-string pipeline (text -> tokens -> ids in `vocab`) and the same labels.
 
     Over a one-row-per-label DataFrame: set it as `learn.dls` right before
@@ -160,7 +162,9 @@ def raw_text_dataloaders(dls, tokenizer, vocab: list[str], label_names, multi_la
     df = pd.DataFrame({"text": label_names,
                        "labels": [[name] for name in label_names] if multi_label else label_names})
     spec = as_spec(tokenizer)  # a TokenizerSpec, or a language code for spaCy
-    tok = spec.fastai_tokenizer(Path(dls.path) / "tokenizer")
+    # SentencePiece's model file is written to `scratch` (the run's work folder), never the cwd;
+    # the export carries the model itself.
+    tok = spec.fastai_tokenizer(Path(scratch or tempfile.mkdtemp(prefix="trainstack-tok-")) / "tokenizer")
     x_tfms = [ColReader("text"), Tokenizer(tok, rules=rules()), Numericalize(vocab=list(vocab))]
     y_tfms = [ColReader("labels"), *label_tfms(label_names, multi_label)]
     rows = list(range(len(df)))
