@@ -65,6 +65,19 @@ def preflight_data(bucket: Bucket, lang: str, settings: LanguageSettings) -> Lab
     return data
 
 
+def preflight_corpus(bucket: Bucket, lang: str, settings: LanguageSettings) -> str:
+    """A base-LM job needs corpus files; returns a one-line summary, or a DataError (exit 2)."""
+    from trainer.data import CORPUS_PREFIX
+    from trainer.errors import DataError
+
+    # the trainer's rule (trainer.text.cache.corpus_keys), without its fastai import
+    keys = [k for k in bucket.list(CORPUS_PREFIX.format(lang=lang)) if k.endswith((".txt", ".txt.gz"))]
+    if not keys:
+        raise DataError(f"no corpus at {bucket.url(f'{lang}/data/corpus/')} (.txt or .txt.gz, one text per line)",
+                        hint=f"stage it: trainctl data push {lang} FOLDER (holding corpus/*.txt[.gz])")
+    return f"corpus ok: {len(keys)} file(s) under {bucket.url(f'{lang}/data/corpus/')}"
+
+
 @dataclass
 class StackHandle:
     """A synthesized, initialised stack of one language (`placement`: gcp zone/image decision)."""

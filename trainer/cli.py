@@ -67,6 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a 0/1 column per label instead of --label-col (repeat for each label)")
     p.add_argument("--task", default="auto", choices=("auto", "single_label", "multi_label"),
                    help="auto: multi-label when a row has several labels")
+    p.add_argument("--job", default="classifier", choices=("classifier", "pretrain-lm"),
+                   help="classifier: the ULMFiT run; pretrain-lm: pretrain a base LM on <lang>/data/corpus/ "
+                        "and publish it to <lang>/lm/<id>/ (CURRENT)")
     p.add_argument("--work-dir", default=None, help="local scratch folder (default: a temp dir)")
     for name, default in DEFAULTS.items():
         p.add_argument(f"--{name.replace('_', '-')}", type=PARSERS.get(type(default), type(default)), default=default,

@@ -36,6 +36,7 @@ from trainer.errors import DataError, RunExistsError
 from trainer.runlog import QuietLog, RunLog
 from trainer.runs import RunStatus, mark_failed, read_status, run_key
 from trainer.storage import open_bucket
+from trainer.lm import pretrain as pretrain_job
 from trainer.lm.base import finetune_vocab, read_vocab
 from trainer.lm.base import stage as base_lm_stage
 from trainer.text.cache import corpus_keys, corpus_tokens, labelled_tokens, sentencepiece_tokenizer
@@ -338,12 +339,16 @@ def run_training(args) -> int:
         D.init(ctx)
         log, _ = _log_for(ctx, bucket, args)
         run = Run(args, bucket, log, ctx, preemption)
-        run.prepare()
-        run.base_lm()
-        run.lm_finetune()
-        run.classifier()
+        if args.job == pretrain_job.JOB:
+            pretrain_job.execute(run, started)
+        else:
+            run.prepare()
+            run.base_lm()
+            run.lm_finetune()
+            run.classifier()
         if ctx.main:
-            upload(run, evaluate(run), started)
+            if args.job != pretrain_job.JOB:
+                upload(run, evaluate(run), started)
             log.succeeded()
             log.line(f"SUCCEEDED in {time.time() - started:.0f}s")
             log.flush()

@@ -13,6 +13,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from stacks.cli import lm_pretrain
 from stacks.cli.common import EnvOpt, LangArg, SetOpt, console, fail, load, mapped_errors
 from stacks.errors import ExitStatus
 
@@ -20,7 +21,7 @@ app = typer.Typer(help="Base language models per language", no_args_is_help=True
 JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON (stable keys, see the README)")]
 SMALL_NOTE = "small base LM: expect weak transfer"
 
-# lm pretrain: registered by stacks/cli/lm_pretrain.py
+lm_pretrain.register(app)  # `lm pretrain`: a run with the training lifecycle, in its own module
 
 
 def _open(env: str, sets, lang: str):

@@ -25,18 +25,28 @@ def resume_hint(lang: str, env: str) -> str:
 def train(lang: LangArg, env: EnvOpt = "local", sets: SetOpt = None,
           detach: Annotated[bool, typer.Option("--detach", help="return once the stack is applied")] = False):
     """Apply train-LANG, follow the run, destroy the stack, print metrics and artifact URIs."""
+    run_job(lang, env, sets, detach, job="classifier")
+
+
+def run_job(lang: str, env: str, sets, detach: bool, *, job: str) -> None:
+    """The run lifecycle (preflight, apply, follow, destroy, report) of a classifier or a base-LM job."""
     from stacks import lifecycle as L
     from trainer.runs import ARTIFACTS, SUCCEEDED, read_metrics, run_prefix
 
-    project, config = load(env, sets)
+    project, config = load(env, [*(sets or []), f"languages.{lang}.trainer.job={job}"] if job != "classifier"
+                           else sets)
     settings = L.language_settings(config, lang)
     bucket = L.bucket_of(config)
-    data = L.preflight_data(bucket, lang, settings)
+    data = L.preflight_data(bucket, lang, settings) if job == "classifier" else None
+    corpus = L.preflight_corpus(bucket, lang, settings) if job != "classifier" else None
     with ConsoleReporter() as rep:
-        for warning in data.warnings:
-            rep.warn(warning)
-        rep.info(f"data ok: {len(data.texts)} rows, labels {', '.join(data.label_names)}"
-                 + (" (multi-label)" if data.multi_label else ""))
+        if data is not None:
+            for warning in data.warnings:
+                rep.warn(warning)
+            rep.info(f"data ok: {len(data.texts)} rows, labels {', '.join(data.label_names)}"
+                     + (" (multi-label)" if data.multi_label else ""))
+        else:
+            rep.info(corpus)
         if config.target == "gcp":  # before anything is created or billed
             from stacks.config.prices import estimate
 
@@ -77,6 +87,16 @@ def train(lang: LangArg, env: EnvOpt = "local", sets: SetOpt = None,
         err_console.print(f"  log: {bucket.url(run_prefix(lang, run_id) + 'log.txt')}", soft_wrap=True, markup=False)
         raise typer.Exit(ExitStatus.RUN_FAILED)
     metrics = read_metrics(bucket, lang, run_id)
+    if job != "classifier":
+        from trainer.lm import store
+
+        lm = metrics["base_lm"]
+        console.print(f"base LM {lm['id']}: held-out perplexity {lm['perplexity']}, {lm['tokens']:,} training tokens"
+                      + (" (small base LM: expect weak transfer)" if lm["tokens"] < store.SMALL_LM_TOKENS else ""))
+        console.print(f"  {bucket.url(store.prefix(lang, lm['id']))} · CURRENT names it: training runs of {lang} "
+                      "fine-tune from it", soft_wrap=True, markup=False)
+        console.print(f"[green]run {run_id} SUCCEEDED[/]; {handle.name} destroyed, nothing left running")
+        return
     print_table(metrics_table(metrics))
     for name in (*ARTIFACTS, "log.txt", "status.json"):
         console.print(f"  {name:22} {bucket.url(run_prefix(lang, run_id) + name)}", soft_wrap=True, markup=False)

@@ -56,6 +56,8 @@ class TrainerSettings(StrictModel):
     tokenizer: Literal["auto", "spacy", "sentencepiece"] = Field(
         D["tokenizer"], description="auto: sentencepiece for ja, zh, th, ko, vi, ... (see trainer.text.languages)")
     sp_vocab_size: int = Field(D["sp_vocab_size"], ge=100)
+    job: Literal["classifier", "pretrain-lm"] = Field(
+        "classifier", description="what a run of the stack does; `trainctl lm pretrain` sets pretrain-lm")
     base_lm: str = Field(D["base_lm"], pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
                          description="current | none | pretrain-inline | an lm id (trainctl lm list)")
 

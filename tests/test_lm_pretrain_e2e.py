@@ -1,0 +1,76 @@
+"""`trainctl lm pretrain` on `local`: the training lifecycle, a published base LM, CURRENT, reuse.
+
+A tiny LM on the French sample corpus; then a training run (trainer.base_lm: current) fine-tunes
+from it and records it; a changed corpus gives a new id and leaves the first one as it was.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import SAMPLE, TINY_SETS
+from tests.test_lifecycle_e2e import assert_nothing_left, trainctl
+
+pytestmark = pytest.mark.e2e
+CURRENT = ["--set", "defaults.trainer.base_lm=current"]  # local.yaml pretrains inline; here CURRENT must be used
+
+
+def lm_dir(project):
+    return project / ".trainstack/local/bucket/fr/lm"
+
+
+@pytest.fixture
+def staged(project):
+    r = trainctl(project, "data", "push", "fr", str(SAMPLE / "fr"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    yield project
+    trainctl(project, "destroy", "fr")
+
+
+def test_pretrain_publishes_current_and_a_training_run_uses_it(staged, tmp_path):
+    r = trainctl(staged, "lm", "pretrain", "fr", *TINY_SETS)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert_nothing_left(staged)
+    first = json.loads((lm_dir(staged) / "CURRENT").read_text())["id"]
+    assert first.startswith("pt-") and f"base LM {first}: held-out perplexity" in r.stdout
+    meta = json.loads((lm_dir(staged) / first / "meta.json").read_text())
+    assert meta["source"] == "pretrain" and meta["tokens"] > 0 and meta["perplexity"] > 1
+    assert meta["tokenizer"].startswith("fastai-spacy-blank-fr") and meta["corpus_hash"]
+    weights = (lm_dir(staged) / first / "weights.pth").read_bytes()
+
+    listing = trainctl(staged, "lm", "list", "fr", "--json")
+    assert listing.returncode == 0, listing.stdout + listing.stderr
+    [row] = json.loads(listing.stdout)
+    assert row["id"] == first and row["current"] and row["small"]
+
+    r = trainctl(staged, "train", "fr", *TINY_SETS, *CURRENT)
+    assert r.returncode == 0, r.stdout + r.stderr
+    runs = sorted((staged / ".trainstack/local/bucket/fr/runs").iterdir())
+    metrics = json.loads((runs[-1] / "metrics.json").read_text())
+    assert metrics["base_lm"]["id"] == first and metrics["base_lm"]["small"] is True
+    trainer_meta = json.loads((runs[-1] / "metadata/trainer.json").read_text())
+    assert trainer_meta["base_lm"]["meta_sha256"] == metrics["base_lm"]["meta_sha256"]
+    log = (runs[-1] / "log.txt").read_text()
+    assert f"base LM: {first}" in log and "found an embedding in base LM" in log
+    assert "small base LM: expect weak transfer" in r.stdout  # the printed table says it too
+
+    # Another corpus: a new id, CURRENT moves, the first LM is untouched.
+    more = tmp_path / "more"
+    (more / "corpus").mkdir(parents=True)
+    (more / "corpus" / "extra.txt").write_text("une phrase de plus pour le corpus\nencore une autre\n" * 20)
+    assert trainctl(staged, "data", "push", "fr", str(more)).returncode == 0
+    r = trainctl(staged, "lm", "pretrain", "fr", *TINY_SETS)
+    assert r.returncode == 0, r.stdout + r.stderr
+    second = json.loads((lm_dir(staged) / "CURRENT").read_text())["id"]
+    assert second != first and (lm_dir(staged) / first / "weights.pth").read_bytes() == weights
+    assert trainctl(staged, "lm", "use", "fr", first).returncode == 0
+    assert json.loads((lm_dir(staged) / "CURRENT").read_text())["id"] == first
+
+
+def test_pretrain_without_a_corpus_stops_before_apply(project, tmp_path):
+    (tmp_path / "train.csv").write_bytes((SAMPLE / "fr" / "train.csv").read_bytes())
+    assert trainctl(project, "data", "push", "fr", str(tmp_path / "train.csv")).returncode == 0
+    r = trainctl(project, "lm", "pretrain", "fr")
+    assert r.returncode == 2 and "no corpus at" in r.stdout + r.stderr
+    assert not (project / ".trainstack/local/state/train-fr.tfstate").exists()
