@@ -15,7 +15,7 @@ app = typer.Typer(help="Stage data in the environment's bucket.", no_args_is_hel
 
 
 def _plan_uploads(lang: str, path: Path) -> list[tuple[Path, str]]:
-    """(local file, bucket key) pairs: a train file, or a folder with train/valid/test files, corpus/, lm/."""
+    """(local file, bucket key) pairs: a train file, or a folder with train/valid/test files and corpus/."""
     if path.is_file():
         fmt = format_of(path.name)
         if fmt is None:
@@ -30,9 +30,10 @@ def _plan_uploads(lang: str, path: Path) -> list[tuple[Path, str]]:
         pairs += [(f, f"{lang}/data/{f.name}") for f in found]
     for txt in sorted([*(path / "corpus").glob("*.txt"), *(path / "corpus").glob("*.txt.gz")]):
         pairs.append((txt, f"{lang}/data/corpus/{txt.name}"))
-    for f in sorted((path / "lm").glob("*")) if (path / "lm").is_dir() else []:
-        if f.is_file():
-            pairs.append((f, f"{lang}/lm/{f.name}"))
+    if (path / "lm").is_dir():  # base LMs are checked and versioned by `lm import`, not copied
+        fail(f"{path / 'lm'}: base LMs are not staged with data push",
+             f"import them: trainctl lm import {lang} WEIGHTS.pth VOCAB.pkl (checked, versioned, made CURRENT)",
+             ExitStatus.BAD_INPUT)
     return pairs
 
 
@@ -48,7 +49,7 @@ def _other_formats(bucket, key: str) -> list[str]:
 @app.command("push")
 @mapped_errors
 def push(lang: LangArg,
-         path: Annotated[Path, typer.Argument(help="train.csv|.jsonl|.parquet, or a folder with train.* [valid.* test.*], corpus/*.txt[.gz], lm/*")],
+         path: Annotated[Path, typer.Argument(help="train.csv|.jsonl|.parquet, or a folder with train.* [valid.* test.*], corpus/*.txt[.gz]")],
          env: EnvOpt = "local", sets: SetOpt = None,
          replace: Annotated[bool, typer.Option("--replace", help="replace differing files (old ones are kept under data/previous/)")] = False):
     """Validate and upload a language's data to <bucket>/<lang>/."""
@@ -61,7 +62,7 @@ def push(lang: LangArg,
         fail(f"{path} does not exist", "pass a train.csv or a folder holding one", ExitStatus.BAD_INPUT)
     pairs = _plan_uploads(lang, path)
     if not pairs:
-        fail(f"nothing to upload in {path} (expected train.csv|.jsonl|.parquet, valid.*, test.*, corpus/*.txt[.gz] or lm/*)",
+        fail(f"nothing to upload in {path} (expected train.csv|.jsonl|.parquet, valid.*, test.*, corpus/*.txt[.gz])",
              None, ExitStatus.BAD_INPUT)
     for src, key in pairs:
         if format_of(key) and "/data/corpus/" not in key and "/lm/" not in key:
