@@ -45,7 +45,7 @@ def main() -> None:
             wall = time.perf_counter() - start
             m = json.loads((bucket / lang / "runs/bench/metrics.json").read_text())
             t = m["baseline_tfidf"]
-            print(f"| {lang} ({m['tokenizer'].split('-')[0]}) | {m['rows']['scores']} ({m['n_test'] or m['n_valid']}) | {m['macro_f1']:.3f} | "
+            print(f"| {lang} ({'sentencepiece' if m['tokenizer'].startswith('sentencepiece') else 'spacy'}) | {m['rows']['scores']} ({m['n_test'] or m['n_valid']}) | {m['macro_f1']:.3f} | "
                   f"{t['macro_f1']:.3f} | {m['macro_f1'] - t['macro_f1']:+.3f} | {wall:.0f} s | {t['fit_s']:.1f} s |")
 
 

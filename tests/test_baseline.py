@@ -42,6 +42,16 @@ def test_recipe_spreads_rates_by_2_6_per_layer_group_for_any_depth():
     assert lm_finetune_phases(2e-2, 1) == [(-1, 1, 2e-2)]
 
 
+def test_small_data_gets_enough_classifier_steps():
+    from trainer.classification.recipe import MAX_CLF_EPOCHS, classifier_epochs
+
+    assert classifier_epochs(12, batches_per_epoch=4, min_steps=400) == 100  # 120 rows at bs 32
+    assert classifier_epochs(12, batches_per_epoch=10, min_steps=400) == 40
+    assert classifier_epochs(12, batches_per_epoch=1000, min_steps=400) == 12  # large data: as configured
+    assert classifier_epochs(12, batches_per_epoch=1, min_steps=10_000) == MAX_CLF_EPOCHS
+    assert classifier_epochs(12, batches_per_epoch=4, min_steps=0) == 12
+
+
 def test_report_plots(tmp_path):
     from trainer.classification import plots
 

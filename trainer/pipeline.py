@@ -28,7 +28,7 @@ from trainer.artifacts import evaluate, upload
 from trainer.callbacks import (
     CheckpointCallback, EpochLogCallback, Interrupted, Preemption, ResumeCallback, StatusCallback,
 )
-from trainer.classification.recipe import classifier_phases, lm_finetune_phases
+from trainer.classification.recipe import classifier_epochs, classifier_phases, lm_finetune_phases
 from trainer.checkpoints import Checkpoint, CheckpointStore, Position
 from trainer.data import load_labelled
 from trainer.splits import make_splits
@@ -292,8 +292,13 @@ class Run:
                                                    path=self.work, metrics=metrics))
         if self.resume_point("classifier") is None:
             learn.load_encoder("ft_enc")
+        epochs = classifier_epochs(a.epochs_clf, len(self.dls.train), a.min_clf_steps)
+        if epochs != a.epochs_clf:
+            self.log.line(f"classifier: {epochs} epochs instead of {a.epochs_clf}: {len(self.dls.train)} batches "
+                          f"per epoch, and at least {a.min_clf_steps} steps are taken (trainer.min_clf_steps)")
+            self.stage("classifier", epochs)
         # AWD-LSTM classifier layer groups: embedding, each LSTM layer, head.
-        trimmed = classifier_phases(a.lr, a.epochs_clf, n_groups=self.arch["n_layers"] + 2)
+        trimmed = classifier_phases(a.lr, epochs, n_groups=self.arch["n_layers"] + 2)
         at = self.resume_point("classifier")
         if at is not None and at.done:
             D.unwrap(learn.model).load_state_dict(self.resume.payload["model"])

@@ -8,7 +8,21 @@ groups the slice spans a factor 2.6 ** (G - 1), whatever the number of LSTM laye
 """
 from __future__ import annotations
 
+import math
+
 LAYER_FACTOR = 2.6
+
+
+MAX_CLF_EPOCHS = 100
+
+
+def classifier_epochs(epochs: int, batches_per_epoch: int, min_steps: int) -> int:
+    """`epochs`, raised so the classifier takes at least `min_steps` optimizer steps (at most
+    MAX_CLF_EPOCHS): a few hundred labelled rows make a handful of batches per epoch, and a
+    dozen epochs of them leave the classifier far from converged."""
+    if min_steps <= 0 or batches_per_epoch <= 0:
+        return epochs
+    return max(epochs, min(MAX_CLF_EPOCHS, math.ceil(min_steps / batches_per_epoch)))
 
 
 def classifier_phases(lr: float, epochs: int, n_groups: int) -> list[tuple]:
