@@ -175,7 +175,8 @@ def load_labelled(bucket, lang: str, *, text_col: str, label_col: str, label_sep
     Returns the data and the raw bytes of every file read (for the run's data hash)."""
     key = data_file(bucket, lang, "train")
     if key is None:
-        raise DataError(f"no labelled data at {bucket.url(DATA_PREFIX.format(lang=lang))}train.csv (or .jsonl, .parquet)",
+        raise DataError(f"no labelled data at {bucket.url(DATA_PREFIX.format(lang=lang) + 'train.csv')} "
+                        "(or .jsonl, .parquet)",
                         hint=f"stage it first: trainctl data push {lang} PATH/TO/train.csv")
     opts = dict(text_col=text_col, label_col=label_col, label_sep=label_sep, task=task, label_cols=tuple(label_cols))
     raw = bucket.read_bytes(key)
