@@ -132,3 +132,12 @@ def test_data_push_checks_label_columns_from_the_config(project, tmp_path):
     r = runner.invoke(app, ["data", "push", "fr", str(data), "--set", 'defaults.data.label_cols=["toxic","insult"]'])
     assert r.exit_code == 2 and "line 3" in r.output and "'toxic' holds 7" in r.output
     assert not (bucket(project) / "fr").exists()
+
+
+def test_data_push_of_a_test_file_alone_and_a_warning_for_one_left_behind(project, tmp_path):
+    test = tmp_path / "test.csv"
+    test.write_text("text,labels\nmon colis,livraison\n")
+    assert runner.invoke(app, ["data", "push", "fr", str(test)]).exit_code == 0
+    assert (bucket(project) / "fr/data/test.csv").read_bytes() == test.read_bytes()
+    r = runner.invoke(app, ["data", "push", "fr", str(SAMPLE / "fr" / "train.csv")])
+    assert r.exit_code == 0 and "test.csv from an earlier push stays" in " ".join(r.output.split())

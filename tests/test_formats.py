@@ -109,3 +109,24 @@ def test_valid_and_test_files_may_use_another_format_but_one_name_one_format(tmp
     with pytest.raises(DataError, match="both exist") as info:
         load_labelled(bucket, "fr", **OPTS)
     assert "--replace" in info.value.hint
+
+
+def test_valid_and_test_files_together_and_a_small_test_file_with_one_label(tmp_path):
+    bucket = LocalBucket(tmp_path)
+    bucket.write_bytes("fr/data/train.csv", ("text,labels\n" + "".join(f"t{i},{'ab'[i % 2]}\n" for i in range(20))).encode())
+    bucket.write_bytes("fr/data/valid.jsonl", _jsonl([{"text": "v1", "labels": "a"}, {"text": "v2", "labels": "b"}]))
+    bucket.write_bytes("fr/data/test.csv", b"text,labels\nonly one,a\n")  # one label, one row: fine for a test file
+    data, _ = load_labelled(bucket, "fr", **OPTS)
+    assert data.splits.count("valid") == 2 and data.splits.count("test") == 1
+
+
+def test_json_lines_keep_unicode_line_separators_inside_strings():
+    raw = _jsonl([{"text": "a\u2028b\u0085c", "labels": "x"}, {"text": "d", "labels": "y"}]).replace(b"\n", b"\r\n")
+    data = parse_labelled(raw, source="x.jsonl", fmt="jsonl", **OPTS)
+    assert data.texts[0] == "a\u2028b\u0085c" and data.labels == [["x"], ["y"]]
+
+
+def test_integer_labels_read_alike_from_csv_and_parquet_with_nulls():
+    records = [{"text": "a", "labels": 1}, {"text": "b", "labels": 2}, {"text": "c", "labels": None}]
+    data = parse_labelled(_parquet(records), source="x.parquet", fmt="parquet", **OPTS)
+    assert data.label_names == ["1", "2"] and data.skipped_empty == 1

@@ -74,3 +74,32 @@ def test_pretrain_without_a_corpus_stops_before_apply(project, tmp_path):
     r = trainctl(project, "lm", "pretrain", "fr")
     assert r.returncode == 2 and "no corpus at" in r.stdout + r.stderr
     assert not (project / ".trainstack/local/state/train-fr.tfstate").exists()
+
+
+def test_a_sentencepiece_base_lm_brings_its_tokenizer_to_training_runs(tmp_path):
+    """ja: `pretrain-lm` trains a SentencePiece model on the corpus and publishes it with the LM;
+    a training run then tokenizes with that model (its embeddings only transfer with it)."""
+    import subprocess
+    import sys
+
+    from tests.conftest import TINY_TRAINER_ARGS
+    from trainer.storage import open_bucket
+
+    uri = f"file://{tmp_path / 'bucket'}"
+    bucket = open_bucket(uri)
+    bucket.upload(SAMPLE / "ja" / "train.csv", "ja/data/train.csv")
+    texts = (SAMPLE / "ja" / "train.csv").read_text(encoding="utf-8").splitlines()[1:]
+    bucket.write_bytes("ja/data/corpus/web.txt", "\n".join(t.rsplit(",", 1)[0] for t in texts * 3).encode())
+    common = [sys.executable, "-m", "trainer", "--lang", "ja", "--bucket", uri, *TINY_TRAINER_ARGS,
+              "--sp-vocab-size", "300"]
+    done = subprocess.run([*common, "--run-id", "p1", "--job", "pretrain-lm"], capture_output=True, text=True,
+                          timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lm_id = json.loads(bucket.read_bytes("ja/lm/CURRENT"))["id"]
+    meta = json.loads(bucket.read_bytes(f"ja/lm/{lm_id}/meta.json"))
+    assert meta["tokenizer"].startswith("sentencepiece-") and bucket.exists(f"ja/lm/{lm_id}/spm.model")
+    done = subprocess.run([*common, "--run-id", "t1"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    metrics = json.loads(bucket.read_bytes("ja/runs/t1/metrics.json"))
+    assert metrics["tokenizer"] == meta["tokenizer"] and metrics["base_lm"]["id"] == lm_id
+    assert "the base LM's" in bucket.read_bytes("ja/runs/t1/log.txt").decode()

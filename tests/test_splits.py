@@ -60,3 +60,11 @@ def test_task_type_is_explicit_and_a_rare_multi_label_row_is_named():
     forced = parse_labelled_csv("\n".join(rows[:-1]).encode(), source="x", task="multi_label", **OPTS)
     assert forced.multi_label and not forced.warnings
     assert not parse_labelled_csv("\n".join(rows[:-1]).encode(), source="x", **OPTS).multi_label
+
+
+def test_with_only_a_test_split_the_tuning_slice_never_repeats_a_training_text():
+    rows = ["text,labels,split"] + [f"t{i % 30},{'ab'[i % 2]}," for i in range(60)] + ["x,a,test", "y,b,test"]
+    data = parse_labelled_csv("\n".join(rows).encode(), source="x", **OPTS)
+    s = make_splits(data, valid_pct=0.2, seed=0)
+    assert s.duplicates_dropped == 30 and len(s.test) == 2
+    assert not {data.texts[i] for i in s.train} & {data.texts[i] for i in s.valid}

@@ -39,15 +39,16 @@ def test_trainer_on_gcs_bucket_and_same_seed_same_metrics(gcs_env, tmp_path):
     metrics = [json.loads(bucket.read_bytes(f"fr/runs/{r}/metrics.json")) for r in ("a", "b")]
     keys = ("per_label", "micro_f1", "macro_f1", "accuracy")
     assert {k: metrics[0][k] for k in keys} == {k: metrics[1][k] for k in keys}
-    # Run a pretrained a base LM and published it as CURRENT; run b fine-tuned from it and
-    # reused the token cache. Both record it.
-    current = json.loads(bucket.read_bytes("fr/lm/CURRENT"))["id"]
-    assert current.startswith("inline-") and bucket.exists(f"fr/lm/{current}/meta.json")
-    assert metrics[0]["base_lm"]["id"] == metrics[1]["base_lm"]["id"] == current
+    # Run a pretrained a base LM on its training rows and published it (never as CURRENT: it saw
+    # those rows); run b, on the same rows, fine-tuned from it and reused the token cache.
+    assert not bucket.exists("fr/lm/CURRENT")
+    [inline] = {k.split("/")[2] for k in bucket.list("fr/lm/")}
+    assert inline.startswith("inline-") and bucket.exists(f"fr/lm/{inline}/meta.json")
+    assert metrics[0]["base_lm"]["id"] == metrics[1]["base_lm"]["id"] == inline
     assert metrics[1]["base_lm"]["small"] is True
     log_a, log_b = (bucket.read_bytes(f"fr/runs/{r}/log.txt").decode() for r in ("a", "b"))
-    assert f"base LM: published {current}" in log_a
-    assert f"base LM: {current}" in log_b and "(CURRENT)" in log_b and "tokens: reused cache" in log_b
+    assert f"base LM: published {inline}" in log_a
+    assert f"base LM: {inline}" in log_b and "on the same training rows" in log_b and "tokens: reused cache" in log_b
     assert "small base LM: expect weak transfer" in log_b and "found an embedding in base LM" in log_b
     assert json.loads(bucket.read_bytes("fr/runs/b/status.json"))["state"] == "SUCCEEDED"
     # A finished run is never overwritten.

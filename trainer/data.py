@@ -85,8 +85,10 @@ def _row_labels(row: dict, n: int, *, label_col: str, label_sep: str, label_cols
 
 
 def parse_labelled(raw: bytes, *, text_col: str, label_col: str, label_sep: str, source: str,
-                   task: str = "auto", label_cols: tuple[str, ...] = (), fmt: str = "csv") -> LabelledData:
-    """Validated rows of one labelled-data file (`fmt`: csv, jsonl or parquet).
+                   task: str = "auto", label_cols: tuple[str, ...] = (), fmt: str = "csv",
+                   whole: bool = True) -> LabelledData:
+    """Validated rows of one labelled-data file (`fmt`: csv, jsonl or parquet); `whole=False` for
+    a valid/test file, which may hold a single label and rare ones (the train file is the whole).
 
     Labels come from `label_col` (a separated string or a list) or, when `label_cols`
     is given, from one 0/1 column per label; a row whose label columns are all 0 is kept
@@ -135,7 +137,7 @@ def parse_labelled(raw: bytes, *, text_col: str, label_col: str, label_sep: str,
         )
     if label_cols:
         counts.update({c: 0 for c in label_cols})  # a label column with no positive row is still a label
-    if len(counts) < 2:
+    if len(counts) < 2 and whole:
         raise DataError(f"{source} has a single label ({next(iter(counts), None)!r}): nothing to classify",
                         hint="provide examples of at least two labels")
     data = LabelledData(
@@ -146,7 +148,7 @@ def parse_labelled(raw: bytes, *, text_col: str, label_col: str, label_sep: str,
     _decide_task(data, task, source, "label columns" if label_cols else repr(label_sep))
     if skipped:
         data.warnings.append(f"skipped {skipped} row(s) with empty text or label")
-    rare = sorted(lbl for lbl, n in counts.items() if n < MIN_EXAMPLES_PER_LABEL)
+    rare = sorted(lbl for lbl, n in counts.items() if n < MIN_EXAMPLES_PER_LABEL) if whole else []
     if rare:
         data.warnings.append(
             f"label(s) with fewer than {MIN_EXAMPLES_PER_LABEL} examples: {', '.join(rare)} "
@@ -181,15 +183,17 @@ def load_labelled(bucket, lang: str, *, text_col: str, label_col: str, label_sep
     opts = dict(text_col=text_col, label_col=label_col, label_sep=label_sep, task=task, label_cols=tuple(label_cols))
     raw = bucket.read_bytes(key)
     data = parse_labelled(raw, source=bucket.url(key), fmt=format_of(key), **opts)
+    split_column = any(m is not None for m in data.splits)  # before valid/test rows are marked
     for mark in SPLIT_FILES:
         extra_key = data_file(bucket, lang, mark)
         if extra_key is None:
             continue
-        if any(m is not None for m in data.splits):
+        if split_column:
             raise DataError(f"{bucket.url(key)} has a {SPLIT_COL!r} column and {bucket.url(extra_key)} exists too",
                             hint=f"use one way to give the split: the column, or the {mark} file")
         extra_raw = bucket.read_bytes(extra_key)
-        extra = (parse_labelled(extra_raw, source=bucket.url(extra_key), fmt=format_of(extra_key), **opts)
+        extra = (parse_labelled(extra_raw, source=bucket.url(extra_key), fmt=format_of(extra_key), whole=False,
+                                **opts)
                  if extra_raw.strip() else None)
         if extra is None:
             continue

@@ -37,7 +37,8 @@ from trainer.runlog import QuietLog, RunLog
 from trainer.runs import RunStatus, mark_failed, read_status, run_key
 from trainer.storage import open_bucket
 from trainer.lm import pretrain as pretrain_job
-from trainer.lm.base import finetune_vocab, read_vocab
+from trainer.lm.base import finetune_vocab, read_vocab, sentencepiece_of
+from trainer.lm.base import load_weights as load_base_weights
 from trainer.lm.base import stage as base_lm_stage
 from trainer.text.cache import corpus_keys, corpus_tokens, labelled_tokens, sentencepiece_tokenizer
 from trainer.text.languages import default_tokenizer
@@ -92,6 +93,7 @@ class Run:
         # Splits first: a SentencePiece model learns from the training rows only.
         self.splits = make_splits(self.data, valid_pct=a.valid_pct, seed=a.seed)
         self.train_idx, self.valid_idx, self.test_idx = self.splits.train, self.splits.valid, self.splits.test
+        self.resume = self.store.latest()  # before the tokenizer: a resumed run keeps its base LM's
         with D.rank0_first(self.ctx):  # rank 0 tokenizes and caches; the others read its cache
             self.tokenizer = self.choose_tokenizer()
             self.texts = labelled_tokens(self.bucket, a.lang, self.data.texts, log=self.log, tokenizer=self.tokenizer)
@@ -115,7 +117,6 @@ class Run:
                          if self.splits.duplicates_dropped else ""))
         for note in self.splits.notes:
             self.log.line(f"warning: {note}")
-        self.resume = self.store.latest()
         if self.resume is not None:
             self.resume.check_compatible(data_hash=self.data_hash, labels=self.data.label_names)
             self.history[:] = self.resume.payload.get("history", [])
@@ -133,6 +134,10 @@ class Run:
             spec = spacy_spec(code)
             self.log.line(f"tokenizer: {spec.describe()}")
             return spec
+        inherited = sentencepiece_of(self, code)
+        if inherited is not None:  # the base LM's pieces: its embeddings only transfer with its tokenizer
+            self.log.line(f"tokenizer: {inherited.describe()}, the base LM's")
+            return inherited
         return sentencepiece_tokenizer(self.bucket, a.lang, code, [self.data.texts[i] for i in self.train_idx],
                                        vocab_size=a.sp_vocab_size, log=self.log)
 
@@ -173,6 +178,11 @@ class Run:
         The last epoch's checkpoint marks the stage done unless the stage saves its own (`last_saves_done`)."""
         learn.add_cbs([self.epoch_log, self.status_cb, self.ckpt_cb])
         at = self.resume_point(stage)
+        if at is not None and (at.done or at.phase >= len(phases)):
+            # Every phase ran before the interruption: the weights are the checkpoint's, not a fresh model's.
+            D.unwrap(learn.model).load_state_dict(self.resume.payload["model"])
+            self.log.line(f"{stage}: all epochs finished before the interruption; using the checkpoint's weights")
+            return
         total, offset = sum(n for _, n, _ in phases), 0
         for i, (freeze_to, n, lr) in enumerate(phases):
             if at is not None and i < at.phase:
@@ -265,10 +275,12 @@ class Run:
         P.seed_everything(a.seed + self.ctx.rank, deterministic=a.deterministic)
         dls = lm_dataloaders(remap(train_texts, self.ft_vocab), bs=a.bs, seq_len=a.seq_len, seed=a.seed,
                              rank=self.ctx.rank, world=self.ctx.world)
-        pretrained = dict(pretrained_fnames=["weights", "vocab"]) if self.base is not None else dict(pretrained=False)
-        learn = self.setup(language_model_learner(dls, AWD_LSTM, config={**awd_lstm_lm_config, **self.arch},
-                                                  drop_mult=a.drop_mult, path=self.work,
-                                                  metrics=[accuracy, Perplexity()], **pretrained))
+        learn = language_model_learner(dls, AWD_LSTM, config={**awd_lstm_lm_config, **self.arch},
+                                       drop_mult=a.drop_mult, path=self.work, pretrained=False,
+                                       metrics=[accuracy, Perplexity()])
+        if self.base is not None:
+            load_base_weights(learn, models, self.ft_vocab)
+        learn = self.setup(learn)
         self.fit_phases(learn, "lm_finetune", lm_finetune_phases(a.lr_lm, a.epochs_lm), last_saves_done=False)
         encoder = D.unwrap(learn.model)[0].state_dict()
         torch.save(encoder, models / "ft_enc.pth")  # on every rank (fastai's save_encoder skips ranks > 0)

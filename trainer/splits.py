@@ -67,6 +67,14 @@ def _stratified(rows: list[int], labels: list[list[str]], valid_pct: float, seed
     return sorted(r for r in rows if side[r] == TRAIN), sorted(r for r in rows if side[r] == VALID)
 
 
+def _first_copies(texts: list[str], rows) -> list[int]:
+    """`rows` without exact repeats of an earlier row's text (the first copy stays), sorted."""
+    first: dict[str, int] = {}
+    for i in rows:
+        first.setdefault(texts[i], i)
+    return sorted(first.values())
+
+
 def make_splits(data: LabelledData, *, valid_pct: float, seed: int) -> Splits:
     marks = data.splits
     if any(m is not None for m in marks):
@@ -74,17 +82,16 @@ def make_splits(data: LabelledData, *, valid_pct: float, seed: int) -> Splits:
         valid = [i for i, m in enumerate(marks) if m == VALID]
         test = [i for i, m in enumerate(marks) if m == TEST]
         out = Splits(train, valid, test, source="data")
-        if not valid:  # only a test split given: tune on a stratified slice of the training rows
-            out.train, out.valid = _stratified(train, data.labels, valid_pct, seed)
+        if not valid:  # only a test split given: tune on a stratified slice of the (de-duplicated) training rows
+            rows = _first_copies(data.texts, train)
+            out.duplicates_dropped = len(train) - len(rows)
+            out.train, out.valid = _stratified(rows, data.labels, valid_pct, seed)
             out.source = "data (test) + stratified (valid)"
         seen = {data.texts[i] for i in out.train}
         leaked = sum(data.texts[i] in seen for i in out.valid + out.test)
         if leaked:
             out.notes.append(f"{leaked} validation/test row(s) repeat a training text exactly (kept as given)")
         return out
-    first: dict[str, int] = {}
-    for i, text in enumerate(data.texts):
-        first.setdefault(text, i)
-    rows = sorted(first.values())
+    rows = _first_copies(data.texts, range(len(data.texts)))
     train, valid = _stratified(rows, data.labels, valid_pct, seed)
     return Splits(train, valid, source="stratified", duplicates_dropped=len(data.texts) - len(rows))

@@ -71,7 +71,9 @@ def _csv(raw: bytes, source: str) -> Table:
 
 def _jsonl(raw: bytes, source: str) -> Table:
     records, columns = [], {}
-    for n, line in enumerate(_decode(raw, source).splitlines(), start=1):
+    # split on \n only: str.splitlines() also breaks at U+2028/U+2029/U+0085, legal inside JSON strings
+    for n, line in enumerate(_decode(raw, source).split("\n"), start=1):
+        line = line.removesuffix("\r")
         if not line.strip():
             continue
         try:
@@ -127,6 +129,8 @@ def cell_text(value: Any) -> str:
         return value
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))  # Parquet stores an int column with nulls as float: 1.0 is the label 1
     if isinstance(value, (int, float)):
         return str(value)
     raise TypeError(type(value).__name__)

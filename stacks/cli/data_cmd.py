@@ -20,7 +20,9 @@ def _plan_uploads(lang: str, path: Path) -> list[tuple[Path, str]]:
         fmt = format_of(path.name)
         if fmt is None:
             fail(f"{path}: unknown format", "name it train.csv, train.jsonl or train.parquet", ExitStatus.BAD_INPUT)
-        return [(path, f"{lang}/data/train{SUFFIX_OF[fmt]}")]
+        name = path.name[: -len(SUFFIX_OF[fmt])]
+        role = name if name in ("valid", "test") else "train"  # any other file name is the training data
+        return [(path, f"{lang}/data/{role}{SUFFIX_OF[fmt]}")]
     pairs = []
     for name in ("train", "valid", "test"):
         found = [path / f"{name}{suffix}" for suffix in SUFFIXES if (path / f"{name}{suffix}").is_file()]
@@ -46,6 +48,21 @@ def _other_formats(bucket, key: str) -> list[str]:
     return [stem + suffix for suffix, other in SUFFIXES.items() if other != fmt and bucket.exists(stem + suffix)]
 
 
+def _warn_stale_splits(bucket, lang: str, pairs) -> None:
+    """New training data with a valid/test file left from an earlier push: say that it stays in use."""
+    stems = {k.rsplit(".", 1)[0] for _, k in pairs}
+    if f"{lang}/data/train" not in stems:
+        return
+    for role in ("valid", "test"):
+        if f"{lang}/data/{role}" in stems:
+            continue
+        for key in (f"{lang}/data/{role}{suffix}" for suffix in SUFFIXES):
+            if bucket.exists(key):
+                use = "tunes the thresholds of" if role == "valid" else "scores"
+                console.print(f"[yellow]warning:[/] {bucket.url(key)} from an earlier push stays and {use} "
+                              "runs on this data; push a new one, or remove it if it no longer belongs")
+
+
 @app.command("push")
 @mapped_errors
 def push(lang: LangArg,
@@ -69,7 +86,8 @@ def push(lang: LangArg,
             d = settings.data
             data = parse_labelled(src.read_bytes(), text_col=d.text_col, label_col=d.label_col,
                                   label_sep=d.label_sep, task=d.task, label_cols=tuple(d.label_cols),
-                                  source=str(src), fmt=format_of(key))
+                                  source=str(src), fmt=format_of(key),
+                                  whole=key.rsplit("/", 1)[1].startswith("train."))
             for warning in data.warnings:
                 console.print(f"[yellow]warning:[/] {warning}")
             console.print(f"{src}: {len(data.texts)} rows, {len(data.label_counts)} labels"
@@ -84,6 +102,7 @@ def push(lang: LangArg,
         fail(f"{len(conflicts)} file(s) already in the bucket differ: {names}",
              "rerun with --replace to replace them (the old versions are kept under <lang>/data/previous/)",
              ExitStatus.BAD_INPUT)
+    _warn_stale_splits(bucket, lang, pairs)
     uploaded = 0
     for other in [k for _, k in conflicts if k not in dict((k, s) for s, k in pairs)]:
         backup = f"{lang}/data/previous/{stamp}/{other[len(lang) + 1:]}"

@@ -33,8 +33,10 @@ def run_job(lang: str, env: str, sets, detach: bool, *, job: str) -> None:
     from stacks import lifecycle as L
     from trainer.runs import ARTIFACTS, SUCCEEDED, read_metrics, run_prefix
 
-    project, config = load(env, [*(sets or []), f"languages.{lang}.trainer.job={job}"] if job != "classifier"
-                           else sets)
+    project, config = load(env, sets)
+    L.language_settings(config, lang)  # an unconfigured language is refused, whatever the job
+    if job != "classifier":
+        project, config = load(env, [*(sets or []), f"languages.{lang}.trainer.job={job}"])
     settings = L.language_settings(config, lang)
     bucket = L.bucket_of(config)
     data = L.preflight_data(bucket, lang, settings) if job == "classifier" else None

@@ -2,14 +2,14 @@
 
 `trainer.base_lm` says which: `current` (what `<lang>/lm/CURRENT` names; none published:
 no base LM, with a warning), an id, `none`, or `pretrain-inline` (CURRENT when it fits, else
-pretrain one on the corpus and the training rows and publish it: the tiny local demo's way).
+one pretrained on the corpus and this run's training rows — reused by runs on the same rows,
+never made CURRENT: the tiny local demo's way).
 A base LM made with another tokenizer than the run's is never mixed in.
 """
 from __future__ import annotations
 
 import hashlib
 import json
-import pickle
 from pathlib import Path
 
 from trainer.errors import DataError
@@ -25,17 +25,35 @@ def fetch(bucket, lang: str, lm: BaseLM, models: Path) -> None:
         bucket.download(store.prefix(lang, lm.id) + name, models / name)
 
 
+def wanted_id(run) -> str | None:
+    """An lm id, `current`/`pretrain-inline`, or None (no base LM): what the run asks for, or what it
+    chose before an interruption (the same one, even if CURRENT moved since)."""
+    payload = run.resume.payload if run.resume is not None else {}
+    if "base_lm" in payload:
+        return payload["base_lm"]
+    return None if run.a.base_lm == NONE else run.a.base_lm
+
+
+def sentencepiece_of(run, code: str):
+    """The SentencePiece TokenizerSpec of the base LM the run will use, if it was trained with one."""
+    from trainer.text.tokenizers import SENTENCEPIECE, TokenizerSpec
+
+    wanted = wanted_id(run)
+    lm_id = store.current_id(run.bucket, run.a.lang) if wanted in (CURRENT, INLINE) else wanted
+    lm = store.read(run.bucket, run.a.lang, lm_id) if lm_id else None
+    key = store.prefix(run.a.lang, lm.id) + store.SP_MODEL if lm else None
+    if lm is None or not lm.tokenizer.startswith(SENTENCEPIECE) or not run.bucket.exists(key):
+        return None
+    spec = TokenizerSpec(SENTENCEPIECE, code, run.bucket.read_bytes(key))
+    return spec if spec.id == lm.tokenizer else None
+
+
 def choose(run) -> tuple[BaseLM | None, str]:
     """(the base LM this run fine-tunes from or None, why), without downloading anything."""
     a, bucket = run.a, run.bucket
-    wanted = a.base_lm
-    payload = run.resume.payload if run.resume is not None else {}
-    if "base_lm" in payload:  # chosen before the interruption: the same one, even if CURRENT moved
-        if payload["base_lm"] is None:
-            return None, "none before the interruption"
-        wanted = payload["base_lm"]
-    if wanted == NONE:
-        return None, "trainer.base_lm: none"
+    wanted = wanted_id(run)
+    if wanted is None:
+        return None, "none before the interruption" if a.base_lm != NONE else "trainer.base_lm: none"
     lm_id = store.current_id(bucket, a.lang) if wanted in (CURRENT, INLINE) else wanted
     lm = store.read(bucket, a.lang, lm_id) if lm_id else None
     if wanted not in (CURRENT, INLINE) and lm is None:
@@ -61,19 +79,9 @@ def _legacy_spacy_match(lm: BaseLM, tokenizer) -> bool:
 def stage(run) -> BaseLM | None:
     """Runs the base-LM stage: fetches the chosen LM, or pretrains inline; returns what the run uses."""
     a = run.a
-    models = run.work / "models"
     lm, why = choose(run)
     if lm is not None:
-        fetch(run.bucket, a.lang, lm, models)
-        if lm.arch and lm.arch != run.arch:
-            run.log.line(f"base LM {lm.id} has arch {lm.arch}; using it (config asked {run.arch})")
-            run.arch = dict(lm.arch)
-        run.stage("base_lm")
-        run.log.line(f"base LM: {lm.describe()} ({why})")
-        if lm.small:
-            run.log.line(f"warning: small base LM: expect weak transfer ({lm.tokens:,} tokens, under "
-                         f"{store.SMALL_LM_TOKENS:,}; trainctl lm pretrain {a.lang} on a larger corpus)")
-        return lm
+        return _use(run, lm, why)
     if a.base_lm != INLINE:
         run.stage("base_lm")
         run.log.line(f"warning: no base LM ({why}): the LM is fine-tuned from random weights, "
@@ -81,24 +89,51 @@ def stage(run) -> BaseLM | None:
         return None
     if why.startswith("base LM"):
         run.log.line(f"warning: {why}: pretraining one inline")
+    own = store.read(run.bucket, a.lang, inline_id(run))
+    if own is not None:  # this data, split and settings were pretrained before: the same LM
+        return _use(run, own, "pretrained inline before on the same training rows")
     return pretrain_inline(run)
 
 
+def _use(run, lm: BaseLM, why: str) -> BaseLM:
+    """Fetches `lm` into models/ and says so (with a warning when it is small)."""
+    fetch(run.bucket, run.a.lang, lm, run.work / "models")
+    if lm.arch and lm.arch != run.arch:
+        run.log.line(f"base LM {lm.id} has arch {lm.arch}; using it (config asked {run.arch})")
+        run.arch = dict(lm.arch)
+    run.stage("base_lm")
+    run.log.line(f"base LM: {lm.describe()} ({why})")
+    if lm.small:
+        run.log.line(f"warning: small base LM: expect weak transfer ({lm.tokens:,} tokens, under "
+                     f"{store.SMALL_LM_TOKENS:,}; trainctl lm pretrain {run.a.lang} on a larger corpus)")
+    return lm
+
+
+def inline_id(run) -> str:
+    """An inline LM learns from this run's training rows: its id hashes them (and what else shapes
+    the weights), so no run whose validation or test rows it saw can pick it up."""
+    a = run.a
+    rows = hashlib.sha256(json.dumps(sorted(run.train_idx)).encode()).hexdigest()
+    return "inline-" + hashlib.sha256(json.dumps(
+        [run.data_hash, rows, run.tokenizer.id, run.arch, a.epochs_base_lm, a.seed, a.lr_lm, a.bs, a.seq_len,
+         a.drop_mult, a.max_vocab, a.min_freq]).encode()).hexdigest()[:12]
+
+
 def pretrain_inline(run) -> BaseLM:
-    """The corpus plus the training rows, `epochs_base_lm` epochs; published (CURRENT if none yet)."""
+    """The corpus plus the training rows, `epochs_base_lm` epochs; published under inline_id, never
+    as CURRENT (it has seen this run's training rows, which another split may score)."""
     a = run.a
     models = run.work / "models"
+    lm_id = inline_id(run)
     tokens, vocab = run.pretrain_base_lm()
-    lm_id = "inline-" + hashlib.sha256(json.dumps(
-        [run.data_hash, run.tokenizer.id, run.arch, a.epochs_base_lm, a.seed]).encode()).hexdigest()[:12]
     lm = BaseLM(id=lm_id, source=INLINE, tokenizer=run.tokenizer.id, arch=dict(run.arch), vocab_size=len(vocab),
                 tokens=int(tokens), corpus_hash=run.data_hash, run_id=a.run_id, created_at=store.now())
     if run.ctx.main:
         weights, vocab_bytes = (models / "weights.pth").read_bytes(), (models / "vocab.pkl").read_bytes()
-        first = store.current_id(run.bucket, a.lang) is None
-        store.publish(run.bucket, a.lang, lm, weights, vocab_bytes, make_current=first)
-        run.log.line(f"base LM: published {lm.describe()} to {run.bucket.url(store.prefix(a.lang, lm.id))}"
-                     + ("; CURRENT now names it" if first else ""))
+        store.publish(run.bucket, a.lang, lm, weights, vocab_bytes, make_current=False,
+                      tokenizer_model=run.tokenizer.sp_model)
+        run.log.line(f"base LM: published {lm.describe()} to {run.bucket.url(store.prefix(a.lang, lm.id))} "
+                     "(runs on the same training rows reuse it)")
     return lm
 
 
@@ -114,4 +149,22 @@ def finetune_vocab(task_vocab: list[str], base_vocab: list[str] | None, max_voca
 
 
 def read_vocab(models: Path) -> list[str]:
-    return list(pickle.loads((models / "vocab.pkl").read_bytes()))
+    """The base LM's vocabulary, read by an unpickler that admits lists and strings only."""
+    from trainer.lm.importer import load_vocab
+
+    return load_vocab((models / "vocab.pkl").read_bytes(), str(models / "vocab.pkl"))
+
+
+def load_weights(learn, models: Path, new_vocab: list[str]) -> None:
+    """fastai's LMLearner.load_pretrained without its unsafe loads (it unpickles both files
+    whole): tensors only (`weights_only=True`) and the checked vocabulary, then the same
+    embedding matching (rows of words the base LM knows keep their vectors)."""
+    import torch
+    from fastai.text.learner import clean_raw_keys, load_ignore_keys, match_embeds
+
+    wgts = torch.load(models / "weights.pth", map_location="cpu", weights_only=True)
+    if "model" in wgts:
+        wgts = wgts["model"]
+    wgts = match_embeds(wgts, read_vocab(models), list(new_vocab))
+    load_ignore_keys(learn.model, clean_raw_keys(wgts))
+    learn.freeze()

@@ -257,5 +257,6 @@ def import_lm(bucket, lang: str, weights: Path, vocab: Path, *, tokenizer: Token
                 created_at=store.now(),
                 origin={"weights": weights.name, "vocab": vocab.name, "weights_sha256": weights_sha,
                         "vocab_sha256": vocab_sha, "coverage": coverage.as_dict(), "note": source_note})
-    published = store.publish(bucket, lang, lm, buf.getvalue(), pickle.dumps(list(tokens)), make_current=True)
+    published = store.publish(bucket, lang, lm, buf.getvalue(), pickle.dumps(list(tokens)), make_current=True,
+                              tokenizer_model=tokenizer.sp_model if tokenizer.kind == "sentencepiece" else None)
     return lm, ImportReport(coverage, published, warnings)

@@ -88,8 +88,10 @@ def pretrain(run) -> BaseLM:
     last = run.history[-1] if run.history else {}
     perplexity = last.get("perplexity") or (math.exp(last["valid_loss"]) if "valid_loss" in last else None)
     n_train_tokens = int(tokens.n_tokens * (1 - valid_pct))
+    # everything that changes the weights: the same inputs give the same id, any other a new one
     lm_id = "pt-" + hashlib.sha256(json.dumps(
-        [run.data_hash, run.arch, a.epochs_base_lm, a.seed, a.max_vocab, a.min_freq]).encode()).hexdigest()[:12]
+        [run.data_hash, run.arch, a.epochs_base_lm, a.seed, a.max_vocab, a.min_freq, a.lr_lm, a.bs, a.seq_len,
+         a.drop_mult, VALID_PCT, a.precision]).encode()).hexdigest()[:12]
     lm = BaseLM(id=lm_id, source="pretrain", tokenizer=run.tokenizer.id, arch=dict(run.arch), vocab_size=len(vocab),
                 tokens=n_train_tokens, corpus_hash=run.data_hash,
                 perplexity=None if perplexity is None else round(float(perplexity), 3),
@@ -99,7 +101,8 @@ def pretrain(run) -> BaseLM:
 
         buf = io.BytesIO()
         torch.save(D.unwrap(learn.model).state_dict(), buf)
-        fresh = store.publish(run.bucket, a.lang, lm, buf.getvalue(), pickle.dumps(list(vocab)), make_current=True)
+        fresh = store.publish(run.bucket, a.lang, lm, buf.getvalue(), pickle.dumps(list(vocab)), make_current=True,
+                              tokenizer_model=run.tokenizer.sp_model)
         where = run.bucket.url(store.prefix(a.lang, lm.id))
         run.log.line(f"base LM: {'published' if fresh else 'already published'} {lm.describe()} at {where}; "
                      "CURRENT now names it")

@@ -19,6 +19,7 @@ from trainer.errors import DataError
 
 FILES = ("weights.pth", "vocab.pkl", "meta.json")  # publication order: meta.json last
 LEGACY_ID = "legacy"
+SP_MODEL = "spm.model"  # beside the weights when the LM was trained on SentencePiece pieces
 SMALL_LM_TOKENS = 10_000_000  # below this, transfer is weak (the ULMFiT paper used WikiText-103: 103 M)
 
 
@@ -109,9 +110,11 @@ def set_current(bucket, lang: str, lm_id: str) -> BaseLM:
     return lm
 
 
-def publish(bucket, lang: str, lm: BaseLM, weights: bytes, vocab: bytes, *, make_current: bool) -> bool:
-    """Write `lm` under its id (weights, vocab, then meta.json; never overwriting) and, if asked,
-    point CURRENT at it. False when that id was already complete (nothing written)."""
+def publish(bucket, lang: str, lm: BaseLM, weights: bytes, vocab: bytes, *, make_current: bool,
+            tokenizer_model: bytes | None = None) -> bool:
+    """Write `lm` under its id (weights, vocab, the SentencePiece model it was trained with if any,
+    then meta.json; never overwriting) and, if asked, point CURRENT at it. False when that id was
+    already complete (nothing written)."""
     base = prefix(lang, lm.id)
     if lm.id == LEGACY_ID:
         raise ValueError("the legacy layout is read, never written")
@@ -122,6 +125,8 @@ def publish(bucket, lang: str, lm: BaseLM, weights: bytes, vocab: bytes, *, make
     # without meta.json the id is incomplete (an interrupted publish): its files may be replaced
     bucket.write_bytes(base + "weights.pth", weights)
     bucket.write_bytes(base + "vocab.pkl", vocab)
+    if tokenizer_model is not None:  # runs that fine-tune from this LM tokenize with the same model
+        bucket.write_bytes(base + SP_MODEL, tokenizer_model)
     bucket.write_bytes(base + "meta.json", json.dumps(asdict(lm), indent=2).encode(), if_absent=True)
     if make_current:
         set_current(bucket, lang, lm.id)

@@ -187,7 +187,8 @@ SP_SAMPLE_CHARS = 100_000_000  # corpus text a SentencePiece model is trained on
 
 def sentencepiece_tokenizer(bucket: Bucket, lang: str, code: str, texts: list[str], *, vocab_size: int,
                             log) -> TokenizerSpec:
-    """A SentencePiece model trained on `texts` (the training rows) and the start of each corpus file,
+    """A SentencePiece model trained on `texts` (the training rows) and the corpus files in order, up to
+    SP_SAMPLE_CHARS characters of corpus,
     cached in the bucket by its inputs: `<lang>/cache/<hash>/spm.model`, trained once per data."""
     import sentencepiece
 
