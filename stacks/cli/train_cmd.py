@@ -89,12 +89,14 @@ def run_job(lang: str, env: str, sets, detach: bool, *, job: str) -> None:
         err_console.print(f"  log: {bucket.url(run_prefix(lang, run_id) + 'log.txt')}", soft_wrap=True, markup=False)
         raise typer.Exit(ExitStatus.RUN_FAILED)
     metrics = read_metrics(bucket, lang, run_id)
-    if job != "classifier":
+    # By what the run was, not what was asked: `train` may attach to a running `lm pretrain` and back.
+    if metrics.get("job") == "pretrain-lm":
         from trainer.lm import store
 
         lm = metrics["base_lm"]
+        small = lm.get("tokens") is not None and lm["tokens"] < store.SMALL_LM_TOKENS
         console.print(f"base LM {lm['id']}: held-out perplexity {lm['perplexity']}, {lm['tokens']:,} training tokens"
-                      + (" (small base LM: expect weak transfer)" if lm["tokens"] < store.SMALL_LM_TOKENS else ""))
+                      + (" (small base LM: expect weak transfer)" if small else ""))
         console.print(f"  {bucket.url(store.prefix(lang, lm['id']))} · CURRENT names it: training runs of {lang} "
                       "fine-tune from it", soft_wrap=True, markup=False)
         console.print(f"[green]run {run_id} SUCCEEDED[/]; {handle.name} destroyed, nothing left running")
