@@ -107,6 +107,13 @@ def gcp_preflight(config: EnvConfig, lang: str, reporter: Reporter | None = None
     require_image(ref, env=config.env)
     if reporter:
         reporter.info(f"image ok: {ref}")
+    from stacks.gcp.doctor import check_boot_image  # trainctl doctor's cheap check: one API call
+
+    boot = check_boot_image(config, lang)
+    if not boot.ok:
+        raise InfraError(f"{boot.name}: {boot.detail}", hint=boot.fix)
+    if reporter:
+        reporter.info(f"{boot.name} ok: {boot.detail}")
     return gcp_placement(config, lang, zone=decision.zone, metric=decision.metric)
 
 

@@ -81,3 +81,20 @@ def test_run_metadata_records_the_image_zone_and_quota_metric(project, tmp_path)
     assert meta["machine_type"] == "g2-standard-8" and meta["gpu"] == {"type": "nvidia-l4", "count": 1}
     assert meta["spot"] is True and meta["region"] == "europe-west4"
     assert meta["cost_estimate"]["per_hour"] > 0 and meta["cost_estimate"]["max_run_hours"] == 4
+
+
+def test_a_boot_image_that_does_not_resolve_is_exit_3_before_anything_is_created(project, gcs_env, monkeypatch):
+    """The cheap subset of `trainctl doctor` runs before apply: the boot image family is looked up."""
+    args = dev("gs://test-bucket/preflight-boot")
+    assert runner.invoke(app, ["data", "push", "fr", str(SAMPLE / "fr"), *args]).exit_code == 0
+    api = compute_api()
+    api.routes[("HEAD", MANIFEST)] = (200, {})
+    with api:
+        monkeypatch.setenv(ENDPOINT_ENV, api.url)
+        monkeypatch.setenv(REGISTRY_ENDPOINT_ENV, api.url)
+        result = runner.invoke(app, ["train", "fr", *args])
+    out = " ".join(result.output.split())
+    assert result.exit_code == 3, result.output
+    assert "image ok" in out and "cos-stable does not resolve" in out and "describe-from-family" in out
+    assert api.requests("GET", "/compute/v1/projects/cos-cloud/global/images/family/cos-stable")
+    assert not (project / ".trainstack" / "dev" / "cdktf.out").exists()
