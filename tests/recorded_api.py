@@ -28,7 +28,8 @@ class Seen:
 
 @dataclass
 class RecordedApi:
-    """routes: {("GET", r"/compute/v1/projects/p/regions/[^/]+"): (200, "compute/region.json" | {...})}"""
+    """routes: {("GET", r"/compute/v1/projects/p/regions/[^/]+"): (200, "compute/region.json" | {...})};
+    a payload may be a callable of the JSON request body returning (status, payload)."""
 
     routes: dict[tuple[str, str], tuple[int, object]]
     seen: list[Seen] = field(default_factory=list)
@@ -47,6 +48,8 @@ class RecordedApi:
                         break
                 else:
                     status, payload = 404, {"error": {"code": 404, "message": f"no recording for {parts.path}"}}
+                if callable(payload):  # a recording chosen by the request (e.g. one answer per access tuple)
+                    status, payload = payload(json.loads(body or b"{}"))
                 if isinstance(payload, str):
                     payload = json.loads((FIXTURES / payload).read_text())
                 data = json.dumps(payload).encode()

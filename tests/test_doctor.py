@@ -21,6 +21,16 @@ ORG_POLICY = "/v1/projects/p1:getEffectiveOrgPolicy"
 PROJECT = "/compute/v1/projects/p1"
 REGION = PROJECT + "/regions/europe-west4"
 ACCEL = PROJECT + "/zones/[^/]+/acceleratorTypes/nvidia-l4"
+TROUBLESHOOT = "/v3/iam:troubleshoot"
+
+
+def iam(granted=lambda resource, permission: "_cloudbuild/" not in resource, state=None):
+    """Policy Troubleshooter v3 answers per access tuple: CAN_ACCESS where `granted`, else CANNOT_ACCESS."""
+    def answer(body: dict):
+        t = body["accessTuple"]
+        decided = state or ("CAN_ACCESS" if granted(t["fullResourceName"], t["permission"]) else "CANNOT_ACCESS")
+        return 200, {"accessTuple": t, "overallAccessState": decided}
+    return answer
 
 
 def fixture(name: str) -> dict:
@@ -56,13 +66,14 @@ def healthy() -> dict:
             ("POST", ORG_POLICY): (200, {"booleanPolicy": {}, "listPolicy": {"allValues": "ALLOW"}}),
             ("GET", PROJECT): (200, fixture("project_p1.json")),
             ("GET", REGION): (200, fixture("region_europe-west4.json")),
-            ("GET", ACCEL): (200, fixture("accelerator_type_nvidia-l4.json"))}
+            ("GET", ACCEL): (200, fixture("accelerator_type_nvidia-l4.json")),
+            ("POST", TROUBLESHOOT): (200, iam())}
 
 
 def doctor(project, monkeypatch, routes, *sets):
     api = RecordedApi(routes).__enter__()
     for var in ("TRAINSTACK_SERVICEUSAGE_ENDPOINT", "TRAINSTACK_COMPUTE_ENDPOINT", "TRAINSTACK_REGISTRY_ENDPOINT",
-                "TRAINSTACK_RESOURCEMANAGER_ENDPOINT"):
+                "TRAINSTACK_RESOURCEMANAGER_ENDPOINT", "TRAINSTACK_POLICYTROUBLESHOOTER_ENDPOINT"):
         monkeypatch.setenv(var, api.url)
     try:
         args = [a for s in (*SETS, *sets) for a in ("--set", s)]
@@ -85,9 +96,20 @@ def test_all_ok(project, monkeypatch):
     assert "boot image (fr, g2-standard-8): projects/cos-cloud/global/images/family/cos-stable -> cos-121" in text
     assert "GPU quota (fr): 1 GPU(s) fit in europe-west4-a" in text
     assert "org policy compute.requireShieldedVm: not enforced" in text
-    assert "not checked: IAM as evaluated with conditions" in text  # says what it does not cover
-    # Read-only: GETs, plus Resource Manager's getEffectiveOrgPolicy (a read that takes a POST body).
-    assert {(s.method, s.path) for s in api.seen if s.method not in ("GET", "HEAD")} == {("POST", ORG_POLICY)}
+    assert "not checked: the CI identities' rights" in text  # says what it does not cover
+    assert "trainer account (fr): write fr/runs/: storage.objects.create: CAN_ACCESS" in text
+    assert "trainer account (en): no write to _cloudbuild/: storage.objects.create: CANNOT_ACCESS" in text
+    assert "trainer account (fr): resize dev-train-fr: compute.instanceGroupManagers.update: CAN_ACCESS" in text
+    # Read-only: GETs, plus two reads that take a POST body (getEffectiveOrgPolicy, iam:troubleshoot).
+    assert {(s.method, s.path) for s in api.seen if s.method not in ("GET", "HEAD")} == {
+        ("POST", ORG_POLICY), ("POST", TROUBLESHOOT)}
+    tuples = [json.loads(s.body)["accessTuple"] for s in api.requests("POST", TROUBLESHOOT)]
+    assert {t["principal"] for t in tuples} == {"trainstack-trainer@p1.iam.gserviceaccount.com"}
+    runs = next(t for t in tuples if t["fullResourceName"].endswith("/objects/fr/runs/doctor-probe/status.json"))
+    # the conditions on object-name prefixes are evaluated from the resource context sent along
+    assert runs["conditionContext"]["resource"] == {
+        "service": "storage.googleapis.com", "type": "storage.googleapis.com/Object",
+        "name": "projects/_/buckets/trainstack-dev-artifacts/objects/fr/runs/doctor-probe/status.json"}
     constraints = {json.loads(s.body)["constraint"] for s in api.requests("POST", ORG_POLICY)}
     assert constraints == {"constraints/compute.requireShieldedVm", "constraints/iam.allowedPolicyMemberDomains"}
     (listing,) = api.requests("GET", SERVICES)
@@ -117,6 +139,16 @@ def test_all_ok(project, monkeypatch):
      "Resource Manager answered HTTP 403", "roles/orgpolicy.policyViewer"),
     ("no-quota", lambda r: r.update({("GET", REGION): (200, no_l4_quota())}),
      "GPU quota (fr): no zone fits train-fr", "raise NVIDIA_L4_GPUS in europe-west4 to >= 1"),
+    ("prefix-not-granted", lambda r: r.update({("POST", TROUBLESHOOT): (200, iam(
+        lambda res, perm: "/objects/fr/lm/" not in res and "_cloudbuild/" not in res))}),
+     "trainer account (fr): write fr/lm/", "apply the foundation stack"),
+    ("too-broad", lambda r: r.update({("POST", TROUBLESHOOT): (200, iam(lambda res, perm: True))}),
+     "_cloudbuild/doctor-probe.tgz: CAN_ACCESS", "a build context could be planted"),
+    ("undecided", lambda r: r.update({("POST", TROUBLESHOOT): (200, iam(state="UNKNOWN_CONDITIONAL"))}),
+     "IAM could not decide (UNKNOWN_CONDITIONAL)", "Policy Troubleshooter"),
+    ("troubleshooter-denied", lambda r: r.update({("POST", TROUBLESHOOT): (403, {"error": {"code": 403,
+                                                                                    "message": "no"}})}),
+     "Policy Troubleshooter answered HTTP 403", "roles/iam.securityReviewer"),
 ])
 def test_each_problem_says_what_to_do_and_exits_3(project, monkeypatch, case, change, expected, fix):
     routes = healthy()
