@@ -103,3 +103,14 @@ def test_a_sentencepiece_base_lm_brings_its_tokenizer_to_training_runs(tmp_path)
     metrics = json.loads(bucket.read_bytes("ja/runs/t1/metrics.json"))
     assert metrics["tokenizer"] == meta["tokenizer"] and metrics["base_lm"]["id"] == lm_id
     assert "the base LM's" in bucket.read_bytes("ja/runs/t1/log.txt").decode()
+
+
+def test_pretrain_while_a_training_run_is_active_follows_that_run_and_says_so(staged):
+    r = trainctl(staged, "train", "fr", *TINY_SETS, "--detach")
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = trainctl(staged, "lm", "pretrain", "fr", *TINY_SETS)
+    out = " ".join((r.stdout + r.stderr).split())
+    assert r.returncode == 0, out
+    assert "was a classifier run, already active" in out and "macro-F1" in out  # its own result, not an LM's
+    assert not (lm_dir(staged) / "CURRENT").exists()
+    assert_nothing_left(staged)

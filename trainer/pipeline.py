@@ -330,7 +330,7 @@ def _log_for(ctx: D.Context, bucket, args):
     status = read_status(bucket, args.lang, args.run_id)
     resume = status is not None
     if status is None:
-        status = RunStatus(run_id=args.run_id, lang=args.lang, env=args.env)
+        status = RunStatus(run_id=args.run_id, lang=args.lang, env=args.env, job=args.job)
     else:
         status.resumed += 1
     log = RunLog(bucket, status)

@@ -57,6 +57,7 @@ class RunStatus:
     resumed: int = 0
     host: str | None = None
     pid: int | None = None
+    job: str = "classifier"  # or pretrain-lm (trainctl lm pretrain)
 
     @property
     def terminal(self) -> bool:

@@ -61,6 +61,13 @@ def run_job(lang: str, env: str, sets, detach: bool, *, job: str) -> None:
             err_console.print(f"interrupted while applying {handle.name}; the stack may be partly applied.\n"
                               f"  tear it down: trainctl destroy {lang} --env {env}")
             raise typer.Exit(ExitStatus.INTERRUPTED)
+        if attached:
+            from trainer.runs import read_status
+
+            running = read_status(bucket, lang, run_id)
+            if running is not None and running.job != job:
+                rep.warn(f"run {run_id} of {lang} is a {running.job} run, already active: following it to its end "
+                         f"(one run per language at a time); start this one afterwards")
         run_url = bucket.url(run_prefix(lang, run_id))
         if detach:
             rep.info(f"run {run_id} started: {run_url}")
@@ -89,8 +96,12 @@ def run_job(lang: str, env: str, sets, detach: bool, *, job: str) -> None:
         err_console.print(f"  log: {bucket.url(run_prefix(lang, run_id) + 'log.txt')}", soft_wrap=True, markup=False)
         raise typer.Exit(ExitStatus.RUN_FAILED)
     metrics = read_metrics(bucket, lang, run_id)
+    ran = metrics.get("job", "classifier")
+    if ran != job:  # attached to a run of the other kind, started before this command
+        err_console.print(f"note: run {run_id} was a {ran} run, already active when this command started; "
+                          "nothing of what you asked has run yet: start it again now")
     # By what the run was, not what was asked: `train` may attach to a running `lm pretrain` and back.
-    if metrics.get("job") == "pretrain-lm":
+    if ran == "pretrain-lm":
         from trainer.lm import store
 
         lm = metrics["base_lm"]
