@@ -19,7 +19,7 @@ from stacks.errors import RunNotFoundError
 RunOpt = Annotated[str | None, typer.Option("--run", help="run id (default: the newest)")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON (stable keys, see the README)")]
 STATUS_KEYS = ("run_id", "lang", "env", "state", "stage", "epoch", "epochs", "started_at", "updated_at",
-               "finished_at", "error", "resumed")
+               "finished_at", "error", "resumed", "job")
 
 runs_app = typer.Typer(help="Past and current runs of every language in the bucket.")
 
