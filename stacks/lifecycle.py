@@ -67,11 +67,10 @@ def preflight_data(bucket: Bucket, lang: str, settings: LanguageSettings) -> Lab
 
 def preflight_corpus(bucket: Bucket, lang: str, settings: LanguageSettings) -> str:
     """A base-LM job needs corpus files; returns a one-line summary, or a DataError (exit 2)."""
-    from trainer.data import CORPUS_PREFIX
+    from trainer.data import corpus_keys
     from trainer.errors import DataError
 
-    # the trainer's rule (trainer.text.cache.corpus_keys), without its fastai import
-    keys = [k for k in bucket.list(CORPUS_PREFIX.format(lang=lang)) if k.endswith((".txt", ".txt.gz"))]
+    keys = corpus_keys(bucket, lang)
     if not keys:
         raise DataError(f"no corpus at {bucket.url(f'{lang}/data/corpus/')} (.txt or .txt.gz, one text per line)",
                         hint=f"stage it: trainctl data push {lang} FOLDER (holding corpus/*.txt[.gz])")

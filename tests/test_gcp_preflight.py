@@ -21,17 +21,22 @@ def dev(bucket: str) -> list[str]:
     return ["--env", "dev", "--set", "project=p1", "--set", f"bucket={bucket}"]
 
 
+def train_against(api, args, monkeypatch):
+    """`trainctl train fr` with Compute and the registry served by `api` -> (result, flattened output)."""
+    with api:
+        monkeypatch.setenv(ENDPOINT_ENV, api.url)
+        monkeypatch.setenv(REGISTRY_ENDPOINT_ENV, api.url)
+        result = runner.invoke(app, ["train", "fr", *args])
+    return result, " ".join(result.output.split())
+
+
 def test_image_never_built_is_exit_3_before_anything_is_created(project, gcs_env, monkeypatch):
     args = dev("gs://test-bucket/preflight-image")
     pushed = runner.invoke(app, ["data", "push", "fr", str(SAMPLE / "fr"), *args])
     assert pushed.exit_code == 0, pushed.output
     api = compute_api()
     api.routes[("HEAD", MANIFEST)] = (404, {"errors": [{"code": "MANIFEST_UNKNOWN"}]})
-    with api:
-        monkeypatch.setenv(ENDPOINT_ENV, api.url)
-        monkeypatch.setenv(REGISTRY_ENDPOINT_ENV, api.url)
-        result = runner.invoke(app, ["train", "fr", *args])
-    out = " ".join(result.output.split())
+    result, out = train_against(api, args, monkeypatch)
     assert result.exit_code == 3, result.output
     assert "quota ok: fr runs in europe-west4-a (PREEMPTIBLE_NVIDIA_L4_GPUS)" in out
     assert "trainctl image build --env dev" in out
@@ -46,10 +51,7 @@ def test_no_quota_is_exit_3_with_the_table_and_no_image_lookup(project, gcs_env,
     args = dev("gs://test-bucket/preflight-quota")
     assert runner.invoke(app, ["data", "push", "fr", str(SAMPLE / "fr"), *args]).exit_code == 0
     api = compute_api(project=with_quotas(fixture("project_p1.json"), GPUS_ALL_REGIONS=(4, 4)))
-    with api:
-        monkeypatch.setenv(ENDPOINT_ENV, api.url)
-        monkeypatch.setenv(REGISTRY_ENDPOINT_ENV, api.url)
-        result = runner.invoke(app, ["train", "fr", *args])
+    result, _ = train_against(api, args, monkeypatch)
     assert result.exit_code == 3, result.output
     assert "GPUS_ALL_REGIONS" in result.output
     assert api.requests("GET", PROJECT) and not api.requests("HEAD", MANIFEST)
@@ -89,11 +91,7 @@ def test_a_boot_image_that_does_not_resolve_is_exit_3_before_anything_is_created
     assert runner.invoke(app, ["data", "push", "fr", str(SAMPLE / "fr"), *args]).exit_code == 0
     api = compute_api()
     api.routes[("HEAD", MANIFEST)] = (200, {})
-    with api:
-        monkeypatch.setenv(ENDPOINT_ENV, api.url)
-        monkeypatch.setenv(REGISTRY_ENDPOINT_ENV, api.url)
-        result = runner.invoke(app, ["train", "fr", *args])
-    out = " ".join(result.output.split())
+    result, out = train_against(api, args, monkeypatch)
     assert result.exit_code == 3, result.output
     assert "image ok" in out and "cos-stable does not resolve" in out and "describe-from-family" in out
     assert api.requests("GET", "/compute/v1/projects/cos-cloud/global/images/family/cos-stable")

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from tests.conftest import SAMPLE, TINY_SETS
-from tests.test_lifecycle_e2e import assert_nothing_left, trainctl
+from tests.test_lifecycle_e2e import assert_nothing_left, staged, trainctl  # noqa: F401 (staged: a fixture)
 
 pytestmark = pytest.mark.e2e
 CURRENT = ["--set", "defaults.trainer.base_lm=current"]  # local.yaml pretrains inline; here CURRENT must be used
@@ -18,14 +18,6 @@ CURRENT = ["--set", "defaults.trainer.base_lm=current"]  # local.yaml pretrains 
 
 def lm_dir(project):
     return project / ".trainstack/local/bucket/fr/lm"
-
-
-@pytest.fixture
-def staged(project):
-    r = trainctl(project, "data", "push", "fr", str(SAMPLE / "fr"))
-    assert r.returncode == 0, r.stdout + r.stderr
-    yield project
-    trainctl(project, "destroy", "fr")
 
 
 def test_pretrain_publishes_current_and_a_training_run_uses_it(staged, tmp_path):

@@ -16,7 +16,8 @@ import pytest
 from tests.conftest import SAMPLE
 from trainer.data import parse_labelled_csv
 from trainer.storage import open_bucket
-from trainer.text.cache import corpus_keys, corpus_tokens, labelled_tokens
+from trainer.data import corpus_keys
+from trainer.text.cache import corpus_tokens, labelled_tokens
 from trainer.text.tokens import TokenIds, TokenizerPool, build_vocab, remap, tokenize
 
 ODD_TEXTS = ["Ça coûte 12,50 € — trop cher !!!", "", "   ", "ÉNORME problème avec ma COMMANDE",

@@ -7,7 +7,6 @@ import sys
 
 import pytest
 
-from tests.conftest import SAMPLE
 from trainer.text import languages as L
 from trainer.text.tokenizers import SENTENCEPIECE, TokenizerSpec, rules, train_sentencepiece
 from trainer.text.tokens import tokenize

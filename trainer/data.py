@@ -17,6 +17,7 @@ SPLIT_FILES = ("valid", "test")  # beside train.<fmt>; their rows are marked wit
 SPLIT_COL = "split"
 SPLIT_VALUES = ("train", "valid", "test")
 CORPUS_PREFIX = "{lang}/data/corpus/"
+CORPUS_SUFFIXES = (".txt", ".txt.gz")
 MIN_EXAMPLES_PER_LABEL = 2
 
 
@@ -159,6 +160,11 @@ def parse_labelled(raw: bytes, *, text_col: str, label_col: str, label_sep: str,
 
 def parse_labelled_csv(raw: bytes, **kwargs) -> LabelledData:
     return parse_labelled(raw, fmt="csv", **kwargs)
+
+
+def corpus_keys(bucket, lang: str) -> list[str]:
+    """The corpus files: `.txt` and `.txt.gz` objects under `<lang>/data/corpus/`, sorted."""
+    return sorted(k for k in bucket.list(CORPUS_PREFIX.format(lang=lang)) if k.endswith(CORPUS_SUFFIXES))
 
 
 def data_file(bucket, lang: str, name: str) -> str | None:

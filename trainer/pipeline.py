@@ -9,7 +9,6 @@ runs this code on its shard of the data; only rank 0 writes to the bucket
 from __future__ import annotations
 
 import hashlib
-import json
 import pickle
 import tempfile
 import time
@@ -30,7 +29,7 @@ from trainer.callbacks import (
 )
 from trainer.classification.recipe import classifier_epochs, classifier_phases, lm_finetune_phases
 from trainer.checkpoints import Checkpoint, CheckpointStore, Position
-from trainer.data import load_labelled
+from trainer.data import corpus_keys, load_labelled
 from trainer.splits import make_splits
 from trainer.errors import DataError, RunExistsError
 from trainer.runlog import QuietLog, RunLog
@@ -40,7 +39,7 @@ from trainer.lm import pretrain as pretrain_job
 from trainer.lm.base import finetune_vocab, read_vocab, sentencepiece_of
 from trainer.lm.base import load_weights as load_base_weights
 from trainer.lm.base import stage as base_lm_stage
-from trainer.text.cache import corpus_keys, corpus_tokens, labelled_tokens, sentencepiece_tokenizer
+from trainer.text.cache import corpus_tokens, labelled_tokens, sentencepiece_tokenizer
 from trainer.text.languages import default_tokenizer
 from trainer.text.loaders import classifier_dataloaders, lm_dataloaders
 from trainer.text.tokenizers import SPACY, TokenizerSpec, spacy_spec

@@ -150,14 +150,13 @@ class _Planned:
     tf: "object | None"  # the stack's Terraform runner; None when its plan failed
 
 
-def _write_json(json_out: Path | None, env: str, name: str, doc: dict) -> None:
+def _write_json(json_out: Path | None, env: str, name: str, doc: dict, written: list[dict]) -> None:
     """DIR/<env>/<stack>.json, or FILE.json holding every stack planned so far (rewritten each time)."""
     if not json_out:
         return
     if json_out.suffix == ".json" and not json_out.is_dir():
         from stacks.plan_render.parse import BUNDLE_KEY
 
-        written = _JSON_OUT.setdefault(json_out, [])
         written.append(doc)
         json_out.parent.mkdir(parents=True, exist_ok=True)
         json_out.write_text(json.dumps(written[0] if len(written) == 1 else {BUNDLE_KEY: written}, indent=1))
@@ -165,9 +164,6 @@ def _write_json(json_out: Path | None, env: str, name: str, doc: dict) -> None:
     target = json_out / env / f"{name}.json"
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(json.dumps(doc, indent=1))
-
-
-_JSON_OUT: dict[Path, list[dict]] = {}  # FILE.json -> documents of this command
 
 
 def _plan_stacks(env: str, sets, only: str | None, json_out: Path | None, *, preflight: bool, lock: bool,
@@ -179,13 +175,13 @@ def _plan_stacks(env: str, sets, only: str | None, json_out: Path | None, *, pre
     from stacks.plan_render import plan_from_document
     from stacks.plan_render.redact import redact
 
-    if json_out is not None:
-        _JSON_OUT.pop(json_out, None)  # this command's plans only
+    written: list[dict] = []  # the documents FILE.json holds: this command's plans
     try:
         project, config = load(env, sets)
     except TrainstackError as exc:
         # The review still shows why this env has no plan.
-        _write_json(json_out, env, "_env", {"trainstack": {"env": env, "stack": "(config)", "error": exc.message}})
+        _write_json(json_out, env, "_env", {"trainstack": {"env": env, "stack": "(config)", "error": exc.message}},
+                    written)
         raise
     names = ([FOUNDATION] if config.target == "gcp" and foundation else []) + [
         f"train-{lang}" for lang in config.languages]
@@ -218,7 +214,7 @@ def _plan_stacks(env: str, sets, only: str | None, json_out: Path | None, *, pre
             console.print(f"[bold]{name}[/]")
             console.print(text, markup=False)
             doc["trainstack"] = meta
-        _write_json(json_out, env, name, doc)
+        _write_json(json_out, env, name, doc, written)
         results.append(_Planned(plan_from_document(doc, env=env, stack=name, source=name), doc, tf))
     return results, first_error
 

@@ -6,7 +6,6 @@ list, then to one line that points at the plan artifact.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable
 
 from stacks.plan_render.attributes import SENSITIVE, attribute_changes, sensitive_values

@@ -27,7 +27,8 @@ VALID_PCT = 0.02  # of corpus lines held out for perplexity (at least one line)
 
 def prepare(run) -> None:
     """Corpus tokens (cached) with the run's tokenizer; a SentencePiece model learns from the corpus."""
-    from trainer.text.cache import corpus_keys, corpus_tokens, sentencepiece_tokenizer
+    from trainer.data import corpus_keys
+    from trainer.text.cache import corpus_tokens, sentencepiece_tokenizer
     from trainer.text.languages import default_tokenizer
     from trainer.text.tokenizers import SPACY, spacy_spec
 

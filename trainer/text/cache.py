@@ -24,7 +24,7 @@ from typing import BinaryIO, Iterator
 
 import fastai
 
-from trainer.data import CORPUS_PREFIX
+from trainer.data import corpus_keys
 from trainer.storage import Bucket
 from trainer.text.tokenizers import TokenizerSpec, as_spec
 from trainer.text.tokens import TokenIds, TokenizerPool
@@ -32,7 +32,6 @@ from trainer.text.tokens import TokenIds, TokenizerPool
 # A part ends at whichever comes first; 100M characters are ~20M tokens, ~80 MB of int32.
 SHARD_LINES = 1_000_000
 SHARD_CHARS = 100_000_000
-CORPUS_SUFFIXES = (".txt", ".txt.gz")
 _READ_BLOCK = 1 << 20
 
 
@@ -78,11 +77,6 @@ def labelled_tokens(bucket: Bucket, lang: str, texts: list[str], *, log, workers
     log.line(f"tokens: cached {len(table)} texts, {table.n_tokens} tokens to {key} "
              f"({_rate(table.n_tokens, seconds)}, {used} workers)")
     return table
-
-
-def corpus_keys(bucket: Bucket, lang: str) -> list[str]:
-    """The corpus files: `.txt` and `.txt.gz` objects under `<lang>/data/corpus/`, sorted."""
-    return sorted(k for k in bucket.list(CORPUS_PREFIX.format(lang=lang)) if k.endswith(CORPUS_SUFFIXES))
 
 
 def corpus_digest(fh: BinaryIO, lang: str, key: str, tokenizer: TokenizerSpec | None = None) -> str:
