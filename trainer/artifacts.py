@@ -16,15 +16,27 @@ import numpy as np
 import torch
 
 from trainer import metrics as M
-from trainer.classification import plots
+from trainer.classification import ensemble, plots
 from trainer.classification.baseline import tfidf_baseline
 from trainer.lm import store
+from trainer.runs import BWD_MODEL
 from trainer.text.loaders import classifier_dataloaders, raw_text_dataloaders
 
 
 def _probs(learn, dl) -> np.ndarray:
     probs, _ = learn.get_preds(dl=dl)  # reordered to the dataset's row order
     return probs.float().numpy()
+
+
+def _model_probs(run, learn, dls, tokens) -> tuple[np.ndarray, np.ndarray]:
+    """(validation probs, probs of the scored rows: test rows when there are, else validation)."""
+    valid = _probs(learn, dls.valid)
+    if not run.test_idx:
+        return valid, valid
+    test_dl = classifier_dataloaders(tokens, run.data.labels, multi_label=run.data.multi_label,
+                                     label_names=run.data.label_names, splits=(run.train_idx, run.test_idx),
+                                     bs=run.a.bs, seq_len=run.a.seq_len).valid
+    return valid, _probs(learn, test_dl)
 
 
 def _predictions_csv(run, rows: list[int], split: str, probs, pred) -> bytes:
@@ -56,18 +68,16 @@ def evaluate(run) -> dict:
     allow_empty = run.data.has_unlabelled
     decide = functools.partial(M.decide, allow_empty=allow_empty)
     targets = np.array([[int(l in row) for l in labels] for row in run.data.labels])
-    valid_probs = _probs(run.learn, run.dls.valid)
+    valid_probs, probs = _model_probs(run, run.learn, run.dls, run.clf_tokens)
     thresholds = M.choose_thresholds(valid_probs, targets[run.valid_idx]) if multi else None
     valid = M.score(decide(valid_probs, multi_label=multi, thresholds=thresholds), targets[run.valid_idx],
                     labels, thresholds)
     extra: dict = {}
     if run.test_idx:
-        test_dl = classifier_dataloaders(run.clf_tokens, run.data.labels, multi_label=multi, label_names=labels,
-                                         splits=(run.train_idx, run.test_idx), bs=run.a.bs, seq_len=run.a.seq_len).valid
-        scored, split, probs = run.test_idx, "test", _probs(run.learn, test_dl)
+        scored, split = run.test_idx, "test"
         extra["valid"] = {**valid, "rows": {"thresholds": "valid", "scores": "valid"}}
     else:
-        scored, split, probs = run.valid_idx, "valid", valid_probs
+        scored, split = run.valid_idx, "valid"
         if multi:
             half = np.full(len(labels), 0.5)
             extra["at_threshold_0_5"] = {**M.score(decide(probs, multi_label=True, thresholds=half),
@@ -77,6 +87,11 @@ def evaluate(run) -> dict:
     result = M.score(pred, targets[scored], labels, thresholds)
     run.confusion = (targets[scored].argmax(axis=1), pred.argmax(axis=1))
     rows = {"fit": "train", "thresholds": "valid" if multi else None, "scores": split}
+    if run.bwd is not None:
+        extra.update({name: {**figures, "rows": rows} for name, figures in ensemble.figures(
+            (valid_probs, probs), _model_probs(run, run.bwd.learn, run.bwd.dls, run.bwd.tokens),
+            valid_targets=targets[run.valid_idx], scored_targets=targets[scored], labels=labels, multi_label=multi,
+            allow_empty=allow_empty).items()})
     baseline = M.majority_baseline(targets[run.train_idx], targets[scored], labels)
     tfidf = tfidf_baseline(run.data.texts, targets, train_idx=run.train_idx, valid_idx=run.valid_idx,
                            test_idx=run.test_idx or None, multi_label=multi, labels=labels, seed=run.a.seed,
@@ -90,9 +105,12 @@ def evaluate(run) -> dict:
                  f"accuracy {result['accuracy']:.3f} (majority baseline macro-F1 {baseline['macro_f1']:.3f})"
                  + (f"; at threshold 0.5 macro-F1 {extra['at_threshold_0_5']['macro_f1']:.3f}"
                     if "at_threshold_0_5" in extra else ""))
+    if run.bwd is not None:
+        run.log.line(ensemble.summary(result, extra))
     run.log.line(f"TF-IDF baseline on the same rows: macro-F1 {tfidf['macro_f1']:.3f} "
                  f"(model {result['macro_f1'] - tfidf['macro_f1']:+.3f}), fitted in {tfidf['fit_s']:.1f}s")
     return {"labels": labels, "multi_label": multi, "allow_empty": allow_empty, "tokenizer": run.tokenizer.id,
+            "bidirectional": run.bwd is not None,
             "base_lm": base_lm_record(run), **result, "rows": rows, **extra,
             "baseline": {**baseline, "rows": {"fit": "train", "scores": split}},
             "baseline_tfidf": {**tfidf, "rows": rows},
@@ -103,14 +121,17 @@ def evaluate(run) -> dict:
 def upload(run, result: dict, started: float) -> None:
     a = run.a
     run.stage("uploading")
-    learn = run.learn
-    # model.pth predicts raw strings: export with the tokenizer pipeline, not the cached ids.
-    learn.dls = raw_text_dataloaders(run.dls, run.tokenizer, run.ft_vocab, run.data.label_names, run.data.multi_label,
-                                     scratch=run.work)
-    learn.export(run.work / "model.pth")
-    learn.dls = run.dls
     put = run.put
-    put(run.work / "model.pth", "model.pth")
+    # model.pth predicts raw strings: export with the tokenizer pipeline, not the cached ids.
+    exports = [("model.pth", run.learn, run.dls, False)]
+    if run.bwd is not None:  # trainctl predict averages the two when both are there
+        exports.append((BWD_MODEL, run.bwd.learn, run.bwd.dls, True))
+    for name, learn, dls, backwards in exports:
+        learn.dls = raw_text_dataloaders(dls, run.tokenizer, run.ft_vocab, run.data.label_names,
+                                         run.data.multi_label, scratch=run.work, backwards=backwards)
+        learn.export(run.work / name)
+        learn.dls = dls
+        put(run.work / name, name)
     for name, table in run.predictions.items():
         put(table, name)
     plot = plots.history(run.history, run.work / "history.png")

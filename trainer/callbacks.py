@@ -48,13 +48,33 @@ class Preemption:
             raise Interrupted("SIGTERM")
 
 
+def _lm_encoder(learn):
+    """The AWD-LSTM of a language model, whose hidden state runs on from batch to batch (None otherwise:
+    a classifier's encoder starts every batch afresh)."""
+    from fastai.text.models.awdlstm import AWD_LSTM
+
+    model = D.unwrap(learn.model)
+    encoder = model[0] if len(model) else None
+    return encoder if isinstance(encoder, AWD_LSTM) else None
+
+
+def lm_hidden(learn) -> list | None:
+    """A language model's LSTM hidden state (on the CPU), which a mid-epoch checkpoint must keep."""
+    encoder = _lm_encoder(learn)
+    if encoder is None:
+        return None
+    return [tuple(t.detach().cpu().clone() for t in layer) for layer in encoder.hidden]
+
+
 class ResumeCallback(Callback):
-    """Puts a resumed fit exactly where the checkpoint left it: RNG states and the batch position."""
+    """Puts a resumed fit exactly where the checkpoint left it: RNG states, the batch position and a
+    language model's hidden state."""
 
     order = -5  # after TrainEvalCallback has set pct_train for the epoch
 
-    def __init__(self, epoch: int, batch: int, rng_epoch: dict | None, rng_now: dict | None):
+    def __init__(self, epoch: int, batch: int, rng_epoch: dict | None, rng_now: dict | None, hidden: list | None = None):
         self.epoch_at, self.batch_at, self.rng_epoch, self.rng_now = epoch, batch, rng_epoch, rng_now
+        self.hidden = hidden
         self.active = True
 
     def before_train(self):
@@ -69,6 +89,11 @@ class ResumeCallback(Callback):
             raise CancelBatchException()
         if self.rng_now is not None:
             set_rng_state(self.rng_now)  # the dropout masks of an uninterrupted run from here on
+        encoder = _lm_encoder(self.learn)
+        if self.hidden is not None and encoder is not None:  # the LM reads on from where the text stopped
+            device = next(encoder.parameters()).device
+            encoder.hidden = [tuple(t.to(device) for t in layer) for layer in self.hidden]
+            encoder.bs = self.hidden[0][0].shape[1]
         self.active = False
 
     def after_train(self):
@@ -166,6 +191,6 @@ class CheckpointCallback(Callback):
 
     def _save(self, position: Position) -> None:
         now = rng_state()
-        states = D.gather(self.ctx, {"epoch": self.rng_epoch or now, "now": now})
+        states = D.gather(self.ctx, {"epoch": self.rng_epoch or now, "now": now, "hidden": lm_hidden(self.learn)})
         self.save(self.learn, position, states)
         self.last_save = time.monotonic()

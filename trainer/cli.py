@@ -13,6 +13,7 @@ DEFAULTS = dict(
     drop_mult=0.5, seed=42, valid_pct=0.2, emb_sz=400, n_hid=1152, n_layers=3,
     max_vocab=60000, min_freq=2, precision="auto", deterministic=False, checkpoint_minutes=10.0,
     tokenizer="auto", sp_vocab_size=16000, base_lm="current", min_clf_steps=400,
+    bidirectional=False,
 )
 HELP = dict(
     epochs_base_lm="epochs of an inline base LM (--base-lm pretrain-inline)",
@@ -32,6 +33,8 @@ HELP = dict(
     sp_vocab_size="SentencePiece vocabulary size (smaller when the data cannot fill it)",
     min_clf_steps="more classifier epochs on small data: at least this many optimizer steps "
                   "(at most 100 epochs; 0 = exactly epochs_clf)",
+    bidirectional="also train a backward LM and classifier (texts read right to left) and report the "
+                  "forward+backward ensemble next to the forward model (ULMFiT; about twice the training time)",
     base_lm="base LM to fine-tune from: current (<lang>/lm/CURRENT; none published: no base LM), an lm id, "
             "none, or pretrain-inline (CURRENT, else pretrain one on the corpus + training rows and publish it)",
 )

@@ -14,10 +14,11 @@ import tempfile
 import time
 import traceback
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
 from fastai.text.all import (
-    AWD_LSTM, F1Score, F1ScoreMulti, Perplexity, ProgressCallback, accuracy, accuracy_multi,
+    AWD_LSTM, F1Score, F1ScoreMulti, Perplexity, accuracy, accuracy_multi,
     awd_lstm_clas_config, awd_lstm_lm_config, language_model_learner, text_classifier_learner,
 )
 
@@ -25,11 +26,12 @@ from trainer import distributed as D
 from trainer import precision as P
 from trainer.artifacts import evaluate, upload
 from trainer.callbacks import (
-    CheckpointCallback, EpochLogCallback, Interrupted, Preemption, ResumeCallback, StatusCallback,
+    CheckpointCallback, EpochLogCallback, Interrupted, Preemption, StatusCallback,
 )
 from trainer.classification.recipe import classifier_epochs, classifier_phases, lm_finetune_phases
 from trainer.checkpoints import Checkpoint, CheckpointStore, Position
 from trainer.data import corpus_keys, load_labelled
+from trainer.fitting import StagedFit, stage_name
 from trainer.splits import make_splits
 from trainer.errors import DataError, RunExistsError
 from trainer.runlog import QuietLog, RunLog
@@ -39,21 +41,17 @@ from trainer.lm import pretrain as pretrain_job
 from trainer.lm.base import finetune_vocab, read_vocab, sentencepiece_of
 from trainer.lm.base import load_weights as load_base_weights
 from trainer.lm.base import stage as base_lm_stage
+from trainer.lm.store import BWD_WEIGHTS
 from trainer.text.cache import corpus_tokens, labelled_tokens, sentencepiece_tokenizer
 from trainer.text.languages import default_tokenizer
 from trainer.text.loaders import classifier_dataloaders, lm_dataloaders
 from trainer.text.tokenizers import SPACY, TokenizerSpec, spacy_spec
 from trainer.text.tokens import TokenIds, build_vocab, remap
 
-# Per-epoch figures are fastai's running metrics (threshold 0.5, per-label accuracy for
-# multi-label): named apart from the final, tuned ones in metrics.json.
-EPOCH_METRIC_NAMES = {"lm": {"accuracy": "token_accuracy"},
-                      "multi": {"accuracy_multi": "label_accuracy@0.5", "f1_score": "macro_f1@0.5"},
-                      "single": {"accuracy": "accuracy@argmax", "f1_score": "macro_f1@argmax"}}
 EXIT_INTERRUPTED = 143  # the launchers (local supervisor, VM agent) resume the run after this
 
 
-class Run:
+class Run(StagedFit):
     def __init__(self, args, bucket, log, ctx: D.Context, preemption: Preemption):
         self.a, self.bucket, self.log, self.ctx, self.preemption = args, bucket, log, ctx, preemption
         self.work = Path(args.work_dir or tempfile.mkdtemp(prefix=f"trainer-{args.lang}-"))
@@ -67,6 +65,10 @@ class Run:
         self.resume: Checkpoint | None = None
         self.stage_vocab: list[str] | None = None
         self.base, self.base_chosen = None, False  # the base LM fine-tuned from (trainer.lm.base)
+        # Finished stages' weights a later stage still needs ({stage: {"model", "vocab"}}), kept in
+        # every later checkpoint: with trainer.bidirectional the forward models wait for the backward ones.
+        self.carry: dict[str, dict] = {}
+        self.bwd = None  # the backward classifier (learn, dls, tokens), trainer.bidirectional
         self.epoch_log = EpochLogCallback(log, self.history)
         self.status_cb = StatusCallback(log)
         self.ckpt_cb = CheckpointCallback(ctx, preemption, self.save_checkpoint, minutes=args.checkpoint_minutes)
@@ -116,11 +118,7 @@ class Run:
                          if self.splits.duplicates_dropped else ""))
         for note in self.splits.notes:
             self.log.line(f"warning: {note}")
-        if self.resume is not None:
-            self.resume.check_compatible(data_hash=self.data_hash, labels=self.data.label_names)
-            self.history[:] = self.resume.payload.get("history", [])
-            self.arch = self.resume.payload.get("arch", self.arch)
-            self.log.line(f"resuming from checkpoint: {self.resume.position.describe()}")
+        self.adopt_resume()
         if self.ctx.distributed:
             self.log.line(f"data parallel: {self.ctx.world} processes ({D.Context.describe(self.ctx)}), "
                           f"bs {a.bs} per process = {a.bs * self.ctx.world} per step")
@@ -140,129 +138,71 @@ class Run:
         return sentencepiece_tokenizer(self.bucket, a.lang, code, [self.data.texts[i] for i in self.train_idx],
                                        vocab_size=a.sp_vocab_size, log=self.log)
 
-    # -- checkpoints -----------------------------------------------------
-    def save_checkpoint(self, learn, position: Position, rng_states: list[dict], **extra) -> None:
-        """Called on every rank at the same point; rank 0 writes."""
-        if not self.ctx.main:
-            return
-        payload = {"rng": rng_states, "history": list(self.history), "data_hash": self.data_hash,
-                   "labels": self.data.label_names, "world": self.ctx.world, "arch": self.arch,
-                   "vocab": self.stage_vocab, **extra}
-        if self.base_chosen:  # a resumed run keeps its base LM even if CURRENT moved meanwhile
-            payload["base_lm"] = self.base.id if self.base is not None else None
-        if learn is not None:
-            payload["model"] = D.unwrap(learn.model).state_dict()
-            payload["opt"] = learn.opt.state_dict() if learn.opt is not None else None
-        name = self.store.save(position, payload)
-        if position.batch or position.done:
-            self.log.line(f"checkpoint: {position.describe()} -> {name}")
-
-    def resume_point(self, stage: str) -> Position | None:
-        if self.resume is None or self.resume.position.stage != stage:
-            return None
-        return self.resume.position
-
-    def setup(self, learn):
-        """Every learner of the run: plain logs, this run's precision, data parallel across ranks."""
-        learn.remove_cb(ProgressCallback)
-        learn.logger = lambda *_: None  # Recorder would print raw lists; EpochLogCallback logs
-        P.apply(learn, self.precision)
-        if self.ctx.distributed:
-            D.data_parallel(learn, self.ctx)
-        return learn
-
-    def fit_phases(self, learn, stage: str, phases: list[tuple], *, last_saves_done: bool = True) -> None:
-        """phases: (freeze_to or None for all layers, epochs, lr). Resumes at the checkpoint's batch.
-
-        The last epoch's checkpoint marks the stage done unless the stage saves its own (`last_saves_done`)."""
-        learn.add_cbs([self.epoch_log, self.status_cb, self.ckpt_cb])
-        at = self.resume_point(stage)
-        if at is not None and (at.done or at.phase >= len(phases)):
-            # Every phase ran before the interruption: the weights are the checkpoint's, not a fresh model's.
-            D.unwrap(learn.model).load_state_dict(self.resume.payload["model"])
-            self.log.line(f"{stage}: all epochs finished before the interruption; using the checkpoint's weights")
-            return
-        total, offset = sum(n for _, n, _ in phases), 0
-        for i, (freeze_to, n, lr) in enumerate(phases):
-            if at is not None and i < at.phase:
-                offset += n
-                continue
-            learn.unfreeze() if freeze_to is None else learn.freeze_to(freeze_to)
-            cbs = []
-            if at is not None and i == at.phase:
-                cbs = [self.restore(learn, at)]
-            self.epoch_log.stage, self.epoch_log.phase, self.epoch_log.total = stage, f"{i + 1}/{len(phases)}", total
-            self.epoch_log.names = EPOCH_METRIC_NAMES[
-                "lm" if stage != "classifier" else "multi" if self.data.multi_label else "single"]
-            self.epoch_log.offset = self.status_cb.offset = offset
-            self.ckpt_cb.stage, self.ckpt_cb.phase_idx, self.ckpt_cb.last_phase = (
-                stage, i, last_saves_done and i == len(phases) - 1)
-            learn.fit_one_cycle(n, lr, start_epoch=at.epoch if cbs else 0, cbs=cbs)
-            at = None
-            if any(D.any_rank(self.ctx, self.preemption.requested)):
-                raise Interrupted("SIGTERM")
-            offset += n
-
-    def restore(self, learn, at: Position) -> ResumeCallback:
-        """Loads the checkpoint's weights (and optimizer, inside a phase) into `learn`."""
-        p = self.resume.payload
-        D.unwrap(learn.model).load_state_dict(p["model"])
-        if (at.epoch or at.batch) and p.get("opt") is not None:
-            learn.opt.load_state_dict(p["opt"])  # freeze_to() cleared it, as at a phase start
-        same_world = p.get("world") == self.ctx.world
-        rng = p["rng"][self.ctx.rank] if same_world else None
-        if not same_world:
-            self.log.line(f"note: checkpoint from {p.get('world')} process(es), now {self.ctx.world}: "
-                          "data order after the resume differs from an uninterrupted run")
-        self.log.line(f"{at.stage}: resumed at {at.describe()}")
-        return ResumeCallback(at.epoch, at.batch, rng and rng["epoch"], rng and rng["now"])
-
     # -- stages ----------------------------------------------------------
     def base_lm(self):
         self.base, self.base_chosen = base_lm_stage(self), True
 
-    def pretrain_base_lm(self) -> tuple[int, list[str]]:
-        """Pretrains an LM on the corpus and the training rows into models/ -> (tokens, vocab)."""
+    def lm_learner(self, tokens: TokenIds, *, valid_pct: float = 0.1):
+        """An AWD-LSTM language model over `tokens` (ids into their vocab), seeded; not yet `setup`."""
         a = self.a
-        models = self.work / "models"
-        self.stage("base_lm", a.epochs_base_lm)
+        P.seed_everything(a.seed + self.ctx.rank, deterministic=a.deterministic)
+        dls = lm_dataloaders(tokens, bs=a.bs, seq_len=a.seq_len, seed=a.seed, valid_pct=valid_pct,
+                             rank=self.ctx.rank, world=self.ctx.world)
+        return language_model_learner(dls, AWD_LSTM, config={**awd_lstm_lm_config, **self.arch},
+                                      drop_mult=a.drop_mult, pretrained=False, path=self.work,
+                                      metrics=[accuracy, Perplexity()])
+
+    def pretrain_base_lm(self, *, backwards: bool = False, vocab: list[str] | None = None) -> tuple[int, list[str]]:
+        """Pretrains an LM on the corpus and the training rows into models/ -> (tokens, vocab).
+        The backward one (`backwards`, same `vocab`) reads every text right to left."""
+        a = self.a
+        models, stage = self.work / "models", stage_name("base_lm", backwards)
+        self.stage(stage, a.epochs_base_lm)
         train_texts = self.texts.select(self.train_idx)
-        vocab = build_vocab([*self.corpus, train_texts], min_freq=a.min_freq, max_vocab=a.max_vocab)
-        if self.resume_point("base_lm") is not None:
-            vocab = self.resume.payload["vocab"]
+        if vocab is None:
+            vocab = build_vocab([*self.corpus, train_texts], min_freq=a.min_freq, max_vocab=a.max_vocab)
+            if self.resume_point(stage) is not None:
+                vocab = self.resume.payload["vocab"]
+            elif self.resumed_past(stage):
+                vocab = self.carry[stage]["vocab"]
         self.stage_vocab = vocab
         tokens = TokenIds.concat([remap(t, vocab) for t in [*self.corpus, train_texts]])
-        P.seed_everything(a.seed + self.ctx.rank, deterministic=a.deterministic)
-        dls = lm_dataloaders(tokens, bs=a.bs, seq_len=a.seq_len, seed=a.seed, rank=self.ctx.rank, world=self.ctx.world)
-        learn = self.setup(language_model_learner(dls, AWD_LSTM, config={**awd_lstm_lm_config, **self.arch},
-                                                  drop_mult=a.drop_mult, pretrained=False, path=self.work,
-                                                  metrics=[accuracy, Perplexity()]))
-        self.fit_phases(learn, "base_lm", [(None, a.epochs_base_lm, a.lr_lm)])
-        torch.save(D.unwrap(learn.model).state_dict(), models / "weights.pth")
+        weights = models / (BWD_WEIGHTS if backwards else "weights.pth")
+        if self.resumed_past(stage):
+            torch.save(self.carry[stage]["model"], weights)
+            self.log.line(f"{stage}: finished before the interruption; using its weights")
+        else:
+            learn = self.setup(self.lm_learner(tokens.reversed() if backwards else tokens))
+            self.fit_phases(learn, stage, [(None, a.epochs_base_lm, a.lr_lm)])
+            torch.save(D.unwrap(learn.model).state_dict(), weights)
+            if a.bidirectional and not backwards:
+                self.keep(stage, learn, vocab)
         (models / "vocab.pkl").write_bytes(pickle.dumps(list(vocab)))
         D.barrier(self.ctx)
         return tokens.n_tokens, vocab
 
-    def lm_finetune(self):
+    def lm_finetune(self, *, backwards: bool = False):
+        """Fine-tunes the base LM (its backward one with `backwards`) on the training rows -> models/ft_enc*.pth."""
         a = self.a
-        models = self.work / "models"
-        if self.resume is not None and self.resume.position.stage == "classifier":
+        models, stage = self.work / "models", stage_name("lm_finetune", backwards)
+        encoder_file = models / f"{stage_name('ft_enc', backwards)}.pth"
+        if self.resumed_past(stage):
             self.ft_vocab = self.resume.payload["vocab"]
-            self.log.line("lm_finetune: finished before the interruption; the classifier checkpoint has its weights")
+            self.log.line(f"{stage}: finished before the interruption; a later checkpoint has its results")
             return
-        at = self.resume_point("lm_finetune")
+        at = self.resume_point(stage)
         if at is not None and at.done:
             self.ft_vocab = self.resume.payload["vocab"]
-            torch.save(self.resume.payload["encoder"], models / "ft_enc.pth")
-            self.log.line("lm_finetune: finished before the interruption; reusing its encoder")
+            torch.save(self.resume.payload["encoder"], encoder_file)
+            self.log.line(f"{stage}: finished before the interruption; reusing its encoder")
             return
-        self.stage("lm_finetune", a.epochs_lm)
+        self.stage(stage, a.epochs_lm)
         # The LM learns the task's language from the training rows only: validation and test
         # texts stay unseen until they are scored.
         train_texts = self.texts.select(self.train_idx)
         if at is not None:
             self.ft_vocab = self.resume.payload["vocab"]
-        else:
+        elif not backwards:  # the backward models share the forward ones' vocabulary
             base_vocab = read_vocab(models) if self.base is not None else None
             self.ft_vocab = finetune_vocab(build_vocab([train_texts], min_freq=a.min_freq, max_vocab=a.max_vocab),
                                            base_vocab, a.max_vocab)
@@ -271,55 +211,64 @@ class Run:
                 self.log.line(f"vocabulary: {len(self.ft_vocab)} entries, {known} found an embedding in base LM "
                               f"{self.base.id} ({len(base_vocab)} entries)")
         self.stage_vocab = self.ft_vocab
-        P.seed_everything(a.seed + self.ctx.rank, deterministic=a.deterministic)
-        dls = lm_dataloaders(remap(train_texts, self.ft_vocab), bs=a.bs, seq_len=a.seq_len, seed=a.seed,
-                             rank=self.ctx.rank, world=self.ctx.world)
-        learn = language_model_learner(dls, AWD_LSTM, config={**awd_lstm_lm_config, **self.arch},
-                                       drop_mult=a.drop_mult, path=self.work, pretrained=False,
-                                       metrics=[accuracy, Perplexity()])
-        if self.base is not None:
-            load_base_weights(learn, models, self.ft_vocab)
+        tokens = remap(train_texts, self.ft_vocab)
+        learn = self.lm_learner(tokens.reversed() if backwards else tokens)
+        if self.base is not None and (self.base.backward or not backwards):
+            load_base_weights(learn, models, self.ft_vocab, weights=BWD_WEIGHTS if backwards else "weights.pth")
+        elif self.base is not None:
+            self.log.line(f"warning: base LM {self.base.id} has no backward LM: the backward LM starts from random "
+                          f"weights (trainctl lm pretrain {a.lang} with trainer.bidirectional: true)")
         learn = self.setup(learn)
-        self.fit_phases(learn, "lm_finetune", lm_finetune_phases(a.lr_lm, a.epochs_lm), last_saves_done=False)
+        self.fit_phases(learn, stage, lm_finetune_phases(a.lr_lm, a.epochs_lm), last_saves_done=False)
         encoder = D.unwrap(learn.model)[0].state_dict()
-        torch.save(encoder, models / "ft_enc.pth")  # on every rank (fastai's save_encoder skips ranks > 0)
-        self.save_checkpoint(None, Position("lm_finetune", done=True), [], encoder=encoder)
+        torch.save(encoder, encoder_file)  # on every rank (fastai's save_encoder skips ranks > 0)
+        self.save_checkpoint(None, Position(stage, done=True), [], encoder=encoder)
 
-    def classifier(self):
+    def classifier(self, *, backwards: bool = False):
+        """The classifier on the fine-tuned encoder; the backward one reads every text right to left."""
         a = self.a
-        self.stage("classifier", a.epochs_clf)
+        stage = stage_name("classifier", backwards)
+        self.stage(stage, a.epochs_clf)
         self.stage_vocab = self.ft_vocab
         P.seed_everything(a.seed + self.ctx.rank, deterministic=a.deterministic)
-        self.clf_tokens = remap(self.texts, self.ft_vocab)
-        self.dls = classifier_dataloaders(
-            self.clf_tokens, self.data.labels, multi_label=self.data.multi_label,
+        tokens = remap(self.texts, self.ft_vocab)
+        tokens = tokens.reversed() if backwards else tokens
+        dls = classifier_dataloaders(
+            tokens, self.data.labels, multi_label=self.data.multi_label,
             label_names=self.data.label_names, splits=(self.train_idx, self.valid_idx), bs=a.bs, seq_len=a.seq_len,
             rank=self.ctx.rank, world=self.ctx.world)
         multi = self.data.multi_label
         metrics = ([accuracy_multi, F1ScoreMulti(average="macro")] if multi
                    else [accuracy, F1Score(average="macro")])
-        learn = self.setup(text_classifier_learner(self.dls, AWD_LSTM, config={**awd_lstm_clas_config, **self.arch},
+        learn = self.setup(text_classifier_learner(dls, AWD_LSTM, config={**awd_lstm_clas_config, **self.arch},
                                                    drop_mult=a.drop_mult, pretrained=False, seq_len=a.seq_len,
                                                    path=self.work, metrics=metrics))
-        if self.resume_point("classifier") is None:
-            learn.load_encoder("ft_enc")
-        epochs = classifier_epochs(a.epochs_clf, len(self.dls.train), a.min_clf_steps)
-        if epochs != a.epochs_clf:
-            self.log.line(f"classifier: {epochs} epochs instead of {a.epochs_clf}: {len(self.dls.train)} batches "
-                          f"per epoch, and at least {a.min_clf_steps} steps are taken (trainer.min_clf_steps)")
-            self.stage("classifier", epochs)
-        # AWD-LSTM classifier layer groups: embedding, each LSTM layer, head.
-        trimmed = classifier_phases(a.lr, epochs, n_groups=self.arch["n_layers"] + 2)
-        at = self.resume_point("classifier")
-        if at is not None and at.done:
+        at = self.resume_point(stage)
+        if self.resumed_past(stage):
+            D.unwrap(learn.model).load_state_dict(self.carry[stage]["model"])
+            self.log.line(f"{stage}: finished before the interruption; using its weights")
+        elif at is not None and at.done:
             D.unwrap(learn.model).load_state_dict(self.resume.payload["model"])
-            self.log.line("classifier: finished before the interruption; evaluating its checkpoint")
+            self.log.line(f"{stage}: finished before the interruption; evaluating its checkpoint")
         else:
-            self.fit_phases(learn, "classifier", trimmed)
+            if at is None:
+                learn.load_encoder(stage_name("ft_enc", backwards))
+            epochs = classifier_epochs(a.epochs_clf, len(dls.train), a.min_clf_steps)
+            if epochs != a.epochs_clf:
+                self.log.line(f"{stage}: {epochs} epochs instead of {a.epochs_clf}: {len(dls.train)} batches "
+                              f"per epoch, and at least {a.min_clf_steps} steps are taken (trainer.min_clf_steps)")
+                self.stage(stage, epochs)
+            # AWD-LSTM classifier layer groups: embedding, each LSTM layer, head.
+            self.fit_phases(learn, stage, classifier_phases(a.lr, epochs, n_groups=self.arch["n_layers"] + 2))
+        if a.bidirectional and not backwards:
+            self.keep(stage, learn, self.ft_vocab)
         # Evaluation is rank 0's alone: no more collectives (get_preds fires before_fit too).
         learn.remove_cbs([self.epoch_log, self.status_cb, self.ckpt_cb, *learn.cbs.filter(
             lambda cb: isinstance(cb, D.DataParallelCallback))])
-        self.learn = learn
+        if backwards:
+            self.bwd = SimpleNamespace(learn=learn, dls=dls, tokens=tokens)
+        else:
+            self.learn, self.dls, self.clf_tokens = learn, dls, tokens
 
 
 def _log_for(ctx: D.Context, bucket, args):
@@ -362,6 +311,9 @@ def run_training(args) -> int:
             run.base_lm()
             run.lm_finetune()
             run.classifier()
+            if args.bidirectional:
+                run.lm_finetune(backwards=True)
+                run.classifier(backwards=True)
         if ctx.main:
             if args.job != pretrain_job.JOB:
                 upload(run, evaluate(run), started)

@@ -15,16 +15,20 @@ def load_model(path: Path):
         return load_learner(path, cpu=True)
 
 
-def predict_texts(learn, texts: list[str], metrics: dict) -> list[tuple[list[str], dict[str, float]]]:
+def predict_texts(learn, texts: list[str], metrics: dict, learn_bwd=None) -> list[tuple[list[str], dict[str, float]]]:
+    """Labels and probabilities per text; with `learn_bwd` (model_bwd.pth) the forward+backward
+    ensemble's: the two models' probabilities averaged, decided with the ensemble's thresholds."""
     from trainer.metrics import decide
 
     labels = metrics["labels"]
-    thresholds = [metrics["per_label"][l]["threshold"] for l in labels]
+    figures = metrics["ensemble"] if learn_bwd is not None else metrics
+    thresholds = [figures["per_label"][l]["threshold"] for l in labels]
     multi = metrics.get("multi_label", thresholds[0] is not None)
     out = []
     for text in texts:
-        _, _, probs = learn.predict(text)
-        p = probs.numpy()[None, :]
+        p = learn.predict(text)[2].numpy()[None, :]
+        if learn_bwd is not None:
+            p = (p + learn_bwd.predict(text)[2].numpy()[None, :]) / 2
         pred = decide(p, multi_label=multi, thresholds=np.array(thresholds, dtype=float) if multi else None,
                       allow_empty=metrics.get("allow_empty", False))[0]
         out.append(([l for l, yes in zip(labels, pred) if yes], {l: float(v) for l, v in zip(labels, p[0])}))

@@ -119,7 +119,8 @@ def list_(lang: LangArg, env: EnvOpt = "local", sets: SetOpt = None, as_json: Js
     for lm in lms:
         table.add_row("*" if lm.id == current else "", lm.id, lm.source,
                       f"{lm.tokens:,}" if lm.tokens is not None else "?",
-                      f"{lm.perplexity:.1f}" if lm.perplexity is not None else "",
+                      (f"{lm.perplexity:.1f}" if lm.perplexity is not None else "")
+                      + (f" / bwd {lm.backward_perplexity:.1f}" if lm.backward_perplexity is not None else ""),
                       escape(lm.tokenizer), (lm.created_at or "")[:16].replace("T", " "),
                       SMALL_NOTE if lm.small else "")
     if current and current not in {lm.id for lm in lms}:

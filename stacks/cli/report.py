@@ -63,8 +63,17 @@ def metrics_table(metrics: dict) -> Table:
                      f"accuracy {metrics['accuracy']:.3f} · {vs_tfidf}majority baseline macro-F1 "
                      f"{base.get('macro_f1', float('nan')):.3f} · {metrics['n_train']} train / {metrics['n_valid']} valid"
                      + (f" / {metrics['n_test']} test" if metrics.get("n_test") else "")
-                     + f" rows · {metrics['duration_s']:.0f}s" + _base_lm_note(metrics.get("base_lm", "unrecorded")))
+                     + f" rows · {metrics['duration_s']:.0f}s" + _base_lm_note(metrics.get("base_lm", "unrecorded"))
+                     + _bidirectional_note(metrics))
     return table
+
+
+def _bidirectional_note(metrics: dict) -> str:
+    """The backward model's and the ensemble's macro-F1 (the table above is the forward model's)."""
+    if "ensemble" not in metrics:
+        return ""
+    return (f" · table: forward model; backward macro-F1 {metrics['backward']['macro_f1']:.3f}, "
+            f"forward+backward ensemble {metrics['ensemble']['macro_f1']:.3f}")
 
 
 def _base_lm_note(base: dict | str | None) -> str:

@@ -180,7 +180,7 @@ def show(run_id: Annotated[str, typer.Argument(help="run id (see `trainctl runs`
          as_json: JsonOpt = False):
     """One run in full: status, metrics summary, machine and cost, artifact URIs."""
     from stacks.runrecords import TRAINCTL_META, bucket_languages, run_ids, run_row
-    from trainer.runs import ARTIFACTS, read_metrics, run_key
+    from trainer.runs import ARTIFACTS, BWD_MODEL, read_metrics, run_key
 
     config, bucket = _open(env, sets, lang, configured=False)
     langs = [lang] if lang else bucket_languages(bucket)
@@ -191,13 +191,16 @@ def show(run_id: Annotated[str, typer.Argument(help="run id (see `trainctl runs`
     row = run_row(bucket, config, code, run_id)
     metrics = read_metrics(bucket, code, run_id)
     meta_key = run_key(code, run_id, TRAINCTL_META)
-    files = [*ARTIFACTS, "test_predictions.csv", "plots/per_label_f1.png", "plots/confusion_matrix.png",
+    files = [*ARTIFACTS, BWD_MODEL, "test_predictions.csv", "plots/per_label_f1.png", "plots/confusion_matrix.png",
              "plots/history.png", "log.txt", "status.json"]  # those that exist
     data = {"run": row,
             "metrics": {k: metrics.get(k) for k in ("labels", "macro_f1", "micro_f1", "accuracy", "n_train",
                                                     "n_valid", "n_test", "rows", "duration_s")} if metrics else None,
             "baselines": {k: {m: (metrics.get(k) or {}).get(m) for m in ("macro_f1", "micro_f1", "accuracy")}
                           for k in ("baseline_tfidf", "baseline")} if metrics else None,
+            # trainer.bidirectional: the backward classifier and the forward+backward ensemble
+            "bidirectional": {k: {m: metrics[k].get(m) for m in ("macro_f1", "micro_f1", "accuracy")}
+                              for k in ("backward", "ensemble")} if metrics and "ensemble" in metrics else None,
             "metadata": json.loads(bucket.read_bytes(meta_key)) if bucket.exists(meta_key) else None,
             "artifacts": {n: bucket.url(run_key(code, run_id, n)) for n in files if bucket.exists(run_key(code, run_id, n))}}
     if as_json:
@@ -218,13 +221,16 @@ def show(run_id: Annotated[str, typer.Argument(help="run id (see `trainctl runs`
 
 @mapped_errors
 def predict(lang: LangArg, texts: Annotated[list[str], typer.Argument(help="texts to classify")],
-            env: EnvOpt = "local", sets: SetOpt = None, run: RunOpt = None):
-    """Classify texts with a run's model.pth (default: newest successful run)."""
+            env: EnvOpt = "local", sets: SetOpt = None, run: RunOpt = None,
+            forward_only: Annotated[bool, typer.Option(
+                "--forward-only", help="a bidirectional run: model.pth alone, not the forward+backward ensemble")] = False):
+    """Classify texts with a run's model.pth (default: newest successful run; a bidirectional run's
+    forward+backward ensemble)."""
     import tempfile
     from pathlib import Path
 
     from trainer.predict import load_model, predict_texts
-    from trainer.runs import read_metrics, run_key
+    from trainer.runs import BWD_MODEL, read_metrics, run_key
 
     _, bucket = _open(env, sets, lang, configured=False)
     run_id = _pick_run(bucket, lang, run, succeeded=True)
@@ -233,6 +239,11 @@ def predict(lang: LangArg, texts: Annotated[list[str], typer.Argument(help="text
         bucket.download(run_key(lang, run_id, "model.pth"), model)
         learn = load_model(model)
         metrics = read_metrics(bucket, lang, run_id)
-        for text, (labels, probs) in zip(texts, predict_texts(learn, texts, metrics)):
+        learn_bwd = None
+        if forward_only is False and "ensemble" in metrics and bucket.exists(run_key(lang, run_id, BWD_MODEL)):
+            bucket.download(run_key(lang, run_id, BWD_MODEL), Path(tmp) / BWD_MODEL)
+            learn_bwd = load_model(Path(tmp) / BWD_MODEL)
+            console.print(f"[dim]run {escape(run_id)}: forward+backward ensemble (--forward-only: model.pth alone)[/]")
+        for text, (labels, probs) in zip(texts, predict_texts(learn, texts, metrics, learn_bwd)):
             shown = ", ".join(f"{k} {v:.2f}" for k, v in probs.items())
             console.print(f"[bold]{escape(';'.join(labels))}[/]\t{escape(text)}\n  [dim]{shown}[/]")

@@ -31,7 +31,7 @@ def train(lang: LangArg, env: EnvOpt = "local", sets: SetOpt = None,
 def run_job(lang: str, env: str, sets, detach: bool, *, job: str) -> None:
     """The run lifecycle (preflight, apply, follow, destroy, report) of a classifier or a base-LM job."""
     from stacks import lifecycle as L
-    from trainer.runs import ARTIFACTS, SUCCEEDED, read_metrics, run_prefix
+    from trainer.runs import ARTIFACTS, BWD_MODEL, SUCCEEDED, read_metrics, run_prefix
 
     project, config = load(env, sets)
     L.language_settings(config, lang)  # an unconfigured language is refused, whatever the job
@@ -106,14 +106,15 @@ def run_job(lang: str, env: str, sets, detach: bool, *, job: str) -> None:
 
         lm = metrics["base_lm"]
         small = lm.get("tokens") is not None and lm["tokens"] < store.SMALL_LM_TOKENS
-        console.print(f"base LM {lm['id']}: held-out perplexity {lm['perplexity']}, {lm['tokens']:,} training tokens"
-                      + (" (small base LM: expect weak transfer)" if small else ""))
+        console.print(f"base LM {lm['id']}: held-out perplexity {lm['perplexity']}"
+                      + (f" (backward LM: {lm['backward_perplexity']})" if lm.get("backward") else "")
+                      + f", {lm['tokens']:,} training tokens" + (" (small base LM: expect weak transfer)" if small else ""))
         console.print(f"  {bucket.url(store.prefix(lang, lm['id']))} · CURRENT names it: training runs of {lang} "
                       "fine-tune from it", soft_wrap=True, markup=False)
         console.print(f"[green]run {run_id} SUCCEEDED[/]; {handle.name} destroyed, nothing left running")
         return
     print_table(metrics_table(metrics))
-    for name in (*ARTIFACTS, "log.txt", "status.json"):
+    for name in (*ARTIFACTS, *([BWD_MODEL] if metrics.get("bidirectional") else []), "log.txt", "status.json"):
         console.print(f"  {name:22} {bucket.url(run_prefix(lang, run_id) + name)}", soft_wrap=True, markup=False)
     console.print(f"[green]run {run_id} SUCCEEDED[/]; {handle.name} destroyed, nothing left running")
 

@@ -58,6 +58,8 @@ class TrainerSettings(StrictModel):
     sp_vocab_size: int = Field(D["sp_vocab_size"], ge=100)
     min_clf_steps: int = Field(D["min_clf_steps"], ge=0,
                                description="small data: raise epochs_clf to take at least this many steps")
+    bidirectional: bool = Field(D["bidirectional"], description="also a backward LM + classifier; metrics.json "
+                                "reports the forward+backward ensemble next to the forward model")
     job: Literal["classifier", "pretrain-lm"] = Field(
         "classifier", description="what a run of the stack does; `trainctl lm pretrain` sets pretrain-lm")
     base_lm: str = Field(D["base_lm"], pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",

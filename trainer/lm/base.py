@@ -20,8 +20,8 @@ CURRENT, NONE, INLINE = "current", "none", "pretrain-inline"
 
 
 def fetch(bucket, lang: str, lm: BaseLM, models: Path) -> None:
-    """weights.pth and vocab.pkl of `lm` into `models/` (where fastai's pretrained_fnames look)."""
-    for name in ("weights.pth", "vocab.pkl"):
+    """weights.pth and vocab.pkl of `lm` (and its backward weights) into `models/`."""
+    for name in ("weights.pth", "vocab.pkl", *([store.BWD_WEIGHTS] if lm.backward else [])):
         bucket.download(store.prefix(lang, lm.id) + name, models / name)
 
 
@@ -114,9 +114,11 @@ def inline_id(run) -> str:
     the weights), so no run whose validation or test rows it saw can pick it up."""
     a = run.a
     rows = hashlib.sha256(json.dumps(sorted(run.train_idx)).encode()).hexdigest()
-    return "inline-" + hashlib.sha256(json.dumps(
-        [run.data_hash, rows, run.tokenizer.id, run.arch, a.epochs_base_lm, a.seed, a.lr_lm, a.bs, a.seq_len,
-         a.drop_mult, a.max_vocab, a.min_freq]).encode()).hexdigest()[:12]
+    shaped_by = [run.data_hash, rows, run.tokenizer.id, run.arch, a.epochs_base_lm, a.seed, a.lr_lm, a.bs, a.seq_len,
+                 a.drop_mult, a.max_vocab, a.min_freq]
+    if a.bidirectional:  # with a backward LM: another id (forward-only ids stay as they were)
+        shaped_by.append("bidirectional")
+    return "inline-" + hashlib.sha256(json.dumps(shaped_by).encode()).hexdigest()[:12]
 
 
 def pretrain_inline(run) -> BaseLM:
@@ -126,12 +128,16 @@ def pretrain_inline(run) -> BaseLM:
     models = run.work / "models"
     lm_id = inline_id(run)
     tokens, vocab = run.pretrain_base_lm()
+    if a.bidirectional:
+        run.pretrain_base_lm(backwards=True, vocab=vocab)
     lm = BaseLM(id=lm_id, source=INLINE, tokenizer=run.tokenizer.id, arch=dict(run.arch), vocab_size=len(vocab),
-                tokens=int(tokens), corpus_hash=run.data_hash, run_id=a.run_id, created_at=store.now())
+                tokens=int(tokens), corpus_hash=run.data_hash, run_id=a.run_id, created_at=store.now(),
+                backward=bool(a.bidirectional))
     if run.ctx.main:
         weights, vocab_bytes = (models / "weights.pth").read_bytes(), (models / "vocab.pkl").read_bytes()
         store.publish(run.bucket, a.lang, lm, weights, vocab_bytes, make_current=False,
-                      tokenizer_model=run.tokenizer.sp_model)
+                      tokenizer_model=run.tokenizer.sp_model,
+                      weights_bwd=(models / store.BWD_WEIGHTS).read_bytes() if a.bidirectional else None)
         run.log.line(f"base LM: published {lm.describe()} to {run.bucket.url(store.prefix(a.lang, lm.id))} "
                      "(runs on the same training rows reuse it)")
     return lm
@@ -155,14 +161,14 @@ def read_vocab(models: Path) -> list[str]:
     return load_vocab((models / "vocab.pkl").read_bytes(), str(models / "vocab.pkl"))
 
 
-def load_weights(learn, models: Path, new_vocab: list[str]) -> None:
+def load_weights(learn, models: Path, new_vocab: list[str], *, weights: str = "weights.pth") -> None:
     """fastai's LMLearner.load_pretrained without its unsafe loads (it unpickles both files
     whole): tensors only (`weights_only=True`) and the checked vocabulary, then the same
     embedding matching (rows of words the base LM knows keep their vectors)."""
     import torch
     from fastai.text.learner import clean_raw_keys, load_ignore_keys, match_embeds
 
-    wgts = torch.load(models / "weights.pth", map_location="cpu", weights_only=True)
+    wgts = torch.load(models / weights, map_location="cpu", weights_only=True)
     if "model" in wgts:
         wgts = wgts["model"]
     wgts = match_embeds(wgts, read_vocab(models), list(new_vocab))

@@ -16,7 +16,6 @@ import time
 from types import SimpleNamespace
 
 from trainer import distributed as D
-from trainer import precision as P
 from trainer.errors import DataError
 from trainer.lm import store
 from trainer.lm.store import BaseLM
@@ -57,53 +56,63 @@ def prepare(run) -> None:
         run.log.line(f"warning: small corpus ({n_tokens:,} tokens, under {store.SMALL_LM_TOKENS:,}): "
                      "expect weak transfer from this base LM")
     run.resume = run.store.latest()
-    if run.resume is not None:
-        run.resume.check_compatible(data_hash=run.data_hash, labels=[])
-        run.history[:] = run.resume.payload.get("history", [])
-        run.arch = run.resume.payload.get("arch", run.arch)
-        run.log.line(f"resuming from checkpoint: {run.resume.position.describe()}")
+    run.adopt_resume()
+
+
+def _train(run, stage: str, tokens, valid_pct: float, vocab: list[str]) -> tuple[bytes, float | None]:
+    """One direction's LM (checkpointed as `stage`) -> (its state dict as bytes, held-out perplexity)."""
+    import io
+
+    import torch
+
+    a = run.a
+    run.stage(stage, a.epochs_base_lm)
+    run.stage_vocab = vocab
+    learn = run.lm_learner(tokens, valid_pct=valid_pct)
+    if run.resumed_past(stage):  # the forward LM, finished before the backward one was interrupted
+        D.unwrap(learn.model).load_state_dict(run.carry[stage]["model"])
+        run.log.line(f"{stage}: finished before the interruption; using its weights")
+    else:
+        learn = run.setup(learn)
+        run.fit_phases(learn, stage, [(None, a.epochs_base_lm, a.lr_lm)])
+        if a.bidirectional and stage == "base_lm":
+            run.keep(stage, learn, vocab)
+    last = next((h for h in reversed(run.history) if h.get("stage") == stage), {})
+    perplexity = last.get("perplexity") or (math.exp(last["valid_loss"]) if "valid_loss" in last else None)
+    buf = io.BytesIO()
+    torch.save(D.unwrap(learn.model).state_dict(), buf)
+    return buf.getvalue(), None if perplexity is None else round(float(perplexity), 3)
 
 
 def pretrain(run) -> BaseLM:
-    """Trains the LM (checkpointed as stage base_lm), measures held-out perplexity, publishes it."""
-    import torch
-    from fastai.text.all import AWD_LSTM, Perplexity, accuracy, awd_lstm_lm_config, language_model_learner
-
-    from trainer.text.loaders import lm_dataloaders
+    """Trains the LM (checkpointed as stage base_lm; then base_lm_bwd, the backward LM, with
+    trainer.bidirectional), measures held-out perplexity, publishes it."""
     from trainer.text.tokens import TokenIds, build_vocab, remap
 
     a = run.a
-    run.stage("base_lm", a.epochs_base_lm)
     vocab = (run.resume.payload["vocab"] if run.resume_point("base_lm") is not None
+             else run.carry["base_lm"]["vocab"] if run.resumed_past("base_lm")
              else build_vocab(run.corpus, min_freq=a.min_freq, max_vocab=a.max_vocab))
-    run.stage_vocab = vocab
     tokens = TokenIds.concat([remap(t, vocab) for t in run.corpus])
     valid_pct = max(VALID_PCT, 1.5 / max(len(tokens), 1))
-    P.seed_everything(a.seed + run.ctx.rank, deterministic=a.deterministic)
-    dls = lm_dataloaders(tokens, bs=a.bs, seq_len=a.seq_len, seed=a.seed, valid_pct=valid_pct,
-                         rank=run.ctx.rank, world=run.ctx.world)
-    learn = run.setup(language_model_learner(dls, AWD_LSTM, config={**awd_lstm_lm_config, **run.arch},
-                                             drop_mult=a.drop_mult, pretrained=False, path=run.work,
-                                             metrics=[accuracy, Perplexity()]))
-    run.fit_phases(learn, "base_lm", [(None, a.epochs_base_lm, a.lr_lm)])
-    last = run.history[-1] if run.history else {}
-    perplexity = last.get("perplexity") or (math.exp(last["valid_loss"]) if "valid_loss" in last else None)
+    weights, perplexity = _train(run, "base_lm", tokens, valid_pct, vocab)
+    # the same held-out lines, read right to left (split_documents draws them by seed, not content)
+    weights_bwd, perplexity_bwd = (_train(run, "base_lm_bwd", tokens.reversed(), valid_pct, vocab)
+                                   if a.bidirectional else (None, None))
     n_train_tokens = int(tokens.n_tokens * (1 - valid_pct))
     # everything that changes the weights: the same inputs give the same id, any other a new one
-    lm_id = "pt-" + hashlib.sha256(json.dumps(
-        [run.data_hash, run.arch, a.epochs_base_lm, a.seed, a.max_vocab, a.min_freq, a.lr_lm, a.bs, a.seq_len,
-         a.drop_mult, VALID_PCT, a.precision]).encode()).hexdigest()[:12]
+    shaped_by = [run.data_hash, run.arch, a.epochs_base_lm, a.seed, a.max_vocab, a.min_freq, a.lr_lm, a.bs,
+                 a.seq_len, a.drop_mult, VALID_PCT, a.precision]
+    if a.bidirectional:  # forward-only ids stay as they were
+        shaped_by.append("bidirectional")
+    lm_id = "pt-" + hashlib.sha256(json.dumps(shaped_by).encode()).hexdigest()[:12]
     lm = BaseLM(id=lm_id, source="pretrain", tokenizer=run.tokenizer.id, arch=dict(run.arch), vocab_size=len(vocab),
-                tokens=n_train_tokens, corpus_hash=run.data_hash,
-                perplexity=None if perplexity is None else round(float(perplexity), 3),
-                run_id=a.run_id, created_at=store.now())
+                tokens=n_train_tokens, corpus_hash=run.data_hash, perplexity=perplexity,
+                run_id=a.run_id, created_at=store.now(), backward=bool(a.bidirectional),
+                backward_perplexity=perplexity_bwd)
     if run.ctx.main:
-        import io
-
-        buf = io.BytesIO()
-        torch.save(D.unwrap(learn.model).state_dict(), buf)
-        fresh = store.publish(run.bucket, a.lang, lm, buf.getvalue(), pickle.dumps(list(vocab)), make_current=True,
-                              tokenizer_model=run.tokenizer.sp_model)
+        fresh = store.publish(run.bucket, a.lang, lm, weights, pickle.dumps(list(vocab)), make_current=True,
+                              tokenizer_model=run.tokenizer.sp_model, weights_bwd=weights_bwd)
         where = run.bucket.url(store.prefix(a.lang, lm.id))
         run.log.line(f"base LM: {'published' if fresh else 'already published'} {lm.describe()} at {where}; "
                      "CURRENT now names it")
@@ -119,6 +128,6 @@ def execute(run, started: float) -> None:
         from dataclasses import asdict
 
         metrics = {"run_id": run.a.run_id, "lang": run.a.lang, "job": JOB, "base_lm": asdict(lm),
-                   "perplexity": lm.perplexity, "tokens": lm.tokens, "tokenizer": run.tokenizer.id,
+                   "perplexity": lm.perplexity, "backward_perplexity": lm.backward_perplexity, "tokens": lm.tokens, "tokenizer": run.tokenizer.id,
                    "duration_s": round(time.time() - started, 1), "history": run.history}
         run.put(json.dumps(metrics, indent=2).encode(), "metrics.json")

@@ -20,6 +20,7 @@ from trainer.errors import DataError
 FILES = ("weights.pth", "vocab.pkl", "meta.json")  # publication order: meta.json last
 LEGACY_ID = "legacy"
 SP_MODEL = "spm.model"  # beside the weights when the LM was trained on SentencePiece pieces
+BWD_WEIGHTS = "weights_bwd.pth"  # the backward LM (same vocab, texts read right to left), when there is one
 SMALL_LM_TOKENS = 10_000_000  # below this, transfer is weak (the ULMFiT paper used WikiText-103: 103 M)
 
 
@@ -38,6 +39,8 @@ class BaseLM:
     run_id: str | None = None
     created_at: str = ""
     origin: dict = field(default_factory=dict)  # where imported files came from, coverage, ...
+    backward: bool = False  # weights_bwd.pth is published too (trainer.bidirectional)
+    backward_perplexity: float | None = None
 
     @property
     def small(self) -> bool:
@@ -46,7 +49,11 @@ class BaseLM:
     def describe(self) -> str:
         size = f"{self.tokens:,} tokens" if self.tokens is not None else "tokens unknown"
         ppl = f", perplexity {self.perplexity:.1f}" if self.perplexity is not None else ""
-        return f"{self.id} ({self.source}, {size}{ppl}, tokenizer {self.tokenizer})"
+        bwd = ""
+        if self.backward:
+            bwd = ", with a backward LM" + (f" (perplexity {self.backward_perplexity:.1f})"
+                                            if self.backward_perplexity is not None else "")
+        return f"{self.id} ({self.source}, {size}{ppl}, tokenizer {self.tokenizer}{bwd})"
 
     @classmethod
     def from_json(cls, data: dict, lm_id: str) -> BaseLM:
@@ -111,10 +118,10 @@ def set_current(bucket, lang: str, lm_id: str) -> BaseLM:
 
 
 def publish(bucket, lang: str, lm: BaseLM, weights: bytes, vocab: bytes, *, make_current: bool,
-            tokenizer_model: bytes | None = None) -> bool:
-    """Write `lm` under its id (weights, vocab, the SentencePiece model it was trained with if any,
-    then meta.json; never overwriting) and, if asked, point CURRENT at it. False when that id was
-    already complete (nothing written)."""
+            tokenizer_model: bytes | None = None, weights_bwd: bytes | None = None) -> bool:
+    """Write `lm` under its id (weights, vocab, the backward weights and the SentencePiece model it
+    was trained with if any, then meta.json; never overwriting) and, if asked, point CURRENT at it.
+    False when that id was already complete (nothing written)."""
     base = prefix(lang, lm.id)
     if lm.id == LEGACY_ID:
         raise ValueError("the legacy layout is read, never written")
@@ -125,6 +132,11 @@ def publish(bucket, lang: str, lm: BaseLM, weights: bytes, vocab: bytes, *, make
     # without meta.json the id is incomplete (an interrupted publish): its files may be replaced
     bucket.write_bytes(base + "weights.pth", weights)
     bucket.write_bytes(base + "vocab.pkl", vocab)
+    if (weights_bwd is not None) != lm.backward:
+        raise ValueError(f"base LM {lm.id}: meta.json says backward={lm.backward}, weights_bwd given: "
+                         f"{weights_bwd is not None}")
+    if weights_bwd is not None:
+        bucket.write_bytes(base + BWD_WEIGHTS, weights_bwd)
     if tokenizer_model is not None:  # runs that fine-tune from this LM tokenize with the same model
         bucket.write_bytes(base + SP_MODEL, tokenizer_model)
     bucket.write_bytes(base + "meta.json", json.dumps(asdict(lm), indent=2).encode(), if_absent=True)

@@ -23,6 +23,7 @@ from fastai.text.all import (
     L, Categorize, ColReader, DataLoaders, Datasets, LMDataLoader, MultiCategorize, Numericalize, OneHotEncode,
     Pad_Chunk, SortedDL, TensorText, Tokenizer, Transform, default_device,
 )
+from fastai.text.data import reverse_text
 
 from trainer.text.tokenizers import as_spec, rules
 from trainer.text.tokens import TokenIds
@@ -69,6 +70,13 @@ class RankLMDataLoader(LMDataLoader):
     def new(self, dataset=None, **kwargs):
         kwargs.setdefault("max_bl", self.max_bl if dataset is None else None)
         return super().new(dataset=dataset, **kwargs)
+
+    def shuffle_fn(self, idxs):
+        # fastai shuffles the previous epoch's document order in place, so an epoch's order hangs
+        # on every epoch before it; from the stored order it hangs only on the RNG state at the
+        # epoch's start, which checkpoints hold: a resumed epoch reads the documents in the same order.
+        self.items.idxs = self.lens.idxs = L.range(len(self.items))
+        return super().shuffle_fn(idxs)
 
 
 def label_tfms(label_names: list[str], multi_label: bool) -> list:
@@ -151,8 +159,9 @@ def _pad_seq_len(dls, default: int = 72) -> int:
 
 
 def raw_text_dataloaders(dls, tokenizer, vocab: list[str], label_names, multi_label: bool,
-                         scratch: Path | None = None) -> DataLoaders:
-    """DataLoaders with the raw-string pipeline (text -> tokens -> ids in `vocab`) and the same labels.
+                         scratch: Path | None = None, backwards: bool = False) -> DataLoaders:
+    """DataLoaders with the raw-string pipeline (text -> tokens -> ids in `vocab`, reversed for a
+    backward model, as fastai's own `TextBlock(backwards=True)` does) and the same labels.
 
     Over a one-row-per-label DataFrame: set it as `learn.dls` right before
     `learn.export(...)`, so `load_learner(...).predict("some text")` works and
@@ -165,7 +174,8 @@ def raw_text_dataloaders(dls, tokenizer, vocab: list[str], label_names, multi_la
     # SentencePiece's model file is written to `scratch` (the run's work folder), never the cwd;
     # the export carries the model itself.
     tok = spec.fastai_tokenizer(Path(scratch or tempfile.mkdtemp(prefix="trainstack-tok-")) / "tokenizer")
-    x_tfms = [ColReader("text"), Tokenizer(tok, rules=rules()), Numericalize(vocab=list(vocab))]
+    x_tfms = [ColReader("text"), Tokenizer(tok, rules=rules()), Numericalize(vocab=list(vocab)),
+              *([reverse_text] if backwards else [])]
     y_tfms = [ColReader("labels"), *label_tfms(label_names, multi_label)]
     rows = list(range(len(df)))
     dsets = Datasets(df, [x_tfms, y_tfms], splits=[rows, rows], dl_type=SortedDL)

@@ -64,6 +64,13 @@ class TokenIds:
         gather = np.repeat(self.offsets[rows] - offsets[:-1], lens) + np.arange(offsets[-1])
         return TokenIds(self.vocab, self.ids[gather], offsets)
 
+    def reversed(self) -> TokenIds:
+        """Every text's tokens in reverse order (texts keep their order): a backward model's input."""
+        lens = self.lengths()
+        # position j of text [s, e) reads ids[s + e - 1 - j]
+        gather = np.repeat(self.offsets[:-1] + self.offsets[1:] - 1, lens) - np.arange(self.n_tokens)
+        return TokenIds(self.vocab, self.ids[gather], self.offsets.copy())
+
     @classmethod
     def concat(cls, tables: list[TokenIds]) -> TokenIds:
         """The texts of all tables in order, over one merged vocab (first table's ids unchanged)."""
