@@ -111,6 +111,33 @@ def test_import_publishes_infers_arch_reports_coverage(project, tmp_path, vocab)
     assert {p.name: p.stat().st_mtime_ns for p in folder.iterdir()} == before
 
 
+def test_import_with_a_backward_lm_publishes_both_and_refuses_another_arch(project, tmp_path, vocab):
+    import torch
+
+    weights, vocab_path = write_pair(tmp_path / "pair", vocab)
+    torch.manual_seed(1)
+    backward = tmp_path / "pair" / "lstm_bwd.pth"
+    torch.save(language_model(len(vocab), TINY_ARCH).state_dict(), backward)
+    other_arch = tmp_path / "pair" / "other_bwd.pth"
+    torch.save(language_model(len(vocab), {**TINY_ARCH, "n_layers": 1}).state_dict(), other_arch)
+    r = runner.invoke(app, ["lm", "import", "fr", str(weights), str(vocab_path), "--backward", str(other_arch)])
+    assert_refused(project, r, "the backward LM's arch", "differs from the forward one's")
+
+    r = runner.invoke(app, ["lm", "import", "fr", str(weights), str(vocab_path), "--backward", str(backward)])
+    assert r.exit_code == 0, r.output
+    assert "with a backward LM" in r.output
+    [with_bwd] = published_ids(project)
+    folder = bucket_dir(project) / "fr" / "lm" / with_bwd
+    meta = json.loads((folder / "meta.json").read_text())
+    assert meta["backward"] is True and meta["origin"]["backward"] == "lstm_bwd.pth"
+    model = language_model(len(vocab), TINY_ARCH)
+    model.load_state_dict(torch.load(folder / "weights_bwd.pth", weights_only=True))
+    # the forward pair alone is another base LM (another id): a run asking for it gets no backward LM
+    r = runner.invoke(app, ["lm", "import", "fr", str(weights), str(vocab_path)])
+    assert r.exit_code == 0, r.output
+    assert len(published_ids(project)) == 2 and current(project) != with_bwd
+
+
 def test_old_fastai_file_with_extra_lstm_copies_is_normalised(project, tmp_path, vocab):
     """fastai v1 files (WT103's) also hold `module.weight_hh_l0` beside `weight_hh_l0_raw`, in another order."""
     import torch

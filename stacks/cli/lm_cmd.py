@@ -58,7 +58,10 @@ def import_(lang: LangArg,
                                                    "spacy (the language's code) | sentencepiece")] = "spacy",
             sp_model: Annotated[Path | None, typer.Option("--sp-model", help="the SentencePiece model "
                                                           "(with --tokenizer sentencepiece)")] = None,
-            note: Annotated[str, typer.Option("--note", help="where the files came from (recorded in meta.json)")] = ""):
+            note: Annotated[str, typer.Option("--note", help="where the files came from (recorded in meta.json)")] = "",
+            backward: Annotated[Path | None, typer.Option(
+                "--backward", help="the backward LM's weights, same vocabulary and arch (e.g. fastai's WT103 "
+                "lstm_bwd.pth), for trainer.bidirectional")] = None):
     """Check and publish existing fastai ULMFiT weights as <lang>/lm/imp-<hash>/, and make it CURRENT."""
     if importlib.util.find_spec("torch") is None or importlib.util.find_spec("fastai") is None:
         fail(escape("`trainctl lm import` needs the trainer extra: pip install 'trainstack[trainer]'"), None,
@@ -69,13 +72,15 @@ def import_(lang: LangArg,
     spec = _tokenizer_spec(tokenizer, settings.code or lang, sp_model)
     d = settings.data
     lm, report = import_lm(bucket, lang, weights, vocab, tokenizer=spec, source_note=note, text_col=d.text_col,
-                           label_col=d.label_col, label_sep=d.label_sep, label_cols=tuple(d.label_cols), task=d.task)
+                           label_col=d.label_col, label_sep=d.label_sep, label_cols=tuple(d.label_cols), task=d.task,
+                           backward=backward)
     where = bucket.url(f"{lang}/lm/{lm.id}/")
     done = "published" if report.published else "already published (nothing rewritten)"
     console.print(f"base LM {lm.id} {done}: {where}", soft_wrap=True, markup=False)
     a = lm.arch
     console.print(f"  arch emb_sz={a['emb_sz']} n_hid={a['n_hid']} n_layers={a['n_layers']} · vocabulary "
-                  f"{lm.vocab_size:,} tokens · tokenizer {lm.tokenizer}", soft_wrap=True, markup=False)
+                  f"{lm.vocab_size:,} tokens · tokenizer {lm.tokenizer}"
+                  + (" · with a backward LM" if lm.backward else ""), soft_wrap=True, markup=False)
     console.print(f"  {report.coverage.describe()}", soft_wrap=True, markup=False)
     for warning in report.warnings:
         console.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)

@@ -215,17 +215,26 @@ def measure_coverage(bucket, lang: str, vocab: list[str], tokenizer: TokenizerSp
 
 def import_lm(bucket, lang: str, weights: Path, vocab: Path, *, tokenizer: TokenizerSpec, source_note: str = "",
               text_col: str = "text", label_col: str = "labels", label_sep: str = ";",
-              label_cols: tuple[str, ...] = (), task: str = "auto") -> tuple[BaseLM, ImportReport]:
-    """Check the pair, measure coverage, publish `<lang>/lm/imp-<hash>/` and point CURRENT at it."""
+              label_cols: tuple[str, ...] = (), task: str = "auto",
+              backward: Path | None = None) -> tuple[BaseLM, ImportReport]:
+    """Check the pair (and the backward LM's weights, same vocabulary and arch), measure coverage,
+    publish `<lang>/lm/imp-<hash>/` and point CURRENT at it."""
     import torch
 
     weights, vocab = Path(weights), Path(vocab)
-    for path in (weights, vocab):
+    for path in (weights, vocab, *([Path(backward)] if backward else [])):
         if not path.is_file():
             raise DataError(f"{path} does not exist or is not a file", hint=HINT)
     vocab_raw = vocab.read_bytes()
     tokens = load_vocab(vocab_raw, str(vocab))
     state, arch = normalise(load_state_dict(weights), len(tokens), str(weights))
+    state_bwd = None
+    if backward is not None:
+        state_bwd, arch_bwd = normalise(load_state_dict(Path(backward)), len(tokens), str(backward))
+        if arch_bwd != arch:
+            raise DataError(f"{backward}: the backward LM's arch {arch_bwd} differs from the forward one's {arch}",
+                            hint="pass the backward weights trained with the same vocabulary and arch "
+                                 "(e.g. fastai's WT103 lstm_bwd.pth beside lstm_fwd.pth)")
     weights_digest, pair = hashlib.sha256(), hashlib.sha256()  # the id: sha256 of weights bytes + vocab bytes
     with weights.open("rb") as fh:
         while chunk := fh.read(1 << 22):  # WT103's weights are hundreds of MB: never read whole twice
@@ -233,6 +242,14 @@ def import_lm(bucket, lang: str, weights: Path, vocab: Path, *, tokenizer: Token
             pair.update(chunk)
     pair.update(vocab_raw)
     weights_sha, vocab_sha = weights_digest.hexdigest(), hashlib.sha256(vocab_raw).hexdigest()
+    bwd_sha = None
+    if backward is not None:  # with a backward LM: another id (forward-only ids stay as they were)
+        bwd_digest = hashlib.sha256()
+        with Path(backward).open("rb") as fh:
+            while chunk := fh.read(1 << 22):
+                bwd_digest.update(chunk)
+        bwd_sha = bwd_digest.hexdigest()
+        pair.update(b"backward:" + bwd_sha.encode())
     lm_id = f"imp-{pair.hexdigest()[:12]}"
     warnings = []
     absent = [tok for tok in OTHER_SPECIALS if tok not in tokens]
@@ -251,12 +268,18 @@ def import_lm(bucket, lang: str, weights: Path, vocab: Path, *, tokenizer: Token
                                                   if k in Coverage.__dataclass_fields__}), False, warnings)
     coverage = measure_coverage(bucket, lang, tokens, tokenizer, text_col=text_col, label_col=label_col,
                                 label_sep=label_sep, label_cols=label_cols, task=task)
-    buf = io.BytesIO()
-    torch.save(state, buf)
+    def saved(tensors: dict) -> bytes:
+        buf = io.BytesIO()
+        torch.save(tensors, buf)
+        return buf.getvalue()
+
+    origin = {"weights": weights.name, "vocab": vocab.name, "weights_sha256": weights_sha,
+              "vocab_sha256": vocab_sha, "coverage": coverage.as_dict(), "note": source_note}
+    if backward is not None:
+        origin.update(backward=Path(backward).name, backward_sha256=bwd_sha)
     lm = BaseLM(id=lm_id, source="import", tokenizer=tokenizer.id, arch=arch, vocab_size=len(tokens), tokens=None,
-                created_at=store.now(),
-                origin={"weights": weights.name, "vocab": vocab.name, "weights_sha256": weights_sha,
-                        "vocab_sha256": vocab_sha, "coverage": coverage.as_dict(), "note": source_note})
-    published = store.publish(bucket, lang, lm, buf.getvalue(), pickle.dumps(list(tokens)), make_current=True,
-                              tokenizer_model=tokenizer.sp_model if tokenizer.kind == "sentencepiece" else None)
+                created_at=store.now(), origin=origin, backward=state_bwd is not None)
+    published = store.publish(bucket, lang, lm, saved(state), pickle.dumps(list(tokens)), make_current=True,
+                              tokenizer_model=tokenizer.sp_model if tokenizer.kind == "sentencepiece" else None,
+                              weights_bwd=saved(state_bwd) if state_bwd is not None else None)
     return lm, ImportReport(coverage, published, warnings)
