@@ -69,7 +69,7 @@ def main() -> None:
         ("trainctl --help (median of 5)", help_s, "<= 1 s"),
         (f"trainctl synth --env {args.env} (all stacks)", synth_s, ""),
         (f"trainctl train {args.lang} --env {args.env}", train_s, ""),
-        (f"python -m trainer (same args, bare)", bare_s, ""),
+        ("python -m trainer (same args, bare)", bare_s, ""),
         ("lifecycle overhead (train - bare)", train_s - bare_s, "<= 15 s"),
     ]
     print(f"machine: {platform.node()} · {platform.processor() or platform.machine()} · "

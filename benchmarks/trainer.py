@@ -55,7 +55,6 @@ def timed_epoch(learn) -> float:
 
 
 def epoch_before_after(csv_path: Path, work: Path, args) -> dict:
-    import numpy as np
     import pandas as pd
     from fastai.text.all import (AWD_LSTM, ColReader, Datasets, MultiCategorize, Numericalize, OneHotEncode,
                                  Pad_Chunk, ProgressCallback, SortedDL, awd_lstm_clas_config, text_classifier_learner)

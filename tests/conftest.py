@@ -1,7 +1,6 @@
 """Shared fixtures: an isolated project folder, sample data, a real GCS API server."""
 from __future__ import annotations
 
-import os
 import shutil
 import socket
 import subprocess

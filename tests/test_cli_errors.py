@@ -1,7 +1,6 @@
 """Bad input: one clear message, the documented exit code, nothing written under runs/."""
 from __future__ import annotations
 
-import shutil
 
 import pytest
 from typer.testing import CliRunner

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 import yaml
 
-from stacks.cli.common import EnvOpt, SetOpt, console, load, mapped_errors
+from stacks.cli.common import EnvOpt, SetOpt, load, mapped_errors
 
 app = typer.Typer(help="Inspect the effective configuration.", no_args_is_help=True)
 
