@@ -104,7 +104,7 @@ def test_train_end_to_end(staged):
 
 
 def test_second_train_attaches_then_destroy_cancels(staged):
-    slow = [*TINY_SETS, "--set", "defaults.trainer.epochs_clf=40"]
+    slow = [*TINY_SETS, "--set", "defaults.trainer.epochs_clf=400"]  # outlasts the follower; destroy cancels it
     r1 = trainctl(staged, "train", "fr", "--detach", *slow)
     assert r1.returncode == 0, r1.stdout + r1.stderr
     run_id = only_run(staged, "fr")
