@@ -140,6 +140,7 @@ def pretrain_inline(run) -> BaseLM:
                       weights_bwd=(models / store.BWD_WEIGHTS).read_bytes() if a.bidirectional else None)
         run.log.line(f"base LM: published {lm.describe()} to {run.bucket.url(store.prefix(a.lang, lm.id))} "
                      "(runs on the same training rows reuse it)")
+    run.carry.pop("base_lm", None)  # published: a resumed run fetches it, later checkpoints need not carry it
     return lm
 
 
