@@ -52,7 +52,7 @@ def test_ensemble_averages_probabilities_and_tunes_its_own_thresholds():
 
 
 @pytest.mark.e2e
-def test_sigterm_in_the_backward_classifier_resumes_with_the_forward_model_carried(tmp_path):
+def test_sigterm_in_the_backward_classifier_resumes_with_the_forward_model_carried(tmp_path, project):
     """The forward classifier finished before the interruption: its weights travel in the backward
     stages' checkpoints, so the resumed run scores exactly as an uninterrupted one, all three models."""
     uri = f"file://{tmp_path / 'bucket'}"
@@ -109,6 +109,19 @@ def test_sigterm_in_the_backward_classifier_resumes_with_the_forward_model_carri
     [(_, fwd_probs)] = predict_texts(fwd, [text], resumed)
     [(_, bwd_probs)] = predict_texts(bwd, [text], resumed)
     assert probs == pytest.approx({k: (fwd_probs[k] + bwd_probs[k]) / 2 for k in probs}) and labels
+
+    # trainctl predict uses the ensemble, or model.pth alone when asked
+    from typer.testing import CliRunner
+
+    from stacks.cli.main import app
+
+    runner = CliRunner()
+    both = runner.invoke(app, ["predict", "fr", text, "--run", "r1", "--set", f"bucket={uri}"])
+    alone = runner.invoke(app, ["predict", "fr", text, "--run", "r1", "--set", f"bucket={uri}", "--forward-only"])
+    assert both.exit_code == 0 and alone.exit_code == 0, both.output + alone.output
+    assert "forward+backward ensemble" in both.output and "ensemble" not in alone.output
+    shown = lambda p: ", ".join(f"{k} {v:.2f}" for k, v in p.items())  # noqa: E731 (predict's own format)
+    assert shown(probs) in " ".join(both.output.split()) and shown(fwd_probs) in " ".join(alone.output.split())
 
 
 @pytest.mark.e2e
