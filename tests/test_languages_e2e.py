@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import subprocess
 import sys
 
@@ -53,13 +54,16 @@ def test_a_language_trains_end_to_end_and_its_model_predicts_strings(tmp_path, k
     uri = f"file://{tmp_path / 'bucket'}"
     bucket = open_bucket(uri)
     extra = _stage(bucket, key, lang)
-    cwd = tmp_path / "cwd"
+    cwd, scratch = tmp_path / "cwd", tmp_path / "tmp"
     cwd.mkdir()
+    scratch.mkdir()
     proc = subprocess.run([sys.executable, "-m", "trainer", "--lang", key, "--bucket", uri, "--run-id", "r1",
                            *TINY_TRAINER_ARGS, "--sp-vocab-size", "400", *extra],
-                          capture_output=True, text=True, timeout=600, cwd=cwd)
+                          capture_output=True, text=True, timeout=600, cwd=cwd,
+                          env={**os.environ, "TMPDIR": str(scratch)})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert not list(cwd.iterdir()), "the trainer wrote into its working directory"
+    assert not list(scratch.iterdir()), "the trainer left its scratch folder behind"
     metrics = json.loads(bucket.read_bytes(f"{key}/runs/r1/metrics.json"))
     assert metrics["tokenizer"].startswith(tokenizer)
     assert metrics["labels"] == ["account", "billing", "delivery"]

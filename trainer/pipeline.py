@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import pickle
+import shutil
 import tempfile
 import time
 import traceback
@@ -54,7 +55,10 @@ EXIT_INTERRUPTED = 143  # the launchers (local supervisor, VM agent) resume the 
 class Run(StagedFit):
     def __init__(self, args, bucket, log, ctx: D.Context, preemption: Preemption):
         self.a, self.bucket, self.log, self.ctx, self.preemption = args, bucket, log, ctx, preemption
-        self.work = Path(args.work_dir or tempfile.mkdtemp(prefix=f"trainer-{args.lang}-"))
+        # A scratch folder of our own is removed when the process ends (trainer.pipeline.run_training):
+        # everything a resume needs is in the bucket, and local runs would otherwise fill /tmp.
+        self.scratch = None if args.work_dir else Path(tempfile.mkdtemp(prefix=f"trainer-{args.lang}-"))
+        self.work = Path(args.work_dir) if args.work_dir else self.scratch
         if ctx.distributed:
             self.work = self.work / f"rank{ctx.rank}"
         (self.work / "models").mkdir(parents=True, exist_ok=True)
@@ -299,7 +303,7 @@ def run_training(args) -> int:
     preemption = Preemption(ctx)
     preemption.install()
     started = time.time()
-    log = QuietLog()
+    log, run = QuietLog(), None
     try:
         D.init(ctx)
         log, _ = _log_for(ctx, bucket, args)
@@ -343,3 +347,5 @@ def run_training(args) -> int:
         return 1
     finally:
         D.shutdown(ctx)
+        if run is not None and run.scratch is not None:
+            shutil.rmtree(run.scratch, ignore_errors=True)
