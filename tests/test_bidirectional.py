@@ -41,12 +41,19 @@ def test_ensemble_averages_probabilities_and_tunes_its_own_thresholds():
                            multi_label=False, allow_empty=False)
     assert out["backward"]["accuracy"] == 0.75 and out["ensemble"]["accuracy"] == 1.0
     assert out["ensemble"]["per_label"]["a"]["threshold"] is None
-    # Multi-label: thresholds are tuned on the averaged validation probabilities.
-    multi = np.array([[1, 1], [0, 1], [1, 0], [0, 0]])
-    probs = np.array([[0.3, 0.7], [0.2, 0.6], [0.35, 0.2], [0.1, 0.1]])
-    out = ensemble.figures((probs, probs), (probs, probs), valid_targets=multi, scored_targets=multi, labels=labels,
-                           multi_label=True, allow_empty=True)
-    assert out["ensemble"]["macro_f1"] == 1.0 and out["ensemble"]["per_label"]["a"]["threshold"] < 0.5
+    # Multi-label: each model's thresholds are tuned on its own validation probabilities (label a:
+    # forward 0.3, backward 0.5, mean 0.4 on the positive rows), then the scored rows are decided.
+    valid_targets = np.array([[1, 1], [0, 1], [1, 0], [0, 0]])
+    fwd_valid = np.array([[0.3, 0.9], [0.05, 0.9], [0.3, 0.1], [0.05, 0.1]])
+    bwd_valid = np.array([[0.5, 0.9], [0.25, 0.9], [0.5, 0.1], [0.25, 0.1]])
+    scored_targets = np.array([[1, 0], [0, 1]])
+    fwd_scored, bwd_scored = np.array([[0.45, 0.1], [0.2, 0.9]]), np.array([[0.45, 0.1], [0.45, 0.9]])
+    out = ensemble.figures((fwd_valid, fwd_scored), (bwd_valid, bwd_scored), valid_targets=valid_targets,
+                           scored_targets=scored_targets, labels=labels, multi_label=True, allow_empty=True)
+    assert 0.15 < out["backward"]["per_label"]["a"]["threshold"] <= 0.5
+    assert 0.15 < out["ensemble"]["per_label"]["a"]["threshold"] <= 0.4  # from the mean: 0.15 on the negatives
+    # backward: a at 0.45 on both rows is one threshold's call; the ensemble's mean (0.45, 0.325) splits them
+    assert out["ensemble"]["per_label"]["a"]["f1"] == 1.0
     line = ensemble.summary({"macro_f1": 0.5}, out)
     assert "ensemble 1.000" in line and "+0.500" in line
 
@@ -162,6 +169,15 @@ def test_pretrain_publishes_a_backward_lm_and_resumes_it(tmp_path):
     assert strip(resumed["history"]) == strip(whole["history"])
     assert (resumed["perplexity"], resumed["backward_perplexity"]) == (whole["perplexity"], whole["backward_perplexity"])
     assert "base_lm: finished before the interruption" in bucket.read_bytes("fr/runs/r1/log.txt").decode()
+    # A kill leaves no checkpoint of its own: the run resumes from the last epoch's, where the LM's
+    # hidden state starts afresh as in the uninterrupted run.
+    proc = pretrain("r2", *args)
+    wait_status(bucket, "r2", lambda s: s["stage"] == "base_lm_bwd" and s["epoch"] >= 2, proc)
+    proc.kill()
+    proc.communicate(timeout=60)
+    finish(pretrain("r2", *args))
+    killed = json.loads(bucket.read_bytes("fr/runs/r2/metrics.json"))
+    assert strip(killed["history"]) == strip(whole["history"])
 
     # A bidirectional run on a forward-only base LM: the backward LM starts from random weights, and says so.
     proc = trainer(uri, "t1", *BIDIRECTIONAL, "--base-lm", forward_only)

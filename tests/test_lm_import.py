@@ -123,7 +123,16 @@ def test_import_with_a_backward_lm_publishes_both_and_refuses_another_arch(proje
     r = runner.invoke(app, ["lm", "import", "fr", str(weights), str(vocab_path), "--backward", str(other_arch)])
     assert_refused(project, r, "the backward LM's arch", "differs from the forward one's")
 
-    r = runner.invoke(app, ["lm", "import", "fr", str(weights), str(vocab_path), "--backward", str(backward)])
+    shuffled = tmp_path / "pair" / "itos_bwd.pkl"
+    shuffled.write_bytes(pickle.dumps(vocab[1:] + vocab[:1]))  # same size, another order
+    r = runner.invoke(app, ["lm", "import", "fr", str(weights), str(vocab_path), "--backward", str(backward),
+                            "--backward-vocab", str(shuffled)])
+    assert_refused(project, r, "the backward LM's vocabulary differs")
+
+    same = tmp_path / "pair" / "itos_bwd_same.pkl"
+    same.write_bytes(pickle.dumps(list(vocab)))
+    r = runner.invoke(app, ["lm", "import", "fr", str(weights), str(vocab_path), "--backward", str(backward),
+                            "--backward-vocab", str(same)])
     assert r.exit_code == 0, r.output
     assert "with a backward LM" in r.output
     [with_bwd] = published_ids(project)

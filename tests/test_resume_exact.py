@@ -5,6 +5,8 @@ places the interruption on purpose, so every position is covered on every run.
 """
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 import fastai.callback.schedule  # noqa: F401  (adds Learner.fit_one_cycle)
@@ -58,7 +60,8 @@ def fit(stop_at=None, resume=None):
     saved = []
     learn = make_learner()
     ckpt = CheckpointCallback(ctx, preemption, lambda lrn, pos, rng: saved.append(
-        (pos, {k: v.clone() for k, v in lrn.model.state_dict().items()}, lrn.opt.state_dict(), rng)), minutes=0)
+        (pos, {k: v.clone() for k, v in lrn.model.state_dict().items()}, copy.deepcopy(lrn.opt.state_dict()), rng)),
+        minutes=0)
     cbs = [ckpt] + ([StopAt(preemption, *stop_at)] if stop_at else [])
     start = 0
     if resume is not None:
@@ -83,6 +86,16 @@ def test_interrupted_then_resumed_equals_uninterrupted(epoch, iter):
     position = saved[-1][0]
     assert (position.epoch, position.batch) == (epoch, iter + 1)
     resumed, _ = fit(resume=saved[-1])
+    for name, tensor in whole.items():
+        assert torch.equal(tensor, resumed[name]), name
+
+
+def test_killed_mid_epoch_resumes_from_the_epoch_end_checkpoint_exactly():
+    """A SIGKILL or a lost VM saves nothing: the run resumes from the last epoch's checkpoint
+    (batch 0), and the loader's draws at the epoch's start must not be undone."""
+    whole, saved = fit()
+    epoch_end = next(s for s in saved if (s[0].epoch, s[0].batch) == (1, 0))
+    resumed, _ = fit(resume=epoch_end)
     for name, tensor in whole.items():
         assert torch.equal(tensor, resumed[name]), name
 

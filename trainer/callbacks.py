@@ -87,13 +87,19 @@ class ResumeCallback(Callback):
         if self.iter < self.batch_at:
             self.learn.yb = ()  # Recorder ignores the batch; TrainEvalCallback still advances the schedule
             raise CancelBatchException()
-        if self.rng_now is not None:
-            set_rng_state(self.rng_now)  # the dropout masks of an uninterrupted run from here on
+        # Mid-epoch: the dropout masks of an uninterrupted run from here on. At an epoch's start the
+        # epoch's state (before_train) is already right: the loader has since drawn its order and
+        # seed from it, as in the uninterrupted run; restoring it again would undo those draws.
+        if self.rng_now is not None and self.batch_at:
+            set_rng_state(self.rng_now)
         encoder = _lm_encoder(self.learn)
-        if self.hidden is not None and encoder is not None:  # the LM reads on from where the text stopped
-            device = next(encoder.parameters()).device
-            encoder.hidden = [tuple(t.to(device) for t in layer) for layer in self.hidden]
-            encoder.bs = self.hidden[0][0].shape[1]
+        # Mid-epoch only (at an epoch's start the LM starts afresh, as ModelResetter has just made it),
+        # and for the batch size the state was saved with.
+        bs = self.hidden[0][0].shape[1] if self.hidden else None
+        if self.batch_at and encoder is not None and bs == self.learn.dls.train.bs:
+            param = next(encoder.parameters())  # the LM reads on from where the text stopped
+            encoder.hidden = [tuple(t.to(param.device, dtype=param.dtype) for t in layer) for layer in self.hidden]
+            encoder.bs = bs
         self.active = False
 
     def after_train(self):
@@ -172,7 +178,7 @@ class CheckpointCallback(Callback):
         due = self.every_s > 0 and time.monotonic() - self.last_save >= self.every_s
         stop, due = D.any_rank(self.ctx, self.preemption.requested, due)  # every rank decides alike
         if stop or due:
-            self._save(Position(self.stage, self.phase_idx, self.epoch, self.iter + 1))
+            self._save(Position(self.stage, self.phase_idx, self.epoch, self.iter + 1), hidden=lm_hidden(self.learn))
         if stop:
             raise CancelFitException()
 
@@ -189,8 +195,9 @@ class CheckpointCallback(Callback):
     def after_fit(self):
         self.preemption.in_fit = False
 
-    def _save(self, position: Position) -> None:
+    def _save(self, position: Position, hidden: list | None = None) -> None:
+        """hidden: a language model's state inside an epoch (at an epoch's end the next one starts afresh)."""
         now = rng_state()
-        states = D.gather(self.ctx, {"epoch": self.rng_epoch or now, "now": now, "hidden": lm_hidden(self.learn)})
+        states = D.gather(self.ctx, {"epoch": self.rng_epoch or now, "now": now, "hidden": hidden})
         self.save(self.learn, position, states)
         self.last_save = time.monotonic()

@@ -61,7 +61,10 @@ def import_(lang: LangArg,
             note: Annotated[str, typer.Option("--note", help="where the files came from (recorded in meta.json)")] = "",
             backward: Annotated[Path | None, typer.Option(
                 "--backward", help="the backward LM's weights, same vocabulary and arch (e.g. fastai's WT103 "
-                "lstm_bwd.pth), for trainer.bidirectional")] = None):
+                "lstm_bwd.pth), for trainer.bidirectional")] = None,
+            backward_vocab: Annotated[Path | None, typer.Option(
+                "--backward-vocab", help="the backward LM's own vocabulary file, if it came with one: "
+                "checked to be the forward one's")] = None):
     """Check and publish existing fastai ULMFiT weights as <lang>/lm/imp-<hash>/, and make it CURRENT."""
     if importlib.util.find_spec("torch") is None or importlib.util.find_spec("fastai") is None:
         fail(escape("`trainctl lm import` needs the trainer extra: pip install 'trainstack[trainer]'"), None,
@@ -73,7 +76,7 @@ def import_(lang: LangArg,
     d = settings.data
     lm, report = import_lm(bucket, lang, weights, vocab, tokenizer=spec, source_note=note, text_col=d.text_col,
                            label_col=d.label_col, label_sep=d.label_sep, label_cols=tuple(d.label_cols), task=d.task,
-                           backward=backward)
+                           backward=backward, backward_vocab=backward_vocab)
     where = bucket.url(f"{lang}/lm/{lm.id}/")
     done = "published" if report.published else "already published (nothing rewritten)"
     console.print(f"base LM {lm.id} {done}: {where}", soft_wrap=True, markup=False)

@@ -216,7 +216,7 @@ def measure_coverage(bucket, lang: str, vocab: list[str], tokenizer: TokenizerSp
 def import_lm(bucket, lang: str, weights: Path, vocab: Path, *, tokenizer: TokenizerSpec, source_note: str = "",
               text_col: str = "text", label_col: str = "labels", label_sep: str = ";",
               label_cols: tuple[str, ...] = (), task: str = "auto",
-              backward: Path | None = None) -> tuple[BaseLM, ImportReport]:
+              backward: Path | None = None, backward_vocab: Path | None = None) -> tuple[BaseLM, ImportReport]:
     """Check the pair (and the backward LM's weights, same vocabulary and arch), measure coverage,
     publish `<lang>/lm/imp-<hash>/` and point CURRENT at it."""
     import torch
@@ -229,6 +229,15 @@ def import_lm(bucket, lang: str, weights: Path, vocab: Path, *, tokenizer: Token
     tokens = load_vocab(vocab_raw, str(vocab))
     state, arch = normalise(load_state_dict(weights), len(tokens), str(weights))
     state_bwd = None
+    if backward_vocab is not None:  # the backward LM's own vocabulary file: one vocab.pkl serves both
+        if backward is None:
+            raise DataError("--backward-vocab without --backward", hint="pass the backward weights too")
+        if not Path(backward_vocab).is_file():
+            raise DataError(f"{backward_vocab} does not exist or is not a file", hint=HINT)
+        if load_vocab(Path(backward_vocab).read_bytes(), str(backward_vocab)) != tokens:
+            raise DataError(f"{backward_vocab}: the backward LM's vocabulary differs from {vocab} (same tokens, "
+                            "same order needed: its embedding rows would be matched to the wrong words)",
+                            hint="import the backward LM with the vocabulary it shares with the forward one")
     if backward is not None:
         state_bwd, arch_bwd = normalise(load_state_dict(Path(backward)), len(tokens), str(backward))
         if arch_bwd != arch:

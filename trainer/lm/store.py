@@ -125,6 +125,9 @@ def publish(bucket, lang: str, lm: BaseLM, weights: bytes, vocab: bytes, *, make
     base = prefix(lang, lm.id)
     if lm.id == LEGACY_ID:
         raise ValueError("the legacy layout is read, never written")
+    if (weights_bwd is not None) != lm.backward:
+        raise ValueError(f"base LM {lm.id}: meta.json says backward={lm.backward}, weights_bwd given: "
+                         f"{weights_bwd is not None}")
     if bucket.exists(base + "meta.json"):
         if make_current:
             set_current(bucket, lang, lm.id)
@@ -132,9 +135,6 @@ def publish(bucket, lang: str, lm: BaseLM, weights: bytes, vocab: bytes, *, make
     # without meta.json the id is incomplete (an interrupted publish): its files may be replaced
     bucket.write_bytes(base + "weights.pth", weights)
     bucket.write_bytes(base + "vocab.pkl", vocab)
-    if (weights_bwd is not None) != lm.backward:
-        raise ValueError(f"base LM {lm.id}: meta.json says backward={lm.backward}, weights_bwd given: "
-                         f"{weights_bwd is not None}")
     if weights_bwd is not None:
         bucket.write_bytes(base + BWD_WEIGHTS, weights_bwd)
     if tokenizer_model is not None:  # runs that fine-tune from this LM tokenize with the same model
