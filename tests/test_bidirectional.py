@@ -6,7 +6,6 @@ Unit tests for the reversal and the ensemble figures; tiny end-to-end runs for t
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import sys
 
@@ -14,7 +13,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import TINY_TRAINER_ARGS
-from tests.test_trainer import stage_sample, trainer, wait_status
+from tests.test_trainer import sigterm_at, stage_sample, trainer, wait_status
 from trainer.classification import ensemble
 from trainer.storage import open_bucket
 from trainer.text.tokens import TokenIds
@@ -82,10 +81,7 @@ def test_sigterm_in_the_backward_classifier_resumes_with_the_forward_model_carri
     assert pointer["position"]["stage"] == "classifier_bwd" and set(last["carry"]) == {"classifier"}
 
     proc = trainer(uri, "r1", *args, start_new_session=True)
-    wait_status(bucket, "r1", lambda s: s["stage"] == "classifier_bwd" and s["epoch"] >= 3, proc)
-    proc.send_signal(signal.SIGTERM)
-    out, _ = proc.communicate(timeout=60)
-    assert proc.returncode == 143, out
+    sigterm_at(bucket, "r1", proc, "classifier_bwd", 3)
     pointer = json.loads(bucket.read_bytes("fr/runs/r1/checkpoints/LATEST.ckpt.json"))
     assert pointer["position"]["stage"] == "classifier_bwd"
     proc = trainer(uri, "r1", *args)
@@ -156,10 +152,7 @@ def test_pretrain_publishes_a_backward_lm_and_resumes_it(tmp_path):
     assert bucket.exists(f"fr/lm/{both}/weights_bwd.pth") and not bucket.exists(f"fr/lm/{forward_only}/weights_bwd.pth")
 
     proc = pretrain("r1", *args, start_new_session=True)
-    wait_status(bucket, "r1", lambda s: s["stage"] == "base_lm_bwd" and s["epoch"] >= 2, proc)
-    proc.send_signal(signal.SIGTERM)
-    out, _ = proc.communicate(timeout=60)
-    assert proc.returncode == 143, out
+    sigterm_at(bucket, "r1", proc, "base_lm_bwd", 2)
     finish(pretrain("r1", *args))
     whole, resumed = (json.loads(bucket.read_bytes(f"fr/runs/{r}/metrics.json")) for r in ("whole", "r1"))
     assert resumed["base_lm"]["id"] == both  # the same inputs: the same id, published once

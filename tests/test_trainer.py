@@ -71,6 +71,14 @@ def wait_status(bucket, run_id: str, predicate, proc, timeout: float = 240) -> d
     pytest.fail("the trainer never reached the awaited state")
 
 
+def sigterm_at(bucket, run_id: str, proc, stage: str, epoch: int) -> None:
+    """SIGTERM to `proc` once status.json shows `stage` at `epoch` or later; it exits 143 (resumable)."""
+    wait_status(bucket, run_id, lambda s: s["stage"] == stage and s["epoch"] >= epoch, proc)
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 143, out
+
+
 def test_sigterm_mid_classifier_resumes_exactly(tmp_path):
     """Interrupted-then-resumed equals uninterrupted on CPU with a fixed seed (mid-epoch position,
     RNG states, optimizer and history are all in the checkpoint)."""
@@ -82,10 +90,7 @@ def test_sigterm_mid_classifier_resumes_exactly(tmp_path):
     out, _ = proc.communicate(timeout=300)
     assert proc.returncode == 0, out
     proc = trainer(uri, "r1", *args, start_new_session=True)
-    wait_status(bucket, "r1", lambda s: s["stage"] == "classifier" and s["epoch"] >= 3, proc)
-    proc.send_signal(signal.SIGTERM)
-    out, _ = proc.communicate(timeout=60)
-    assert proc.returncode == 143, out
+    sigterm_at(bucket, "r1", proc, "classifier", 3)
     status = json.loads(bucket.read_bytes("fr/runs/r1/status.json"))
     assert status["state"] == "RUNNING" and status["stage"] == "interrupted"
     pointer = json.loads(bucket.read_bytes("fr/runs/r1/checkpoints/LATEST.ckpt.json"))

@@ -156,12 +156,28 @@ class Run(StagedFit):
                                       drop_mult=a.drop_mult, pretrained=False, path=self.work,
                                       metrics=[accuracy, Perplexity()])
 
+    def train_lm(self, stage: str, tokens: TokenIds, *, vocab: list[str], valid_pct: float = 0.1):
+        """A base LM over `tokens` trained as `stage`, or the weights it finished with before an
+        interruption; a forward one is carried in later checkpoints when a backward one follows."""
+        a = self.a
+        self.stage(stage, a.epochs_base_lm)
+        self.stage_vocab = vocab
+        learn = self.lm_learner(tokens, valid_pct=valid_pct)
+        if self.resumed_past(stage):
+            D.unwrap(learn.model).load_state_dict(self.carry[stage]["model"])
+            self.log.line(f"{stage}: finished before the interruption; using its weights")
+            return learn
+        learn = self.setup(learn)
+        self.fit_phases(learn, stage, [(None, a.epochs_base_lm, a.lr_lm)])
+        if a.bidirectional and stage == "base_lm":
+            self.keep(stage, learn, vocab)
+        return learn
+
     def pretrain_base_lm(self, *, backwards: bool = False, vocab: list[str] | None = None) -> tuple[int, list[str]]:
         """Pretrains an LM on the corpus and the training rows into models/ -> (tokens, vocab).
         The backward one (`backwards`, same `vocab`) reads every text right to left."""
         a = self.a
         models, stage = self.work / "models", stage_name("base_lm", backwards)
-        self.stage(stage, a.epochs_base_lm)
         train_texts = self.texts.select(self.train_idx)
         if vocab is None:
             vocab = build_vocab([*self.corpus, train_texts], min_freq=a.min_freq, max_vocab=a.max_vocab)
@@ -169,18 +185,9 @@ class Run(StagedFit):
                 vocab = self.resume.payload["vocab"]
             elif self.resumed_past(stage):
                 vocab = self.carry[stage]["vocab"]
-        self.stage_vocab = vocab
         tokens = TokenIds.concat([remap(t, vocab) for t in [*self.corpus, train_texts]])
-        weights = models / (BWD_WEIGHTS if backwards else "weights.pth")
-        if self.resumed_past(stage):
-            torch.save(self.carry[stage]["model"], weights)
-            self.log.line(f"{stage}: finished before the interruption; using its weights")
-        else:
-            learn = self.setup(self.lm_learner(tokens.reversed() if backwards else tokens))
-            self.fit_phases(learn, stage, [(None, a.epochs_base_lm, a.lr_lm)])
-            torch.save(D.unwrap(learn.model).state_dict(), weights)
-            if a.bidirectional and not backwards:
-                self.keep(stage, learn, vocab)
+        learn = self.train_lm(stage, tokens.reversed() if backwards else tokens, vocab=vocab)
+        torch.save(D.unwrap(learn.model).state_dict(), models / (BWD_WEIGHTS if backwards else "weights.pth"))
         (models / "vocab.pkl").write_bytes(pickle.dumps(list(vocab)))
         D.barrier(self.ctx)
         return tokens.n_tokens, vocab

@@ -65,18 +65,7 @@ def _train(run, stage: str, tokens, valid_pct: float, vocab: list[str]) -> tuple
 
     import torch
 
-    a = run.a
-    run.stage(stage, a.epochs_base_lm)
-    run.stage_vocab = vocab
-    learn = run.lm_learner(tokens, valid_pct=valid_pct)
-    if run.resumed_past(stage):  # the forward LM, finished before the backward one was interrupted
-        D.unwrap(learn.model).load_state_dict(run.carry[stage]["model"])
-        run.log.line(f"{stage}: finished before the interruption; using its weights")
-    else:
-        learn = run.setup(learn)
-        run.fit_phases(learn, stage, [(None, a.epochs_base_lm, a.lr_lm)])
-        if a.bidirectional and stage == "base_lm":
-            run.keep(stage, learn, vocab)
+    learn = run.train_lm(stage, tokens, vocab=vocab, valid_pct=valid_pct)
     last = next((h for h in reversed(run.history) if h.get("stage") == stage), {})
     perplexity = last.get("perplexity") or (math.exp(last["valid_loss"]) if "valid_loss" in last else None)
     buf = io.BytesIO()
