@@ -79,3 +79,31 @@ def test_a_language_trains_end_to_end_and_its_model_predicts_strings(tmp_path, k
 
         tok = next(t for t in learn.dls.train_ds.tls[0].tfms.fs if isinstance(t, Tokenizer))
         assert list(tok("Η Παραγγελία ΚΛΕΙΔΩΘΗΚΕ")) == ["xxbos", "η", "xxmaj", "παραγγελία", "xxup", "κλειδωθηκε"]
+
+
+def test_real_japanese_rows_pass_the_preflight_and_train(project):
+    """Real Japanese prose (the shared corpus) as labelled rows: dialogue (「…」) or narration.
+    `trainctl train` runs the preflight first; it refused such data before (issue 17)."""
+    from typer.testing import CliRunner
+
+    from stacks.cli.main import app
+    from tests.conftest import TINY_SETS, corpus_lines
+
+    lines = corpus_lines("ja", 3000, min_chars=8)
+    dialogue = [t for t in lines if t.startswith("「")][:60]
+    narration = [t for t in lines if not t.startswith("「")][:60]
+    assert len(dialogue) == len(narration) == 60
+    rows = [{"text": t, "labels": "dialogue"} for t in dialogue] + [{"text": t, "labels": "narration"} for t in narration]
+    data = project / "ja-data"
+    data.mkdir()
+    (data / "train.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    runner = CliRunner()
+    push = runner.invoke(app, ["data", "push", "ja", str(data), "--set", "languages.ja={}"])
+    assert push.exit_code == 0, push.output
+    result = runner.invoke(app, ["train", "ja", "--set", "languages.ja={}", *TINY_SETS,
+                                 "--set", "defaults.trainer.sp_vocab_size=400"])
+    assert result.exit_code == 0, result.output
+    bucket = open_bucket(f"file://{project / '.trainstack/local/bucket'}")
+    [run_id] = [k.split("/")[2] for k in bucket.list("ja/runs/") if k.endswith("/metrics.json")]
+    metrics = json.loads(bucket.read_bytes(f"ja/runs/{run_id}/metrics.json"))
+    assert metrics["tokenizer"].startswith("sentencepiece-") and metrics["labels"] == ["dialogue", "narration"]

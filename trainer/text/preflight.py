@@ -51,7 +51,9 @@ def check_tokenizer(key: str, texts: list[str], *, code: str | None = None, toke
                                  f"languages.{key}.trainer.tokenizer: sentencepiece") from exc
         raise DataError(f"the {kind} tokenizer for {code!r} failed on a sample of the data: {type(exc).__name__}: {exc}",
                         hint=f"set languages.{key}.trainer.tokenizer: sentencepiece"
-                        if kind == "spacy" else "check the text column") from exc
+                        if kind == "spacy" else
+                        "the message is SentencePiece's own; run with --debug for the trace, or set "
+                        f"languages.{key}.trainer.tokenizer: spacy if spaCy knows the language") from exc
     if not len(ids):
         raise DataError(f"the {kind} tokenizer for {code!r} made no tokens from a sample of the data",
                         hint="check the text column")

@@ -115,7 +115,10 @@ def train_sentencepiece(texts: Iterable[str], *, vocab_size: int, code: str, max
     """A unigram SentencePiece model (its bytes) over the rule-processed `texts`, fastai's settings.
 
     The special tokens (xxbos, xxmaj, ...) are user-defined pieces, so they are never split;
-    `hard_vocab_limit=false` lets a small data set give a smaller vocabulary than asked."""
+    `hard_vocab_limit=false` lets a small data set give a smaller vocabulary than asked. Every
+    distinct character must fit in the vocabulary (SentencePiece refuses "vocabulary size is
+    smaller than required_chars" otherwise: 50 rows of Japanese hold hundreds), so the size asked
+    is raised to the characters seen plus the special pieces when they outnumber it."""
     import sentencepiece as spm
     from fastai.text.core import defaults, eu_langs
 
@@ -123,14 +126,17 @@ def train_sentencepiece(texts: Iterable[str], *, vocab_size: int, code: str, max
     specials = ["\u2581" + s for s in defaults.text_spec_tok]
     with tempfile.TemporaryDirectory() as tmp:
         raw = Path(tmp) / "texts.txt"
-        chars = 0
+        chars, seen = 0, set()
         with raw.open("w", encoding="utf-8") as fh:
             for text in texts:
                 line = apply(text).replace("\n", " ")
                 fh.write(line + "\n")
+                seen.update(line)
                 chars += len(line)
                 if chars >= max_chars:
                     break
+        # + specials, <unk> and the word-boundary piece; a soft limit, so a larger size is harmless
+        vocab_size = max(vocab_size, len(seen) + len(specials) + 2)
         spm.SentencePieceTrainer.Train(
             input=str(raw), model_prefix=str(Path(tmp) / "spm"), vocab_size=vocab_size, model_type="unigram",
             character_coverage=0.99999 if code in eu_langs else 0.9998, unk_id=len(specials), pad_id=-1,
