@@ -281,6 +281,17 @@ def test_list_marks_small_lms_and_empty_language(project):
     r = runner.invoke(app, ["lm", "list", "fr"])
     row = next(line.split("\t") for line in r.output.splitlines() if "\tpre-small\t" in line)
     assert row[0] == "*" and row[3] == "5,000" and row[4] == "120.5" and "expect weak transfer" in row[-1]
+    assert row[5] == f"{TINY_ARCH['emb_sz']}/{TINY_ARCH['n_hid']}/{TINY_ARCH['n_layers']} · 8 words"
+    assert row[7].endswith(" d")  # made on 2026-01-01: days ago
+
+
+def test_a_base_lm_says_its_age():
+    from trainer.lm.store import BaseLM
+
+    lm = BaseLM(id="x", source="pretrain", tokenizer="t", arch={}, vocab_size=1, created_at="2026-01-01T00:00:00Z")
+    made = 1767225600  # 2026-01-01T00:00:00Z
+    assert [lm.age(made + s) for s in (30, 5400, 3 * 86400)] == ["0 min", "2 h", "3 d"]
+    assert BaseLM(id="x", source="legacy", tokenizer="t", arch={}, vocab_size=1).age() == ""
 
 
 def test_unknown_language_and_missing_trainer_extra(project, tmp_path, monkeypatch, vocab):

@@ -21,9 +21,16 @@ def lm_dir(project):
 
 
 def test_pretrain_publishes_current_and_a_training_run_uses_it(staged, tmp_path):
-    r = trainctl(staged, "lm", "pretrain", "fr", *TINY_SETS)
+    import re
+
+    r = trainctl(staged, "lm", "pretrain", "fr", *TINY_SETS, "--set", "defaults.trainer.progress_seconds=0")
     assert r.returncode == 0, r.stdout + r.stderr
     assert_nothing_left(staged)
+    # inside the epoch: batch, tokens/s and ETA lines (status.json carried them; gone once the run ended)
+    progress = re.findall(r"base_lm epoch 1/1: batch (\d+)/(\d+) \(\d+%\), [\d,]+ tokens/s, epoch ETA \d+", r.stdout)
+    assert len(progress) >= 3 and [int(b) for b, _ in progress] == list(range(1, len(progress) + 1))
+    [run_dir] = (staged / ".trainstack/local/bucket/fr/runs").iterdir()
+    assert json.loads((run_dir / "status.json").read_text())["progress"] is None
     first = json.loads((lm_dir(staged) / "CURRENT").read_text())["id"]
     assert first.startswith("pt-") and f"base LM {first}: held-out perplexity" in r.stdout
     meta = json.loads((lm_dir(staged) / first / "meta.json").read_text())

@@ -288,6 +288,33 @@ def test_lm_dataloaders_shard_with_equal_batches(fr_ids):
     assert one.vocab == fr_ids.vocab
 
 
+def test_a_token_cap_trains_on_a_seeded_sample_and_holds_out_the_same_documents(fr_ids):
+    from trainer.text.loaders import lm_dataloaders, split_documents
+
+    whole = lm_dataloaders(fr_ids, bs=8, seq_len=12, seed=3)
+    capped = lm_dataloaders(fr_ids, bs=8, seq_len=12, seed=3, max_train_tokens=2000)
+    train, valid = split_documents(len(fr_ids), 0.1, seed=3)
+    kept = list(capped.train.dataset.items)
+    assert kept == train[:len(kept)] and len(kept) < len(train)  # the first documents of the seeded order
+    lengths = fr_ids.lengths()
+    assert lengths[kept[:-1]].sum() < 2000 <= lengths[kept].sum()
+    assert list(capped.valid.dataset.items) == list(whole.valid.dataset.items) == valid
+    assert len(capped.train) < len(whole.train)
+
+
+@pytest.mark.parametrize("train_tokens, epochs, cap, expected", [
+    (1_000, 8, 0, (8, 0)),                    # no cap
+    (1_000, 8, 10_000, (8, 0)),               # the cap does not bind
+    (3_000, 8, 10_000, (3, 0)),               # fewer epochs over everything
+    (11_000_000, 8, 12_000_000, (1, 0)),      # one epoch: the whole French corpus
+    (15_000_000, 8, 12_000_000, (1, 12_000_000)),  # one epoch over a sample of a larger corpus
+])
+def test_a_token_cap_cuts_epochs_first(train_tokens, epochs, cap, expected):
+    from trainer.pipeline import lm_budget
+
+    assert lm_budget(train_tokens, epochs, cap) == expected
+
+
 def test_language_model_trains_from_ids(tmp_path, fr_ids):
     from fastai.text.all import AWD_LSTM, awd_lstm_lm_config, language_model_learner
 

@@ -115,7 +115,8 @@ def evaluate(run) -> dict:
             "baseline": {**baseline, "rows": {"fit": "train", "scores": split}},
             "baseline_tfidf": {**tfidf, "rows": rows},
             "split": {"source": run.splits.source, "duplicates_dropped": run.splits.duplicates_dropped},
-            "n_train": len(run.train_idx), "n_valid": len(run.valid_idx), "n_test": len(run.test_idx)}
+            "n_train": len(run.train_idx), "n_valid": len(run.valid_idx), "n_test": len(run.test_idx),
+            "unlabelled": run.domain_info.record() if run.domain_info is not None else None}
 
 
 def upload(run, result: dict, started: float) -> None:

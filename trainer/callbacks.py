@@ -10,6 +10,7 @@ from fastai.callback.core import Callback, CancelBatchException, CancelFitExcept
 from trainer import distributed as D
 from trainer.checkpoints import Position, rng_state, set_rng_state
 from trainer.runlog import RunLog
+from trainer.runs import duration
 
 
 class Interrupted(Exception):
@@ -154,6 +155,45 @@ class StatusCallback(Callback):
     def after_epoch(self):
         if not skipped(self.learn, self.epoch):
             self.log.update(epoch=self.offset + self.epoch + 1)
+
+
+class BatchProgressCallback(Callback):
+    """Inside an epoch: batch, tokens/s and ETAs in log.txt and status.json every `every_s` seconds (rank 0)."""
+
+    order = 63  # after the checkpoint of the same batch, so an ETA never counts a save it has not seen
+
+    def __init__(self, log: RunLog, *, every_s: float, world: int = 1):
+        self.log, self.every_s, self.world = log, every_s, world
+        self.stage, self.offset, self.total = "", 0, 0
+
+    def before_train(self):
+        self.started = self.last = time.monotonic()
+        self.batches = self.tokens = 0
+        self.shown = False
+
+    def after_batch(self):
+        if not self.training or len(self.learn.yb) == 0:  # validation, or a batch ResumeCallback skipped
+            return
+        self.batches += 1
+        self.tokens += self.learn.xb[0].numel() * self.world  # every rank reads a batch of the same shape
+        now = time.monotonic()
+        if now - self.last < self.every_s or self.iter + 1 >= self.n_iter:
+            return
+        self.last, self.shown = now, True
+        per_batch = (now - self.started) / self.batches
+        epoch = self.offset + self.epoch + 1
+        eta_epoch = (self.n_iter - self.iter - 1) * per_batch
+        eta_stage = eta_epoch + (self.total - epoch) * self.n_iter * per_batch  # validation not included
+        rate = self.tokens / max(now - self.started, 1e-9)
+        self.log.line(f"{self.stage} epoch {epoch}/{self.total}: batch {self.iter + 1:,}/{self.n_iter:,} "
+                      f"({100 * (self.iter + 1) / self.n_iter:.0f}%), {rate:,.0f} tokens/s, epoch ETA "
+                      f"{duration(eta_epoch)}" + (f", stage ETA {duration(eta_stage)}" if eta_stage > eta_epoch else ""))
+        self.log.update(progress={"batch": self.iter + 1, "batches": self.n_iter, "tokens_per_s": round(rate),
+                                  "eta_s": round(eta_epoch), "stage_eta_s": round(eta_stage)})
+
+    def after_train(self):
+        if self.shown:  # progress is read as "inside an epoch": the epoch's own line comes next
+            self.log.update(progress=None)
 
 
 class CheckpointCallback(Callback):

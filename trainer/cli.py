@@ -13,7 +13,7 @@ DEFAULTS = dict(
     drop_mult=0.5, seed=42, valid_pct=0.2, emb_sz=400, n_hid=1152, n_layers=3,
     max_vocab=60000, min_freq=2, precision="auto", deterministic=False, checkpoint_minutes=10.0,
     tokenizer="auto", sp_vocab_size=16000, base_lm="current", min_clf_steps=400,
-    bidirectional=False,
+    bidirectional=False, progress_seconds=60.0, max_lm_tokens=0,
 )
 HELP = dict(
     epochs_base_lm="epochs of an inline base LM (--base-lm pretrain-inline)",
@@ -35,6 +35,10 @@ HELP = dict(
                   "(at most 100 epochs; 0 = exactly epochs_clf)",
     bidirectional="also train a backward LM and classifier (texts read right to left) and report the "
                   "forward+backward ensemble next to the forward model (ULMFiT; about twice the training time)",
+    progress_seconds="inside an epoch, a progress line (batch, tokens/s, ETA) in log.txt and status.json "
+                     "this often (0 = every batch)",
+    max_lm_tokens="the most tokens a base-LM pretrain trains on, all epochs together (0 = no cap): fewer "
+                  "epochs, and one epoch over a larger corpus reads a seeded sample of its texts",
     base_lm="base LM to fine-tune from: current (<lang>/lm/CURRENT; none published: no base LM), an lm id, "
             "none, or pretrain-inline (CURRENT, else pretrain one on the corpus + training rows and publish it)",
 )

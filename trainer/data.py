@@ -213,3 +213,37 @@ def load_labelled(bucket, lang: str, *, text_col: str, label_col: str, label_sep
         data.multi_label = data.multi_label or extra.multi_label
         data.warnings += extra.warnings
     return data, raw
+
+
+UNLABELLED = "unlabelled"  # <lang>/data/unlabelled.<fmt>: in-domain texts for LM fine-tuning, never scored
+UNLABELLED_SUFFIXES = (*SUFFIXES, *CORPUS_SUFFIXES)
+
+
+def unlabelled_key(bucket, lang: str) -> str | None:
+    """The key of `<lang>/data/unlabelled.csv|.jsonl|.parquet|.txt|.txt.gz`, None if absent; two are refused."""
+    keys = [k for k in (f"{DATA_PREFIX.format(lang=lang)}{UNLABELLED}{s}" for s in UNLABELLED_SUFFIXES)
+            if bucket.exists(k)]
+    if len(keys) > 1:
+        raise DataError(f"{' and '.join(bucket.url(k) for k in keys)} both exist: which are the unlabelled texts?",
+                        hint=f"keep one: `trainctl data push {lang} FILE --replace` replaces the other")
+    return keys[0] if keys else None
+
+
+def unlabelled_texts(raw: bytes, name: str, *, text_col: str, source: str) -> list[str]:
+    """The non-empty texts of an unlabelled file: one per line (.txt, .txt.gz) or the text column of a table."""
+    import gzip
+    import io
+
+    if name.endswith(CORPUS_SUFFIXES):
+        stream = gzip.GzipFile(fileobj=io.BytesIO(raw)) if name.endswith(".gz") else io.BytesIO(raw)
+        try:
+            lines = io.TextIOWrapper(stream, encoding="utf-8-sig", errors="replace").read().splitlines()
+        except (OSError, EOFError) as exc:
+            raise DataError(f"{source} is not a readable gzip file: {exc}", hint="gzip it again, or push it as .txt") from exc
+        return [line.strip() for line in lines if line.strip()]
+    table = read_table(raw, format_of(name), source)
+    if text_col not in table.columns:
+        raise DataError(f"{source} has no text column {text_col!r} (columns: {', '.join(table.columns) or 'none'})",
+                        hint="name the column like the labelled data's (data.text_col), or push it as .txt, "
+                             "one text per line")
+    return [t for t in (cell_text(row.get(text_col)).strip() for _, row in table.rows) if t]

@@ -3,7 +3,7 @@
 `StagedFit` is the part of a run (trainer.pipeline.Run) that every stage's fit goes through.
 It uses the run's `a` (arguments), `ctx`, `log`, `store`, `resume`, `history`, `arch`,
 `data`, `data_hash`, `stage_vocab`, `base`/`base_chosen`, `carry`, `precision`,
-`preemption` and its three callbacks (`epoch_log`, `status_cb`, `ckpt_cb`).
+`preemption` and its four callbacks (`epoch_log`, `status_cb`, `ckpt_cb`, `progress_cb`).
 """
 from __future__ import annotations
 
@@ -86,7 +86,7 @@ class StagedFit:
         """phases: (freeze_to or None for all layers, epochs, lr). Resumes at the checkpoint's batch.
 
         The last epoch's checkpoint marks the stage done unless the stage saves its own (`last_saves_done`)."""
-        learn.add_cbs([self.epoch_log, self.status_cb, self.ckpt_cb])
+        learn.add_cbs([self.epoch_log, self.status_cb, self.ckpt_cb, self.progress_cb])
         at = self.resume_point(stage)
         if at is not None and (at.done or at.phase >= len(phases)):
             # Every phase ran before the interruption: the weights are the checkpoint's, not a fresh model's.
@@ -105,7 +105,8 @@ class StagedFit:
             self.epoch_log.stage, self.epoch_log.phase, self.epoch_log.total = stage, f"{i + 1}/{len(phases)}", total
             self.epoch_log.names = EPOCH_METRIC_NAMES[
                 "lm" if not stage.startswith("classifier") else "multi" if self.data.multi_label else "single"]
-            self.epoch_log.offset = self.status_cb.offset = offset
+            self.epoch_log.offset = self.status_cb.offset = self.progress_cb.offset = offset
+            self.progress_cb.stage, self.progress_cb.total = stage, total
             self.ckpt_cb.stage, self.ckpt_cb.phase_idx, self.ckpt_cb.last_phase = (
                 stage, i, last_saves_done and i == len(phases) - 1)
             learn.fit_one_cycle(n, lr, start_epoch=at.epoch if cbs else 0, cbs=cbs)

@@ -27,7 +27,7 @@ from trainer import distributed as D
 from trainer import precision as P
 from trainer.artifacts import evaluate, upload
 from trainer.callbacks import (
-    CheckpointCallback, EpochLogCallback, Interrupted, Preemption, StatusCallback,
+    BatchProgressCallback, CheckpointCallback, EpochLogCallback, Interrupted, Preemption, StatusCallback,
 )
 from trainer.classification.recipe import classifier_epochs, classifier_phases, lm_finetune_phases
 from trainer.checkpoints import Checkpoint, CheckpointStore, Position
@@ -38,6 +38,7 @@ from trainer.errors import DataError, RunExistsError
 from trainer.runlog import QuietLog, RunLog
 from trainer.runs import RunStatus, mark_failed, read_status, run_key
 from trainer.storage import open_bucket
+from trainer.lm import domain as domain_texts
 from trainer.lm import pretrain as pretrain_job
 from trainer.lm.base import finetune_vocab, read_vocab, sentencepiece_of
 from trainer.lm.base import load_weights as load_base_weights
@@ -73,9 +74,11 @@ class Run(StagedFit):
         # every later checkpoint: with trainer.bidirectional the forward models wait for the backward ones.
         self.carry: dict[str, dict] = {}
         self.bwd = None  # the backward classifier (learn, dls, tokens), trainer.bidirectional
+        self.domain, self.domain_info = None, None  # unlabelled in-domain texts (trainer.lm.domain)
         self.epoch_log = EpochLogCallback(log, self.history)
         self.status_cb = StatusCallback(log)
         self.ckpt_cb = CheckpointCallback(ctx, preemption, self.save_checkpoint, minutes=args.checkpoint_minutes)
+        self.progress_cb = BatchProgressCallback(log, every_s=args.progress_seconds, world=ctx.world)
 
     def put(self, src, name: str) -> None:
         if isinstance(src, (bytes, bytearray)):
@@ -85,7 +88,7 @@ class Run(StagedFit):
 
     def stage(self, name: str, epochs: int = 0) -> None:
         self.log.line(f"== stage {name}" + (f" ({epochs} epochs)" if epochs else ""))
-        self.log.update(stage=name, epoch=0, epochs=epochs)
+        self.log.update(stage=name, epoch=0, epochs=epochs, progress=None)
 
     # -- data ------------------------------------------------------------
     def prepare(self):
@@ -105,6 +108,7 @@ class Run(StagedFit):
             keys = corpus_keys(self.bucket, a.lang)
             self.corpus = [corpus_tokens(self.bucket, a.lang, k, log=self.log, tokenizer=self.tokenizer)
                            for k in keys]
+            self.domain, self.domain_info = domain_texts.load(self)  # after the splits: held-out texts dropped
         kind = "multi-label" if self.data.multi_label else "single-label"
         self.log.line(f"data: {len(self.data.texts)} labelled rows ({kind}), labels "
                       + ", ".join(f"{k}={v}" for k, v in sorted(self.data.label_counts.items()))
@@ -112,7 +116,7 @@ class Run(StagedFit):
                       f"{sum(t.n_tokens for t in self.corpus)} tokens in {len(keys)} file(s)")
         h = hashlib.sha256(raw + f"|{a.text_col}|{a.label_col}|{a.label_sep}|{a.task}|{a.label_cols}".encode())
         h.update(self.tokenizer.id.encode())
-        for table in self.corpus:
+        for table in [*self.corpus, *([self.domain] if self.domain is not None else [])]:
             h.update(table.ids.tobytes())
             h.update("\n".join(table.vocab).encode())
         self.data_hash = h.hexdigest()[:16]
@@ -146,12 +150,12 @@ class Run(StagedFit):
     def base_lm(self):
         self.base, self.base_chosen = base_lm_stage(self), True
 
-    def lm_learner(self, tokens: TokenIds, *, valid_pct: float = 0.1):
+    def lm_learner(self, tokens: TokenIds, *, valid_pct: float = 0.1, max_train_tokens: int = 0):
         """An AWD-LSTM language model over `tokens` (ids into their vocab), seeded; not yet `setup`."""
         a = self.a
         P.seed_everything(a.seed + self.ctx.rank, deterministic=a.deterministic)
         dls = lm_dataloaders(tokens, bs=a.bs, seq_len=a.seq_len, seed=a.seed, valid_pct=valid_pct,
-                             rank=self.ctx.rank, world=self.ctx.world)
+                             rank=self.ctx.rank, world=self.ctx.world, max_train_tokens=max_train_tokens)
         return language_model_learner(dls, AWD_LSTM, config={**awd_lstm_lm_config, **self.arch},
                                       drop_mult=a.drop_mult, pretrained=False, path=self.work,
                                       metrics=[accuracy, Perplexity()])
@@ -160,15 +164,21 @@ class Run(StagedFit):
         """A base LM over `tokens` trained as `stage`, or the weights it finished with before an
         interruption; a forward one is carried in later checkpoints when a backward one follows."""
         a = self.a
-        self.stage(stage, a.epochs_base_lm)
+        epochs, per_epoch = lm_budget(tokens.n_tokens * (1 - valid_pct), a.epochs_base_lm, a.max_lm_tokens)
+        self.stage(stage, epochs)
+        if epochs < a.epochs_base_lm or per_epoch:
+            self.log.line(f"{stage}: {epochs} epoch(s) of {a.epochs_base_lm} over "
+                          f"{'a seeded sample of ' + format(per_epoch, ',') if per_epoch else 'all'} of "
+                          f"{int(tokens.n_tokens * (1 - valid_pct)):,} training tokens "
+                          f"(trainer.max_lm_tokens {a.max_lm_tokens:,})")
         self.stage_vocab = vocab
-        learn = self.lm_learner(tokens, valid_pct=valid_pct)
+        learn = self.lm_learner(tokens, valid_pct=valid_pct, max_train_tokens=per_epoch)
         if self.resumed_past(stage):
             D.unwrap(learn.model).load_state_dict(self.carry[stage]["model"])
             self.log.line(f"{stage}: finished before the interruption; using its weights")
             return learn
         learn = self.setup(learn)
-        self.fit_phases(learn, stage, [(None, a.epochs_base_lm, a.lr_lm)])
+        self.fit_phases(learn, stage, [(None, epochs, a.lr_lm)])
         if a.bidirectional and stage == "base_lm":
             self.keep(stage, learn, vocab)
         return learn
@@ -179,13 +189,14 @@ class Run(StagedFit):
         a = self.a
         models, stage = self.work / "models", stage_name("base_lm", backwards)
         train_texts = self.texts.select(self.train_idx)
+        domain = [self.domain] if self.domain is not None else []  # the user's own domain: the best LM text
         if vocab is None:
-            vocab = build_vocab([*self.corpus, train_texts], min_freq=a.min_freq, max_vocab=a.max_vocab)
+            vocab = build_vocab([*self.corpus, train_texts, *domain], min_freq=a.min_freq, max_vocab=a.max_vocab)
             if self.resume_point(stage) is not None:
                 vocab = self.resume.payload["vocab"]
             elif self.resumed_past(stage):
                 vocab = self.carry[stage]["vocab"]
-        tokens = TokenIds.concat([remap(t, vocab) for t in [*self.corpus, train_texts]])
+        tokens = TokenIds.concat([remap(t, vocab) for t in [*self.corpus, train_texts, *domain]])
         learn = self.train_lm(stage, tokens.reversed() if backwards else tokens, vocab=vocab)
         torch.save(D.unwrap(learn.model).state_dict(), models / (BWD_WEIGHTS if backwards else "weights.pth"))
         (models / "vocab.pkl").write_bytes(pickle.dumps(list(vocab)))
@@ -208,9 +219,11 @@ class Run(StagedFit):
             self.log.line(f"{stage}: finished before the interruption; reusing its encoder")
             return
         self.stage(stage, a.epochs_lm)
-        # The LM learns the task's language from the training rows only: validation and test
-        # texts stay unseen until they are scored.
+        # The LM learns the task's language from the training rows (and unlabelled in-domain texts)
+        # only: validation and test texts stay unseen until they are scored.
         train_texts = self.texts.select(self.train_idx)
+        if self.domain is not None:
+            train_texts = TokenIds.concat([train_texts, self.domain])
         if at is not None:
             self.ft_vocab = self.resume.payload["vocab"]
         elif not backwards:  # the backward models share the forward ones' vocabulary
@@ -274,12 +287,22 @@ class Run(StagedFit):
         if a.bidirectional and not backwards:
             self.keep(stage, learn, self.ft_vocab)
         # Evaluation is rank 0's alone: no more collectives (get_preds fires before_fit too).
-        learn.remove_cbs([self.epoch_log, self.status_cb, self.ckpt_cb, *learn.cbs.filter(
+        learn.remove_cbs([self.epoch_log, self.status_cb, self.ckpt_cb, self.progress_cb, *learn.cbs.filter(
             lambda cb: isinstance(cb, D.DataParallelCallback))])
         if backwards:
             self.bwd = SimpleNamespace(learn=learn, dls=dls, tokens=tokens)
         else:
             self.learn, self.dls, self.clf_tokens = learn, dls, tokens
+
+
+def lm_budget(train_tokens: float, epochs: int, max_tokens: int) -> tuple[int, int]:
+    """(epochs, tokens per epoch or 0 for all) of a base-LM pretrain within `max_tokens` (0: no cap):
+    fewer epochs first; one epoch over a corpus larger than the cap reads `max_tokens` of it."""
+    if not max_tokens or epochs * train_tokens <= max_tokens:
+        return epochs, 0
+    if train_tokens <= max_tokens:
+        return max(1, int(max_tokens // train_tokens)), 0
+    return 1, int(max_tokens)
 
 
 def _log_for(ctx: D.Context, bucket, args):

@@ -34,6 +34,14 @@ def run_started_at(run_id: str) -> float | None:
         return None
 
 
+def duration(seconds: float) -> str:
+    """3h05m, 12m30s, 45s: an ETA a person reads at a glance."""
+    seconds = max(0, int(round(seconds)))
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s" if m else f"{s}s"
+
+
 def run_prefix(lang: str, run_id: str) -> str:
     return f"{lang}/runs/{run_id}/"
 
@@ -59,10 +67,21 @@ class RunStatus:
     host: str | None = None
     pid: int | None = None
     job: str = "classifier"  # or pretrain-lm (trainctl lm pretrain)
+    # inside a long epoch: {batch, batches, tokens_per_s, eta_s, stage_eta_s} (None between epochs)
+    progress: dict | None = None
 
     @property
     def terminal(self) -> bool:
         return self.state in TERMINAL_STATES
+
+    def position(self) -> str:
+        """`epoch 1/1 · batch 351/4,617 (8%) · 3,420 tokens/s · ETA 42m` (as far as it is known)."""
+        parts = [f"epoch {self.epoch}/{self.epochs}"] if self.epochs else []
+        p = self.progress
+        if p and not self.terminal:
+            parts += [f"batch {p['batch']:,}/{p['batches']:,} ({100 * p['batch'] / max(p['batches'], 1):.0f}%)",
+                      f"{p['tokens_per_s']:,} tokens/s", f"ETA {duration(p.get('stage_eta_s', p['eta_s']))}"]
+        return " · ".join(parts)
 
     def to_json(self) -> bytes:
         return json.dumps(asdict(self), indent=2).encode()

@@ -9,7 +9,13 @@ import typer
 
 from stacks.cli.common import EnvOpt, LangArg, SetOpt, console, fail, load, mapped_errors
 from stacks.errors import ExitStatus
+from trainer.data import UNLABELLED, UNLABELLED_SUFFIXES
 from trainer.tables import SUFFIX_OF, SUFFIXES, format_of
+
+
+def _unlabelled_suffix(name: str) -> str | None:
+    """`.txt.gz` of `unlabelled.txt.gz`: an unlabelled-texts file name, or None."""
+    return next((s for s in UNLABELLED_SUFFIXES if name == UNLABELLED + s), None)
 
 app = typer.Typer(help="Stage data in the environment's bucket.", no_args_is_help=True)
 
@@ -17,9 +23,12 @@ app = typer.Typer(help="Stage data in the environment's bucket.", no_args_is_hel
 def _plan_uploads(lang: str, path: Path) -> list[tuple[Path, str]]:
     """(local file, bucket key) pairs: a train file, or a folder with train/valid/test files and corpus/."""
     if path.is_file():
+        if _unlabelled_suffix(path.name):
+            return [(path, f"{lang}/data/{path.name}")]
         fmt = format_of(path.name)
         if fmt is None:
-            fail(f"{path}: unknown format", "name it train.csv, train.jsonl or train.parquet", ExitStatus.BAD_INPUT)
+            fail(f"{path}: unknown format", "name it train.csv, train.jsonl or train.parquet (unlabelled texts: "
+                 "unlabelled.csv|.jsonl|.parquet|.txt|.txt.gz)", ExitStatus.BAD_INPUT)
         name = path.name[: -len(SUFFIX_OF[fmt])]
         role = name if name in ("valid", "test") else "train"  # any other file name is the training data
         return [(path, f"{lang}/data/{role}{SUFFIX_OF[fmt]}")]
@@ -30,6 +39,10 @@ def _plan_uploads(lang: str, path: Path) -> list[tuple[Path, str]]:
             fail(f"{' and '.join(map(str, found))}: several formats of the same file", "keep one",
                  ExitStatus.BAD_INPUT)
         pairs += [(f, f"{lang}/data/{f.name}") for f in found]
+    found = [path / (UNLABELLED + s) for s in UNLABELLED_SUFFIXES if (path / (UNLABELLED + s)).is_file()]
+    if len(found) > 1:
+        fail(f"{' and '.join(map(str, found))}: several files of unlabelled texts", "keep one", ExitStatus.BAD_INPUT)
+    pairs += [(f, f"{lang}/data/{f.name}") for f in found]
     for txt in sorted([*(path / "corpus").glob("*.txt"), *(path / "corpus").glob("*.txt.gz")]):
         pairs.append((txt, f"{lang}/data/corpus/{txt.name}"))
     if (path / "lm").is_dir():  # base LMs are checked and versioned by `lm import`, not copied
@@ -41,6 +54,10 @@ def _plan_uploads(lang: str, path: Path) -> list[tuple[Path, str]]:
 
 def _other_formats(bucket, key: str) -> list[str]:
     """Keys of the same data file in another format (train.csv when pushing train.jsonl)."""
+    name = key.rsplit("/", 1)[1]
+    if _unlabelled_suffix(name) and "/data/corpus/" not in key:
+        stem = key[: -len(name)] + UNLABELLED
+        return [stem + s for s in UNLABELLED_SUFFIXES if stem + s != key and bucket.exists(stem + s)]
     fmt = format_of(key)
     if fmt is None or "/data/corpus/" in key:
         return []
@@ -66,7 +83,8 @@ def _warn_stale_splits(bucket, lang: str, pairs) -> None:
 @app.command("push")
 @mapped_errors
 def push(lang: LangArg,
-         path: Annotated[Path, typer.Argument(help="train.csv|.jsonl|.parquet, or a folder with train.* [valid.* test.*], corpus/*.txt[.gz]")],
+         path: Annotated[Path, typer.Argument(help="train.csv|.jsonl|.parquet, or a folder with train.* [valid.* "
+                                                   "test.*], corpus/*.txt[.gz], unlabelled.csv|.jsonl|.parquet|.txt[.gz]")],
          env: EnvOpt = "local", sets: SetOpt = None,
          replace: Annotated[bool, typer.Option("--replace", help="replace differing files (old ones are kept under data/previous/)")] = False):
     """Validate and upload a language's data to <bucket>/<lang>/."""
@@ -82,6 +100,15 @@ def push(lang: LangArg,
         fail(f"nothing to upload in {path} (expected train.csv|.jsonl|.parquet, valid.*, test.*, corpus/*.txt[.gz])",
              None, ExitStatus.BAD_INPUT)
     for src, key in pairs:
+        if _unlabelled_suffix(key.rsplit("/", 1)[1]):
+            from trainer.data import unlabelled_texts
+
+            texts = unlabelled_texts(src.read_bytes(), src.name, text_col=settings.data.text_col, source=str(src))
+            if not texts:
+                fail(f"{src} holds no text", "one text per line (.txt), or a text column "
+                     f"{settings.data.text_col!r}", ExitStatus.BAD_INPUT)
+            console.print(f"{src}: {len(texts)} unlabelled texts (LM fine-tuning only, never scored)")
+            continue
         if format_of(key) and "/data/corpus/" not in key and "/lm/" not in key:
             d = settings.data
             data = parse_labelled(src.read_bytes(), text_col=d.text_col, label_col=d.label_col,

@@ -122,15 +122,14 @@ def list_(lang: LangArg, env: EnvOpt = "local", sets: SetOpt = None, as_json: Js
                       markup=False)
         return
     table = Table(title=f"base LMs of {lang} in {bucket.url(lang + '/lm/')} (* = CURRENT)")
-    for col in ("current", "id", "source", "tokens", "perplexity", "tokenizer", "date", "note"):
-        table.add_column(col, no_wrap=col in ("id", "date"))
+    for col in ("current", "id", "source", "corpus tokens", "perplexity", "arch", "tokenizer", "age", "note"):
+        table.add_column(col, no_wrap=col in ("id", "arch", "age"))
     for lm in lms:
         table.add_row("*" if lm.id == current else "", lm.id, lm.source,
                       f"{lm.tokens:,}" if lm.tokens is not None else "?",
                       (f"{lm.perplexity:.1f}" if lm.perplexity is not None else "")
                       + (f" / bwd {lm.backward_perplexity:.1f}" if lm.backward_perplexity is not None else ""),
-                      escape(lm.tokenizer), (lm.created_at or "")[:16].replace("T", " "),
-                      SMALL_NOTE if lm.small else "")
+                      lm.arch_text(), escape(lm.tokenizer), lm.age(), SMALL_NOTE if lm.small else "")
     if current and current not in {lm.id for lm in lms}:
         table.caption = f"CURRENT names {current}, which is not a complete base LM: trainctl lm use {lang} ID"
     print_table(table)

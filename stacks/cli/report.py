@@ -43,9 +43,11 @@ class ConsoleReporter:
     def progress(self, status: RunStatus) -> None:
         if not self._progress:
             return
-        epochs = f"epoch {status.epoch}/{status.epochs}" if status.epochs else ""
+        # inside a long epoch the bar moves by batches (progress), not only at epoch ends
+        p = status.progress or {}
+        within = p["batch"] / max(p["batches"], 1) if p and status.epoch < status.epochs else 0.0
         self._progress.update(self._task, description=f"{status.state.lower()} · {status.stage}",
-                              completed=status.epoch, total=max(status.epochs, 1), epochs=epochs)
+                              completed=status.epoch + within, total=max(status.epochs, 1), epochs=status.position())
 
 
 def metrics_table(metrics: dict) -> Table:

@@ -19,7 +19,7 @@ from stacks.errors import RunNotFoundError
 RunOpt = Annotated[str | None, typer.Option("--run", help="run id (default: the newest)")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON (stable keys, see the README)")]
 STATUS_KEYS = ("run_id", "lang", "env", "state", "stage", "epoch", "epochs", "started_at", "updated_at",
-               "finished_at", "error", "resumed", "job")
+               "finished_at", "error", "resumed", "job", "progress")
 
 runs_app = typer.Typer(help="Past and current runs of every language in the bucket.")
 
@@ -83,7 +83,7 @@ def status(lang: LangArg, env: EnvOpt = "local", sets: SetOpt = None, run: RunOp
                       f"(the trainer has not started)", soft_wrap=True)
         return
     console.print(f"run {s.run_id} ({s.lang}, env {s.env}): [bold]{s.state}[/] · stage {s.stage}"
-                  + (f" · epoch {s.epoch}/{s.epochs}" if s.epochs else ""), soft_wrap=True)
+                  + (f" · {s.position()}" if s.epochs else ""), soft_wrap=True)
     console.print(f"  started {s.started_at} · updated {s.updated_at}"
                   + (f" · finished {s.finished_at}" if s.finished_at else "") + f" · resumed {s.resumed}x")
     if s.error:

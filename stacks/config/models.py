@@ -60,6 +60,9 @@ class TrainerSettings(StrictModel):
                                description="small data: raise epochs_clf to take at least this many steps")
     bidirectional: bool = Field(D["bidirectional"], description="also a backward LM + classifier; metrics.json "
                                 "reports the forward+backward ensemble next to the forward model")
+    progress_seconds: float = Field(D["progress_seconds"], ge=0)
+    max_lm_tokens: int = Field(D["max_lm_tokens"], ge=0, description="cap on a base-LM pretrain's tokens, all "
+                               "epochs together (0 = none); local: about an hour of 2 CPU cores")
     job: Literal["classifier", "pretrain-lm"] = Field(
         "classifier", description="what a run of the stack does; `trainctl lm pretrain` sets pretrain-lm")
     base_lm: str = Field(D["base_lm"], pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",

@@ -92,6 +92,9 @@ def stage(run) -> BaseLM | None:
     own = store.read(run.bucket, a.lang, inline_id(run))
     if own is not None:  # this data, split and settings were pretrained before: the same LM
         return _use(run, own, "pretrained inline before on the same training rows")
+    if not why.startswith("base LM"):
+        run.log.line(f"base LM: {why} (no {a.lang}/lm/CURRENT): pretraining one inline on the corpus and the "
+                     f"training rows (trainctl lm pretrain {a.lang} makes one every run reuses)")
     return pretrain_inline(run)
 
 
@@ -103,10 +106,14 @@ def _use(run, lm: BaseLM, why: str) -> BaseLM:
         run.arch = dict(lm.arch)
     run.stage("base_lm")
     run.log.line(f"base LM: {lm.describe()} ({why})")
+    _warn_if_small(run, lm)
+    return lm
+
+
+def _warn_if_small(run, lm: BaseLM) -> None:
     if lm.small:
         run.log.line(f"warning: small base LM: expect weak transfer ({lm.tokens:,} tokens, under "
                      f"{store.SMALL_LM_TOKENS:,}; trainctl lm pretrain {run.a.lang} on a larger corpus)")
-    return lm
 
 
 def inline_id(run) -> str:
@@ -141,6 +148,7 @@ def pretrain_inline(run) -> BaseLM:
         run.log.line(f"base LM: published {lm.describe()} to {run.bucket.url(store.prefix(a.lang, lm.id))} "
                      "(runs on the same training rows reuse it)")
     run.carry.pop("base_lm", None)  # published: a resumed run fetches it, later checkpoints need not carry it
+    _warn_if_small(run, lm)
     return lm
 
 

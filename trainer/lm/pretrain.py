@@ -88,12 +88,17 @@ def pretrain(run) -> BaseLM:
     # the same held-out lines, read right to left (split_documents draws them by seed, not content)
     weights_bwd, perplexity_bwd = (_train(run, "base_lm_bwd", tokens.reversed(), valid_pct, vocab)
                                    if a.bidirectional else (None, None))
+    from trainer.pipeline import lm_budget
+
     n_train_tokens = int(tokens.n_tokens * (1 - valid_pct))
     # everything that changes the weights: the same inputs give the same id, any other a new one
     shaped_by = [run.data_hash, run.arch, a.epochs_base_lm, a.seed, a.max_vocab, a.min_freq, a.lr_lm, a.bs,
                  a.seq_len, a.drop_mult, VALID_PCT, a.precision]
     if a.bidirectional:  # forward-only ids stay as they were
         shaped_by.append("bidirectional")
+    budget = lm_budget(tokens.n_tokens * (1 - valid_pct), a.epochs_base_lm, a.max_lm_tokens)
+    if budget != (a.epochs_base_lm, 0):  # trainer.max_lm_tokens cut the training: ids without a cut stay
+        shaped_by.append(["max_lm_tokens", *budget])
     lm_id = "pt-" + hashlib.sha256(json.dumps(shaped_by).encode()).hexdigest()[:12]
     lm = BaseLM(id=lm_id, source="pretrain", tokenizer=run.tokenizer.id, arch=dict(run.arch), vocab_size=len(vocab),
                 tokens=n_train_tokens, corpus_hash=run.data_hash, perplexity=perplexity,

@@ -11,6 +11,7 @@ is still read, as the id `legacy`.
 """
 from __future__ import annotations
 
+import calendar
 import json
 import time
 from dataclasses import asdict, dataclass, field
@@ -45,6 +46,21 @@ class BaseLM:
     @property
     def small(self) -> bool:
         return self.tokens is not None and self.tokens < SMALL_LM_TOKENS
+
+    def arch_text(self) -> str:
+        """`200/400/2 · 15,000 words`: embedding/hidden/layers of the AWD-LSTM, and its vocabulary."""
+        a = self.arch or {}
+        shape = "/".join(str(a[k]) for k in ("emb_sz", "n_hid", "n_layers") if k in a) or "?"
+        return f"{shape} · {self.vocab_size:,} words"
+
+    def age(self, now: float | None = None) -> str:
+        """How long ago it was made (`3 d`, `5 h`, `12 min`), from created_at; '' when unknown."""
+        try:
+            made = calendar.timegm(time.strptime(self.created_at[:19], "%Y-%m-%dT%H:%M:%S"))
+        except ValueError:
+            return ""
+        s = max(0, (time.time() if now is None else now) - made)
+        return f"{s / 86400:.0f} d" if s >= 86400 else f"{s / 3600:.0f} h" if s >= 3600 else f"{s / 60:.0f} min"
 
     def describe(self) -> str:
         size = f"{self.tokens:,} tokens" if self.tokens is not None else "tokens unknown"

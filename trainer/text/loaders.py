@@ -111,12 +111,18 @@ def _check_rank(rank: int, world: int) -> None:
 
 
 def lm_dataloaders(tokens: TokenIds, *, bs: int, seq_len: int, seed: int, valid_pct: float = 0.1,
-                   rank: int = 0, world: int = 1) -> DataLoaders:
-    """Language-model DataLoaders over `tokens` (ids already into the LM vocab, `tokens.vocab`)."""
+                   rank: int = 0, world: int = 1, max_train_tokens: int = 0) -> DataLoaders:
+    """Language-model DataLoaders over `tokens` (ids already into the LM vocab, `tokens.vocab`).
+
+    `max_train_tokens`: train on the first training documents (in the seeded order) that hold that
+    many tokens, the same every epoch; the held-out documents are the same either way."""
     _check_rank(rank, world)
     train, valid = split_documents(len(tokens), valid_pct, seed)
-    shards = [train[r::world] for r in range(world)]
     lengths = tokens.lengths()
+    if max_train_tokens:
+        keep = int(np.searchsorted(np.cumsum(lengths[train]), max_train_tokens)) + 1
+        train = train[:keep]
+    shards = [train[r::world] for r in range(world)]
     # LMDataLoader's batch length: round_multiple(sum(lens) - 1, bs, round_down=True) // bs
     batch_lengths = [(int(lengths[s].sum()) - 1) // bs for s in shards]
     if min(batch_lengths) < 1:

@@ -1,0 +1,45 @@
+"""Unlabelled in-domain texts (`<lang>/data/unlabelled.*`) for LM fine-tuning, beside the training rows.
+
+Users usually hold far more unlabelled texts of their domain (tickets, tweets) than labelled
+rows; ULMFiT's second stage learns the domain's language from them. They are tokenized once
+(cached like the labelled texts) and never include a validation or test text: a text equal to
+a held-out row's is dropped, so the rows that are scored stay unseen until they are scored.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from trainer.data import unlabelled_key, unlabelled_texts
+
+
+@dataclass
+class DomainTexts:
+    """What LM fine-tuning read besides the training rows (recorded in metrics.json as `unlabelled`)."""
+
+    source: str
+    texts: int
+    tokens: int
+    dropped_held_out: int  # equal to a validation or test text
+
+    def record(self) -> dict:
+        return asdict(self)
+
+
+def load(run):
+    """(token ids, DomainTexts) of the language's unlabelled texts, or (None, None) when it has none."""
+    from trainer.text.cache import labelled_tokens
+
+    a = run.a
+    key = unlabelled_key(run.bucket, a.lang)
+    if key is None:
+        return None, None
+    texts = unlabelled_texts(run.bucket.read_bytes(key), key, text_col=a.text_col, source=run.bucket.url(key))
+    held_out = {run.data.texts[i].strip() for i in [*run.valid_idx, *run.test_idx]}
+    kept = [t for t in texts if t not in held_out]
+    tokens = labelled_tokens(run.bucket, a.lang, kept, log=run.log, tokenizer=run.tokenizer)
+    info = DomainTexts(source=run.bucket.url(key), texts=len(kept), tokens=tokens.n_tokens,
+                       dropped_held_out=len(texts) - len(kept))
+    run.log.line(f"unlabelled: {info.texts:,} texts, {info.tokens:,} tokens from {info.source} for LM fine-tuning"
+                 + (f"; {info.dropped_held_out:,} equal to a validation or test text dropped"
+                    if info.dropped_held_out else ""))
+    return tokens, info
