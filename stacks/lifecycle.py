@@ -20,7 +20,7 @@ from stacks.config import EnvConfig, LanguageSettings
 from stacks.errors import InfraError, UnknownLanguageError
 from stacks.project import Project, stack_name
 from trainer import supervisor
-from trainer.data import LabelledData, load_labelled
+from trainer.data import LabelledData, load_labelled, unlabelled_key, unlabelled_texts
 from trainer.runs import RunStatus, new_run_id, read_status, run_key, run_started_at
 from trainer.storage import Bucket, LocalBucket, open_bucket
 
@@ -51,6 +51,8 @@ def preflight_data(bucket: Bucket, lang: str, settings: LanguageSettings) -> Lab
     d = settings.data
     data = load_labelled(bucket, lang, text_col=d.text_col, label_col=d.label_col, label_sep=d.label_sep,
                          task=d.task, label_cols=tuple(d.label_cols))[0]
+    if (key := unlabelled_key(bucket, lang)) is not None:  # its text column, before a GPU VM finds it missing
+        unlabelled_texts(bucket.read_bytes(key), key, text_col=d.text_col, source=bucket.url(key))
     try:
         has_trainer = importlib.util.find_spec("fastai") is not None
     except ValueError:  # a module set to None in sys.modules

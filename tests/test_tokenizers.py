@@ -123,8 +123,13 @@ def test_the_preflight_passes_real_text_of_any_script(lang):
         assert check_tokenizer(lang, texts, tokenizer=tokenizer) > len(texts)
 
 
-def test_a_sentencepiece_model_holds_every_character_it_saw():
+def test_a_sentencepiece_model_asked_fewer_pieces_than_characters_grows_to_hold_them():
+    import sentencepiece
+
     texts = corpus_lines("ja", 50, min_chars=20)
-    spec = TokenizerSpec(SENTENCEPIECE, "ja", train_sentencepiece(texts, vocab_size=100, code="ja"))
-    table = tokenize(texts[:5], spec, workers=1)
-    assert "<unk>" not in {table.vocab[i] for i in table.ids}
+    chars = set("".join(texts))
+    sp = sentencepiece.SentencePieceProcessor(model_proto=train_sentencepiece(texts, vocab_size=100, code="ja"))
+    assert sp.get_piece_size() > len(chars) * 0.9 > 100
+    ids = [i for text in texts for i in sp.encode(text)]
+    # character_coverage 0.9998 may leave the rarest characters out: a few unknowns, never many
+    assert sum(i == sp.unk_id() for i in ids) <= 0.002 * len(ids)

@@ -89,10 +89,11 @@ def test_sigterm_mid_classifier_resumes_exactly(tmp_path):
     proc = trainer(uri, "whole", *args)
     out, _ = proc.communicate(timeout=300)
     assert proc.returncode == 0, out
-    proc = trainer(uri, "r1", *args, start_new_session=True)
+    # progress after every batch (logging only): the interruption must not leave it behind
+    proc = trainer(uri, "r1", *args, "--progress-seconds", "0", start_new_session=True)
     sigterm_at(bucket, "r1", proc, "classifier", 3)
     status = json.loads(bucket.read_bytes("fr/runs/r1/status.json"))
-    assert status["state"] == "RUNNING" and status["stage"] == "interrupted"
+    assert status["state"] == "RUNNING" and status["stage"] == "interrupted" and status["progress"] is None
     pointer = json.loads(bucket.read_bytes("fr/runs/r1/checkpoints/LATEST.ckpt.json"))
     assert pointer["position"]["stage"] == "classifier" and pointer["key"].endswith("-classifier.ckpt.pt")
     # One object per save, the newest 3 kept.

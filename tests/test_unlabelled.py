@@ -100,3 +100,31 @@ def test_lm_fine_tuning_reads_unlabelled_texts_but_never_a_held_out_one(tmp_path
     (tmp_path / "model.pth").write_bytes(bucket.read_bytes("fr/runs/u1/model.pth"))
     vocab = set(load_model(tmp_path / "model.pth").dls.vocab[0])
     assert "zorglubique" in vocab and "quuxvalide" not in vocab
+
+
+def test_unlabelled_lines_end_where_corpus_lines_do():
+    """U+2028 and U+0085 are text inside a line, as in corpus files (str.splitlines would split there,
+    and a held-out text holding one would come back as pieces that match nothing)."""
+    raw = "un texte\u2028sur deux lignes\nsuivant\x85encore\r\nfin".encode()
+    assert unlabelled_texts(raw, "unlabelled.txt", text_col="text", source="s") == [
+        "un texte\u2028sur deux lignes", "suivant\x85encore", "fin"]
+
+
+def test_data_push_names_the_spelling_and_checks_before_apply(project, tmp_path):
+    typo = tmp_path / "unlabeled.csv"
+    typo.write_text("text\nun texte\n", encoding="utf-8")
+    r = runner.invoke(app, ["data", "push", "fr", str(typo)])
+    assert r.exit_code == 2 and "named unlabelled.*" in r.output
+    upper = tmp_path / "x" / "Unlabelled.TXT"
+    upper.parent.mkdir()
+    upper.write_text("un texte\n", encoding="utf-8")
+    assert runner.invoke(app, ["data", "push", "fr", str(upper)]).exit_code == 0
+    assert (project / ".trainstack/local/bucket/fr/data/unlabelled.txt").exists()
+
+    # staged by hand without the text column: the preflight stops `train` before apply
+    assert runner.invoke(app, ["data", "push", "fr", str(SAMPLE / "fr" / "train.csv")]).exit_code == 0
+    (project / ".trainstack/local/bucket/fr/data/unlabelled.txt").unlink()
+    (project / ".trainstack/local/bucket/fr/data/unlabelled.csv").write_text("body\nun texte\n", encoding="utf-8")
+    r = runner.invoke(app, ["train", "fr"])
+    assert r.exit_code == 2 and "has no text column 'text'" in r.output
+    assert not (project / ".trainstack/local/state").exists()

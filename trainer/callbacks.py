@@ -8,6 +8,7 @@ import time
 from fastai.callback.core import Callback, CancelBatchException, CancelFitException
 
 from trainer import distributed as D
+from trainer import heap
 from trainer.checkpoints import Position, rng_state, set_rng_state
 from trainer.runlog import RunLog
 from trainer.runs import duration
@@ -167,16 +168,20 @@ class BatchProgressCallback(Callback):
         self.stage, self.offset, self.total = "", 0, 0
 
     def before_train(self):
-        self.started = self.last = time.monotonic()
+        self.started = self.last = None  # the clock starts at the first real batch (a resume skips some)
         self.batches = self.tokens = 0
         self.shown = False
 
     def after_batch(self):
         if not self.training or len(self.learn.yb) == 0:  # validation, or a batch ResumeCallback skipped
             return
-        self.batches += 1
-        self.tokens += self.learn.xb[0].numel() * self.world  # every rank reads a batch of the same shape
         now = time.monotonic()
+        if self.started is None:
+            self.started = self.last = now
+            return  # its duration is unknown: the rates count from the end of this batch
+        self.batches += 1
+        # every rank reads a batch of this shape (LM batches are bs x seq_len; padded classifier ones may differ)
+        self.tokens += self.learn.xb[0].numel() * self.world
         if now - self.last < self.every_s or self.iter + 1 >= self.n_iter:
             return
         self.last, self.shown = now, True
@@ -188,12 +193,36 @@ class BatchProgressCallback(Callback):
         self.log.line(f"{self.stage} epoch {epoch}/{self.total}: batch {self.iter + 1:,}/{self.n_iter:,} "
                       f"({100 * (self.iter + 1) / self.n_iter:.0f}%), {rate:,.0f} tokens/s, epoch ETA "
                       f"{duration(eta_epoch)}" + (f", stage ETA {duration(eta_stage)}" if eta_stage > eta_epoch else ""))
-        self.log.update(progress={"batch": self.iter + 1, "batches": self.n_iter, "tokens_per_s": round(rate),
-                                  "eta_s": round(eta_epoch), "stage_eta_s": round(eta_stage)})
+        self.log.update(progress={"epoch": epoch, "batch": self.iter + 1, "batches": self.n_iter,
+                                  "tokens_per_s": round(rate), "eta_s": round(eta_epoch),
+                                  "stage_eta_s": round(eta_stage)})
+
+    def _clear(self):
+        if self.shown:  # progress is read as "inside an epoch": stale once the epoch or the fit ends
+            self.log.update(progress=None)
+            self.shown = False
 
     def after_train(self):
-        if self.shown:  # progress is read as "inside an epoch": the epoch's own line comes next
-            self.log.update(progress=None)
+        self._clear()
+
+    def after_fit(self):
+        self._clear()  # a SIGTERM cancels the fit mid-epoch: after_train never runs
+
+
+class HeapTrimCallback(Callback):
+    """Returns freed heap pages to the OS every `every` training batches, so memory stays bounded (see trainer.heap)."""
+
+    order = 64  # last: nothing after it in the batch allocates
+
+    def __init__(self, every: int = 20):
+        self.every = every
+
+    def after_batch(self):
+        if self.training and (self.iter + 1) % self.every == 0:
+            heap.trim()
+
+    def after_epoch(self):
+        heap.trim()  # validation's activations too
 
 
 class CheckpointCallback(Callback):

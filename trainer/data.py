@@ -234,13 +234,14 @@ def unlabelled_texts(raw: bytes, name: str, *, text_col: str, source: str) -> li
     import gzip
     import io
 
+    name = name.lower()
     if name.endswith(CORPUS_SUFFIXES):
         stream = gzip.GzipFile(fileobj=io.BytesIO(raw)) if name.endswith(".gz") else io.BytesIO(raw)
-        try:
-            lines = io.TextIOWrapper(stream, encoding="utf-8-sig", errors="replace").read().splitlines()
+        try:  # lines end at \n, \r or \r\n only, as corpus files do (str.splitlines also breaks at U+2028 ...)
+            lines = [line.strip() for line in io.TextIOWrapper(stream, encoding="utf-8-sig", errors="replace")]
         except (OSError, EOFError) as exc:
             raise DataError(f"{source} is not a readable gzip file: {exc}", hint="gzip it again, or push it as .txt") from exc
-        return [line.strip() for line in lines if line.strip()]
+        return [line for line in lines if line]
     table = read_table(raw, format_of(name), source)
     if text_col not in table.columns:
         raise DataError(f"{source} has no text column {text_col!r} (columns: {', '.join(table.columns) or 'none'})",

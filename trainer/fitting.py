@@ -11,7 +11,7 @@ from fastai.text.all import ProgressCallback
 
 from trainer import distributed as D
 from trainer import precision as P
-from trainer.callbacks import Interrupted, ResumeCallback
+from trainer.callbacks import HeapTrimCallback, Interrupted, ResumeCallback
 from trainer.checkpoints import Position
 
 # Per-epoch figures are fastai's running metrics (threshold 0.5, per-label accuracy for
@@ -74,9 +74,10 @@ class StagedFit:
         return self.resume.position
 
     def setup(self, learn):
-        """Every learner of the run: plain logs, this run's precision, data parallel across ranks."""
+        """Every learner of the run: plain logs, bounded memory, this run's precision, data parallel across ranks."""
         learn.remove_cb(ProgressCallback)
         learn.logger = lambda *_: None  # Recorder would print raw lists; EpochLogCallback logs
+        learn.add_cb(HeapTrimCallback())
         P.apply(learn, self.precision)
         if self.ctx.distributed:
             D.data_parallel(learn, self.ctx)

@@ -50,6 +50,7 @@ from trainer.text.loaders import classifier_dataloaders, lm_dataloaders
 from trainer.text.tokenizers import SPACY, TokenizerSpec, spacy_spec
 from trainer.text.tokens import TokenIds, build_vocab, remap
 
+INLINE_VALID_PCT = 0.1  # of an inline base LM's texts held out for its validation loss
 EXIT_INTERRUPTED = 143  # the launchers (local supervisor, VM agent) resume the run after this
 
 
@@ -183,21 +184,30 @@ class Run(StagedFit):
             self.keep(stage, learn, vocab)
         return learn
 
+    def inline_texts(self) -> list[TokenIds]:
+        """What an inline base LM reads: the corpus, the training rows and the unlabelled texts."""
+        return [*self.corpus, self.texts.select(self.train_idx), *([self.domain] if self.domain is not None else [])]
+
+    def inline_budget(self) -> tuple[int, int]:
+        """(epochs, tokens per epoch) of an inline base LM under trainer.max_lm_tokens (see lm_budget)."""
+        n = sum(t.n_tokens for t in self.inline_texts())
+        return lm_budget(n * (1 - INLINE_VALID_PCT), self.a.epochs_base_lm, self.a.max_lm_tokens)
+
     def pretrain_base_lm(self, *, backwards: bool = False, vocab: list[str] | None = None) -> tuple[int, list[str]]:
-        """Pretrains an LM on the corpus and the training rows into models/ -> (tokens, vocab).
+        """Pretrains an LM on the corpus, the training rows and unlabelled texts into models/ -> (tokens, vocab).
         The backward one (`backwards`, same `vocab`) reads every text right to left."""
         a = self.a
         models, stage = self.work / "models", stage_name("base_lm", backwards)
-        train_texts = self.texts.select(self.train_idx)
-        domain = [self.domain] if self.domain is not None else []  # the user's own domain: the best LM text
+        texts = self.inline_texts()  # the user's own unlabelled texts are the best LM text there is
         if vocab is None:
-            vocab = build_vocab([*self.corpus, train_texts, *domain], min_freq=a.min_freq, max_vocab=a.max_vocab)
+            vocab = build_vocab(texts, min_freq=a.min_freq, max_vocab=a.max_vocab)
             if self.resume_point(stage) is not None:
                 vocab = self.resume.payload["vocab"]
             elif self.resumed_past(stage):
                 vocab = self.carry[stage]["vocab"]
-        tokens = TokenIds.concat([remap(t, vocab) for t in [*self.corpus, train_texts, *domain]])
-        learn = self.train_lm(stage, tokens.reversed() if backwards else tokens, vocab=vocab)
+        tokens = TokenIds.concat([remap(t, vocab) for t in texts])
+        learn = self.train_lm(stage, tokens.reversed() if backwards else tokens, vocab=vocab,
+                              valid_pct=INLINE_VALID_PCT)
         torch.save(D.unwrap(learn.model).state_dict(), models / (BWD_WEIGHTS if backwards else "weights.pth"))
         (models / "vocab.pkl").write_bytes(pickle.dumps(list(vocab)))
         D.barrier(self.ctx)
@@ -358,7 +368,7 @@ def run_training(args) -> int:
         return 0
     except Interrupted:
         log.line("interrupted (SIGTERM): checkpoint saved; the same run id resumes from it")
-        log.update(stage="interrupted")
+        log.update(stage="interrupted", progress=None)
         return EXIT_INTERRUPTED
     except DataError as exc:
         log.failed(exc.message + (f" ({exc.hint})" if exc.hint else ""))
@@ -367,7 +377,7 @@ def run_training(args) -> int:
         if D.is_peer_error(exc):
             log.line(f"a peer process stopped ({str(exc).splitlines()[0][:200]}); "
                      "resuming from the last complete checkpoint")
-            log.update(stage="interrupted")
+            log.update(stage="interrupted", progress=None)
             return EXIT_INTERRUPTED
         traceback.print_exc()
         if ctx.main:

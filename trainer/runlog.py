@@ -61,11 +61,11 @@ class RunLog:
         self.update(state=RUNNING, host=socket.gethostname(), pid=os.getpid())
 
     def succeeded(self) -> None:
-        self.update(state=SUCCEEDED, stage="done", finished_at=now_iso(), error=None)
+        self.update(state=SUCCEEDED, stage="done", finished_at=now_iso(), error=None, progress=None)
 
     def failed(self, error: str) -> None:
         self.line(f"FAILED: {error}")
-        self.update(state=FAILED, finished_at=now_iso(), error=error)
+        self.update(state=FAILED, finished_at=now_iso(), error=error, progress=None)
 
 
 class QuietLog:

@@ -75,13 +75,14 @@ class RunStatus:
         return self.state in TERMINAL_STATES
 
     def position(self) -> str:
-        """`epoch 1/1 · batch 351/4,617 (8%) · 3,420 tokens/s · ETA 42m` (as far as it is known)."""
-        parts = [f"epoch {self.epoch}/{self.epochs}"] if self.epochs else []
-        p = self.progress
-        if p and not self.terminal:
-            parts += [f"batch {p['batch']:,}/{p['batches']:,} ({100 * p['batch'] / max(p['batches'], 1):.0f}%)",
-                      f"{p['tokens_per_s']:,} tokens/s", f"ETA {duration(p.get('stage_eta_s', p['eta_s']))}"]
-        return " · ".join(parts)
+        """`epoch 1/1 · batch 351/4,617 (8%) · 3,420 tokens/s · stage ETA 42m00s`, as far as it is known
+        (the epoch running, or without progress the epochs done)."""
+        p = self.progress if self.state == RUNNING else None
+        if not p:
+            return f"epoch {self.epoch}/{self.epochs}" if self.epochs else ""
+        return " · ".join([f"epoch {p.get('epoch', self.epoch + 1)}/{self.epochs}",
+                           f"batch {p['batch']:,}/{p['batches']:,} ({100 * p['batch'] / max(p['batches'], 1):.0f}%)",
+                           f"{p['tokens_per_s']:,} tokens/s", f"stage ETA {duration(p['stage_eta_s'])}"])
 
     def to_json(self) -> bytes:
         return json.dumps(asdict(self), indent=2).encode()

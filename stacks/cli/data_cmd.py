@@ -14,7 +14,11 @@ from trainer.tables import SUFFIX_OF, SUFFIXES, format_of
 
 
 def _unlabelled_suffix(name: str) -> str | None:
-    """`.txt.gz` of `unlabelled.txt.gz`: an unlabelled-texts file name, or None."""
+    """`.txt.gz` of `unlabelled.txt.gz` (any case): an unlabelled-texts file name, or None."""
+    name = name.lower()
+    if name.startswith("unlabeled."):
+        fail(f"{name}: unlabelled texts are named unlabelled.*", "rename it, e.g. unlabelled.csv or unlabelled.txt",
+             ExitStatus.BAD_INPUT)
     return next((s for s in UNLABELLED_SUFFIXES if name == UNLABELLED + s), None)
 
 app = typer.Typer(help="Stage data in the environment's bucket.", no_args_is_help=True)
@@ -23,8 +27,8 @@ app = typer.Typer(help="Stage data in the environment's bucket.", no_args_is_hel
 def _plan_uploads(lang: str, path: Path) -> list[tuple[Path, str]]:
     """(local file, bucket key) pairs: a train file, or a folder with train/valid/test files and corpus/."""
     if path.is_file():
-        if _unlabelled_suffix(path.name):
-            return [(path, f"{lang}/data/{path.name}")]
+        if suffix := _unlabelled_suffix(path.name):
+            return [(path, f"{lang}/data/{UNLABELLED}{suffix}")]
         fmt = format_of(path.name)
         if fmt is None:
             fail(f"{path}: unknown format", "name it train.csv, train.jsonl or train.parquet (unlabelled texts: "
@@ -39,10 +43,11 @@ def _plan_uploads(lang: str, path: Path) -> list[tuple[Path, str]]:
             fail(f"{' and '.join(map(str, found))}: several formats of the same file", "keep one",
                  ExitStatus.BAD_INPUT)
         pairs += [(f, f"{lang}/data/{f.name}") for f in found]
-    found = [path / (UNLABELLED + s) for s in UNLABELLED_SUFFIXES if (path / (UNLABELLED + s)).is_file()]
+    found = [(f, s) for f in sorted(path.iterdir()) if f.is_file() and (s := _unlabelled_suffix(f.name))]
     if len(found) > 1:
-        fail(f"{' and '.join(map(str, found))}: several files of unlabelled texts", "keep one", ExitStatus.BAD_INPUT)
-    pairs += [(f, f"{lang}/data/{f.name}") for f in found]
+        fail(f"{' and '.join(str(f) for f, _ in found)}: several files of unlabelled texts", "keep one",
+             ExitStatus.BAD_INPUT)
+    pairs += [(f, f"{lang}/data/{UNLABELLED}{s}") for f, s in found]
     for txt in sorted([*(path / "corpus").glob("*.txt"), *(path / "corpus").glob("*.txt.gz")]):
         pairs.append((txt, f"{lang}/data/corpus/{txt.name}"))
     if (path / "lm").is_dir():  # base LMs are checked and versioned by `lm import`, not copied
@@ -55,7 +60,7 @@ def _plan_uploads(lang: str, path: Path) -> list[tuple[Path, str]]:
 def _other_formats(bucket, key: str) -> list[str]:
     """Keys of the same data file in another format (train.csv when pushing train.jsonl)."""
     name = key.rsplit("/", 1)[1]
-    if _unlabelled_suffix(name) and "/data/corpus/" not in key:
+    if "/data/corpus/" not in key and _unlabelled_suffix(name):
         stem = key[: -len(name)] + UNLABELLED
         return [stem + s for s in UNLABELLED_SUFFIXES if stem + s != key and bucket.exists(stem + s)]
     fmt = format_of(key)
@@ -100,7 +105,7 @@ def push(lang: LangArg,
         fail(f"nothing to upload in {path} (expected train.csv|.jsonl|.parquet, valid.*, test.*, corpus/*.txt[.gz])",
              None, ExitStatus.BAD_INPUT)
     for src, key in pairs:
-        if _unlabelled_suffix(key.rsplit("/", 1)[1]):
+        if "/data/corpus/" not in key and _unlabelled_suffix(key.rsplit("/", 1)[1]):
             from trainer.data import unlabelled_texts
 
             texts = unlabelled_texts(src.read_bytes(), src.name, text_col=settings.data.text_col, source=str(src))

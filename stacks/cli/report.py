@@ -45,9 +45,10 @@ class ConsoleReporter:
             return
         # inside a long epoch the bar moves by batches (progress), not only at epoch ends
         p = status.progress or {}
-        within = p["batch"] / max(p["batches"], 1) if p and status.epoch < status.epochs else 0.0
+        # the epoch running (1-based) less the share of it still to go
+        done = p["epoch"] - 1 + p["batch"] / max(p["batches"], 1) if "epoch" in p else status.epoch
         self._progress.update(self._task, description=f"{status.state.lower()} · {status.stage}",
-                              completed=status.epoch + within, total=max(status.epochs, 1), epochs=status.position())
+                              completed=done, total=max(status.epochs, 1), epochs=status.position())
 
 
 def metrics_table(metrics: dict) -> Table:

@@ -62,11 +62,18 @@ class TrainerSettings(StrictModel):
                                 "reports the forward+backward ensemble next to the forward model")
     progress_seconds: float = Field(D["progress_seconds"], ge=0)
     max_lm_tokens: int = Field(D["max_lm_tokens"], ge=0, description="cap on a base-LM pretrain's tokens, all "
-                               "epochs together (0 = none); local: about an hour of 2 CPU cores")
+                               "epochs together (0 = none, else at least 100,000); local: about an hour of 2 CPU cores")
     job: Literal["classifier", "pretrain-lm"] = Field(
         "classifier", description="what a run of the stack does; `trainctl lm pretrain` sets pretrain-lm")
     base_lm: str = Field(D["base_lm"], pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
                          description="current | none | pretrain-inline | an lm id (trainctl lm list)")
+
+    @model_validator(mode="after")
+    def _token_cap_holds_batches(self) -> "TrainerSettings":
+        if 0 < self.max_lm_tokens < 100_000:
+            raise ValueError(f"max_lm_tokens {self.max_lm_tokens:,} leaves a base LM a handful of batches: "
+                             "0 (no cap) or at least 100,000")
+        return self
 
     def as_cli_args(self) -> list[str]:
         """The trainer's command-line flags for these settings, in a stable order."""

@@ -125,6 +125,9 @@ def inline_id(run) -> str:
                  a.drop_mult, a.max_vocab, a.min_freq]
     if a.bidirectional:  # with a backward LM: another id (forward-only ids stay as they were)
         shaped_by.append("bidirectional")
+    budget = run.inline_budget()
+    if budget != (a.epochs_base_lm, 0):  # trainer.max_lm_tokens cut the training (ids without a cut stay)
+        shaped_by.append(["max_lm_tokens", *budget])
     return "inline-" + hashlib.sha256(json.dumps(shaped_by).encode()).hexdigest()[:12]
 
 

@@ -3,10 +3,12 @@
 Users usually hold far more unlabelled texts of their domain (tickets, tweets) than labelled
 rows; ULMFiT's second stage learns the domain's language from them. They are tokenized once
 (cached like the labelled texts) and never include a validation or test text: a text equal to
-a held-out row's is dropped, so the rows that are scored stay unseen until they are scored.
+a held-out row's text, or to one of its lines, is dropped, so the rows that are scored stay
+unseen until they are scored.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass
 
 from trainer.data import unlabelled_key, unlabelled_texts
@@ -34,7 +36,11 @@ def load(run):
     if key is None:
         return None, None
     texts = unlabelled_texts(run.bucket.read_bytes(key), key, text_col=a.text_col, source=run.bucket.url(key))
-    held_out = {run.data.texts[i].strip() for i in [*run.valid_idx, *run.test_idx]}
+    held_out = set()
+    for i in [*run.valid_idx, *run.test_idx]:  # a multi-line text may come back as lines of a .txt
+        text = run.data.texts[i]
+        held_out.update([text.strip(), *(line.strip() for line in re.split(r"[\r\n]+", text))])
+    held_out.discard("")
     kept = [t for t in texts if t not in held_out]
     tokens = labelled_tokens(run.bucket, a.lang, kept, log=run.log, tokenizer=run.tokenizer)
     info = DomainTexts(source=run.bucket.url(key), texts=len(kept), tokens=tokens.n_tokens,

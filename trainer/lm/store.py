@@ -56,7 +56,7 @@ class BaseLM:
     def age(self, now: float | None = None) -> str:
         """How long ago it was made (`3 d`, `5 h`, `12 min`), from created_at; '' when unknown."""
         try:
-            made = calendar.timegm(time.strptime(self.created_at[:19], "%Y-%m-%dT%H:%M:%S"))
+            made = calendar.timegm(time.strptime((self.created_at or "")[:19], "%Y-%m-%dT%H:%M:%S"))
         except ValueError:
             return ""
         s = max(0, (time.time() if now is None else now) - made)

@@ -1,0 +1,44 @@
+"""trainer.heap: freed heap pages go back to the OS (the LM pretrain's memory growth, issue 17)."""
+import sys
+
+import numpy as np
+import pytest
+
+from trainer import heap
+from trainer.callbacks import HeapTrimCallback
+from trainer.fitting import StagedFit
+
+glibc = pytest.mark.skipif(not sys.platform.startswith("linux") or heap._malloc_trim() is None,
+                           reason="malloc_trim is glibc's: elsewhere heap.trim() is a no-op by design")
+
+
+@glibc
+def test_trim_returns_pages_that_a_fragmented_heap_keeps():
+    # Freeing a 20 MB block raises glibc's mmap threshold to 20 MB, so the 1 MB blocks below come
+    # from the heap; one live block at its top keeps every freed page below it resident.
+    np.ones(20 * 2**20, dtype=np.uint8)
+    blocks = [np.ones(2**20, dtype=np.uint8) for _ in range(300)]
+    top = np.ones(2**20, dtype=np.uint8)
+    del blocks
+    before = heap.resident_mb()
+    assert heap.trim() is True
+    after = heap.resident_mb()
+    assert before - after > 150, (before, after)
+    del top
+
+
+def test_every_learner_trims_its_heap(tmp_path):
+    class Learner:
+        def __init__(self):
+            self.cbs = []
+
+        def remove_cb(self, cb):
+            pass
+
+        def add_cb(self, cb):
+            self.cbs.append(cb)
+
+    fit = StagedFit.__new__(StagedFit)
+    fit.precision, fit.ctx = "fp32", type("Ctx", (), {"distributed": False})()
+    learn = fit.setup(Learner())
+    assert [type(cb) for cb in learn.cbs] == [HeapTrimCallback]
