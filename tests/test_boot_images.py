@@ -82,7 +82,7 @@ def test_dlvm_on_g2_is_refused_with_exit_2_naming_the_doc(project):
     result = runner.invoke(app, ["synth", "--env", "dev", *sets])
     assert result.exit_code == 2, result.output
     text = " ".join(result.output.split())
-    assert "languages.fr: boot image" in text and "create-gpu-vm-g2" in text
+    assert "languages.fr: boot image" in text and "accelerator-optimized-machines#g2-limitations" in text
 
 
 def test_access_log_grant_is_optional_and_the_network_configurable(project):
@@ -96,14 +96,38 @@ def test_access_log_grant_is_optional_and_the_network_configurable(project):
     assert "access_config" not in nic
 
 
-@pytest.mark.parametrize("value", ["latest", "default", "580.95.05"])
-def test_gpu_driver_accepts_installer_versions(project, value):
+@pytest.mark.parametrize("value", ["latest", "default", "580.95.05", "R580"])
+def test_gpu_driver_accepts_the_documented_forms(project, value):
     result = runner.invoke(app, ["config", "show", "--env", "dev", "--set", "project=p1",
                                  "--set", f"defaults.gpu_driver={value}"])
     assert result.exit_code == 0, result.output
 
 
-def test_gpu_driver_rejects_anything_else(project):
+@pytest.mark.parametrize("value", ["580", "r580", "v580;rm"])
+def test_gpu_driver_refuses_undocumented_forms_naming_the_documented_ones(project, value):
     result = runner.invoke(app, ["config", "show", "--env", "dev", "--set", "project=p1",
-                                 "--set", "defaults.gpu_driver=v580;rm"])
+                                 "--set", f"defaults.gpu_driver={value}"])
     assert result.exit_code == 2, result.output
+    assert "R580" in result.output and "580.95.05" in result.output and "run-gpus" in result.output
+
+
+@pytest.mark.parametrize(("settings", "wanted"), [
+    (["machine_type=a3-ultragpu-8g", "gpu.type=nvidia-h200-141gb", "gpu.count=8"], "hyperdisk-balanced"),
+    (["machine_type=a3-highgpu-2g", "gpu.type=nvidia-h100-80gb", "gpu.count=2", "spot=false"], "Spot or Flex-start"),
+])
+def test_machine_types_that_refuse_a_setting_stop_before_apply(project, settings, wanted):
+    args = ["config", "show", "--env", "dev", "--set", "project=p1"]
+    for setting in settings:
+        args += ["--set", f"languages.fr.{setting}"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert wanted in result.output and "accelerator-optimized-machines" in result.output
+
+
+def test_machine_limits_pass_when_the_setting_fits(project):
+    args = ["config", "show", "--env", "dev", "--set", "project=p1"]
+    for setting in ["machine_type=a3-ultragpu-8g", "gpu.type=nvidia-h200-141gb", "gpu.count=8",
+                    "disk_type=hyperdisk-balanced"]:
+        args += ["--set", f"languages.fr.{setting}"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output

@@ -148,7 +148,7 @@ def test_all_ok(project, monkeypatch):
      "IAM could not decide (UNKNOWN_CONDITIONAL)", "Policy Troubleshooter"),
     ("troubleshooter-denied", lambda r: r.update({("POST", TROUBLESHOOT): (403, {"error": {"code": 403,
                                                                                     "message": "no"}})}),
-     "Policy Troubleshooter answered HTTP 403", "roles/iam.securityReviewer"),
+     "Policy Troubleshooter answered HTTP 403", "roles/iam.securityReviewer) on the organization"),
 ])
 def test_each_problem_says_what_to_do_and_exits_3(project, monkeypatch, case, change, expected, fix):
     routes = healthy()
@@ -176,7 +176,7 @@ def test_an_unsupported_boot_image_is_a_problem_without_a_lookup(project):
             raise AssertionError("looked up")
 
     check = check_boot_image(config, "fr", images=NoLookups())
-    assert not check.ok and "create-gpu-vm-g2" in check.detail
+    assert not check.ok and "accelerator-optimized-machines#g2-limitations" in check.detail
 
 
 def test_doctor_is_for_gcp_envs(project):

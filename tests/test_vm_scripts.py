@@ -34,6 +34,7 @@ case "$tool $1" in
   "docker login") cat >/dev/null ;;
   "nvidia-smi "*) (($(grep -c '^nvidia-smi' "$FAKE_CALLS") > ${FAKE_NVIDIA_FAILS:-0})) || exit 9 ;;
   "systemctl is-system-running") echo "${FAKE_SYSTEM_STATE:-running}" ;;
+  "systemctl is-active") (($(grep -c '^systemctl is-active' "$FAKE_CALLS") > ${FAKE_DOCKER_INACTIVE:-0})) || exit 3 ;;
   "cos-extensions "*) exit "${FAKE_COS_EXTENSIONS_CODE:-0}" ;;
   "docker pull"|"docker image") exit "${FAKE_PULL_CODE:-0}" ;;
   "docker kill"|"docker wait") sleep "${FAKE_DOCKER_HANG_S:-0}" ;;
@@ -82,6 +83,7 @@ class Host:
         self.groups: list[int] = []
         self.env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_CALLS": str(self.calls),
                     "FAKE_MD": str(self.md), "TRAINSTACK_POLL_S": "0", "TRAINSTACK_WATCHDOG_POLL_S": "0.2",
+                    "TRAINSTACK_DOCKER_POLL_S": "0.05",
                     "TRAINSTACK_WATCHDOG_LOG": str(tmp_path / "watchdog.log"),
                     "TRAINSTACK_STATE_DIR": str(tmp_path / "state"),
                     "TRAINSTACK_DOCKER_CONFIG": str(tmp_path / "docker"),
@@ -373,6 +375,27 @@ def test_container_optimized_os_installs_the_driver_and_mounts_it(host):
     assert "--gpus" not in run
     assert "--volume /var/lib/nvidia/lib64:/usr/local/nvidia/lib64" in run
     assert "-e LD_LIBRARY_PATH=/usr/local/nvidia/lib64" in run
+
+
+def test_container_optimized_os_waits_for_docker_before_the_driver_install(host):
+    h = host()
+    (h.tmp / "os-release").write_text("ID=cos\n")
+    result = h.run(STARTUP, FAKE_DOCKER_INACTIVE="3")
+    assert result.returncode == 0, result.stdout + result.stderr
+    calls = [line for line in h.lines() if line.startswith(("systemctl is-active", "cos-extensions"))]
+    assert calls == ["systemctl is-active --quiet gcr-online.target docker.socket"] * 4 + [
+        "cos-extensions install gpu -- -version=latest"]
+    assert "waiting for gcr-online.target and docker.socket" in result.stdout
+    assert "gcr-online.target and docker.socket are active" in result.stdout
+
+
+def test_container_optimized_os_docker_wait_is_bounded(host):
+    h = host()
+    (h.tmp / "os-release").write_text("ID=cos\n")
+    result = h.run(STARTUP, FAKE_DOCKER_INACTIVE="100000", TRAINSTACK_DOCKER_WAIT_S="1")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "still not active after 1s; installing the driver anyway" in result.stdout
+    assert h.lines("cos-extensions") == ["cos-extensions install gpu -- -version=latest"]
 
 
 def test_container_optimized_os_driver_failure_is_fatal(host):

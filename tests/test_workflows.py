@@ -236,9 +236,16 @@ def test_no_repository_ships_trusted(env):
 WORKFLOWS = sorted((REPO / ".github" / "workflows").glob("*.yml"))
 LINT_BIN = REPO / ".venv-lint" / "bin"
 # The first major of each action that runs on node24 (node20 is retired on hosted runners).
-NODE24_MAJORS = {"actions/checkout": 5, "actions/setup-python": 6, "actions/setup-node": 5,
-                 "actions/upload-artifact": 5, "actions/download-artifact": 5, "hashicorp/setup-terraform": 4,
-                 "google-github-actions/auth": 3}
+PINS_FILE = REPO / ".github" / "action-pins.yaml"
+
+
+def vouched_pins() -> dict[str, dict[str, dict]]:
+    """action -> sha -> {tag, sha, runtime}, from the verified pins file."""
+    import yaml
+
+    doc = yaml.safe_load(PINS_FILE.read_text())
+    assert str(doc["read_on"]) and doc["actions"]
+    return {action: {pin["sha"]: pin for pin in pins} for action, pins in doc["actions"].items()}
 
 
 def load_workflow(path: Path) -> dict:
@@ -284,15 +291,36 @@ def steps(doc: dict):
             yield job_name, job, step
 
 
+def pin_problems(text: str) -> list[str]:
+    """Every `uses:` of a workflow that is not a SHA pin vouched for, with its tag, by the pins file."""
+    uses = re.findall(r"uses:\s*([\w./-]+)@(\S+)(?:[ \t]*#[ \t]*(\S+))?", text)
+    pins, problems = vouched_pins(), [] if uses else ["no `uses:` found"]
+    for action, ref, tag in uses:
+        pin = pins.get(action, {}).get(ref)
+        if not re.fullmatch(r"[0-9a-f]{40}", ref):
+            problems.append(f"{action}@{ref} is not pinned by commit SHA")
+        elif pin is None:
+            problems.append(f"{action}@{ref} is not vouched for by {PINS_FILE.name}")
+        elif tag != pin["tag"]:
+            problems.append(f"{action}@{ref} says {tag or 'no tag'}; {PINS_FILE.name} has {pin['tag']}")
+        elif pin["runtime"] != "node24":
+            problems.append(f"{action} {pin['tag']} runs on {pin['runtime']}, a retired runtime")
+    return problems
+
+
 @pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
-def test_actions_pinned_by_sha_on_current_majors(path):
-    text = path.read_text()
-    uses = re.findall(r"uses:\s*([\w./-]+)@(\S+)(?:\s*#\s*v(\d+)[\d.]*)?", text)
-    assert uses
-    for action, ref, major in uses:
-        assert re.fullmatch(r"[0-9a-f]{40}", ref), f"{action}@{ref} is not pinned by commit SHA"
-        assert major, f"{action}@{ref} has no `# vX.Y.Z` comment"
-        assert int(major) >= NODE24_MAJORS.get(action, 0), f"{action} v{major} runs on a retired runtime"
+def test_actions_pinned_by_a_vouched_sha_and_tag_on_node24(path):
+    assert pin_problems(path.read_text()) == []
+
+
+def test_pin_check_refuses_unvouched_shas_wrong_tags_and_branches():
+    good = "actions/checkout@3d3c42e5aac5ba805825da76410c181273ba90b1"
+    assert pin_problems(f"- uses: {good} # v7.0.1") == []
+    assert "not vouched" in pin_problems(
+        "- uses: actions/upload-artifact@043fb46d1a93c77aae656e7c1c64a875d1fc6a0a # v7.0.1")[0]
+    assert "says v7.0.2" in pin_problems(f"- uses: {good} # v7.0.2")[0]
+    assert "says no tag" in pin_problems(f"- uses: {good}")[0]
+    assert "not pinned by commit SHA" in pin_problems("- uses: actions/checkout@v7")[0]
 
 
 @pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)

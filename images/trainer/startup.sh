@@ -22,6 +22,8 @@ MD_ROOT="http://${GCE_METADATA_HOST:-metadata.google.internal}/computeMetadata/v
 MD="$MD_ROOT/attributes"
 NAME=trainstack-trainer
 DRIVER_WAIT_S=${TRAINSTACK_DRIVER_WAIT_S:-600}
+DOCKER_WAIT_S=${TRAINSTACK_DOCKER_WAIT_S:-300}
+DOCKER_POLL_S=${TRAINSTACK_DOCKER_POLL_S:-2}
 POLL_S=${TRAINSTACK_POLL_S:-10}
 PULL_TRIES=${TRAINSTACK_PULL_TRIES:-5}
 # The agent gets the first go at the deadline (SIGTERM, 25 s grace, FAILED status, resize).
@@ -162,6 +164,24 @@ json_lines() {
   fi
 }
 
+# Google's COS GPU page: the driver installer runs in a container pulled from gcr.io, so
+# gcr-online.target and docker.socket must be active first; at boot they may not be yet.
+# Bounded: after DOCKER_WAIT_S the install is tried anyway and its own failure is fatal.
+wait_for_docker() {
+  local since=$SECONDS waited=0
+  until systemctl is-active --quiet gcr-online.target docker.socket; do
+    if ((SECONDS - since >= DOCKER_WAIT_S)); then
+      log "gcr-online.target / docker.socket still not active after ${DOCKER_WAIT_S}s; installing the driver anyway"
+      return 0
+    fi
+    ((waited)) || log "waiting for gcr-online.target and docker.socket before the driver install"
+    waited=1
+    sleep "$DOCKER_POLL_S"
+  done
+  ((waited)) && log "gcr-online.target and docker.socket are active ($((SECONDS - since))s)"
+  return 0
+}
+
 # Container-Optimized OS has no NVIDIA container toolkit: its GPU installer puts the driver
 # under /var/lib/nvidia, which the container gets as volumes and devices. Other images
 # (Deep Learning VM, accelerator images) ship the toolkit: `--gpus all`.
@@ -173,6 +193,7 @@ prepare_gpu_runtime() {
     GPU_FLAGS=(--gpus all)
     return 0
   fi
+  wait_for_docker
   cos-extensions install gpu -- "-version=${GPU_DRIVER:-latest}" || return 1
   mount --bind /var/lib/nvidia /var/lib/nvidia || return 1
   mount -o remount,exec /var/lib/nvidia || return 1

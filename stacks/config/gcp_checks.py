@@ -1,7 +1,9 @@
 """Checks that only make sense on target gcp, with errors that name the key and its file."""
 from __future__ import annotations
 
-from stacks.config.gpus import boot_image_problem, default_boot_image, gpu_problem, region_of
+from stacks.config.gpus import (
+    boot_image_problem, default_boot_image, gpu_problem, machine_limit_problems, region_of,
+)
 from stacks.config.models import EnvConfig
 from stacks.errors import ConfigError
 
@@ -56,3 +58,8 @@ def check_gcp(config: EnvConfig, origin: dict[tuple, str]) -> None:
                               source=origin.get(("languages", lang, "boot_image")) or source("defaults", "boot_image"),
                               hint="leave boot_image unset (the GPU catalogue's image for the series) or pick one "
                                    "listed in stacks/config/gpus.py")
+        for setting, problem in machine_limit_problems(settings.machine_type, disk_type=settings.disk_type,
+                                                       spot=settings.spot):
+            raise ConfigError(f"languages.{lang}: {problem}",
+                              source=origin.get(("languages", lang, setting)) or source("defaults", setting),
+                              hint="the machine type cannot be created with this setting: change one of the two")

@@ -88,7 +88,7 @@ def region_of(zone: str) -> str:
 # | a3     | H100, H200      | 525.60.13   | -                      | DLVM common-cu129-ubuntu-2204-nvidia-580
 # | n1     | T4/V100/P100/P4 | 410.79      | -                      | DLVM common-cu129-ubuntu-2204-nvidia-580
 #
-# Sources (read 2026-11-25): g2 https://cloud.google.com/compute/docs/gpus/create-gpu-vm-g2 (Limitations);
+# Sources (read 2026-11-25): g2 https://cloud.google.com/compute/docs/accelerator-optimized-machines#g2-limitations;
 # driver minimums https://cloud.google.com/compute/docs/gpus/install-drivers-gpu;
 # Deep Learning VM images https://cloud.google.com/deep-learning-vm/docs/images.
 # CUDA 13 (the image's torch) dropped Maxwell, Pascal and Volta (V100, P100, P4) per NVIDIA's CUDA 13.0
@@ -103,8 +103,13 @@ DLVM_IMAGES = "projects/deeplearning-platform-release/"
 COS_IMAGES = "projects/cos-cloud/"
 DLVM_IMAGE = f"{DLVM_IMAGES}global/images/family/common-cu129-ubuntu-2204-nvidia-580"
 COS_IMAGE = f"{COS_IMAGES}global/images/family/cos-stable"
-G2_LIMITATIONS = "https://cloud.google.com/compute/docs/gpus/create-gpu-vm-g2"
+ACCELERATOR_MACHINES = "https://cloud.google.com/compute/docs/accelerator-optimized-machines"
+G2_LIMITATIONS = f"{ACCELERATOR_MACHINES}#g2-limitations"
 DRIVER_VERSIONS = "https://cloud.google.com/compute/docs/gpus/install-drivers-gpu"
+# The versions `cos-extensions install gpu -- -version=` documents: default, latest, an exact
+# driver version, or a driver branch (R580; cos-gpu-installer >= 2.2.1).
+COS_GPU_DRIVERS = "https://cloud.google.com/container-optimized-os/docs/how-to/run-gpus"
+DRIVER_FORM = re.compile(r"default|latest|\d{3}\.\d+(\.\d+)?|R\d{3}")
 DLVM_DOC = "https://cloud.google.com/deep-learning-vm/docs/images"
 
 
@@ -150,6 +155,47 @@ def boot_image_problem(machine_type: str, boot_image: str) -> str | None:
             return (f"boot image {boot_image!r} cannot run {machine_type}: {why} ({row.source}, read {row.read_on}); "
                     f"use e.g. {row.default_image}")
     return None
+
+
+# ---------------------------------------------------------------- machine types that refuse a setting
+#
+# Limits of accelerator-optimized machine types that Compute Engine enforces only when the VM is
+# created (so `terraform apply` or the group's first VM would fail after money and minutes are
+# spent). Source: the accelerator-optimized machines page (ACCELERATOR_MACHINES, "updated
+# 2026-04-13", read 2026-11-25): A3 Ultra boots only from Hyperdisk Balanced; A3 High with 1, 2 or
+# 4 GPUs is offered as Spot or Flex-start only (no on-demand VMs).
+
+@dataclass(frozen=True)
+class MachineLimit:
+    """A setting some machine types refuse at creation time."""
+
+    pattern: str  # regular expression over the machine type
+    disk_types: tuple[str, ...] = ()  # boot disk types it accepts (empty: any)
+    spot_only: bool = False  # on-demand VMs are not offered (Spot or Flex-start only)
+    source: str = ACCELERATOR_MACHINES
+    read_on: str = "2026-11-25"
+
+
+MACHINE_LIMITS = (
+    MachineLimit(r"a3-ultragpu-\w+", disk_types=("hyperdisk-balanced",)),
+    MachineLimit(r"a3-highgpu-[124]g", spot_only=True),
+)
+
+
+def machine_limit_problems(machine_type: str, *, disk_type: str, spot: bool) -> list[tuple[str, str]]:
+    """(setting, why) for each setting `machine_type` refuses at VM creation, naming the page."""
+    problems = []
+    for limit in MACHINE_LIMITS:
+        if not re.fullmatch(limit.pattern, machine_type):
+            continue
+        cited = f"({limit.source}, read {limit.read_on})"
+        if limit.disk_types and disk_type not in limit.disk_types:
+            problems.append(("disk_type", f"{machine_type} boots only from {' or '.join(limit.disk_types)} disks, "
+                                          f"not {disk_type} {cited}; set disk_type: {limit.disk_types[0]}"))
+        if limit.spot_only and not spot:
+            problems.append(("spot", f"{machine_type} is offered as Spot or Flex-start only, not on-demand {cited}; "
+                                     "set spot: true, or pick a3-highgpu-8g for on-demand"))
+    return problems
 
 
 def installs_driver_at_boot(boot_image: str) -> bool:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from trainer.cli import DEFAULTS as D
 
@@ -100,13 +100,26 @@ class LanguageSettings(StrictModel):
     shm_size: str = Field("16g", pattern=r"^\d+[kmg]?$")
     boot_image: str | None = Field(None, description="VM boot image or image family (gcp); default: the machine "
                                    "series' image in the GPU catalogue (stacks/config/gpus.py)")
-    gpu_driver: str = Field("latest", pattern=r"^(latest|default|\d+(\.\d+)*)$",
-                            description="NVIDIA driver Container-Optimized OS installs at boot (gcp, COS images)")
+    gpu_driver: str = Field("latest", description="NVIDIA driver Container-Optimized OS installs at boot (gcp, COS "
+                            "images): default, latest, an exact version (580.95.05) or a branch (R580)")
     secure_boot: bool | None = Field(None, description="Shielded VM Secure Boot (gcp); default: on where the boot "
                                      "image's driver is signed (COS), off otherwise")
     docker_flags: list[str] = Field([], description="extra `docker run` flags for the trainer container (gcp)")
     data: DataSettings = DataSettings()
     trainer: TrainerSettings = TrainerSettings()
+
+    @field_validator("gpu_driver", mode="before")
+    @classmethod
+    def _documented_driver_form(cls, value):
+        from stacks.config.gpus import COS_GPU_DRIVERS, DRIVER_FORM
+
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            value = str(value)  # YAML reads `gpu_driver: 580` as a number: refuse it for what it says
+        if isinstance(value, str) and not DRIVER_FORM.fullmatch(value):
+            raise ValueError(f"gpu_driver {value!r} is not a form `cos-extensions install gpu -- -version=` takes: "
+                             "default, latest, an exact version (580.95.05) or a branch (R580, cos-gpu-installer "
+                             f">= 2.2.1) ({COS_GPU_DRIVERS}); to pin the 580 branch write R580")
+        return value
 
 
 class CiSettings(StrictModel):

@@ -71,8 +71,10 @@ def troubleshoot(session, base: str | None, body: dict) -> str:
                  json=body)
     if resp.status_code != 200:
         raise InfraError(f"Policy Troubleshooter answered HTTP {resp.status_code}: {_api_message(resp)}",
-                         hint="enable policytroubleshooter.googleapis.com, and you need roles/iam.securityReviewer "
-                              "(to read the policies it evaluates)")
+                         hint="enable policytroubleshooter.googleapis.com; you need Security Reviewer "
+                              "(roles/iam.securityReviewer) on the organization to read the allow policies it "
+                              "evaluates, and Deny Reviewer (roles/iam.denyReviewer) for deny policies "
+                              "(https://cloud.google.com/policy-intelligence/docs/troubleshoot-access)")
     return resp.json().get("overallAccessState", "OVERALL_ACCESS_STATE_UNSPECIFIED")
 
 
