@@ -7,6 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 from stacks.cli.main import app
+from stacks.constructs.ci_identities import DEPLOYER_PERMISSIONS
 from stacks.gcp.doctor import REQUIRED_APIS
 from tests.recorded_api import FIXTURES, RecordedApi
 
@@ -24,11 +25,26 @@ ACCEL = PROJECT + "/zones/[^/]+/acceleratorTypes/nvidia-l4"
 TROUBLESHOOT = "/v3/iam:troubleshoot"
 
 
-def iam(granted=lambda resource, permission: "_cloudbuild/" not in resource, state=None):
-    """Policy Troubleshooter v3 answers per access tuple: CAN_ACCESS where `granted`, else CANNOT_ACCESS."""
+def ci_grants(principal: str, resource: str, permission: str) -> bool:
+    """What the foundation grants the CI accounts (stacks/constructs/ci_identities.py), as IAM would answer."""
+    if principal.startswith("trainstack-ci-plan@"):
+        return permission.endswith((".get", ".list"))
+    read_runs = permission == "storage.objects.get" and "/runs/" in resource
+    train_state = "/objects/dev/train-" in resource
+    return (permission in DEPLOYER_PERMISSIONS or permission == "iam.serviceAccounts.actAs" or read_runs
+            or (permission.startswith("storage.objects.") and train_state))
+
+
+def iam(granted=lambda resource, permission: "_cloudbuild/" not in resource, state=None, ci=ci_grants):
+    """Policy Troubleshooter v3 answers per access tuple: CAN_ACCESS where `granted` (the trainer account)
+    or `ci` (the CI accounts) says so, else CANNOT_ACCESS."""
     def answer(body: dict):
         t = body["accessTuple"]
-        decided = state or ("CAN_ACCESS" if granted(t["fullResourceName"], t["permission"]) else "CANNOT_ACCESS")
+        if t["principal"].startswith("trainstack-ci-"):
+            allowed = ci(t["principal"], t["fullResourceName"], t["permission"])
+        else:
+            allowed = granted(t["fullResourceName"], t["permission"])
+        decided = state or ("CAN_ACCESS" if allowed else "CANNOT_ACCESS")
         return 200, {"accessTuple": t, "overallAccessState": decided}
     return answer
 
@@ -96,7 +112,10 @@ def test_all_ok(project, monkeypatch):
     assert "boot image (fr, g2-standard-8): projects/cos-cloud/global/images/family/cos-stable -> cos-121" in text
     assert "GPU quota (fr): 1 GPU(s) fit in europe-west4-a" in text
     assert "org policy compute.requireShieldedVm: not enforced" in text
-    assert "not checked: the CI identities' rights" in text  # says what it does not cover
+    assert "not checked: conditions on attributes other than the resource name" in text  # what it does not cover
+    assert "CI planner (fr): no write to train-fr state: storage.objects.create: CANNOT_ACCESS" in text
+    assert "CI deployer (en): create instance templates: compute.instanceTemplates.create: CAN_ACCESS" in text
+    assert "CI deployer (fr): no VMs of its own: compute.instances.create: CANNOT_ACCESS" in text
     assert "trainer account (fr): write fr/runs/: storage.objects.create: CAN_ACCESS" in text
     assert "trainer account (en): no write to _cloudbuild/: storage.objects.create: CANNOT_ACCESS" in text
     assert "trainer account (fr): resize dev-train-fr: compute.instanceGroupManagers.update: CAN_ACCESS" in text
@@ -104,7 +123,8 @@ def test_all_ok(project, monkeypatch):
     assert {(s.method, s.path) for s in api.seen if s.method not in ("GET", "HEAD")} == {
         ("POST", ORG_POLICY), ("POST", TROUBLESHOOT)}
     tuples = [json.loads(s.body)["accessTuple"] for s in api.requests("POST", TROUBLESHOOT)]
-    assert {t["principal"] for t in tuples} == {"trainstack-trainer@p1.iam.gserviceaccount.com"}
+    assert {t["principal"] for t in tuples} == {f"trainstack-{a}@p1.iam.gserviceaccount.com"
+                                                for a in ("trainer", "ci-plan", "ci-deploy")}
     runs = next(t for t in tuples if t["fullResourceName"].endswith("/objects/fr/runs/doctor-probe/status.json"))
     # the conditions on object-name prefixes are evaluated from the resource context sent along
     assert runs["conditionContext"]["resource"] == {
@@ -146,6 +166,14 @@ def test_all_ok(project, monkeypatch):
      "_cloudbuild/doctor-probe.tgz: CAN_ACCESS", "a build context could be planted"),
     ("undecided", lambda r: r.update({("POST", TROUBLESHOOT): (200, iam(state="UNKNOWN_CONDITIONAL"))}),
      "IAM could not decide (UNKNOWN_CONDITIONAL)", "Policy Troubleshooter"),
+    ("planner-writes", lambda r: r.update({("POST", TROUBLESHOOT): (200, iam(ci=lambda p, res, perm: True))}),
+     "CI planner (fr): no write to train-fr state", "the planner account can write"),
+    ("deployer-role-missing", lambda r: r.update({("POST", TROUBLESHOOT): (200, iam(
+        ci=lambda p, res, perm: ci_grants(p, res, perm) and perm != "compute.instanceTemplates.create"))}),
+     "CI deployer (fr): create instance templates", "apply the foundation stack"),
+    ("deployer-too-broad", lambda r: r.update({("POST", TROUBLESHOOT): (200, iam(
+        ci=lambda p, res, perm: ci_grants(p, res, perm) or "/objects/dev/foundation/" in res))}),
+     "CI deployer (fr): no write to the foundation state", "holds more than its custom role"),
     ("troubleshooter-denied", lambda r: r.update({("POST", TROUBLESHOOT): (403, {"error": {"code": 403,
                                                                                     "message": "no"}})}),
      "Policy Troubleshooter answered HTTP 403", "roles/iam.securityReviewer) on the organization"),
@@ -159,6 +187,15 @@ def test_each_problem_says_what_to_do_and_exits_3(project, monkeypatch, case, ch
     assert result.exit_code == 3, result.output
     assert "problem" in text and expected in text and fix in text
     assert text.count("ok ") >= 3  # the other checks still ran
+
+
+def test_ci_accounts_are_not_probed_without_a_ci_repository(project, monkeypatch):
+    monkeypatch.setattr("tests.test_doctor.SETS", ["project=p1"])
+    result, api, text = doctor(project, monkeypatch, healthy())
+    assert result.exit_code == 0, result.output
+    assert "CI accounts (fr): not checked: ci.github_repository is unset" in text
+    tuples = [json.loads(s.body)["accessTuple"] for s in api.requests("POST", TROUBLESHOOT)]
+    assert {t["principal"] for t in tuples} == {"trainstack-trainer@p1.iam.gserviceaccount.com"}
 
 
 def test_an_unsupported_boot_image_is_a_problem_without_a_lookup(project):

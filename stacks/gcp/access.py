@@ -1,10 +1,13 @@
-"""Does the trainer account hold what a run needs, as IAM evaluates it, conditions included?
+"""Do the trainer and CI accounts hold what they need, and no more, as IAM evaluates it?
 
 The trainer's bucket access is granted by IAM conditions on object-name prefixes, and its
 resize right on the project (stacks/constructs/trainer_identity.py). Reading the policies
 would not say how Google evaluates them; Policy Troubleshooter v3 (`iam:troubleshoot`) does,
 for one principal, resource and permission, evaluating conditional bindings from the
-resource context passed with the request. Each probe is a read: nothing is created.
+resource context passed with the request. Each probe is a read: nothing is created. The CI
+accounts (stacks/constructs/ci_identities.py) are probed the same way: the planner reads state
+and resources but writes nothing; the deployer writes its env's training-stack states and the
+resources of its custom role, never the foundation's state or VMs of its own.
 TRAINSTACK_POLICYTROUBLESHOOTER_ENDPOINT points it at recorded responses (tests).
 """
 from __future__ import annotations
@@ -13,7 +16,7 @@ from dataclasses import dataclass
 
 from stacks.config.models import EnvConfig
 from stacks.errors import InfraError
-from stacks.naming import TRAINER_SA, group_name, sa_email
+from stacks.naming import DEPLOYER_SA, FOUNDATION, PLANNER_SA, TRAINER_SA, group_name, sa_email, state_prefix
 
 ENDPOINT_ENV = "TRAINSTACK_POLICYTROUBLESHOOTER_ENDPOINT"
 API = "https://policytroubleshooter.googleapis.com"
@@ -45,22 +48,65 @@ def _object(config: EnvConfig, key: str) -> str:
     return f"//storage.googleapis.com/projects/_/buckets/{bucket}/objects/{name}"
 
 
+def _group(config: EnvConfig, lang: str) -> str:
+    zone = config.zones[0] if config.zones else f"{config.region}-a"
+    return (f"//compute.googleapis.com/projects/{config.project}/zones/{zone}/instanceGroupManagers/"
+            f"{group_name(config.env, lang)}")
+
+
+GROUP = ("compute.googleapis.com", "compute.googleapis.com/InstanceGroupManager")
+OBJ = ("storage.googleapis.com", "storage.googleapis.com/Object")
+PROJECT = ("cloudresourcemanager.googleapis.com", "cloudresourcemanager.googleapis.com/Project")
+
+
 def probes(config: EnvConfig, lang: str) -> list[Probe]:
     """What a run of `lang` needs, and one thing it must not have (the build contexts)."""
-    obj = ("storage.googleapis.com", "storage.googleapis.com/Object")
-    zone = config.zones[0] if config.zones else f"{config.region}-a"
-    group = (f"//compute.googleapis.com/projects/{config.project}/zones/{zone}/instanceGroupManagers/"
-             f"{group_name(config.env, lang)}")
     return [
         Probe(f"write {lang}/runs/", _object(config, f"{lang}/runs/doctor-probe/status.json"),
-              "storage.objects.create", *obj, True),
+              "storage.objects.create", *OBJ, True),
         Probe(f"write {lang}/lm/", _object(config, f"{lang}/lm/doctor-probe/meta.json"),
-              "storage.objects.create", *obj, True),
-        Probe(f"read {lang}/data/", _object(config, f"{lang}/data/train.csv"), "storage.objects.get", *obj, True),
+              "storage.objects.create", *OBJ, True),
+        Probe(f"read {lang}/data/", _object(config, f"{lang}/data/train.csv"), "storage.objects.get", *OBJ, True),
         Probe("no write to _cloudbuild/", _object(config, "_cloudbuild/doctor-probe.tgz"),
-              "storage.objects.create", *obj, False),
-        Probe(f"resize {group_name(config.env, lang)}", group, "compute.instanceGroupManagers.update",
-              "compute.googleapis.com", "compute.googleapis.com/InstanceGroupManager", True),
+              "storage.objects.create", *OBJ, False),
+        Probe(f"resize {group_name(config.env, lang)}", _group(config, lang), "compute.instanceGroupManagers.update",
+              *GROUP, True),
+    ]
+
+
+def _state(config: EnvConfig, stack: str) -> str:
+    """The GCS backend's state object of a stack (`<prefix>/default.tfstate`)."""
+    return (f"//storage.googleapis.com/projects/_/buckets/{config.state_bucket_name}/objects/"
+            f"{state_prefix(config.env, stack)}/default.tfstate")
+
+
+def planner_probes(config: EnvConfig, lang: str) -> list[Probe]:
+    """`terraform plan -lock=false` on pull requests: reads state and resources, writes nothing."""
+    stack, project = f"train-{lang}", f"//cloudresourcemanager.googleapis.com/projects/{config.project}"
+    return [
+        Probe(f"read {stack} state", _state(config, stack), "storage.objects.get", *OBJ, True),
+        Probe(f"read {group_name(config.env, lang)}", _group(config, lang), "compute.instanceGroupManagers.get",
+              *GROUP, True),
+        Probe(f"no write to {stack} state", _state(config, stack), "storage.objects.create", *OBJ, False),
+        Probe("no instance template creation", project, "compute.instanceTemplates.create", *PROJECT, False),
+    ]
+
+
+def deployer_probes(config: EnvConfig, lang: str) -> list[Probe]:
+    """Applies and destroys `train-<lang>` from main: its custom role and its env's states only."""
+    stack, project = f"train-{lang}", f"//cloudresourcemanager.googleapis.com/projects/{config.project}"
+    trainer = f"//iam.googleapis.com/projects/{config.project}/serviceAccounts/{sa_email(TRAINER_SA, config.project)}"
+    return [
+        Probe(f"write {stack} state", _state(config, stack), "storage.objects.create", *OBJ, True),
+        Probe("create instance templates", project, "compute.instanceTemplates.create", *PROJECT, True),
+        Probe(f"update {group_name(config.env, lang)}", _group(config, lang), "compute.instanceGroupManagers.update",
+              *GROUP, True),
+        Probe("attach the trainer account to VMs", trainer, "iam.serviceAccounts.actAs",
+              "iam.googleapis.com", "iam.googleapis.com/ServiceAccount", True),
+        Probe(f"read {lang}/runs/ (gc)", _object(config, f"{lang}/runs/doctor-probe/status.json"),
+              "storage.objects.get", *OBJ, True),
+        Probe(f"no write to the {FOUNDATION} state", _state(config, FOUNDATION), "storage.objects.create", *OBJ, False),
+        Probe("no VMs of its own", project, "compute.instances.create", *PROJECT, False),
     ]
 
 
@@ -78,28 +124,49 @@ def troubleshoot(session, base: str | None, body: dict) -> str:
     return resp.json().get("overallAccessState", "OVERALL_ACCESS_STATE_UNSPECIFIED")
 
 
-def check_trainer_access(config: EnvConfig, lang: str) -> list:
-    """One Check per probe: granted where a run needs it, refused on the build contexts."""
+def _evaluate(who: str, principal: str, probes_: list[Probe], missing_fix: str, extra_fix: str) -> list:
+    """One Check per probe: the access each probe expects, as Policy Troubleshooter evaluates it."""
     from stacks.gcp.doctor import Check
     from stacks.gcp.image import _session
 
-    principal = sa_email(TRAINER_SA, config.project)
     session, base = _session(ENDPOINT_ENV)
     checks = []
-    for probe in probes(config, lang):
+    for probe in probes_:
         state = troubleshoot(session, base, probe.body(principal))
-        title = f"trainer account ({lang}): {probe.what}"
+        title = f"{who}: {probe.what}"
         wanted = GRANTED if probe.expect_access else DENIED
         if state == wanted:
             checks.append(Check(title, True, f"{probe.permission}: {state}"))
         elif state in (GRANTED, DENIED):
-            fix = ("apply the foundation stack (it grants the trainer's prefixes; a new language needs it too)"
-                   if probe.expect_access else
-                   "the trainer account holds more than its prefixes: remove the broader grant on the bucket "
-                   "or project (a build context could be planted)")
-            checks.append(Check(title, False, f"{probe.permission} on {probe.full_resource_name}: {state}", fix))
+            checks.append(Check(title, False, f"{probe.permission} on {probe.full_resource_name}: {state}",
+                                missing_fix if probe.expect_access else extra_fix))
         else:
             checks.append(Check(title, False, f"{probe.permission}: IAM could not decide ({state})",
                                 "open the console's Policy Troubleshooter for this tuple; conditions on other "
                                 "attributes than the resource name cannot be evaluated here"))
     return checks
+
+
+def check_trainer_access(config: EnvConfig, lang: str) -> list:
+    """Granted where a run needs it, refused on the build contexts."""
+    return _evaluate(f"trainer account ({lang})", sa_email(TRAINER_SA, config.project), probes(config, lang),
+                     "apply the foundation stack (it grants the trainer's prefixes; a new language needs it too)",
+                     "the trainer account holds more than its prefixes: remove the broader grant on the bucket "
+                     "or project (a build context could be planted)")
+
+
+def check_ci_access(config: EnvConfig, lang: str) -> list:
+    """The planner reads only; the deployer holds its custom role's rights on its env, nothing beyond."""
+    from stacks.gcp.doctor import Check
+
+    if not config.ci.github_repository:
+        return [Check(f"CI accounts ({lang})", True, "not checked: ci.github_repository is unset (no CI identities)")]
+    fix_missing = "apply the foundation stack (it creates the CI accounts and their grants)"
+    return [
+        *_evaluate(f"CI planner ({lang})", sa_email(PLANNER_SA, config.project), planner_probes(config, lang),
+                   fix_missing, "the planner account can write: remove the write grant (a pull request could "
+                                "change state or resources)"),
+        *_evaluate(f"CI deployer ({lang})", sa_email(DEPLOYER_SA, config.project), deployer_probes(config, lang),
+                   fix_missing, "the deployer holds more than its custom role and env: remove the broader grant "
+                                "(roles/editor, compute.instanceAdmin.v1, objectAdmin on the state bucket)"),
+    ]

@@ -4,8 +4,8 @@ Checked here: the APIs the stacks need are enabled, the trainer image exists, ea
 language's boot image family resolves (and the GPU catalogue accepts it for the machine
 type), the VMs' subnetwork has Private Google Access, the organisation policies that
 break a first apply (Shielded VM, domain restricted sharing) against the env's switches,
-GPU quota (the preflight's own check), and the trainer account's access as IAM evaluates it,
-conditions included (stacks/gcp/access.py, Policy Troubleshooter). Every call only reads,
+GPU quota (the preflight's own check), and the trainer and CI accounts' access as IAM evaluates
+it, conditions included (stacks/gcp/access.py, Policy Troubleshooter). Every call only reads,
 with the user's credentials; TRAINSTACK_SERVICEUSAGE_ENDPOINT / TRAINSTACK_RESOURCEMANAGER_ENDPOINT /
 TRAINSTACK_COMPUTE_ENDPOINT / TRAINSTACK_REGISTRY_ENDPOINT / TRAINSTACK_POLICYTROUBLESHOOTER_ENDPOINT
 point them at recorded responses.
@@ -27,8 +27,8 @@ RESOURCEMANAGER_API = "https://cloudresourcemanager.googleapis.com"
 # importing it here would load cdktf for a read-only command.
 REQUIRED_APIS = ("compute", "storage", "artifactregistry", "iam", "logging", "monitoring", "cloudbuild",
                  "cloudquotas", "iamcredentials", "sts", "cloudresourcemanager", "serviceusage")
-NOT_CHECKED = ("the CI identities' rights (planner, deployer) and conditions on attributes other than the "
-               "resource name (time, tags)")
+NOT_CHECKED = ("conditions on attributes other than the resource name (time, tags), and policies your own "
+               "account cannot read (Security Reviewer / Deny Reviewer on the organization)")
 
 
 @dataclass(frozen=True)
@@ -206,7 +206,7 @@ def check_quota(config: EnvConfig) -> list[Check]:
 
 def run_checks(config: EnvConfig, echo: Callable[[Check], None]) -> list[Check]:
     """All checks, each reported as it completes; an API error becomes a problem line, not a crash."""
-    from stacks.gcp.access import check_trainer_access
+    from stacks.gcp.access import check_ci_access, check_trainer_access
 
     region = config.region
     steps: list[tuple[str, Callable[[], Check | list[Check]]]] = [("APIs enabled", lambda: check_apis(config)),
@@ -216,6 +216,7 @@ def run_checks(config: EnvConfig, echo: Callable[[Check], None]) -> list[Check]:
     steps += [("organisation policies", lambda: check_org_policies(config)), ("GPU quota", lambda: check_quota(config))]
     steps += [(f"trainer account ({lang})", lambda lang=lang: check_trainer_access(config, lang))
               for lang in config.languages]
+    steps += [(f"CI accounts ({lang})", lambda lang=lang: check_ci_access(config, lang)) for lang in config.languages]
     checks = []
     for name, step in steps:
         try:
