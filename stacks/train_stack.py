@@ -121,7 +121,7 @@ class TrainStack(TerraformStack):
             disk_gb=s.disk_gb, disk_type=s.disk_type, service_account=sa_email(TRAINER_SA, config.project),
             network=config.network, subnetwork=config.subnetwork,
             labels={"app": "trainstack", "env": config.env, "lang": lang, "run": run_id},
-            metadata=metadata, preconditions=[guard.precondition],
+            metadata=metadata, preconditions=[guard.precondition], compact_placement=s.compact_placement,
         )
         TerraformOutput(self, "run_id_out", value=run_id, static_id=True).override_logical_id("run_id")
         for key, value in {"zone": gcp.zone, "group": name, "image": gcp.image, "quota_metrics": ",".join(gcp.quota_metrics)}.items():

@@ -35,14 +35,14 @@ def resources(doc: dict, kind: str) -> list[dict]:
     return list(doc.get("resource", {}).get(kind, {}).values())
 
 
-def group(nodes: int, spot: bool = True, preconditions=None):
+def group(nodes: int, spot: bool = True, preconditions=None, compact_placement: bool = True):
     def build(stack):
         GpuInstanceGroup(stack, "vms", project="p1", name="dev-train-fr", zone="europe-west4-b",
                          machine_type="g2-standard-8", gpu_type="nvidia-l4", gpu_count=1, nodes=nodes, spot=spot,
                          boot_image="projects/x/global/images/family/y", disk_gb=150, disk_type="pd-ssd",
                          service_account="sa@p1.iam.gserviceaccount.com", network="default", subnetwork=None,
                          labels={"lang": "fr", "run": "r1"}, metadata={"startup-script": "#!/bin/bash\n"},
-                         preconditions=preconditions)
+                         preconditions=preconditions, compact_placement=compact_placement)
     return synth(build)
 
 
@@ -149,7 +149,8 @@ def test_single_node_spot_group():
 def test_multi_node_group_has_compact_placement_and_stable_names():
     text, doc = group(nodes=3)
     policy = resources(doc, "google_compute_resource_policy")[0]
-    assert policy["group_placement_policy"] == {"collocation": "COLLOCATED", "vm_count": 3}
+    # best effort: no vm_count, so a Spot node the group recreates alone never waits for its peers
+    assert policy["group_placement_policy"] == {"collocation": "COLLOCATED"}
     template = resources(doc, "google_compute_instance_template")[0]
     assert len(template["resource_policies"]) == 1
     assert template["resource_policies"][0].startswith("${google_compute_resource_policy.")
@@ -159,6 +160,13 @@ def test_multi_node_group_has_compact_placement_and_stable_names():
     # The configs create the named VMs (createInstances); a non-zero size would add random-named ones.
     mig = resources(doc, "google_compute_instance_group_manager")[0]
     assert mig["target_size"] == 0 and mig["lifecycle"]["ignore_changes"] == ["target_size"]
+
+
+def test_compact_placement_can_be_turned_off():
+    text, doc = group(nodes=2, compact_placement=False)
+    assert not resources(doc, "google_compute_resource_policy")
+    assert not resources(doc, "google_compute_instance_template")[0].get("resource_policies")
+    assert len(resources(doc, "google_compute_per_instance_config")) == 2
 
 
 def test_standard_provisioning_when_spot_is_off():

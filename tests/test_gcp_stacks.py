@@ -122,7 +122,7 @@ def test_multi_node_standard_language(synthesized):
     assert template["metadata"]["trainstack-max-restarts"] == "3"
     assert sorted(c["name"] for c in resources(doc, "google_compute_per_instance_config")) == \
         ["dev-train-en-0", "dev-train-en-1"]
-    assert resources(doc, "google_compute_resource_policy")[0]["group_placement_policy"]["vm_count"] == 2
+    assert resources(doc, "google_compute_resource_policy")[0]["group_placement_policy"] == {"collocation": "COLLOCATED"}
     infos = doc["data"]["google_cloud_quotas_quota_info"].values()
     assert [i["quota_id"] for i in infos] == ["NVIDIA-L4-GPUS-per-project-region"]  # not Spot: on-demand only
 

@@ -92,6 +92,8 @@ class LanguageSettings(StrictModel):
     gpu: GpuSettings = GpuSettings(type="nvidia-l4", count=1)
     spot: bool = True
     nodes: int = Field(1, ge=1, le=64)
+    compact_placement: bool = Field(True, description="nodes > 1 (gcp): a best-effort COLLOCATED placement policy "
+                                    "for lower latency between nodes; off: nodes go wherever capacity is")
     processes: int = Field(1, ge=1, le=64, description="local target: trainer ranks (gloo, CPU) on this machine")
     max_restarts: int = Field(3, ge=0, le=100, description="times an interrupted (preempted) run is resumed")
     max_run_hours: float = Field(6, gt=0, le=168)

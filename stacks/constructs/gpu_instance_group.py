@@ -12,21 +12,24 @@ from constructs import Construct
 
 
 class GpuInstanceGroup(Construct):
-    """Exposes `template`, `group`, and when nodes > 1 `placement` and `node_configs` (stable names)."""
+    """Exposes `template`, `group`, and when nodes > 1 `node_configs` (stable names) and `placement` (unless off)."""
 
     def __init__(self, scope: Construct, id: str, *, project: str, name: str, zone: str, machine_type: str,
                  gpu_type: str, gpu_count: int, nodes: int, spot: bool, boot_image: str, disk_gb: int,
                  disk_type: str, service_account: str, network: str, subnetwork: str | None,
                  labels: dict[str, str], metadata: dict[str, str], preconditions: list[dict] | None = None,
-                 secure_boot: bool = False) -> None:
+                 secure_boot: bool = False, compact_placement: bool = True) -> None:
         super().__init__(scope, id)
         region = zone.rsplit("-", 1)[0]
         self.placement = None
-        if nodes > 1:
-            # All nodes on one network spine: NCCL traffic between nodes is the bottleneck.
+        if nodes > 1 and compact_placement:
+            # Nodes close together: NCCL traffic between nodes is the bottleneck. No vm_count: with it
+            # the policy holds exactly that many VMs created together, and a Spot node the group
+            # recreates alone would wait for its peers; without it placement is best effort
+            # (docs/DECISIONS.md, "Multi-node placement").
             self.placement = ComputeResourcePolicy(
                 self, "placement", project=project, region=region, name=f"{name}-compact",
-                group_placement_policy={"collocation": "COLLOCATED", "vm_count": nodes},
+                group_placement_policy={"collocation": "COLLOCATED"},
             )
         self.template = ComputeInstanceTemplate(
             self, "template", project=project, name_prefix=f"{name}-", machine_type=machine_type,
