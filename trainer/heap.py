@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import os
 from functools import cache
 
 
@@ -30,12 +29,3 @@ def trim() -> bool:
     fn = _malloc_trim()
     return bool(fn(0)) if fn is not None else False
 
-
-def resident_mb() -> float:
-    """This process's resident set size in MiB (Linux; 0.0 where /proc is absent)."""
-    try:
-        with open("/proc/self/statm") as f:
-            pages = int(f.read().split()[1])
-    except OSError:
-        return 0.0
-    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20

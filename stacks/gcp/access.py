@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from stacks.config.models import EnvConfig
 from stacks.errors import InfraError
 from stacks.naming import DEPLOYER_SA, FOUNDATION, PLANNER_SA, TRAINER_SA, group_name, sa_email, state_prefix
+from stacks.project import stack_name
 
 ENDPOINT_ENV = "TRAINSTACK_POLICYTROUBLESHOOTER_ENDPOINT"
 API = "https://policytroubleshooter.googleapis.com"
@@ -74,6 +75,10 @@ def probes(config: EnvConfig, lang: str) -> list[Probe]:
     ]
 
 
+def _project(config: EnvConfig) -> str:
+    return f"//cloudresourcemanager.googleapis.com/projects/{config.project}"
+
+
 def _state(config: EnvConfig, stack: str) -> str:
     """The GCS backend's state object of a stack (`<prefix>/default.tfstate`)."""
     return (f"//storage.googleapis.com/projects/_/buckets/{config.state_bucket_name}/objects/"
@@ -82,7 +87,7 @@ def _state(config: EnvConfig, stack: str) -> str:
 
 def planner_probes(config: EnvConfig, lang: str) -> list[Probe]:
     """`terraform plan -lock=false` on pull requests: reads state and resources, writes nothing."""
-    stack, project = f"train-{lang}", f"//cloudresourcemanager.googleapis.com/projects/{config.project}"
+    stack, project = stack_name(lang), _project(config)
     return [
         Probe(f"read {stack} state", _state(config, stack), "storage.objects.get", *OBJ, True),
         Probe(f"read {group_name(config.env, lang)}", _group(config, lang), "compute.instanceGroupManagers.get",
@@ -94,7 +99,7 @@ def planner_probes(config: EnvConfig, lang: str) -> list[Probe]:
 
 def deployer_probes(config: EnvConfig, lang: str) -> list[Probe]:
     """Applies and destroys `train-<lang>` from main: its custom role and its env's states only."""
-    stack, project = f"train-{lang}", f"//cloudresourcemanager.googleapis.com/projects/{config.project}"
+    stack, project = stack_name(lang), _project(config)
     trainer = f"//iam.googleapis.com/projects/{config.project}/serviceAccounts/{sa_email(TRAINER_SA, config.project)}"
     return [
         Probe(f"write {stack} state", _state(config, stack), "storage.objects.create", *OBJ, True),
