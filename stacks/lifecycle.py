@@ -183,12 +183,15 @@ def write_run_metadata(bucket: Bucket, handle: StackHandle, run_id: str) -> None
                 gpu={"type": settings.gpu.type, "count": settings.gpu.count}, spot=settings.spot,
                 nodes=settings.nodes, max_run_hours=settings.max_run_hours)
     if handle.placement is not None:
-        from stacks.config.prices import estimate
         from stacks.config.gpus import region_of
+        from stacks.config.prices import estimate
+        from stacks.gcp.pricing import price_book
 
         region = region_of(handle.placement.zone)
+        book = price_book(handle.config, bucket, [settings.machine_type])
         meta.update(image=handle.placement.image, zone=handle.placement.zone, region=region,
-                    quota_metric=handle.placement.quota_metrics[0], cost_estimate=estimate(settings, region).as_dict())
+                    quota_metric=handle.placement.quota_metrics[0],
+                    cost_estimate=estimate(settings, region, book).as_dict())
     prefix = "metadata/"
     bucket.write_bytes(run_key(handle.lang, run_id, prefix + "config.json"),
                        handle.config.model_dump_json(indent=2).encode())

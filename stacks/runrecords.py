@@ -120,22 +120,35 @@ def run_cost(bucket: Bucket, config: EnvConfig, lang: str, run_id: str, status) 
     """The run's VMs and estimated cost (USD); local runs cost 0."""
     if config.target == "local":
         return {"machine_type": None, "gpu_type": None, "gpu_count": 0, "spot": None, "nodes": 1, "vm_boots": 0,
-                "billed_vm_s": 0.0, "vm_per_hour": 0.0, "est_cost": 0.0, "cost_note": "local run"}
-    from stacks.config.prices import price_table
-
+                "billed_vm_s": 0.0, "vm_per_hour": 0.0, "est_cost": 0.0, "cost_note": "local run",
+                "prices_source": None}
     s = _settings_of(bucket, lang, run_id, config)
     gpu = s.get("gpu") or {}
     records = boot_records(bucket, lang, run_id)
     end = _parse(status.finished_at or status.updated_at) if status else None
     billed = billed_vm_seconds(records, end or datetime.now(timezone.utc))
-    per_hour, note = (None, "cost unknown: the run records no machine type")
+    per_hour, note, source = (None, "cost unknown: the run records no machine type", None)
     if s.get("machine_type"):
-        per_hour, note = price_table().vm_per_hour(s.get("region"), s["machine_type"], gpu.get("type"),
-                                                   gpu.get("count") or 0, bool(s.get("spot")))
+        book = _price_book(bucket, config, s["machine_type"])
+        source = book.source
+        per_hour, note = book.vm_per_hour(s.get("region"), s["machine_type"], gpu.get("type"),
+                                          gpu.get("count") or 0, bool(s.get("spot")))
     return {"machine_type": s.get("machine_type"), "gpu_type": gpu.get("type"), "gpu_count": gpu.get("count") or 0,
             "spot": s.get("spot"), "nodes": s.get("nodes", 1), "vm_boots": len(records), "billed_vm_s": round(billed),
             "vm_per_hour": per_hour, "est_cost": None if per_hour is None else round(billed / 3600 * per_hour, 4),
-            "cost_note": note}
+            "cost_note": note, "prices_source": source}
+
+
+_BOOKS: dict = {}  # (bucket, machine type) -> price book: one catalog read per `trainctl runs`
+
+
+def _price_book(bucket: Bucket, config: EnvConfig, machine_type: str):
+    from stacks.gcp.pricing import price_book
+
+    key = (bucket.uri, machine_type)
+    if key not in _BOOKS:
+        _BOOKS[key] = price_book(config, bucket, [machine_type])
+    return _BOOKS[key]
 
 
 def duration_s(status) -> float | None:

@@ -103,3 +103,12 @@ def gcs_env(gcs_server, monkeypatch):
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs_server)
     monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "test-project")
     return gcs_server
+
+
+@pytest.fixture(autouse=True)
+def no_live_billing_catalog(monkeypatch):
+    """Costs on gcp read the Cloud Billing Catalog: never the real one from a test (a closed
+    local port, so the price book falls back at once); tests of the catalog serve recordings."""
+    from stacks.gcp.pricing import ENDPOINT_ENV
+
+    monkeypatch.setenv(ENDPOINT_ENV, "http://127.0.0.1:9")

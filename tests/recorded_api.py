@@ -29,9 +29,11 @@ class Seen:
 @dataclass
 class RecordedApi:
     """routes: {("GET", r"/compute/v1/projects/p/regions/[^/]+"): (200, "compute/region.json" | {...})};
-    a payload may be a callable of the JSON request body returning (status, payload)."""
+    a key may add query parameters the request must carry, ("GET", path, (("pageToken", "2"),)): the
+    first matching route answers; a payload may be a callable of the JSON request body returning
+    (status, payload)."""
 
-    routes: dict[tuple[str, str], tuple[int, object]]
+    routes: dict[tuple, tuple[int, object]]
     seen: list[Seen] = field(default_factory=list)
 
     def __enter__(self) -> "RecordedApi":
@@ -43,8 +45,10 @@ class RecordedApi:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
                 api.seen.append(Seen(self.command, parts.path, parse_qs(parts.query), body, dict(self.headers)))
-                for (method, pattern), (status, payload) in api.routes.items():
-                    if method == self.command and re.fullmatch(pattern, parts.path):
+                query = parse_qs(parts.query)
+                for (method, pattern, *wanted), (status, payload) in api.routes.items():
+                    if method == self.command and re.fullmatch(pattern, parts.path) and all(
+                            query.get(k) == [v] for k, v in (wanted[0] if wanted else ())):
                         break
                 else:
                     status, payload = 404, {"error": {"code": 404, "message": f"no recording for {parts.path}"}}

@@ -157,10 +157,26 @@ def test_output_changes_section():
 def test_training_stack_shows_gpus_zone_and_cost_of_one_run():
     text = render("dev/train-fr.json")
     line = next(ln for ln in text.splitlines() if ln.startswith("- `dev` · `train-fr`:"))
-    # europe-west4 prices: g2-standard-8 0.1292 + 1 x L4 0.2464 (Spot) for 4 h = 1.50; on-demand 0.939*4 = 3.76.
+    # No quote stored with this plan: the fallback table prices it and the line says so.
+    # europe-west4 g2-standard-8 with its L4: 0.4708 Spot x 4 h = 1.88; on-demand 0.8972 x 4 h = 3.59.
     assert "1 x g2-standard-8 with 1 x nvidia-l4 each, zone europe-west4-b" in line
-    assert "Spot (planned) $1.50" in line and "on-demand $3.76" in line and "list prices of 2025-01-15" in line
+    assert "Spot (planned) $1.88" in line and "on-demand $3.59" in line
+    assert "(list prices: fallback table of 2026-07-30 (stacks/config/prices.yaml); estimate)" in line
     assert "echo step" not in text and "metadata.startup-script = (202 lines" in text
+
+
+def test_the_quote_stored_with_the_plan_prices_it_and_names_its_source():
+    from stacks.plan_render import plan_from_document
+    from stacks.plan_render.summary import training_lines
+
+    doc = json.loads((FIXTURES / "dev/train-fr.json").read_text())
+    doc.setdefault("trainstack", {})["prices"] = {
+        "source": "Cloud Billing Catalog API, read 2026-11-25T16:00Z", "warning": "",
+        "spot": {"vm_per_hour": 0.5, "note": ""},
+        "on_demand": {"vm_per_hour": None, "note": "cost unknown: the Billing Catalog has no on-demand core/g2 SKU"}}
+    (line,) = training_lines([plan_from_document(doc, env="dev", stack="train-fr", source="x")])
+    assert "Spot (planned) $2.00" in line and "on-demand: cost unknown: the Billing Catalog has no" in line
+    assert "(list prices: Cloud Billing Catalog API, read 2026-11-25T16:00Z; estimate)" in line
 
 
 def test_startup_script_change_is_a_line_count_diff():

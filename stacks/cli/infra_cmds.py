@@ -192,6 +192,7 @@ def _plan_stacks(env: str, sets, only: str | None, json_out: Path | None, *, pre
     echo = console.print if STATE["debug"] else None
     project.work_outdir(env).parent.mkdir(parents=True, exist_ok=True)  # cdktf's App makes one level only
     results, first_error = [], None
+    books: dict = {}  # one price book per plan command
     for name in names:
         meta = {"env": env, "stack": name, "target": config.target}
         tf = None
@@ -214,9 +215,31 @@ def _plan_stacks(env: str, sets, only: str | None, json_out: Path | None, *, pre
             console.print(f"[bold]{name}[/]")
             console.print(text, markup=False)
             doc["trainstack"] = meta
+            if config.target == "gcp" and name != FOUNDATION and preflight:  # --no-preflight: no API calls
+                _quote_prices(doc, config, books)
         _write_json(json_out, env, name, doc, written)
         results.append(_Planned(plan_from_document(doc, env=env, stack=name, source=name), doc, tf))
     return results, first_error
+
+
+def _quote_prices(doc: dict, config, books: dict) -> None:
+    """Store with the plan what its VMs cost and which source said so (rendered by --from-json)."""
+    from stacks.lifecycle import bucket_of
+    from stacks.plan_render import plan_from_document
+    from stacks.plan_render.training import quote, training_facts
+
+    facts = training_facts(plan_from_document(doc, env=config.env, stack="", source=""))
+    if facts is None:
+        return
+    if "book" not in books:
+        from stacks.gcp.pricing import price_book
+
+        try:
+            bucket = bucket_of(config)
+        except Exception:  # the planner may not open the env bucket: then no cache, the API only
+            bucket = None
+        books["book"] = price_book(config, bucket, [s.machine_type for s in map(config.language, config.languages)])
+    doc["trainstack"]["prices"] = quote(facts, books["book"])
 
 
 @mapped_errors

@@ -25,13 +25,21 @@ def quota(env: EnvOpt = "local", lang: LangOpt = None, sets: SetOpt = None,
 
     _, config = load(env, sets)
     compute = ComputeQuotas(config.project)
+    book = None
     reserved: dict = {}  # several languages share regional quota when their runs overlap
     decisions = []
     for name in [lang] if lang else list(config.languages):
         decision = choose_zone(config, name, compute=compute, reserved=reserved)
         if as_json:
             data = dataclasses.asdict(decision)
-            data["cost_estimate"] = estimate(config.language(name), decision.region).as_dict()
+            if book is None:
+                from stacks.gcp.pricing import price_book
+                from stacks.lifecycle import bucket_of
+
+                book = price_book(config, bucket_of(config),
+                                  [config.language(n).machine_type for n in config.languages], compute=compute)
+            data["cost_estimate"] = estimate(config.language(name), decision.region, book).as_dict()
+            data["cost_estimate"]["prices_warning"] = book.warning
             decisions.append(data)
         else:
             print_decision(decision)

@@ -170,6 +170,8 @@ def runs(ctx: typer.Context, env: EnvOpt = "local", sets: SetOpt = None,
                       f"{tfidf:.3f}" if tfidf is not None else "", delta, r["scored_rows"] or "", str(r["resumed"] or ""),
                       f"{r['billed_vm_s'] / 3600:.2f}h", _money(r["est_cost"]))
     print_table(table)
+    for source in sorted({r["prices_source"] for r in rows if r.get("prices_source")}):
+        console.print(f"costs priced from the {source}", soft_wrap=True)
 
 
 @runs_app.command("show")
@@ -208,7 +210,8 @@ def show(run_id: Annotated[str, typer.Argument(help="run id (see `trainctl runs`
         return
     console.print(f"run {run_id} ({code}, env {env}): [bold]{row['state']}[/]", soft_wrap=True)
     for key in ("stage", "started_at", "finished_at", "duration_s", "resumed", "macro_f1", "error", "machine_type",
-                "gpu_type", "gpu_count", "spot", "nodes", "vm_boots", "billed_vm_s", "est_cost", "cost_note"):
+                "gpu_type", "gpu_count", "spot", "nodes", "vm_boots", "billed_vm_s", "est_cost", "cost_note",
+                "prices_source"):
         if row.get(key) not in (None, ""):
             console.print(f"  {key:14} {escape(str(row[key]))}", soft_wrap=True)
     if metrics and "per_label" in metrics:  # a complete metrics.json: per label, with both baselines

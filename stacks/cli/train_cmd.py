@@ -51,8 +51,12 @@ def run_job(lang: str, env: str, sets, detach: bool, *, job: str) -> None:
             rep.info(corpus)
         if config.target == "gcp":  # before anything is created or billed
             from stacks.config.prices import estimate
+            from stacks.gcp.pricing import price_book
 
-            rep.info(estimate(settings, config.region).line(settings.machine_type))
+            book = price_book(config, bucket, [settings.machine_type])
+            if book.warning:
+                rep.warn(f"prices from the {book.source}: {book.warning}")
+            rep.info(estimate(settings, config.region, book).line(settings.machine_type))
         handle = L.open_stack(project, config, lang, echo=console.print if STATE["debug"] else None,
                               preflight=True, reporter=rep)
         try:

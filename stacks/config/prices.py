@@ -1,7 +1,10 @@
-"""The price table (stacks/config/prices.yaml) and cost estimates of a run's VMs.
+"""Price books (what a VM costs per hour) and the cost estimates of a run's VMs.
 
-Estimates only: approximate list prices, no discounts, disks or network. A machine type,
-GPU or region missing from the table gives an estimate of None with a reason, never an error.
+Two books answer the same question: the Cloud Billing Catalog (stacks/gcp/pricing.py, the
+source on gcp) and the dated fallback table in stacks/config/prices.yaml, used only when the
+catalog cannot be read (with a warning) or where nothing may call an API (`plan --from-json`).
+Estimates only: list prices, no discounts, disks or network. What a book cannot price gives
+an estimate of None with a reason, never an error.
 """
 from __future__ import annotations
 
@@ -10,49 +13,75 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, model_validator
 
+from stacks.config.gpus import fixed_gpu_count
 from stacks.config.models import LanguageSettings, StrictModel
 from stacks.errors import ConfigError
 
 PRICES_FILE = Path(__file__).with_name("prices.yaml")
 
 
-class Price(StrictModel):
+class PriceBook:
+    """What one VM costs per hour, and where the figure comes from."""
+
+    warning: str = ""  # set when this book stands in for a better source
+
+    @property
+    def source(self) -> str:
+        raise NotImplementedError
+
+    def vm_per_hour(self, region: str | None, machine_type: str, gpu_type: str | None, gpu_count: int,
+                    spot: bool) -> tuple[float | None, str]:
+        """(price of one VM per hour, "") or (None, why the cost is unknown)."""
+        raise NotImplementedError
+
+
+class VmPrice(StrictModel):
     on_demand: float = Field(ge=0)
     spot: float = Field(ge=0)
+    source: str = Field(description="a key of `sources`")
 
     def per_hour(self, spot: bool) -> float:
         return self.spot if spot else self.on_demand
 
 
-class RegionPrices(StrictModel):
-    machine_types: dict[str, Price] = {}
-    gpus: dict[str, Price] = {}
-
-
 class PriceTable(StrictModel):
-    taken: str = Field(description="date the prices were read from the sources (YYYY-MM-DD)")
+    taken: str = Field(description="date of the newest source (YYYY-MM-DD)")
     currency: str = "USD"
-    sources: list[str]
-    regions: dict[str, RegionPrices]
+    sources: dict[str, str]
+    regions: dict[str, dict[str, VmPrice]] = Field(description="region -> machine type -> whole-VM price")
 
-    def vm_per_hour(self, region: str | None, machine_type: str, gpu_type: str | None, gpu_count: int,
-                    spot: bool) -> tuple[float | None, str]:
-        """(price of one VM per hour, "" ) or (None, why the cost is unknown)."""
-        prices = self.regions.get(region or "")
+    @model_validator(mode="after")
+    def _sources_named(self) -> "PriceTable":
+        unknown = {p.source for r in self.regions.values() for p in r.values()} - set(self.sources)
+        if unknown:
+            raise ValueError(f"figures cite sources not listed under `sources`: {sorted(unknown)}")
+        return self
+
+
+@dataclass
+class TableBook(PriceBook):
+    """The fallback table: whole-VM prices (machine with the GPUs it comes with), dated and sourced."""
+
+    table: PriceTable
+    warning: str = ""
+
+    @property
+    def source(self) -> str:
+        return f"fallback table of {self.table.taken} (stacks/config/{PRICES_FILE.name})"
+
+    def vm_per_hour(self, region, machine_type, gpu_type, gpu_count, spot):
+        prices = self.table.regions.get(region or "")
         if prices is None:
             return None, f"cost unknown: no prices for region {region!r} in {PRICES_FILE.name}"
-        machine = prices.machine_types.get(machine_type)
-        if machine is None:
-            return None, f"cost unknown: no price for machine type {machine_type} in {region}"
-        total = machine.per_hour(spot)
-        if gpu_type and gpu_count:
-            gpu = prices.gpus.get(gpu_type)
-            if gpu is None:
-                return None, f"cost unknown: no price for GPU {gpu_type} in {region}"
-            total += gpu_count * gpu.per_hour(spot)
-        return round(total, 4), ""
+        vm = prices.get(machine_type)
+        if vm is None:
+            return None, f"cost unknown: no price for machine type {machine_type} in {region} in {PRICES_FILE.name}"
+        if gpu_type and gpu_count and gpu_count != fixed_gpu_count(machine_type):
+            return None, (f"cost unknown: {PRICES_FILE.name} prices {machine_type} only with the GPUs it comes "
+                          f"with, not {gpu_count} x {gpu_type} attached")
+        return round(vm.per_hour(spot), 4), ""
 
 
 @functools.cache
@@ -61,6 +90,10 @@ def price_table(path: Path = PRICES_FILE) -> PriceTable:
         return PriceTable.model_validate(yaml.safe_load(path.read_text()))
     except ValidationError as exc:
         raise ConfigError(f"invalid price table {path}: {exc}", hint="fix the file (see its header)") from None
+
+
+def fallback_book(warning: str = "") -> TableBook:
+    return TableBook(price_table(), warning=warning)
 
 
 @dataclass(frozen=True)
@@ -73,7 +106,7 @@ class CostEstimate:
     nodes: int
     max_run_hours: float
     note: str = ""
-    taken: str = ""
+    source: str = ""
 
     @property
     def per_hour(self) -> float | None:
@@ -89,16 +122,14 @@ class CostEstimate:
         if self.per_hour is None:
             return f"estimated cost of {what}: {self.note}"
         return (f"estimated cost of {what}: ${self.per_hour:.2f}/hour, at most ${self.at_max_run_hours:.2f} "
-                f"at max_run_hours={self.max_run_hours:g} (approximate list prices of {self.taken}; "
-                f"stacks/config/{PRICES_FILE.name})")
+                f"at max_run_hours={self.max_run_hours:g} (list prices: {self.source})")
 
     def as_dict(self) -> dict:
         return {"region": self.region, "spot": self.spot, "nodes": self.nodes, "vm_per_hour": self.vm_per_hour,
                 "per_hour": self.per_hour, "max_run_hours": self.max_run_hours,
-                "at_max_run_hours": self.at_max_run_hours, "prices_taken": self.taken, "note": self.note}
+                "at_max_run_hours": self.at_max_run_hours, "prices_source": self.source, "note": self.note}
 
 
-def estimate(settings: LanguageSettings, region: str | None) -> CostEstimate:
-    table = price_table()
-    vm, note = table.vm_per_hour(region, settings.machine_type, settings.gpu.type, settings.gpu.count, settings.spot)
-    return CostEstimate(region, settings.spot, vm, settings.nodes, settings.max_run_hours, note, table.taken)
+def estimate(settings: LanguageSettings, region: str | None, book: PriceBook) -> CostEstimate:
+    vm, note = book.vm_per_hour(region, settings.machine_type, settings.gpu.type, settings.gpu.count, settings.spot)
+    return CostEstimate(region, settings.spot, vm, settings.nodes, settings.max_run_hours, note, book.source)

@@ -5,7 +5,7 @@ from cdktf_cdktf_provider_google.project_service import ProjectService
 from constructs import Construct
 
 APIS = ("compute", "storage", "artifactregistry", "iam", "logging", "monitoring", "cloudbuild",
-        "cloudquotas", "iamcredentials", "sts", "cloudresourcemanager", "serviceusage")
+        "cloudquotas", "iamcredentials", "sts", "cloudresourcemanager", "serviceusage", "cloudbilling")
 
 
 class ProjectServices(Construct):

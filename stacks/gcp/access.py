@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from stacks.config.models import EnvConfig
 from stacks.errors import InfraError
+from stacks.gcp import api
 from stacks.naming import DEPLOYER_SA, FOUNDATION, PLANNER_SA, TRAINER_SA, group_name, sa_email, state_prefix
 from stacks.project import stack_name
 
@@ -116,12 +117,11 @@ def deployer_probes(config: EnvConfig, lang: str) -> list[Probe]:
 
 
 def troubleshoot(session, base: str | None, body: dict) -> str:
-    from stacks.gcp.image import _api_message, _call
-
-    resp = _call(session, "POST", f"{base or API}/v3/iam:troubleshoot", "cannot ask Policy Troubleshooter",
+    
+    resp = api.call(session, "POST", f"{base or API}/v3/iam:troubleshoot", "cannot ask Policy Troubleshooter",
                  json=body)
     if resp.status_code != 200:
-        raise InfraError(f"Policy Troubleshooter answered HTTP {resp.status_code}: {_api_message(resp)}",
+        raise InfraError(f"Policy Troubleshooter answered HTTP {resp.status_code}: {api.api_message(resp)}",
                          hint="enable policytroubleshooter.googleapis.com; you need Security Reviewer "
                               "(roles/iam.securityReviewer) on the organization to read the allow policies it "
                               "evaluates, and Deny Reviewer (roles/iam.denyReviewer) for deny policies "
@@ -132,9 +132,8 @@ def troubleshoot(session, base: str | None, body: dict) -> str:
 def _evaluate(who: str, principal: str, probes_: list[Probe], missing_fix: str, extra_fix: str) -> list:
     """One Check per probe: the access each probe expects, as Policy Troubleshooter evaluates it."""
     from stacks.gcp.doctor import Check
-    from stacks.gcp.image import _session
-
-    session, base = _session(ENDPOINT_ENV)
+    
+    session, base = api.session(ENDPOINT_ENV)
     checks = []
     for probe in probes_:
         state = troubleshoot(session, base, probe.body(principal))

@@ -18,6 +18,7 @@ from typing import Callable
 from stacks.config.gpus import boot_image_problem, default_boot_image, signed_driver
 from stacks.config.models import EnvConfig
 from stacks.errors import InfraError
+from stacks.gcp import api
 
 SERVICEUSAGE_ENDPOINT_ENV = "TRAINSTACK_SERVICEUSAGE_ENDPOINT"
 SERVICEUSAGE_API = "https://serviceusage.googleapis.com"
@@ -26,7 +27,7 @@ RESOURCEMANAGER_API = "https://cloudresourcemanager.googleapis.com"
 # What the foundation enables (stacks/constructs/project_services.py, kept equal by a test):
 # importing it here would load cdktf for a read-only command.
 REQUIRED_APIS = ("compute", "storage", "artifactregistry", "iam", "logging", "monitoring", "cloudbuild",
-                 "cloudquotas", "iamcredentials", "sts", "cloudresourcemanager", "serviceusage")
+                 "cloudquotas", "iamcredentials", "sts", "cloudresourcemanager", "serviceusage", "cloudbilling")
 NOT_CHECKED = ("conditions on attributes other than the resource name (time, tags), and policies your own "
                "account cannot read (Security Reviewer / Deny Reviewer on the organization)")
 
@@ -43,16 +44,15 @@ class Check:
 
 def enabled_apis(project: str) -> set[str]:
     """Service names (compute.googleapis.com, ...) enabled on the project (Service Usage API)."""
-    from stacks.gcp.image import _api_message, _call, _session
-
-    session, base = _session(SERVICEUSAGE_ENDPOINT_ENV)
+    
+    session, base = api.session(SERVICEUSAGE_ENDPOINT_ENV)
     url = f"{base or SERVICEUSAGE_API}/v1/projects/{project}/services"
     names, token = set(), ""
     while True:
         params = {"filter": "state:ENABLED", "pageSize": 200, **({"pageToken": token} if token else {})}
-        resp = _call(session, "GET", url, "cannot list the project's enabled APIs", params=params)
+        resp = api.call(session, "GET", url, "cannot list the project's enabled APIs", params=params)
         if resp.status_code != 200:
-            raise InfraError(f"Service Usage answered HTTP {resp.status_code}: {_api_message(resp)}",
+            raise InfraError(f"Service Usage answered HTTP {resp.status_code}: {api.api_message(resp)}",
                              hint="you need roles/serviceusage.serviceUsageViewer on the project")
         body = resp.json()
         names |= {s["config"]["name"] for s in body.get("services", []) if s.get("config", {}).get("name")}
@@ -149,14 +149,13 @@ def check_subnetwork(config: EnvConfig, region: str, subnetworks=None) -> Check:
 
 def effective_policy(project: str, constraint: str) -> dict:
     """The project's effective organisation policy for `constraint` (Resource Manager v1; a read)."""
-    from stacks.gcp.image import _api_message, _call, _session
-
-    session, base = _session(RESOURCEMANAGER_ENDPOINT_ENV)
+    
+    session, base = api.session(RESOURCEMANAGER_ENDPOINT_ENV)
     url = f"{base or RESOURCEMANAGER_API}/v1/projects/{project}:getEffectiveOrgPolicy"
-    resp = _call(session, "POST", url, f"cannot read the organisation policy {constraint}",
+    resp = api.call(session, "POST", url, f"cannot read the organisation policy {constraint}",
                  json={"constraint": f"constraints/{constraint}"})
     if resp.status_code != 200:
-        raise InfraError(f"Resource Manager answered HTTP {resp.status_code} for {constraint}: {_api_message(resp)}",
+        raise InfraError(f"Resource Manager answered HTTP {resp.status_code} for {constraint}: {api.api_message(resp)}",
                          hint="you need roles/orgpolicy.policyViewer (or orgpolicy.policy.get) on the project")
     return resp.json()
 

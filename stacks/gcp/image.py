@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from stacks.errors import InfraError, TrainstackError
+from stacks.gcp import api
 from stacks.project import SOURCE_ROOT
 
 if TYPE_CHECKING:
@@ -30,14 +31,12 @@ SOURCE_PREFIX = "_cloudbuild"  # build contexts in the env bucket: _cloudbuild/<
 REGISTRY_ENDPOINT_ENV = "TRAINSTACK_REGISTRY_ENDPOINT"  # http://127.0.0.1:PORT replaces https://<host>
 CLOUDBUILD_ENDPOINT_ENV = "TRAINSTACK_CLOUDBUILD_ENDPOINT"
 CLOUDBUILD_API = "https://cloudbuild.googleapis.com"
-SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
 MANIFEST_TYPES = ("application/vnd.oci.image.index.v1+json", "application/vnd.oci.image.manifest.v1+json",
                   "application/vnd.docker.distribution.manifest.list.v2+json",
                   "application/vnd.docker.distribution.manifest.v2+json")
 DONE = {"SUCCESS", "FAILURE", "INTERNAL_ERROR", "TIMEOUT", "CANCELLED", "EXPIRED"}
 # Zip (inside the wheel pip builds in the image) cannot store times before 1980.
 TAR_MTIME = 315532800
-HTTP_TIMEOUT_S = 30
 
 
 class ImageNotBuiltError(InfraError):
@@ -166,44 +165,6 @@ def image_ref(config: EnvConfig, root: Path = SOURCE_ROOT) -> str:
     return config.image or f"{config.image_repository}:{content_hash(root)}"
 
 
-def _session(endpoint_env: str):
-    """(session, base URL override): anonymous on an override (tests), else ADC bearer tokens."""
-    override = os.environ.get(endpoint_env)
-    if override:
-        import requests
-
-        return requests.Session(), override.rstrip("/")
-    import google.auth
-    from google.auth.exceptions import DefaultCredentialsError
-    from google.auth.transport.requests import AuthorizedSession
-
-    try:
-        credentials, _ = google.auth.default(scopes=SCOPES)
-    except DefaultCredentialsError as exc:
-        raise InfraError(f"no Google credentials: {exc}", hint="run `gcloud auth application-default login`") from exc
-    return AuthorizedSession(credentials), None
-
-
-def _call(session, method: str, url: str, what: str, **kwargs):
-    import requests
-    from google.auth.exceptions import GoogleAuthError
-
-    try:
-        return session.request(method, url, timeout=HTTP_TIMEOUT_S, **kwargs)
-    except GoogleAuthError as exc:
-        raise InfraError(f"{what}: could not get an access token: {exc}",
-                         hint="run `gcloud auth application-default login`") from exc
-    except requests.RequestException as exc:
-        raise InfraError(f"{what}: {exc}", hint="check the network, then retry") from exc
-
-
-def _api_message(resp) -> str:
-    try:
-        return resp.json()["error"]["message"]
-    except Exception:  # not a Google error body
-        return resp.text[:300] or resp.reason
-
-
 def split_ref(ref: str) -> tuple[str, str, str]:
     """`host/path:tag` or `host/path@sha256:...` -> (host, path, tag or digest)."""
     name, _, digest = ref.partition("@")
@@ -220,9 +181,9 @@ def split_ref(ref: str) -> tuple[str, str, str]:
 def image_exists(ref: str) -> bool:
     """Ask the registry (Docker Registry v2 API) whether `ref`'s manifest exists."""
     host, path, reference = split_ref(ref)
-    session, base = _session(REGISTRY_ENDPOINT_ENV)
+    session, base = api.session(REGISTRY_ENDPOINT_ENV)
     url = f"{base or 'https://' + host}/v2/{path}/manifests/{reference}"
-    resp = _call(session, "HEAD", url, f"cannot look up {ref}", headers={"Accept": ", ".join(MANIFEST_TYPES)})
+    resp = api.call(session, "HEAD", url, f"cannot look up {ref}", headers={"Accept": ", ".join(MANIFEST_TYPES)})
     if resp.status_code == 200:
         return True
     if resp.status_code == 404:
@@ -334,13 +295,13 @@ def submit_build(config: EnvConfig, root: Path = SOURCE_ROOT, *,
     context = upload_context(config, root, digest, echo)
     echo(f"{'reusing' if context.reused else 'uploaded'} the build context ({len(context_files(root))} files): "
          f"gs://{config.bucket_name}/{context.object}#{context.generation}")
-    session, base = _session(CLOUDBUILD_ENDPOINT_ENV)
+    session, base = api.session(CLOUDBUILD_ENDPOINT_ENV)
     builds = f"{base or CLOUDBUILD_API}/v1/projects/{config.project}/locations/{config.region}/builds"
-    resp = _call(session, "POST", builds, "cannot submit the Cloud Build build",
+    resp = api.call(session, "POST", builds, "cannot submit the Cloud Build build",
                  json=build_request(root, ref, config.bucket_name, context.object, builder_account(config),
                                     context.generation))
     if resp.status_code != 200:
-        raise InfraError(f"Cloud Build refused the build (HTTP {resp.status_code}): {_api_message(resp)}",
+        raise InfraError(f"Cloud Build refused the build (HTTP {resp.status_code}): {api.api_message(resp)}",
                          hint="enable cloudbuild.googleapis.com (foundation stack) and check that you have "
                               "roles/cloudbuild.builds.editor")
     build = resp.json()["metadata"]["build"]
@@ -349,9 +310,9 @@ def submit_build(config: EnvConfig, root: Path = SOURCE_ROOT, *,
     # The build's own timeout, plus Cloud Build's default queue TTL (an hour).
     deadline = time.monotonic() + float(str(build.get("timeout") or "3600s").rstrip("s")) + 3600
     while True:
-        resp = _call(session, "GET", f"{builds}/{build_id}", f"cannot read Cloud Build {build_id}")
+        resp = api.call(session, "GET", f"{builds}/{build_id}", f"cannot read Cloud Build {build_id}")
         if resp.status_code != 200:
-            raise InfraError(f"cannot read Cloud Build {build_id} (HTTP {resp.status_code}): {_api_message(resp)}",
+            raise InfraError(f"cannot read Cloud Build {build_id} (HTTP {resp.status_code}): {api.api_message(resp)}",
                              hint=f"the build goes on; follow it at {log_url}")
         build = resp.json()
         if build.get("status", status) != status:

@@ -100,6 +100,15 @@ class ComputeQuotas:
                                           **_call_options()), none_if_missing=True)
         return found is not None
 
+    def machine_shape(self, zone: str, machine_type: str) -> dict | None:
+        """{"vcpus", "memory_gib"} of a machine type (machineTypes.get); None where the zone lacks it."""
+        found = self._guard(f"machine type {machine_type} in {zone}", lambda: self._client(
+            "MachineTypesClient").get(project=self.project, zone=zone, machine_type=machine_type,
+                                      **_call_options()), none_if_missing=True)
+        if found is None:
+            return None
+        return {"vcpus": int(found.guest_cpus), "memory_gib": round(found.memory_mb / 1024, 3)}
+
     def _guard(self, what: str, call, none_if_missing: bool = False):
         """Run one API call; cloud failures become InfraError with what to do next."""
         from google.api_core import exceptions as gexc

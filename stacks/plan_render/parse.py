@@ -93,6 +93,7 @@ class StackPlan:
     outputs: list[OutputChange] = field(default_factory=list)
     error: str | None = None
     terraform_version: str = ""
+    prices: dict | None = None  # the quote `plan` wrote with the plan (plan_render.training.quote)
 
     def count(self, kind: str) -> int:
         return sum(1 for c in self.changes if c.kind == kind)
@@ -118,7 +119,8 @@ def plan_from_document(doc: dict, *, env: str, stack: str, source: str) -> Stack
     """A StackPlan from one parsed `terraform show -json` document."""
     meta = doc.get("trainstack") or {}
     plan = StackPlan(env=meta.get("env", env), stack=meta.get("stack", stack), source=source,
-                     error=meta.get("error"), terraform_version=doc.get("terraform_version", ""))
+                     error=meta.get("error"), terraform_version=doc.get("terraform_version", ""),
+                     prices=meta.get("prices") if isinstance(meta.get("prices"), dict) else None)
     plan.changes = [_change(r) for r in doc.get("resource_changes") or () if r.get("mode", "managed") == "managed"]
     plan.drift = [_change(r) for r in doc.get("resource_drift") or ()]
     for name, oc in sorted((doc.get("output_changes") or {}).items()):

@@ -116,7 +116,7 @@ def training_lines(plans: list[StackPlan]) -> list[str]:
             continue
         facts = training_facts(p)
         if facts is not None:
-            lines.append(f"- {where(p)}: {cost_line(facts)}")
+            lines.append(f"- {where(p)}: {cost_line(facts, p.prices)}")
         elif p.stack.startswith("train-") and any(c.type == "terraform_data" for c in p.changes):
             lines.append(f"- {where(p)}: runs as a local process on this machine (target local): no cloud cost")
     return lines

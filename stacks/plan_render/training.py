@@ -1,8 +1,9 @@
 """What a training stack's plan says about its GPUs, zone and the cost of one run.
 
-Read from the planned instance template and group (any plan JSON carries them), priced
-with the table in stacks/config/prices.yaml; never from the live configuration, so a
-saved plan renders the same anywhere.
+Read from the planned instance template and group (any plan JSON carries them), never from
+the live configuration, so a saved plan renders the same anywhere. Priced by the quote
+`trainctl plan` stored with the plan (its price book: the Cloud Billing Catalog on gcp), else
+by the fallback table in stacks/config/prices.yaml; the line names which.
 """
 from __future__ import annotations
 
@@ -69,23 +70,34 @@ def training_facts(plan: StackPlan) -> TrainingFacts | None:
     )
 
 
-def cost_line(facts: TrainingFacts) -> str:
-    """What runs where, and the Spot and on-demand cost of one run at its max_run_hours."""
-    from stacks.config.prices import PRICES_FILE, price_table
+def quote(facts: TrainingFacts, book) -> dict:
+    """Spot and on-demand price of one VM from a price book, and the book's source (stored with a plan)."""
+    out: dict = {"source": book.source, "warning": book.warning}
+    for spot, key in ((True, "spot"), (False, "on_demand")):
+        vm, note = book.vm_per_hour(facts.region, facts.machine_type, facts.gpu_type, facts.gpu_count, spot)
+        out[key] = {"vm_per_hour": vm, "note": note}
+    return out
 
-    table = price_table()
+
+def cost_line(facts: TrainingFacts, prices: dict | None = None) -> str:
+    """What runs where, and the Spot and on-demand cost of one run at its max_run_hours."""
+    if prices is None:
+        from stacks.config.prices import fallback_book
+
+        prices = quote(facts, fallback_book())
     gpus = f"{facts.gpu_count} x {facts.gpu_type}" if facts.gpu_type and facts.gpu_count else "no GPU"
     what = f"{facts.nodes} x {facts.machine_type} with {gpus} each, zone {facts.zone or 'unknown'}"
     if facts.max_run_hours is None:
         return f"{what}; cost unknown: the plan carries no max_run_hours"
     figures = []
-    for spot in (True, False):
-        vm, note = table.vm_per_hour(facts.region, facts.machine_type, facts.gpu_type, facts.gpu_count, spot)
-        label = "Spot" if spot else "on-demand"
+    for spot, key in ((True, "spot"), (False, "on_demand")):
+        entry = prices.get(key) or {}
+        vm, label = entry.get("vm_per_hour"), "Spot" if spot else "on-demand"
         if vm is None:
-            figures.append(f"{label}: {note}")
+            figures.append(f"{label}: {entry.get('note') or 'cost unknown'}")
         else:
             mark = " (planned)" if spot == facts.spot else ""
             figures.append(f"{label}{mark} ${vm * facts.nodes * facts.max_run_hours:,.2f}")
+    warning = f"; {prices['warning']}" if prices.get("warning") else ""
     return (f"{what}; one run of at most {facts.max_run_hours:g} h: {', '.join(figures)} "
-            f"(list prices of {table.taken}, stacks/config/{PRICES_FILE.name}; estimate)")
+            f"(list prices: {prices.get('source') or 'unknown source'}{warning}; estimate)")

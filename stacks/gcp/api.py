@@ -1,0 +1,54 @@
+"""One way to call Google's REST APIs: an authorized session, a bounded call, Google's own error words.
+
+Every `TRAINSTACK_<API>_ENDPOINT` variable replaces an API's https://<host> with a plain
+http://127.0.0.1:PORT (tests serve recorded responses there) and drops authentication.
+Google libraries are imported inside functions (`trainctl --help` stays fast).
+"""
+from __future__ import annotations
+
+import os
+
+from stacks.errors import InfraError
+
+SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
+HTTP_TIMEOUT_S = 30
+
+
+def session(endpoint_env: str):
+    """(session, base URL override): anonymous on an override (tests), else ADC bearer tokens."""
+    override = os.environ.get(endpoint_env)
+    if override:
+        import requests
+
+        return requests.Session(), override.rstrip("/")
+    import google.auth
+    from google.auth.exceptions import DefaultCredentialsError
+    from google.auth.transport.requests import AuthorizedSession
+
+    try:
+        credentials, _ = google.auth.default(scopes=SCOPES)
+    except DefaultCredentialsError as exc:
+        raise InfraError(f"no Google credentials: {exc}", hint="run `gcloud auth application-default login`") from exc
+    return AuthorizedSession(credentials), None
+
+
+def call(session, method: str, url: str, what: str, **kwargs):
+    """One HTTP call; a transport or token failure becomes InfraError saying `what` failed."""
+    import requests
+    from google.auth.exceptions import GoogleAuthError
+
+    try:
+        return session.request(method, url, timeout=HTTP_TIMEOUT_S, **kwargs)
+    except GoogleAuthError as exc:
+        raise InfraError(f"{what}: could not get an access token: {exc}",
+                         hint="run `gcloud auth application-default login`") from exc
+    except requests.RequestException as exc:
+        raise InfraError(f"{what}: {exc}", hint="check the network, then retry") from exc
+
+
+def api_message(resp) -> str:
+    """The message of a Google error body, else the start of whatever came back."""
+    try:
+        return resp.json()["error"]["message"]
+    except Exception:  # not a Google error body
+        return resp.text[:300] or resp.reason

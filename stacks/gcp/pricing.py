@@ -1,0 +1,243 @@
+"""Compute Engine list prices from the Cloud Billing Catalog API, cached in the env bucket for a day.
+
+A VM's price is built the way Google bills it: vCPUs x the series' core rate + GiB x its RAM
+rate + GPUs x the GPU rate (G2/A2/A3 bill their bundled GPUs as GPU SKUs too). Rates come
+from the public SKU list of Compute Engine (`services/6F81-5844-456A/skus`, On-demand SKUs
+have usageType OnDemand, Spot ones Preemptible), matched by the region in `serviceRegions`
+and an anchored description ("G2 Instance Core running in …", "Nvidia L4 GPU attached to Spot
+Preemptible VMs running in …"), never by the location words. A key that more than one SKU
+matches is left unpriced rather than guessed. vCPUs and memory come from Compute's
+machineTypes.get. When the API cannot be read, the dated fallback table
+(stacks/config/prices.yaml) prices the run, with a warning.
+
+TRAINSTACK_CLOUDBILLING_ENDPOINT points the catalog reader at recorded responses (tests).
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Iterable
+
+from stacks.config.prices import PriceBook, fallback_book
+from stacks.errors import InfraError
+from stacks.gcp import api
+
+if TYPE_CHECKING:
+    from stacks.config.models import EnvConfig
+    from trainer.storage import Bucket
+
+CATALOG_API = "https://cloudbilling.googleapis.com"
+ENDPOINT_ENV = "TRAINSTACK_CLOUDBILLING_ENDPOINT"
+COMPUTE_SERVICE = "6F81-5844-456A"  # Compute Engine's service id in the catalog
+CACHE_KEY = "_pricing/compute-engine.json"
+CACHE_TTL_S = 24 * 3600
+PAGE_SIZE = 5000
+MAX_PAGES = 50  # ~7k SKUs today: a runaway page token must not loop forever
+USAGE = {False: "OnDemand", True: "Preemptible"}
+
+# Machine series -> the words its core and RAM SKUs start with (series without a stable
+# wording here are left unpriced rather than matched loosely).
+SERIES_SKU_NAMES = {"g2": "G2 Instance", "a2": "A2 Instance", "a3-highgpu": "A3 Instance",
+                    "n1": "N1 Predefined Instance"}
+GPU_SKU_NAMES = {"nvidia-l4": "Nvidia L4", "nvidia-tesla-t4": "Nvidia Tesla T4",
+                 "nvidia-tesla-a100": "Nvidia Tesla A100", "nvidia-a100-80gb": "Nvidia Tesla A100 80GB",
+                 "nvidia-h100-80gb": "Nvidia H100 80GB", "nvidia-h100-mega-80gb": "Nvidia H100 80GB Mega",
+                 "nvidia-tesla-v100": "Nvidia Tesla V100", "nvidia-tesla-p100": "Nvidia Tesla P100",
+                 "nvidia-tesla-p4": "Nvidia Tesla P4"}
+UNIT = {"core": "h", "ram": "GiBy.h", "gpu": "h"}
+
+
+def series_of(machine_type: str) -> str | None:
+    """The SERIES_SKU_NAMES key a machine type is billed under (a3-highgpu-1g -> a3-highgpu)."""
+    for series in sorted(SERIES_SKU_NAMES, key=len, reverse=True):
+        if machine_type.startswith(series + "-"):
+            return series
+    return None
+
+
+def _patterns() -> list[tuple[str, re.Pattern]]:
+    out = []
+    for series, words in SERIES_SKU_NAMES.items():
+        for kind, word in (("core", "Core"), ("ram", "Ram")):
+            out.append((f"{kind}/{series}", re.compile(
+                rf"(?:Spot Preemptible |Preemptible )?{re.escape(words)} {word} running in \S.*")))
+    for gpu, words in GPU_SKU_NAMES.items():
+        out.append((f"gpu/{gpu}", re.compile(
+            rf"{re.escape(words)} GPU (?:running in|attached to Spot Preemptible VMs running in) \S.*")))
+    return out
+
+
+PATTERNS = _patterns()
+
+
+def sku_key(sku: dict) -> str | None:
+    """"core/g2", "ram/n1", "gpu/nvidia-l4"... for a SKU we price with, else None."""
+    category = sku.get("category") or {}
+    if category.get("resourceFamily") != "Compute" or category.get("usageType") not in USAGE.values():
+        return None
+    description = sku.get("description", "")
+    for key, pattern in PATTERNS:
+        if pattern.fullmatch(description):
+            return key
+    return None
+
+
+def unit_price(sku: dict, key: str) -> float | None:
+    """USD per hour (per vCPU, GiB or GPU) of the SKU's current price; None for another shape."""
+    try:
+        expression = sku["pricingInfo"][-1]["pricingExpression"]
+        (rate,) = expression["tieredRates"]
+        money = rate["unitPrice"]
+    except (KeyError, IndexError, TypeError, ValueError):
+        return None
+    if expression.get("usageUnit") != UNIT[key.split("/")[0]] or money.get("currencyCode", "USD") != "USD":
+        return None
+    return int(money.get("units") or 0) + int(money.get("nanos") or 0) / 1e9
+
+
+def rates_from_skus(skus: Iterable[dict]) -> dict:
+    """{region: {usageType: {key: {"usd": price, "sku": id} or {"ambiguous": [ids]}}}}."""
+    found: dict = {}
+    for sku in skus:
+        key = sku_key(sku)
+        price = unit_price(sku, key) if key else None
+        if price is None:
+            continue
+        usage = sku["category"]["usageType"]
+        for region in sku.get("serviceRegions") or ():
+            found.setdefault(region, {}).setdefault(usage, {}).setdefault(key, []).append((price, sku.get("skuId")))
+    return {region: {usage: {key: ({"usd": round(c[0][0], 9), "sku": c[0][1]} if len(c) == 1
+                                   else {"ambiguous": sorted(str(sku_id) for _, sku_id in c)})
+                             for key, c in keys.items()}
+                     for usage, keys in usages.items()}
+            for region, usages in found.items()}
+
+
+def fetch_skus(session, base: str | None) -> list[dict]:
+    """Every Compute Engine SKU, following nextPageToken (absent or "" on the last page)."""
+    url = f"{base or CATALOG_API}/v1/services/{COMPUTE_SERVICE}/skus"
+    skus, token = [], ""
+    for _ in range(MAX_PAGES):
+        params = {"pageSize": PAGE_SIZE, "currencyCode": "USD", **({"pageToken": token} if token else {})}
+        resp = api.call(session, "GET", url, "cannot read the Cloud Billing Catalog", params=params)
+        if resp.status_code != 200:
+            hint = ("enable the Cloud Billing API in the project of your credentials: gcloud services enable "
+                    "cloudbilling.googleapis.com" if resp.status_code == 403 else "retry later")
+            raise InfraError(f"Cloud Billing Catalog answered HTTP {resp.status_code}: {api.api_message(resp)}",
+                             hint=hint)
+        page = resp.json()
+        skus += page.get("skus") or []
+        token = page.get("nextPageToken") or ""
+        if not token:
+            return skus
+    raise InfraError(f"the Cloud Billing Catalog kept paging after {MAX_PAGES} pages",
+                     hint="retry later; costs use the fallback table meanwhile")
+
+
+@dataclass
+class CatalogBook(PriceBook):
+    """Prices from the catalog's unit rates and the machine shapes Compute reports."""
+
+    read_at: str
+    rates: dict
+    shapes: dict = field(default_factory=dict)  # machine type -> {"vcpus": n, "memory_gib": x}
+
+    @property
+    def source(self) -> str:
+        return f"Cloud Billing Catalog API, read {self.read_at}"
+
+    def _rate(self, region: str, spot: bool, key: str) -> tuple[float | None, str]:
+        entry = self.rates.get(region, {}).get(USAGE[spot], {}).get(key)
+        kind = "Spot" if spot else "on-demand"
+        if entry is None:
+            return None, f"cost unknown: the Billing Catalog has no {kind} {key} SKU in {region}"
+        if "ambiguous" in entry:
+            return None, (f"cost unknown: {len(entry['ambiguous'])} {kind} {key} SKUs match in {region} "
+                          f"({', '.join(entry['ambiguous'][:3])})")
+        return float(entry["usd"]), ""
+
+    def vm_per_hour(self, region: str | None, machine_type: str, gpu_type: str | None, gpu_count: int,
+                    spot: bool) -> tuple[float | None, str]:
+        series, shape = series_of(machine_type), self.shapes.get(machine_type)
+        if series is None:
+            return None, f"cost unknown: no catalog wording known for machine type {machine_type}"
+        if shape is None:
+            return None, f"cost unknown: the shape of {machine_type} could not be read from Compute Engine"
+        parts = [(shape["vcpus"], f"core/{series}"), (shape["memory_gib"], f"ram/{series}")]
+        if gpu_type and gpu_count:
+            parts.append((gpu_count, f"gpu/{gpu_type}"))
+        total = 0.0
+        for amount, key in parts:
+            rate, note = self._rate(region or "", spot, key)
+            if rate is None:
+                return None, note
+            total += amount * rate
+        return round(total, 4), ""
+
+    def document(self) -> dict:
+        return {"read_at": self.read_at, "service": COMPUTE_SERVICE, "rates": self.rates, "shapes": self.shapes}
+
+
+def _age_s(read_at: str) -> float:
+    try:
+        then = datetime.fromisoformat(read_at.replace("Z", "+00:00"))
+    except ValueError:
+        return float("inf")
+    return (datetime.now(timezone.utc) - then).total_seconds()
+
+
+def _cached(bucket: "Bucket | None") -> CatalogBook | None:
+    if bucket is None:
+        return None
+    try:
+        doc = json.loads(bucket.read_bytes(CACHE_KEY))
+        book = CatalogBook(read_at=doc["read_at"], rates=doc["rates"], shapes=doc.get("shapes") or {})
+    except Exception:  # absent, unreadable or from another version: read the API again
+        return None
+    return book if _age_s(book.read_at) < CACHE_TTL_S else None
+
+
+def _save(bucket: "Bucket | None", book: CatalogBook) -> None:
+    if bucket is None:
+        return
+    try:
+        bucket.write_bytes(CACHE_KEY, json.dumps(book.document(), indent=1).encode())
+    except Exception:  # a cache that cannot be written only costs the next run one more read
+        pass
+
+
+def catalog_book(config: "EnvConfig", bucket: "Bucket | None", machine_types: Iterable[str],
+                 *, compute=None) -> CatalogBook:
+    """The cached (< 1 day) or freshly read catalog rates, with the shapes of `machine_types`."""
+    book = _cached(bucket)
+    changed = book is None
+    if book is None:
+        session, base = api.session(ENDPOINT_ENV)
+        book = CatalogBook(read_at=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%MZ"),
+                           rates=rates_from_skus(fetch_skus(session, base)))
+    missing = sorted({m for m in machine_types if m and m not in book.shapes})
+    if missing:
+        from stacks.gcp.quota import ComputeQuotas, candidate_zones
+
+        compute = compute or ComputeQuotas(config.project)
+        zones = candidate_zones(config)
+        for machine_type in missing:
+            shape = next((s for s in (compute.machine_shape(z, machine_type) for z in zones) if s), None)
+            if shape is not None:
+                book.shapes[machine_type] = shape
+                changed = True
+    if changed:
+        _save(bucket, book)
+    return book
+
+
+def price_book(config: "EnvConfig", bucket: "Bucket | None", machine_types: Iterable[str],
+               *, compute=None) -> PriceBook:
+    """The catalog's prices, or the fallback table with a warning saying why."""
+    try:
+        return catalog_book(config, bucket, machine_types, compute=compute)
+    except InfraError as exc:
+        hint = f" ({exc.hint})" if exc.hint else ""
+        return fallback_book(warning=f"the Cloud Billing Catalog could not be read: {exc.message}{hint}")
