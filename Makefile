@@ -8,9 +8,11 @@ STAMP  := $(VENV)/.installed-stamp
 NODE_STAMP := node_modules/.installed-stamp
 LINT_VENV  ?= .venv-lint
 LINT_STAMP := $(LINT_VENV)/.installed-stamp
+CDKTN_VENV ?= .venv-cdktn
+CDKTN_STAMP := $(CDKTN_VENV)/.installed-stamp
 ENV    ?= local
 
-.PHONY: demo test bench setup clean
+.PHONY: demo test test-cdktn bench setup clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -27,6 +29,13 @@ $(LINT_STAMP): requirements-lint.txt
 	$(LINT_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-lint.txt
 	touch $@
 
+# CDK Terrain instead of CDKTF, in its own venv (cdktn needs constructs < 10.8, cdktf's venv has 10.8).
+$(CDKTN_STAMP): pyproject.toml
+	test -x $(CDKTN_VENV)/bin/python || $(PYTHON) -m venv $(CDKTN_VENV)
+	$(CDKTN_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[cli-cdktn]' \
+		'pytest>=8' 'gcp-storage-emulator>=2024.8'
+	touch $@
+
 setup: $(STAMP) $(NODE_STAMP) $(LINT_STAMP)
 
 demo: $(STAMP)
@@ -35,6 +44,11 @@ demo: $(STAMP)
 
 test: $(STAMP) $(NODE_STAMP) $(LINT_STAMP)
 	$(BIN)/python -m pytest
+
+# The stacks synthesized by CDK Terrain: the synth, construct and policy tests (not part of `make test`).
+test-cdktn: $(CDKTN_STAMP) $(NODE_STAMP) $(LINT_STAMP)
+	TRAINSTACK_CDK=cdktn $(CDKTN_VENV)/bin/python -m pytest tests/test_synth.py tests/test_gcp_stacks.py \
+		tests/test_constructs.py tests/test_policy.py
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.lifecycle

@@ -9,7 +9,7 @@ import os
 import sys
 from pathlib import Path
 
-from cdktf import App, TerraformStack
+from stacks.cdk import App, TerraformStack
 
 from stacks.config import EnvConfig
 from stacks.config.gpus import GPU_TYPES

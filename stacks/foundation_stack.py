@@ -1,8 +1,8 @@
 """`foundation`: what every run of an environment shares (APIs, bucket, registry, identities)."""
 from __future__ import annotations
 
-from cdktf import GcsBackend, TerraformOutput, TerraformStack
-from cdktf_cdktf_provider_google.provider import GoogleProvider
+from stacks.cdk import GcsBackend, TerraformOutput, TerraformStack
+from stacks.cdk_google import GoogleProvider
 from constructs import Construct
 
 from stacks.config import EnvConfig

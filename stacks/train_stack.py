@@ -5,7 +5,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from cdktf import LocalBackend, TerraformOutput, TerraformStack, TerraformVariable
+from stacks.cdk import LocalBackend, TerraformOutput, TerraformStack, TerraformVariable
 from constructs import Construct
 
 from stacks.config import EnvConfig
@@ -79,8 +79,8 @@ class TrainStack(TerraformStack):
         TerraformOutput(self, "run_id_out", value=self.trainer.run_id, static_id=True).override_logical_id("run_id")
 
     def _gcp(self, config: EnvConfig, lang: str, gcp: GcpPlacement) -> None:
-        from cdktf import GcsBackend
-        from cdktf_cdktf_provider_google.provider import GoogleProvider
+        from stacks.cdk import GcsBackend
+        from stacks.cdk_google import GoogleProvider
 
         from stacks.constructs.gpu_instance_group import GpuInstanceGroup
         from stacks.constructs.quota_guard import QuotaGuard

@@ -1,33 +1,33 @@
-"""Construct-level synth tests: each construct alone in a stack, asserted with cdktf's Testing."""
+"""Construct-level synth tests: each construct alone in a stack, asserted with the CDK's Testing
+(cdktf or cdktn, whichever stacks.cdk picked)."""
 from __future__ import annotations
 
 import json
 
 import pytest
 
-pytest.importorskip("cdktf")
-import cdktf  # noqa: E402
-from cdktf import TerraformStack  # noqa: E402
-from cdktf_cdktf_provider_google.provider import GoogleProvider  # noqa: E402
+from stacks import cdk
+from stacks.cdk import TerraformStack
+from stacks.cdk_google import GoogleProvider
 
-from stacks.constructs.artifact_bucket import CHECKPOINT_SUFFIXES, ArtifactBucket  # noqa: E402
-from stacks.constructs.ci_identities import CiIdentities  # noqa: E402
-from stacks.constructs.container_registry import ContainerRegistry  # noqa: E402
-from stacks.constructs.github_federation import GithubFederation  # noqa: E402
-from stacks.constructs.gpu_instance_group import GpuInstanceGroup  # noqa: E402
-from stacks.constructs.project_services import APIS, ProjectServices  # noqa: E402
-from stacks.constructs.quota_guard import QuotaGuard, quota_id  # noqa: E402
-from stacks.constructs.trainer_identity import RESIZE_PERMISSIONS, TrainerIdentity  # noqa: E402
+from stacks.constructs.artifact_bucket import CHECKPOINT_SUFFIXES, ArtifactBucket
+from stacks.constructs.ci_identities import CiIdentities
+from stacks.constructs.container_registry import ContainerRegistry
+from stacks.constructs.github_federation import GithubFederation
+from stacks.constructs.gpu_instance_group import GpuInstanceGroup
+from stacks.constructs.project_services import APIS, ProjectServices
+from stacks.constructs.quota_guard import QuotaGuard, quota_id
+from stacks.constructs.trainer_identity import RESIZE_PERMISSIONS, TrainerIdentity
 
 PRIMITIVE = {"roles/owner", "roles/editor", "roles/viewer"}
 
 
 def synth(build) -> tuple[str, dict]:
     """Synthesize `build(stack)` inside a bare stack; return the JSON text and the parsed document."""
-    stack = TerraformStack(cdktf.Testing.app(), "t")
+    stack = TerraformStack(cdk.Testing.app(), "t")
     GoogleProvider(stack, "google", project="p1", region="europe-west4")
     build(stack)
-    text = cdktf.Testing.synth(stack)
+    text = cdk.Testing.synth(stack)
     return text, json.loads(text)
 
 
@@ -57,7 +57,7 @@ def test_project_services_enable_every_api_and_never_disable_them():
 
 def test_artifact_bucket_is_private_versioned_and_expires_old_versions_and_checkpoints():
     text, doc = synth(lambda s: ArtifactBucket(s, "artifacts", project="p1", name="b1", location="EUROPE-WEST4"))
-    assert cdktf.Testing.to_have_resource_with_properties(text, "google_storage_bucket", {
+    assert cdk.Testing.to_have_resource_with_properties(text, "google_storage_bucket", {
         "name": "b1", "uniform_bucket_level_access": True, "public_access_prevention": "enforced",
         "versioning": {"enabled": True}})
     main = next(b for b in resources(doc, "google_storage_bucket") if b["name"] == "b1")

@@ -96,3 +96,19 @@ def test_cdktf_cli_synth_matches_trainctl_synth(synthesized, tmp_path):
     assert out.returncode == 0, out.stdout + out.stderr
     for name in names:
         assert stack_json(root, "cdk-cli-out", name) == stack_json(root, "out1", name)
+
+
+def test_local_synth_never_loads_the_google_provider(tmp_path):
+    """The google provider's assembly costs ~10 s to load: the local target must not pay it."""
+    import sys
+
+    root = make_project(tmp_path / "proj")
+    code = ("import sys\nfrom stacks.app import synth\nfrom stacks.project import Project\n"
+            "from pathlib import Path\nproject = Project(Path.cwd())\nsynth(project.load('local'), project, project.root / 'out')\n"
+            "from stacks.cdk import GOOGLE_PACKAGE, KIND\n"
+            "print(KIND, sorted(m for m in sys.modules if m.startswith(GOOGLE_PACKAGE) or m == 'stacks.cdk_google'))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    kind, loaded = done.stdout.split(" ", 1)
+    assert kind in ("cdktf", "cdktn") and loaded.strip() == "[]"
+    assert (root / "out" / "stacks" / "train-fr" / "cdk.tf.json").is_file()

@@ -1,9 +1,8 @@
 """ArtifactBucket: the environment's bucket (data, base LMs, runs) and its access-log bucket."""
 from __future__ import annotations
 
-from cdktf import ITerraformDependable
-from cdktf_cdktf_provider_google.storage_bucket import StorageBucket, StorageBucketLifecycleRule
-from cdktf_cdktf_provider_google.storage_bucket_iam_member import StorageBucketIamMember
+from stacks.cdk import ITerraformDependable
+from stacks.cdk_google import StorageBucket, StorageBucketLifecycleRule, StorageBucketIamMember
 from constructs import Construct
 
 # The trainer names every checkpoint object `*.ckpt.<ext>` (trainer/callbacks.py, pipeline.py).

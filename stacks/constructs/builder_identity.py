@@ -1,13 +1,10 @@
 """BuilderIdentity: the service account Cloud Build runs trainer image builds as."""
 from __future__ import annotations
 
-from cdktf import ITerraformDependable
-from cdktf_cdktf_provider_google.artifact_registry_repository import ArtifactRegistryRepository
-from cdktf_cdktf_provider_google.artifact_registry_repository_iam_member import ArtifactRegistryRepositoryIamMember
-from cdktf_cdktf_provider_google.project_iam_member import ProjectIamMember
-from cdktf_cdktf_provider_google.service_account import ServiceAccount
-from cdktf_cdktf_provider_google.storage_bucket import StorageBucket
-from cdktf_cdktf_provider_google.storage_bucket_iam_member import StorageBucketIamMember
+from stacks.cdk import ITerraformDependable
+from stacks.cdk_google import (
+    ArtifactRegistryRepository, ArtifactRegistryRepositoryIamMember, ProjectIamMember, ServiceAccount,
+    StorageBucket, StorageBucketIamMember)
 from constructs import Construct
 
 from stacks.constructs.artifact_bucket import BUILD_SOURCES

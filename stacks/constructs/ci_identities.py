@@ -1,13 +1,10 @@
 """CiIdentities: the service accounts GitHub Actions impersonates to plan and to deploy."""
 from __future__ import annotations
 
-from cdktf import ITerraformDependable
-from cdktf_cdktf_provider_google.project_iam_custom_role import ProjectIamCustomRole
-from cdktf_cdktf_provider_google.project_iam_member import ProjectIamMember
-from cdktf_cdktf_provider_google.service_account import ServiceAccount
-from cdktf_cdktf_provider_google.service_account_iam_member import ServiceAccountIamMember
-from cdktf_cdktf_provider_google.storage_bucket import StorageBucket
-from cdktf_cdktf_provider_google.storage_bucket_iam_member import StorageBucketIamMember
+from stacks.cdk import ITerraformDependable
+from stacks.cdk_google import (
+    ProjectIamCustomRole, ProjectIamMember, ServiceAccount, ServiceAccountIamMember, StorageBucket,
+    StorageBucketIamMember)
 from constructs import Construct
 
 from stacks.naming import DEPLOYER_SA, PLANNER_SA

@@ -1,8 +1,8 @@
 """ContainerRegistry: the Artifact Registry Docker repository that holds trainer images."""
 from __future__ import annotations
 
-from cdktf import ITerraformDependable
-from cdktf_cdktf_provider_google.artifact_registry_repository import (
+from stacks.cdk import ITerraformDependable
+from stacks.cdk_google import (
     ArtifactRegistryRepository, ArtifactRegistryRepositoryCleanupPolicies as Policy)
 from constructs import Construct
 

@@ -1,11 +1,9 @@
 """GithubFederation: lets one GitHub repository's Actions act as the CI accounts, keyless."""
 from __future__ import annotations
 
-from cdktf import ITerraformDependable
-from cdktf_cdktf_provider_google.iam_workload_identity_pool import IamWorkloadIdentityPool
-from cdktf_cdktf_provider_google.iam_workload_identity_pool_provider import IamWorkloadIdentityPoolProvider
-from cdktf_cdktf_provider_google.service_account import ServiceAccount
-from cdktf_cdktf_provider_google.service_account_iam_member import ServiceAccountIamMember
+from stacks.cdk import ITerraformDependable
+from stacks.cdk_google import (
+    IamWorkloadIdentityPool, IamWorkloadIdentityPoolProvider, ServiceAccount, ServiceAccountIamMember)
 from constructs import Construct
 
 from stacks.naming import WIF_POOL, WIF_PROVIDER

@@ -1,13 +1,10 @@
 """GpuInstanceGroup: a Spot GPU instance template and the zonal managed group that runs it."""
 from __future__ import annotations
 
-from cdktf_cdktf_provider_google.compute_instance_group_manager import (
-    ComputeInstanceGroupManager, ComputeInstanceGroupManagerVersion)
-from cdktf_cdktf_provider_google.compute_instance_template import (
-    ComputeInstanceTemplate, ComputeInstanceTemplateDisk, ComputeInstanceTemplateGuestAccelerator,
-    ComputeInstanceTemplateNetworkInterface)
-from cdktf_cdktf_provider_google.compute_per_instance_config import ComputePerInstanceConfig
-from cdktf_cdktf_provider_google.compute_resource_policy import ComputeResourcePolicy
+from stacks.cdk_google import (
+    ComputeInstanceGroupManager, ComputeInstanceGroupManagerVersion, ComputeInstanceTemplate,
+    ComputeInstanceTemplateDisk, ComputeInstanceTemplateGuestAccelerator, ComputeInstanceTemplateNetworkInterface,
+    ComputePerInstanceConfig, ComputeResourcePolicy)
 from constructs import Construct
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from cdktf import LocalExecProvisioner
+from stacks.cdk import LocalExecProvisioner
 from constructs import Construct
 
 from stacks.constructs.run_identity import RunIdentity

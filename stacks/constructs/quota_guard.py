@@ -6,8 +6,8 @@ Cloud Quotas reports limits, not usage: the guard catches "this project has no
 """
 from __future__ import annotations
 
-from cdktf import TerraformLocal
-from cdktf_cdktf_provider_google.data_google_cloud_quotas_quota_info import DataGoogleCloudQuotasQuotaInfo
+from stacks.cdk import TerraformLocal
+from stacks.cdk_google import DataGoogleCloudQuotasQuotaInfo
 from constructs import Construct
 
 from stacks.gcp.quota import quota_id

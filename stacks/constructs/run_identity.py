@@ -1,7 +1,7 @@
 """RunIdentity: the run id, fixed once per apply so every resource sees the same value."""
 from __future__ import annotations
 
-from cdktf import DataResource, LocalExecProvisioner, TerraformResourceLifecycle
+from stacks.cdk import DataResource, LocalExecProvisioner, TerraformResourceLifecycle
 from constructs import Construct
 
 

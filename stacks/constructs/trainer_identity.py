@@ -1,14 +1,10 @@
 """TrainerIdentity: the service account the training VMs run as, and nothing more than it needs."""
 from __future__ import annotations
 
-from cdktf import ITerraformDependable
-from cdktf_cdktf_provider_google.artifact_registry_repository import ArtifactRegistryRepository
-from cdktf_cdktf_provider_google.artifact_registry_repository_iam_member import ArtifactRegistryRepositoryIamMember
-from cdktf_cdktf_provider_google.project_iam_custom_role import ProjectIamCustomRole
-from cdktf_cdktf_provider_google.project_iam_member import ProjectIamMember
-from cdktf_cdktf_provider_google.service_account import ServiceAccount
-from cdktf_cdktf_provider_google.storage_bucket import StorageBucket
-from cdktf_cdktf_provider_google.storage_bucket_iam_member import StorageBucketIamMember
+from stacks.cdk import ITerraformDependable
+from stacks.cdk_google import (
+    ArtifactRegistryRepository, ArtifactRegistryRepositoryIamMember, ProjectIamCustomRole, ProjectIamMember,
+    ServiceAccount, StorageBucket, StorageBucketIamMember)
 from constructs import Construct
 
 from stacks.naming import RESIZER_ROLE, TRAINER_SA

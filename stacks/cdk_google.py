@@ -1,0 +1,40 @@
+"""The google provider classes the stacks use, from the provider package of stacks.cdk.KIND
+(cdktf-cdktf-provider-google or cdktn-provider-google: same submodules, same classes)."""
+from __future__ import annotations
+
+import importlib
+
+from stacks.cdk import GOOGLE_PACKAGE
+
+
+def _module(name: str):
+    return importlib.import_module(f"{GOOGLE_PACKAGE}.{name}")
+
+
+_registry = _module("artifact_registry_repository")
+ArtifactRegistryRepository = _registry.ArtifactRegistryRepository
+ArtifactRegistryRepositoryCleanupPolicies = _registry.ArtifactRegistryRepositoryCleanupPolicies
+ArtifactRegistryRepositoryIamMember = _module("artifact_registry_repository_iam_member").ArtifactRegistryRepositoryIamMember
+_group = _module("compute_instance_group_manager")
+ComputeInstanceGroupManager = _group.ComputeInstanceGroupManager
+ComputeInstanceGroupManagerVersion = _group.ComputeInstanceGroupManagerVersion
+_template = _module("compute_instance_template")
+ComputeInstanceTemplate = _template.ComputeInstanceTemplate
+ComputeInstanceTemplateDisk = _template.ComputeInstanceTemplateDisk
+ComputeInstanceTemplateGuestAccelerator = _template.ComputeInstanceTemplateGuestAccelerator
+ComputeInstanceTemplateNetworkInterface = _template.ComputeInstanceTemplateNetworkInterface
+ComputePerInstanceConfig = _module("compute_per_instance_config").ComputePerInstanceConfig
+ComputeResourcePolicy = _module("compute_resource_policy").ComputeResourcePolicy
+DataGoogleCloudQuotasQuotaInfo = _module("data_google_cloud_quotas_quota_info").DataGoogleCloudQuotasQuotaInfo
+IamWorkloadIdentityPool = _module("iam_workload_identity_pool").IamWorkloadIdentityPool
+IamWorkloadIdentityPoolProvider = _module("iam_workload_identity_pool_provider").IamWorkloadIdentityPoolProvider
+ProjectIamCustomRole = _module("project_iam_custom_role").ProjectIamCustomRole
+ProjectIamMember = _module("project_iam_member").ProjectIamMember
+ProjectService = _module("project_service").ProjectService
+GoogleProvider = _module("provider").GoogleProvider
+ServiceAccount = _module("service_account").ServiceAccount
+ServiceAccountIamMember = _module("service_account_iam_member").ServiceAccountIamMember
+_bucket = _module("storage_bucket")
+StorageBucket = _bucket.StorageBucket
+StorageBucketLifecycleRule = _bucket.StorageBucketLifecycleRule
+StorageBucketIamMember = _module("storage_bucket_iam_member").StorageBucketIamMember
