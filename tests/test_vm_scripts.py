@@ -160,8 +160,10 @@ def test_agent_exit_0_leaves_the_group_to_the_agent(host):
 
 
 def test_agent_exit_143_is_a_preemption(host):
+    from trainer.errors import TrainerExit
+
     h = host()
-    result = h.run(STARTUP, FAKE_RUN_CODE="143")
+    result = h.run(STARTUP, FAKE_RUN_CODE=str(int(TrainerExit.INTERRUPTED)))
     assert result.returncode == 0, result.stdout + result.stderr
     assert h.resizes() == [] and "preemption" in result.stdout
 

@@ -1,5 +1,8 @@
-"""Errors the trainer raises for bad input; trainctl maps them to exit status 2."""
+"""Errors the trainer raises for bad input (trainctl maps them to exit status 2), and the exit codes
+of trainer processes."""
 from __future__ import annotations
+
+import enum
 
 
 class DataError(Exception):
@@ -13,3 +16,14 @@ class DataError(Exception):
 
 class RunExistsError(DataError):
     """A finished run already owns this run id: never overwrite it."""
+
+
+class TrainerExit(enum.IntEnum):
+    """How trainer processes end: the launchers (local supervisor, VM agent, startup.sh) act on it."""
+
+    SUCCEEDED = 0
+    FAILED = 1  # the run ended FAILED (its status says why)
+    BAD_INPUT = 2  # arguments or data refused; never restarted
+    AGENT_ERROR = 70  # EX_SOFTWARE: the VM agent itself failed; startup.sh stops the group
+    DEADLINE = 124  # max_run_hours passed (timeout(1)'s code)
+    INTERRUPTED = 143  # 128 + SIGTERM: checkpoint saved, the launcher resumes the same run id

@@ -34,7 +34,7 @@ from trainer.checkpoints import Checkpoint, CheckpointStore, Position
 from trainer.data import corpus_keys, load_labelled
 from trainer.fitting import StagedFit, stage_name
 from trainer.splits import make_splits
-from trainer.errors import DataError, RunExistsError
+from trainer.errors import DataError, RunExistsError, TrainerExit
 from trainer.runlog import QuietLog, RunLog
 from trainer.runs import RunStatus, mark_failed, read_status, run_key
 from trainer.storage import open_bucket
@@ -51,7 +51,6 @@ from trainer.text.tokenizers import SPACY, TokenizerSpec, spacy_spec
 from trainer.text.tokens import TokenIds, build_vocab, remap
 
 INLINE_VALID_PCT = 0.1  # of an inline base LM's texts held out for its validation loss
-EXIT_INTERRUPTED = 143  # the launchers (local supervisor, VM agent) resume the run after this
 
 
 class Run(StagedFit):
@@ -339,7 +338,7 @@ def run_training(args) -> int:
         err = RunExistsError(f"run {args.run_id} already ended ({status.state}); its files are kept as they are",
                              hint="start a new run id")
         print(f"error: {err.message}\n  {err.hint}", flush=True)
-        return 2
+        return TrainerExit.BAD_INPUT
     preemption = Preemption(ctx)
     preemption.install()
     started = time.time()
@@ -365,26 +364,26 @@ def run_training(args) -> int:
             log.line(f"SUCCEEDED in {time.time() - started:.0f}s")
             log.flush()
         D.barrier(ctx)  # ranks leave together: one that exits early reads as a failure to torchrun
-        return 0
+        return TrainerExit.SUCCEEDED
     except Interrupted:
         log.line("interrupted (SIGTERM): checkpoint saved; the same run id resumes from it")
         log.update(stage="interrupted", progress=None)
-        return EXIT_INTERRUPTED
+        return TrainerExit.INTERRUPTED
     except DataError as exc:
         log.failed(exc.message + (f" ({exc.hint})" if exc.hint else ""))
-        return 2
+        return TrainerExit.BAD_INPUT
     except Exception as exc:  # the run must end with a status, whatever happened
         if D.is_peer_error(exc):
             log.line(f"a peer process stopped ({str(exc).splitlines()[0][:200]}); "
                      "resuming from the last complete checkpoint")
             log.update(stage="interrupted", progress=None)
-            return EXIT_INTERRUPTED
+            return TrainerExit.INTERRUPTED
         traceback.print_exc()
         if ctx.main:
             log.failed(f"{type(exc).__name__}: {exc}")
         else:  # rank 0 would only see a lost peer: record the real error
             mark_failed(bucket, args.lang, args.run_id, args.env, f"rank {ctx.rank}: {type(exc).__name__}: {exc}")
-        return 1
+        return TrainerExit.FAILED
     finally:
         D.shutdown(ctx)
         if run is not None and run.scratch is not None:

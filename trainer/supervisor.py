@@ -25,6 +25,8 @@ import sys
 import time
 from pathlib import Path
 
+from trainer.errors import TrainerExit
+
 PID_FILE, OUT_FILE, EXIT_FILE, CANCEL_FILE = "supervisor.pid", "trainer.out", "exit_code", "cancelled"
 TRAINER_PID_FILE = "trainer.pid"  # the current launch (python -m trainer, or torchrun and its ranks)
 GRACE_S = 25  # Spot VMs get ~30 s notice; the local target keeps the same budget.
@@ -106,11 +108,11 @@ def interrupted(code: int, status, *, processes: int) -> bool:
     """Would the instance group resume this run? An interruption, not a data or code failure."""
     if status is not None and status.terminal:
         return False  # the trainer (or a rank) recorded how the run ended
-    if code in (0, 2):  # 0 without a final status is a bug; 2 = bad arguments before any status
+    if code in (TrainerExit.SUCCEEDED, TrainerExit.BAD_INPUT):  # without a final status: a bug / bad arguments
         return False
     # One process: 1 is an unhandled error. Under torchrun, 1 is any worker's failure: a rank
     # that failed for real wrote FAILED (above), so what is left is a rank lost to a signal.
-    return code != 1 or processes > 1
+    return code != TrainerExit.FAILED or processes > 1
 
 
 def _launch(state_dir: Path, trainer_args: list[str], processes: int) -> subprocess.Popen:

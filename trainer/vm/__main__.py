@@ -18,9 +18,10 @@ import shlex
 import sys
 import traceback
 
+from trainer.errors import TrainerExit
 from trainer.vm import log
 
-EXIT_AGENT_ERROR = 70  # EX_SOFTWARE: startup.sh then stops the group itself
+EXIT_AGENT_ERROR = TrainerExit.AGENT_ERROR  # startup.sh then stops the group itself
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -31,6 +31,7 @@ import time
 from dataclasses import dataclass, replace
 from datetime import datetime
 
+from trainer.errors import TrainerExit
 from trainer.runs import FAILED, SUCCEEDED, RunStatus, mark_failed, read_status, run_key
 from trainer.storage import open_bucket
 from trainer.supervisor import GRACE_S
@@ -39,7 +40,7 @@ from trainer.vm.group import stop_group
 from trainer.vm.metadata import MetadataClient, MetadataError
 from trainer.vm.spec import JOIN_TIMEOUT_S, VmSpec, build_command, command_env, node_rank
 
-EXIT_SIGNALLED, EXIT_DEADLINE = 143, 124
+EXIT_SIGNALLED, EXIT_DEADLINE = TrainerExit.INTERRUPTED, TrainerExit.DEADLINE
 INTERRUPTED = "interrupted"  # the trainer's stage after SIGTERM: checkpoint saved, resumable
 # Rank 0 may live on another node and still be saving when torchrun here gives up.
 SETTLE_S = 40
@@ -235,9 +236,9 @@ def exit_code(outcome: Outcome, status: RunStatus) -> int:
     """The agent's exit code once the run has a final status (see the module docstring)."""
     if outcome.timed_out and status.state == FAILED:
         return EXIT_DEADLINE
-    if outcome.code == 0 and status.state != SUCCEEDED:
-        return 1
-    return 1 if outcome.code == EXIT_SIGNALLED else outcome.code
+    if outcome.code == TrainerExit.SUCCEEDED and status.state != SUCCEEDED:
+        return TrainerExit.FAILED
+    return TrainerExit.FAILED if outcome.code == EXIT_SIGNALLED else outcome.code
 
 
 def going_away(md: MetadataClient) -> str | None:
