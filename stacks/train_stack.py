@@ -1,7 +1,6 @@
 """`train-<lang>`: the infrastructure of one language's training run."""
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,6 +80,7 @@ class TrainStack(TerraformStack):
     def _gcp(self, config: EnvConfig, lang: str, gcp: GcpPlacement) -> None:
         from stacks.cdk import GcsBackend
         from stacks.cdk_google import GoogleProvider
+        from trainer.vm.spec import VmSpec
 
         from stacks.constructs.gpu_instance_group import GpuInstanceGroup
         from stacks.constructs.quota_guard import QuotaGuard
@@ -104,15 +104,12 @@ class TrainStack(TerraformStack):
             # Deep Learning VM images install (or verify) the NVIDIA driver at first boot only when asked;
             # on Container-Optimized OS the start-up script installs this version (cos-extensions).
             "install-nvidia-driver": "True",
-            **({"trainstack-gpu-driver": s.gpu_driver} if installs_driver_at_boot(boot_image) else {}),
-            "trainstack-image": gcp.image, "trainstack-run-id": run_id,
-            "trainstack-args": json.dumps(trainer_args(config, lang)),
-            "trainstack-lang": lang, "trainstack-env": config.env, "trainstack-bucket": config.bucket,
-            "trainstack-nodes": str(s.nodes), "trainstack-gpus-per-node": str(s.gpu.count),
-            "trainstack-shm-size": s.shm_size, "trainstack-docker-flags": json.dumps(s.docker_flags),
-            "trainstack-max-run-hours": f"{s.max_run_hours:g}", "trainstack-max-restarts": str(s.max_restarts),
-            "trainstack-project": config.project, "trainstack-zone": gcp.zone, "trainstack-mig": name,
-            "trainstack-base-name": name,
+            **VmSpec(
+                run_id=run_id, lang=lang, env=config.env, bucket=config.bucket, args=trainer_args(config, lang),
+                nodes=s.nodes, gpus_per_node=s.gpu.count, max_run_hours=s.max_run_hours, project=config.project,
+                zone=gcp.zone, mig=name, base_name=name, max_restarts=s.max_restarts, image=gcp.image,
+                shm_size=s.shm_size, docker_flags=tuple(s.docker_flags),
+                gpu_driver=s.gpu_driver if installs_driver_at_boot(boot_image) else None).to_metadata(),
         }
         self.vms = GpuInstanceGroup(
             self, "vms", project=config.project, name=name, zone=gcp.zone, machine_type=s.machine_type,

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from stacks.app import VM_SCRIPTS
 from stacks.cli.main import app
-from tests.conftest import make_project
+from tests.conftest import REPO, make_project
 
 runner = CliRunner()
 CI_SETS = ["ci.github_repository=acme/trainstack", "ci.github_repository_id=101", "ci.github_repository_owner_id=202"]
@@ -160,3 +160,25 @@ def test_cdktf_app_without_ci_settings_leaves_the_foundation_out_and_maps_errors
     done = subprocess.run([sys.executable, "-m", "stacks.app"], cwd=root, env=env, capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 2 and "Traceback" not in done.stderr and done.stderr.startswith("error: ")
+
+
+def test_vm_metadata_round_trips_through_synth(synthesized):
+    """What the stack writes is what the VM reads: VmSpec from the synthesized template's metadata."""
+    from trainer.vm.metadata import MetadataClient
+    from trainer.vm.spec import VmSpec
+
+    _, stacks, _ = synthesized
+    for lang, nodes in (("fr", 1), ("en", 2)):
+        written = resources(stacks[f"train-{lang}"], "google_compute_instance_template")[0]["metadata"]
+
+        class SynthesizedMetadata(MetadataClient):  # the metadata server, answering from the template
+            def get(self, path: str) -> str | None:
+                return written.get(path.removeprefix("instance/attributes/"))
+
+        spec = VmSpec.from_metadata(SynthesizedMetadata(root="http://unused/"))
+        assert (spec.lang, spec.env, spec.nodes, spec.project, spec.mig) == (lang, "dev", nodes, "p1", f"dev-train-{lang}")
+        assert spec.args[:2] == ["--lang", lang] and spec.image and spec.docker_flags == ()
+        assert spec.to_metadata() == {k: v for k, v in written.items() if k.startswith("trainstack-")}
+    # startup.sh reads only attributes the stack writes
+    read = set(re.findall(r"\bmd (trainstack-[a-z-]+)", (REPO / "images/trainer/startup.sh").read_text()))
+    assert read and read <= set(spec.to_metadata()) | {"trainstack-gpu-driver"}

@@ -39,6 +39,25 @@ class VmSpec:
     mig: str
     base_name: str
     max_restarts: int = DEFAULT_MAX_RESTARTS
+    # read by startup.sh before the agent runs (the agent keeps them for the boot record)
+    image: str = ""
+    shm_size: str = ""
+    docker_flags: tuple[str, ...] = ()
+    gpu_driver: str | None = None  # COS images: the version startup.sh installs
+
+    def to_metadata(self) -> dict[str, str]:
+        """The trainstack-* instance attributes: what the train stack writes and this VM reads."""
+        return {
+            **({"trainstack-gpu-driver": self.gpu_driver} if self.gpu_driver else {}),
+            "trainstack-image": self.image, "trainstack-run-id": self.run_id,
+            "trainstack-args": json.dumps(list(self.args)),
+            "trainstack-lang": self.lang, "trainstack-env": self.env, "trainstack-bucket": self.bucket,
+            "trainstack-nodes": str(self.nodes), "trainstack-gpus-per-node": str(self.gpus_per_node),
+            "trainstack-shm-size": self.shm_size, "trainstack-docker-flags": json.dumps(list(self.docker_flags)),
+            "trainstack-max-run-hours": f"{self.max_run_hours:g}", "trainstack-max-restarts": str(self.max_restarts),
+            "trainstack-project": self.project, "trainstack-zone": self.zone, "trainstack-mig": self.mig,
+            "trainstack-base-name": self.base_name,
+        }
 
     @classmethod
     def from_metadata(cls, md: MetadataClient) -> "VmSpec":
@@ -49,10 +68,12 @@ class VmSpec:
             gpus = int(md.attribute("trainstack-gpus-per-node", "1"))
             hours = float(md.require("trainstack-max-run-hours"))
             restarts = int(md.attribute("trainstack-max-restarts", str(DEFAULT_MAX_RESTARTS)))
+            flags = json.loads(md.attribute("trainstack-docker-flags") or "[]")
         except ValueError as exc:
             raise MetadataError(f"malformed trainstack-* metadata: {exc}") from exc
-        if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
-            raise MetadataError("trainstack-args must be a JSON list of strings")
+        for key, value in (("args", args), ("docker-flags", flags)):
+            if not isinstance(value, list) or not all(isinstance(a, str) for a in value):
+                raise MetadataError(f"trainstack-{key} must be a JSON list of strings")
         if nodes < 1 or gpus < 1 or hours <= 0 or restarts < 0:
             raise MetadataError(f"nodes={nodes}, gpus-per-node={gpus}, max-run-hours={hours:g} must be positive "
                                 f"and max-restarts={restarts} not negative")
@@ -62,6 +83,8 @@ class VmSpec:
             nodes=nodes, gpus_per_node=gpus, max_run_hours=hours, project=md.require("trainstack-project"),
             zone=md.require("trainstack-zone"), mig=md.require("trainstack-mig"),
             base_name=(md.attribute("trainstack-base-name") or "").strip(), max_restarts=restarts,
+            image=md.attribute("trainstack-image") or "", shm_size=md.attribute("trainstack-shm-size") or "",
+            docker_flags=tuple(flags), gpu_driver=md.attribute("trainstack-gpu-driver"),
         )
 
     def started_at(self) -> float:
