@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from stacks.config.models import EnvConfig
 from stacks.errors import InfraError
 from stacks.gcp import api
+from stacks.gcp.checks import Check
 from stacks.naming import DEPLOYER_SA, FOUNDATION, PLANNER_SA, TRAINER_SA, group_name, sa_email, state_prefix
 from stacks.project import stack_name
 
@@ -117,9 +118,8 @@ def deployer_probes(config: EnvConfig, lang: str) -> list[Probe]:
 
 
 def troubleshoot(session, base: str | None, body: dict) -> str:
-    
     resp = api.call(session, "POST", f"{base or API}/v3/iam:troubleshoot", "cannot ask Policy Troubleshooter",
-                 json=body)
+                    json=body)
     if resp.status_code != 200:
         raise InfraError(f"Policy Troubleshooter answered HTTP {resp.status_code}: {api.api_message(resp)}",
                          hint="enable policytroubleshooter.googleapis.com; you need Security Reviewer "
@@ -131,8 +131,6 @@ def troubleshoot(session, base: str | None, body: dict) -> str:
 
 def _evaluate(who: str, principal: str, probes_: list[Probe], missing_fix: str, extra_fix: str) -> list:
     """One Check per probe: the access each probe expects, as Policy Troubleshooter evaluates it."""
-    from stacks.gcp.doctor import Check
-    
     session, base = api.session(ENDPOINT_ENV)
     checks = []
     for probe in probes_:
@@ -161,7 +159,6 @@ def check_trainer_access(config: EnvConfig, lang: str) -> list:
 
 def check_ci_access(config: EnvConfig, lang: str) -> list:
     """The planner reads only; the deployer holds its custom role's rights on its env, nothing beyond."""
-    from stacks.gcp.doctor import Check
 
     if not config.ci.github_repository:
         return [Check(f"CI accounts ({lang})", True, "not checked: ci.github_repository is unset (no CI identities)")]

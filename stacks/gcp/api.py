@@ -7,6 +7,7 @@ Google libraries are imported inside functions (`trainctl --help` stays fast).
 from __future__ import annotations
 
 import os
+import re
 
 from stacks.errors import InfraError
 
@@ -52,3 +53,8 @@ def api_message(resp) -> str:
         return resp.json()["error"]["message"]
     except Exception:  # not a Google error body
         return resp.text[:300] or resp.reason
+
+
+def exception_message(exc) -> str:
+    """Google's own words in a client library's error, without the REST transport's "GET <url>: "."""
+    return re.sub(r"^[A-Z]+ \S+: ", "", str(getattr(exc, "message", exc)))

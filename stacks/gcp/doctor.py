@@ -12,13 +12,13 @@ point them at recorded responses.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable
 
 from stacks.config.gpus import boot_image_problem, default_boot_image, signed_driver
 from stacks.config.models import EnvConfig
 from stacks.errors import InfraError
 from stacks.gcp import api
+from stacks.gcp.checks import Check
 
 SERVICEUSAGE_ENDPOINT_ENV = "TRAINSTACK_SERVICEUSAGE_ENDPOINT"
 SERVICEUSAGE_API = "https://serviceusage.googleapis.com"
@@ -32,19 +32,8 @@ NOT_CHECKED = ("conditions on attributes other than the resource name (time, tag
                "account cannot read (Security Reviewer / Deny Reviewer on the organization)")
 
 
-@dataclass(frozen=True)
-class Check:
-    """One line of the report."""
-
-    name: str
-    ok: bool
-    detail: str
-    fix: str = ""
-
-
 def enabled_apis(project: str) -> set[str]:
     """Service names (compute.googleapis.com, ...) enabled on the project (Service Usage API)."""
-    
     session, base = api.session(SERVICEUSAGE_ENDPOINT_ENV)
     url = f"{base or SERVICEUSAGE_API}/v1/projects/{project}/services"
     names, token = set(), ""
@@ -149,11 +138,10 @@ def check_subnetwork(config: EnvConfig, region: str, subnetworks=None) -> Check:
 
 def effective_policy(project: str, constraint: str) -> dict:
     """The project's effective organisation policy for `constraint` (Resource Manager v1; a read)."""
-    
     session, base = api.session(RESOURCEMANAGER_ENDPOINT_ENV)
     url = f"{base or RESOURCEMANAGER_API}/v1/projects/{project}:getEffectiveOrgPolicy"
     resp = api.call(session, "POST", url, f"cannot read the organisation policy {constraint}",
-                 json={"constraint": f"constraints/{constraint}"})
+                    json={"constraint": f"constraints/{constraint}"})
     if resp.status_code != 200:
         raise InfraError(f"Resource Manager answered HTTP {resp.status_code} for {constraint}: {api.api_message(resp)}",
                          hint="you need roles/orgpolicy.policyViewer (or orgpolicy.policy.get) on the project")

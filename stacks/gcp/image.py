@@ -298,8 +298,8 @@ def submit_build(config: EnvConfig, root: Path = SOURCE_ROOT, *,
     session, base = api.session(CLOUDBUILD_ENDPOINT_ENV)
     builds = f"{base or CLOUDBUILD_API}/v1/projects/{config.project}/locations/{config.region}/builds"
     resp = api.call(session, "POST", builds, "cannot submit the Cloud Build build",
-                 json=build_request(root, ref, config.bucket_name, context.object, builder_account(config),
-                                    context.generation))
+                    json=build_request(root, ref, config.bucket_name, context.object, builder_account(config),
+                                       context.generation))
     if resp.status_code != 200:
         raise InfraError(f"Cloud Build refused the build (HTTP {resp.status_code}): {api.api_message(resp)}",
                          hint="enable cloudbuild.googleapis.com (foundation stack) and check that you have "

@@ -7,13 +7,13 @@ stay inside functions so `trainctl --help` never pays for them.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from urllib.parse import quote
 
 from stacks.config.gpus import GLOBAL_METRIC, GPU_TYPES, GpuType, region_of
 from stacks.config.models import EnvConfig
 from stacks.errors import ConfigError, InfraError, UnknownLanguageError
+from stacks.gcp import api
 # The same client factory the VM agent uses; ENDPOINT_ENV points it at a test server.
 from trainer.vm.group import ENDPOINT_ENV, compute_client_kwargs, compute_endpoint
 
@@ -121,18 +121,18 @@ class ComputeQuotas:
         except gexc.NotFound as exc:
             if none_if_missing:
                 return None
-            raise InfraError(f"reading {what}: {_api_message(exc)}",
+            raise InfraError(f"reading {what}: {api.exception_message(exc)}",
                              hint=f"check `project` ({project!r}) and that your account can see it") from exc
         except (gexc.Forbidden, gexc.PermissionDenied) as exc:
             text = f"{exc.message} {exc.errors} {exc.details}"
             if "accessNotConfigured" in text or "SERVICE_DISABLED" in text or "has not been used" in text:
                 raise InfraError(f"the Compute Engine API is not enabled in project {project}",
                                  hint=f"gcloud services enable compute.googleapis.com --project={project}") from exc
-            raise InfraError(f"permission denied reading {what}: {_api_message(exc)}",
+            raise InfraError(f"permission denied reading {what}: {api.exception_message(exc)}",
                              hint=f"grant roles/compute.viewer on project {project} to the account in use "
                                   "(or sign in as another: gcloud auth application-default login)") from exc
         except gexc.Unauthenticated as exc:
-            raise InfraError(f"Google rejected the credentials reading {what}: {_api_message(exc)}",
+            raise InfraError(f"Google rejected the credentials reading {what}: {api.exception_message(exc)}",
                              hint="gcloud auth application-default login") from exc
         except gexc.GoogleAPIError as exc:
             raise InfraError(f"Compute API error reading {what}: {exc}",
@@ -145,11 +145,6 @@ class ComputeQuotas:
             where = self.endpoint or compute_endpoint() or "compute.googleapis.com"
             raise InfraError(f"cannot reach the Compute API at {where} reading {what}: {type(exc).__name__}",
                              hint=f"check the network (and {ENDPOINT_ENV} if set), then retry") from exc
-
-
-def _api_message(exc) -> str:
-    """Google's own words, without the REST transport's "GET <url>: " prefix."""
-    return re.sub(r"^[A-Z]+ \S+: ", "", str(exc.message))
 
 
 def _call_options() -> dict:
