@@ -79,6 +79,24 @@ def test_config_show_error_exit_2(project):
     assert "Traceback" not in result.output
 
 
+@pytest.mark.parametrize("name", ["bs", "valid_pct", "lr", "precision", "base_lm"])
+def test_trainer_parameters_have_one_definition(name):
+    """The config model and the trainer's flags come from trainer.params: same default, same refusals."""
+    from stacks.config.models import TrainerSettings
+    from trainer.cli import build_parser
+    from trainer.params import PARAMS
+
+    assert set(PARAMS) == set(TrainerSettings.model_fields) - {"job"}
+    field = TrainerSettings.model_fields[name]
+    assert field.default == PARAMS[name].default and field.description == PARAMS[name].help
+    bad = {"bs": "0", "valid_pct": "1.0", "lr": "0", "precision": "fp8", "base_lm": "no spaces"}[name]
+    with pytest.raises(ValueError):
+        TrainerSettings(**{name: bad})
+    parser = build_parser()
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--lang", "fr", "--bucket", "file:///b", "--run-id", "r", f"--{name.replace('_', '-')}", bad])
+
+
 def test_trainer_run_settings_reach_the_trainer_and_bad_values_name_the_key(project):
     from stacks.train_stack import trainer_args
     from trainer.cli import build_parser

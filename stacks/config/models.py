@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
 
-from trainer.cli import DEFAULTS as D
+from trainer.params import PARAMS
 
 # Boot images: chosen per machine series from the GPU catalogue (stacks/config/gpus.py)
 # unless a language sets `boot_image`.
@@ -31,42 +31,23 @@ class DataSettings(StrictModel):
         "auto", description="auto: multi-label when a row has several labels (warned when under 1 % of rows)")
 
 
-class TrainerSettings(StrictModel):
-    """Hyper-parameters passed to `python -m trainer` (see `python -m trainer --help`)."""
+def _trainer_fields() -> dict:
+    """The fields of TrainerSettings from trainer.params: the trainer's flags, one definition."""
+    fields = {}
+    for name, p in PARAMS.items():
+        kind = Literal[p.choices] if p.choices else type(p.default)
+        fields[name] = (kind, Field(p.default, ge=p.ge, gt=p.gt, lt=p.lt, pattern=p.pattern, description=p.help))
+    return fields
 
-    # Defaults come from the trainer's own CLI, so the two can never disagree.
-    epochs_base_lm: int = Field(D["epochs_base_lm"], ge=0)
-    epochs_lm: int = Field(D["epochs_lm"], ge=0)
-    epochs_clf: int = Field(D["epochs_clf"], ge=1)
-    bs: int = Field(D["bs"], ge=1)
-    lr: float = Field(D["lr"], gt=0)
-    lr_lm: float = Field(D["lr_lm"], gt=0)
-    seq_len: int = Field(D["seq_len"], ge=8)
-    drop_mult: float = Field(D["drop_mult"], ge=0)
-    seed: int = D["seed"]
-    valid_pct: float = Field(D["valid_pct"], gt=0, lt=1)
-    emb_sz: int = Field(D["emb_sz"], ge=8)
-    n_hid: int = Field(D["n_hid"], ge=8)
-    n_layers: int = Field(D["n_layers"], ge=1)
-    max_vocab: int = Field(D["max_vocab"], ge=100)
-    min_freq: int = Field(D["min_freq"], ge=1)
-    precision: Literal["auto", "fp32", "bf16", "fp16"] = D["precision"]
-    deterministic: bool = D["deterministic"]
-    checkpoint_minutes: float = Field(D["checkpoint_minutes"], ge=0)
-    tokenizer: Literal["auto", "spacy", "sentencepiece"] = Field(
-        D["tokenizer"], description="auto: sentencepiece for ja, zh, th, ko, vi, ... (see trainer.text.languages)")
-    sp_vocab_size: int = Field(D["sp_vocab_size"], ge=100)
-    min_clf_steps: int = Field(D["min_clf_steps"], ge=0,
-                               description="small data: raise epochs_clf to take at least this many steps")
-    bidirectional: bool = Field(D["bidirectional"], description="also a backward LM + classifier; metrics.json "
-                                "reports the forward+backward ensemble next to the forward model")
-    progress_seconds: float = Field(D["progress_seconds"], ge=0)
-    max_lm_tokens: int = Field(D["max_lm_tokens"], ge=0, description="cap on a base-LM pretrain's tokens, all "
-                               "epochs together (0 = none, else at least 100,000); local: about an hour of 2 CPU cores")
+
+_TrainerParams = create_model("_TrainerParams", __base__=StrictModel, **_trainer_fields())
+
+
+class TrainerSettings(_TrainerParams):
+    """Hyper-parameters passed to `python -m trainer` (fields, defaults, bounds and help: trainer.params)."""
+
     job: Literal["classifier", "pretrain-lm"] = Field(
         "classifier", description="what a run of the stack does; `trainctl lm pretrain` sets pretrain-lm")
-    base_lm: str = Field(D["base_lm"], pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
-                         description="current | none | pretrain-inline | an lm id (trainctl lm list)")
 
     @model_validator(mode="after")
     def _token_cap_holds_batches(self) -> "TrainerSettings":

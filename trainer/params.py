@@ -1,0 +1,75 @@
+"""The trainer's hyper-parameters, defined once: `python -m trainer` flags (trainer.cli) and the
+`trainer:` block of envs/*.yaml (stacks.config.models.TrainerSettings) are both built from here."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Param:
+    """One hyper-parameter: its default, its help, and the values it may take."""
+
+    default: object
+    help: str
+    choices: tuple[str, ...] | None = None
+    ge: float | None = None
+    gt: float | None = None
+    lt: float | None = None
+    pattern: str | None = None
+
+    def problem(self, value) -> str | None:
+        """Why `value` is out of range, or None (the config model checks the same bounds)."""
+        if isinstance(value, str):
+            return None if self.pattern is None or re.fullmatch(self.pattern, value) else f"must match {self.pattern}"
+        if self.ge is not None and value < self.ge:
+            return f"must be >= {self.ge:g}"
+        if self.gt is not None and value <= self.gt:
+            return f"must be > {self.gt:g}"
+        if self.lt is not None and value >= self.lt:
+            return f"must be < {self.lt:g}"
+        return None
+
+
+PARAMS: dict[str, Param] = {
+    "epochs_base_lm": Param(10, "epochs of an inline base LM (--base-lm pretrain-inline)", ge=0),
+    "epochs_lm": Param(4, "epochs to fine-tune the LM on the task texts (first one frozen)", ge=0),
+    "epochs_clf": Param(6, "classifier epochs (gradual unfreezing: 1 per layer group, the rest unfrozen)", ge=1),
+    "bs": Param(64, "batch size", ge=1),
+    "lr": Param(2e-2, "classifier max learning rate", gt=0),
+    "lr_lm": Param(2e-2, "language-model max learning rate", gt=0),
+    "seq_len": Param(72, "BPTT length / classifier chunk length", ge=8),
+    "drop_mult": Param(0.5, "AWD-LSTM dropout multiplier", ge=0),
+    "seed": Param(42, "random seed (same seed + same data = same metrics on CPU)"),
+    "valid_pct": Param(0.2, "share of labelled rows held out for validation", gt=0, lt=1),
+    "emb_sz": Param(400, "embedding size (new base LM only)", ge=8),
+    "n_hid": Param(1152, "LSTM hidden size (new base LM only)", ge=8),
+    "n_layers": Param(3, "LSTM layers (new base LM only)", ge=1),
+    "max_vocab": Param(60000, "vocabulary cap", ge=100),
+    "min_freq": Param(2, "min token count for the vocabulary", ge=1),
+    "precision": Param("auto", "auto (bf16 where the GPU supports it, else fp16 with loss scaling; fp32 on CPU), "
+                               "fp32, bf16 or fp16", choices=("auto", "fp32", "bf16", "fp16")),
+    "deterministic": Param(False, "GPU: deterministic cuDNN kernels instead of autotuned ones (CPU runs are "
+                                  "always deterministic)"),
+    "checkpoint_minutes": Param(10.0, "also checkpoint inside an epoch after this many minutes (0 = at epoch "
+                                      "ends only)", ge=0),
+    "tokenizer": Param("auto", "spacy (words), sentencepiece (unigram subwords trained on the run's data), or "
+                               "auto: sentencepiece for languages without spaces between words or without a plain "
+                               "spaCy tokenizer (ja, zh, th, ko, vi, ...: trainer.text.languages)",
+                       choices=("auto", "spacy", "sentencepiece")),
+    "sp_vocab_size": Param(16000, "SentencePiece vocabulary size (smaller when the data cannot fill it)", ge=100),
+    "min_clf_steps": Param(400, "more classifier epochs on small data: at least this many optimizer steps (at most "
+                                "100 epochs; 0 = exactly epochs_clf)", ge=0),
+    "bidirectional": Param(False, "also train a backward LM and classifier (texts read right to left) and report "
+                                  "the forward+backward ensemble next to the forward model (ULMFiT; about twice "
+                                  "the training time)"),
+    "progress_seconds": Param(60.0, "inside an epoch, a progress line (batch, tokens/s, ETA) in log.txt and "
+                                    "status.json this often (0 = every batch)", ge=0),
+    "max_lm_tokens": Param(0, "the most tokens a base-LM pretrain trains on, all epochs together (0 = no cap, else "
+                              "at least 100,000): fewer epochs, and one epoch over a larger corpus reads a seeded "
+                              "sample of its texts", ge=0),
+    "base_lm": Param("current", "base LM to fine-tune from: current (<lang>/lm/CURRENT; none published: no base "
+                                "LM), an lm id, none, or pretrain-inline (CURRENT, else pretrain one on the corpus "
+                                "+ training rows and publish it)", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$"),
+}
+DEFAULTS = {name: p.default for name, p in PARAMS.items()}
