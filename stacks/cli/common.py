@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import sys
 import traceback
 from typing import Annotated
@@ -73,6 +74,11 @@ def mapped_errors(func):
             fail(f"unexpected {type(exc).__name__}: {exc}", "rerun with --debug for the traceback", ExitStatus.INFRA_ERROR)
 
     return wrapper
+
+
+def emit_json(data) -> None:
+    """--json output: indented, keys as the README documents them."""
+    typer.echo(json.dumps(data, indent=2))
 
 
 def load(env: str, sets: list[str] | None):

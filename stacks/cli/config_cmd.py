@@ -12,6 +12,10 @@ from stacks.cli.common import EnvOpt, SetOpt, load, mapped_errors
 app = typer.Typer(help="Inspect the effective configuration.", no_args_is_help=True)
 
 
+def register(root: typer.Typer) -> None:
+    root.add_typer(app, name="config")
+
+
 @app.command("show")
 @mapped_errors
 def show(env: EnvOpt = "local", sets: SetOpt = None,

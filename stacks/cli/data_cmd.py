@@ -24,6 +24,10 @@ def _unlabelled_suffix(name: str) -> str | None:
 app = typer.Typer(help="Stage data in the environment's bucket.", no_args_is_help=True)
 
 
+def register(root: typer.Typer) -> None:
+    root.add_typer(app, name="data")
+
+
 def _plan_uploads(lang: str, path: Path) -> list[tuple[Path, str]]:
     """(local file, bucket key) pairs: a train file, or a folder with train/valid/test files and corpus/."""
     if path.is_file():

@@ -9,6 +9,10 @@ from stacks.errors import ExitStatus
 app = typer.Typer(help="Build the trainer image (Cloud Build, Artifact Registry).", no_args_is_help=True)
 
 
+def register(root: typer.Typer) -> None:
+    root.add_typer(app, name="image")
+
+
 @app.command("build")
 @mapped_errors
 def build(env: EnvOpt = "local", sets: SetOpt = None):

@@ -13,15 +13,29 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from stacks.cli import lm_pretrain
-from stacks.cli.common import EnvOpt, LangArg, SetOpt, console, fail, load, mapped_errors
+from stacks.cli.common import EnvOpt, LangArg, SetOpt, console, emit_json, fail, load, mapped_errors
 from stacks.errors import ExitStatus
 
 app = typer.Typer(help="Base language models per language", no_args_is_help=True)
 JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON (stable keys, see the README)")]
 SMALL_NOTE = "small base LM: expect weak transfer"
 
-lm_pretrain.register(app)  # `lm pretrain`: a run with the training lifecycle, in its own module
+
+def register(root: typer.Typer) -> None:
+    root.add_typer(app, name="lm")
+
+
+@app.command("pretrain")
+@mapped_errors
+def pretrain(lang: LangArg, env: EnvOpt = "local", sets: SetOpt = None,
+             detach: Annotated[bool, typer.Option("--detach", help="return once the stack is applied")] = False):
+    """Pretrain a base LM on <lang>/data/corpus/ (GPU on gcp), publish <lang>/lm/<id>/ and point CURRENT at it.
+
+    Apply, follow, destroy as `trainctl train`; the run checkpoints and resumes the same way.
+    Epochs, arch and batch size come from trainer.epochs_base_lm, emb_sz/n_hid/n_layers, bs."""
+    from stacks.cli.run_view import run_job
+
+    run_job(lang, env, sets, detach, job="pretrain-lm")
 
 
 def _open(env: str, sets, lang: str):
@@ -108,7 +122,6 @@ def _row(lm, current: str | None) -> dict:
 def list_(lang: LangArg, env: EnvOpt = "local", sets: SetOpt = None, as_json: JsonOpt = False):
     """Published base LMs of a language (oldest first) and which one training runs use (CURRENT)."""
     from stacks.cli.report import print_table
-    from stacks.cli.runs_cmds import emit_json
     from trainer.lm import store
 
     _, _, bucket = _open(env, sets, lang)

@@ -5,23 +5,17 @@ from typing import Annotated
 
 import typer
 
-from stacks.cli import bootstrap_cmd, common, config_cmd, data_cmd, image_cmd, infra_cmds, quota_cmd, runs_cmds, train_cmd
-from stacks.cli import doctor_cmd, lm_cmd
+from stacks.cli import (bootstrap_cmd, common, config_cmd, data_cmd, doctor_cmd, image_cmd, infra_cmds, lm_cmd,
+                        quota_cmd, runs_cmds, train_cmd)
 
 app = typer.Typer(
     help="Train per-language text classifiers on infrastructure declared as CDKTF stacks.",
     no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False,
 )
-app.add_typer(config_cmd.app, name="config")
-app.add_typer(data_cmd.app, name="data")
-app.add_typer(image_cmd.app, name="image")
-app.add_typer(lm_cmd.app, name="lm")
-bootstrap_cmd.register(app)
-infra_cmds.register(app)
-quota_cmd.register(app)
-doctor_cmd.register(app)
-train_cmd.register(app)
-runs_cmds.register(app)
+# Every command module registers its commands (or its sub-app) the same way.
+for module in (config_cmd, data_cmd, image_cmd, lm_cmd, bootstrap_cmd, infra_cmds, quota_cmd, doctor_cmd, train_cmd,
+               runs_cmds):
+    module.register(app)
 
 
 @app.callback()

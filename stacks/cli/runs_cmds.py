@@ -13,7 +13,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from stacks.cli.common import EnvOpt, LangArg, SetOpt, console, load, mapped_errors
+from stacks.cli.common import EnvOpt, LangArg, SetOpt, console, emit_json, load, mapped_errors
 from stacks.errors import RunNotFoundError
 
 RunOpt = Annotated[str | None, typer.Option("--run", help="run id (default: the newest)")]
@@ -29,10 +29,6 @@ def register(app: typer.Typer) -> None:
     app.command("logs")(logs)
     app.add_typer(runs_app, name="runs")
     app.command("predict")(predict)
-
-
-def emit_json(data) -> None:
-    typer.echo(json.dumps(data, indent=2))
 
 
 def _pick_run(bucket, lang: str, run_id: str | None, *, succeeded: bool = False) -> str:

@@ -1,0 +1,135 @@
+"""One run of one language, start to end: preflight, cost estimate, apply, follow, destroy, cost record.
+
+`trainctl train` and `trainctl lm pretrain` call `run_language` and only render the RunOutcome;
+a Ctrl-C becomes RunInterrupted (exit 130) saying what is left and how to go on.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+from stacks import lifecycle as L
+from stacks.errors import ExitStatus, TrainstackError
+
+if TYPE_CHECKING:
+    from stacks.config.models import EnvConfig
+    from stacks.project import Project
+    from trainer.runs import RunStatus
+    from trainer.storage import Bucket
+
+
+class RunInterrupted(TrainstackError):
+    """Ctrl-C while applying (the stack may be partly applied) or following (the run goes on)."""
+
+    exit_status = ExitStatus.INTERRUPTED
+
+
+def resume_hint(lang: str, env: str) -> str:
+    return (f"follow it again: trainctl train {lang} --env {env}   (attaches, then tears down)\n"
+            f"  stop it and tear down: trainctl destroy {lang} --env {env}")
+
+
+@dataclass
+class RunOutcome:
+    """What happened to the run; `status` is None when the command detached after the apply."""
+
+    lang: str
+    env: str
+    job: str  # what was asked
+    run_id: str
+    stack: str
+    bucket: "Bucket"
+    status: "RunStatus | None"
+
+    @property
+    def run_url(self) -> str:
+        from trainer.runs import run_prefix
+
+        return self.bucket.url(run_prefix(self.lang, self.run_id))
+
+
+def with_job(project: "Project", config: "EnvConfig", env: str, sets, lang: str, job: str) -> "EnvConfig":
+    """The env's config with `languages.<lang>.trainer.job` set (an unconfigured language is refused first)."""
+    L.language_settings(config, lang)
+    if job == "classifier":
+        return config
+    return project.load(env, [*(sets or []), f"languages.{lang}.trainer.job={job}"])
+
+
+def report_preflight(config: "EnvConfig", lang: str, job: str, bucket: "Bucket", rep) -> None:
+    """The data (or corpus) check and, on gcp, the cost estimate: before anything is created or billed."""
+    settings = L.language_settings(config, lang)
+    if job == "classifier":
+        data = L.preflight_data(bucket, lang, settings)
+        for warning in data.warnings:
+            rep.warn(warning)
+        rep.info(f"data ok: {len(data.texts)} rows, labels {', '.join(data.label_names)}"
+                 + (" (multi-label)" if data.multi_label else ""))
+    else:
+        rep.info(L.preflight_corpus(bucket, lang, settings))
+    if config.target == "gcp":
+        from stacks.config.prices import estimate
+        from stacks.gcp.pricing import price_book
+
+        book = price_book(config, bucket, [settings.machine_type])
+        if book.warning:
+            rep.warn(f"prices from the {book.source}: {book.warning}")
+        rep.info(estimate(settings, config.region, book).line(settings.machine_type))
+
+
+def run_language(project: "Project", config: "EnvConfig", lang: str, *, job: str, detach: bool, rep,
+                 echo: Callable | None = None) -> RunOutcome:
+    """Apply the language's stack, follow its run to the end and destroy the stack (unless `detach`)."""
+    from trainer.runs import read_status
+
+    env, settings, bucket = config.env, L.language_settings(config, lang), L.bucket_of(config)
+    report_preflight(config, lang, job, bucket, rep)
+    handle = L.open_stack(project, config, lang, echo=echo, preflight=True, reporter=rep)
+    try:
+        run_id, attached = L.launch(handle, bucket, rep)
+    except KeyboardInterrupt:
+        raise RunInterrupted(f"interrupted while applying {handle.name}; the stack may be partly applied",
+                             hint=f"tear it down: trainctl destroy {lang} --env {env}") from None
+    if attached:
+        running = read_status(bucket, lang, run_id)
+        if running is not None and running.job != job:
+            rep.warn(f"run {run_id} of {lang} is a {running.job} run, already active: following it to its end "
+                     f"(one run per language at a time); start this one afterwards")
+    outcome = RunOutcome(lang, env, job, run_id, handle.name, bucket, None)
+    if detach:
+        rep.info(f"run {run_id} started: {outcome.run_url}")
+        rep.info(f"follow: trainctl logs {lang} --env {env} --follow · status: trainctl status {lang} --env {env}")
+        return outcome
+    if config.target == "gcp" and not attached:
+        from stacks.naming import group_name
+
+        zone = handle.placement.zone if handle.placement else config.zones[0]
+        rep.info(f"waiting for the VM (Spot capacity, boot, driver, image pull: usually 3-10 min); "
+                 f"watch it: gcloud compute instance-groups managed list-instances "
+                 f"{group_name(env, lang)} --zone {zone} --project {config.project}")
+    alive = L.local_launcher_alive(project, env, run_id) if config.target == "local" else None
+    try:
+        outcome.status = L.follow(bucket, lang, run_id, rep, launcher_alive=alive,
+                                  poll_s=1.0 if config.target == "local" else 5.0,
+                                  appear_timeout_s=L.STATUS_APPEAR_TIMEOUT_S[config.target],
+                                  give_up_at=L.give_up_time(run_id, settings.max_run_hours))
+    except KeyboardInterrupt:
+        raise RunInterrupted(f"stopped following run {run_id}; it keeps running",
+                             hint=resume_hint(lang, env)) from None
+    L.teardown(handle, run_id, rep)
+    record_cost(bucket, config, lang, run_id, rep)
+    return outcome
+
+
+def record_cost(bucket: "Bucket", config: "EnvConfig", lang: str, run_id: str, rep) -> None:
+    """metadata/cost.json: billed VM time (from the VM boot records) and the estimated cost."""
+    from stacks.runrecords import record_cost as write_cost
+
+    try:
+        cost = write_cost(bucket, config, lang, run_id)
+    except Exception as exc:  # bookkeeping must never turn a finished run into an error
+        rep.warn(f"could not record the run's cost: {exc}")
+        return
+    if config.target == "gcp":
+        est = "cost unknown" if cost["est_cost"] is None else f"about ${cost['est_cost']:.2f}"
+        rep.info(f"VM time {cost['billed_vm_s'] / 3600:.2f}h over {cost['vm_boots']} boot(s): {est}")
