@@ -1,4 +1,14 @@
-"""trainstack's CDKTF app, stacks, config and the trainctl CLI."""
+"""trainstack's operator side: the trainctl CLI, config, run lifecycle and the CDKTF stacks.
+
+Where things are:
+  cli/          trainctl: one module per command (group), each `register(app)`s itself; commands only render
+  config/       envs/*.yaml as typed models (models.py), the GPU catalogue (gpus.py), price books (prices.py)
+  runflow.py    one run start to end (preflight, estimate, apply, follow, destroy); lifecycle.py its steps
+  gcp/          Google Cloud: REST plumbing (api.py), quota, pricing, image build, doctor checks, access probes
+  app.py        the CDKTF app; train_stack.py / foundation_stack.py compose constructs/ (one per file)
+  cdk.py        the one import of the CDK (cdktf or cdktn); cdk_google.py the provider classes (gcp only)
+  plan_render/  the plan review (Markdown for pull requests)
+"""
 import os
 
 # Node 20 is what our users run; jsii's end-of-life banner would drown our output.
