@@ -1,8 +1,6 @@
 """`trainctl synth | plan | apply | destroy | gc`."""
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
@@ -10,6 +8,7 @@ import typer
 
 from stacks.cli.common import EnvOpt, LangArg, SetOpt, STATE, console, load, mapped_errors
 from stacks.cli.report import ConsoleReporter
+from stacks.plan_review import PLANFILE
 from stacks.errors import ConfigError, ExitStatus, TrainstackError
 
 
@@ -37,7 +36,10 @@ def synth(env: EnvOpt = "local", sets: SetOpt = None,
         console.print(f"{target / 'stacks' / name / 'cdk.tf.json'}")
 
 
-PLANFILE = "trainctl.tfplan"  # saved plan in the stack's synth folder (cdktf.out, git-ignored)
+def _show(stack: str, text: str) -> None:
+    """A stack's plan as Terraform prints it."""
+    console.print(f"[bold]{stack}[/]")
+    console.print(text, markup=False)
 ArtifactOpt = Annotated[str, typer.Option(
     help="where reviewers find the full plans; named where the Markdown cuts detail to fit a comment")]
 
@@ -83,8 +85,11 @@ def plan(files: Annotated[list[Path] | None, typer.Argument(
         markdown.write_text(render_markdown(plans, artifact=artifact))
         console.print(f"review written to {markdown}")
         return
-    results, first_error = _plan_stacks(env, sets, stack, json_out, preflight=preflight, lock=lock,
-                                        keep_going=bool(markdown or json_out))
+    from stacks.plan_review import plan_stacks
+
+    results, first_error = plan_stacks(env, sets, stack, json_out, preflight=preflight, lock=lock,
+                                       keep_going=bool(markdown or json_out), show=_show, reporter=ConsoleReporter(),
+                                       echo=console.print if STATE["debug"] else None)
     plans = [r.plan for r in results]
     if markdown:
         markdown.write_text(render_markdown(plans, artifact=artifact))
@@ -111,7 +116,8 @@ def apply(reviewed: Annotated[Path, typer.Option(
     """
     from stacks.naming import FOUNDATION
     from stacks.plan_render import plan_from_document
-    from stacks.plan_render.reviewed import differences, reviewed_document
+    from stacks.plan_render.reviewed import reviewed_document
+    from stacks.plan_review import plan_stacks, stale_stacks
 
     if stack == FOUNDATION:
         raise ConfigError("the foundation is applied by an operator, not by `trainctl apply`",
@@ -121,18 +127,10 @@ def apply(reviewed: Annotated[Path, typer.Option(
         if plan_from_document(doc, env=env, stack=FOUNDATION, source="review").has_changes:
             console.print(f"note: the reviewed plan also changes the foundation; an operator applies it "
                           f"(TRAINCTL_ENV={env} npx cdktf deploy foundation)")
-    results, _ = _plan_stacks(env, sets, stack, None, preflight=False, lock=True, keep_going=False,
-                              foundation=False)
-    stale = []
-    for r in results:
-        doc = reviewed_document(reviewed, env, r.plan.stack)
-        if doc is None:
-            if r.plan.has_changes:
-                stale.append(f"{r.plan.stack}: no reviewed plan in {reviewed}")
-            continue
-        diff = differences(doc, r.doc)
-        if diff:
-            stale.append(f"{r.plan.stack}: differs from the review at {', '.join(diff[:10])}")
+    results, _ = plan_stacks(env, sets, stack, None, preflight=False, lock=True, keep_going=False,
+                             foundation=False, show=_show, reporter=ConsoleReporter(),
+                             echo=console.print if STATE["debug"] else None)
+    stale = stale_stacks(results, reviewed, env)
     if stale:
         raise TrainstackError("the plan is no longer the reviewed one; nothing applied:\n  " + "\n  ".join(stale),
                               hint="review the new plan (a pull request, or the plan workflow on main), then rerun")
@@ -141,105 +139,6 @@ def apply(reviewed: Annotated[Path, typer.Option(
         console.print(f"applying the reviewed plan of {r.plan.stack}")
         console.print(r.tf.apply_saved(r.tf.workdir / PLANFILE), markup=False)
     console.print(f"applied {len(changed)} stack(s): {', '.join(r.plan.stack for r in changed) or 'none had changes'}")
-
-
-@dataclass
-class _Planned:
-    plan: "object"  # StackPlan
-    doc: dict  # redacted `terraform show -json`
-    tf: "object | None"  # the stack's Terraform runner; None when its plan failed
-
-
-def _write_json(json_out: Path | None, env: str, name: str, doc: dict, written: list[dict]) -> None:
-    """DIR/<env>/<stack>.json, or FILE.json holding every stack planned so far (rewritten each time)."""
-    if not json_out:
-        return
-    if json_out.suffix == ".json" and not json_out.is_dir():
-        from stacks.plan_render.parse import BUNDLE_KEY
-
-        written.append(doc)
-        json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps(written[0] if len(written) == 1 else {BUNDLE_KEY: written}, indent=1))
-        return
-    target = json_out / env / f"{name}.json"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(json.dumps(doc, indent=1))
-
-
-def _plan_stacks(env: str, sets, only: str | None, json_out: Path | None, *, preflight: bool, lock: bool,
-                 keep_going: bool, foundation: bool = True) -> tuple[list[_Planned], TrainstackError | None]:
-    """Plan each stack -> (results, the first error). With `keep_going` a failed stack is
-    recorded (its error rendered in the review) and the others are still planned."""
-    from stacks.lifecycle import open_foundation, open_stack
-    from stacks.naming import FOUNDATION
-    from stacks.plan_render import plan_from_document
-    from stacks.plan_render.redact import redact
-
-    written: list[dict] = []  # the documents FILE.json holds: this command's plans
-    try:
-        project, config = load(env, sets)
-    except TrainstackError as exc:
-        # The review still shows why this env has no plan.
-        _write_json(json_out, env, "_env", {"trainstack": {"env": env, "stack": "(config)", "error": exc.message}},
-                    written)
-        raise
-    names = ([FOUNDATION] if config.target == "gcp" and foundation else []) + [
-        f"train-{lang}" for lang in config.languages]
-    if only:
-        if only not in names:
-            raise ConfigError(f"no stack {only!r} in env {env!r}; stacks: {', '.join(names)}")
-        names = [only]
-    echo = console.print if STATE["debug"] else None
-    project.work_outdir(env).parent.mkdir(parents=True, exist_ok=True)  # cdktf's App makes one level only
-    results, first_error = [], None
-    books: dict = {}  # one price book per plan command
-    for name in names:
-        meta = {"env": env, "stack": name, "target": config.target}
-        tf = None
-        try:
-            if name == FOUNDATION:
-                tf = open_foundation(project, config, echo=echo)
-            else:
-                tf = open_stack(project, config, name.removeprefix("train-"), echo=echo, preflight=preflight,
-                                reporter=ConsoleReporter()).tf
-            planfile = tf.workdir / PLANFILE
-            text = tf.plan(lock=lock, out=planfile)
-            # Redacted before anything is written: plan JSON carries sensitive values in clear.
-            doc = redact(tf.show_json(planfile))
-        except TrainstackError as exc:
-            if not keep_going:
-                raise
-            first_error = first_error or exc
-            doc, tf = {"trainstack": {**meta, "error": exc.message}}, None
-        else:
-            console.print(f"[bold]{name}[/]")
-            console.print(text, markup=False)
-            doc["trainstack"] = meta
-            if config.target == "gcp" and name != FOUNDATION and preflight:  # --no-preflight: no API calls
-                _quote_prices(doc, config, books)
-        _write_json(json_out, env, name, doc, written)
-        results.append(_Planned(plan_from_document(doc, env=env, stack=name, source=name), doc, tf))
-    return results, first_error
-
-
-def _quote_prices(doc: dict, config, books: dict) -> None:
-    """Store with the plan what its VMs cost and which source said so (rendered by --from-json)."""
-    from stacks.lifecycle import bucket_of
-    from stacks.plan_render import plan_from_document
-    from stacks.plan_render.training import quote, training_facts
-
-    facts = training_facts(plan_from_document(doc, env=config.env, stack="", source=""))
-    if facts is None:
-        return
-    if "book" not in books:
-        from stacks.gcp.pricing import price_book
-
-        try:
-            bucket = bucket_of(config)
-        except Exception:  # the planner may not open the env bucket: then no cache, the API only
-            bucket = None
-        books["book"] = price_book(config, bucket, [s.machine_type for s in map(config.language, config.languages)])
-    doc["trainstack"]["prices"] = quote(facts, books["book"])
 
 
 @mapped_errors
