@@ -89,7 +89,8 @@ def test_lm_fine_tuning_reads_unlabelled_texts_but_never_a_held_out_one(tmp_path
     assert proc.returncode == 0, proc.stdout + proc.stderr
     metrics = json.loads(bucket.read_bytes("fr/runs/u1/metrics.json"))
     assert metrics["unlabelled"] == {"source": bucket.url("fr/data/unlabelled.txt"), "texts": 40,
-                                     "tokens": metrics["unlabelled"]["tokens"], "dropped_held_out": 2}
+                                     "tokens": metrics["unlabelled"]["tokens"], "dropped_held_out": 2,
+                                     "sampled_from": 0}
     assert metrics["unlabelled"]["tokens"] > 40 * 7
     assert metrics["n_valid"] == len(valid)
     log = bucket.read_bytes("fr/runs/u1/log.txt").decode()
@@ -128,3 +129,17 @@ def test_data_push_names_the_spelling_and_checks_before_apply(project, tmp_path)
     r = runner.invoke(app, ["train", "fr"])
     assert r.exit_code == 2 and "has no text column 'text'" in r.output
     assert not (project / ".trainstack/local/state").exists()
+
+
+def test_lm_fine_tuning_reads_a_seeded_sample_of_unlabelled_texts_within_max_lm_tokens():
+    import numpy as np
+
+    from trainer.lm.domain import within_budget
+
+    lengths = np.array([10, 30, 5, 20, 15, 40, 25])
+    assert list(within_budget(lengths, 0, seed=1)) == list(range(7))  # no cap: all
+    assert list(within_budget(lengths, 1000, seed=1)) == list(range(7))  # all fit
+    rows = within_budget(lengths, 60, seed=1)
+    assert 0 < lengths[rows].sum() <= 60 and list(rows) == sorted(rows) and len(set(rows)) == len(rows)
+    assert list(rows) == list(within_budget(lengths, 60, seed=1))  # the same sample every time
+    assert list(rows) != list(within_budget(lengths, 60, seed=2)) or len(rows) == 1

@@ -67,7 +67,8 @@ PARAMS: dict[str, Param] = {
                                     "status.json this often (0 = every batch)", ge=0),
     "max_lm_tokens": Param(0, "the most tokens a base-LM pretrain trains on, all epochs together (0 = no cap, else "
                               "at least 100,000): fewer epochs, and one epoch over a larger corpus reads a seeded "
-                              "sample of its texts", ge=0),
+                              "sample of its texts; LM fine-tuning reads a seeded sample of the unlabelled texts "
+                              "within it", ge=0),
     "base_lm": Param("current", "base LM to fine-tune from: current (<lang>/lm/CURRENT; none published: no base "
                                 "LM), an lm id, none, or pretrain-inline (CURRENT, else pretrain one on the corpus "
                                 "+ training rows and publish it)", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$"),

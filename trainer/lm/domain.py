@@ -22,6 +22,7 @@ class DomainTexts:
     texts: int
     tokens: int
     dropped_held_out: int  # equal to a validation or test text
+    sampled_from: int = 0  # texts before the trainer.max_lm_tokens sample (0: all kept)
 
     def record(self) -> dict:
         return asdict(self)
@@ -43,9 +44,23 @@ def load(run):
     held_out.discard("")
     kept = [t for t in texts if t not in held_out]
     tokens = labelled_tokens(run.bucket, a.lang, kept, log=run.log, tokenizer=run.tokenizer)
-    info = DomainTexts(source=run.bucket.url(key), texts=len(kept), tokens=tokens.n_tokens,
-                       dropped_held_out=len(texts) - len(kept))
+    rows = within_budget(tokens.lengths(), a.max_lm_tokens // max(1, a.epochs_lm), a.seed)
+    info = DomainTexts(source=run.bucket.url(key), texts=len(rows), tokens=int(tokens.lengths()[rows].sum()),
+                       dropped_held_out=len(texts) - len(kept), sampled_from=len(kept) if len(rows) < len(kept) else 0)
     run.log.line(f"unlabelled: {info.texts:,} texts, {info.tokens:,} tokens from {info.source} for LM fine-tuning"
+                 + (f" (a seeded sample of {info.sampled_from:,}: trainer.max_lm_tokens {a.max_lm_tokens:,} over "
+                    f"{a.epochs_lm} epoch(s))" if info.sampled_from else "")
                  + (f"; {info.dropped_held_out:,} equal to a validation or test text dropped"
                     if info.dropped_held_out else ""))
-    return tokens, info
+    return (tokens if not info.sampled_from else tokens.select(rows)), info
+
+
+def within_budget(lengths, budget: int, seed: int):
+    """Rows (in their order) of a seeded sample of texts whose tokens fit `budget` (0: every row)."""
+    import numpy as np
+
+    if not budget or int(lengths.sum()) <= budget:
+        return np.arange(len(lengths))
+    order = np.random.default_rng(seed).permutation(len(lengths))
+    fits = np.cumsum(lengths[order]) <= budget
+    return np.sort(order[fits])
