@@ -110,3 +110,15 @@ def test_trainer_run_settings_reach_the_trainer_and_bad_values_name_the_key(proj
                                       "--run-id", "r"]).deterministic is False
     with pytest.raises(ConfigError, match="precision"):
         load_config(project / "envs", "local", ["defaults.trainer.precision=fp8"])
+
+
+def test_a_whole_config_error_names_the_layer_that_set_the_key(project):
+    """A check over several keys (no pydantic location) names the --set that broke it, not base.yaml."""
+    with pytest.raises(ConfigError, match=r"^--set: .*bucket must be a gs:// URI"):
+        load_config(project / "envs", "dev", ["project=p1", "bucket=file:///tmp/b"])
+    # bucket from envs/local.yaml, target from --set: the latest layer is the one to look at
+    with pytest.raises(ConfigError, match=r"^--set: .*bucket must be a gs:// URI"):
+        load_config(project / "envs", "local", ["project=p1", "target=gcp"])
+    (project / "envs" / "odd.yaml").write_text("target: gcp\nproject: p1\nbucket: file:///tmp/b\n")
+    with pytest.raises(ConfigError, match=r"^envs/odd.yaml: .*bucket must be a gs:// URI"):
+        load_config(project / "envs", "odd")

@@ -6,6 +6,7 @@ file it came from, so a validation error can name the key *and* the file.
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 from typing import Any
 
@@ -115,9 +116,23 @@ def _expand_languages(doc: dict, origin: dict[tuple, str]) -> dict:
     return out
 
 
-def _source_of(loc: tuple, origin: dict[tuple, str]) -> tuple[str, str]:
+def _model_level_source(message: str, origin: dict[tuple, str]) -> tuple[str, str]:
+    """Keys and file of an error a whole-config check raised (no location): the top-level keys its
+    message names; the latest layer that set one of them (--set, then the env file, then base.yaml)."""
+    named = [key for (key, *rest) in origin if not rest and re.search(rf"\b{re.escape(key)}\b", message)]
+    if not named:
+        return "", "the merged config (envs/base.yaml, the env's file and --set)"
+    layers = [origin[(key,)] for key in named]
+    rank = {SET_SOURCE: 0}
+    source = min(layers, key=lambda src: rank.get(src, 2 if src == "envs/base.yaml" else 1))
+    return "", source
+
+
+def _source_of(loc: tuple, origin: dict[tuple, str], message: str = "") -> tuple[str, str]:
     """Key path and file for a pydantic error location."""
     path = tuple(str(p) for p in loc)
+    if not path:
+        return _model_level_source(message, origin)
     candidates = [path]
     if path[:1] == ("languages",) and len(path) > 2:
         candidates.append(("defaults",) + path[2:])
@@ -145,7 +160,7 @@ def _config_error(exc: ValidationError, origin: dict[tuple, str]) -> ConfigError
     lines, first_source = [], None
     seen = set()
     for err in exc.errors():
-        key, source = _source_of(err["loc"], origin)
+        key, source = _source_of(err["loc"], origin, err["msg"])
         if err["type"] == "extra_forbidden":
             what = f"unknown key {key!r}"
         else:
