@@ -143,3 +143,18 @@ def test_lm_fine_tuning_reads_a_seeded_sample_of_unlabelled_texts_within_max_lm_
     assert 0 < lengths[rows].sum() <= 60 and list(rows) == sorted(rows) and len(set(rows)) == len(rows)
     assert list(rows) == list(within_budget(lengths, 60, seed=1))  # the same sample every time
     assert list(rows) != list(within_budget(lengths, 60, seed=2)) or len(rows) == 1
+
+
+def test_sentencepiece_learns_from_unlabelled_texts_but_never_a_held_out_one(tmp_path):
+    from types import SimpleNamespace
+
+    from trainer.lm.domain import for_tokenizer
+
+    bucket = open_bucket(f"file://{tmp_path / 'bucket'}")
+    bucket.write_bytes("ja/data/unlabelled.txt", "荷物が届かない\n請求書が違う\n検証の文\n返品したい\n".encode())
+    run = SimpleNamespace(a=SimpleNamespace(lang="ja", text_col="text"), bucket=bucket, valid_idx=[1], test_idx=[],
+                          data=SimpleNamespace(texts=["訓練の文", "検証の文"]))
+    assert for_tokenizer(run, 1000) == ["荷物が届かない", "請求書が違う", "返品したい"]
+    assert for_tokenizer(run, 13) == ["荷物が届かない", "請求書が違う"]  # the character budget holds
+    run.bucket = open_bucket(f"file://{tmp_path / 'empty'}")
+    assert for_tokenizer(run, 1000) == []

@@ -44,7 +44,7 @@ from trainer.lm.base import finetune_vocab, read_vocab, sentencepiece_of
 from trainer.lm.base import load_weights as load_base_weights
 from trainer.lm.base import stage as base_lm_stage
 from trainer.lm.store import BWD_WEIGHTS
-from trainer.text.cache import corpus_tokens, labelled_tokens, sentencepiece_tokenizer
+from trainer.text.cache import SP_SAMPLE_CHARS, corpus_tokens, labelled_tokens, sentencepiece_tokenizer
 from trainer.text.languages import default_tokenizer
 from trainer.text.loaders import classifier_dataloaders, lm_dataloaders
 from trainer.text.tokenizers import SPACY, TokenizerSpec, spacy_spec
@@ -143,7 +143,12 @@ class Run(StagedFit):
         if inherited is not None:  # the base LM's pieces: its embeddings only transfer with its tokenizer
             self.log.line(f"tokenizer: {inherited.describe()}, the base LM's")
             return inherited
-        return sentencepiece_tokenizer(self.bucket, a.lang, code, [self.data.texts[i] for i in self.train_idx],
+        # The training rows and the unlabelled in-domain texts: the pieces should be the domain's words.
+        unlabelled = domain_texts.for_tokenizer(self, SP_SAMPLE_CHARS)
+        if unlabelled:
+            self.log.line(f"tokenizer: SentencePiece also learns from {len(unlabelled):,} unlabelled texts")
+        return sentencepiece_tokenizer(self.bucket, a.lang, code,
+                                       [*(self.data.texts[i] for i in self.train_idx), *unlabelled],
                                        vocab_size=a.sp_vocab_size, log=self.log)
 
     # -- stages ----------------------------------------------------------

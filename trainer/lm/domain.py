@@ -28,21 +28,42 @@ class DomainTexts:
         return asdict(self)
 
 
-def load(run):
-    """(token ids, DomainTexts) of the language's unlabelled texts, or (None, None) when it has none."""
-    from trainer.text.cache import labelled_tokens
-
+def _read(run) -> tuple[str | None, list[str], list[str]]:
+    """(bucket key, every unlabelled text, those equal to no validation or test text)."""
     a = run.a
     key = unlabelled_key(run.bucket, a.lang)
     if key is None:
-        return None, None
+        return None, [], []
     texts = unlabelled_texts(run.bucket.read_bytes(key), key, text_col=a.text_col, source=run.bucket.url(key))
     held_out = set()
     for i in [*run.valid_idx, *run.test_idx]:  # a multi-line text may come back as lines of a .txt
         text = run.data.texts[i]
         held_out.update([text.strip(), *(line.strip() for line in re.split(r"[\r\n]+", text))])
     held_out.discard("")
-    kept = [t for t in texts if t not in held_out]
+    return key, texts, [t for t in texts if t not in held_out]
+
+
+def for_tokenizer(run, max_chars: int) -> list[str]:
+    """The unlabelled texts a SentencePiece model learns from beside the training rows: the first
+    `max_chars` characters' worth, never a held-out text (they are the domain's own words)."""
+    _, _, kept = _read(run)
+    out, used = [], 0
+    for text in kept:
+        if used + len(text) > max_chars:
+            break
+        out.append(text)
+        used += len(text)
+    return out
+
+
+def load(run):
+    """(token ids, DomainTexts) of the language's unlabelled texts, or (None, None) when it has none."""
+    from trainer.text.cache import labelled_tokens
+
+    a = run.a
+    key, texts, kept = _read(run)
+    if key is None:
+        return None, None
     tokens = labelled_tokens(run.bucket, a.lang, kept, log=run.log, tokenizer=run.tokenizer)
     rows = within_budget(tokens.lengths(), a.max_lm_tokens // max(1, a.epochs_lm), a.seed)
     info = DomainTexts(source=run.bucket.url(key), texts=len(rows), tokens=int(tokens.lengths()[rows].sum()),
