@@ -215,6 +215,9 @@ def sentencepiece_tokenizer(bucket: Bucket, lang: str, code: str, texts: list[st
 
     from trainer.text.tokenizers import train_sentencepiece
 
+    log.line(f"tokenizer: training a SentencePiece model ({vocab_size} pieces) on {len(texts):,} texts"
+             + (f" and up to {SP_SAMPLE_CHARS:,} characters of {len(keys)} corpus file(s): a few minutes" if keys
+                else ""))
     started = time.perf_counter()
     spec = TokenizerSpec(SENTENCEPIECE, code, train_sentencepiece(sample(), vocab_size=vocab_size, code=code))
     if not bucket.write_bytes(model_key, spec.sp_model, if_absent=True):  # another run was first: use its model
