@@ -22,7 +22,7 @@ from stacks.project import Project, stack_name
 from trainer import supervisor
 from trainer.data import LabelledData, load_labelled, unlabelled_key, unlabelled_texts
 from trainer.runs import RunStatus, new_run_id, read_status, run_key, run_started_at
-from trainer.storage import Bucket, LocalBucket, open_bucket
+from trainer.storage import Bucket, open_bucket
 
 # How long a new run may take to write its first status.json: a local process starts in
 # seconds; a Spot GPU VM needs capacity, boot, driver and a multi-GB image pull.
@@ -255,17 +255,9 @@ class LogTail:
         self.bucket, self.key, self.offset = bucket, run_key(lang, run_id, "log.txt"), 0
 
     def new_lines(self) -> list[str]:
-        if isinstance(self.bucket, LocalBucket):
-            path = self.bucket.root / self.key
-            if not path.exists():
-                return []
-            with open(path, "rb") as fh:
-                fh.seek(self.offset)
-                chunk = fh.read()
-        else:
-            if not self.bucket.exists(self.key):
-                return []
-            chunk = self.bucket.read_bytes(self.key)[self.offset:]
+        chunk = self.bucket.read_from(self.key, self.offset)
+        if chunk is None:
+            return []
         end = chunk.rfind(b"\n") + 1  # only whole lines
         self.offset += end
         return chunk[:end].decode("utf-8", "replace").splitlines()
@@ -321,8 +313,6 @@ def give_up_time(run_id: str, max_run_hours: float, grace_s: float = 15 * 60) ->
 
 def vm_startup_error(bucket: Bucket, lang: str, run_id: str) -> str | None:
     """The first note a VM's start-up script left in `<run>/vm/` (images/trainer/startup.sh), if any."""
-    if isinstance(bucket, LocalBucket):
-        return None  # no VMs on the local target
     notes = [k for k in bucket.list(run_key(lang, run_id, "vm/")) if k.endswith("-startup-error.txt")]
     return bucket.read_bytes(notes[0]).decode("utf-8", "replace").strip() or notes[0] if notes else None
 

@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 
 from stacks.config import EnvConfig
 from trainer.runs import read_metrics, read_status, run_key
-from trainer.storage import Bucket, GcsBucket, LocalBucket, _join
+from trainer.storage import Bucket
 
 STARTING = "STARTING"  # applied, no status.json yet (the VM or process is still starting)
 UNKNOWN = "UNKNOWN"  # no status.json and too old to be starting: it never started
@@ -19,30 +19,14 @@ TRAINCTL_META = "metadata/trainctl.json"
 COST_META = "metadata/cost.json"
 
 
-def _child_folders(bucket: Bucket, prefix: str) -> list[str]:
-    """Names of the folders directly under `prefix` (which ends with '/') that hold a file."""
-    if isinstance(bucket, LocalBucket):
-        base = bucket.root / prefix
-        if not base.is_dir():
-            return []
-        return sorted(p.name for p in base.iterdir() if p.is_dir() and any(q.is_file() for q in p.rglob("*")))
-    if isinstance(bucket, GcsBucket):
-        full = _join(bucket.prefix, prefix)
-        pages = bucket._client.list_blobs(bucket.name, prefix=full, delimiter="/")
-        for _ in pages:  # the prefixes fill in as the pages are read
-            pass
-        return sorted(p[len(full):].rstrip("/") for p in pages.prefixes)
-    return sorted({k[len(prefix):].split("/", 1)[0] for k in bucket.list(prefix) if "/" in k[len(prefix):]})
-
-
 def bucket_languages(bucket: Bucket) -> list[str]:
     """Every language with a `<lang>/runs/` folder in the bucket, configured or not."""
-    return [lang for lang in _child_folders(bucket, "") if _child_folders(bucket, f"{lang}/runs/")]
+    return [lang for lang in bucket.folders("") if bucket.folders(f"{lang}/runs/")]
 
 
 def run_ids(bucket: Bucket, lang: str) -> list[str]:
     """Every run folder of a language, oldest first, including runs without a status.json yet."""
-    return _child_folders(bucket, f"{lang}/runs/")
+    return bucket.folders(f"{lang}/runs/")
 
 
 def _read_json(bucket: Bucket, key: str) -> dict | None:

@@ -61,3 +61,18 @@ def test_open_read_streams_and_delete_removes(bucket):
     assert not bucket.exists("fr/data/corpus/big.txt")
     with pytest.raises(StorageError, match="no such object"):
         bucket.open_read("fr/data/corpus/big.txt")
+
+
+def test_folders_tail_reads_and_appends(bucket):
+    """What run listings, log tails and the run log need, the same on every bucket."""
+    bucket.write_bytes("fr/runs/r1/status.json", b"{}")
+    bucket.write_bytes("fr/runs/r2/log.txt", b"x")
+    bucket.write_bytes("en/data/train.csv", b"t")
+    assert bucket.folders("") == ["en", "fr"] and bucket.folders("fr/runs/") == ["r1", "r2"]
+    assert bucket.folders("de/runs/") == []
+    assert bucket.read_from("fr/runs/r1/nothing.txt", 0) is None
+    bucket.append("fr/runs/r1/log.txt", b"one\n")
+    bucket.append("fr/runs/r1/log.txt", b"two\n")
+    assert bucket.read_bytes("fr/runs/r1/log.txt") == b"one\ntwo\n"
+    assert bucket.read_from("fr/runs/r1/log.txt", 4) == b"two\n" and bucket.read_from("fr/runs/r1/log.txt", 8) == b""
+    assert bucket.appends_in_place is bucket.uri.startswith("file://")

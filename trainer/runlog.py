@@ -12,7 +12,7 @@ import time
 from datetime import datetime, timezone
 
 from trainer.runs import FAILED, RUNNING, SUCCEEDED, RunStatus, now_iso, run_key, write_status
-from trainer.storage import Bucket, LocalBucket
+from trainer.storage import Bucket
 
 
 class RunLog:
@@ -23,7 +23,7 @@ class RunLog:
         self._pending: list[str] = []
         self._last_flush = 0.0
         self._key = run_key(status.lang, status.run_id, "log.txt")
-        if not isinstance(bucket, LocalBucket) and bucket.exists(self._key):
+        if not bucket.appends_in_place and bucket.exists(self._key):
             # A resumed run keeps its earlier log: we rewrite the whole object.
             self._lines = bucket.read_bytes(self._key).decode("utf-8", "replace").splitlines(keepends=True)
 
@@ -39,11 +39,8 @@ class RunLog:
     def flush(self) -> None:
         if not self._pending:
             return
-        if isinstance(self.bucket, LocalBucket):
-            path = self.bucket.root / self._key
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with open(path, "a", encoding="utf-8") as fh:
-                fh.writelines(self._pending)
+        if self.bucket.appends_in_place:
+            self.bucket.append(self._key, "".join(self._pending).encode("utf-8"))
         else:
             self._lines += self._pending
             self.bucket.write_bytes(self._key, "".join(self._lines).encode())

@@ -34,6 +34,10 @@ class Bucket(Protocol):
     def delete(self, key: str) -> None: ...
     def open_read(self, key: str) -> BinaryIO: ...
     def url(self, key: str) -> str: ...
+    def folders(self, prefix: str) -> list[str]: ...
+    def read_from(self, key: str, offset: int) -> bytes | None: ...
+    appends_in_place: bool  # append() is cheap (a file); else an object is rewritten whole
+    def append(self, key: str, data: bytes) -> None: ...
 
 
 def _join(prefix: str, key: str) -> str:
@@ -81,6 +85,30 @@ class LocalBucket:
 
     def exists(self, key: str) -> bool:
         return self._path(key).is_file()
+
+    appends_in_place = True
+
+    def folders(self, prefix: str) -> list[str]:
+        """Names of the folders directly under `prefix` (ending with '/', or "") that hold a file."""
+        base = self._path(prefix) if prefix else self.root
+        if not base.is_dir():
+            return []
+        return sorted(p.name for p in base.iterdir() if p.is_dir() and any(q.is_file() for q in p.rglob("*")))
+
+    def read_from(self, key: str, offset: int) -> bytes | None:
+        """The object's bytes from `offset` on; None when it does not exist."""
+        path = self._path(key)
+        if not path.exists():
+            return None
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            return fh.read()
+
+    def append(self, key: str, data: bytes) -> None:
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "ab") as fh:
+            fh.write(data)
 
     def list(self, prefix: str) -> list[str]:
         base = self._path(prefix) if prefix else self.root
@@ -157,6 +185,27 @@ class GcsBucket:
 
     def exists(self, key: str) -> bool:
         return self._blob(key).exists()
+
+    appends_in_place = False
+
+    def folders(self, prefix: str) -> list[str]:
+        """Names of the "folders" directly under `prefix` (ending with '/', or ""): the listing's prefixes."""
+        full = _join(self.prefix, prefix)
+        pages = self._client.list_blobs(self.name, prefix=full, delimiter="/")
+        for _ in pages:  # the prefixes fill in as the pages are read
+            pass
+        return sorted(p[len(full):].rstrip("/") for p in pages.prefixes)
+
+    def read_from(self, key: str, offset: int) -> bytes | None:
+        """The object's bytes from `offset` on; None when it does not exist."""
+        if not self.exists(key):
+            return None
+        return self.read_bytes(key)[offset:]
+
+    def append(self, key: str, data: bytes) -> None:
+        """Not in place: the object is read and written back whole (callers batch their appends)."""
+        old = self.read_bytes(key) if self.exists(key) else b""
+        self.write_bytes(key, old + data)
 
     def list(self, prefix: str) -> list[str]:
         full = _join(self.prefix, prefix)
