@@ -23,12 +23,10 @@ from trainer import supervisor
 from trainer.data import LabelledData, load_labelled, unlabelled_key, unlabelled_texts
 from trainer.runs import RunStatus, new_run_id, read_status, run_key, run_started_at
 from trainer.storage import Bucket, open_bucket
+from stacks.targets import target_of
 
 # How long a new run may take to write its first status.json: a local process starts in
 # seconds; a Spot GPU VM needs capacity, boot, driver and a multi-GB image pull.
-STATUS_APPEAR_TIMEOUT_S = {"local": 180, "gcp": 45 * 60}
-
-
 class Reporter(Protocol):
     def info(self, message: str) -> None: ...
     def warn(self, message: str) -> None: ...
@@ -94,30 +92,6 @@ class StackHandle:
         return stack_name(self.lang)
 
 
-def gcp_preflight(config: EnvConfig, lang: str, reporter: Reporter | None = None):
-    """Quota (zone choice) and image checks of a gcp run -> the GcpPlacement to synthesize with."""
-    from stacks.app import gcp_placement
-    from stacks.gcp.image import image_ref, require_image
-    from stacks.project import SOURCE_ROOT
-    from stacks.gcp.quota import choose_zone
-
-    decision = choose_zone(config, lang)
-    if reporter:
-        reporter.info(f"quota ok: {lang} runs in {decision.zone} ({decision.metric})")
-    ref = image_ref(config, SOURCE_ROOT)
-    require_image(ref, env=config.env)
-    if reporter:
-        reporter.info(f"image ok: {ref}")
-    from stacks.gcp.doctor import check_boot_image  # trainctl doctor's cheap check: one API call
-
-    boot = check_boot_image(config, lang)
-    if not boot.ok:
-        raise InfraError(f"{boot.name}: {boot.detail}", hint=boot.fix)
-    if reporter:
-        reporter.info(f"{boot.name} ok: {boot.detail}")
-    return gcp_placement(config, lang, zone=decision.zone, metric=decision.metric)
-
-
 def synth_and_init(project: Project, config: EnvConfig, name: str, echo=None, placements=None):
     """Synthesize stack `name` and `terraform init` it -> its Terraform runner."""
     from stacks.terraform import Terraform, terraform_binary
@@ -139,7 +113,7 @@ def open_stack(project: Project, config: EnvConfig, lang: str, echo=None, *, pre
 
     language_settings(config, lang)
     terraform_binary()  # before the preflight's cloud calls too
-    placement = gcp_preflight(config, lang, reporter) if preflight and config.target == "gcp" else None
+    placement = target_of(config).preflight(config, lang, reporter) if preflight else None
     tf = synth_and_init(project, config, stack_name(lang), echo, {lang: placement} if placement else None)
     return StackHandle(config, project, lang, tf, placement)
 
@@ -212,14 +186,14 @@ def git_sha(root: Path) -> str | None:
     return out.stdout.strip() or None
 
 
-def live_state(bucket: Bucket, lang: str, run_id: str, target: str) -> str | None:
+def live_state(bucket: Bucket, lang: str, run_id: str, appear_timeout_s: float) -> str | None:
     """The state of a run that may still be going (RUNNING, …, or STARTING before its first
     status.json: a Spot VM can take many minutes), None when it has ended or never will."""
     status = read_status(bucket, lang, run_id)
     if status is not None:
         return None if status.terminal else status.state
     started = run_started_at(run_id)
-    young = started is not None and time.time() - started < STATUS_APPEAR_TIMEOUT_S[target]
+    young = started is not None and time.time() - started < appear_timeout_s
     return "STARTING" if young and vm_startup_error(bucket, lang, run_id) is None else None
 
 
@@ -228,7 +202,7 @@ def launch(handle: StackHandle, bucket: Bucket, reporter: Reporter) -> tuple[str
     with stack_lock(handle.project, handle.config.env, handle.name):
         current = active_run(handle)
         if current:
-            state = live_state(bucket, handle.lang, current, handle.config.target)
+            state = live_state(bucket, handle.lang, current, target_of(handle.config).status_appear_timeout_s)
             if state is not None:
                 reporter.info(f"a {handle.lang} run is already active in env {handle.config.env} "
                               f"({current}, {state}); following it instead of starting another")
@@ -265,7 +239,7 @@ class LogTail:
 
 def follow(bucket: Bucket, lang: str, run_id: str, reporter: Reporter, *, poll_s: float = 1.0,
            launcher_alive: Callable[[], bool] | None = None, print_log: bool = True,
-           appear_timeout_s: float = STATUS_APPEAR_TIMEOUT_S["local"], give_up_at: float | None = None,
+           appear_timeout_s: float = 180, give_up_at: float | None = None,
            notes_every: int = 12) -> RunStatus:
     """Print log lines and progress until the run ends; return its final status.
 

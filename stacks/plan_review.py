@@ -12,6 +12,7 @@ from typing import Callable
 
 from stacks.errors import ConfigError, TrainstackError
 from stacks.project import Project
+from stacks.targets import target_of
 
 PLANFILE = "trainctl.tfplan"  # saved plan in the stack's synth folder (cdktf.out, git-ignored)
 
@@ -58,8 +59,8 @@ def plan_stacks(env: str, sets, only: str | None, json_out: Path | None, *, pref
         write_json(json_out, env, "_env", {"trainstack": {"env": env, "stack": "(config)", "error": exc.message}},
                    written)
         raise
-    names = ([FOUNDATION] if config.target == "gcp" and foundation else []) + [
-        f"train-{lang}" for lang in config.languages]
+    target = target_of(config)
+    names = [*(target.stacks_before_training if foundation else ()), *(f"train-{lang}" for lang in config.languages)]
     if only:
         if only not in names:
             raise ConfigError(f"no stack {only!r} in env {env!r}; stacks: {', '.join(names)}")
@@ -88,16 +89,15 @@ def plan_stacks(env: str, sets, only: str | None, json_out: Path | None, *, pref
         else:
             show(name, text)
             doc["trainstack"] = meta
-            if config.target == "gcp" and name != FOUNDATION and preflight:  # --no-preflight: no API calls
-                quote_prices(doc, config, books)
+            if name.startswith("train-") and preflight:  # --no-preflight: no API calls
+                quote_prices(doc, target, config, books)
         write_json(json_out, env, name, doc, written)
         results.append(Planned(plan_from_document(doc, env=env, stack=name, source=name), doc, tf))
     return results, first_error
 
 
-def quote_prices(doc: dict, config, books: dict) -> None:
+def quote_prices(doc: dict, target, config, books: dict) -> None:
     """Store with the plan what its VMs cost and which source said so (rendered by --from-json)."""
-    from stacks.lifecycle import bucket_of
     from stacks.plan_render import plan_from_document
     from stacks.plan_render.training import quote, training_facts
 
@@ -105,14 +105,9 @@ def quote_prices(doc: dict, config, books: dict) -> None:
     if facts is None:
         return
     if "book" not in books:
-        from stacks.gcp.pricing import price_book
-
-        try:
-            bucket = bucket_of(config)
-        except Exception:  # the planner may not open the env bucket: then no cache, the API only
-            bucket = None
-        books["book"] = price_book(config, bucket, [s.machine_type for s in map(config.language, config.languages)])
-    doc["trainstack"]["prices"] = quote(facts, books["book"])
+        books["book"] = target.prices_for_plan(config)
+    if books["book"] is not None:
+        doc["trainstack"]["prices"] = quote(facts, books["book"])
 
 
 def stale_stacks(results: list[Planned], reviewed: Path, env: str) -> list[str]:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Callable
 
 from stacks import lifecycle as L
 from stacks.errors import ExitStatus, TrainstackError
+from stacks.targets import target_of
 
 if TYPE_CHECKING:
     from stacks.config.models import EnvConfig
@@ -67,14 +68,7 @@ def report_preflight(config: "EnvConfig", lang: str, job: str, bucket: "Bucket",
                  + (" (multi-label)" if data.multi_label else ""))
     else:
         rep.info(L.preflight_corpus(bucket, lang, settings))
-    if config.target == "gcp":
-        from stacks.config.prices import estimate
-        from stacks.gcp.pricing import price_book
-
-        book = price_book(config, bucket, [settings.machine_type])
-        if book.warning:
-            rep.warn(f"prices from the {book.source}: {book.warning}")
-        rep.info(estimate(settings, config.region, book).line(settings.machine_type))
+    target_of(config).estimate(config, lang, bucket, rep)
 
 
 def run_language(project: "Project", config: "EnvConfig", lang: str, *, job: str, detach: bool, rep,
@@ -100,18 +94,14 @@ def run_language(project: "Project", config: "EnvConfig", lang: str, *, job: str
         rep.info(f"run {run_id} started: {outcome.run_url}")
         rep.info(f"follow: trainctl logs {lang} --env {env} --follow · status: trainctl status {lang} --env {env}")
         return outcome
-    if config.target == "gcp" and not attached:
-        from stacks.naming import group_name
-
-        zone = handle.placement.zone if handle.placement else config.zones[0]
-        rep.info(f"waiting for the VM (Spot capacity, boot, driver, image pull: usually 3-10 min); "
-                 f"watch it: gcloud compute instance-groups managed list-instances "
-                 f"{group_name(env, lang)} --zone {zone} --project {config.project}")
-    alive = L.local_launcher_alive(project, env, run_id) if config.target == "local" else None
+    target = target_of(config)
+    note = None if attached else target.waiting_note(config, lang, handle.placement)
+    if note:
+        rep.info(note)
+    alive = target.launcher_alive(project, env, run_id)
     try:
         outcome.status = L.follow(bucket, lang, run_id, rep, launcher_alive=alive,
-                                  poll_s=1.0 if config.target == "local" else 5.0,
-                                  appear_timeout_s=L.STATUS_APPEAR_TIMEOUT_S[config.target],
+                                  poll_s=target.poll_s, appear_timeout_s=target.status_appear_timeout_s,
                                   give_up_at=L.give_up_time(run_id, settings.max_run_hours))
     except KeyboardInterrupt:
         raise RunInterrupted(f"stopped following run {run_id}; it keeps running",
@@ -130,6 +120,6 @@ def record_cost(bucket: "Bucket", config: "EnvConfig", lang: str, run_id: str, r
     except Exception as exc:  # bookkeeping must never turn a finished run into an error
         rep.warn(f"could not record the run's cost: {exc}")
         return
-    if config.target == "gcp":
-        est = "cost unknown" if cost["est_cost"] is None else f"about ${cost['est_cost']:.2f}"
-        rep.info(f"VM time {cost['billed_vm_s'] / 3600:.2f}h over {cost['vm_boots']} boot(s): {est}")
+    note = target_of(config).cost_note(cost)
+    if note:
+        rep.info(note)

@@ -36,14 +36,16 @@ def _read_json(bucket: Bucket, key: str) -> dict | None:
         return None
 
 
-def run_state(bucket: Bucket, lang: str, run_id: str, target: str) -> tuple[str, object | None]:
+def run_state(bucket: Bucket, lang: str, run_id: str, config: EnvConfig) -> tuple[str, object | None]:
     """(state, RunStatus or None): STARTING for a run applied moments ago without a status yet."""
     from stacks.lifecycle import live_state
 
     status = read_status(bucket, lang, run_id)
     if status is not None:
         return status.state, status
-    return live_state(bucket, lang, run_id, target) or UNKNOWN, None
+    from stacks.targets import target_of
+
+    return live_state(bucket, lang, run_id, target_of(config).status_appear_timeout_s) or UNKNOWN, None
 
 
 def _parse(ts: str | None) -> datetime | None:
@@ -101,11 +103,14 @@ def _settings_of(bucket: Bucket, lang: str, run_id: str, config: EnvConfig) -> d
 
 
 def run_cost(bucket: Bucket, config: EnvConfig, lang: str, run_id: str, status) -> dict:
-    """The run's VMs and estimated cost (USD); local runs cost 0."""
-    if config.target == "local":
-        return {"machine_type": None, "gpu_type": None, "gpu_count": 0, "spot": None, "nodes": 1, "vm_boots": 0,
-                "billed_vm_s": 0.0, "vm_per_hour": 0.0, "est_cost": 0.0, "cost_note": "local run",
-                "prices_source": None}
+    """The run's machines and estimated cost (USD), as its target reckons them (local runs cost 0)."""
+    from stacks.targets import target_of
+
+    return target_of(config).run_cost(bucket, config, lang, run_id, status)
+
+
+def vm_cost(bucket: Bucket, config: EnvConfig, lang: str, run_id: str, status, book_for) -> dict:
+    """A VM run's cost: its boot records' billed time at the price `book_for(machine_type)` gives."""
     s = _settings_of(bucket, lang, run_id, config)
     gpu = s.get("gpu") or {}
     records = boot_records(bucket, lang, run_id)
@@ -113,7 +118,7 @@ def run_cost(bucket: Bucket, config: EnvConfig, lang: str, run_id: str, status) 
     billed = billed_vm_seconds(records, end or datetime.now(timezone.utc))
     per_hour, note, source = (None, "cost unknown: the run records no machine type", None)
     if s.get("machine_type"):
-        book = _price_book(bucket, config, s["machine_type"])
+        book = book_for(s["machine_type"])
         source = book.source
         per_hour, note = book.vm_per_hour(s.get("region"), s["machine_type"], gpu.get("type"),
                                           gpu.get("count") or 0, bool(s.get("spot")))
@@ -121,18 +126,6 @@ def run_cost(bucket: Bucket, config: EnvConfig, lang: str, run_id: str, status) 
             "spot": s.get("spot"), "nodes": s.get("nodes", 1), "vm_boots": len(records), "billed_vm_s": round(billed),
             "vm_per_hour": per_hour, "est_cost": None if per_hour is None else round(billed / 3600 * per_hour, 4),
             "cost_note": note, "prices_source": source}
-
-
-_BOOKS: dict = {}  # (bucket, machine type) -> price book: one catalog read per `trainctl runs`
-
-
-def _price_book(bucket: Bucket, config: EnvConfig, machine_type: str):
-    from stacks.gcp.pricing import price_book
-
-    key = (bucket.uri, machine_type)
-    if key not in _BOOKS:
-        _BOOKS[key] = price_book(config, bucket, [machine_type])
-    return _BOOKS[key]
 
 
 def duration_s(status) -> float | None:
@@ -145,7 +138,7 @@ def duration_s(status) -> float | None:
 
 def run_row(bucket: Bucket, config: EnvConfig, lang: str, run_id: str) -> dict:
     """One run as `trainctl runs --json` prints it (keys documented in the README)."""
-    state, status = run_state(bucket, lang, run_id, config.target)
+    state, status = run_state(bucket, lang, run_id, config)
     metrics = read_metrics(bucket, lang, run_id) or {}
     return {"run_id": run_id, "lang": lang, "configured": lang in config.languages, "state": state,
             "stage": status.stage if status else None, "started_at": status.started_at if status else None,

@@ -5,7 +5,10 @@ import pytest
 
 from stacks.errors import InfraError
 from stacks.lifecycle import follow, give_up_time, live_state
+from stacks.targets import by_name
 from trainer.storage import open_bucket
+
+GCP_APPEAR_S = by_name("gcp").status_appear_timeout_s
 
 
 class Quiet:
@@ -58,7 +61,7 @@ def test_a_starting_run_is_live_until_its_status_may_appear(gcs_env):
 
     bucket = open_bucket("gs://test-bucket/follow5")
     fresh = new_run_id()
-    assert live_state(bucket, "fr", fresh, "gcp") == "STARTING"  # a booting VM must not be torn down
-    assert live_state(bucket, "fr", "20260101-000000-ab12", "gcp") is None  # long gone without a status
+    assert live_state(bucket, "fr", fresh, GCP_APPEAR_S) == "STARTING"  # a booting VM must not be torn down
+    assert live_state(bucket, "fr", "20260101-000000-ab12", GCP_APPEAR_S) is None  # long gone without a status
     bucket.write_bytes(f"fr/runs/{fresh}/vm/x-startup-error.txt", b"docker pull failed")
-    assert live_state(bucket, "fr", fresh, "gcp") is None
+    assert live_state(bucket, "fr", fresh, GCP_APPEAR_S) is None

@@ -153,6 +153,7 @@ def test_fallback_table_is_dated_and_every_figure_names_its_source():
 
 def test_plan_stores_the_catalog_quote_its_review_renders(dev, monkeypatch, gcs_env):
     from stacks.plan_review import quote_prices
+    from stacks.targets.gcp import GCP
     from stacks.plan_render import plan_from_document
     from stacks.plan_render.summary import training_lines
 
@@ -162,8 +163,8 @@ def test_plan_stores_the_catalog_quote_its_review_renders(dev, monkeypatch, gcs_
     with catalog_api() as api:
         monkeypatch.setenv(pricing.ENDPOINT_ENV, api.url)
         monkeypatch.setenv(COMPUTE_ENDPOINT_ENV, api.url)
-        quote_prices(doc, dev, books)
-        quote_prices(doc, dev, books)  # a second stack of the same command: no second catalog read
+        quote_prices(doc, GCP, dev, books)
+        quote_prices(doc, GCP, dev, books)  # a second stack of the same command: no second catalog read
         assert len(api.requests("GET", SKUS)) == 2
     prices = doc["trainstack"]["prices"]
     assert prices["spot"] == {"vm_per_hour": 0.4708, "note": ""} and prices["on_demand"]["vm_per_hour"] == 0.8972

@@ -164,6 +164,7 @@ def gc(env: EnvOpt = "local", sets: SetOpt = None,
            help="append a Markdown list of what was destroyed to FILE (e.g. $GITHUB_STEP_SUMMARY)")] = None):
     """Destroy training stacks whose run has ended (or never started)."""
     from stacks.lifecycle import active_run, bucket_of, live_state, open_stack, teardown
+    from stacks.targets import target_of
 
     project, config = load(env, sets)
     bucket = bucket_of(config)
@@ -173,7 +174,7 @@ def gc(env: EnvOpt = "local", sets: SetOpt = None,
         run_id = active_run(handle)
         if not run_id:
             continue
-        state = live_state(bucket, lang, run_id, config.target)
+        state = live_state(bucket, lang, run_id, target_of(config).status_appear_timeout_s)
         if state is not None:
             console.print(f"{handle.name}: run {run_id} is {state}; kept")
             kept.append(f"`{handle.name}` (run `{run_id}` is {state})")

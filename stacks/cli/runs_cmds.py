@@ -67,7 +67,7 @@ def status(lang: LangArg, env: EnvOpt = "local", sets: SetOpt = None, run: RunOp
 
     config, bucket = _open(env, sets, lang, configured=False)
     run_id = _pick_run(bucket, lang, run)
-    state, s = run_state(bucket, lang, run_id, config.target)
+    state, s = run_state(bucket, lang, run_id, config)
     data = {k: getattr(s, k) for k in STATUS_KEYS} if s else {**dict.fromkeys(STATUS_KEYS), "run_id": run_id,
                                                               "lang": lang, "env": env, "resumed": 0}
     data.update(state=state, url=bucket.url(f"{lang}/runs/{run_id}"))

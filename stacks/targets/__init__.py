@@ -1,0 +1,57 @@
+"""Where a run executes. One implementation per target (local.py, gcp.py), chosen here: the
+rest of the operator side asks `target_of(config)` instead of testing `config.target`.
+
+Adding a target (docs/DECISIONS.md has the checklist): a module here implementing Target, its
+name in `stacks.config.models.EnvConfig.target` and `by_name`, its bucket scheme in
+trainer/storage.open_bucket, and its stack composition in stacks/train_stack.py.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable, Protocol
+
+if TYPE_CHECKING:
+    from stacks.config.models import EnvConfig
+    from stacks.project import Project
+    from trainer.storage import Bucket
+
+
+class Target(Protocol):
+    name: str
+    status_appear_timeout_s: float  # a run applied this long ago without status.json is not starting any more
+    poll_s: float  # how often `train` reads the run's status while following it
+    stacks_before_training: tuple[str, ...]  # stacks an env plans besides train-<lang> (the foundation)
+
+    def preflight(self, config: "EnvConfig", lang: str, reporter) -> object | None:
+        """Checks before synth (quota, image); the placement the stack is synthesized with, if any."""
+
+    def estimate(self, config: "EnvConfig", lang: str, bucket: "Bucket", reporter) -> None:
+        """Say what the run will cost, before anything is created or billed."""
+
+    def waiting_note(self, config: "EnvConfig", lang: str, placement) -> str | None:
+        """What the operator waits for between the apply and the run's first status."""
+
+    def launcher_alive(self, project: "Project", env: str, run_id: str) -> Callable[[], bool] | None:
+        """A check that whatever runs the trainer is still there (None: the target cannot tell)."""
+
+    def run_cost(self, bucket: "Bucket", config: "EnvConfig", lang: str, run_id: str, status) -> dict:
+        """The run's machines and estimated cost (keys of `trainctl runs --json`)."""
+
+    def cost_note(self, cost: dict) -> str | None:
+        """The line `train` prints about a finished run's cost."""
+
+    def prices_for_plan(self, config: "EnvConfig"):
+        """The price book a plan review quotes, or None (no cloud cost)."""
+
+
+def by_name(name: str) -> Target:
+    if name == "gcp":
+        from stacks.targets.gcp import GCP
+
+        return GCP
+    from stacks.targets.local import LOCAL
+
+    return LOCAL
+
+
+def target_of(config: "EnvConfig") -> Target:
+    return by_name(config.target)

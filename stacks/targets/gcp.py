@@ -1,0 +1,93 @@
+"""The gcp target: a Spot (or on-demand) GPU instance group per run, the bucket in GCS.
+
+Everything that differs from the local target on the operator side is here; the Google API
+plumbing it uses lives in stacks/gcp/.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from stacks.errors import InfraError
+from stacks.naming import FOUNDATION
+
+_BOOKS: dict = {}  # (bucket, machine type) -> price book: one catalog read per `trainctl runs`
+
+
+@dataclass(frozen=True)
+class GcpTarget:
+    name: str = "gcp"
+    status_appear_timeout_s: float = 45 * 60  # Spot capacity, boot, driver, a multi-GB image pull
+    poll_s: float = 5.0
+    stacks_before_training: tuple[str, ...] = (FOUNDATION,)
+
+    def preflight(self, config, lang, reporter):
+        """Quota (zone choice) and image checks of a gcp run -> the GcpPlacement to synthesize with."""
+        from stacks.app import gcp_placement
+        from stacks.gcp.doctor import check_boot_image
+        from stacks.gcp.image import image_ref, require_image
+        from stacks.gcp.quota import choose_zone
+        from stacks.project import SOURCE_ROOT
+
+        decision = choose_zone(config, lang)
+        if reporter:
+            reporter.info(f"quota ok: {lang} runs in {decision.zone} ({decision.metric})")
+        ref = image_ref(config, SOURCE_ROOT)
+        require_image(ref, env=config.env)
+        if reporter:
+            reporter.info(f"image ok: {ref}")
+        boot = check_boot_image(config, lang)  # trainctl doctor's cheap check: one API call
+        if not boot.ok:
+            raise InfraError(f"{boot.name}: {boot.detail}", hint=boot.fix)
+        if reporter:
+            reporter.info(f"{boot.name} ok: {boot.detail}")
+        return gcp_placement(config, lang, zone=decision.zone, metric=decision.metric)
+
+    def estimate(self, config, lang, bucket, reporter) -> None:
+        from stacks.config.prices import estimate
+        from stacks.gcp.pricing import price_book
+
+        settings = config.language(lang)
+        book = price_book(config, bucket, [settings.machine_type])
+        if book.warning:
+            reporter.warn(f"prices from the {book.source}: {book.warning}")
+        reporter.info(estimate(settings, config.region, book).line(settings.machine_type))
+
+    def waiting_note(self, config, lang, placement) -> str | None:
+        from stacks.naming import group_name
+
+        zone = placement.zone if placement else config.zones[0]
+        return (f"waiting for the VM (Spot capacity, boot, driver, image pull: usually 3-10 min); "
+                f"watch it: gcloud compute instance-groups managed list-instances "
+                f"{group_name(config.env, lang)} --zone {zone} --project {config.project}")
+
+    def launcher_alive(self, project, env, run_id):
+        return None  # the instance group recreates VMs; the run's status and the deadline tell
+
+    def run_cost(self, bucket, config, lang, run_id, status) -> dict:
+        from stacks.gcp.pricing import price_book
+        from stacks.runrecords import vm_cost
+
+        def book_for(machine_type: str):
+            key = (bucket.uri, machine_type)
+            if key not in _BOOKS:
+                _BOOKS[key] = price_book(config, bucket, [machine_type])
+            return _BOOKS[key]
+
+        return vm_cost(bucket, config, lang, run_id, status, book_for)
+
+    def cost_note(self, cost: dict) -> str | None:
+        est = "cost unknown" if cost["est_cost"] is None else f"about ${cost['est_cost']:.2f}"
+        return f"VM time {cost['billed_vm_s'] / 3600:.2f}h over {cost['vm_boots']} boot(s): {est}"
+
+    def prices_for_plan(self, config):
+        from stacks.gcp.pricing import price_book
+        from stacks.lifecycle import bucket_of
+
+        try:
+            bucket = bucket_of(config)
+        except Exception:  # the planner may not open the env bucket: then no cache, the API only
+            bucket = None
+        return price_book(config, bucket, [config.language(lang).machine_type for lang in config.languages])
+
+
+GCP = GcpTarget()

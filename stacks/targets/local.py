@@ -1,0 +1,40 @@
+"""The local target: Terraform starts the trainer as a process on this machine; the bucket is a folder."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class LocalTarget:
+    name: str = "local"
+    status_appear_timeout_s: float = 180
+    poll_s: float = 1.0
+    stacks_before_training: tuple[str, ...] = ()
+
+    def preflight(self, config, lang, reporter):
+        return None  # nothing to place: the data preflight is the same on every target
+
+    def estimate(self, config, lang, bucket, reporter) -> None:
+        return None
+
+    def waiting_note(self, config, lang, placement) -> str | None:
+        return None
+
+    def launcher_alive(self, project, env, run_id):
+        from stacks.lifecycle import local_launcher_alive
+
+        return local_launcher_alive(project, env, run_id)
+
+    def run_cost(self, bucket, config, lang, run_id, status) -> dict:
+        return {"machine_type": None, "gpu_type": None, "gpu_count": 0, "spot": None, "nodes": 1, "vm_boots": 0,
+                "billed_vm_s": 0.0, "vm_per_hour": 0.0, "est_cost": 0.0, "cost_note": "local run",
+                "prices_source": None}
+
+    def cost_note(self, cost: dict) -> str | None:
+        return None
+
+    def prices_for_plan(self, config):
+        return None
+
+
+LOCAL = LocalTarget()
