@@ -14,7 +14,7 @@ from stacks.cdk import App, TerraformStack
 from stacks.config import EnvConfig
 from stacks.config.gpus import GPU_TYPES
 from stacks.project import SOURCE_ROOT, Project, stack_name
-from stacks.train_stack import GcpPlacement, LocalHost, TrainStack
+from stacks.train_stack import GcpPlacement, TrainStack
 
 VM_SCRIPTS = SOURCE_ROOT / "images" / "trainer"
 
@@ -42,22 +42,21 @@ def build(app: App, config: EnvConfig, project: Project, python: str,
           placements: dict[str, GcpPlacement] | None = None, only: set[str] | None = None) -> dict[str, TerraformStack]:
     """Add the environment's stacks (`only` these names, when given) to `app`; `placements`
     carries quota decisions (gcp)."""
+    from stacks.naming import FOUNDATION
+    from stacks.targets import target_of
+
+    target = target_of(config)
     stacks: dict[str, TerraformStack] = {}
-    if config.target == "gcp" and (only is None or "foundation" in only):
+    if FOUNDATION in target.stacks_before_training and (only is None or FOUNDATION in only):
         from stacks.foundation_stack import FoundationStack
 
-        stacks["foundation"] = FoundationStack(app, config=config)
+        stacks[FOUNDATION] = FoundationStack(app, config=config)
     for lang in config.languages:
         name = stack_name(lang)
         if only is not None and name not in only:
             continue
-        if config.target == "local":
-            local = LocalHost(python=python, workdir=project.root, procs_dir=project.procs_dir(config.env),
-                              state_file=project.state_file(config.env, name))
-            stacks[name] = TrainStack(app, name, config=config, lang=lang, local=local)
-        else:
-            placement = (placements or {}).get(lang) or gcp_placement(config, lang)
-            stacks[name] = TrainStack(app, name, config=config, lang=lang, gcp=placement)
+        host = target.stack_host(config, project, lang, python=python, placement=(placements or {}).get(lang))
+        stacks[name] = TrainStack(app, name, config=config, lang=lang, **host)
     return stacks
 
 
@@ -80,7 +79,10 @@ def main() -> None:
         project = Project.discover()
         config = project.load(env)
         only = None
-        if config.target == "gcp":
+        from stacks.naming import FOUNDATION
+        from stacks.targets import target_of
+
+        if FOUNDATION in target_of(config).stacks_before_training:
             from stacks.foundation_stack import CI_KEYS
 
             if not all(getattr(config.ci, key) for key in CI_KEYS):

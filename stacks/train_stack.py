@@ -54,13 +54,11 @@ class TrainStack(TerraformStack):
         # Written as HCL: cdktf's Op.neq renders "" as `undefined`.
         self.run_id_expression = ('${var.run_id != "" ? var.run_id : join("-", '
                        '[formatdate("YYYYMMDD-hhmmss", plantimestamp()), substr(uuid(), 0, 4)])}')
-        if config.target == "local":
-            if local is None:
-                raise ValueError("the local target needs a LocalHost")
+        if (local is None) == (gcp is None):
+            raise ValueError("a train stack runs on one host: a LocalHost or a GcpPlacement")
+        if local is not None:
             self._local(config, lang, local)
         else:
-            if gcp is None:
-                raise ValueError("the gcp target needs a GcpPlacement")
             self._gcp(config, lang, gcp)
         TerraformOutput(self, "lang", value=lang, static_id=True)
         TerraformOutput(self, "env", value=config.env, static_id=True)

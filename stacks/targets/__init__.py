@@ -21,6 +21,9 @@ class Target(Protocol):
     poll_s: float  # how often `train` reads the run's status while following it
     stacks_before_training: tuple[str, ...]  # stacks an env plans besides train-<lang> (the foundation)
 
+    def stack_host(self, config: "EnvConfig", project: "Project", lang: str, *, python: str, placement) -> dict:
+        """TrainStack's host keyword for this target: {"local": LocalHost} or {"gcp": GcpPlacement}."""
+
     def preflight(self, config: "EnvConfig", lang: str, reporter) -> object | None:
         """Checks before synth (quota, image); the placement the stack is synthesized with, if any."""
 

@@ -20,6 +20,11 @@ class GcpTarget:
     poll_s: float = 5.0
     stacks_before_training: tuple[str, ...] = (FOUNDATION,)
 
+    def stack_host(self, config, project, lang, *, python, placement) -> dict:
+        from stacks.app import gcp_placement
+
+        return {"gcp": placement or gcp_placement(config, lang)}
+
     def preflight(self, config, lang, reporter):
         """Quota (zone choice) and image checks of a gcp run -> the GcpPlacement to synthesize with."""
         from stacks.app import gcp_placement

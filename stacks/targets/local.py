@@ -11,6 +11,14 @@ class LocalTarget:
     poll_s: float = 1.0
     stacks_before_training: tuple[str, ...] = ()
 
+    def stack_host(self, config, project, lang, *, python, placement) -> dict:
+        from stacks.project import stack_name
+        from stacks.train_stack import LocalHost
+
+        name = stack_name(lang)
+        return {"local": LocalHost(python=python, workdir=project.root, procs_dir=project.procs_dir(config.env),
+                                   state_file=project.state_file(config.env, name))}
+
     def preflight(self, config, lang, reporter):
         return None  # nothing to place: the data preflight is the same on every target
 
