@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from stacks import cdk
 from stacks.cdk import TerraformStack
 from stacks.cdk_google import GoogleProvider
-
 from stacks.constructs.artifact_bucket import CHECKPOINT_SUFFIXES, ArtifactBucket
 from stacks.constructs.ci_identities import CiIdentities
 from stacks.constructs.container_registry import ContainerRegistry

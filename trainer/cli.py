@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from trainer.params import DEFAULTS, PARAMS  # noqa: F401  (DEFAULTS: the supervisor's and tests' view)
+from trainer.params import PARAMS
 
 
 def _flag(text: str) -> bool:
