@@ -25,8 +25,7 @@ from trainer.runs import RunStatus, new_run_id, read_status, run_key, run_starte
 from trainer.storage import Bucket, open_bucket
 from stacks.targets import target_of
 
-# How long a new run may take to write its first status.json: a local process starts in
-# seconds; a Spot GPU VM needs capacity, boot, driver and a multi-GB image pull.
+
 class Reporter(Protocol):
     def info(self, message: str) -> None: ...
     def warn(self, message: str) -> None: ...
@@ -158,14 +157,14 @@ def write_run_metadata(bucket: Bucket, handle: StackHandle, run_id: str) -> None
                 nodes=settings.nodes, max_run_hours=settings.max_run_hours)
     if handle.placement is not None:
         from stacks.config.gpus import region_of
-        from stacks.config.prices import estimate
-        from stacks.gcp.pricing import price_book
 
         region = region_of(handle.placement.zone)
-        book = price_book(handle.config, bucket, [settings.machine_type])
         meta.update(image=handle.placement.image, zone=handle.placement.zone, region=region,
-                    quota_metric=handle.placement.quota_metrics[0],
-                    cost_estimate=estimate(settings, region, book).as_dict())
+                    quota_metric=handle.placement.quota_metrics[0])
+        try:  # bookkeeping after the apply: a pricing failure must not lose the run's metadata
+            meta["cost_estimate"] = target_of(handle.config).estimate_record(handle.config, handle.lang, region, bucket)
+        except Exception as exc:
+            meta["cost_estimate"] = {"note": f"cost unknown: {exc}"}
     prefix = "metadata/"
     bucket.write_bytes(run_key(handle.lang, run_id, prefix + "config.json"),
                        handle.config.model_dump_json(indent=2).encode())

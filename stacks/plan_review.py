@@ -41,8 +41,9 @@ def write_json(json_out: Path | None, env: str, name: str, doc: dict, written: l
 
 
 def plan_stacks(env: str, sets, only: str | None, json_out: Path | None, *, preflight: bool, lock: bool,
-                keep_going: bool, foundation: bool = True, show: Callable[[str, str], None] = lambda s, t: None,
-                reporter=None, echo: Callable | None = None) -> tuple[list[Planned], TrainstackError | None]:
+                keep_going: bool, prices: bool = False, foundation: bool = True,
+                show: Callable[[str, str], None] = lambda s, t: None, reporter=None,
+                echo: Callable | None = None) -> tuple[list[Planned], TrainstackError | None]:
     """Plan each stack -> (results, the first error). With `keep_going` a failed stack is
     recorded (its error rendered in the review) and the others are still planned."""
     from stacks.lifecycle import open_foundation, open_stack
@@ -89,7 +90,7 @@ def plan_stacks(env: str, sets, only: str | None, json_out: Path | None, *, pref
         else:
             show(name, text)
             doc["trainstack"] = meta
-            if name.startswith("train-") and preflight:  # --no-preflight: no API calls
+            if name.startswith("train-") and prices:
                 quote_prices(doc, target, config, books)
         write_json(json_out, env, name, doc, written)
         results.append(Planned(plan_from_document(doc, env=env, stack=name, source=name), doc, tf))

@@ -48,6 +48,12 @@ class RunOutcome:
 
         return self.bucket.url(run_prefix(self.lang, self.run_id))
 
+    def url(self, name: str) -> str:
+        """Where one of the run's files is (a local bucket's URL of a folder has no trailing /)."""
+        from trainer.runs import run_key
+
+        return self.bucket.url(run_key(self.lang, self.run_id, name))
+
 
 def with_job(project: "Project", config: "EnvConfig", env: str, sets, lang: str, job: str) -> "EnvConfig":
     """The env's config with `languages.<lang>.trainer.job` set (an unconfigured language is refused first)."""

@@ -119,6 +119,9 @@ def test_a_whole_config_error_names_the_layer_that_set_the_key(project):
     # bucket from envs/local.yaml, target from --set: the latest layer is the one to look at
     with pytest.raises(ConfigError, match=r"^--set: .*bucket must be a gs:// URI"):
         load_config(project / "envs", "local", ["project=p1", "target=gcp"])
+    # a dotted key the message names: the language came from --set, not from base.yaml
+    with pytest.raises(ConfigError, match=r"^--set: .*languages.gr: 'gr' is not an ISO 639-1"):
+        load_config(project / "envs", "local", ["languages.gr={}"])
     (project / "envs" / "odd.yaml").write_text("target: gcp\nproject: p1\nbucket: file:///tmp/b\n")
     with pytest.raises(ConfigError, match=r"^envs/odd.yaml: .*bucket must be a gs:// URI"):
         load_config(project / "envs", "odd")

@@ -171,3 +171,13 @@ def test_plan_stores_the_catalog_quote_its_review_renders(dev, monkeypatch, gcs_
     rendered = json.loads(json.dumps(doc))  # as `plan --from-json` reads it back
     (line,) = training_lines([plan_from_document(rendered, env="dev", stack="train-fr", source="x")])
     assert "Spot (planned) $1.88" in line and "(list prices: Cloud Billing Catalog API, read " in line
+
+
+def test_an_unreadable_catalog_is_asked_once_per_command(dev, monkeypatch):
+    """The estimate before apply and the run's metadata after it share one book: no second wait."""
+    with RecordedApi({("GET", SKUS): (200, ["<html>sign in</html>"])}) as api:  # a proxy's answer, say
+        monkeypatch.setenv(pricing.ENDPOINT_ENV, api.url)
+        first = pricing.price_book(dev, None, ["g2-standard-8"])
+        again = pricing.price_book(dev, None, ["g2-standard-8"])
+    assert again is first and len(api.requests("GET", SKUS)) == 1
+    assert "not a SKU page" in first.warning and first.source.startswith("fallback table")

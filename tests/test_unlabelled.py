@@ -143,6 +143,8 @@ def test_lm_fine_tuning_reads_a_seeded_sample_of_unlabelled_texts_within_max_lm_
     assert 0 < lengths[rows].sum() <= 60 and list(rows) == sorted(rows) and len(set(rows)) == len(rows)
     assert list(rows) == list(within_budget(lengths, 60, seed=1))  # the same sample every time
     assert list(rows) != list(within_budget(lengths, 60, seed=2)) or len(rows) == 1
+    for seed in range(5):  # a text longer than the budget is skipped, never the end of the sample
+        assert list(within_budget(np.array([100, 1, 1, 1]), 3, seed=seed)) == [1, 2, 3]
 
 
 def test_sentencepiece_learns_from_unlabelled_texts_but_never_a_held_out_one(tmp_path):

@@ -73,4 +73,3 @@ PARAMS: dict[str, Param] = {
                                 "LM), an lm id, none, or pretrain-inline (CURRENT, else pretrain one on the corpus "
                                 "+ training rows and publish it)", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$"),
 }
-DEFAULTS = {name: p.default for name, p in PARAMS.items()}

@@ -98,7 +98,7 @@ class Run(StagedFit):
                                        label_sep=a.label_sep, task=a.task, label_cols=tuple(a.label_cols))
         for warning in self.data.warnings:
             self.log.line(f"warning: {warning}")
-        # Splits first: a SentencePiece model learns from the training rows only.
+        # Splits first: a SentencePiece model never learns from a validation or test text.
         self.splits = make_splits(self.data, valid_pct=a.valid_pct, seed=a.seed)
         self.train_idx, self.valid_idx, self.test_idx = self.splits.train, self.splits.valid, self.splits.test
         self.resume = self.store.latest()  # before the tokenizer: a resumed run keeps its base LM's
@@ -144,7 +144,7 @@ class Run(StagedFit):
             self.log.line(f"tokenizer: {inherited.describe()}, the base LM's")
             return inherited
         # The training rows and the unlabelled in-domain texts: the pieces should be the domain's words.
-        unlabelled = domain_texts.for_tokenizer(self, SP_SAMPLE_CHARS)
+        unlabelled = domain_texts.for_tokenizer(self, SP_SAMPLE_CHARS // 2)  # the corpus gets the rest
         if unlabelled:
             self.log.line(f"tokenizer: SentencePiece also learns from {len(unlabelled):,} unlabelled texts")
         return sentencepiece_tokenizer(self.bucket, a.lang, code,

@@ -8,7 +8,6 @@ import typer
 
 from stacks.cli.common import EnvOpt, LangArg, SetOpt, STATE, console, load, mapped_errors
 from stacks.cli.report import ConsoleReporter
-from stacks.plan_review import PLANFILE
 from stacks.errors import ConfigError, ExitStatus, TrainstackError
 
 
@@ -61,7 +60,11 @@ def plan(files: Annotated[list[Path] | None, typer.Argument(
              "--expect-env", help="with --from-json: an env that must have plans; shown as failed when it has "
                                   "none (its job died before planning)")] = None,
          preflight: Annotated[bool, typer.Option(help="gcp: quota zone choice and image check before synth "
-                                                      "(--no-preflight: first preferred zone, no API calls)")] = True,
+                                                      "(--no-preflight: first preferred zone, no quota or "
+                                                      "image API calls)")] = True,
+         prices: Annotated[bool, typer.Option(help="gcp: price each training stack's VMs from the Cloud Billing "
+                                                   "Catalog and store the quote with the plan (--no-prices: "
+                                                   "the review uses the dated fallback table)")] = True,
          lock: Annotated[bool, typer.Option(help="lock the state while planning (--no-lock for read-only CI)")] = True):
     """Show the Terraform plan of the environment's stacks (after the quota/image preflight on gcp).
 
@@ -87,7 +90,7 @@ def plan(files: Annotated[list[Path] | None, typer.Argument(
         return
     from stacks.plan_review import plan_stacks
 
-    results, first_error = plan_stacks(env, sets, stack, json_out, preflight=preflight, lock=lock,
+    results, first_error = plan_stacks(env, sets, stack, json_out, preflight=preflight, prices=prices, lock=lock,
                                        keep_going=bool(markdown or json_out), show=_show, reporter=ConsoleReporter(),
                                        echo=console.print if STATE["debug"] else None)
     plans = [r.plan for r in results]
@@ -117,7 +120,7 @@ def apply(reviewed: Annotated[Path, typer.Option(
     from stacks.naming import FOUNDATION
     from stacks.plan_render import plan_from_document
     from stacks.plan_render.reviewed import reviewed_document
-    from stacks.plan_review import plan_stacks, stale_stacks
+    from stacks.plan_review import PLANFILE, plan_stacks, stale_stacks
 
     if stack == FOUNDATION:
         raise ConfigError("the foundation is applied by an operator, not by `trainctl apply`",

@@ -29,7 +29,7 @@ def render(outcome) -> None:
     lang, run_id, bucket, status = outcome.lang, outcome.run_id, outcome.bucket, outcome.status
     if status.state != SUCCEEDED:
         err_console.print(f"[bold red]run {run_id} FAILED[/]: {escape(status.error or '')}", soft_wrap=True)
-        err_console.print(f"  log: {outcome.run_url}log.txt", soft_wrap=True, markup=False)
+        err_console.print(f"  log: {outcome.url('log.txt')}", soft_wrap=True, markup=False)
         raise typer.Exit(ExitStatus.RUN_FAILED)
     metrics = read_metrics(bucket, lang, run_id)
     ran = metrics.get("job", "classifier")
@@ -50,5 +50,5 @@ def render(outcome) -> None:
     else:
         print_table(metrics_table(metrics))
         for name in (*ARTIFACTS, *([BWD_MODEL] if metrics.get("bidirectional") else []), "log.txt", "status.json"):
-            console.print(f"  {name:22} {outcome.run_url}{name}", soft_wrap=True, markup=False)
+            console.print(f"  {name:22} {outcome.url(name)}", soft_wrap=True, markup=False)
     console.print(f"[green]run {run_id} SUCCEEDED[/]; {outcome.stack} destroyed, nothing left running")

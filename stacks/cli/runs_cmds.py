@@ -112,19 +112,23 @@ def logs(lang: LangArg, env: EnvOpt = "local", sets: SetOpt = None, run: RunOpt 
     from stacks.cli.report import ConsoleReporter
     from stacks.lifecycle import LogTail, follow as follow_run
 
-    _, bucket = _open(env, sets, lang, configured=False)
+    from stacks.targets import target_of
+
+    config, bucket = _open(env, sets, lang, configured=False)
     run_id = _pick_run(bucket, lang, run)
     if not follow:
         rep = JsonLinesReporter(lang, run_id) if as_json else None
         for line in LogTail(bucket, lang, run_id).new_lines():
             rep.log_line(line) if rep else typer.echo(line)
         return
+    target = target_of(config)  # a VM may take many minutes to write the first status
+    timing = {"poll_s": target.poll_s, "appear_timeout_s": target.status_appear_timeout_s}
     if as_json:
-        final = follow_run(bucket, lang, run_id, JsonLinesReporter(lang, run_id))
+        final = follow_run(bucket, lang, run_id, JsonLinesReporter(lang, run_id), **timing)
         print(f"run {run_id} ended: {final.state}", file=sys.stderr)
         return
     with ConsoleReporter() as rep:
-        final = follow_run(bucket, lang, run_id, rep)
+        final = follow_run(bucket, lang, run_id, rep, **timing)
     console.print(f"run {run_id} ended: {final.state}; `trainctl gc --env {env}` tears down its stack")
 
 

@@ -117,15 +117,20 @@ def _expand_languages(doc: dict, origin: dict[tuple, str]) -> dict:
 
 
 def _model_level_source(message: str, origin: dict[tuple, str]) -> tuple[str, str]:
-    """Keys and file of an error a whole-config check raised (no location): the top-level keys its
-    message names; the latest layer that set one of them (--set, then the env file, then base.yaml)."""
-    named = [key for (key, *rest) in origin if not rest and re.search(rf"\b{re.escape(key)}\b", message)]
-    if not named:
+    """Keys and file of an error a whole-config check raised (no location): the keys its message
+    names (`bucket`, `languages.gr`), and the latest layer that set one of them or a key under
+    them (--set, then the env file, then base.yaml)."""
+    def named(path: tuple) -> bool:
+        return re.search(rf"(?<![\w.]){re.escape('.'.join(path))}(?![\w])", message) is not None
+
+    keys = [path for path in origin if named(path)]
+    if not keys:
         return "", "the merged config (envs/base.yaml, the env's file and --set)"
-    layers = [origin[(key,)] for key in named]
-    rank = {SET_SOURCE: 0}
-    source = min(layers, key=lambda src: rank.get(src, 2 if src == "envs/base.yaml" else 1))
-    return "", source
+    longest = max(len(k) for k in keys)
+    keys = [k for k in keys if len(k) == longest]
+    layers = [src for path, src in origin.items() if any(path[:len(k)] == k for k in keys)]
+    rank = {SET_SOURCE: 0, "envs/base.yaml": 2}
+    return "", min(layers, key=lambda src: rank.get(src, 1))
 
 
 def _source_of(loc: tuple, origin: dict[tuple, str], message: str = "") -> tuple[str, str]:

@@ -32,25 +32,21 @@ class DataSettings(StrictModel):
 
 
 def _trainer_fields() -> dict:
-    """The fields of TrainerSettings from trainer.params: the trainer's flags, one definition."""
+    """The fields of TrainerSettings from trainer.params (the trainer's flags: one definition), and
+    `job`, which a stack sets; in the order the trainer's arguments have always had."""
     fields = {}
     for name, p in PARAMS.items():
+        if name == "base_lm":
+            fields["job"] = (Literal["classifier", "pretrain-lm"], Field(
+                "classifier", description="what a run of the stack does; `trainctl lm pretrain` sets pretrain-lm"))
         kind = Literal[p.choices] if p.choices else type(p.default)
         fields[name] = (kind, Field(p.default, ge=p.ge, gt=p.gt, lt=p.lt, pattern=p.pattern, description=p.help))
     return fields
 
 
-_TrainerParams = create_model("_TrainerParams", __base__=StrictModel, **_trainer_fields())
-
-
-class TrainerSettings(_TrainerParams):
-    """Hyper-parameters passed to `python -m trainer` (fields, defaults, bounds and help: trainer.params)."""
-
-    job: Literal["classifier", "pretrain-lm"] = Field(
-        "classifier", description="what a run of the stack does; `trainctl lm pretrain` sets pretrain-lm")
-
+class _TrainerChecks(StrictModel):
     @model_validator(mode="after")
-    def _token_cap_holds_batches(self) -> "TrainerSettings":
+    def _token_cap_holds_batches(self):
         if 0 < self.max_lm_tokens < 100_000:
             raise ValueError(f"max_lm_tokens {self.max_lm_tokens:,} leaves a base LM a handful of batches: "
                              "0 (no cap) or at least 100,000")
@@ -62,6 +58,10 @@ class TrainerSettings(_TrainerParams):
         for name, value in self.model_dump().items():
             args += [f"--{name.replace('_', '-')}", str(value)]
         return args
+
+
+TrainerSettings = create_model("TrainerSettings", __base__=_TrainerChecks, **_trainer_fields())
+TrainerSettings.__doc__ = "Hyper-parameters passed to `python -m trainer` (fields, defaults, bounds, help: trainer.params)."
 
 
 class LanguageSettings(StrictModel):

@@ -15,8 +15,9 @@ SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
 HTTP_TIMEOUT_S = 30
 
 
-def session(endpoint_env: str):
-    """(session, base URL override): anonymous on an override (tests), else ADC bearer tokens."""
+def session(endpoint_env: str, *, quota_project: str | None = None):
+    """(session, base URL override): anonymous on an override (tests), else ADC bearer tokens
+    (a user's ADC without a quota project is billed to `quota_project`, the env's project)."""
     override = os.environ.get(endpoint_env)
     if override:
         import requests
@@ -30,6 +31,12 @@ def session(endpoint_env: str):
         credentials, _ = google.auth.default(scopes=SCOPES)
     except DefaultCredentialsError as exc:
         raise InfraError(f"no Google credentials: {exc}", hint="run `gcloud auth application-default login`") from exc
+    # A user's ADC without a quota project bills API calls to nowhere useful; a service account
+    # bills its own project already (and setting one would need serviceusage.services.use).
+    from google.oauth2.credentials import Credentials as UserCredentials
+
+    if quota_project and isinstance(credentials, UserCredentials) and not credentials.quota_project_id:
+        credentials = credentials.with_quota_project(quota_project)
     return AuthorizedSession(credentials), None
 
 

@@ -127,7 +127,13 @@ def fetch_skus(session, base: str | None) -> list[dict]:
                     "cloudbilling.googleapis.com" if resp.status_code == 403 else "retry later")
             raise InfraError(f"Cloud Billing Catalog answered HTTP {resp.status_code}: {api.api_message(resp)}",
                              hint=hint)
-        page = resp.json()
+        try:
+            page = resp.json()
+        except ValueError:
+            page = None
+        if not isinstance(page, dict):
+            raise InfraError(f"the Cloud Billing Catalog answered something that is not a SKU page: "
+                             f"{resp.text[:120]!r}", hint="retry later (a proxy in the way?)")
         skus += page.get("skus") or []
         token = page.get("nextPageToken") or ""
         if not token:
@@ -209,35 +215,50 @@ def _save(bucket: "Bucket | None", book: CatalogBook) -> None:
 
 
 def catalog_book(config: "EnvConfig", bucket: "Bucket | None", machine_types: Iterable[str],
-                 *, compute=None) -> CatalogBook:
-    """The cached (< 1 day) or freshly read catalog rates, with the shapes of `machine_types`."""
-    book = _cached(bucket)
-    changed = book is None
+                 *, compute=None, book: CatalogBook | None = None) -> CatalogBook:
+    """The cached (< 1 day) or freshly read catalog rates, with the shapes of `machine_types`
+    (a shape Compute cannot give leaves that machine type "cost unknown", not the whole book)."""
+    book = book or _cached(bucket)
     if book is None:
-        session, base = api.session(ENDPOINT_ENV)
+        session, base = api.session(ENDPOINT_ENV, quota_project=config.project)
         book = CatalogBook(read_at=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%MZ"),
                            rates=rates_from_skus(fetch_skus(session, base)))
+        _save(bucket, book)  # the rates are good whatever the shapes do
     missing = sorted({m for m in machine_types if m and m not in book.shapes})
     if missing:
         from stacks.gcp.quota import ComputeQuotas, candidate_zones
 
         compute = compute or ComputeQuotas(config.project)
-        zones = candidate_zones(config)
         for machine_type in missing:
-            shape = next((s for s in (compute.machine_shape(z, machine_type) for z in zones) if s), None)
-            if shape is not None:
-                book.shapes[machine_type] = shape
-                changed = True
-    if changed:
-        _save(bucket, book)
+            for zone in candidate_zones(config):
+                try:
+                    shape = compute.machine_shape(zone, machine_type)
+                except InfraError:
+                    break  # no Compute access: this machine type stays unpriced
+                if shape is not None:
+                    book.shapes[machine_type] = shape
+                    break
+        if any(m in book.shapes for m in missing):
+            _save(bucket, book)
     return book
+
+
+_BOOKS: dict = {}  # one book per command: (project, bucket, catalog endpoint) -> the book it got
 
 
 def price_book(config: "EnvConfig", bucket: "Bucket | None", machine_types: Iterable[str],
                *, compute=None) -> PriceBook:
-    """The catalog's prices, or the fallback table with a warning saying why."""
+    """The catalog's prices, or the fallback table with a warning saying why; asked again in the
+    same process (the estimate, then the run's metadata; `trainctl runs`), the same book answers."""
+    import os
+
+    key = (config.project, bucket.uri if bucket is not None else None, os.environ.get(ENDPOINT_ENV))
+    known = _BOOKS.get(key)
+    if known is not None and not isinstance(known, CatalogBook):
+        return known  # the catalog could not be read a moment ago: do not wait on it again
     try:
-        return catalog_book(config, bucket, machine_types, compute=compute)
+        _BOOKS[key] = catalog_book(config, bucket, machine_types, compute=compute, book=known)
     except InfraError as exc:
         hint = f" ({exc.hint})" if exc.hint else ""
-        return fallback_book(warning=f"the Cloud Billing Catalog could not be read: {exc.message}{hint}")
+        _BOOKS[key] = fallback_book(warning=f"the Cloud Billing Catalog could not be read: {exc.message}{hint}")
+    return _BOOKS[key]

@@ -42,6 +42,9 @@ class Target(Protocol):
     def cost_note(self, cost: dict) -> str | None:
         """The line `train` prints about a finished run's cost."""
 
+    def estimate_record(self, config: "EnvConfig", lang: str, region: str | None, bucket: "Bucket") -> dict:
+        """The cost estimate metadata/trainctl.json keeps for the run."""
+
     def prices_for_plan(self, config: "EnvConfig"):
         """The price book a plan review quotes, or None (no cloud cost)."""
 
@@ -51,9 +54,11 @@ def by_name(name: str) -> Target:
         from stacks.targets.gcp import GCP
 
         return GCP
-    from stacks.targets.local import LOCAL
+    if name == "local":
+        from stacks.targets.local import LOCAL
 
-    return LOCAL
+        return LOCAL
+    raise ValueError(f"no target {name!r} in stacks/targets (see the checklist in its docstring)")
 
 
 def target_of(config: "EnvConfig") -> Target:

@@ -10,9 +10,6 @@ from dataclasses import dataclass
 from stacks.errors import InfraError
 from stacks.naming import FOUNDATION
 
-_BOOKS: dict = {}  # (bucket, machine type) -> price book: one catalog read per `trainctl runs`
-
-
 @dataclass(frozen=True)
 class GcpTarget:
     name: str = "gcp"
@@ -72,13 +69,15 @@ class GcpTarget:
         from stacks.gcp.pricing import price_book
         from stacks.runrecords import vm_cost
 
-        def book_for(machine_type: str):
-            key = (bucket.uri, machine_type)
-            if key not in _BOOKS:
-                _BOOKS[key] = price_book(config, bucket, [machine_type])
-            return _BOOKS[key]
+        return vm_cost(bucket, config, lang, run_id, status, lambda machine: price_book(config, bucket, [machine]))
 
-        return vm_cost(bucket, config, lang, run_id, status, book_for)
+    def estimate_record(self, config, lang, region, bucket) -> dict:
+        """The estimate metadata/trainctl.json keeps (the book the estimate before apply used)."""
+        from stacks.config.prices import estimate
+        from stacks.gcp.pricing import price_book
+
+        settings = config.language(lang)
+        return estimate(settings, region, price_book(config, bucket, [settings.machine_type])).as_dict()
 
     def cost_note(self, cost: dict) -> str | None:
         est = "cost unknown" if cost["est_cost"] is None else f"about ${cost['est_cost']:.2f}"

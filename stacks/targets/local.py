@@ -41,6 +41,9 @@ class LocalTarget:
     def cost_note(self, cost: dict) -> str | None:
         return None
 
+    def estimate_record(self, config, lang, region, bucket) -> dict:
+        return {}
+
     def prices_for_plan(self, config):
         return None
 

@@ -82,6 +82,9 @@ def within_budget(lengths, budget: int, seed: int):
 
     if not budget or int(lengths.sum()) <= budget:
         return np.arange(len(lengths))
-    order = np.random.default_rng(seed).permutation(len(lengths))
-    fits = np.cumsum(lengths[order]) <= budget
-    return np.sort(order[fits])
+    picked, used = [], 0
+    for row in np.random.default_rng(seed).permutation(len(lengths)):  # a text too long is skipped, not the end
+        if used + lengths[row] <= budget:
+            picked.append(row)
+            used += int(lengths[row])
+    return np.sort(np.array(picked, dtype=np.int64))

@@ -181,8 +181,8 @@ SP_SAMPLE_CHARS = 100_000_000  # corpus text a SentencePiece model is trained on
 
 def sentencepiece_tokenizer(bucket: Bucket, lang: str, code: str, texts: list[str], *, vocab_size: int,
                             log) -> TokenizerSpec:
-    """A SentencePiece model trained on `texts` (the training rows) and the corpus files in order, up to
-    SP_SAMPLE_CHARS characters of corpus,
+    """A SentencePiece model trained on `texts` (training rows, unlabelled texts) and the corpus files in
+    order, up to SP_SAMPLE_CHARS characters in all,
     cached in the bucket by its inputs: `<lang>/cache/<hash>/spm.model`, trained once per data."""
     import sentencepiece
 
@@ -204,7 +204,9 @@ def sentencepiece_tokenizer(bucket: Bucket, lang: str, code: str, texts: list[st
 
     def sample():
         yield from texts
-        budget = SP_SAMPLE_CHARS
+        budget = SP_SAMPLE_CHARS - sum(map(len, texts))  # one budget for rows, unlabelled texts and corpus
+        if budget <= 0:
+            return
         for key in keys:
             with bucket.open_read(key) as fh:
                 for line in corpus_lines(fh, key):
