@@ -12,7 +12,7 @@ CDKTN_VENV ?= .venv-cdktn
 CDKTN_STAMP := $(CDKTN_VENV)/.installed-stamp
 ENV    ?= local
 
-.PHONY: demo test test-cdktn bench setup clean
+.PHONY: demo test test-fast test-cdktn bench setup clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,7 +23,7 @@ $(NODE_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
-# checkov (tests/test_policy.py) in its own venv: its pins would downgrade torch's/fastai's deps in .venv.
+# checkov (tests/synth/test_policy.py) in its own venv: its pins would downgrade torch's/fastai's deps in .venv.
 $(LINT_STAMP): requirements-lint.txt
 	test -x $(LINT_VENV)/bin/python || $(PYTHON) -m venv $(LINT_VENV)
 	$(LINT_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-lint.txt
@@ -45,10 +45,14 @@ demo: $(STAMP)
 test: $(STAMP) $(NODE_STAMP) $(LINT_STAMP)
 	$(BIN)/python -m pytest
 
+# The unit tests alone (tests/unit: seconds each, no model trained, no stack synthesized): under a minute.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest tests/unit -q
+
 # The stacks synthesized by CDK Terrain: the synth, construct and policy tests (not part of `make test`).
 test-cdktn: $(CDKTN_STAMP) $(NODE_STAMP) $(LINT_STAMP)
-	TRAINSTACK_CDK=cdktn $(CDKTN_VENV)/bin/python -m pytest tests/test_synth.py tests/test_gcp_stacks.py \
-		tests/test_constructs.py tests/test_policy.py
+	TRAINSTACK_CDK=cdktn $(CDKTN_VENV)/bin/python -m pytest tests/synth/test_synth.py tests/synth/test_gcp_stacks.py \
+		tests/synth/test_constructs.py tests/synth/test_policy.py
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.lifecycle

@@ -17,7 +17,7 @@ sq sr ss st su sv sw ta te tg th ti tk tl tn to tr ts tt tw ty ug uk ur uz ve vi
 OTHER_CODES = frozenset({"grc", "dsb", "hsb", "kmr", "lij", "xx"})  # xx: spaCy's multi-language tokenizer
 KNOWN_CODES = ISO_639_1 | OTHER_CODES
 
-# spaCy 3.8's spacy.lang packages (tests/test_languages.py compares this with the installed spaCy).
+# spaCy 3.8's spacy.lang packages (tests/e2e/test_languages.py compares this with the installed spaCy).
 SPACY_CODES = frozenset("""
 af am ar az bg bn bo ca cs da de dsb el en es et eu fa fi fo fr ga gd grc gu he hi hr hsb ht hu hy id is it ja
 kmr kn ko ky la lb lg lij lt lv mk ml mr ms nb ne nl nn pl pt ro ru sa si sk sl sq sr sv ta te th ti tl tn tr tt

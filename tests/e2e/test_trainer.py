@@ -1,0 +1,113 @@
+"""The trainer on its own: gs:// through the emulator, determinism, resume after SIGTERM."""
+from __future__ import annotations
+
+import json
+
+from tests.support.project import SAMPLE
+from tests.support.trainer_proc import sigterm_at, stage_sample, trainer
+from trainer.storage import open_bucket
+
+
+
+def test_trainer_on_gcs_bucket_and_same_seed_same_metrics(gcs_env, tmp_path):
+    uri = f"gs://test-bucket/{tmp_path.name}"
+    bucket = open_bucket(uri)
+    stage_sample(bucket)
+    for run_id in ("a", "b"):
+        proc = trainer(uri, run_id, "--base-lm", "pretrain-inline")
+        out, _ = proc.communicate(timeout=300)
+        assert proc.returncode == 0, out
+    metrics = [json.loads(bucket.read_bytes(f"fr/runs/{r}/metrics.json")) for r in ("a", "b")]
+    keys = ("per_label", "micro_f1", "macro_f1", "accuracy")
+    assert {k: metrics[0][k] for k in keys} == {k: metrics[1][k] for k in keys}
+    # Run a pretrained a base LM on its training rows and published it (never as CURRENT: it saw
+    # those rows); run b, on the same rows, fine-tuned from it and reused the token cache.
+    assert not bucket.exists("fr/lm/CURRENT")
+    [inline] = {k.split("/")[2] for k in bucket.list("fr/lm/")}
+    assert inline.startswith("inline-") and bucket.exists(f"fr/lm/{inline}/meta.json")
+    assert metrics[0]["base_lm"]["id"] == metrics[1]["base_lm"]["id"] == inline
+    assert metrics[1]["base_lm"]["small"] is True
+    log_a, log_b = (bucket.read_bytes(f"fr/runs/{r}/log.txt").decode() for r in ("a", "b"))
+    assert f"base LM: published {inline}" in log_a
+    assert f"base LM: {inline}" in log_b and "on the same training rows" in log_b and "tokens: reused cache" in log_b
+    assert "small base LM: expect weak transfer" in log_b and "found an embedding in base LM" in log_b
+    assert json.loads(bucket.read_bytes("fr/runs/b/status.json"))["state"] == "SUCCEEDED"
+    # A finished run is never overwritten.
+    proc = trainer(uri, "a")
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 2 and "already ended" in out
+
+
+def test_sigterm_mid_classifier_resumes_exactly(tmp_path):
+    """Interrupted-then-resumed equals uninterrupted on CPU with a fixed seed (mid-epoch position,
+    RNG states, optimizer and history are all in the checkpoint)."""
+    uri = f"file://{tmp_path / 'bucket'}"
+    bucket = open_bucket(uri)
+    stage_sample(bucket)
+    args = ("--epochs-clf", "30", "--checkpoint-minutes", "0")
+    proc = trainer(uri, "whole", *args)
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out
+    # progress after every batch (logging only): the interruption must not leave it behind
+    proc = trainer(uri, "r1", *args, "--progress-seconds", "0", start_new_session=True)
+    sigterm_at(bucket, "r1", proc, "classifier", 3)
+    status = json.loads(bucket.read_bytes("fr/runs/r1/status.json"))
+    assert status["state"] == "RUNNING" and status["stage"] == "interrupted" and status["progress"] is None
+    pointer = json.loads(bucket.read_bytes("fr/runs/r1/checkpoints/LATEST.ckpt.json"))
+    assert pointer["position"]["stage"] == "classifier" and pointer["key"].endswith("-classifier.ckpt.pt")
+    # One object per save, the newest 3 kept.
+    assert len([k for k in bucket.list("fr/runs/r1/checkpoints/") if k.endswith(".ckpt.pt")]) == 3
+    proc = trainer(uri, "r1", *args)
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out
+    status = json.loads(bucket.read_bytes("fr/runs/r1/status.json"))
+    assert status["state"] == "SUCCEEDED" and status["resumed"] == 1
+    log = bucket.read_bytes("fr/runs/r1/log.txt").decode()
+    assert "lm_finetune: finished before the interruption" in log and "classifier: resumed at classifier" in log
+    whole, resumed = (json.loads(bucket.read_bytes(f"fr/runs/{r}/metrics.json")) for r in ("whole", "r1"))
+    assert resumed["history"][-1]["stage"] == "classifier" and resumed["history"][-1]["epoch"] == 30
+    # Every epoch survives the interruption, with the same validation figures ("whole" also
+    # pretrained the base LM that r1 reused; a resumed epoch's train_loss covers its own batches).
+    strip = lambda h: [{k: v for k, v in e.items() if k != "train_loss"} for e in h if e["stage"] != "base_lm"]  # noqa: E731
+    assert strip(resumed["history"]) == strip(whole["history"])
+    for key in ("per_label", "micro_f1", "macro_f1", "accuracy"):
+        assert resumed[key] == whole[key], key
+
+
+def test_test_split_scores_test_rows_with_thresholds_tuned_on_valid_rows(tmp_path):
+    import csv
+    import io
+
+    import numpy as np
+
+    from trainer import metrics as M
+
+    uri = f"file://{tmp_path / 'bucket'}"
+    bucket = open_bucket(uri)
+    lines = (SAMPLE / "fr/train.csv").read_text().splitlines()
+    bucket.write_bytes("fr/data/train.csv", ("\n".join(lines[:301]) + "\n").encode())
+    bucket.write_bytes("fr/data/test.csv", ("\n".join(lines[:1] + lines[301:]) + "\n").encode())
+    proc = trainer(uri, "t1")
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out
+    m = json.loads(bucket.read_bytes("fr/runs/t1/metrics.json"))
+    assert m["rows"] == {"fit": "train", "thresholds": "valid", "scores": "test"} and m["n_test"] == 80
+    assert m["baseline_tfidf"]["rows"]["scores"] == "test" and m["valid"]["rows"]["scores"] == "valid"
+
+    def table(name):
+        rows = list(csv.DictReader(io.StringIO(bucket.read_bytes(f"fr/runs/t1/{name}").decode())))
+        probs = np.array([[float(r[f"prob_{l}"]) for l in m["labels"]] for r in rows])
+        targets = np.array([[int(l in r["true_labels"].split(";")) for l in m["labels"]] for r in rows])
+        return rows, probs, targets
+
+    valid_rows, valid_probs, valid_targets = table("valid_predictions.csv")
+    test_rows, test_probs, test_targets = table("test_predictions.csv")
+    assert {r["split"] for r in valid_rows} == {"valid"} and {r["split"] for r in test_rows} == {"test"}
+    assert len(test_rows) == 80
+    # The thresholds are the ones the validation rows give, never the test rows'.
+    thresholds = M.choose_thresholds(valid_probs, valid_targets)
+    assert [m["per_label"][l]["threshold"] for l in m["labels"]] == thresholds.tolist()
+    # The reported figures are recomputed from test_predictions.csv with those thresholds.
+    recomputed = M.score(M.decide(test_probs, multi_label=True, thresholds=thresholds), test_targets, m["labels"],
+                         thresholds)
+    assert recomputed["macro_f1"] == m["macro_f1"] and recomputed["per_label"] == m["per_label"]

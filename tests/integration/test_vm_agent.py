@@ -1,0 +1,444 @@
+"""The VM agent (`python -m trainer.vm`) against a text metadata server, a recorded Compute API
+and the GCS emulator, with a fake trainer instead of fastai (tests/fixtures/vm/fake_trainer.py)."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from datetime import datetime, timedelta, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from tests.support.recorded_api import FIXTURES, RecordedApi
+from trainer.runs import FAILED, RUNNING, SUCCEEDED, RunStatus, now_iso, read_status, write_status
+from trainer.storage import open_bucket
+from trainer.vm.agent import end_reason
+from trainer.vm.metadata import MetadataClient, MetadataError
+from trainer.vm.spec import JOIN_TIMEOUT_S, VmSpec, build_command, command_env, node_rank
+
+from tests.support.project import REPO  # noqa: E402
+FAKE = FIXTURES / "vm" / "fake_trainer.py"
+PROJECT, ZONE, MIG = "test-project", "europe-west4-a", "train-fr"
+RESIZE = rf"/compute/v1/projects/{PROJECT}/zones/{ZONE}/instanceGroupManagers/{MIG}/resize"
+
+
+class MetadataServer:
+    """The GCE metadata server as far as the agent sees it: plain text, Metadata-Flavor required."""
+
+    def __init__(self, values: dict[str, str]):
+        self.values, self.seen = values, []
+
+    def __enter__(self) -> "MetadataServer":
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):
+                server.seen.append(self.path)
+                prefix = "/computeMetadata/v1/"
+                value = server.values.get(self.path[len(prefix):]) if self.path.startswith(prefix) else None
+                if self.headers.get("Metadata-Flavor") != "Google":
+                    code, value = 403, "Missing Metadata-Flavor:Google header."
+                else:
+                    code, value = (200, value) if value is not None else (404, "Not Found")
+                data = value.encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/text")
+                self.send_header("Metadata-Flavor", "Google")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    @property
+    def host(self) -> str:
+        return "127.0.0.1:%d" % self._server.server_address[1]
+
+    def __exit__(self, *exc) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+def run_id_at(when: datetime) -> str:
+    return when.strftime("%Y%m%d-%H%M%S-") + "ab12"
+
+
+class Vm:
+    """One VM of a run: its metadata, the bucket, the recorded Compute API, the agent process."""
+
+    def __init__(self, tmp_path: Path, gcs: str, *, mode: str, nodes: int = 1, name: str = "train-fr-x7k2",
+                 max_run_hours: str = "4", run_id: str | None = None, extra: dict | None = None):
+        self.bucket_uri = f"gs://test-bucket/vm-{tmp_path.name}"
+        self.bucket = open_bucket(self.bucket_uri)
+        self.run_id = run_id or run_id_at(datetime.now(timezone.utc))
+        self.mark = tmp_path / "mark.jsonl"
+        args = ["--lang", "fr", "--bucket", self.bucket_uri, "--env", "dev", "--mode", mode, "--mark", str(self.mark)]
+        attrs = {
+            "trainstack-image": "europe-west4-docker.pkg.dev/p/trainstack/trainer:3f2a", "trainstack-run-id": self.run_id,
+            "trainstack-args": json.dumps(args), "trainstack-lang": "fr", "trainstack-env": "dev",
+            "trainstack-bucket": self.bucket_uri, "trainstack-nodes": str(nodes), "trainstack-gpus-per-node": "1",
+            "trainstack-shm-size": "16g", "trainstack-docker-flags": "[]", "trainstack-max-run-hours": max_run_hours,
+            "trainstack-project": PROJECT, "trainstack-zone": ZONE, "trainstack-mig": MIG,
+            "trainstack-base-name": "train-fr", **(extra or {}),
+        }
+        self.metadata = {f"instance/attributes/{k}": v for k, v in attrs.items()}
+        self.metadata["instance/name"] = name
+        self.gcs = gcs
+        self.shutdown_flag = tmp_path / "state" / "shutting-down"  # shutdown.sh's, as mounted from the host
+
+    def start(self, md: MetadataServer, api: RecordedApi, *action: str) -> subprocess.Popen:
+        env = {**os.environ, "GCE_METADATA_HOST": md.host, "TRAINSTACK_COMPUTE_ENDPOINT": api.url,
+               "STORAGE_EMULATOR_HOST": self.gcs, "GOOGLE_CLOUD_PROJECT": PROJECT, "TRAINSTACK_GRACE_S": "1",
+               "TRAINSTACK_SETTLE_S": "0.5", "TRAINSTACK_REJOIN_PAUSE_S": "0",
+               "TRAINSTACK_SHUTDOWN_FLAG": str(self.shutdown_flag),
+               "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
+        action = action or ("run", "--trainer-cmd", f"{sys.executable} {FAKE}")
+        return subprocess.Popen([sys.executable, "-m", "trainer.vm", *action], cwd=REPO, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    def run(self, *action: str, timeout: float = 60) -> tuple[int, str, list]:
+        """Runs the agent to the end: (exit code, output, resize requests)."""
+        with MetadataServer(self.metadata) as md, RecordedApi({("POST", RESIZE): (200, "vm/resize_operation.json")}) as api:
+            proc = self.start(md, api, *action)
+            out, _ = proc.communicate(timeout=timeout)
+            return proc.returncode, out, api.requests("POST", RESIZE)
+
+    def status(self) -> RunStatus | None:
+        return read_status(self.bucket, "fr", self.run_id)
+
+    def events(self) -> list:
+        return [json.loads(line) for line in self.mark.read_text().splitlines()] if self.mark.exists() else []
+
+
+def assert_one_resize_to_zero(resizes, out):
+    assert len(resizes) == 1, out
+    assert resizes[0].query == {"size": ["0"]}, resizes[0].query
+
+
+def test_success_on_rank_0_resizes_once(tmp_path, gcs_env):
+    vm = Vm(tmp_path, gcs_env, mode="succeed")
+    code, out, resizes = vm.run()
+    assert code == 0, out
+    assert_one_resize_to_zero(resizes, out)
+    assert vm.status().state == SUCCEEDED
+    argv = vm.events()[0]
+    assert argv[-2:] == ["--run-id", vm.run_id] and argv.count("--run-id") == 1
+    assert "operation-1795342500000" in out  # the operation the API answered is logged
+    (record,) = [k for k in vm.bucket.list(f"fr/runs/{vm.run_id}/metadata/instances/")]
+    assert json.loads(vm.bucket.read_bytes(record))["rank"] == 0 and "/instances/" in record
+
+
+def test_failed_status_resizes_and_exits_with_the_trainer_code(tmp_path, gcs_env):
+    vm = Vm(tmp_path, gcs_env, mode="fail")
+    code, out, resizes = vm.run()
+    assert code == 1, out
+    assert_one_resize_to_zero(resizes, out)
+    assert vm.status().error == "ValueError: boom"  # the trainer's own error is kept
+
+
+def test_silent_death_is_marked_failed_then_resized(tmp_path, gcs_env):
+    vm = Vm(tmp_path, gcs_env, mode="silent")
+    code, out, resizes = vm.run()
+    assert code == 3, out
+    assert_one_resize_to_zero(resizes, out)
+    status = vm.status()
+    assert status.state == FAILED and "code 3" in status.error and status.finished_at
+
+
+@pytest.mark.parametrize("nodes,name", [(1, "train-fr-x7k2"), (2, "train-fr-0")], ids=["one-vm", "node-0-of-2"])
+def test_sigterm_is_forwarded_and_leaves_the_group_alone(tmp_path, gcs_env, nodes, name):
+    vm = Vm(tmp_path, gcs_env, mode="sleep", nodes=nodes, name=name)
+    with MetadataServer(vm.metadata) as md, RecordedApi({("POST", RESIZE): (200, "vm/resize_operation.json")}) as api:
+        proc = vm.start(md, api)
+        deadline = time.monotonic() + 30
+        while not vm.events() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert vm.events(), "the fake trainer never started"
+        proc.send_signal(signal.SIGTERM)  # what the shutdown script's docker kill does on preemption
+        out, _ = proc.communicate(timeout=30)
+        assert proc.returncode == 143, out
+        assert api.requests("POST", RESIZE) == []
+    assert vm.events()[-1] == "SIGTERM"
+    status = vm.status()
+    assert status.state == "RUNNING" and status.stage == "interrupted"  # resumable, not FAILED
+
+
+def test_rank_1_of_2_never_resizes(tmp_path, gcs_env):
+    vm = Vm(tmp_path, gcs_env, mode="succeed", nodes=2, name="train-fr-1")
+    code, out, resizes = vm.run()
+    assert code == 0, out
+    assert resizes == [] and "node 1 of 2" in out
+
+
+def test_worker_done_before_node_0_leaves_the_status_alone(tmp_path, gcs_env):
+    vm = Vm(tmp_path, gcs_env, mode="worker", nodes=2, name="train-fr-1")
+    code, out, resizes = vm.run()
+    assert code == 0, out
+    assert resizes == [] and vm.status().state == "RUNNING"
+
+
+def test_deadline_stops_the_trainer_marks_failed_and_resizes(tmp_path, gcs_env):
+    # Run started now, 0.001 h = 3.6 s budget; the trainer ignores SIGTERM and is killed after the grace (1 s).
+    vm = Vm(tmp_path, gcs_env, mode="stubborn", max_run_hours="0.001")
+    started = time.monotonic()
+    code, out, resizes = vm.run()
+    assert code == 124, out
+    assert time.monotonic() - started < 20
+    assert vm.events()[-1] == "SIGTERM" and "killing it" in out
+    assert_one_resize_to_zero(resizes, out)
+    status = vm.status()
+    assert status.state == FAILED and status.error == "stopped after max_run_hours=0.001"
+
+
+def test_deadline_already_passed_does_not_start_the_trainer(tmp_path, gcs_env):
+    vm = Vm(tmp_path, gcs_env, mode="succeed", max_run_hours="1",
+            run_id=run_id_at(datetime.now(timezone.utc) - timedelta(hours=2)))
+    code, out, resizes = vm.run()
+    assert code == 124, out
+    assert vm.events() == []
+    assert_one_resize_to_zero(resizes, out)
+    assert vm.status().error == "stopped after max_run_hours=1"
+
+
+def test_run_that_already_ended_only_stops_the_group(tmp_path, gcs_env):
+    vm = Vm(tmp_path, gcs_env, mode="succeed")
+    write_status(vm.bucket, RunStatus(run_id=vm.run_id, lang="fr", env="dev", state=SUCCEEDED))
+    code, out, resizes = vm.run()
+    assert code == 0, out
+    assert vm.events() == []
+    assert_one_resize_to_zero(resizes, out)
+
+
+def test_fail_and_stop_group_commands(tmp_path, gcs_env):
+    vm = Vm(tmp_path, gcs_env, mode="succeed", nodes=2, name="train-fr-1")  # any node may call these
+    code, out, resizes = vm.run("fail", "GPU driver did not appear within 600 s")
+    assert code == 0, out
+    assert_one_resize_to_zero(resizes, out)
+    assert vm.status().state == FAILED and vm.status().error == "GPU driver did not appear within 600 s"
+    code, out, resizes = vm.run("stop-group")
+    assert code == 0, out
+    assert_one_resize_to_zero(resizes, out)
+
+
+def test_one_vm_interrupted_without_a_signal_is_failed_not_preempted(tmp_path, gcs_env):
+    vm = Vm(tmp_path, gcs_env, mode="interrupt")  # exits 143, stage "interrupted", no SIGTERM here
+    code, out, resizes = vm.run()
+    assert code == 1, out  # never 143: the host would take it for a preemption and keep the VM
+    assert_one_resize_to_zero(resizes, out)
+    status = vm.status()
+    assert status.state == FAILED and "no SIGTERM reached this VM" in status.error
+    assert len(vm.events()) == 1
+
+
+def test_interrupted_elsewhere_rejoins_and_the_run_resumes(tmp_path, gcs_env):
+    # Node 0's torchrun gave up after node 1's preemption: the agent starts it again to rejoin.
+    vm = Vm(tmp_path, gcs_env, mode="interrupt-once", nodes=2, name="train-fr-0")
+    code, out, resizes = vm.run()
+    assert code == 0, out
+    assert len(vm.events()) == 2 and "rejoining the rendezvous on train-fr-0" in out
+    assert_one_resize_to_zero(resizes, out)
+    assert vm.status().state == SUCCEEDED and vm.status().resumed == 1
+
+
+@pytest.mark.parametrize("name,rank", [("train-fr-0", 0), ("train-fr-1", 1)])
+def test_interrupted_more_than_max_restarts_fails_and_node_0_stops_the_group(tmp_path, gcs_env, name, rank):
+    vm = Vm(tmp_path, gcs_env, mode="interrupt", nodes=2, name=name, extra={"trainstack-max-restarts": "1"})
+    code, out, resizes = vm.run()
+    assert code == 1, out  # not 143: this VM was not preempted, and the run is over
+    assert len(vm.events()) == 2  # started, interrupted (1 of 1 allowed), rejoined, interrupted again
+    status = vm.status()
+    assert status.state == FAILED and status.error == "interrupted 2 times; max_restarts=1 reached"
+    assert "status.json: RUNNING, stage 'interrupted', resumed 1 time(s)" in out
+    if rank == 0:
+        assert_one_resize_to_zero(resizes, out)
+    else:
+        assert resizes == [] and "node 0 stops the group" in out
+
+
+def test_recreated_node_past_max_restarts_does_not_start_the_trainer(tmp_path, gcs_env):
+    vm = Vm(tmp_path, gcs_env, mode="succeed", nodes=2, name="train-fr-0")  # trainstack-max-restarts absent: 3
+    write_status(vm.bucket, RunStatus(run_id=vm.run_id, lang="fr", env="dev", state=RUNNING, stage="interrupted",
+                                      resumed=3))
+    code, out, resizes = vm.run()
+    assert code == 1, out
+    assert vm.events() == []
+    assert_one_resize_to_zero(resizes, out)
+    assert vm.status().error == "interrupted 4 times; max_restarts=3 reached"
+
+
+def test_multi_node_crash_says_what_status_json_says(tmp_path, gcs_env):
+    vm = Vm(tmp_path, gcs_env, mode="silent", nodes=2, name="train-fr-0")
+    code, out, resizes = vm.run()
+    assert code == 3, out
+    assert_one_resize_to_zero(resizes, out)
+    assert len(vm.events()) == 1  # a crash is not rejoined
+    assert vm.status().error == "trainer exited with code 3 without writing a final status; it was at stage 'classifier'"
+
+
+def test_missing_metadata_is_an_agent_error(tmp_path, gcs_env):
+    vm = Vm(tmp_path, gcs_env, mode="succeed")
+    del vm.metadata["instance/attributes/trainstack-mig"]
+    code, out, resizes = vm.run()
+    assert code == 70, out  # startup.sh stops the group on any code but 0/143
+    assert "trainstack-mig" in out and resizes == [] and vm.events() == []
+
+
+def spec(nodes: int, gpus: int, base: str = "train-fr", max_restarts: int = 3) -> VmSpec:
+    return VmSpec(run_id="20261122-101500-ab12", lang="fr", env="dev", bucket="gs://b", args=["--lang", "fr"],
+                  nodes=nodes, gpus_per_node=gpus, max_run_hours=4, project=PROJECT, zone=ZONE, mig=MIG,
+                  base_name=base, max_restarts=max_restarts)
+
+
+def test_commands_for_one_and_many_gpus():
+    tail = ["-m", "trainer", "--lang", "fr", "--run-id", "20261122-101500-ab12"]
+    assert build_command(spec(1, 1), 0) == [sys.executable, *tail]
+    assert command_env(spec(1, 1)) == {}
+    # One VM: torchrun only for its GPUs; the group recreates the VM, torchrun restarts nothing.
+    assert build_command(spec(1, 4), 0) == [
+        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1", "--nproc-per-node", "4",
+        "--max-restarts", "0", *tail]
+    assert command_env(spec(1, 4)) == {}
+    assert build_command(spec(1, 1), 0, ["fake"])[0] == "fake"
+
+
+def test_nodes_meet_through_an_elastic_c10d_rendezvous_on_node_0():
+    three = spec(3, 2, max_restarts=5)
+    assert build_command(three, 1) == [
+        sys.executable, "-m", "torch.distributed.run", "--rdzv-backend", "c10d", "--rdzv-endpoint", "train-fr-0:29500",
+        "--rdzv-id", "20261122-101500-ab12", "--rdzv-conf", f"join_timeout={JOIN_TIMEOUT_S},is_host=0",
+        "--nnodes", "3", "--nproc-per-node", "2", "--max-restarts", "5", *"-m trainer --lang fr".split(),
+        "--run-id", "20261122-101500-ab12"]
+    assert JOIN_TIMEOUT_S >= 1800  # a recreated Spot VM boots, installs its driver and pulls the image first
+    node_0 = build_command(three, 0)
+    assert node_0[node_0.index("--rdzv-conf") + 1].endswith(",is_host=1")  # node 0 hosts the store
+    assert "--node-rank" not in node_0 and "--master-addr" not in node_0  # static rendezvous flags
+    assert command_env(three) == {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
+
+
+def test_torchrun_accepts_the_commands(monkeypatch):
+    """The flags go through this torch's own parser and launch config (nothing is started)."""
+    from torch.distributed.elastic.rendezvous import RendezvousParameters
+    from torch.distributed.run import config_from_args, get_args_parser
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # config_from_args sets it otherwise
+    for vm_spec, rank in ((spec(1, 4), 0), (spec(3, 2, max_restarts=5), 0), (spec(3, 2, max_restarts=5), 2)):
+        cmd = build_command(vm_spec, rank)
+        assert cmd[:3] == [sys.executable, "-m", "torch.distributed.run"]
+        args = get_args_parser().parse_args(cmd[3:])
+        config, entry, entry_args = config_from_args(args)
+        assert args.module and args.training_script == "trainer"
+        assert entry_args[-4:] == ["--lang", "fr", "--run-id", vm_spec.run_id]
+        assert config.nproc_per_node == vm_spec.gpus_per_node
+        if vm_spec.nodes == 1:
+            assert args.standalone and config.max_restarts == 0
+            continue
+        assert (config.min_nodes, config.max_nodes) == (3, 3)
+        assert (config.rdzv_backend, config.rdzv_endpoint, config.run_id) == ("c10d", "train-fr-0:29500", vm_spec.run_id)
+        assert config.max_restarts == 5
+        params = RendezvousParameters(config.rdzv_backend, config.rdzv_endpoint, config.run_id, config.min_nodes,
+                                      config.max_nodes, **config.rdzv_configs)
+        assert params.get_as_int("join_timeout") == JOIN_TIMEOUT_S
+        assert params.get_as_bool("is_host") is (rank == 0)
+
+
+def test_max_restarts_comes_from_the_metadata(monkeypatch, tmp_path, gcs_env):
+    vm = Vm(tmp_path, gcs_env, mode="succeed", nodes=3, name="train-fr-1")
+    with MetadataServer(vm.metadata) as md:
+        monkeypatch.setenv("GCE_METADATA_HOST", md.host)
+        assert VmSpec.from_metadata(MetadataClient(tries=1)).max_restarts == 3  # absent: the default
+        md.values["instance/attributes/trainstack-max-restarts"] = "7"
+        assert VmSpec.from_metadata(MetadataClient(tries=1)).max_restarts == 7
+        md.values["instance/attributes/trainstack-max-restarts"] = "-1"
+        with pytest.raises(MetadataError, match="max-restarts"):
+            VmSpec.from_metadata(MetadataClient(tries=1))
+
+
+def test_end_reason_counts_interruptions_and_the_join_window():
+    now = time.time()
+    status = RunStatus(run_id="r", lang="fr", env="dev", state=RUNNING, stage="interrupted", resumed=2,
+                       updated_at=now_iso())
+    assert end_reason(spec(2, 1, max_restarts=3), status, now) is None  # interruption 3 of 3 allowed
+    assert end_reason(spec(2, 1, max_restarts=2), status, now) == "interrupted 3 times; max_restarts=2 reached"
+    late = end_reason(spec(2, 1, max_restarts=3), status, now + JOIN_TIMEOUT_S + 60)
+    assert late.startswith("the 2 nodes did not meet again within 30 min of interruption 3")
+
+
+def test_node_rank():
+    assert node_rank(spec(1, 1), "anything-x7k2") == 0
+    assert node_rank(spec(3, 1), "train-fr-2") == 2
+    assert node_rank(spec(3, 1), "train-fr-2.europe-west4-a.c.p.internal") == 2
+    assert node_rank(spec(3, 1), "whatever", rank_attr="1") == 1  # the per-instance config's preserved metadata
+    for name in ("train-fr-x7k2", "other-1", "train-fr-3"):
+        with pytest.raises(MetadataError):
+            node_rank(spec(3, 1), name)
+
+
+def test_deadline_comes_from_the_run_id():
+    start = datetime(2026, 11, 22, 10, 15, tzinfo=timezone.utc).timestamp()
+    assert spec(1, 1).deadline() == start + 4 * 3600
+
+
+def test_metadata_client_honours_gce_metadata_host(monkeypatch):
+    with MetadataServer({"instance/attributes/trainstack-lang": "fr", "instance/name": "vm-0"}) as md:
+        monkeypatch.setenv("GCE_METADATA_HOST", md.host)
+        client = MetadataClient(tries=1)
+        assert client.attribute("trainstack-lang") == "fr"
+        assert client.get("instance/name") == "vm-0"
+        assert client.attribute("trainstack-nodes", "1") == "1"  # 404 -> default
+        with pytest.raises(MetadataError, match="trainstack-zone"):
+            client.require("trainstack-zone")
+    with pytest.raises(MetadataError, match="did not answer"):
+        MetadataClient(root=f"http://{md.host}/computeMetadata/v1/", tries=2, backoff_s=0.01).get("instance/name")
+
+
+# --- the VM going away: a trainer death then is an interruption, never a failure -------------
+
+@pytest.mark.parametrize("how", ["preempted", "shutdown-flag"])
+@pytest.mark.parametrize("mode", ["silent", "fail-no-status"])
+def test_trainer_death_while_the_vm_goes_away_leaves_the_run_resumable(tmp_path, gcs_env, how, mode):
+    vm = Vm(tmp_path, gcs_env, mode="silent")  # exits 3 without a final status, no SIGTERM here
+    if how == "preempted":
+        vm.metadata["instance/preempted"] = "TRUE"
+    else:
+        vm.shutdown_flag.parent.mkdir(parents=True)
+        vm.shutdown_flag.write_text("")
+    if mode == "fail-no-status":
+        vm.metadata["instance/attributes/trainstack-nodes"] = "2"
+        vm.metadata["instance/name"] = "train-fr-0"
+    code, out, resizes = vm.run()
+    assert code == 143, out  # what startup.sh reads as "stopped by the shutdown script"
+    assert resizes == []
+    status = vm.status()
+    assert status.state == RUNNING and status.error is None  # resumable: the next VM picks it up
+    assert "counted as an interruption" in out
+
+
+def test_trainer_death_on_a_vm_that_stays_is_still_a_failure(tmp_path, gcs_env):
+    vm = Vm(tmp_path, gcs_env, mode="silent")
+    vm.metadata["instance/preempted"] = "FALSE"
+    code, out, resizes = vm.run()
+    assert code == 3, out
+    assert_one_resize_to_zero(resizes, out)
+    assert vm.status().state == FAILED
+
+
+def test_going_away_answers_even_without_a_metadata_server(monkeypatch, tmp_path):
+    from trainer.vm.agent import going_away
+
+    monkeypatch.setenv("TRAINSTACK_SHUTDOWN_FLAG", str(tmp_path / "absent"))
+    with MetadataServer({}) as md:
+        root = f"http://{md.host}/computeMetadata/v1/"
+    assert going_away(MetadataClient(root=root, tries=1)) is None  # server gone: not a reason to fail or stay
+    (tmp_path / "absent").write_text("")
+    assert going_away(MetadataClient(root=root, tries=1)) == "the shutdown script has started"

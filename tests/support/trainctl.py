@@ -1,0 +1,46 @@
+"""trainctl as a user runs it (a subprocess in a project folder) and what a local run leaves behind."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from trainer import supervisor
+
+TRAINCTL = str(Path(sys.prefix) / "bin" / "trainctl")
+
+
+def trainctl(project: Path, *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([TRAINCTL, *args], cwd=project, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "COLUMNS": "200"})
+
+
+def run_dir(project: Path, lang: str, run_id: str) -> Path:
+    return project / ".trainstack/local/bucket" / lang / "runs" / run_id
+
+
+def only_run(project: Path, lang: str) -> str:
+    runs = sorted(p.name for p in (project / ".trainstack/local/bucket" / lang / "runs").iterdir())
+    assert len(runs) == 1, runs
+    return runs[0]
+
+
+def assert_nothing_left(project: Path, lang: str = "fr") -> None:
+    state = project / ".trainstack/local/state" / f"train-{lang}.tfstate"
+    assert json.loads(state.read_text())["resources"] == [], "terraform state still holds resources"
+    for procs in (project / ".trainstack/local/procs").glob("*"):
+        pid = supervisor.read_pid(procs)
+        assert pid is None or not supervisor._alive(pid), f"trainer supervisor {pid} still running"
+
+
+def wait_for(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")

@@ -1,0 +1,142 @@
+"""Bad input: one clear message, the documented exit code, nothing written under runs/."""
+from __future__ import annotations
+
+
+import pytest
+from typer.testing import CliRunner
+
+from stacks.cli.main import app
+from tests.support.project import SAMPLE
+
+runner = CliRunner()
+
+
+def bucket(project):
+    return project / ".trainstack" / "local" / "bucket"
+
+
+def stage(project, lang: str, raw: bytes):
+    path = bucket(project) / lang / "data" / "train.csv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(raw)
+
+
+def assert_no_runs(project):
+    assert not list(bucket(project).glob("*/runs/*")), "something was written under runs/"
+
+
+def test_unknown_language(project):
+    r = runner.invoke(app, ["train", "de"])
+    assert r.exit_code == 2
+    assert "language 'de' is not configured in env 'local' (configured: en, fr)" in r.output
+    assert_no_runs(project)
+
+
+def test_missing_train_csv(project):
+    r = runner.invoke(app, ["train", "fr"])
+    assert r.exit_code == 2 and "no labelled data at" in r.output and "trainctl data push fr" in r.output
+    assert_no_runs(project)
+
+
+@pytest.mark.parametrize("raw, message", [
+    (b"", "is empty"),
+    (b"body,labels\nx,a\n", "no column 'text'"),
+    ("text,labels\nfa\xe7ture,a\nb,b\n".encode("latin-1"), "not UTF-8"),
+])
+def test_bad_train_csv(project, raw, message):
+    stage(project, "fr", raw)
+    r = runner.invoke(app, ["train", "fr"])
+    assert r.exit_code == 2 and message in r.output
+    assert "Traceback" not in r.output
+    assert_no_runs(project)
+
+
+def test_terraform_missing_is_exit_3(project, monkeypatch):
+    stage(project, "fr", (SAMPLE / "fr" / "train.csv").read_bytes())
+    monkeypatch.setenv("PATH", "/nonexistent")
+    r = runner.invoke(app, ["train", "fr"])
+    assert r.exit_code == 3
+    assert "terraform is not on PATH" in r.output and "install Terraform" in r.output
+    assert_no_runs(project)
+
+
+def test_data_push_validates_and_never_overwrites(project, tmp_path):
+    r = runner.invoke(app, ["data", "push", "fr", str(SAMPLE / "fr")])
+    assert r.exit_code == 0, r.output
+    assert (bucket(project) / "fr/data/corpus/messages.txt").exists()
+    changed = tmp_path / "train.csv"
+    changed.write_text("text,labels\nmon colis,livraison\nma facture,facturation\n")
+    r = runner.invoke(app, ["data", "push", "fr", str(changed)])
+    assert r.exit_code == 2 and "--replace" in r.output
+    assert (bucket(project) / "fr/data/train.csv").read_bytes() == (SAMPLE / "fr" / "train.csv").read_bytes()
+    r = runner.invoke(app, ["data", "push", "fr", str(changed), "--replace"])
+    assert r.exit_code == 0
+    kept = list(bucket(project).glob("fr/data/previous/*/data/train.csv"))
+    assert len(kept) == 1 and kept[0].read_bytes() == (SAMPLE / "fr" / "train.csv").read_bytes()
+
+
+def test_data_push_rejects_bad_csv_before_upload(project, tmp_path):
+    bad = tmp_path / "train.csv"
+    bad.write_text("texte,labels\nx,a\n")
+    r = runner.invoke(app, ["data", "push", "fr", str(bad)])
+    assert r.exit_code == 2 and "no column 'text'" in r.output
+    assert not (bucket(project) / "fr").exists()
+
+
+def test_status_without_runs(project):
+    r = runner.invoke(app, ["status", "fr"])
+    assert r.exit_code == 2 and "no run for fr" in r.output
+
+
+@pytest.mark.parametrize("lang, sets, message, hint", [
+    ("gr", [], "'gr' is not an ISO 639-1 language code", "languages.gr.code: el"),
+    ("gr", ["languages.gr.trainer.tokenizer=spacy"], "'gr' is not an ISO 639-1", "probably 'el'"),
+    ("zh", ["languages.zh.trainer.tokenizer=spacy"], "the spacy tokenizer for 'zh'",
+     "languages.zh.trainer.tokenizer: sentencepiece"),
+    ("bm", ["languages.bm.trainer.tokenizer=spacy"], "spaCy has no tokenizer for 'bm'", "sentencepiece"),
+])
+def test_a_language_the_tokenizer_cannot_handle_stops_before_apply(project, lang, sets, message, hint):
+    stage(project, lang, "text,labels\n我的包裹没有到 Το πακέτο,a\n发票错了 λάθος,b\n".encode())
+    extra = [arg for s in sets for arg in ("--set", s)]
+    r = runner.invoke(app, ["train", lang, "--set", f"languages.{lang}={{}}", *extra])
+    assert r.exit_code == 2, r.output
+    out = " ".join(r.output.split())
+    assert message in out and hint in out
+    assert not (project / ".trainstack" / "local" / "state").exists(), "terraform ran before the tokenizer check"
+    assert_no_runs(project)
+
+
+def test_data_push_of_another_format_replaces_the_old_file_only_with_replace(project, tmp_path):
+    assert runner.invoke(app, ["data", "push", "fr", str(SAMPLE / "fr" / "train.csv")]).exit_code == 0
+    jsonl = tmp_path / "mine.jsonl"
+    jsonl.write_text('{"text": "mon colis", "labels": ["livraison"]}\n{"text": "ma facture", "labels": "facturation"}\n')
+    r = runner.invoke(app, ["data", "push", "fr", str(jsonl)])
+    assert r.exit_code == 2 and "train.csv" in r.output and "--replace" in r.output
+    assert not (bucket(project) / "fr/data/train.jsonl").exists()
+    r = runner.invoke(app, ["data", "push", "fr", str(jsonl), "--replace"])
+    assert r.exit_code == 0, r.output
+    assert (bucket(project) / "fr/data/train.jsonl").read_bytes() == jsonl.read_bytes()
+    assert not (bucket(project) / "fr/data/train.csv").exists()
+    kept = list(bucket(project).glob("fr/data/previous/*/data/train.csv"))
+    assert len(kept) == 1 and kept[0].read_bytes() == (SAMPLE / "fr" / "train.csv").read_bytes()
+
+
+def test_data_push_checks_label_columns_from_the_config(project, tmp_path):
+    data = tmp_path / "train.parquet"
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.Table.from_pylist([{"text": "a", "toxic": 1, "insult": 0}, {"text": "b", "toxic": 0, "insult": 1},
+                                         {"text": "c", "toxic": 7, "insult": 0}]), data)
+    r = runner.invoke(app, ["data", "push", "fr", str(data), "--set", 'defaults.data.label_cols=["toxic","insult"]'])
+    assert r.exit_code == 2 and "line 3" in r.output and "'toxic' holds 7" in r.output
+    assert not (bucket(project) / "fr").exists()
+
+
+def test_data_push_of_a_test_file_alone_and_a_warning_for_one_left_behind(project, tmp_path):
+    test = tmp_path / "test.csv"
+    test.write_text("text,labels\nmon colis,livraison\n")
+    assert runner.invoke(app, ["data", "push", "fr", str(test)]).exit_code == 0
+    assert (bucket(project) / "fr/data/test.csv").read_bytes() == test.read_bytes()
+    r = runner.invoke(app, ["data", "push", "fr", str(SAMPLE / "fr" / "train.csv")])
+    assert r.exit_code == 0 and "test.csv from an earlier push stays" in " ".join(r.output.split())

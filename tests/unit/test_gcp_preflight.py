@@ -1,0 +1,98 @@
+"""`trainctl train` on a gcp env stops at preflight, before any synth or apply, when it cannot run.
+
+Real clients all the way: GCS through gcp-storage-emulator, Compute and the registry
+through recorded responses on 127.0.0.1.
+"""
+from __future__ import annotations
+
+from typer.testing import CliRunner
+
+from stacks.cli.main import app
+from stacks.gcp.image import REGISTRY_ENDPOINT_ENV
+from stacks.gcp.quota import ENDPOINT_ENV
+from tests.support.project import SAMPLE
+from tests.support.compute_api import PROJECT, compute_api, fixture, with_quotas
+
+runner = CliRunner()
+MANIFEST = "/v2/p1/trainstack/trainer/manifests/[^/]+"
+
+
+def dev(bucket: str) -> list[str]:
+    return ["--env", "dev", "--set", "project=p1", "--set", f"bucket={bucket}"]
+
+
+def train_against(api, args, monkeypatch):
+    """`trainctl train fr` with Compute and the registry served by `api` -> (result, flattened output)."""
+    with api:
+        monkeypatch.setenv(ENDPOINT_ENV, api.url)
+        monkeypatch.setenv(REGISTRY_ENDPOINT_ENV, api.url)
+        result = runner.invoke(app, ["train", "fr", *args])
+    return result, " ".join(result.output.split())
+
+
+def test_image_never_built_is_exit_3_before_anything_is_created(project, gcs_env, monkeypatch):
+    args = dev("gs://test-bucket/preflight-image")
+    pushed = runner.invoke(app, ["data", "push", "fr", str(SAMPLE / "fr"), *args])
+    assert pushed.exit_code == 0, pushed.output
+    api = compute_api()
+    api.routes[("HEAD", MANIFEST)] = (404, {"errors": [{"code": "MANIFEST_UNKNOWN"}]})
+    result, out = train_against(api, args, monkeypatch)
+    assert result.exit_code == 3, result.output
+    assert "quota ok: fr runs in europe-west4-a (PREEMPTIBLE_NVIDIA_L4_GPUS)" in out
+    assert "trainctl image build --env dev" in out
+    # The cost estimate comes first, before anything is created (per hour and at max_run_hours=4).
+    estimate = "estimated cost of 1 x g2-standard-8 (Spot, europe-west4): $"
+    assert estimate in out and "at max_run_hours=4" in out and out.index(estimate) < out.index("quota ok")
+    assert len(api.requests("HEAD", MANIFEST)) == 1
+    assert not (project / ".trainstack" / "dev" / "cdktf.out").exists()  # nothing synthesized or applied
+
+
+def test_no_quota_is_exit_3_with_the_table_and_no_image_lookup(project, gcs_env, monkeypatch):
+    args = dev("gs://test-bucket/preflight-quota")
+    assert runner.invoke(app, ["data", "push", "fr", str(SAMPLE / "fr"), *args]).exit_code == 0
+    api = compute_api(project=with_quotas(fixture("project_p1.json"), GPUS_ALL_REGIONS=(4, 4)))
+    result, _ = train_against(api, args, monkeypatch)
+    assert result.exit_code == 3, result.output
+    assert "GPUS_ALL_REGIONS" in result.output
+    assert api.requests("GET", PROJECT) and not api.requests("HEAD", MANIFEST)
+    assert not (project / ".trainstack" / "dev" / "cdktf.out").exists()
+
+
+def test_run_metadata_records_the_image_zone_and_quota_metric(project, tmp_path):
+    import json
+    from types import SimpleNamespace
+
+    from stacks.lifecycle import StackHandle, write_run_metadata
+    from stacks.project import Project
+    from stacks.train_stack import GcpPlacement
+    from trainer.storage import LocalBucket
+
+    proj = Project(project)
+    config = proj.load("dev", ["project=p1"])
+    stack_dir = proj.work_outdir("dev") / "stacks" / "train-fr"
+    stack_dir.mkdir(parents=True)
+    (stack_dir / "cdk.tf.json").write_text("{}")
+    placement = GcpPlacement(zone="europe-west4-b", image="europe-west4-docker.pkg.dev/p1/trainstack/trainer:abc123",
+                             quota_metrics=["NVIDIA_L4_GPUS"], startup_script="", shutdown_script="")
+    handle = StackHandle(config, proj, "fr", SimpleNamespace(binary="terraform"), placement)
+    bucket = LocalBucket(tmp_path / "bucket")
+    write_run_metadata(bucket, handle, "20261122-101500-ab12")
+    meta = json.loads(bucket.read_bytes("fr/runs/20261122-101500-ab12/metadata/trainctl.json"))
+    assert meta["image"] == placement.image and meta["zone"] == "europe-west4-b"
+    assert meta["quota_metric"] == "NVIDIA_L4_GPUS" and meta["stack"] == "train-fr"
+    assert meta["machine_type"] == "g2-standard-8" and meta["gpu"] == {"type": "nvidia-l4", "count": 1}
+    assert meta["spot"] is True and meta["region"] == "europe-west4"
+    assert meta["cost_estimate"]["per_hour"] > 0 and meta["cost_estimate"]["max_run_hours"] == 4
+
+
+def test_a_boot_image_that_does_not_resolve_is_exit_3_before_anything_is_created(project, gcs_env, monkeypatch):
+    """The cheap subset of `trainctl doctor` runs before apply: the boot image family is looked up."""
+    args = dev("gs://test-bucket/preflight-boot")
+    assert runner.invoke(app, ["data", "push", "fr", str(SAMPLE / "fr"), *args]).exit_code == 0
+    api = compute_api()
+    api.routes[("HEAD", MANIFEST)] = (200, {})
+    result, out = train_against(api, args, monkeypatch)
+    assert result.exit_code == 3, result.output
+    assert "image ok" in out and "cos-stable does not resolve" in out and "describe-from-family" in out
+    assert api.requests("GET", "/compute/v1/projects/cos-cloud/global/images/family/cos-stable")
+    assert not (project / ".trainstack" / "dev" / "cdktf.out").exists()

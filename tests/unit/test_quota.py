@@ -1,0 +1,190 @@
+"""GPU quota preflight against recorded Compute API responses served to the real client."""
+from __future__ import annotations
+
+import socket
+
+import pytest
+from typer.testing import CliRunner
+
+from stacks.cli import quota_cmd
+from stacks.cli.main import app
+from stacks.gcp.quota import ENDPOINT_ENV, ComputeQuotas, QuotaError, choose_zone, choose_zones, quota_id
+from stacks.project import Project
+from tests.support.compute_api import ACCEL, ACCEL_ANY, DEV, PROJECT, REGION, compute_api, fixture, with_quotas
+from tests.support.recorded_api import RecordedApi
+
+runner = CliRunner()
+if "quota" not in {c.name for c in app.registered_commands}:  # until main.py registers it
+    quota_cmd.register(app)
+
+def dev_config(*sets: str):
+    return Project.discover().load("dev", [*DEV, *sets])
+
+
+def paths(api: RecordedApi, pattern: str) -> list[str]:
+    return [s.path for s in api.requests("GET", pattern)]
+
+
+def quota(*args: str):
+    return runner.invoke(app, ["quota", "--env", "dev", *[a for s in DEV for a in ("--set", s)], *args])
+
+
+def test_enough_quota_picks_first_zone_with_spot_metric(project, monkeypatch):
+    with compute_api() as api:
+        decision = choose_zone(dev_config(), "fr", compute=ComputeQuotas("p1", endpoint=api.url))
+        sent = paths(api, ".*")
+        monkeypatch.setenv(ENDPOINT_ENV, api.url)
+        r = quota()
+    assert (decision.zone, decision.region, decision.metric, decision.needed) == (
+        "europe-west4-a", "europe-west4", "PREEMPTIBLE_NVIDIA_L4_GPUS", 1)
+    glob, zone = decision.rows
+    assert (glob.scope, glob.metric, glob.limit, glob.usage, glob.ok) == ("global", "GPUS_ALL_REGIONS", 8, 3, True)
+    assert (zone.zone, zone.limit, zone.usage, zone.ok, zone.note) == ("europe-west4-a", 8, 2, True, "chosen")
+    assert sent == [PROJECT, REGION.format("europe-west4"), ACCEL.format("europe-west4-a")]
+    assert all(s.headers.get("Authorization") is None for s in api.seen)  # anonymous on an override
+    # the CLI: a table and a decision per language, one regions.get for both
+    assert r.exit_code == 0, r.output
+    assert "train-fr → europe-west4-a (PREEMPTIBLE_NVIDIA_L4_GPUS)" in r.output
+    assert "train-en → europe-west4-a (PREEMPTIBLE_NVIDIA_L4_GPUS)" in r.output
+    assert "GPUS_ALL_REGIONS" in r.output
+    assert len(paths(api, REGION.format("europe-west4"))) == 1 + 1
+    assert len(paths(api, PROJECT)) == 1 + 1
+
+
+def test_languages_together_do_not_count_the_same_free_gpus(project):
+    # 2 Spot L4 left in europe-west4: fr takes both, en must go to europe-west1.
+    ew4 = with_quotas(fixture("region_europe-west4.json"), PREEMPTIBLE_NVIDIA_L4_GPUS=(8, 6))
+    with compute_api(ew4=ew4) as api:
+        fr, en = choose_zones(dev_config("defaults.nodes=2"), ["fr", "en"], compute=ComputeQuotas("p1", api.url))
+    assert (fr.zone, en.zone) == ("europe-west4-a", "europe-west1-b")
+    assert en.rows[0].usage == 3 + 2  # global usage includes fr's reservation
+    assert en.rows[1].usage == 6 + 2 and en.rows[1].note == "0 free, needs 2; usage counts 2 for languages above"
+
+
+def test_exhausted_region_falls_back_to_the_next_region(project, monkeypatch):
+    # nodes=2 x 1 GPU: europe-west4 has 1 Spot L4 free, europe-west1 has 4.
+    ew4 = with_quotas(fixture("region_europe-west4.json"), PREEMPTIBLE_NVIDIA_L4_GPUS=(8, 7))
+    with compute_api(ew4=ew4) as api:
+        monkeypatch.setenv(ENDPOINT_ENV, api.url)
+        decision = choose_zone(dev_config("defaults.nodes=2"), "fr")
+        r = quota("--lang", "fr", "--set", "defaults.nodes=2")
+    assert (decision.zone, decision.metric, decision.needed) == ("europe-west1-b", "PREEMPTIBLE_NVIDIA_L4_GPUS", 2)
+    assert [(row.zone, row.ok, row.note) for row in decision.rows[1:]] == [
+        ("europe-west4-a", False, "1 free, needs 2"), ("europe-west4-b", False, "1 free, needs 2"),
+        ("europe-west4-c", False, "1 free, needs 2"), ("europe-west1-b", True, "chosen")]
+    assert decision.rows[-1].limit == 4 and decision.rows[-1].usage == 0
+    # no accelerator look-up where quota already rules a zone out
+    assert paths(api, ACCEL_ANY) == [ACCEL.format("europe-west1-b")] * 2
+    assert r.exit_code == 0, r.output
+    assert "train-fr → europe-west1-b (PREEMPTIBLE_NVIDIA_L4_GPUS)" in r.output
+    assert "train-en" not in r.output
+
+
+@pytest.mark.parametrize("spot_quota", [None, (0, 0)], ids=["absent", "zero-limit"])
+def test_without_spot_quota_spot_vms_use_the_on_demand_metric(project, spot_quota):
+    ew4 = with_quotas(fixture("region_europe-west4.json"), PREEMPTIBLE_NVIDIA_L4_GPUS=spot_quota)
+    with compute_api(ew4=ew4) as api:
+        decision = choose_zone(dev_config(), "fr", compute=ComputeQuotas("p1", api.url))
+    assert (decision.zone, decision.metric) == ("europe-west4-a", "NVIDIA_L4_GPUS")
+    row = decision.rows[1]
+    assert (row.limit, row.usage) == (4, 1)
+    assert "Spot VMs use on-demand quota" in row.note
+
+
+def test_on_demand_vms_use_the_on_demand_metric(project):
+    ew4 = with_quotas(fixture("region_europe-west4.json"), NVIDIA_L4_GPUS=(4, 4))
+    with compute_api(ew4=ew4) as api:
+        decision = choose_zone(dev_config("defaults.spot=false"), "fr", compute=ComputeQuotas("p1", api.url))
+    # on-demand L4 in europe-west4 is used up; its Spot quota (6 free) must not count
+    assert (decision.zone, decision.metric) == ("europe-west1-b", "NVIDIA_L4_GPUS")
+    assert decision.rows[1].note == "0 free, needs 1"
+
+
+def test_global_gpu_quota_exhausted_is_named_as_the_blocker(project, monkeypatch):
+    glob = with_quotas(fixture("project_p1.json"), GPUS_ALL_REGIONS=(8, 8))
+    with compute_api(project=glob) as api:
+        monkeypatch.setenv(ENDPOINT_ENV, api.url)
+        with pytest.raises(QuotaError) as caught:
+            choose_zone(dev_config(), "fr")
+        r = quota("--lang", "fr")
+    err = caught.value
+    assert err.exit_status == 3
+    assert "the global GPU quota GPUS_ALL_REGIONS is the blocker" in err.summary
+    assert "limit 8, usage 8, needs 1" in err.summary
+    assert [(row.scope, row.metric, row.ok) for row in err.rows] == [("global", "GPUS_ALL_REGIONS", False)]
+    assert "metric=compute.googleapis.com%2Fgpus_all_regions" in err.hint
+    assert "--quota-id=GPUS-ALL-REGIONS-per-project --preferred-value=9" in err.hint
+    assert paths(api, REGION.format("[^/]+")) == []  # nothing regional can help
+    assert r.exit_code == 3
+    assert "GPUS_ALL_REGIONS is the blocker" in r.output and "Traceback" not in r.output
+
+
+def test_accelerator_not_offered_moves_to_the_next_zone_of_the_region(project):
+    with compute_api(not_offered=["europe-west4-a"]) as api:
+        decision = choose_zone(dev_config(), "fr", compute=ComputeQuotas("p1", api.url))
+    assert (decision.zone, decision.metric) == ("europe-west4-b", "PREEMPTIBLE_NVIDIA_L4_GPUS")
+    assert decision.rows[1].note == "nvidia-l4 not offered in europe-west4-a" and not decision.rows[1].ok
+    assert paths(api, ACCEL_ANY) == [ACCEL.format("europe-west4-a"), ACCEL.format("europe-west4-b")]
+    assert len(paths(api, REGION.format("europe-west4"))) == 1
+
+
+def test_no_zone_fits_lists_every_zone_and_how_to_get_more(project, monkeypatch):
+    ew4 = with_quotas(fixture("region_europe-west4.json"), PREEMPTIBLE_NVIDIA_L4_GPUS=(8, 8))
+    ew1 = with_quotas(fixture("region_europe-west1.json"), PREEMPTIBLE_NVIDIA_L4_GPUS=(4, 4))
+    with compute_api(ew4=ew4, ew1=ew1) as api:
+        monkeypatch.setenv(ENDPOINT_ENV, api.url)
+        r = quota("--lang", "fr")
+    assert r.exit_code == 3
+    assert "no zone fits train-fr: it needs 1 x nvidia-l4" in r.output
+    table = [line.split() for line in r.output.splitlines() if line.strip().startswith("europe-west")]
+    assert [t[:5] for t in table] == [
+        [z, "PREEMPTIBLE_NVIDIA_L4_GPUS", lim, lim, "1"] for z, lim in [
+            ("europe-west4-a", "8"), ("europe-west4-b", "8"), ("europe-west4-c", "8"),
+            ("europe-west1-b", "4"), ("europe-west1-c", "4")]]
+    assert ("--quota-id=PREEMPTIBLE-NVIDIA-L4-GPUS-per-project-region --dimensions=region=europe-west4 "
+            "--preferred-value=9") in r.output
+    assert "metric=compute.googleapis.com%2Fpreemptible_nvidia_l4_gpus" in r.output
+    assert r.output.index("in europe-west4 to >= 9") < r.output.index("in europe-west1 to >= 5")  # preference order
+    assert "`zones` / `fallback_zones` in envs/dev.yaml" in r.output
+
+
+PROJECT_404 = {"error": {"code": 404, "message": "The resource 'projects/p1' was not found",
+                          "errors": [{"message": "The resource 'projects/p1' was not found", "domain": "global",
+                                      "reason": "notFound"}]}}
+
+
+@pytest.mark.parametrize("status, body, message, hint", [
+    (403, "compute/error_403_permission.json", "permission denied reading project p1", "roles/compute.viewer"),
+    (403, "compute/error_403_api_disabled.json", "Compute Engine API is not enabled in project p1",
+     "gcloud services enable compute.googleapis.com --project=p1"),
+    (404, PROJECT_404, "reading project p1: The resource 'projects/p1' was not found", "check `project` ('p1')"),
+], ids=["forbidden", "api-disabled", "no-project"])
+def test_api_errors_are_exit_3_with_a_hint(project, monkeypatch, status, body, message, hint):
+    with RecordedApi({("GET", PROJECT): (status, body)}) as api:
+        monkeypatch.setenv(ENDPOINT_ENV, api.url)
+        r = quota("--lang", "fr")
+    assert r.exit_code == 3
+    assert message in r.output and hint in r.output
+    assert "Traceback" not in r.output
+
+
+def test_unreachable_api_is_exit_3(project, monkeypatch):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    monkeypatch.setenv(ENDPOINT_ENV, f"http://127.0.0.1:{port}")
+    r = quota("--lang", "fr")
+    assert r.exit_code == 3
+    assert f"cannot reach the Compute API at http://127.0.0.1:{port}" in r.output and ENDPOINT_ENV in r.output
+
+
+def test_local_env_is_exit_2(project):
+    r = runner.invoke(app, ["quota"])
+    assert r.exit_code == 2
+    assert "quota applies to gcp environments" in r.output
+
+
+def test_quota_ids_follow_cloud_quotas_naming():
+    assert quota_id("PREEMPTIBLE_NVIDIA_L4_GPUS") == "PREEMPTIBLE-NVIDIA-L4-GPUS-per-project-region"
+    assert quota_id("NVIDIA_L4_GPUS") == "NVIDIA-L4-GPUS-per-project-region"
+    assert quota_id("GPUS_ALL_REGIONS") == "GPUS-ALL-REGIONS-per-project"
