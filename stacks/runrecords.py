@@ -139,13 +139,13 @@ def duration_s(status) -> float | None:
 def run_row(bucket: Bucket, config: EnvConfig, lang: str, run_id: str) -> dict:
     """One run as `trainctl runs --json` prints it (keys documented in the README)."""
     state, status = run_state(bucket, lang, run_id, config)
-    metrics = read_metrics(bucket, lang, run_id) or {}
+    metrics = read_metrics(bucket, lang, run_id)
     return {"run_id": run_id, "lang": lang, "configured": lang in config.languages, "state": state,
             "stage": status.stage if status else None, "started_at": status.started_at if status else None,
             "finished_at": status.finished_at if status else None, "duration_s": duration_s(status),
-            "macro_f1": metrics.get("macro_f1"),
-            "tfidf_macro_f1": (metrics.get("baseline_tfidf") or {}).get("macro_f1"),
-            "scored_rows": (metrics.get("rows") or {}).get("scores"),
+            "macro_f1": metrics.macro_f1 if metrics else None,
+            "tfidf_macro_f1": metrics.tfidf_macro_f1 if metrics else None,
+            "scored_rows": metrics.scored_rows if metrics else None,
             "resumed": status.resumed if status else 0,
             "error": status.error if status else None, "url": bucket.url(f"{lang}/runs/{run_id}"),
             **run_cost(bucket, config, lang, run_id, status)}

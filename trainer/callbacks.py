@@ -1,11 +1,20 @@
-"""Trainer extras as fastai callbacks (run in `order`, lowest first)."""
+"""Trainer extras as fastai callbacks.
+
+Each declares where it runs relative to the others (`run_after` / `run_before`, as fastai's own
+callbacks do); `place` turns those into the `order` fastai's Learner sorts by, once, here.
+The fitter (trainer.fitting) announces every phase with `begin_phase(Phase)`: each callback
+keeps what it needs of it itself.
+"""
 from __future__ import annotations
 
 import math
 import signal
 import time
+from dataclasses import dataclass, field
 
-from fastai.callback.core import Callback, CancelBatchException, CancelFitException
+from fastai.callback.core import Callback, CancelBatchException, CancelFitException, TrainEvalCallback
+from fastai.callback.schedule import ParamScheduler
+from fastai.learner import Recorder
 
 from trainer import distributed as D
 from trainer import heap
@@ -68,11 +77,32 @@ def lm_hidden(learn) -> list | None:
     return [tuple(t.detach().cpu().clone() for t in layer) for layer in encoder.hidden]
 
 
+@dataclass(frozen=True)
+class Phase:
+    """One fit_one_cycle of a stage, as the callbacks see it."""
+
+    stage: str
+    index: int  # of the stage's phases, from 0
+    count: int  # phases in the stage
+    offset: int  # epochs of the stage before this phase
+    total: int  # epochs of the stage
+    metric_names: dict = field(default_factory=dict)  # fastai's metric name -> the history's
+    saves_done: bool = True  # the last epoch's checkpoint marks the stage done
+
+    @property
+    def label(self) -> str:
+        return f"{self.index + 1}/{self.count}"
+
+    @property
+    def last(self) -> bool:
+        return self.index == self.count - 1
+
+
 class ResumeCallback(Callback):
     """Puts a resumed fit exactly where the checkpoint left it: RNG states, the batch position and a
     language model's hidden state."""
 
-    order = -5  # after TrainEvalCallback has set pct_train for the epoch
+    run_after, run_before = TrainEvalCallback, Recorder  # pct_train is set for the epoch; no batch recorded yet
 
     def __init__(self, epoch: int, batch: int, rng_epoch: dict | None, rng_now: dict | None, hidden: list | None = None):
         self.epoch_at, self.batch_at, self.rng_epoch, self.rng_now = epoch, batch, rng_epoch, rng_now
@@ -120,12 +150,15 @@ class ResumeCallback(Callback):
 class EpochLogCallback(Callback):
     """One plain log line per epoch (no carriage-return bars) and the run history (rank 0)."""
 
-    order = 60  # after Recorder has written the epoch's values
+    run_after = Recorder, ParamScheduler  # the epoch's values are written, the batch's rates recorded
 
     def __init__(self, log: RunLog, history: list[dict]):
         self.log, self.history = log, history
-        self.stage, self.phase, self.offset, self.total = "", "", 0, 0
-        self.names: dict[str, str] = {}  # fastai's metric name -> the history's (never a final metric's name)
+        self.begin_phase(Phase("", 0, 1, 0, 0))
+
+    def begin_phase(self, phase: Phase) -> None:
+        self.stage, self.phase, self.offset, self.total = phase.stage, phase.label, phase.offset, phase.total
+        self.names = phase.metric_names  # never a final metric's name
 
     def after_epoch(self):
         if skipped(self.learn, self.epoch):
@@ -147,11 +180,14 @@ class EpochLogCallback(Callback):
 class StatusCallback(Callback):
     """Writes stage/epoch to status.json after every epoch so followers see progress (rank 0)."""
 
-    order = 61
+    run_after = EpochLogCallback  # the epoch's line is in log.txt before followers see the epoch
 
     def __init__(self, log: RunLog):
         self.log = log
         self.offset = 0
+
+    def begin_phase(self, phase: Phase) -> None:
+        self.offset = phase.offset
 
     def after_epoch(self):
         if not skipped(self.learn, self.epoch):
@@ -161,11 +197,14 @@ class StatusCallback(Callback):
 class BatchProgressCallback(Callback):
     """Inside an epoch: batch, tokens/s and ETAs in log.txt and status.json every `every_s` seconds (rank 0)."""
 
-    order = 63  # after the checkpoint of the same batch, so an ETA never counts a save it has not seen
+    run_after = "CheckpointCallback"  # the same batch's save is done: an ETA never counts a save it has not seen
 
     def __init__(self, log: RunLog, *, every_s: float, world: int = 1):
         self.log, self.every_s, self.world = log, every_s, world
         self.stage, self.offset, self.total = "", 0, 0
+
+    def begin_phase(self, phase: Phase) -> None:
+        self.stage, self.offset, self.total = phase.stage, phase.offset, phase.total
 
     def before_train(self):
         self.started = self.last = None  # the clock starts at the first real batch (a resume skips some)
@@ -212,7 +251,7 @@ class BatchProgressCallback(Callback):
 class HeapTrimCallback(Callback):
     """Returns freed heap pages to the OS every `every` training batches, so memory stays bounded (see trainer.heap)."""
 
-    order = 64  # last: nothing after it in the batch allocates
+    run_after = BatchProgressCallback  # last: nothing after it in the batch allocates
 
     def __init__(self, every: int = 20):
         self.every = every
@@ -228,11 +267,14 @@ class HeapTrimCallback(Callback):
 class CheckpointCallback(Callback):
     """Saves an exact-resume checkpoint every epoch, every `minutes`, and on SIGTERM (then stops the fit)."""
 
-    order = 62
+    run_after = StatusCallback
 
     def __init__(self, ctx: D.Context, preemption: Preemption, save, *, minutes: float):
         self.ctx, self.preemption, self.save, self.every_s = ctx, preemption, save, minutes * 60
         self.stage, self.phase_idx, self.last_phase = "", 0, False
+
+    def begin_phase(self, phase: Phase) -> None:
+        self.stage, self.phase_idx, self.last_phase = phase.stage, phase.index, phase.saves_done and phase.last
 
     def before_fit(self):
         self.preemption.in_fit = True
@@ -270,3 +312,37 @@ class CheckpointCallback(Callback):
         states = D.gather(self.ctx, {"epoch": self.rng_epoch or now, "now": now, "hidden": hidden})
         self.save(self.learn, position, states)
         self.last_save = time.monotonic()
+
+
+def _relations(cls, attr: str, ours: dict) -> list:
+    value = getattr(cls, attr, None) or ()
+    return [ours.get(v, v) if isinstance(v, str) else v for v in (value if isinstance(value, (tuple, list)) else (value,))]
+
+
+def place(*classes: type) -> None:
+    """Sets each class's `order` from its run_after/run_before: the smallest order after everything it
+    runs after (fastai's callbacks keep theirs), checked against everything it runs before."""
+    ours = {cls.__name__: cls for cls in classes}
+    orders: dict[type, float] = {}
+    pending = list(classes)
+    while pending:
+        ready = [cls for cls in pending
+                 if all(a in orders or a not in ours.values() for a in _relations(cls, "run_after", ours))
+                 and not any(cls in _relations(other, "run_before", ours) for other in pending if other is not cls)]
+        if not ready:
+            raise RuntimeError(f"callbacks with circular run_after/run_before: {[c.__name__ for c in pending]}")
+        for cls in ready:
+            after = [orders.get(a, getattr(a, "order", 0)) for a in _relations(cls, "run_after", ours)]
+            after += [orders[o] for o in orders if cls in _relations(o, "run_before", ours)]
+            orders[cls] = max(after, default=0) + 1
+            pending.remove(cls)
+    for cls, order in orders.items():
+        for before in _relations(cls, "run_before", ours):
+            limit = orders.get(before, getattr(before, "order", 0))
+            if order >= limit:
+                raise RuntimeError(f"{cls.__name__} must run before {before.__name__} (order {limit}), "
+                                   f"but runs after what it follows (order {order})")
+        cls.order = order
+
+
+place(ResumeCallback, EpochLogCallback, StatusCallback, CheckpointCallback, BatchProgressCallback, HeapTrimCallback)

@@ -1,9 +1,9 @@
 """Stages that fit in phases and resume exactly: checkpoints, carried weights, the resume point.
 
-`StagedFit` is the part of a run (trainer.pipeline.Run) that every stage's fit goes through.
-It uses the run's `a` (arguments), `ctx`, `log`, `store`, `resume`, `history`, `arch`,
-`data`, `data_hash`, `stage_vocab`, `base`/`base_chosen`, `carry`, `precision`,
-`preemption` and its four callbacks (`epoch_log`, `status_cb`, `ckpt_cb`, `progress_cb`).
+`Fitter` is the one object of a run that changes while it trains: the checkpoint it resumes
+from, the history, the weights finished stages carry forward, the arch in use and the
+callbacks. Stages (trainer.lm.*, trainer.classification.stage) call its methods; none of
+them sets its attributes.
 """
 from __future__ import annotations
 
@@ -11,8 +11,11 @@ from fastai.text.all import ProgressCallback
 
 from trainer import distributed as D
 from trainer import precision as P
-from trainer.callbacks import HeapTrimCallback, Interrupted, ResumeCallback
-from trainer.checkpoints import Position
+from trainer.callbacks import (
+    BatchProgressCallback, CheckpointCallback, EpochLogCallback, HeapTrimCallback, Interrupted, Phase, ResumeCallback,
+    StatusCallback,
+)
+from trainer.checkpoints import Checkpoint, Position
 
 # Per-epoch figures are fastai's running metrics (threshold 0.5, per-label accuracy for
 # multi-label): named apart from the final, tuned ones in metrics.json.
@@ -21,24 +24,71 @@ EPOCH_METRIC_NAMES = {"lm": {"accuracy": "token_accuracy"},
                       "single": {"accuracy": "accuracy@argmax", "f1_score": "macro_f1@argmax"}}
 # Checkpointed stages in run order; `_bwd` ones run with trainer.bidirectional (texts read right to left).
 STAGES = ("base_lm", "base_lm_bwd", "lm_finetune", "classifier", "lm_finetune_bwd", "classifier_bwd")
+UNCHOSEN = object()  # no base LM decided yet (None: decided, none)
 
 
 def stage_name(stage: str, backwards: bool) -> str:
     return f"{stage}_bwd" if backwards else stage
 
 
-class StagedFit:
-    """Fitting, checkpointing and resuming the stages of a run (see the module docstring)."""
+class Fitter:
+    """Fitting, checkpointing and resuming the stages of one run (see the module docstring)."""
 
-    def adopt_resume(self) -> None:
-        """Takes over the checkpoint's history, arch and carried weights (after the data is known)."""
+    def __init__(self, rc):
+        a = rc.a
+        self.rc, self.ctx, self.log, self.precision = rc, rc.ctx, rc.log, rc.precision
+        self.history: list[dict] = []
+        self.arch = {"emb_sz": a.emb_sz, "n_hid": a.n_hid, "n_layers": a.n_layers}
+        self.resume: Checkpoint | None = None
+        self.data_hash, self.labels = None, []  # what the checkpoints belong to (adopt_resume)
+        self.stage_vocab: list[str] | None = None
+        self.base_lm = UNCHOSEN  # the base LM the run fine-tunes from (trainer.lm.base), once chosen
+        # Finished stages' weights a later stage still needs ({stage: {"model", "vocab"}}), kept in
+        # every later checkpoint: with trainer.bidirectional the forward models wait for the backward ones.
+        self.carry: dict[str, dict] = {}
+        self.epoch_log = EpochLogCallback(rc.log, self.history)
+        self.status_cb = StatusCallback(rc.log)
+        self.ckpt_cb = CheckpointCallback(rc.ctx, rc.preemption, self.save_checkpoint, minutes=a.checkpoint_minutes)
+        self.progress_cb = BatchProgressCallback(rc.log, every_s=a.progress_seconds, world=rc.ctx.world)
+
+    @property
+    def callbacks(self) -> list:
+        return [self.epoch_log, self.status_cb, self.ckpt_cb, self.progress_cb]
+
+    def find_resume(self) -> Checkpoint | None:
+        """The newest complete checkpoint of this run id (before the tokenizer: a resumed run keeps its base LM's)."""
+        self.resume = self.rc.store.latest()
+        return self.resume
+
+    def adopt_resume(self, *, data_hash: str, labels: list[str]) -> None:
+        """Records what the checkpoints belong to; takes over the checkpoint's history, arch and carried weights."""
+        self.data_hash, self.labels = data_hash, list(labels)
         if self.resume is None:
             return
-        self.resume.check_compatible(data_hash=self.data_hash, labels=self.data.label_names)
+        self.resume.check_compatible(data_hash=data_hash, labels=self.labels)
         self.history[:] = self.resume.payload.get("history", [])
         self.arch = self.resume.payload.get("arch", self.arch)
         self.carry = dict(self.resume.payload.get("carry") or {})
         self.log.line(f"resuming from checkpoint: {self.resume.position.describe()}")
+
+    def use_arch(self, arch: dict) -> None:
+        """A base LM's arch wins over the config's: its weights only fit their own shapes."""
+        self.arch = dict(arch)
+
+    def choose_base_lm(self, lm) -> None:
+        """Recorded in every later checkpoint: a resumed run keeps its base LM even if CURRENT moved meanwhile."""
+        self.base_lm = lm
+
+    def use_vocab(self, vocab: list[str] | None) -> None:
+        """The vocabulary the current stage's checkpoints record."""
+        self.stage_vocab = vocab
+
+    def drop_carried(self, stage: str) -> None:
+        self.carry.pop(stage, None)
+
+    def detach(self, learn) -> None:
+        """Removes the run's callbacks (and data parallelism): what follows is rank 0's alone."""
+        learn.remove_cbs([*self.callbacks, *learn.cbs.filter(lambda cb: isinstance(cb, D.DataParallelCallback))])
 
     def keep(self, stage: str, learn, vocab) -> None:
         """Carries a finished stage's weights (on the CPU) in later checkpoints."""
@@ -55,16 +105,16 @@ class StagedFit:
         if not self.ctx.main:
             return
         payload = {"rng": rng_states, "history": list(self.history), "data_hash": self.data_hash,
-                   "labels": self.data.label_names, "world": self.ctx.world, "arch": self.arch,
+                   "labels": self.labels, "world": self.ctx.world, "arch": self.arch,
                    "vocab": self.stage_vocab, **extra}
         if self.carry:
             payload["carry"] = self.carry
-        if self.base_chosen:  # a resumed run keeps its base LM even if CURRENT moved meanwhile
-            payload["base_lm"] = self.base.id if self.base is not None else None
+        if self.base_lm is not UNCHOSEN:  # a resumed run keeps its base LM even if CURRENT moved meanwhile
+            payload["base_lm"] = self.base_lm.id if self.base_lm is not None else None
         if learn is not None:
             payload["model"] = D.unwrap(learn.model).state_dict()
             payload["opt"] = learn.opt.state_dict() if learn.opt is not None else None
-        name = self.store.save(position, payload)
+        name = self.rc.store.save(position, payload)
         if position.batch or position.done:
             self.log.line(f"checkpoint: {position.describe()} -> {name}")
 
@@ -83,11 +133,13 @@ class StagedFit:
             D.data_parallel(learn, self.ctx)
         return learn
 
-    def fit_phases(self, learn, stage: str, phases: list[tuple], *, last_saves_done: bool = True) -> None:
+    def fit_phases(self, learn, stage: str, phases: list[tuple], *, metrics: str = "lm",
+                   last_saves_done: bool = True) -> None:
         """phases: (freeze_to or None for all layers, epochs, lr). Resumes at the checkpoint's batch.
 
-        The last epoch's checkpoint marks the stage done unless the stage saves its own (`last_saves_done`)."""
-        learn.add_cbs([self.epoch_log, self.status_cb, self.ckpt_cb, self.progress_cb])
+        metrics: "lm", "multi" or "single" (how the epoch figures are named). The last epoch's
+        checkpoint marks the stage done unless the stage saves its own (`last_saves_done`)."""
+        learn.add_cbs(self.callbacks)
         at = self.resume_point(stage)
         if at is not None and (at.done or at.phase >= len(phases)):
             # Every phase ran before the interruption: the weights are the checkpoint's, not a fresh model's.
@@ -103,16 +155,12 @@ class StagedFit:
             cbs = []
             if at is not None and i == at.phase:
                 cbs = [self.restore(learn, at)]
-            self.epoch_log.stage, self.epoch_log.phase, self.epoch_log.total = stage, f"{i + 1}/{len(phases)}", total
-            self.epoch_log.names = EPOCH_METRIC_NAMES[
-                "lm" if not stage.startswith("classifier") else "multi" if self.data.multi_label else "single"]
-            self.epoch_log.offset = self.status_cb.offset = self.progress_cb.offset = offset
-            self.progress_cb.stage, self.progress_cb.total = stage, total
-            self.ckpt_cb.stage, self.ckpt_cb.phase_idx, self.ckpt_cb.last_phase = (
-                stage, i, last_saves_done and i == len(phases) - 1)
+            phase = Phase(stage, i, len(phases), offset, total, EPOCH_METRIC_NAMES[metrics], last_saves_done)
+            for cb in self.callbacks:
+                cb.begin_phase(phase)
             learn.fit_one_cycle(n, lr, start_epoch=at.epoch if cbs else 0, cbs=cbs)
             at = None
-            if any(D.any_rank(self.ctx, self.preemption.requested)):
+            if any(D.any_rank(self.ctx, self.rc.preemption.requested)):
                 raise Interrupted("SIGTERM")
             offset += n
 

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import numpy as np
 
+from trainer.run_metrics import RunMetrics
+
 
 def load_model(path: Path):
     from fastai.learner import load_learner
@@ -15,21 +17,21 @@ def load_model(path: Path):
         return load_learner(path, cpu=True)
 
 
-def predict_texts(learn, texts: list[str], metrics: dict, learn_bwd=None) -> list[tuple[list[str], dict[str, float]]]:
+def predict_texts(learn, texts: list[str], metrics: RunMetrics,
+                  learn_bwd=None) -> list[tuple[list[str], dict[str, float]]]:
     """Labels and probabilities per text; with `learn_bwd` (model_bwd.pth) the forward+backward
     ensemble's: the two models' probabilities averaged, decided with the ensemble's thresholds."""
     from trainer.metrics import decide
 
-    labels = metrics["labels"]
-    figures = metrics["ensemble"] if learn_bwd is not None else metrics
-    thresholds = [figures["per_label"][l]["threshold"] for l in labels]
-    multi = metrics.get("multi_label", thresholds[0] is not None)
+    labels = metrics.labels
+    thresholds = (metrics.ensemble if learn_bwd is not None else metrics.model).thresholds(labels)
+    multi = metrics.multi_label
     out = []
     for text in texts:
         p = learn.predict(text)[2].numpy()[None, :]
         if learn_bwd is not None:
             p = (p + learn_bwd.predict(text)[2].numpy()[None, :]) / 2
         pred = decide(p, multi_label=multi, thresholds=np.array(thresholds, dtype=float) if multi else None,
-                      allow_empty=metrics.get("allow_empty", False))[0]
+                      allow_empty=metrics.allow_empty)[0]
         out.append(([l for l, yes in zip(labels, pred) if yes], {l: float(v) for l, v in zip(labels, p[0])}))
     return out

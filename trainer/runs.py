@@ -9,6 +9,7 @@ import secrets
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 
+from trainer.run_metrics import RunMetrics
 from trainer.storage import Bucket
 
 PENDING, RUNNING, SUCCEEDED, FAILED = "PENDING", "RUNNING", "SUCCEEDED", "FAILED"
@@ -94,6 +95,18 @@ class RunStatus:
         return cls(**known)
 
 
+def interruption(status: "RunStatus | None", *, seen: int = 0) -> int:
+    """Which interruption of a run this is. The count is the run's, in status.json: the trainer adds
+    one to `resumed` at every resume, whichever node or launcher restarted it. `seen`: the
+    interruptions one watcher counted itself, for a trainer killed before it could record its resume."""
+    return max(status.resumed if status is not None else 0, seen) + 1
+
+
+def restarts_exhausted(count: int, max_restarts: int) -> str | None:
+    """Why interruption `count` ends the run instead of resuming it (None: resume)."""
+    return f"interrupted {count} times; max_restarts={max_restarts} reached" if count > max_restarts else None
+
+
 def read_status(bucket: Bucket, lang: str, run_id: str) -> RunStatus | None:
     key = run_key(lang, run_id, "status.json")
     if not bucket.exists(key):
@@ -125,6 +138,7 @@ def list_run_ids(bucket: Bucket, lang: str) -> list[str]:
     return sorted(ids)
 
 
-def read_metrics(bucket: Bucket, lang: str, run_id: str) -> dict | None:
+def read_metrics(bucket: Bucket, lang: str, run_id: str) -> RunMetrics | None:
+    """The run's metrics.json, typed (None until the run has written it: it is written last)."""
     key = run_key(lang, run_id, "metrics.json")
-    return json.loads(bucket.read_bytes(key)) if bucket.exists(key) else None
+    return RunMetrics.from_json(bucket.read_bytes(key)) if bucket.exists(key) else None

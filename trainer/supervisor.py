@@ -133,7 +133,7 @@ def _kill_group(pid: int) -> None:
 
 def run(state_dir: Path, max_run_hours: float, trainer_args: list[str], *, processes: int = 1,
         max_restarts: int = 3) -> int:
-    from trainer.runs import read_status
+    from trainer.runs import interruption, read_status, restarts_exhausted
     from trainer.storage import open_bucket
 
     args = _run_args(trainer_args)
@@ -166,8 +166,9 @@ def run(state_dir: Path, max_run_hours: float, trainer_args: list[str], *, proce
         status = read_status(open_bucket(args.bucket), args.lang, args.run_id)
         if not interrupted(code, status, processes=processes):
             break
-        if restarts >= max_restarts:
-            code = f"{code}; interrupted {restarts + 1} times, max_restarts={max_restarts} reached"
+        exhausted = restarts_exhausted(interruption(status, seen=restarts), max_restarts)
+        if exhausted:
+            code = f"{code}; {exhausted}"
             break
         restarts += 1
         how = f"signal {-code}" if code < 0 else f"exit {code}"

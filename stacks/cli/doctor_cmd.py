@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import typer
 
-from stacks.cli.common import EnvOpt, SetOpt, console, fail, load, mapped_errors
+from stacks.cli.common import EnvOpt, SetOpt, console, load, mapped_errors
 from stacks.errors import ExitStatus
+from stacks.targets import require
 
 
 def register(app: typer.Typer) -> None:
@@ -20,9 +21,8 @@ def doctor(env: EnvOpt = "local", sets: SetOpt = None):
     from stacks.gcp.doctor import NOT_CHECKED, run_checks
 
     _, config = load(env, sets)
-    if config.target != "gcp":
-        fail(f"env {env!r} has target {config.target!r}: doctor checks gcp environments",
-             "pick a gcp env, e.g. --env dev", ExitStatus.BAD_INPUT)
+    require(config, "gcp", f"env {env!r} has target {config.target!r}: doctor checks gcp environments",
+            hint="pick a gcp env, e.g. --env dev")
 
     def show(check) -> None:
         mark = "[green]ok[/]     " if check.ok else "[red]problem[/]"

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import typer
 
-from stacks.cli.common import EnvOpt, SetOpt, err_console, fail, load, mapped_errors
-from stacks.errors import ExitStatus
+from stacks.cli.common import EnvOpt, SetOpt, err_console, load, mapped_errors
+from stacks.targets import require
 
 app = typer.Typer(help="Build the trainer image (Cloud Build, Artifact Registry).", no_args_is_help=True)
 
@@ -25,10 +25,8 @@ def build(env: EnvOpt = "local", sets: SetOpt = None):
     from stacks.gcp.image import SOURCE_ROOT, submit_build
 
     _, config = load(env, sets)
-    if config.target != "gcp":
-        fail(f"env {env!r} has target {config.target!r}: image build applies to gcp environments; "
-             "the local target runs the trainer from this checkout",
-             "pick a gcp env, e.g. --env dev", ExitStatus.BAD_INPUT)
+    require(config, "gcp", f"env {env!r} has target {config.target!r}: image build applies to gcp environments; "
+            "the local target runs the trainer from this checkout", hint="pick a gcp env, e.g. --env dev")
 
     def say(line: str) -> None:
         err_console.print(line, markup=False, soft_wrap=True)

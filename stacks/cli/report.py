@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from stacks.cli.common import console
+from trainer.run_metrics import RunMetrics
 from trainer.runs import RunStatus
 
 
@@ -51,32 +52,38 @@ class ConsoleReporter:
                               completed=done, total=max(status.epochs, 1), epochs=status.position())
 
 
-def metrics_table(metrics: dict) -> Table:
-    scored = (metrics.get("rows") or {}).get("scores", "valid")
-    table = Table(title=f"run {metrics['run_id']} ({metrics['lang']}) — {scored} metrics")
+def metrics_table(metrics: RunMetrics) -> Table:
+    scored, model = metrics.scored_rows or "valid", metrics.model
+    table = Table(title=f"run {metrics.run_id} ({metrics.lang}) — {scored} metrics")
     for col in ("label", "precision", "recall", "f1", "support", "threshold"):
         table.add_column(col, justify="left" if col == "label" else "right")
-    for label, m in metrics["per_label"].items():
-        thr = "argmax" if m["threshold"] is None else f"{m['threshold']:.2f}"
-        table.add_row(label, f"{m['precision']:.3f}", f"{m['recall']:.3f}", f"{m['f1']:.3f}", str(m["support"]), thr)
-    base, tfidf = metrics.get("baseline", {}), metrics.get("baseline_tfidf")
-    vs_tfidf = (f"TF-IDF baseline macro-F1 {tfidf['macro_f1']:.3f} (model {metrics['macro_f1'] - tfidf['macro_f1']:+.3f}) · "
+    for label, m in model.per_label.items():
+        thr = "argmax" if m.threshold is None else f"{m.threshold:.2f}"
+        table.add_row(label, f"{m.precision:.3f}", f"{m.recall:.3f}", f"{m.f1:.3f}", str(m.support), thr)
+    tfidf = metrics.baseline_tfidf
+    vs_tfidf = (f"TF-IDF baseline macro-F1 {tfidf.macro_f1:.3f} (model {model.macro_f1 - tfidf.macro_f1:+.3f}) · "
                 if tfidf else "")
-    table.caption = (f"macro-F1 {metrics['macro_f1']:.3f} · micro-F1 {metrics['micro_f1']:.3f} · "
-                     f"accuracy {metrics['accuracy']:.3f} · {vs_tfidf}majority baseline macro-F1 "
-                     f"{base.get('macro_f1', float('nan')):.3f} · {metrics['n_train']} train / {metrics['n_valid']} valid"
-                     + (f" / {metrics['n_test']} test" if metrics.get("n_test") else "")
-                     + f" rows · {metrics['duration_s']:.0f}s" + _base_lm_note(metrics.get("base_lm", "unrecorded"))
+    majority = metrics.baseline.macro_f1 if metrics.baseline else float("nan")
+    table.caption = (f"macro-F1 {model.macro_f1:.3f} · micro-F1 {_num(model.micro_f1)} · "
+                     f"accuracy {_num(model.accuracy)} · {vs_tfidf}majority baseline macro-F1 "
+                     f"{majority:.3f} · {metrics.n_train} train / {metrics.n_valid} valid"
+                     + (f" / {metrics.n_test} test" if metrics.n_test else "") + " rows"
+                     + (f" · {metrics.duration_s:.0f}s" if metrics.duration_s is not None else "")
+                     + _base_lm_note(metrics.document.get("base_lm", "unrecorded"))
                      + _bidirectional_note(metrics))
     return table
 
 
-def _bidirectional_note(metrics: dict) -> str:
+def _num(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+def _bidirectional_note(metrics: RunMetrics) -> str:
     """The backward model's and the ensemble's macro-F1 (the table above is the forward model's)."""
-    if "ensemble" not in metrics:
+    if metrics.ensemble is None:
         return ""
-    return (f" · table: forward model; backward macro-F1 {metrics['backward']['macro_f1']:.3f}, "
-            f"forward+backward ensemble {metrics['ensemble']['macro_f1']:.3f}")
+    return (f" · table: forward model; backward macro-F1 {metrics.backward.macro_f1:.3f}, "
+            f"forward+backward ensemble {metrics.ensemble.macro_f1:.3f}")
 
 
 def _base_lm_note(base: dict | str | None) -> str:

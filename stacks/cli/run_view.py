@@ -32,7 +32,7 @@ def render(outcome) -> None:
         err_console.print(f"  log: {outcome.url('log.txt')}", soft_wrap=True, markup=False)
         raise typer.Exit(ExitStatus.RUN_FAILED)
     metrics = read_metrics(bucket, lang, run_id)
-    ran = metrics.get("job", "classifier")
+    ran = metrics.job
     if ran != outcome.job:  # attached to a run of the other kind, started before this command
         err_console.print(f"note: run {run_id} was a {ran} run, already active when this command started; "
                           "nothing of what you asked has run yet: start it again now")
@@ -40,7 +40,7 @@ def render(outcome) -> None:
     if ran == "pretrain-lm":
         from trainer.lm import store
 
-        lm = metrics["base_lm"]
+        lm = metrics.base_lm
         small = lm.get("tokens") is not None and lm["tokens"] < store.SMALL_LM_TOKENS
         console.print(f"base LM {lm['id']}: held-out perplexity {lm['perplexity']}"
                       + (f" (backward LM: {lm['backward_perplexity']})" if lm.get("backward") else "")
@@ -49,6 +49,6 @@ def render(outcome) -> None:
                       "fine-tune from it", soft_wrap=True, markup=False)
     else:
         print_table(metrics_table(metrics))
-        for name in (*ARTIFACTS, *([BWD_MODEL] if metrics.get("bidirectional") else []), "log.txt", "status.json"):
+        for name in (*ARTIFACTS, *([BWD_MODEL] if metrics.bidirectional else []), "log.txt", "status.json"):
             console.print(f"  {name:22} {outcome.url(name)}", soft_wrap=True, markup=False)
     console.print(f"[green]run {run_id} SUCCEEDED[/]; {outcome.stack} destroyed, nothing left running")

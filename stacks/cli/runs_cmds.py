@@ -191,7 +191,8 @@ def show(run_id: Annotated[str, typer.Argument(help="run id (see `trainctl runs`
         raise RunNotFoundError(f"no run {run_id!r} in {bucket.uri}", hint="list them: trainctl runs")
     code = found[0]
     row = run_row(bucket, config, code, run_id)
-    metrics = read_metrics(bucket, code, run_id)
+    typed = read_metrics(bucket, code, run_id)
+    metrics = typed.document if typed else None
     meta_key = run_key(code, run_id, TRAINCTL_META)
     files = [*ARTIFACTS, BWD_MODEL, "test_predictions.csv", "plots/per_label_f1.png", "plots/confusion_matrix.png",
              "plots/history.png", "log.txt", "status.json"]  # those that exist
@@ -214,10 +215,10 @@ def show(run_id: Annotated[str, typer.Argument(help="run id (see `trainctl runs`
                 "prices_source"):
         if row.get(key) not in (None, ""):
             console.print(f"  {key:14} {escape(str(row[key]))}", soft_wrap=True)
-    if metrics and "per_label" in metrics:  # a complete metrics.json: per label, with both baselines
+    if typed and typed.model is not None:  # a classifier run: per label, with both baselines
         from stacks.cli.report import metrics_table, print_table
 
-        print_table(metrics_table(metrics))
+        print_table(metrics_table(typed))
     for name, url in data["artifacts"].items():
         console.print(f"  {name:22} {url}", soft_wrap=True, markup=False)
 
@@ -243,7 +244,7 @@ def predict(lang: LangArg, texts: Annotated[list[str], typer.Argument(help="text
         learn = load_model(model)
         metrics = read_metrics(bucket, lang, run_id)
         learn_bwd = None
-        if forward_only is False and "ensemble" in metrics and bucket.exists(run_key(lang, run_id, BWD_MODEL)):
+        if forward_only is False and metrics.ensemble is not None and bucket.exists(run_key(lang, run_id, BWD_MODEL)):
             bucket.download(run_key(lang, run_id, BWD_MODEL), Path(tmp) / BWD_MODEL)
             learn_bwd = load_model(Path(tmp) / BWD_MODEL)
             console.print(f"[dim]run {escape(run_id)}: forward+backward ensemble (--forward-only: model.pth alone)[/]")

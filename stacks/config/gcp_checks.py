@@ -9,9 +9,7 @@ from stacks.errors import ConfigError
 
 
 def check_gcp(config: EnvConfig, origin: dict[tuple, str]) -> None:
-    """Raise ConfigError (exit 2) for a gcp environment that cannot be deployed as written."""
-    if config.target != "gcp":
-        return
+    """Raise ConfigError (exit 2) for a gcp environment that cannot be deployed as written (GcpTarget.check_config)."""
     env_file = f"envs/{config.env}.yaml"
 
     def source(*path: str) -> str:

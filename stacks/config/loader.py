@@ -13,9 +13,9 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from stacks.config.gcp_checks import check_gcp
 from stacks.config.models import EnvConfig
 from stacks.errors import ConfigError
+from stacks.targets import target_of
 
 SET_SOURCE = "--set"
 
@@ -157,7 +157,7 @@ def load_config(envs_dir: Path, env: str, overrides: list[str] | None = None) ->
         config = EnvConfig.model_validate(doc)
     except ValidationError as exc:
         raise _config_error(exc, origin) from exc
-    check_gcp(config, origin)
+    target_of(config).check_config(config, origin)  # what only the target knows is wrong
     return config
 
 

@@ -140,7 +140,9 @@ class EnvConfig(StrictModel):
     @model_validator(mode="after")
     def _bucket_scheme_matches_target(self) -> "EnvConfig":
         scheme = self.bucket.split("://", 1)[0] if "://" in self.bucket else ""
-        wanted = "file" if self.target == "local" else "gs"
+        from stacks.targets import BUCKET_SCHEMES
+
+        wanted = BUCKET_SCHEMES[self.target]
         if scheme != wanted:
             raise ValueError(
                 f"bucket must be a {wanted}:// URI for target {self.target!r}, got {self.bucket!r}"

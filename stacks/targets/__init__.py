@@ -2,7 +2,7 @@
 rest of the operator side asks `target_of(config)` instead of testing `config.target`.
 
 Adding a target (docs/DECISIONS.md has the checklist): a module here implementing Target, its
-name in `stacks.config.models.EnvConfig.target` and `by_name`, its bucket scheme in
+name in `stacks.config.models.EnvConfig.target`, `by_name` and BUCKET_SCHEMES, its bucket in
 trainer/storage.open_bucket, and its stack composition in stacks/train_stack.py.
 """
 from __future__ import annotations
@@ -47,6 +47,21 @@ class Target(Protocol):
 
     def prices_for_plan(self, config: "EnvConfig"):
         """The price book a plan review quotes, or None (no cloud cost)."""
+
+    def check_config(self, config: "EnvConfig", origin: dict) -> None:
+        """Refuse (ConfigError, exit 2) an env this target cannot deploy as written; `origin` names each key's file."""
+
+
+# Known before a target's module loads (config validation): the bucket URI scheme each target stores runs in.
+BUCKET_SCHEMES = {"local": "file", "gcp": "gs"}
+
+
+def require(config: "EnvConfig", name: str, message: str, hint: str) -> None:
+    """Commands for one target only (quota, doctor, image build, bootstrap: gcp) refuse the others with exit 2."""
+    if config.target != name:
+        from stacks.errors import ConfigError
+
+        raise ConfigError(message, hint=hint)
 
 
 def by_name(name: str) -> Target:

@@ -17,6 +17,11 @@ class GcpTarget:
     poll_s: float = 5.0
     stacks_before_training: tuple[str, ...] = (FOUNDATION,)
 
+    def check_config(self, config, origin) -> None:
+        from stacks.config.gcp_checks import check_gcp
+
+        check_gcp(config, origin)
+
     def stack_host(self, config, project, lang, *, python, placement) -> dict:
         from stacks.app import gcp_placement
 

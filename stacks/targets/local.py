@@ -11,6 +11,9 @@ class LocalTarget:
     poll_s: float = 1.0
     stacks_before_training: tuple[str, ...] = ()
 
+    def check_config(self, config, origin) -> None:
+        return None  # the schema's checks are all a local env needs
+
     def stack_host(self, config, project, lang, *, python, placement) -> dict:
         from stacks.project import stack_name
         from stacks.train_stack import LocalHost

@@ -100,6 +100,7 @@ def test_sigterm_in_the_backward_classifier_resumes_with_the_forward_model_carri
 
     # model_bwd.pth predicts plain strings: the exported pipeline reverses the ids, as training did.
     from trainer.predict import load_model, predict_texts
+    from trainer.run_metrics import RunMetrics
 
     for name in ("model.pth", "model_bwd.pth"):
         (tmp_path / name).write_bytes(bucket.read_bytes(f"fr/runs/r1/{name}"))
@@ -107,9 +108,10 @@ def test_sigterm_in_the_backward_classifier_resumes_with_the_forward_model_carri
     text = "Le colis n'est jamais arrivé"
     ids = [learn.dls.test_dl([text]).one_batch()[0][0].tolist() for learn in (fwd, bwd)]
     assert ids[1] == ids[0][::-1] and ids[0][0] == fwd.dls.vocab[0].index("xxbos")
-    [(labels, probs)] = predict_texts(fwd, [text], resumed, bwd)
-    [(_, fwd_probs)] = predict_texts(fwd, [text], resumed)
-    [(_, bwd_probs)] = predict_texts(bwd, [text], resumed)
+    typed = RunMetrics.from_document(resumed)
+    [(labels, probs)] = predict_texts(fwd, [text], typed, bwd)
+    [(_, fwd_probs)] = predict_texts(fwd, [text], typed)
+    [(_, bwd_probs)] = predict_texts(bwd, [text], typed)
     assert probs == pytest.approx({k: (fwd_probs[k] + bwd_probs[k]) / 2 for k in probs}) and labels
 
     # trainctl predict uses the ensemble, or model.pth alone when asked

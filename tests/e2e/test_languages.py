@@ -49,6 +49,7 @@ def _stage(bucket, key: str, lang: str) -> list[str]:
                                                   ("gr", "el", "fastai-spacy-blank-el-")])
 def test_a_language_trains_end_to_end_and_its_model_predicts_strings(tmp_path, key, lang, tokenizer):
     from trainer.predict import load_model, predict_texts
+    from trainer.run_metrics import RunMetrics
 
     uri = f"file://{tmp_path / 'bucket'}"
     bucket = open_bucket(uri)
@@ -71,7 +72,7 @@ def test_a_language_trains_end_to_end_and_its_model_predicts_strings(tmp_path, k
     assert "tokenizer:" in log
     (tmp_path / "model.pth").write_bytes(bucket.read_bytes(f"{key}/runs/r1/model.pth"))
     learn = load_model(tmp_path / "model.pth")
-    [(labels, probs)] = predict_texts(learn, [_rows(lang)[0]["text"]], metrics)
+    [(labels, probs)] = predict_texts(learn, [_rows(lang)[0]["text"]], RunMetrics.from_document(metrics))
     assert len(labels) == 1 and set(probs) == set(metrics["labels"])
     if key == "gr":  # Greek capitals keep their markers through the exported pipeline
         from fastai.text.all import Tokenizer

@@ -153,9 +153,10 @@ def test_sentencepiece_learns_from_unlabelled_texts_but_never_a_held_out_one(tmp
 
     bucket = open_bucket(f"file://{tmp_path / 'bucket'}")
     bucket.write_bytes("ja/data/unlabelled.txt", "荷物が届かない\n請求書が違う\n検証の文\n返品したい\n".encode())
-    run = SimpleNamespace(a=SimpleNamespace(lang="ja", text_col="text"), bucket=bucket, valid_idx=[1], test_idx=[],
-                          data=SimpleNamespace(texts=["訓練の文", "検証の文"]))
-    assert for_tokenizer(run, 1000) == ["荷物が届かない", "請求書が違う", "返品したい"]
-    assert for_tokenizer(run, 13) == ["荷物が届かない", "請求書が違う"]  # the character budget holds
-    run.bucket = open_bucket(f"file://{tmp_path / 'empty'}")
-    assert for_tokenizer(run, 1000) == []
+    args = SimpleNamespace(lang="ja", text_col="text")
+    rc = SimpleNamespace(a=args, bucket=bucket)
+    data, splits = SimpleNamespace(texts=["訓練の文", "検証の文"]), SimpleNamespace(train=[0], valid=[1], test=[])
+    assert for_tokenizer(rc, data, splits, 1000) == ["荷物が届かない", "請求書が違う", "返品したい"]
+    assert for_tokenizer(rc, data, splits, 13) == ["荷物が届かない", "請求書が違う"]  # the character budget holds
+    empty = SimpleNamespace(a=args, bucket=open_bucket(f"file://{tmp_path / 'empty'}"))
+    assert for_tokenizer(empty, data, splits, 1000) == []

@@ -1,13 +1,16 @@
 """trainer.heap: freed heap pages go back to the OS (the LM pretrain's memory growth, issue 17)."""
 import os
 import sys
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from trainer import heap
 from trainer.callbacks import HeapTrimCallback
-from trainer.fitting import StagedFit
+from trainer.fitting import Fitter
+from trainer.runlog import QuietLog
+
 
 def resident_mb() -> float:
     """This process's resident set size in MiB (Linux /proc)."""
@@ -45,7 +48,8 @@ def test_every_learner_trims_its_heap(tmp_path):
         def add_cb(self, cb):
             self.cbs.append(cb)
 
-    fit = StagedFit.__new__(StagedFit)
-    fit.precision, fit.ctx = "fp32", type("Ctx", (), {"distributed": False})()
-    learn = fit.setup(Learner())
+    args = SimpleNamespace(emb_sz=8, n_hid=8, n_layers=1, checkpoint_minutes=0, progress_seconds=60)
+    rc = SimpleNamespace(a=args, ctx=SimpleNamespace(distributed=False, world=1), log=QuietLog(), precision="fp32",
+                         preemption=None)
+    learn = Fitter(rc).setup(Learner())
     assert [type(cb) for cb in learn.cbs] == [HeapTrimCallback]

@@ -45,6 +45,9 @@ def bucket(project, monkeypatch):
     write(root, f"fr/runs/{OLD_FR}/status.json", finished("fr", OLD_FR))
     write(root, f"fr/runs/{OLD_FR}/metrics.json", {"run_id": OLD_FR, "lang": "fr", "macro_f1": 0.8125,
                                                    "labels": ["a", "b"], "micro_f1": 0.8, "accuracy": 0.8,
+                                                   "per_label": {label: {"precision": 0.8, "recall": 0.8, "f1": 0.8,
+                                                                         "support": 5, "threshold": None}
+                                                                 for label in ("a", "b")},
                                                    "baseline_tfidf": {"macro_f1": 0.9}, "rows": {"scores": "valid"}})
     write(root, f"fr/runs/{OLD_FR}/model.pth", b"weights")
     write(root, f"fr/runs/{OLD_FR}/log.txt", b"line one\n[not markup] line two\n")

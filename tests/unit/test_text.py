@@ -214,7 +214,7 @@ def test_a_token_cap_trains_on_a_seeded_sample_and_holds_out_the_same_documents(
     (15_000_000, 8, 12_000_000, (1, 12_000_000)),  # one epoch over a sample of a larger corpus
 ])
 def test_a_token_cap_cuts_epochs_first(train_tokens, epochs, cap, expected):
-    from trainer.pipeline import lm_budget
+    from trainer.lm.train import lm_budget
 
     assert lm_budget(train_tokens, epochs, cap) == expected
 

@@ -17,6 +17,7 @@ from trainer.lm import store
 from trainer.lm.store import BaseLM
 
 CURRENT, NONE, INLINE = "current", "none", "pretrain-inline"
+INLINE_VALID_PCT = 0.1  # of an inline base LM's texts held out for its validation loss
 
 
 def fetch(bucket, lang: str, lm: BaseLM, models: Path) -> None:
@@ -25,33 +26,34 @@ def fetch(bucket, lang: str, lm: BaseLM, models: Path) -> None:
         bucket.download(store.prefix(lang, lm.id) + name, models / name)
 
 
-def wanted_id(run) -> str | None:
+def wanted_id(rc, resume) -> str | None:
     """An lm id, `current`/`pretrain-inline`, or None (no base LM): what the run asks for, or what it
     chose before an interruption (the same one, even if CURRENT moved since)."""
-    payload = run.resume.payload if run.resume is not None else {}
+    payload = resume.payload if resume is not None else {}
     if "base_lm" in payload:
         return payload["base_lm"]
-    return None if run.a.base_lm == NONE else run.a.base_lm
+    return None if rc.a.base_lm == NONE else rc.a.base_lm
 
 
-def sentencepiece_of(run, code: str):
+def sentencepiece_of(rc, resume, code: str):
     """The SentencePiece TokenizerSpec of the base LM the run will use, if it was trained with one."""
     from trainer.text.tokenizers import SENTENCEPIECE, TokenizerSpec
 
-    wanted = wanted_id(run)
-    lm_id = store.current_id(run.bucket, run.a.lang) if wanted in (CURRENT, INLINE) else wanted
-    lm = store.read(run.bucket, run.a.lang, lm_id) if lm_id else None
-    key = store.prefix(run.a.lang, lm.id) + store.SP_MODEL if lm else None
-    if lm is None or not lm.tokenizer.startswith(SENTENCEPIECE) or not run.bucket.exists(key):
+    bucket, lang = rc.bucket, rc.a.lang
+    wanted = wanted_id(rc, resume)
+    lm_id = store.current_id(bucket, lang) if wanted in (CURRENT, INLINE) else wanted
+    lm = store.read(bucket, lang, lm_id) if lm_id else None
+    key = store.prefix(lang, lm.id) + store.SP_MODEL if lm else None
+    if lm is None or not lm.tokenizer.startswith(SENTENCEPIECE) or not bucket.exists(key):
         return None
-    spec = TokenizerSpec(SENTENCEPIECE, code, run.bucket.read_bytes(key))
+    spec = TokenizerSpec(SENTENCEPIECE, code, bucket.read_bytes(key))
     return spec if spec.id == lm.tokenizer else None
 
 
-def choose(run) -> tuple[BaseLM | None, str]:
+def choose(rc, resume, tokenizer) -> tuple[BaseLM | None, str]:
     """(the base LM this run fine-tunes from or None, why), without downloading anything."""
-    a, bucket = run.a, run.bucket
-    wanted = wanted_id(run)
+    a, bucket = rc.a, rc.bucket
+    wanted = wanted_id(rc, resume)
     if wanted is None:
         return None, "none before the interruption" if a.base_lm != NONE else "trainer.base_lm: none"
     lm_id = store.current_id(bucket, a.lang) if wanted in (CURRENT, INLINE) else wanted
@@ -62,9 +64,9 @@ def choose(run) -> tuple[BaseLM | None, str]:
                         hint=f"trainctl lm list {a.lang}; or set trainer.base_lm: current")
     if lm is None:
         return None, f"no base LM published for {a.lang}"
-    if lm.tokenizer != run.tokenizer.id and not _legacy_spacy_match(lm, run.tokenizer):
+    if lm.tokenizer != tokenizer.id and not _legacy_spacy_match(lm, tokenizer):
         message = (f"base LM {lm.id} was made with tokenizer {lm.tokenizer}, this run tokenizes with "
-                   f"{run.tokenizer.id}")
+                   f"{tokenizer.id}")
         if wanted not in (CURRENT, INLINE):
             raise DataError(message, hint="set trainer.tokenizer to match it, or pick another base LM")
         return None, message
@@ -76,83 +78,120 @@ def _legacy_spacy_match(lm: BaseLM, tokenizer) -> bool:
     return lm.source == store.LEGACY_ID and lm.tokenizer.startswith("fastai-spacy") and tokenizer.kind == "spacy"
 
 
-def stage(run) -> BaseLM | None:
-    """Runs the base-LM stage: fetches the chosen LM, or pretrains inline; returns what the run uses."""
-    a = run.a
-    lm, why = choose(run)
+def stage(rc, fit, prep) -> BaseLM | None:
+    """Runs the base-LM stage: fetches the chosen LM into models/, or pretrains one inline; returns
+    what the run fine-tunes from (None: random weights)."""
+    a = rc.a
+    lm, why = choose(rc, fit.resume, prep.tokenizer)
     if lm is not None:
-        return _use(run, lm, why)
+        return _use(rc, fit, lm, why)
     if a.base_lm != INLINE:
-        run.stage("base_lm")
-        run.log.line(f"warning: no base LM ({why}): the LM is fine-tuned from random weights, "
-                     f"expect weak transfer (trainctl lm pretrain {a.lang}, or lm import)")
+        rc.stage("base_lm")
+        rc.log.line(f"warning: no base LM ({why}): the LM is fine-tuned from random weights, "
+                    f"expect weak transfer (trainctl lm pretrain {a.lang}, or lm import)")
         return None
     if why.startswith("base LM"):
-        run.log.line(f"warning: {why}: pretraining one inline")
-    own = store.read(run.bucket, a.lang, inline_id(run))
+        rc.log.line(f"warning: {why}: pretraining one inline")
+    own = store.read(rc.bucket, a.lang, inline_id(rc, fit, prep))
     if own is not None:  # this data, split and settings were pretrained before: the same LM
-        return _use(run, own, "pretrained inline before on the same training rows")
+        return _use(rc, fit, own, "pretrained inline before on the same training rows")
     if not why.startswith("base LM"):
-        run.log.line(f"base LM: {why} (no {a.lang}/lm/CURRENT): pretraining one inline on the corpus and the "
-                     f"training rows (trainctl lm pretrain {a.lang} makes one every run reuses)")
-    return pretrain_inline(run)
+        rc.log.line(f"base LM: {why} (no {a.lang}/lm/CURRENT): pretraining one inline on the corpus and the "
+                    f"training rows (trainctl lm pretrain {a.lang} makes one every run reuses)")
+    return pretrain_inline(rc, fit, prep)
 
 
-def _use(run, lm: BaseLM, why: str) -> BaseLM:
+def _use(rc, fit, lm: BaseLM, why: str) -> BaseLM:
     """Fetches `lm` into models/ and says so (with a warning when it is small)."""
-    fetch(run.bucket, run.a.lang, lm, run.work / "models")
-    if lm.arch and lm.arch != run.arch:
-        run.log.line(f"base LM {lm.id} has arch {lm.arch}; using it (config asked {run.arch})")
-        run.arch = dict(lm.arch)
-    run.stage("base_lm")
-    run.log.line(f"base LM: {lm.describe()} ({why})")
-    _warn_if_small(run, lm)
+    fetch(rc.bucket, rc.a.lang, lm, rc.models)
+    if lm.arch and lm.arch != fit.arch:
+        rc.log.line(f"base LM {lm.id} has arch {lm.arch}; using it (config asked {fit.arch})")
+        fit.use_arch(lm.arch)
+    rc.stage("base_lm")
+    rc.log.line(f"base LM: {lm.describe()} ({why})")
+    _warn_if_small(rc, lm)
     return lm
 
 
-def _warn_if_small(run, lm: BaseLM) -> None:
+def _warn_if_small(rc, lm: BaseLM) -> None:
     if lm.small:
-        run.log.line(f"warning: small base LM: expect weak transfer ({lm.tokens:,} tokens, under "
-                     f"{store.SMALL_LM_TOKENS:,}; trainctl lm pretrain {run.a.lang} on a larger corpus)")
+        rc.log.line(f"warning: small base LM: expect weak transfer ({lm.tokens:,} tokens, under "
+                    f"{store.SMALL_LM_TOKENS:,}; trainctl lm pretrain {rc.a.lang} on a larger corpus)")
 
 
-def inline_id(run) -> str:
+def inline_budget(rc, prep) -> tuple[int, int]:
+    """(epochs, tokens per epoch) of an inline base LM under trainer.max_lm_tokens (see lm_budget)."""
+    from trainer.lm.train import lm_budget
+
+    n = sum(t.n_tokens for t in prep.inline_texts())
+    return lm_budget(n * (1 - INLINE_VALID_PCT), rc.a.epochs_base_lm, rc.a.max_lm_tokens)
+
+
+def inline_id(rc, fit, prep) -> str:
     """An inline LM learns from this run's training rows: its id hashes them (and what else shapes
     the weights), so no run whose validation or test rows it saw can pick it up."""
-    a = run.a
-    rows = hashlib.sha256(json.dumps(sorted(run.train_idx)).encode()).hexdigest()
-    shaped_by = [run.data_hash, rows, run.tokenizer.id, run.arch, a.epochs_base_lm, a.seed, a.lr_lm, a.bs, a.seq_len,
-                 a.drop_mult, a.max_vocab, a.min_freq]
+    a = rc.a
+    rows = hashlib.sha256(json.dumps(sorted(prep.train_idx)).encode()).hexdigest()
+    shaped_by = [prep.data_hash, rows, prep.tokenizer.id, fit.arch, a.epochs_base_lm, a.seed, a.lr_lm, a.bs,
+                 a.seq_len, a.drop_mult, a.max_vocab, a.min_freq]
     if a.bidirectional:  # with a backward LM: another id (forward-only ids stay as they were)
         shaped_by.append("bidirectional")
-    budget = run.inline_budget()
+    budget = inline_budget(rc, prep)
     if budget != (a.epochs_base_lm, 0):  # trainer.max_lm_tokens cut the training (ids without a cut stay)
         shaped_by.append(["max_lm_tokens", *budget])
     return "inline-" + hashlib.sha256(json.dumps(shaped_by).encode()).hexdigest()[:12]
 
 
-def pretrain_inline(run) -> BaseLM:
+def pretrain_inline(rc, fit, prep) -> BaseLM:
     """The corpus plus the training rows, `epochs_base_lm` epochs; published under inline_id, never
     as CURRENT (it has seen this run's training rows, which another split may score)."""
-    a = run.a
-    models = run.work / "models"
-    lm_id = inline_id(run)
-    tokens, vocab = run.pretrain_base_lm()
+    a, models = rc.a, rc.models
+    lm_id = inline_id(rc, fit, prep)
+    tokens, vocab = _train_inline(rc, fit, prep)
     if a.bidirectional:
-        run.pretrain_base_lm(backwards=True, vocab=vocab)
-    lm = BaseLM(id=lm_id, source=INLINE, tokenizer=run.tokenizer.id, arch=dict(run.arch), vocab_size=len(vocab),
-                tokens=int(tokens), corpus_hash=run.data_hash, run_id=a.run_id, created_at=store.now(),
+        _train_inline(rc, fit, prep, backwards=True, vocab=vocab)
+    lm = BaseLM(id=lm_id, source=INLINE, tokenizer=prep.tokenizer.id, arch=dict(fit.arch), vocab_size=len(vocab),
+                tokens=int(tokens), corpus_hash=prep.data_hash, run_id=a.run_id, created_at=store.now(),
                 backward=bool(a.bidirectional))
-    if run.ctx.main:
+    if rc.ctx.main:
         weights, vocab_bytes = (models / "weights.pth").read_bytes(), (models / "vocab.pkl").read_bytes()
-        store.publish(run.bucket, a.lang, lm, weights, vocab_bytes, make_current=False,
-                      tokenizer_model=run.tokenizer.sp_model,
+        store.publish(rc.bucket, a.lang, lm, weights, vocab_bytes, make_current=False,
+                      tokenizer_model=prep.tokenizer.sp_model,
                       weights_bwd=(models / store.BWD_WEIGHTS).read_bytes() if a.bidirectional else None)
-        run.log.line(f"base LM: published {lm.describe()} to {run.bucket.url(store.prefix(a.lang, lm.id))} "
-                     "(runs on the same training rows reuse it)")
-    run.carry.pop("base_lm", None)  # published: a resumed run fetches it, later checkpoints need not carry it
-    _warn_if_small(run, lm)
+        rc.log.line(f"base LM: published {lm.describe()} to {rc.bucket.url(store.prefix(a.lang, lm.id))} "
+                    "(runs on the same training rows reuse it)")
+    fit.drop_carried("base_lm")  # published: a resumed run fetches it, later checkpoints need not carry it
+    _warn_if_small(rc, lm)
     return lm
+
+
+def _train_inline(rc, fit, prep, *, backwards: bool = False, vocab: list[str] | None = None) -> tuple[int, list[str]]:
+    """Pretrains an LM on the corpus, the training rows and unlabelled texts into models/ -> (tokens, vocab).
+    The backward one (`backwards`, same `vocab`) reads every text right to left."""
+    import pickle
+
+    import torch
+
+    from trainer import distributed as D
+    from trainer.fitting import stage_name
+    from trainer.lm.train import train_lm
+    from trainer.text.tokens import TokenIds, build_vocab, remap
+
+    a, stage = rc.a, stage_name("base_lm", backwards)
+    texts = prep.inline_texts()  # the user's own unlabelled texts are the best LM text there is
+    if vocab is None:
+        vocab = build_vocab(texts, min_freq=a.min_freq, max_vocab=a.max_vocab)
+        if fit.resume_point(stage) is not None:
+            vocab = fit.resume.payload["vocab"]
+        elif fit.resumed_past(stage):
+            vocab = fit.carry[stage]["vocab"]
+    tokens = TokenIds.concat([remap(t, vocab) for t in texts])
+    learn = train_lm(rc, fit, stage, tokens.reversed() if backwards else tokens, vocab=vocab,
+                     valid_pct=INLINE_VALID_PCT)
+    torch.save(D.unwrap(learn.model).state_dict(), rc.models / (store.BWD_WEIGHTS if backwards else "weights.pth"))
+    (rc.models / "vocab.pkl").write_bytes(pickle.dumps(list(vocab)))
+    D.barrier(rc.ctx)
+    return tokens.n_tokens, vocab
 
 
 def finetune_vocab(task_vocab: list[str], base_vocab: list[str] | None, max_vocab: int) -> list[str]:

@@ -28,25 +28,25 @@ class DomainTexts:
         return asdict(self)
 
 
-def _read(run) -> tuple[str | None, list[str], list[str]]:
+def _read(rc, data, splits) -> tuple[str | None, list[str], list[str]]:
     """(bucket key, every unlabelled text, those equal to no validation or test text)."""
-    a = run.a
-    key = unlabelled_key(run.bucket, a.lang)
+    a, bucket = rc.a, rc.bucket
+    key = unlabelled_key(bucket, a.lang)
     if key is None:
         return None, [], []
-    texts = unlabelled_texts(run.bucket.read_bytes(key), key, text_col=a.text_col, source=run.bucket.url(key))
+    texts = unlabelled_texts(bucket.read_bytes(key), key, text_col=a.text_col, source=bucket.url(key))
     held_out = set()
-    for i in [*run.valid_idx, *run.test_idx]:  # a multi-line text may come back as lines of a .txt
-        text = run.data.texts[i]
+    for i in [*splits.valid, *splits.test]:  # a multi-line text may come back as lines of a .txt
+        text = data.texts[i]
         held_out.update([text.strip(), *(line.strip() for line in re.split(r"[\r\n]+", text))])
     held_out.discard("")
     return key, texts, [t for t in texts if t not in held_out]
 
 
-def for_tokenizer(run, max_chars: int) -> list[str]:
+def for_tokenizer(rc, data, splits, max_chars: int) -> list[str]:
     """The unlabelled texts a SentencePiece model learns from beside the training rows: the first
     `max_chars` characters' worth, never a held-out text (they are the domain's own words)."""
-    _, _, kept = _read(run)
+    _, _, kept = _read(rc, data, splits)
     out, used = [], 0
     for text in kept:
         if used + len(text) > max_chars:
@@ -56,19 +56,19 @@ def for_tokenizer(run, max_chars: int) -> list[str]:
     return out
 
 
-def load(run):
+def load(rc, data, splits, tokenizer):
     """(token ids, DomainTexts) of the language's unlabelled texts, or (None, None) when it has none."""
     from trainer.text.cache import labelled_tokens
 
-    a = run.a
-    key, texts, kept = _read(run)
+    a = rc.a
+    key, texts, kept = _read(rc, data, splits)
     if key is None:
         return None, None
-    tokens = labelled_tokens(run.bucket, a.lang, kept, log=run.log, tokenizer=run.tokenizer)
+    tokens = labelled_tokens(rc.bucket, a.lang, kept, log=rc.log, tokenizer=tokenizer)
     rows = within_budget(tokens.lengths(), a.max_lm_tokens // max(1, a.epochs_lm), a.seed)
-    info = DomainTexts(source=run.bucket.url(key), texts=len(rows), tokens=int(tokens.lengths()[rows].sum()),
+    info = DomainTexts(source=rc.bucket.url(key), texts=len(rows), tokens=int(tokens.lengths()[rows].sum()),
                        dropped_held_out=len(texts) - len(kept), sampled_from=len(kept) if len(rows) < len(kept) else 0)
-    run.log.line(f"unlabelled: {info.texts:,} texts, {info.tokens:,} tokens from {info.source} for LM fine-tuning"
+    rc.log.line(f"unlabelled: {info.texts:,} texts, {info.tokens:,} tokens from {info.source} for LM fine-tuning"
                  + (f" (a seeded sample of {info.sampled_from:,}: trainer.max_lm_tokens {a.max_lm_tokens:,} over "
                     f"{a.epochs_lm} epoch(s))" if info.sampled_from else "")
                  + (f"; {info.dropped_held_out:,} equal to a validation or test text dropped"

@@ -32,7 +32,9 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from trainer.errors import TrainerExit
-from trainer.runs import FAILED, SUCCEEDED, RunStatus, mark_failed, read_status, run_key
+from trainer.runs import (
+    FAILED, SUCCEEDED, RunStatus, interruption, mark_failed, read_status, restarts_exhausted, run_key,
+)
 from trainer.storage import open_bucket
 from trainer.supervisor import GRACE_S
 from trainer.vm import log
@@ -145,12 +147,12 @@ def _epoch(iso: str | None) -> float | None:
 def end_reason(spec: VmSpec, status: RunStatus, now: float) -> str | None:
     """Why an interrupted multi-node run must end rather than rejoin the rendezvous (None: rejoin).
 
-    The count is global: the trainer adds one to status.resumed at each resume, so this is
-    interruption resumed+1, whichever node was preempted and whoever counts.
+    The count is the run's (trainer.runs.interruption), whichever node was preempted and whoever counts.
     """
-    count = status.resumed + 1
-    if count > spec.max_restarts:
-        return f"interrupted {count} times; max_restarts={spec.max_restarts} reached"
+    count = interruption(status)
+    exhausted = restarts_exhausted(count, spec.max_restarts)
+    if exhausted:
+        return exhausted
     since = _epoch(status.updated_at)
     if since is not None and now - since > JOIN_TIMEOUT_S:
         return (f"the {spec.nodes} nodes did not meet again within {JOIN_TIMEOUT_S // 60} min of "

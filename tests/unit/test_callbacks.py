@@ -1,0 +1,69 @@
+"""trainer.callbacks: the order fastai runs them in comes from what each declares it runs after or before."""
+from __future__ import annotations
+
+import pytest
+from fastai.callback.core import Callback, TrainEvalCallback
+from fastai.callback.schedule import ParamScheduler
+from fastai.learner import Recorder
+
+from trainer.callbacks import (
+    BatchProgressCallback, CheckpointCallback, EpochLogCallback, HeapTrimCallback, Phase, ResumeCallback,
+    StatusCallback, place,
+)
+
+OURS = [ResumeCallback, EpochLogCallback, StatusCallback, CheckpointCallback, BatchProgressCallback, HeapTrimCallback]
+
+
+def test_the_run_callbacks_run_in_the_declared_order():
+    by_order = sorted([TrainEvalCallback, Recorder, ParamScheduler, *OURS], key=lambda cb: cb.order)
+    position = {cb: i for i, cb in enumerate(by_order)}
+    assert position[TrainEvalCallback] < position[ResumeCallback] < position[Recorder]
+    # the epoch's values exist before they are logged; log line, status, checkpoint, progress, heap trim
+    assert max(position[Recorder], position[ParamScheduler]) < position[EpochLogCallback]
+    assert [cb for cb in by_order if cb in OURS[1:]] == OURS[1:]
+    assert len({cb.order for cb in OURS}) == len(OURS)
+
+
+def test_a_circle_or_an_impossible_place_is_refused():
+    class First(Callback):
+        run_after = "Second"
+
+    class Second(Callback):
+        run_after = First
+
+    with pytest.raises(RuntimeError, match="circular"):
+        place(First, Second)
+
+    class TooLate(Callback):
+        run_after, run_before = Recorder, TrainEvalCallback  # Recorder runs long after TrainEvalCallback
+
+    with pytest.raises(RuntimeError, match="must run before TrainEvalCallback"):
+        place(TooLate)
+
+
+def test_run_before_among_ours_places_the_other_one_later():
+    class Early(Callback):
+        run_before = "Late"
+
+    class Late(Callback):
+        pass
+
+    place(Late, Early)  # declared in any order
+    assert Early.order < Late.order
+
+
+def test_every_phase_callback_takes_what_it_needs_from_the_phase():
+    phase = Phase("classifier", index=2, count=3, offset=4, total=6, metric_names={"f1_score": "macro_f1@0.5"},
+                  saves_done=True)
+    log = type("Log", (), {"line": lambda *a: None, "update": lambda *a, **k: None})()
+    epoch_log, status = EpochLogCallback(log, []), StatusCallback(log)
+    ckpt = CheckpointCallback(None, None, None, minutes=0)
+    progress = BatchProgressCallback(log, every_s=60)
+    for cb in (epoch_log, status, ckpt, progress):
+        cb.begin_phase(phase)
+    assert (epoch_log.stage, epoch_log.phase, epoch_log.offset, epoch_log.total) == ("classifier", "3/3", 4, 6)
+    assert epoch_log.names == {"f1_score": "macro_f1@0.5"} and status.offset == 4
+    assert (ckpt.stage, ckpt.phase_idx, ckpt.last_phase) == ("classifier", 2, True)
+    assert (progress.stage, progress.offset, progress.total) == ("classifier", 4, 6)
+    ckpt.begin_phase(Phase("lm_finetune", 0, 2, 0, 4, saves_done=False))
+    assert ckpt.last_phase is False

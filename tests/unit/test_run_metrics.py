@@ -1,0 +1,68 @@
+"""metrics.json as one typed document, and the restart count as one rule (trainer.runs)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from trainer.run_metrics import MetricsError, RunMetrics
+from trainer.runs import RunStatus, interruption, restarts_exhausted
+
+
+def figures(f1: float, *labels: str, threshold: float | None = None) -> dict:
+    return {"macro_f1": f1, "micro_f1": f1, "accuracy": f1,
+            "per_label": {label: {"precision": f1, "recall": f1, "f1": f1, "support": 3, "threshold": threshold}
+                          for label in labels}}
+
+
+def classifier_doc(**extra) -> dict:
+    return {"run_id": "r1", "lang": "fr", **figures(0.8, "a", "b", threshold=0.4), "labels": ["a", "b"],
+            "multi_label": True, "rows": {"fit": "train", "thresholds": "valid", "scores": "test"},
+            "baseline": figures(0.3), "baseline_tfidf": figures(0.7, "a", "b"), "n_train": 10, "n_valid": 4,
+            "n_test": 4, "duration_s": 12.5, "history": [{"stage": "classifier", "epoch": 1}], "future_key": 1,
+            **extra}
+
+
+def test_a_classifier_document_reads_typed_and_writes_back_unchanged():
+    doc = classifier_doc()
+    m = RunMetrics.from_json(json.dumps(doc))
+    assert (m.job, m.macro_f1, m.tfidf_macro_f1, m.scored_rows, m.n_test) == ("classifier", 0.8, 0.7, "test", 4)
+    assert m.model.thresholds(["b", "a"]) == [0.4, 0.4] and m.multi_label and not m.bidirectional
+    assert json.loads(m.to_json()) == doc  # keys this version does not type survive a round trip
+
+
+def test_a_pretrain_document_and_old_classifier_documents():
+    m = RunMetrics.from_document({"run_id": "p", "lang": "el", "job": "pretrain-lm", "perplexity": 27.4,
+                                  "base_lm": {"id": "pt-1"}, "duration_s": 1.0, "history": []})
+    assert (m.job, m.perplexity, m.macro_f1, m.base_lm["id"]) == ("pretrain-lm", 27.4, None, "pt-1")
+    old = classifier_doc()
+    for key in ("multi_label", "rows"):
+        del old[key]
+    m = RunMetrics.from_document(old)  # before these fields: tuned thresholds meant multi-label
+    assert m.multi_label is True and m.scored_rows is None
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"labels": None}, "labels missing"),
+    ({"macro_f1": "high"}, "the model.macro_f1"),
+    ({"labels": ["a", "b", "c"]}, r"no per_label figures for \['c'\]"),
+    ({"baseline_tfidf": {"per_label": {}}}, "baseline_tfidf.macro_f1"),
+    ({"job": "distill"}, "unknown job"),
+    ({"run_id": 7}, "run_id missing"),
+])
+def test_a_document_without_what_its_job_needs_is_refused(change, message):
+    with pytest.raises(MetricsError, match=message):
+        RunMetrics.from_document(classifier_doc(**change))
+    with pytest.raises(MetricsError, match="not JSON"):
+        RunMetrics.from_json(b"{truncated")
+
+
+def test_the_restart_count_is_the_runs_whoever_counts():
+    status = RunStatus(run_id="r", lang="fr", env="local")
+    assert interruption(None) == 1 and interruption(status) == 1
+    status.resumed = 2  # two resumes recorded by the trainer: this is the third interruption
+    assert interruption(status) == 3 and interruption(status, seen=1) == 3
+    # a trainer killed before it could record its resume: the watcher's own count wins
+    assert interruption(status, seen=4) == 5
+    assert restarts_exhausted(3, 3) is None
+    assert restarts_exhausted(4, 3) == "interrupted 4 times; max_restarts=3 reached"

@@ -1,0 +1,70 @@
+"""ULMFiT's third stage: the classifier on the fine-tuned encoder, unfrozen gradually."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fastai.text.all import (
+    AWD_LSTM, F1Score, F1ScoreMulti, accuracy, accuracy_multi, awd_lstm_clas_config, text_classifier_learner,
+)
+
+from trainer import distributed as D
+from trainer import precision as P
+from trainer.classification.recipe import classifier_epochs, classifier_phases
+from trainer.fitting import stage_name
+from trainer.lm.finetune import Encoder
+from trainer.text.loaders import classifier_dataloaders
+from trainer.text.tokens import TokenIds, remap
+
+
+@dataclass(frozen=True)
+class TrainedClassifier:
+    """A trained classifier (rank 0 evaluates and exports it) with the DataLoaders and ids it read."""
+
+    learn: object  # fastai Learner, the run's callbacks removed
+    dls: object
+    tokens: TokenIds  # every labelled row in the classifier's vocabulary (reversed for a backward one)
+    vocab: list[str]
+    backwards: bool = False
+
+
+def train_classifier(rc, fit, prep, encoder: Encoder) -> TrainedClassifier:
+    """The classifier on `encoder`; the backward one (a backward encoder) reads every text right to left."""
+    a, log, backwards = rc.a, rc.log, encoder.backwards
+    stage = stage_name("classifier", backwards)
+    rc.stage(stage, a.epochs_clf)
+    fit.use_vocab(encoder.vocab)
+    P.seed_everything(a.seed + rc.ctx.rank, deterministic=a.deterministic)
+    tokens = remap(prep.texts, encoder.vocab)
+    tokens = tokens.reversed() if backwards else tokens
+    data = prep.data
+    dls = classifier_dataloaders(
+        tokens, data.labels, multi_label=data.multi_label, label_names=data.label_names,
+        splits=(prep.train_idx, prep.valid_idx), bs=a.bs, seq_len=a.seq_len, rank=rc.ctx.rank, world=rc.ctx.world)
+    metrics = ([accuracy_multi, F1ScoreMulti(average="macro")] if data.multi_label
+               else [accuracy, F1Score(average="macro")])
+    learn = fit.setup(text_classifier_learner(dls, AWD_LSTM, config={**awd_lstm_clas_config, **fit.arch},
+                                              drop_mult=a.drop_mult, pretrained=False, seq_len=a.seq_len,
+                                              path=rc.work, metrics=metrics))
+    at = fit.resume_point(stage)
+    if fit.resumed_past(stage):
+        D.unwrap(learn.model).load_state_dict(fit.carry[stage]["model"])
+        log.line(f"{stage}: finished before the interruption; using its weights")
+    elif at is not None and at.done:
+        D.unwrap(learn.model).load_state_dict(fit.resume.payload["model"])
+        log.line(f"{stage}: finished before the interruption; evaluating its checkpoint")
+    else:
+        if at is None:
+            learn.load_encoder(encoder.name)
+        epochs = classifier_epochs(a.epochs_clf, len(dls.train), a.min_clf_steps)
+        if epochs != a.epochs_clf:
+            log.line(f"{stage}: {epochs} epochs instead of {a.epochs_clf}: {len(dls.train)} batches "
+                     f"per epoch, and at least {a.min_clf_steps} steps are taken (trainer.min_clf_steps)")
+            rc.stage(stage, epochs)
+        # AWD-LSTM classifier layer groups: embedding, each LSTM layer, head.
+        fit.fit_phases(learn, stage, classifier_phases(a.lr, epochs, n_groups=fit.arch["n_layers"] + 2),
+                       metrics="multi" if data.multi_label else "single")
+    if a.bidirectional and not backwards:
+        fit.keep(stage, learn, encoder.vocab)
+    # Evaluation is rank 0's alone: no more collectives (get_preds fires before_fit too).
+    fit.detach(learn)
+    return TrainedClassifier(learn, dls, tokens, encoder.vocab, backwards)

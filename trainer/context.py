@@ -1,0 +1,55 @@
+"""What every stage of a run reads and never changes: its arguments, bucket, log, processes, folders."""
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from trainer import distributed as D
+from trainer import precision as P
+from trainer.callbacks import Preemption
+from trainer.checkpoints import CheckpointStore
+from trainer.runs import run_key
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """One run's fixed surroundings (frozen: a stage's results are returned, never set on it)."""
+
+    a: object  # the parsed trainer arguments (trainer.cli / trainer.params)
+    bucket: object  # trainer.storage.Bucket
+    log: object  # trainer.runlog.RunLog, or QuietLog on ranks > 0
+    ctx: D.Context
+    preemption: Preemption
+    work: Path  # this rank's scratch folder (models/ inside)
+    scratch: Path | None  # removed when the process ends (None: the user's --work-dir, kept)
+    store: CheckpointStore
+    precision: str
+
+    @classmethod
+    def create(cls, args, bucket, log, ctx: D.Context, preemption: Preemption) -> "RunContext":
+        # A scratch folder of our own is removed when the process ends (trainer.pipeline.run_training):
+        # everything a resume needs is in the bucket, and local runs would otherwise fill /tmp.
+        scratch = None if args.work_dir else Path(tempfile.mkdtemp(prefix=f"trainer-{args.lang}-"))
+        work = Path(args.work_dir) if args.work_dir else scratch
+        if ctx.distributed:
+            work = work / f"rank{ctx.rank}"
+        (work / "models").mkdir(parents=True, exist_ok=True)
+        return cls(a=args, bucket=bucket, log=log, ctx=ctx, preemption=preemption, work=work, scratch=scratch,
+                   store=CheckpointStore(bucket, args.lang, args.run_id, work), precision=P.resolve(args.precision))
+
+    @property
+    def models(self) -> Path:
+        return self.work / "models"
+
+    def put(self, src, name: str) -> None:
+        """Uploads a file (a path) or bytes as `name` in the run's folder."""
+        if isinstance(src, (bytes, bytearray)):
+            self.bucket.write_bytes(run_key(self.a.lang, self.a.run_id, name), bytes(src))
+        else:
+            self.bucket.upload(Path(src), run_key(self.a.lang, self.a.run_id, name))
+
+    def stage(self, name: str, epochs: int = 0) -> None:
+        """Says that stage `name` starts (log.txt and status.json)."""
+        self.log.line(f"== stage {name}" + (f" ({epochs} epochs)" if epochs else ""))
+        self.log.update(stage=name, epoch=0, epochs=epochs, progress=None)
