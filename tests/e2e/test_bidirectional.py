@@ -63,7 +63,7 @@ def test_sigterm_in_the_backward_classifier_resumes_with_the_forward_model_carri
     uri = f"file://{tmp_path / 'bucket'}"
     bucket = open_bucket(uri)
     stage_sample(bucket)
-    args = (*BIDIRECTIONAL, "--base-lm", "pretrain-inline", "--epochs-clf", "20", "--checkpoint-minutes", "0")
+    args = (*BIDIRECTIONAL, "--base-lm", "pretrain-inline", "--epochs-clf", "7", "--checkpoint-minutes", "0")
     proc = trainer(uri, "whole", *args)
     out, _ = proc.communicate(timeout=300)
     assert proc.returncode == 0, out
@@ -144,7 +144,7 @@ def test_pretrain_publishes_a_backward_lm_and_resumes_it(tmp_path):
 
     finish(pretrain("fwd"))
     forward_only = json.loads(bucket.read_bytes("fr/lm/CURRENT"))["id"]
-    args = (*BIDIRECTIONAL, "--epochs-base-lm", "12", "--checkpoint-minutes", "0")
+    args = (*BIDIRECTIONAL, "--epochs-base-lm", "5", "--checkpoint-minutes", "0")
     finish(pretrain("whole", *args))
     both = json.loads(bucket.read_bytes("fr/lm/CURRENT"))["id"]
     meta = json.loads(bucket.read_bytes(f"fr/lm/{both}/meta.json"))

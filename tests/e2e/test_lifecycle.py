@@ -160,7 +160,7 @@ def _interrupt_during_classifier(project: Path, sets: list[str], pick_victim, si
 def test_sigkill_to_the_trainer_resumes_and_succeeds(staged):
     # A crash or OOM kill: no checkpoint at the kill; the launcher restarts the trainer, which
     # resumes from the newest complete checkpoint, as a recreated Spot VM would.
-    _interrupt_during_classifier(staged, [*TINY_SETS, "--set", "defaults.trainer.epochs_clf=40"],
+    _interrupt_during_classifier(staged, [*TINY_SETS, "--set", "defaults.trainer.epochs_clf=10"],
                                  lambda run_id, status: status["pid"], signal.SIGKILL)
 
 
@@ -172,7 +172,7 @@ def test_sigterm_to_one_rank_of_two_resumes_and_succeeds(staged):
         return ranks[0]
 
     final = _interrupt_during_classifier(
-        staged, [*TINY_SETS, "--set", "defaults.trainer.epochs_clf=40", "--set", "languages.fr.processes=2"],
+        staged, [*TINY_SETS, "--set", "defaults.trainer.epochs_clf=10", "--set", "languages.fr.processes=2"],
         rank1, signal.SIGTERM)
     log = (run_dir(staged, "fr", final["run_id"]) / "log.txt").read_text()
     assert "data parallel: 2 processes" in log and "classifier: resumed at classifier" in log
