@@ -11,6 +11,7 @@ from __future__ import annotations
 import shutil
 import time
 import traceback
+from dataclasses import replace
 
 from trainer import distributed as D
 from trainer.artifacts import upload
@@ -52,8 +53,8 @@ def _log_for(ctx: D.Context, bucket, args):
     resume = status is not None
     if status is None:
         status = RunStatus(run_id=args.run_id, lang=args.lang, env=args.env, job=args.job)
-    else:
-        status.resumed += 1
+    else:  # a new value: trainer.runs.interruption counts restarts from it
+        status = replace(status, resumed=status.resumed + 1)
     log = RunLog(bucket, status)
     log.started()
     log.line(f"run {args.run_id} ({args.lang}, env {args.env})" + (f", resume #{status.resumed}" if resume else ""))
