@@ -98,6 +98,9 @@ class Phase:
         return self.index == self.count - 1
 
 
+NO_PHASE = Phase("", 0, 1, 0, 0, saves_done=False)  # what a callback knows before the fitter's first phase
+
+
 class ResumeCallback(Callback):
     """Puts a resumed fit exactly where the checkpoint left it: RNG states, the batch position and a
     language model's hidden state."""
@@ -154,7 +157,7 @@ class EpochLogCallback(Callback):
 
     def __init__(self, log: RunLog, history: list[dict]):
         self.log, self.history = log, history
-        self.begin_phase(Phase("", 0, 1, 0, 0))
+        self.begin_phase(NO_PHASE)
 
     def begin_phase(self, phase: Phase) -> None:
         self.stage, self.phase, self.offset, self.total = phase.stage, phase.label, phase.offset, phase.total
@@ -184,7 +187,7 @@ class StatusCallback(Callback):
 
     def __init__(self, log: RunLog):
         self.log = log
-        self.offset = 0
+        self.begin_phase(NO_PHASE)
 
     def begin_phase(self, phase: Phase) -> None:
         self.offset = phase.offset
@@ -201,7 +204,7 @@ class BatchProgressCallback(Callback):
 
     def __init__(self, log: RunLog, *, every_s: float, world: int = 1):
         self.log, self.every_s, self.world = log, every_s, world
-        self.stage, self.offset, self.total = "", 0, 0
+        self.begin_phase(NO_PHASE)
 
     def begin_phase(self, phase: Phase) -> None:
         self.stage, self.offset, self.total = phase.stage, phase.offset, phase.total
@@ -271,7 +274,7 @@ class CheckpointCallback(Callback):
 
     def __init__(self, ctx: D.Context, preemption: Preemption, save, *, minutes: float):
         self.ctx, self.preemption, self.save, self.every_s = ctx, preemption, save, minutes * 60
-        self.stage, self.phase_idx, self.last_phase = "", 0, False
+        self.begin_phase(NO_PHASE)
 
     def begin_phase(self, phase: Phase) -> None:
         self.stage, self.phase_idx, self.last_phase = phase.stage, phase.index, phase.saves_done and phase.last

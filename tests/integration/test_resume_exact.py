@@ -19,7 +19,7 @@ from fastai.torch_core import set_seed
 from torch import nn
 
 from trainer import distributed as D
-from trainer.callbacks import CheckpointCallback, Preemption, ResumeCallback
+from trainer.callbacks import CheckpointCallback, Phase, Preemption, ResumeCallback
 from trainer.checkpoints import set_rng_state
 
 N, BS, EPOCHS = 48, 8, 2  # 6 training batches per epoch
@@ -72,7 +72,7 @@ def fit(stop_at=None, resume=None):
             learn.opt.load_state_dict(opt)
         cbs.append(ResumeCallback(position.epoch, position.batch, rng[0]["epoch"], rng[0]["now"]))
         start = position.epoch
-    ckpt.stage, ckpt.phase_idx, ckpt.last_phase = "classifier", 0, True
+    ckpt.begin_phase(Phase("classifier", 0, 1, 0, EPOCHS))
     learn.fit_one_cycle(EPOCHS, 1e-2, start_epoch=start, cbs=cbs)
     return {k: v.clone() for k, v in learn.model.state_dict().items()}, saved
 
