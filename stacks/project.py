@@ -50,6 +50,10 @@ class Project:
         """Pid and output files of locally launched trainers, one folder per run."""
         return self.env_dir(env) / "procs"
 
+    def cores_dir(self) -> Path:
+        """The ledger of CPU cores held by the local runs of this project, whatever their env (trainer.cores)."""
+        return self.root / ".trainstack" / "cores"
+
     def work_outdir(self, env: str) -> Path:
         """trainctl's own synth output (per env, so envs never clobber each other)."""
         return self.env_dir(env) / "cdktf.out"

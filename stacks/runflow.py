@@ -5,6 +5,7 @@ a Ctrl-C becomes RunInterrupted (exit 130) saying what is left and how to go on.
 """
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
@@ -78,18 +79,22 @@ def report_preflight(config: "EnvConfig", lang: str, job: str, bucket: "Bucket",
 
 
 def run_language(project: "Project", config: "EnvConfig", lang: str, *, job: str, detach: bool, rep,
-                 echo: Callable | None = None) -> RunOutcome:
-    """Apply the language's stack, follow its run to the end and destroy the stack (unless `detach`)."""
+                 echo: Callable | None = None, start_lock=None) -> RunOutcome:
+    """Apply the language's stack, follow its run to the end and destroy the stack (unless `detach`).
+
+    `start_lock`: held from the preflight to the launch, so languages run side by side synthesize
+    and apply one at a time (one cdktf app, one synth output) and follow their runs together."""
     from trainer.runs import read_status
 
     env, settings, bucket = config.env, L.language_settings(config, lang), L.bucket_of(config)
-    report_preflight(config, lang, job, bucket, rep)
-    handle = L.open_stack(project, config, lang, echo=echo, preflight=True, reporter=rep)
-    try:
-        run_id, attached = L.launch(handle, bucket, rep)
-    except KeyboardInterrupt:
-        raise RunInterrupted(f"interrupted while applying {handle.name}; the stack may be partly applied",
-                             hint=f"tear it down: trainctl destroy {lang} --env {env}") from None
+    with start_lock or nullcontext():
+        report_preflight(config, lang, job, bucket, rep)
+        handle = L.open_stack(project, config, lang, echo=echo, preflight=True, reporter=rep)
+        try:
+            run_id, attached = L.launch(handle, bucket, rep)
+        except KeyboardInterrupt:
+            raise RunInterrupted(f"interrupted while applying {handle.name}; the stack may be partly applied",
+                                 hint=f"tear it down: trainctl destroy {lang} --env {env}") from None
     if attached:
         running = read_status(bucket, lang, run_id)
         if running is not None and running.job != job:
@@ -129,3 +134,9 @@ def record_cost(bucket: "Bucket", config: "EnvConfig", lang: str, run_id: str, r
     note = target_of(config).cost_note(cost)
     if note:
         rep.info(note)
+    try:  # the report again, now with the cost and the final state
+        from trainer.run_report import write_report
+
+        write_report(bucket, lang, run_id)
+    except Exception as exc:
+        rep.warn(f"could not write the run's report.html: {exc}")

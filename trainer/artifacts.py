@@ -14,6 +14,7 @@ from trainer.classification import plots
 from trainer.classification.evaluate import Evaluation
 from trainer.classification.stage import TrainedClassifier
 from trainer.run_metrics import RunMetrics
+from trainer.run_report import render_run
 from trainer.runs import BWD_MODEL
 from trainer.text.loaders import raw_text_dataloaders
 
@@ -51,5 +52,7 @@ def upload(rc, fit, prep, clf: TrainedClassifier, bwd: TrainedClassifier | None,
     put(json.dumps(meta, indent=2, default=str).encode(), "metadata/trainer.json")
     metrics = RunMetrics.from_document({"run_id": a.run_id, "lang": a.lang, **result,
                                         "duration_s": round(time.time() - started, 1), "history": fit.history})
+    # report.html from the figures in memory (trainctl renders it again with the cost once the stack is gone)
+    put(render_run(rc.bucket, a.lang, a.run_id, metrics=metrics), "report.html")
     # metrics.json last: its presence means every other artifact is in place.
     put(metrics.to_json(), "metrics.json")

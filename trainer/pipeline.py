@@ -26,7 +26,7 @@ from trainer.lm import base as base_lm
 from trainer.lm import pretrain as pretrain_job
 from trainer.lm.finetune import finetune
 from trainer.runlog import QuietLog, RunLog
-from trainer.runs import RunStatus, mark_failed, read_status
+from trainer.runs import QUEUED, RunStatus, mark_failed, read_status
 from trainer.storage import open_bucket
 
 
@@ -50,8 +50,8 @@ def _log_for(ctx: D.Context, bucket, args):
     if not ctx.main:
         return QuietLog(), False
     status = read_status(bucket, args.lang, args.run_id)
-    resume = status is not None
-    if status is None:
+    resume = status is not None and status.stage != QUEUED
+    if not resume:
         status = RunStatus(run_id=args.run_id, lang=args.lang, env=args.env, job=args.job)
     else:  # a new value: trainer.runs.interruption counts restarts from it
         status = replace(status, resumed=status.resumed + 1)

@@ -17,21 +17,41 @@ def load_model(path: Path):
         return load_learner(path, cpu=True)
 
 
+def probabilities(learn, texts: list[str], learn_bwd=None) -> np.ndarray:
+    """(rows, labels) probabilities of a batch of texts, in their order; with `learn_bwd` (model_bwd.pth)
+    the forward and backward models' averaged."""
+    import pandas as pd
+
+    def one(model) -> np.ndarray:
+        # one DataLoader over the batch: fastai sorts it by length and get_preds puts it back in order
+        dl = model.dls.test_dl(pd.DataFrame({"text": list(texts)}), bs=model.dls.bs)
+        with warnings.catch_warnings(), model.no_bar():
+            warnings.simplefilter("ignore")
+            probs = model.get_preds(dl=dl)[0].numpy()
+        return probs
+
+    p = one(learn)
+    return (p + one(learn_bwd)) / 2 if learn_bwd is not None else p
+
+
+def decide_labels(probs: np.ndarray, metrics: RunMetrics, *, ensemble: bool) -> list[list[str]]:
+    """The labels of each row: the run's tuned thresholds (multi-label) or argmax."""
+    from trainer.metrics import decide
+
+    labels = metrics.labels
+    thresholds = (metrics.ensemble if ensemble else metrics.model).thresholds(labels)
+    pred = decide(probs, multi_label=metrics.multi_label,
+                  thresholds=np.array(thresholds, dtype=float) if metrics.multi_label else None,
+                  allow_empty=metrics.allow_empty)
+    return [[label for label, yes in zip(labels, row) if yes] for row in pred]
+
+
 def predict_texts(learn, texts: list[str], metrics: RunMetrics,
                   learn_bwd=None) -> list[tuple[list[str], dict[str, float]]]:
     """Labels and probabilities per text; with `learn_bwd` (model_bwd.pth) the forward+backward
     ensemble's: the two models' probabilities averaged, decided with the ensemble's thresholds."""
-    from trainer.metrics import decide
-
-    labels = metrics.labels
-    thresholds = (metrics.ensemble if learn_bwd is not None else metrics.model).thresholds(labels)
-    multi = metrics.multi_label
-    out = []
-    for text in texts:
-        p = learn.predict(text)[2].numpy()[None, :]
-        if learn_bwd is not None:
-            p = (p + learn_bwd.predict(text)[2].numpy()[None, :]) / 2
-        pred = decide(p, multi_label=multi, thresholds=np.array(thresholds, dtype=float) if multi else None,
-                      allow_empty=metrics.allow_empty)[0]
-        out.append(([l for l, yes in zip(labels, pred) if yes], {l: float(v) for l, v in zip(labels, p[0])}))
-    return out
+    if not texts:
+        return []
+    probs = probabilities(learn, texts, learn_bwd)
+    chosen = decide_labels(probs, metrics, ensemble=learn_bwd is not None)
+    return [(labels, {l: float(v) for l, v in zip(metrics.labels, row)}) for labels, row in zip(chosen, probs)]

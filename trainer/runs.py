@@ -14,6 +14,7 @@ from trainer.storage import Bucket
 
 PENDING, RUNNING, SUCCEEDED, FAILED = "PENDING", "RUNNING", "SUCCEEDED", "FAILED"
 TERMINAL_STATES = (SUCCEEDED, FAILED)
+QUEUED = "queued"  # the stage of a PENDING local run waiting for cores (trainer.cores); not a resume
 ARTIFACTS = ("model.pth", "metrics.json", "valid_predictions.csv")
 BWD_MODEL = "model_bwd.pth"  # the backward classifier (trainer.bidirectional), loadable like model.pth
 

@@ -3,7 +3,7 @@
 The local target's launcher (what a VM's start-up script is on GCP):
 
     python -m trainer.supervisor start --state-dir D [--max-run-hours H] [--processes N]
-                                       [--max-restarts R] -- <trainer args>
+                                       [--max-restarts R] [--cores C --cores-dir L] -- <trainer args>
     python -m trainer.supervisor stop  --state-dir D [--timeout 25]
 
 `start` returns at once, leaving a supervisor in its own process session that
@@ -14,6 +14,10 @@ it starts the trainer again for the same run id when it was interrupted (exit
 143, or death by a signal) without a final status, up to R times; a data or
 code failure (exit 1 or 2, or a FAILED status) is never restarted. Nothing here
 depends on the process that called `start`.
+
+With `--cores-dir`, the trainer is pinned to C cores (0: all) claimed in that ledger
+(trainer.cores), shared by every run the project launched locally; while other runs hold
+them the run waits, its status PENDING at stage `queued` and its log saying for whom.
 """
 from __future__ import annotations
 
@@ -60,7 +64,7 @@ def is_running(state_dir: Path) -> bool:
 
 
 def start(state_dir: Path, max_run_hours: float, trainer_args: list[str], *, processes: int = 1,
-          max_restarts: int = 3) -> int:
+          max_restarts: int = 3, cores: int = 0, cores_dir: Path | None = None) -> int:
     state_dir.mkdir(parents=True, exist_ok=True)
     if is_running(state_dir):
         print(f"supervisor already running (pid {read_pid(state_dir)})")
@@ -71,7 +75,8 @@ def start(state_dir: Path, max_run_hours: float, trainer_args: list[str], *, pro
         proc = subprocess.Popen(
             [sys.executable, "-m", "trainer.supervisor", "run", "--state-dir", str(state_dir),
              "--max-run-hours", str(max_run_hours), "--processes", str(processes),
-             "--max-restarts", str(max_restarts), "--", *trainer_args],
+             "--max-restarts", str(max_restarts), "--cores", str(cores),
+             *(["--cores-dir", str(cores_dir)] if cores_dir else []), "--", *trainer_args],
             stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
             start_new_session=True, close_fds=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
@@ -115,11 +120,18 @@ def interrupted(code: int, status, *, processes: int) -> bool:
     return code != TrainerExit.FAILED or processes > 1
 
 
-def _launch(state_dir: Path, trainer_args: list[str], processes: int) -> subprocess.Popen:
+def _launch(state_dir: Path, trainer_args: list[str], processes: int, cores: list[int] | None) -> subprocess.Popen:
     from trainer.vm.spec import one_machine_command
 
+    env, pin = None, None
+    if cores:  # torch, OpenMP and the tokenizer workers size their pools from the affinity mask
+        env = {**os.environ, "OMP_NUM_THREADS": str(max(1, len(cores) // processes))}
+
+        def pin():
+            os.sched_setaffinity(0, cores)
     # Its own process group, so a kill after the grace period reaches torchrun's ranks too.
-    child = subprocess.Popen(one_machine_command(processes, trainer_args), start_new_session=True)
+    child = subprocess.Popen(one_machine_command(processes, trainer_args), start_new_session=True, env=env,
+                             preexec_fn=pin)
     (state_dir / TRAINER_PID_FILE).write_text(str(child.pid))
     return child
 
@@ -131,10 +143,39 @@ def _kill_group(pid: int) -> None:
         pass
 
 
-def run(state_dir: Path, max_run_hours: float, trainer_args: list[str], *, processes: int = 1,
-        max_restarts: int = 3) -> int:
-    from trainer.runs import interruption, read_status, restarts_exhausted
+def _wait_for_cores(ledger, want: int, args, stopping: dict, state_dir: Path, deadline: float) -> list[int] | None:
+    """Claim `want` cores, queued (status PENDING, stage queued) while other local runs hold them.
+    None: stopped, cancelled or out of time while waiting."""
+    from trainer.cores import describe
+    from trainer.runs import QUEUED, RunStatus, read_status, run_key, write_status
     from trainer.storage import open_bucket
+
+    label = f"{args.lang} run {args.run_id}"
+    said = None
+    while not (stopping["signal"] or (state_dir / CANCEL_FILE).exists() or time.monotonic() > deadline):
+        cores = ledger.claim(args.run_id, want, pid=os.getpid(), label=label)
+        if cores is not None:
+            if said is not None:
+                print(f"trainstack supervisor: cores {describe(cores)} free: starting {label}", flush=True)
+            return cores
+        holders = ", ".join(f"{c.label} (cores {describe(list(c.cores))})" for c in ledger.holders())
+        if holders != said:
+            said = holders
+            message = (f"queued: waiting for {ledger.want(want)} of this machine's {len(ledger.cores)} cores, "
+                       f"held by {holders or 'a run that just ended'}; local runs never share cores")
+            print(f"trainstack supervisor: {message}", flush=True)
+            bucket = open_bucket(args.bucket)
+            if read_status(bucket, args.lang, args.run_id) is None:
+                write_status(bucket, RunStatus(run_id=args.run_id, lang=args.lang, env=args.env, job=args.job,
+                                               stage=QUEUED))
+            bucket.append(run_key(args.lang, args.run_id, "log.txt"), f"{message}\n".encode())
+        time.sleep(1.0)
+    return None
+
+
+def run(state_dir: Path, max_run_hours: float, trainer_args: list[str], *, processes: int = 1,
+        max_restarts: int = 3, cores: int = 0, cores_dir: Path | None = None) -> int:
+    from trainer.cores import CoreLedger
 
     args = _run_args(trainer_args)
     deadline = time.monotonic() + max_run_hours * 3600
@@ -148,9 +189,28 @@ def run(state_dir: Path, max_run_hours: float, trainer_args: list[str], *, proce
 
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
+    ledger = CoreLedger(cores_dir) if cores_dir else None
+    try:
+        pinned = _wait_for_cores(ledger, cores, args, stopping, state_dir, deadline) if ledger else None
+        if ledger and pinned is None:
+            timed_out = time.monotonic() > deadline
+            _end(state_dir, trainer_args, 1, timed_out=timed_out, max_run_hours=max_run_hours, queued=True)
+            return 0
+        return _supervise(state_dir, max_run_hours, trainer_args, processes, max_restarts, pinned, args, deadline,
+                          stopping)
+    finally:
+        if ledger:
+            ledger.release(args.run_id)
+
+
+def _supervise(state_dir: Path, max_run_hours: float, trainer_args: list[str], processes: int, max_restarts: int,
+               pinned: list[int] | None, args, deadline: float, stopping: dict) -> int:
+    from trainer.runs import interruption, read_status, restarts_exhausted
+    from trainer.storage import open_bucket
+
     timed_out, restarts = False, 0
     while True:
-        child = stopping["child"] = _launch(state_dir, trainer_args, processes)
+        child = stopping["child"] = _launch(state_dir, trainer_args, processes, pinned)
         try:
             code = child.wait(timeout=max(deadline - time.monotonic(), 0))
         except subprocess.TimeoutExpired:
@@ -175,8 +235,17 @@ def run(state_dir: Path, max_run_hours: float, trainer_args: list[str], *, proce
         print(f"trainstack supervisor: trainer interrupted ({how}); restarting it for run {args.run_id} "
               f"(restart {restarts} of at most {max_restarts}), as the instance group recreates a preempted VM",
               flush=True)
+    _end(state_dir, trainer_args, code, timed_out=timed_out, max_run_hours=max_run_hours)
+    return 0
+
+
+def _end(state_dir: Path, trainer_args: list[str], code, *, timed_out: bool, max_run_hours: float,
+         queued: bool = False) -> None:
+    """The run's final word: FAILED with why, unless the trainer already wrote how it ended."""
     if timed_out:
-        error = f"stopped after max_run_hours={max_run_hours:g}"
+        error = f"stopped after max_run_hours={max_run_hours:g}" + (" (queued for cores all along)" if queued else "")
+    elif queued:
+        error = "cancelled while queued for cores: the training stack was destroyed before the run started"
     elif (state_dir / CANCEL_FILE).exists():
         error = "cancelled: the training stack was destroyed while the run was active"
     elif code != 0:
@@ -190,7 +259,6 @@ def run(state_dir: Path, max_run_hours: float, trainer_args: list[str], *, proce
         _finalize(trainer_args, error)
     finally:
         (state_dir / EXIT_FILE).write_text(str(code).split(";")[0])
-    return 0
 
 
 def stop(state_dir: Path, timeout: float) -> int:
@@ -223,15 +291,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=GRACE_S, help="stop: seconds before SIGKILL")
     parser.add_argument("--processes", type=int, default=1, help="trainer ranks (gloo) on this machine")
     parser.add_argument("--max-restarts", type=int, default=3, help="restarts of an interrupted trainer")
+    parser.add_argument("--cores", type=int, default=0, help="cores to pin the trainer to (0: all of the machine's)")
+    parser.add_argument("--cores-dir", type=Path, help="the ledger of cores held by this project's local runs")
     argv = list(sys.argv[1:] if argv is None else argv)
     cut = argv.index("--") if "--" in argv else len(argv)
     args, rest = parser.parse_args(argv[:cut]), argv[cut + 1:]
     if args.action == "start":
         return start(args.state_dir, args.max_run_hours, rest, processes=args.processes,
-                     max_restarts=args.max_restarts)
+                     max_restarts=args.max_restarts, cores=args.cores, cores_dir=args.cores_dir)
     if args.action == "run":
         return run(args.state_dir, args.max_run_hours, rest, processes=args.processes,
-                   max_restarts=args.max_restarts)
+                   max_restarts=args.max_restarts, cores=args.cores, cores_dir=args.cores_dir)
     return stop(args.state_dir, args.timeout)
 
 

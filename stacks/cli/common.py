@@ -46,14 +46,26 @@ def fail(message: str, hint: str | None, code: int) -> None:
     raise typer.Exit(code)
 
 
+def describe_error(exc: BaseException) -> tuple[str, str | None, int]:
+    """(message, hint, exit code) of an exception: the one place errors become what the user reads."""
+    from trainer.errors import DataError
+    from trainer.storage import StorageError
+
+    if isinstance(exc, TrainstackError):
+        return exc.message, exc.hint, exc.exit_status
+    if isinstance(exc, DataError):
+        return exc.message, exc.hint, ExitStatus.BAD_INPUT
+    if isinstance(exc, StorageError):
+        return (str(exc), "check the bucket URI and your credentials (gcloud auth application-default login)",
+                ExitStatus.INFRA_ERROR)
+    return f"unexpected {type(exc).__name__}: {exc}", "rerun with --debug for the traceback", ExitStatus.INFRA_ERROR
+
+
 def mapped_errors(func):
     """Turn known exceptions into one message + exit code (tracebacks only with --debug)."""
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
-        from trainer.errors import DataError
-        from trainer.storage import StorageError
-
         try:
             return func(*args, **kwargs)
         except typer.Exit:
@@ -64,14 +76,7 @@ def mapped_errors(func):
         except Exception as exc:
             if STATE["debug"]:
                 traceback.print_exc(file=sys.stderr)
-            if isinstance(exc, TrainstackError):
-                fail(exc.message, exc.hint, exc.exit_status)
-            if isinstance(exc, DataError):
-                fail(exc.message, exc.hint, ExitStatus.BAD_INPUT)
-            if isinstance(exc, StorageError):
-                fail(str(exc), "check the bucket URI and your credentials (gcloud auth application-default login)",
-                     ExitStatus.INFRA_ERROR)
-            fail(f"unexpected {type(exc).__name__}: {exc}", "rerun with --debug for the traceback", ExitStatus.INFRA_ERROR)
+            fail(*describe_error(exc))
 
     return wrapper
 

@@ -6,7 +6,7 @@ from typing import Annotated
 import typer
 
 from stacks.cli import (bootstrap_cmd, common, config_cmd, data_cmd, doctor_cmd, image_cmd, infra_cmds, lm_cmd,
-                        quota_cmd, runs_cmds, train_cmd)
+                        models_cmd, quota_cmd, runs_cmds, train_cmd)
 
 app = typer.Typer(
     help="Train per-language text classifiers on infrastructure declared as CDKTF stacks.",
@@ -14,7 +14,7 @@ app = typer.Typer(
 )
 # Every command module registers its commands (or its sub-app) the same way.
 for module in (config_cmd, data_cmd, image_cmd, lm_cmd, bootstrap_cmd, infra_cmds, quota_cmd, doctor_cmd, train_cmd,
-               runs_cmds):
+               runs_cmds, models_cmd):
     module.register(app)
 
 

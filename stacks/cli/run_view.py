@@ -10,7 +10,7 @@ from stacks.cli.report import ConsoleReporter, metrics_table, print_table
 from stacks.errors import ExitStatus
 
 
-def run_job(lang: str, env: str, sets, detach: bool, *, job: str) -> None:
+def run_job(lang: str, env: str, sets, detach: bool, *, job: str, promote_if_better: bool = False) -> None:
     from stacks.runflow import run_language, with_job
 
     project, config = load(env, sets)
@@ -20,6 +20,10 @@ def run_job(lang: str, env: str, sets, detach: bool, *, job: str) -> None:
                                echo=console.print if STATE["debug"] else None)
     if outcome.status is not None:
         render(outcome)
+        if promote_if_better:
+            from stacks.cli.train_cmd import promote_after_run
+
+            console.print(promote_after_run(outcome, None), soft_wrap=True, markup=False)
 
 
 def render(outcome) -> None:

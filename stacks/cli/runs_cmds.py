@@ -1,4 +1,4 @@
-"""`trainctl status | logs | runs [show] | predict`: read runs back from the bucket.
+"""`trainctl status | logs | runs [show | compare]`: read runs back from the bucket.
 
 Every read command takes `--json` (shapes in the README, "JSON output"); without a
 terminal the human output is unwrapped lines and tab-separated tables (report.print_table).
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -28,7 +29,6 @@ def register(app: typer.Typer) -> None:
     app.command("status")(status)
     app.command("logs")(logs)
     app.add_typer(runs_app, name="runs")
-    app.command("predict")(predict)
 
 
 def _pick_run(bucket, lang: str, run_id: str | None, *, succeeded: bool = False) -> str:
@@ -46,6 +46,17 @@ def _pick_run(bucket, lang: str, run_id: str | None, *, succeeded: bool = False)
         raise RunNotFoundError(f"no {'successful ' if succeeded else ''}run for {lang} in {bucket.uri}",
                                hint=f"start one: trainctl train {lang}")
     return ids[-1]
+
+
+def _find_run(bucket, run_id: str, lang: str | None) -> str:
+    """The language of a run id (searched in every language unless given)."""
+    from stacks.runrecords import bucket_languages, run_ids
+
+    langs = [lang] if lang else bucket_languages(bucket)
+    found = [code for code in langs if run_id in run_ids(bucket, code)]
+    if not found:
+        raise RunNotFoundError(f"no run {run_id!r} in {bucket.uri}", hint="list them: trainctl runs")
+    return found[0]
 
 
 def _open(env: str, sets, lang: str | None, *, configured: bool = True):
@@ -150,7 +161,11 @@ def runs(ctx: typer.Context, env: EnvOpt = "local", sets: SetOpt = None,
 
     config, bucket = _open(env, sets, lang, configured=False)
     langs = [lang] if lang else sorted({*bucket_languages(bucket)})
-    rows = [run_row(bucket, config, code, run_id) for code in langs for run_id in run_ids(bucket, code)]
+    from stacks.promotion import read_current
+
+    promoted = {code: (read_current(bucket, code) or {}).get("run_id") for code in langs}
+    rows = [{**run_row(bucket, config, code, run_id), "promoted": promoted[code] == run_id}
+            for code in langs for run_id in run_ids(bucket, code)]
     rows.sort(key=lambda r: (r["run_id"], r["lang"]))
     if as_json:
         emit_json(rows)
@@ -166,10 +181,12 @@ def runs(ctx: typer.Context, env: EnvOpt = "local", sets: SetOpt = None,
         lang_cell = r["lang"] if r["configured"] else f"{r['lang']} (not in env {env})"
         tfidf = r["tfidf_macro_f1"]
         delta = f"{r['macro_f1'] - tfidf:+.3f}" if tfidf is not None and r["macro_f1"] is not None else ""
-        table.add_row(r["run_id"], lang_cell, r["state"], started, dur, f1,
+        table.add_row(r["run_id"] + (" *" if r["promoted"] else ""), lang_cell, r["state"], started, dur, f1,
                       f"{tfidf:.3f}" if tfidf is not None else "", delta, r["scored_rows"] or "", str(r["resumed"] or ""),
                       f"{r['billed_vm_s'] / 3600:.2f}h", _money(r["est_cost"]))
     print_table(table)
+    if any(r["promoted"] for r in rows):
+        console.print("* the promoted model of its language (`trainctl predict` uses it; trainctl promote)")
     for source in sorted({r["prices_source"] for r in rows if r.get("prices_source")}):
         console.print(f"costs priced from the {source}", soft_wrap=True)
 
@@ -179,22 +196,25 @@ def runs(ctx: typer.Context, env: EnvOpt = "local", sets: SetOpt = None,
 def show(run_id: Annotated[str, typer.Argument(help="run id (see `trainctl runs`)")],
          env: EnvOpt = "local", sets: SetOpt = None,
          lang: Annotated[str | None, typer.Option("--lang", help="the run's language (default: searched)")] = None,
-         as_json: JsonOpt = False):
+         as_json: JsonOpt = False,
+         report: Annotated[Path | None, typer.Option("--report", help="also write the run's report.html here "
+                                                     "(self-contained: open it in a browser)")] = None):
     """One run in full: status, metrics summary, machine and cost, artifact URIs."""
-    from stacks.runrecords import TRAINCTL_META, bucket_languages, run_ids, run_row
+    from stacks.runrecords import TRAINCTL_META, run_row
     from trainer.runs import ARTIFACTS, BWD_MODEL, read_metrics, run_key
 
     config, bucket = _open(env, sets, lang, configured=False)
-    langs = [lang] if lang else bucket_languages(bucket)
-    found = [code for code in langs if run_id in run_ids(bucket, code)]
-    if not found:
-        raise RunNotFoundError(f"no run {run_id!r} in {bucket.uri}", hint="list them: trainctl runs")
-    code = found[0]
+    code = _find_run(bucket, run_id, lang)
+    if report is not None:
+        from trainer.run_report import render_run
+
+        report.write_bytes(render_run(bucket, code, run_id))
+        console.print(f"report: {report.resolve()}", soft_wrap=True, markup=False)
     row = run_row(bucket, config, code, run_id)
     typed = read_metrics(bucket, code, run_id)
     metrics = typed.document if typed else None
     meta_key = run_key(code, run_id, TRAINCTL_META)
-    files = [*ARTIFACTS, BWD_MODEL, "test_predictions.csv", "plots/per_label_f1.png", "plots/confusion_matrix.png",
+    files = [*ARTIFACTS, BWD_MODEL, "test_predictions.csv", "report.html", "plots/per_label_f1.png", "plots/confusion_matrix.png",
              "plots/history.png", "log.txt", "status.json"]  # those that exist
     data = {"run": row,
             "metrics": {k: metrics.get(k) for k in ("labels", "macro_f1", "micro_f1", "accuracy", "n_train",
@@ -223,31 +243,30 @@ def show(run_id: Annotated[str, typer.Argument(help="run id (see `trainctl runs`
         console.print(f"  {name:22} {url}", soft_wrap=True, markup=False)
 
 
+@runs_app.command("compare")
 @mapped_errors
-def predict(lang: LangArg, texts: Annotated[list[str], typer.Argument(help="texts to classify")],
-            env: EnvOpt = "local", sets: SetOpt = None, run: RunOpt = None,
-            forward_only: Annotated[bool, typer.Option(
-                "--forward-only", help="a bidirectional run: model.pth alone, not the forward+backward ensemble")] = False):
-    """Classify texts with a run's model.pth (default: newest successful run; a bidirectional run's
-    forward+backward ensemble)."""
-    import tempfile
-    from pathlib import Path
+def compare(run_a: Annotated[str, typer.Argument(help="a run id")], run_b: Annotated[str, typer.Argument(help="another")],
+            env: EnvOpt = "local", sets: SetOpt = None, as_json: JsonOpt = False):
+    """Per-label F1 of two runs side by side, on the rows both scored (refused when those differ)."""
+    from stacks.cli.report import print_table
+    from stacks.promotion import compare as compare_runs
 
-    from trainer.predict import load_model, predict_texts
-    from trainer.runs import BWD_MODEL, read_metrics, run_key
+    _, bucket = _open(env, sets, None, configured=False)
+    result = compare_runs(bucket, _find_run(bucket, run_a, None), run_a, _find_run(bucket, run_b, None), run_b)
+    if as_json:
+        emit_json(result)
+        return
+    table = Table(title=f"{run_a} (A) vs {run_b} (B): F1 on the same {result['n_rows']} {result['scored_rows']} rows")
+    for col in ("label", "A", "B", "B - A", "support"):
+        table.add_column(col, justify="left" if col == "label" else "right")
 
-    _, bucket = _open(env, sets, lang, configured=False)
-    run_id = _pick_run(bucket, lang, run, succeeded=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        model = Path(tmp) / "model.pth"
-        bucket.download(run_key(lang, run_id, "model.pth"), model)
-        learn = load_model(model)
-        metrics = read_metrics(bucket, lang, run_id)
-        learn_bwd = None
-        if forward_only is False and metrics.ensemble is not None and bucket.exists(run_key(lang, run_id, BWD_MODEL)):
-            bucket.download(run_key(lang, run_id, BWD_MODEL), Path(tmp) / BWD_MODEL)
-            learn_bwd = load_model(Path(tmp) / BWD_MODEL)
-            console.print(f"[dim]run {escape(run_id)}: forward+backward ensemble (--forward-only: model.pth alone)[/]")
-        for text, (labels, probs) in zip(texts, predict_texts(learn, texts, metrics, learn_bwd)):
-            shown = ", ".join(f"{k} {v:.2f}" for k, v in probs.items())
-            console.print(f"[bold]{escape(';'.join(labels))}[/]\t{escape(text)}\n  [dim]{shown}[/]")
+    def cell(v):
+        return "" if v is None else f"{v:.3f}"
+
+    for label, f in result["per_label"].items():
+        delta = f["b"] - f["a"] if f["a"] is not None and f["b"] is not None else None
+        table.add_row(label, cell(f["a"]), cell(f["b"]), "" if delta is None else f"{delta:+.3f}", str(f["support"]))
+    macro, tfidf = result["macro_f1"], result["tfidf_macro_f1"]
+    table.add_row("macro-F1", cell(macro["a"]), cell(macro["b"]), f"{macro['b'] - macro['a']:+.3f}", "")
+    table.add_row("TF-IDF macro-F1", cell(tfidf["a"]), cell(tfidf["b"]), "", "")
+    print_table(table)

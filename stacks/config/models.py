@@ -76,6 +76,9 @@ class LanguageSettings(StrictModel):
     compact_placement: bool = Field(True, description="nodes > 1 (gcp): a best-effort COLLOCATED placement policy "
                                     "for lower latency between nodes; off: nodes go wherever capacity is")
     processes: int = Field(1, ge=1, le=64, description="local target: trainer ranks (gloo, CPU) on this machine")
+    cores: int = Field(0, ge=0, le=4096, description="local target: CPU cores the trainer is pinned to (0: all of "
+                       "the machine's); a local run finding fewer free cores queues until runs holding them end "
+                       "(`train --parallel N` sets each run's share)")
     max_restarts: int = Field(3, ge=0, le=100, description="times an interrupted (preempted) run is resumed")
     max_run_hours: float = Field(6, gt=0, le=168)
     disk_gb: int = Field(100, ge=10)

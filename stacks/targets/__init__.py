@@ -20,6 +20,10 @@ class Target(Protocol):
     status_appear_timeout_s: float  # a run applied this long ago without status.json is not starting any more
     poll_s: float  # how often `train` reads the run's status while following it
     stacks_before_training: tuple[str, ...]  # stacks an env plans besides train-<lang> (the foundation)
+    runs_side_by_side: bool  # `train fr en`: all at once by default (own machines), or one after another
+
+    def preflight_together(self, config: "EnvConfig", langs: list[str], reporter) -> None:
+        """Before several languages are applied: refuse (naming the languages) what cannot run all at once."""
 
     def stack_host(self, config: "EnvConfig", project: "Project", lang: str, *, python: str, placement) -> dict:
         """TrainStack's host keyword for this target: {"local": LocalHost} or {"gcp": GcpPlacement}."""

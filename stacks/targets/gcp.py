@@ -16,6 +16,28 @@ class GcpTarget:
     status_appear_timeout_s: float = 45 * 60  # Spot capacity, boot, driver, a multi-GB image pull
     poll_s: float = 5.0
     stacks_before_training: tuple[str, ...] = (FOUNDATION,)
+    runs_side_by_side: bool = True  # each run has its own VMs: the limit is quota, checked for the sum
+
+    def preflight_together(self, config, langs, reporter) -> None:
+        """The GPU quota for every language's run at once (each counts the GPUs of those before it)."""
+        from stacks.gcp.quota import ComputeQuotas, QuotaError, choose_zone
+
+        compute, reserved, short, rows = ComputeQuotas(config.project), {}, [], []
+        for lang in langs:
+            try:
+                decision = choose_zone(config, lang, compute=compute, reserved=reserved)
+            except QuotaError as exc:
+                short.append(lang)
+                rows.extend(exc.rows)
+                hint = exc.hint
+            else:
+                if reporter:
+                    reporter.info(f"quota ok together: {lang} in {decision.zone} ({decision.metric})")
+        if short:
+            fit = [lang for lang in langs if lang not in short]
+            raise QuotaError(f"the GPU quota does not fit all {len(langs)} runs at once: {', '.join(short)} would "
+                             f"not fit beside {', '.join(fit) or 'nothing'}; nothing was applied", rows,
+                             hint=f"train fewer at a time (--parallel {max(len(fit), 1)}), or {hint}")
 
     def check_config(self, config, origin) -> None:
         from stacks.config.gcp_checks import check_gcp

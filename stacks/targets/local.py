@@ -10,6 +10,7 @@ class LocalTarget:
     status_appear_timeout_s: float = 180
     poll_s: float = 1.0
     stacks_before_training: tuple[str, ...] = ()
+    runs_side_by_side: bool = False  # one machine: runs side by side split its cores (train --parallel N)
 
     def check_config(self, config, origin) -> None:
         return None  # the schema's checks are all a local env needs
@@ -20,7 +21,10 @@ class LocalTarget:
 
         name = stack_name(lang)
         return {"local": LocalHost(python=python, workdir=project.root, procs_dir=project.procs_dir(config.env),
-                                   state_file=project.state_file(config.env, name))}
+                                   state_file=project.state_file(config.env, name), cores_dir=project.cores_dir())}
+
+    def preflight_together(self, config, langs, reporter) -> None:
+        return None  # the core ledger (trainer.cores) queues local runs that would not fit
 
     def preflight(self, config, lang, reporter):
         return None  # nothing to place: the data preflight is the same on every target

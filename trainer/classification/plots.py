@@ -15,18 +15,45 @@ def _pyplot():
     return plt
 
 
+# the metric a stage is judged by, first found: LM stages by perplexity, the classifier by macro-F1
+STAGE_METRICS = ("perplexity", "macro_f1", "macro_f1@0.5", "accuracy", "label_accuracy@0.5", "token_accuracy")
+
+
+def stage_metric(records: list[dict]) -> str | None:
+    return next((key for key in STAGE_METRICS if any(r.get(key) is not None for r in records)), None)
+
+
 def history(records: list[dict], path: Path) -> Path | None:
+    """One panel per stage (base LM, LM fine-tuning, classifier, ...): its losses, and its own metric on
+    a second axis; stages never share an axis (LM cross-entropy and classifier loss are not comparable)."""
     if not records:
         return None
+    stages = list(dict.fromkeys(r.get("stage", "training") for r in records))
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(8, 4))
-    for key in ("train_loss", "valid_loss"):
-        ax.plot(range(1, len(records) + 1), [h.get(key) for h in records], label=key, marker="o")
-    ax.set_xlabel("epoch (all stages)")
-    ax.set_ylabel("loss")
-    ax.legend()
+    from matplotlib.ticker import MaxNLocator
+
+    fig, axes = plt.subplots(1, len(stages), figsize=(4.8 * len(stages), 3.6), squeeze=False)
+    for ax, stage in zip(axes[0], stages):
+        rows = [r for r in records if r.get("stage", "training") == stage]
+        x = range(1, len(rows) + 1)
+        for key, style in (("train_loss", "-o"), ("valid_loss", "-s")):
+            if any(r.get(key) is not None for r in rows):
+                ax.plot(x, [r.get(key) for r in rows], style, label=key, markersize=4)
+        ax.set_title(stage, pad=24)
+        ax.set_xlabel("epoch")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_ylabel("loss")
+        metric = stage_metric(rows)
+        lines, names = ax.get_legend_handles_labels()
+        if metric:
+            twin = ax.twinx()
+            (line,) = twin.plot(x, [r.get(metric) for r in rows], "-^", color="tab:green", markersize=4)
+            twin.set_ylabel(metric, color="tab:green")
+            lines, names = [*lines, line], [*names, metric]
+        # between the title and the axes: never over a curve
+        ax.legend(lines, names, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, fontsize=8, frameon=False)
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    fig.savefig(path, dpi=90, bbox_inches="tight")
     plt.close(fig)
     return path
 
@@ -38,15 +65,14 @@ def per_label_f1(result: dict, path: Path) -> Path:
     model = [result["per_label"][l]["f1"] for l in labels]
     tfidf = [result["baseline_tfidf"]["per_label"][l]["f1"] for l in labels]
     y = np.arange(len(labels))
-    fig, ax = plt.subplots(figsize=(8, max(2.5, 0.3 * len(labels) + 1)))
+    fig, ax = plt.subplots(figsize=(8, max(2.5, 0.3 * len(labels) + 1.4)), layout="constrained")
     ax.barh(y - 0.2, model, height=0.4, label=f"model (macro {result['macro_f1']:.3f})")
     ax.barh(y + 0.2, tfidf, height=0.4, label=f"TF-IDF (macro {result['baseline_tfidf']['macro_f1']:.3f})")
     ax.set_yticks(y, labels)
     ax.invert_yaxis()
     ax.set_xlim(0, 1)
     ax.set_xlabel(f"F1 on {result['rows']['scores']} rows")
-    ax.legend(loc="lower right")
-    fig.tight_layout()
+    fig.legend(loc="outside lower center", ncol=2, frameon=False)  # below the axes, never over a bar
     fig.savefig(path, dpi=90)
     plt.close(fig)
     return path

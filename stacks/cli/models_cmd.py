@@ -1,0 +1,116 @@
+"""`trainctl promote | predict`: which model of a language is live, and classifying with it."""
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from stacks.cli.common import EnvOpt, LangArg, SetOpt, console, err_console, fail, mapped_errors
+from stacks.cli.runs_cmds import RunOpt, _open, _pick_run
+from stacks.errors import ExitStatus
+
+RunArg = Annotated[str, typer.Argument(help="run id (see `trainctl runs`)")]
+
+
+def register(app: typer.Typer) -> None:
+    app.command("promote")(promote)
+    app.command("predict")(predict)
+
+
+@mapped_errors
+def promote(lang: LangArg, run_id: RunArg, env: EnvOpt = "local", sets: SetOpt = None,
+            force: Annotated[bool, typer.Option("--force", help="promote even if it scores below the promoted "
+                                                "model, or was scored on other rows")] = False):
+    """Make RUN the model `predict` uses for LANG (<lang>/models/CURRENT; earlier promotions kept).
+    Refuses a run that did not succeed, and one below the promoted model's macro-F1 on the same rows."""
+    from stacks.promotion import promote as write_promotion
+
+    _, bucket = _open(env, sets, lang, configured=False)
+    _pick_run(bucket, lang, run_id)
+    record = write_promotion(bucket, lang, run_id, force=force)
+    replaced = f"; replaces run {record['replaces']}" if record["replaces"] else ""
+    console.print(f"promoted run {run_id} for {lang}: macro-F1 {record['macro_f1']:.3f} on {record['n_rows']} "
+                  f"{record['scored_rows']} rows ({record['model']}){' (forced)' if force else ''}{replaced}",
+                  soft_wrap=True)
+    console.print(f"  {bucket.url(f'{lang}/models/CURRENT')} · `trainctl predict {lang}` uses it", soft_wrap=True,
+                  markup=False)
+
+
+def serving_run(bucket, lang: str, run: str | None) -> str:
+    """--run, else the promoted run, else the newest successful one (saying so)."""
+    from stacks.promotion import read_current
+
+    if run:
+        return _pick_run(bucket, lang, run)
+    current = read_current(bucket, lang)
+    if current:
+        return current["run_id"]
+    run_id = _pick_run(bucket, lang, None, succeeded=True)
+    err_console.print(f"[dim]no promoted model for {lang}: using the newest successful run {run_id} "
+                      f"(trainctl promote {lang} RUN)[/]", soft_wrap=True)
+    return run_id
+
+
+class ServedModel:
+    """A run's model.pth (and model_bwd.pth for its ensemble), downloaded and loaded once."""
+
+    def __init__(self, bucket, lang: str, run_id: str, tmp: Path, *, forward_only: bool):
+        from trainer.predict import load_model
+        from trainer.runs import BWD_MODEL, read_metrics, run_key
+
+        self.run_id, self.metrics = run_id, read_metrics(bucket, lang, run_id)
+        bucket.download(run_key(lang, run_id, "model.pth"), tmp / "model.pth")
+        self.learn, self.learn_bwd = load_model(tmp / "model.pth"), None
+        if not forward_only and self.metrics.ensemble is not None and bucket.exists(run_key(lang, run_id, BWD_MODEL)):
+            bucket.download(run_key(lang, run_id, BWD_MODEL), tmp / BWD_MODEL)
+            self.learn_bwd = load_model(tmp / BWD_MODEL)
+            err_console.print(f"[dim]run {escape(run_id)}: forward+backward ensemble (--forward-only: model.pth alone)[/]")
+
+    def classify(self, texts: list[str]):
+        from trainer.predict import decide_labels, probabilities
+
+        probs = probabilities(self.learn, texts, self.learn_bwd)
+        return decide_labels(probs, self.metrics, ensemble=self.learn_bwd is not None), probs
+
+
+@mapped_errors
+def predict(lang: LangArg, texts: Annotated[list[str] | None, typer.Argument(help="texts to classify")] = None,
+            env: EnvOpt = "local", sets: SetOpt = None, run: RunOpt = None,
+            input_file: Annotated[str | None, typer.Option("--input", help="a CSV, JSON Lines or Parquet file to "
+                                                           "classify (a path, or a gs:// / file:// URI)")] = None,
+            output_file: Annotated[str | None, typer.Option("--output", help="where --input's labels and "
+                                                            "probabilities go (format from the name)")] = None,
+            text_col: Annotated[str | None, typer.Option("--text-col", help="--input's text column "
+                                                         "(default: the language's data.text_col)")] = None,
+            id_col: Annotated[str | None, typer.Option("--id-col", help="--input's id column (default: `id` if "
+                                                       "present, else the row number)")] = None,
+            batch_rows: Annotated[int, typer.Option("--batch-rows", min=1, help="rows per batch")] = 1024,
+            forward_only: Annotated[bool, typer.Option(
+                "--forward-only", help="a bidirectional run: model.pth alone, not the forward+backward ensemble")] = False):
+    """Classify texts, or a whole file (--input/--output), with the promoted model of LANG (default;
+    else the newest successful run; --run picks one)."""
+    if bool(texts) == bool(input_file):
+        fail("give texts or --input FILE, not both" if texts else "nothing to classify",
+             f"e.g. trainctl predict {lang} \"some text\", or --input texts.csv --output labels.csv",
+             ExitStatus.BAD_INPUT)
+    if input_file and not output_file:
+        fail("--input needs --output FILE (CSV, JSON Lines or Parquet, by its name)", None, ExitStatus.BAD_INPUT)
+    config, bucket = _open(env, sets, lang, configured=False)
+    run_id = serving_run(bucket, lang, run)
+    with tempfile.TemporaryDirectory(prefix="trainctl-predict-") as tmp:
+        model = ServedModel(bucket, lang, run_id, Path(tmp), forward_only=forward_only)
+        if input_file:
+            from stacks.cli.predict_file import classify_file_cmd
+
+            data = config.language(lang).data if lang in config.languages else config.defaults.data
+            classify_file_cmd(model, input_file, output_file, text_col=text_col or data.text_col, id_col=id_col,
+                              batch_rows=batch_rows, label_sep=data.label_sep, tmp=Path(tmp))
+            return
+        from trainer.predict import predict_texts
+
+        for text, (labels, probs) in zip(texts, predict_texts(model.learn, texts, model.metrics, model.learn_bwd)):
+            shown = ", ".join(f"{k} {v:.2f}" for k, v in probs.items())
+            console.print(f"[bold]{escape(';'.join(labels))}[/]\t{escape(text)}\n  [dim]{shown}[/]")

@@ -1,0 +1,126 @@
+"""Several languages followed in one view, then one summary table.
+
+On a terminal: a live table, a row per language (state, stage, epoch, elapsed, last metric), with
+notes and warnings printed above it. Without one: plain `[fr] ...` lines, each whole.
+"""
+from __future__ import annotations
+
+import re
+import threading
+import time
+
+from rich.live import Live
+from rich.markup import escape
+from rich.table import Table
+
+from stacks.cli.common import console, err_console
+from stacks.cli.report import print_table
+
+# "classifier [3/4] epoch 3/4  train_loss 0.60  valid_loss 0.63 ..." -> the metrics after the epoch
+EPOCH_LINE = re.compile(r"\bepoch \d+/\d+\s+(?P<metrics>\S.*)$")
+
+
+class LiveBoard:
+    """The shared view; one LanguageReporter per language writes into it (from worker threads)."""
+
+    def __init__(self, langs: list[str]):
+        self.rows = {lang: {"state": "waiting", "stage": "", "epoch": "", "metric": "", "started": None}
+                     for lang in langs}
+        self._lock = threading.Lock()
+        self._live: Live | None = None
+
+    def __enter__(self) -> "LiveBoard":
+        if console.is_terminal:
+            self._live = Live(self._table(), console=console, refresh_per_second=4, transient=False)
+            self._live.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._live:
+            self._live.update(self._table())
+            self._live.stop()
+
+    def _table(self) -> Table:
+        table = Table(title="runs", title_justify="left")
+        for col in ("lang", "state", "stage", "epoch", "elapsed", "last metric"):
+            table.add_column(col, no_wrap=col != "last metric")
+        now = time.monotonic()
+        for lang, row in self.rows.items():
+            elapsed = f"{now - row['started']:.0f}s" if row["started"] is not None else ""
+            table.add_row(lang, row["state"], row["stage"], row["epoch"], elapsed, row["metric"])
+        return table
+
+    def update(self, lang: str, **fields) -> None:
+        with self._lock:
+            self.rows[lang].update(fields)
+            if self._live:
+                self._live.update(self._table())
+
+    def line(self, lang: str, text: str, *, style: str = "") -> None:
+        """One whole line (above the live table on a terminal)."""
+        with self._lock:
+            body = f"[{style}]{escape(text)}[/]" if style else escape(text)
+            console.print(f"[bold]\\[{lang}][/] {body}", soft_wrap=True)
+
+
+class LanguageReporter:
+    """lifecycle.Reporter for one language of the board."""
+
+    def __init__(self, board: LiveBoard, lang: str):
+        self.board, self.lang = board, lang
+        board.update(lang, state="starting", started=time.monotonic())
+
+    def info(self, message: str) -> None:
+        self.board.line(self.lang, message)
+
+    def warn(self, message: str) -> None:
+        self.board.line(self.lang, f"warning: {message}", style="yellow")
+
+    def log_line(self, line: str) -> None:
+        match = EPOCH_LINE.search(line)
+        if match:
+            self.board.update(self.lang, metric=match["metrics"])
+        if not console.is_terminal:  # on a terminal the table says it; a log keeps every line
+            self.board.line(self.lang, line, style="dim")
+
+    def progress(self, status) -> None:
+        self.board.update(self.lang, state=status.state, stage=status.stage, epoch=status.position())
+
+    def finished(self, result) -> None:
+        state = result.outcome.status.state if result.outcome and result.outcome.status else (
+            "started" if result.ok else "ERROR")
+        self.board.update(self.lang, state=state)
+        if result.message:
+            self.board.line(self.lang, f"error: {result.message}", style="red")
+        if result.hint:
+            self.board.line(self.lang, f"  → {result.hint}")
+        if result.promotion:
+            self.board.line(self.lang, result.promotion)
+
+
+def summary(results, config) -> None:
+    """One row per language: state, macro-F1 next to TF-IDF, duration, cost; then where the runs are."""
+    from stacks.runrecords import run_row
+
+    table = Table(title=f"{len(results)} language(s), env {config.env} (cost: estimated, USD)")
+    for col in ("lang", "state", "run", "macro-F1", "TF-IDF", "Δ", "duration", "est. cost", "promoted"):
+        table.add_column(col, no_wrap=True)
+    for r in results:
+        row = run_row(r.outcome.bucket, config, r.lang, r.outcome.run_id) if r.outcome else {}
+        f1, tfidf = row.get("macro_f1"), row.get("tfidf_macro_f1")
+        state = row.get("state") or ("ERROR" if not r.ok else "")
+        dur = row.get("duration_s") if row.get("duration_s") is not None else r.duration_s
+        cost = row.get("est_cost")
+        table.add_row(r.lang, state, row.get("run_id", ""), "" if f1 is None else f"{f1:.3f}",
+                      "" if tfidf is None else f"{tfidf:.3f}",
+                      f"{f1 - tfidf:+.3f}" if f1 is not None and tfidf is not None else "",
+                      f"{dur:.0f}s", "" if cost is None else f"${cost:.2f}",
+                      "yes" if r.promotion and r.promotion.startswith("promoted") else "")
+    print_table(table)
+    for r in results:
+        if not r.ok:
+            err_console.print(f"[bold red]{r.lang}[/]: {escape(r.message or 'failed')}", soft_wrap=True)
+            if r.outcome:
+                err_console.print(f"  log: {r.outcome.url('log.txt')}", soft_wrap=True, markup=False)
+            elif r.hint:
+                err_console.print(f"  → {escape(r.hint)}", soft_wrap=True)

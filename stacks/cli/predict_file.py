@@ -1,0 +1,71 @@
+"""`trainctl predict LANG --input FILE --output FILE`: a whole file through the model, with a progress bar.
+
+A gs:// input is downloaded to a temporary file first (disk, not memory); a gs:// output is written
+locally and uploaded at the end. An output that already exists is never overwritten.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from stacks.cli.common import console, err_console
+from stacks.errors import TrainstackError
+
+
+class OutputExists(TrainstackError):
+    """The output file is there already: predictions never replace a file."""
+
+
+def _split_uri(uri: str):
+    """(bucket, key) for a gs:// URI, (None, local path) otherwise (a path or file:// URI)."""
+    from trainer.storage import open_bucket
+
+    if uri.startswith("gs://"):
+        name, _, key = uri[len("gs://"):].partition("/")
+        return open_bucket(f"gs://{name}"), key
+    return None, Path(uri[len("file://"):] if uri.startswith("file://") else uri).expanduser()
+
+
+def classify_file_cmd(model, input_uri: str, output_uri: str, *, text_col: str, id_col: str | None,
+                      batch_rows: int, label_sep: str, tmp: Path) -> None:
+    from trainer.batch_predict import InputRows, classify_file, file_format
+    from trainer.errors import DataError
+
+    file_format(output_uri)  # refuse an unknown output format before reading anything
+    in_bucket, in_where = _split_uri(input_uri)
+    out_bucket, out_where = _split_uri(output_uri)
+    exists = out_bucket.exists(out_where) if out_bucket else out_where.exists()
+    if exists:
+        raise OutputExists(f"{output_uri} exists: predictions never replace a file",
+                           hint="pick another --output name, or move the old file away")
+    if in_bucket:
+        if not in_bucket.exists(in_where):
+            raise DataError(f"{input_uri} does not exist", hint="check the URI (gsutil ls)")
+        local_in = tmp / ("input" + "".join(Path(in_where).suffixes))
+        in_bucket.download(in_where, local_in)
+    else:
+        if not in_where.is_file():
+            raise DataError(f"{input_uri} does not exist", hint="check the path")
+        local_in = in_where
+    local_out = tmp / ("output" + "".join(Path(str(out_where)).suffixes)) if out_bucket else out_where
+    rows = InputRows(local_in, text_col=text_col, id_col=id_col, batch_rows=batch_rows)
+    started = time.monotonic()
+    with Progress(TextColumn("classifying"), BarColumn(), TaskProgressColumn(), TextColumn("{task.fields[rows]} rows"),
+                  TimeElapsedColumn(), TimeRemainingColumn(), console=err_console, transient=True,
+                  disable=not err_console.is_terminal) as bar:
+        task = bar.add_task("classify", total=rows.total, rows=0)
+        try:
+            written = classify_file(rows, local_out, classify=model.classify, labels=model.metrics.labels,
+                                    label_sep=label_sep,
+                                    on_batch=lambda done, n: bar.update(task, completed=done, rows=f"{n:,}"))
+        except BaseException:
+            if not out_bucket:
+                local_out.unlink(missing_ok=True)  # no half-written output left behind
+            raise
+    if out_bucket:
+        out_bucket.upload(local_out, out_where)
+    seconds = time.monotonic() - started
+    console.print(f"{written:,} rows classified by run {model.run_id} in {seconds:.1f}s "
+                  f"({written / max(seconds, 1e-9):,.0f} rows/s) -> {output_uri}", soft_wrap=True, markup=False)
