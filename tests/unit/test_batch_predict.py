@@ -1,0 +1,67 @@
+"""predict --input: rows stream through in batches in every format, beside their ids."""
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from trainer.batch_predict import InputRows, classify_file
+from trainer.errors import DataError
+
+LABELS = ["neg", "pos"]
+
+
+def fake_classify(seen: list[int]):
+    def classify(texts):
+        seen.append(len(texts))
+        probs = np.array([[0.2, 0.8] if "good" in t else [0.9, 0.1] for t in texts])
+        return [["pos"] if p[1] > 0.5 else ["neg"] for p in probs], probs
+    return classify
+
+
+def frame(n: int) -> pd.DataFrame:
+    return pd.DataFrame({"doc": [f"d{i}" for i in range(n)], "body": ["good, with a comma" if i % 2 else "bad\nline"
+                                                                   for i in range(n)]})
+
+
+@pytest.mark.parametrize("suffix", ["csv", "jsonl", "parquet"])
+def test_every_format_streams_in_batches(tmp_path, suffix):
+    src, out = tmp_path / f"in.{suffix}", tmp_path / f"out.{suffix}"
+    data = frame(250)
+    if suffix == "csv":
+        data.to_csv(src, index=False)
+    elif suffix == "jsonl":
+        data.to_json(src, orient="records", lines=True, force_ascii=False)
+    else:
+        data.to_parquet(src, index=False)
+    seen: list[int] = []
+    rows = InputRows(src, text_col="body", id_col="doc", batch_rows=100)
+    progress = []
+    written = classify_file(rows, out, classify=fake_classify(seen), labels=LABELS, label_sep=";",
+                            on_batch=lambda done, n: progress.append((done, n)))
+    assert written == 250 and seen == [100, 100, 50]  # never more than a batch in memory
+    assert [n for _, n in progress] == [100, 200, 250] and progress[-1][0] <= rows.total
+    got = (pd.read_csv(out) if suffix == "csv" else pd.read_json(out, lines=True) if suffix == "jsonl"
+           else pd.read_parquet(out))
+    assert list(got.columns) == ["doc", "labels", "prob_neg", "prob_pos"]
+    assert list(got["doc"][:3]) == ["d0", "d1", "d2"] and list(got["labels"][:2]) == ["neg", "pos"]
+    assert got["prob_pos"][1] == pytest.approx(0.8)
+
+
+def test_row_numbers_when_there_is_no_id_and_the_text_column_is_checked(tmp_path):
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps({"text": t}) + "\n" for t in ["good", "bad", "good"]))
+    out = tmp_path / "out.csv"
+    classify_file(InputRows(src, text_col="text", id_col=None, batch_rows=2), out, classify=fake_classify([]),
+                  labels=LABELS, label_sep=";")
+    with open(out) as fh:
+        assert [r["row"] for r in csv.DictReader(fh)] == ["0", "1", "2"]
+    with pytest.raises(DataError, match=r"no text column 'body' \(columns: text\)") as refused:
+        classify_file(InputRows(src, text_col="body", id_col=None, batch_rows=2), tmp_path / "o2.csv",
+                      classify=fake_classify([]), labels=LABELS, label_sep=";")
+    assert "--text-col" in refused.value.hint
+    with pytest.raises(DataError, match="cannot tell the format"):
+        InputRows(tmp_path / "in.txt", text_col="text", id_col=None, batch_rows=2)
