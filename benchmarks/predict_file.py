@@ -1,0 +1,78 @@
+"""Benchmark: `trainctl predict LANG --input FILE --output FILE` on growing files.
+
+    .venv/bin/python -m benchmarks.predict_file --project DIR [--lang fr] [--rows 10000 100000]
+                                                [--format csv] [--batch-rows 1024]
+
+Run it in a project whose bucket has a model of LANG (promoted, else the newest successful run:
+`make demo` makes one). For each size it writes a file of that many rows (the language's sample
+texts, each with its row number appended, so no two rows are equal), runs the real command in a
+fresh process and prints rows/s and that process's peak RSS (ru_maxrss of the child). Bounded
+memory means the peak stays flat as the file grows.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+
+REPO = Path(__file__).resolve().parents[1]
+TRAINCTL = str(Path(sys.executable).parent / "trainctl")
+
+
+def sample_texts(lang: str) -> list[str]:
+    with open(REPO / "data" / "sample" / lang / "train.csv", newline="", encoding="utf-8") as fh:
+        return [row["text"] for row in csv.DictReader(fh)]
+
+
+def write_input(path: Path, texts: list[str], rows: int) -> None:
+    frame = pd.DataFrame({"id": [f"r{i}" for i in range(rows)],
+                          "text": [f"{texts[i % len(texts)]} ({i})" for i in range(rows)]})
+    if path.suffix == ".parquet":
+        frame.to_parquet(path, index=False)
+    elif path.suffix == ".jsonl":
+        frame.to_json(path, orient="records", lines=True, force_ascii=False)
+    else:
+        frame.to_csv(path, index=False)
+
+
+def measure(project: Path, lang: str, src: Path, out: Path, batch_rows: int) -> dict:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    started = time.monotonic()
+    proc = subprocess.run([TRAINCTL, "predict", lang, "--input", str(src), "--output", str(out),
+                           "--batch-rows", str(batch_rows)], cwd=project, capture_output=True, text=True)
+    seconds = time.monotonic() - started
+    if proc.returncode != 0:
+        raise SystemExit(proc.stdout + proc.stderr)
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return {"wall_s": round(seconds, 1), "peak_rss_mb": round(max(peak, before) / 1024),
+            "line": proc.stdout.strip().splitlines()[-1]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--project", type=Path, default=Path.cwd())
+    parser.add_argument("--lang", default="fr")
+    parser.add_argument("--rows", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--format", choices=["csv", "jsonl", "parquet"], default="csv")
+    parser.add_argument("--batch-rows", type=int, default=1024)
+    args = parser.parse_args()
+    texts = sample_texts(args.lang)
+    with tempfile.TemporaryDirectory(prefix="bench-predict-") as tmp:
+        for rows in sorted(args.rows):  # ru_maxrss of children only grows: smallest first
+            src, out = Path(tmp) / f"in-{rows}.{args.format}", Path(tmp) / f"out-{rows}.{args.format}"
+            write_input(src, texts, rows)
+            result = measure(args.project, args.lang, src, out, args.batch_rows)
+            print(json.dumps({"rows": rows, "format": args.format, "input_mb": round(src.stat().st_size / 2**20, 1),
+                              **result}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
