@@ -21,6 +21,7 @@ PLOTS = (("plots/per_label_f1.png", "Per-label F1: model and TF-IDF on the same 
          ("plots/confusion_matrix.png", "Confusion matrix"),
          ("plots/history.png", "Training history, one panel per stage"))
 MISTAKES = 10
+TEXT_COLUMNS = ("text", "true", "predicted")  # left-aligned, wrapped
 TEXT_CHARS = 400
 # log lines that make the timeline: stages, resumes, interruptions, queueing, the end
 TIMELINE = re.compile(r"== stage |resume|interrupt|preempt|queued|SUCCEEDED|FAILED|restarting|checkpoint: .* finished")
@@ -54,7 +55,7 @@ def _read_text(bucket: Bucket, key: str) -> str:
 
 
 def _table(headers: list[str] | None, rows: list[list[str]], cls: str = "") -> str:
-    head = "<thead><tr>" + "".join(f'<th class="{"text" if h == "text" else ""}">{_e(h)}</th>' for h in headers) + "</tr></thead>" if headers else ""
+    head = "<thead><tr>" + "".join(f'<th class="{"text" if h in TEXT_COLUMNS else ""}">{_e(h)}</th>' for h in headers) + "</tr></thead>" if headers else ""
     body = "".join("<tr>" + "".join(row) + "</tr>" for row in rows)
     return f'<table class="{cls}">{head}<tbody>{body}</tbody></table>'
 
@@ -69,6 +70,7 @@ def _kv(pairs: list[tuple[str, object]]) -> str:
 
 def per_label_section(m: RunMetrics) -> str:
     tfidf, majority = m.baseline_tfidf, m.baseline
+    per_majority = bool(majority and majority.per_label)
     rows = []
     for label in m.labels:
         f = m.model.per_label[label]
@@ -78,12 +80,13 @@ def per_label_section(m: RunMetrics) -> str:
         rows.append([_td(label), _td(f.support), _td(_num(f.precision)), _td(_num(f.recall)), _td(_num(f.f1)),
                      _td("argmax" if f.threshold is None else _num(f.threshold, 2)), _td(_num(t.f1) if t else ""),
                      _td(f"{delta:+.3f}" if delta is not None else "", "good" if (delta or 0) >= 0 else "bad"),
-                     _td(_num(b.f1) if b else "")])
+                     *([_td(_num(b.f1) if b else "")] if per_majority else [])])
     macro = [_td("macro-F1"), _td(""), _td(""), _td(""), _td(_num(m.model.macro_f1)), _td(""),
              _td(_num(tfidf.macro_f1) if tfidf else ""),
-             _td(f"{m.model.macro_f1 - tfidf.macro_f1:+.3f}" if tfidf else ""), _td(_num(majority.macro_f1) if majority else "")]
+             _td(f"{m.model.macro_f1 - tfidf.macro_f1:+.3f}" if tfidf else ""),
+             *([_td(_num(majority.macro_f1) if majority else "")] if per_majority else [])]
     return _table(["label", "support", "precision", "recall", "F1", "threshold", "TF-IDF F1", "Δ vs TF-IDF",
-                   "majority F1"], [*rows, macro])
+                   *(["majority F1"] if per_majority else [])], [*rows, macro])
 
 
 def mistakes_section(bucket: Bucket, lang: str, run_id: str, m: RunMetrics) -> str:
@@ -105,8 +108,8 @@ def mistakes_section(bucket: Bucket, lang: str, run_id: str, m: RunMetrics) -> s
     scored.sort(key=lambda item: -item[0])
     if not scored:
         return f'<p>no mistakes on the {_e(split)} rows.</p>'
-    rows = [[_td(row.get("row_id")), _td(row.get("text", "")[:TEXT_CHARS], "text"), _td(";".join(sorted(true))),
-             _td(";".join(sorted(pred))), _td(_num(wrong, 2))] for wrong, row, true, pred in scored[:MISTAKES]]
+    rows = [[_td(row.get("row_id")), _td(row.get("text", "")[:TEXT_CHARS], "text"), _td(";".join(sorted(true)), "text"),
+             _td(";".join(sorted(pred)), "text"), _td(_num(wrong, 2))] for wrong, row, true, pred in scored[:MISTAKES]]
     return (f"<p>{len(scored)} of the {_e(split)} rows are wrong; the {min(MISTAKES, len(scored))} the model was "
             f"surest about:</p>" + _table(["row", "text", "true", "predicted", "confidence"], rows))
 

@@ -123,15 +123,12 @@ def interrupted(code: int, status, *, processes: int) -> bool:
 def _launch(state_dir: Path, trainer_args: list[str], processes: int, cores: list[int] | None) -> subprocess.Popen:
     from trainer.vm.spec import one_machine_command
 
-    env, pin = None, None
+    env = None
     if cores:  # torch, OpenMP and the tokenizer workers size their pools from the affinity mask
         env = {**os.environ, "OMP_NUM_THREADS": str(max(1, len(cores) // processes))}
-
-        def pin():
-            os.sched_setaffinity(0, cores)
     # Its own process group, so a kill after the grace period reaches torchrun's ranks too.
     child = subprocess.Popen(one_machine_command(processes, trainer_args), start_new_session=True, env=env,
-                             preexec_fn=pin)
+                             preexec_fn=(lambda: os.sched_setaffinity(0, cores)) if cores else None)
     (state_dir / TRAINER_PID_FILE).write_text(str(child.pid))
     return child
 

@@ -24,7 +24,7 @@ class LiveBoard:
     """The shared view; one LanguageReporter per language writes into it (from worker threads)."""
 
     def __init__(self, langs: list[str]):
-        self.rows = {lang: {"state": "waiting", "stage": "", "epoch": "", "metric": "", "started": None}
+        self.rows = {lang: {"state": "waiting", "stage": "", "epoch": "", "metric": "", "started": None, "ended": None}
                      for lang in langs}
         self._lock = threading.Lock()
         self._live: Live | None = None
@@ -46,7 +46,7 @@ class LiveBoard:
             table.add_column(col, no_wrap=col != "last metric")
         now = time.monotonic()
         for lang, row in self.rows.items():
-            elapsed = f"{now - row['started']:.0f}s" if row["started"] is not None else ""
+            elapsed = f"{(row['ended'] or now) - row['started']:.0f}s" if row["started"] is not None else ""
             table.add_row(lang, row["state"], row["stage"], row["epoch"], elapsed, row["metric"])
         return table
 
@@ -89,7 +89,7 @@ class LanguageReporter:
     def finished(self, result) -> None:
         state = result.outcome.status.state if result.outcome and result.outcome.status else (
             "started" if result.ok else "ERROR")
-        self.board.update(self.lang, state=state)
+        self.board.update(self.lang, state=state, ended=time.monotonic())
         if result.message:
             self.board.line(self.lang, f"error: {result.message}", style="red")
         if result.hint:

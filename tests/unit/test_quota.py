@@ -188,3 +188,19 @@ def test_quota_ids_follow_cloud_quotas_naming():
     assert quota_id("PREEMPTIBLE_NVIDIA_L4_GPUS") == "PREEMPTIBLE-NVIDIA-L4-GPUS-per-project-region"
     assert quota_id("NVIDIA_L4_GPUS") == "NVIDIA-L4-GPUS-per-project-region"
     assert quota_id("GPUS_ALL_REGIONS") == "GPUS-ALL-REGIONS-per-project"
+
+
+def test_train_of_several_languages_checks_their_sum_before_applying(project, monkeypatch):
+    # nodes=3: europe-west4 has 2 Spot L4 free, europe-west1 4: fr fits alone, en fits alone, not both.
+    ew4 = with_quotas(fixture("region_europe-west4.json"), PREEMPTIBLE_NVIDIA_L4_GPUS=(8, 6))
+    from stacks.targets.gcp import GCP
+
+    config = dev_config("defaults.nodes=3")
+    with compute_api(ew4=ew4) as api:
+        monkeypatch.setenv(ENDPOINT_ENV, api.url)
+        assert choose_zone(config, "en").zone == "europe-west1-b"  # alone: fine
+        GCP.preflight_together(config, ["fr"], None)
+        with pytest.raises(QuotaError) as refused:
+            GCP.preflight_together(config, ["fr", "en"], None)
+    assert "en would not fit beside fr; nothing was applied" in refused.value.message
+    assert "--parallel 1" in refused.value.hint
