@@ -56,6 +56,21 @@ def measure(project: Path, lang: str, src: Path, out: Path, batch_rows: int) -> 
             "line": proc.stdout.strip().splitlines()[-1]}
 
 
+def check_order(project: Path, lang: str, src: Path, out: Path) -> None:
+    """Rows batched and sorted by length come back in their order: the output's rows 0 and 5 carry the
+    probabilities of their texts classified alone (a real model tells texts apart; a tiny test model may not)."""
+    texts = pd.read_csv(src, nrows=6)["text"]
+    got = pd.read_csv(out, nrows=6)
+    proc = subprocess.run([TRAINCTL, "predict", lang, texts[5], texts[0]], cwd=project, capture_output=True, text=True)
+    alone = [line.split(", ") for line in proc.stdout.splitlines() if line.startswith("  ")]
+    for row, shown in zip((5, 0), alone):
+        for item in shown:
+            label, value = item.strip().rsplit(" ", 1)
+            if abs(got[f"prob_{label}"][row] - float(value)) > 0.006:
+                raise SystemExit(f"row {row}: prob_{label} {got[f'prob_{label}'][row]} in the file, {value} alone")
+    print("order check: rows 0 and 5 match their texts classified alone", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--project", type=Path, default=Path.cwd())
@@ -72,6 +87,8 @@ def main() -> None:
             result = measure(args.project, args.lang, src, out, args.batch_rows)
             print(json.dumps({"rows": rows, "format": args.format, "input_mb": round(src.stat().st_size / 2**20, 1),
                               **result}), flush=True)
+            if args.format == "csv" and rows == min(args.rows):
+                check_order(args.project, args.lang, src, out)
 
 
 if __name__ == "__main__":
