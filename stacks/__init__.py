@@ -4,6 +4,8 @@ Where things are:
   cli/          trainctl: one module per command (group), each `register(app)`s itself; commands only render
   config/       envs/*.yaml as typed models (models.py), the GPU catalogue (gpus.py), price books (prices.py)
   runflow.py    one run start to end (preflight, estimate, apply, follow, destroy); lifecycle.py its steps
+  multirun.py   several languages in one command (worker threads over runflow, one start lock)
+  promotion.py  <lang>/models/CURRENT (the model predict serves), runs compared on the same rows
   targets/      what differs per target (local, gcp), behind `target_of(config)`
   runrecords.py runs as `trainctl runs` reads them back (state, VMs, cost); plan_review.py: `plan`/`apply`
   gcp/          Google Cloud: REST plumbing (api.py), quota, pricing, image build, doctor checks, access probes
