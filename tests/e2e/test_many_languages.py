@@ -53,3 +53,65 @@ def test_train_two_languages_and_a_bad_one(staged, tmp_path):
     assert set(lines[0]) == {"id", "labels", *(f"prob_{label}" for label in metrics["labels"])}
     r = trainctl(staged, "predict", "fr", "--input", str(texts), "--output", str(out_file), "--text-col", "message")
     assert r.returncode == 2 and "exists" in r.stderr  # never overwritten
+
+
+SLOW = [*TINY_SETS, "--set", "defaults.trainer.epochs_clf=400"]  # outlasts the test; destroy cancels it
+
+
+def test_ctrl_c_detaches_from_every_run(staged):
+    import signal
+    import subprocess
+    import threading
+
+    from tests.support.trainctl import TRAINCTL, wait_for
+    from trainer import supervisor
+
+    assert trainctl(staged, "data", "push", "en", str(SAMPLE / "en")).returncode == 0
+    proc = subprocess.Popen([TRAINCTL, "train", "fr", "en", "--parallel", "2", *SLOW], cwd=staged,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    seen: list[str] = []
+    reader = threading.Thread(target=lambda: seen.extend(proc.stdout), daemon=True)
+    reader.start()
+    try:
+        wait_for(lambda: all(any(f"[{lang}]" in line and "epoch" in line for line in seen) for lang in ("fr", "en")),
+                 180, "both runs training")
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+        reader.join(timeout=10)
+        out = "".join(seen)
+        assert proc.returncode == 130, out
+        assert "detached from every run; the runs keep going" in out
+        assert "trainctl destroy fr" in out and "trainctl destroy en" in out
+        for lang in ("fr", "en"):
+            pid = supervisor.read_pid(staged / ".trainstack/local/procs" / only_run(staged, lang))
+            assert pid and supervisor._alive(pid), f"Ctrl-C must not stop the {lang} run"
+    finally:
+        proc.kill()
+        for lang in ("fr", "en"):
+            trainctl(staged, "destroy", lang)
+    assert_nothing_left(staged, "fr")
+    assert_nothing_left(staged, "en")
+
+
+def test_a_local_run_queues_while_another_holds_the_cores(staged):
+    from tests.support.trainctl import wait_for
+
+    assert trainctl(staged, "data", "push", "en", str(SAMPLE / "en")).returncode == 0
+    try:
+        assert trainctl(staged, "train", "fr", "--detach", *SLOW).returncode == 0
+        fr = only_run(staged, "fr")
+        assert trainctl(staged, "train", "en", "--detach", *TINY_SETS).returncode == 0
+        en_status = run_dir(staged, "en", only_run(staged, "en")) / "status.json"
+
+        def state():
+            return json.loads(en_status.read_text()) if en_status.exists() else {}
+
+        wait_for(lambda: state().get("stage") == "queued", 60, "en to queue")
+        log = (en_status.parent / "log.txt").read_text()
+        assert f"held by fr run {fr}" in log and "local runs never share cores" in log
+        assert trainctl(staged, "destroy", "fr").returncode == 0  # frees the cores
+        wait_for(lambda: state().get("state") == "SUCCEEDED", 180, "en to start and finish once fr is gone")
+        assert state()["resumed"] == 0  # waiting in the queue is not a resume
+    finally:
+        trainctl(staged, "destroy", "en")
+    assert_nothing_left(staged, "en")

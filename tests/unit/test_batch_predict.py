@@ -65,3 +65,30 @@ def test_row_numbers_when_there_is_no_id_and_the_text_column_is_checked(tmp_path
     assert "--text-col" in refused.value.hint
     with pytest.raises(DataError, match="cannot tell the format"):
         InputRows(tmp_path / "in.txt", text_col="text", id_col=None, batch_rows=2)
+
+
+def test_bucket_input_and_output_and_nothing_overwritten(gcs_env, tmp_path):
+    from types import SimpleNamespace
+
+    from stacks.cli.predict_file import OutputExists, classify_file_cmd
+    from trainer.storage import open_bucket
+
+    bucket = open_bucket("gs://test-bucket")
+    src = tmp_path / "in.parquet"
+    frame(5).to_parquet(src, index=False)
+    bucket.upload(src, "fr/scoring/in.parquet")
+    model = SimpleNamespace(classify=fake_classify([]), metrics=SimpleNamespace(labels=LABELS), run_id="r1")
+    work = tmp_path / "work"
+    work.mkdir()
+    classify_file_cmd(model, "gs://test-bucket/fr/scoring/in.parquet", "gs://test-bucket/fr/scoring/out.jsonl",
+                      text_col="body", id_col="doc", batch_rows=2, label_sep="|", tmp=work)
+    lines = [json.loads(line) for line in bucket.read_bytes("fr/scoring/out.jsonl").decode().splitlines()]
+    assert [line["doc"] for line in lines] == ["d0", "d1", "d2", "d3", "d4"] and lines[1]["labels"] == "pos"
+    before = bucket.read_bytes("fr/scoring/out.jsonl")
+    with pytest.raises(OutputExists):
+        classify_file_cmd(model, "gs://test-bucket/fr/scoring/in.parquet", "gs://test-bucket/fr/scoring/out.jsonl",
+                          text_col="body", id_col="doc", batch_rows=2, label_sep="|", tmp=work)
+    assert bucket.read_bytes("fr/scoring/out.jsonl") == before
+    with pytest.raises(DataError, match="does not exist"):
+        classify_file_cmd(model, "gs://test-bucket/fr/scoring/missing.csv", str(tmp_path / "o.csv"),
+                          text_col="body", id_col=None, batch_rows=2, label_sep="|", tmp=work)
