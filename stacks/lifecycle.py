@@ -106,13 +106,13 @@ def synth_and_init(project: Project, config: EnvConfig, name: str, echo=None, pl
 
 
 def open_stack(project: Project, config: EnvConfig, lang: str, echo=None, *, preflight: bool = False,
-               reporter: Reporter | None = None) -> StackHandle:
+               reporter: Reporter | None = None, decided=None) -> StackHandle:
     """Synthesize (after the gcp preflight when asked) and `terraform init` a language's stack."""
     from stacks.terraform import terraform_binary
 
     language_settings(config, lang)
     terraform_binary()  # before the preflight's cloud calls too
-    placement = target_of(config).preflight(config, lang, reporter) if preflight else None
+    placement = target_of(config).preflight(config, lang, reporter, decided=decided) if preflight else None
     tf = synth_and_init(project, config, stack_name(lang), echo, {lang: placement} if placement else None)
     return StackHandle(config, project, lang, tf, placement)
 

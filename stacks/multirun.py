@@ -45,9 +45,10 @@ def exit_status(results: list[LanguageResult]) -> int:
 
 def run_languages(project: "Project", config: "EnvConfig", langs: list[str], *, job: str, detach: bool,
                   parallel: int, reporter_for: Callable, describe_error: Callable,
-                  after_run: Callable | None = None) -> list[LanguageResult]:
+                  after_run: Callable | None = None, decided: dict | None = None) -> list[LanguageResult]:
     """Run every language; `reporter_for(lang)` gives each its reporter (with a `finished(result)`),
-    `describe_error(exc)` -> (message, hint, code), `after_run(outcome, rep)` -> a promotion note.
+    `describe_error(exc)` -> (message, hint, code), `after_run(outcome, rep)` -> a promotion note,
+    `decided`: per language, what Target.preflight_together decided (gcp: the zone).
     Returns the results in the order of `langs`. Ctrl-C raises KeyboardInterrupt here, leaving the
     runs as they are (daemon workers: nothing waits for them)."""
     from stacks.runflow import run_language
@@ -62,7 +63,8 @@ def run_languages(project: "Project", config: "EnvConfig", langs: list[str], *, 
     def one(lang: str) -> LanguageResult:
         rep, started = reporter_for(lang), time.monotonic()
         try:
-            outcome = run_language(project, config, lang, job=job, detach=detach, rep=rep, start_lock=start_lock)
+            outcome = run_language(project, config, lang, job=job, detach=detach, rep=rep, start_lock=start_lock,
+                                   decided=(decided or {}).get(lang))
         except Exception as exc:  # this language's error, reported with it; the others go on
             message, hint, code = describe_error(exc)
             result = LanguageResult(lang, code, time.monotonic() - started, message=message, hint=hint)

@@ -79,17 +79,18 @@ def report_preflight(config: "EnvConfig", lang: str, job: str, bucket: "Bucket",
 
 
 def run_language(project: "Project", config: "EnvConfig", lang: str, *, job: str, detach: bool, rep,
-                 echo: Callable | None = None, start_lock=None) -> RunOutcome:
+                 echo: Callable | None = None, start_lock=None, decided=None) -> RunOutcome:
     """Apply the language's stack, follow its run to the end and destroy the stack (unless `detach`).
 
     `start_lock`: held from the preflight to the launch, so languages run side by side synthesize
-    and apply one at a time (one cdktf app, one synth output) and follow their runs together."""
+    and apply one at a time (one cdktf app, one synth output) and follow their runs together.
+    `decided`: the target's placement decision from `preflight_together` (gcp: the zone)."""
     from trainer.runs import read_status
 
     env, settings, bucket = config.env, L.language_settings(config, lang), L.bucket_of(config)
     with start_lock or nullcontext():
         report_preflight(config, lang, job, bucket, rep)
-        handle = L.open_stack(project, config, lang, echo=echo, preflight=True, reporter=rep)
+        handle = L.open_stack(project, config, lang, echo=echo, preflight=True, reporter=rep, decided=decided)
         try:
             run_id, attached = L.launch(handle, bucket, rep)
         except KeyboardInterrupt:

@@ -54,13 +54,13 @@ def run_many(langs: list[str], all_langs: bool, env: str, sets: list[str], detac
     if parallel > 1:  # local runs side by side each get their share of the cores (gcp ignores `cores`)
         config = project.load(env, [f"defaults.cores={share(parallel)}", *sets])
     # the runs that start at once must fit together (quota on gcp), before anything is applied
-    target.preflight_together(config, [lang for lang in langs if lang in config.languages][:parallel], None)
+    decided = target.preflight_together(config, [lang for lang in langs if lang in config.languages][:parallel], None)
     after = promote_after_run if promote else None
     with LiveBoard(langs) as board:
         try:
             results = run_languages(project, config, langs, job="classifier", detach=detach, parallel=parallel,
                                     reporter_for=lambda lang: LanguageReporter(board, lang),
-                                    describe_error=describe_error, after_run=after)
+                                    describe_error=describe_error, after_run=after, decided=decided)
         except KeyboardInterrupt:
             err_console.print("interrupted: detached from every run; the runs keep going", soft_wrap=True)
             for lang in langs:

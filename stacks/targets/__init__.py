@@ -22,14 +22,16 @@ class Target(Protocol):
     stacks_before_training: tuple[str, ...]  # stacks an env plans besides train-<lang> (the foundation)
     runs_side_by_side: bool  # `train fr en`: all at once by default (own machines), or one after another
 
-    def preflight_together(self, config: "EnvConfig", langs: list[str], reporter) -> None:
-        """Before several languages are applied: refuse (naming the languages) what cannot run all at once."""
+    def preflight_together(self, config: "EnvConfig", langs: list[str], reporter) -> dict:
+        """Before several languages are applied: refuse (naming the languages) what cannot run all at once;
+        -> what was decided for each (passed back to `preflight` as `decided`)."""
 
     def stack_host(self, config: "EnvConfig", project: "Project", lang: str, *, python: str, placement) -> dict:
         """TrainStack's host keyword for this target: {"local": LocalHost} or {"gcp": GcpPlacement}."""
 
-    def preflight(self, config: "EnvConfig", lang: str, reporter) -> object | None:
-        """Checks before synth (quota, image); the placement the stack is synthesized with, if any."""
+    def preflight(self, config: "EnvConfig", lang: str, reporter, decided=None) -> object | None:
+        """Checks before synth (quota, image); the placement the stack is synthesized with, if any.
+        `decided`: what preflight_together chose for this language (it counted the others' share)."""
 
     def estimate(self, config: "EnvConfig", lang: str, bucket: "Bucket", reporter) -> None:
         """Say what the run will cost, before anything is created or billed."""

@@ -18,11 +18,12 @@ class GcpTarget:
     stacks_before_training: tuple[str, ...] = (FOUNDATION,)
     runs_side_by_side: bool = True  # each run has its own VMs: the limit is quota, checked for the sum
 
-    def preflight_together(self, config, langs, reporter) -> None:
-        """The GPU quota for every language's run at once (each counts the GPUs of those before it)."""
+    def preflight_together(self, config, langs, reporter) -> dict:
+        """The GPU quota for every language's run at once (each counts the GPUs of those before it)
+        -> each language's zone decision, so each stack is placed where the sum was found to fit."""
         from stacks.gcp.quota import ComputeQuotas, QuotaError, choose_zone
 
-        compute, reserved, short, rows = ComputeQuotas(config.project), {}, [], []
+        compute, reserved, short, rows, decided = ComputeQuotas(config.project), {}, [], [], {}
         for lang in langs:
             try:
                 decision = choose_zone(config, lang, compute=compute, reserved=reserved)
@@ -31,6 +32,7 @@ class GcpTarget:
                 rows.extend(exc.rows)
                 hint = exc.hint
             else:
+                decided[lang] = decision
                 if reporter:
                     reporter.info(f"quota ok together: {lang} in {decision.zone} ({decision.metric})")
         if short:
@@ -38,6 +40,7 @@ class GcpTarget:
             raise QuotaError(f"the GPU quota does not fit all {len(langs)} runs at once: {', '.join(short)} would "
                              f"not fit beside {', '.join(fit) or 'nothing'}; nothing was applied", rows,
                              hint=f"train fewer at a time (--parallel {max(len(fit), 1)}), or {hint}")
+        return decided
 
     def check_config(self, config, origin) -> None:
         from stacks.config.gcp_checks import check_gcp
@@ -49,7 +52,7 @@ class GcpTarget:
 
         return {"gcp": placement or gcp_placement(config, lang)}
 
-    def preflight(self, config, lang, reporter):
+    def preflight(self, config, lang, reporter, decided=None):
         """Quota (zone choice) and image checks of a gcp run -> the GcpPlacement to synthesize with."""
         from stacks.app import gcp_placement
         from stacks.gcp.doctor import check_boot_image
@@ -57,9 +60,10 @@ class GcpTarget:
         from stacks.gcp.quota import choose_zone
         from stacks.project import SOURCE_ROOT
 
-        decision = choose_zone(config, lang)
+        decision = decided or choose_zone(config, lang)
         if reporter:
-            reporter.info(f"quota ok: {lang} runs in {decision.zone} ({decision.metric})")
+            together = " (checked with the languages started beside it)" if decided else ""
+            reporter.info(f"quota ok: {lang} runs in {decision.zone} ({decision.metric}){together}")
         ref = image_ref(config, SOURCE_ROOT)
         require_image(ref, env=config.env)
         if reporter:

@@ -23,10 +23,10 @@ class LocalTarget:
         return {"local": LocalHost(python=python, workdir=project.root, procs_dir=project.procs_dir(config.env),
                                    state_file=project.state_file(config.env, name), cores_dir=project.cores_dir())}
 
-    def preflight_together(self, config, langs, reporter) -> None:
-        return None  # the core ledger (trainer.cores) queues local runs that would not fit
+    def preflight_together(self, config, langs, reporter) -> dict:
+        return {}  # the core ledger (trainer.cores) queues local runs that would not fit
 
-    def preflight(self, config, lang, reporter):
+    def preflight(self, config, lang, reporter, decided=None):
         return None  # nothing to place: the data preflight is the same on every target
 
     def estimate(self, config, lang, bucket, reporter) -> None:

@@ -96,3 +96,43 @@ def test_a_boot_image_that_does_not_resolve_is_exit_3_before_anything_is_created
     assert "image ok" in out and "cos-stable does not resolve" in out and "describe-from-family" in out
     assert api.requests("GET", "/compute/v1/projects/cos-cloud/global/images/family/cos-stable")
     assert not (project / ".trainstack" / "dev" / "cdktf.out").exists()
+
+
+FALLBACK = "[europe-west1-b, europe-west1-c]"  # the recorded europe-west1 region has 4 Spot L4
+
+
+def multi_train_against(api, args, monkeypatch, *langs):
+    with api:
+        monkeypatch.setenv(ENDPOINT_ENV, api.url)
+        monkeypatch.setenv(REGISTRY_ENDPOINT_ENV, api.url)
+        result = runner.invoke(app, ["train", *langs, *args])
+    return result, " ".join(result.output.split())
+
+
+def test_several_languages_that_do_not_fit_together_stop_before_anything(project, gcs_env, monkeypatch):
+    args = [*dev("gs://test-bucket/preflight-many"), "--set", "defaults.nodes=3", "--set", f"fallback_zones={FALLBACK}"]
+    for lang in ("fr", "en"):
+        assert runner.invoke(app, ["data", "push", lang, str(SAMPLE / lang), *args]).exit_code == 0
+    # europe-west4: 2 Spot L4 free, europe-west1: 4; three nodes each: fr fits, en beside it does not
+    ew4 = with_quotas(fixture("region_europe-west4.json"), PREEMPTIBLE_NVIDIA_L4_GPUS=(8, 6))
+    api = compute_api(ew4=ew4)
+    result, out = multi_train_against(api, args, monkeypatch, "fr", "en")
+    assert result.exit_code == 3, result.output
+    assert "en would not fit beside fr; nothing was applied" in out and "--parallel 1" in out
+    assert not api.requests("HEAD", MANIFEST)  # refused before any per-language preflight
+    assert not (project / ".trainstack" / "dev" / "cdktf.out").exists()
+
+
+def test_several_languages_are_placed_where_their_sum_fits(project, gcs_env, monkeypatch):
+    args = [*dev("gs://test-bucket/preflight-placed"), "--set", "defaults.nodes=2", "--set", f"fallback_zones={FALLBACK}"]
+    for lang in ("fr", "en"):
+        assert runner.invoke(app, ["data", "push", lang, str(SAMPLE / lang), *args]).exit_code == 0
+    ew4 = with_quotas(fixture("region_europe-west4.json"), PREEMPTIBLE_NVIDIA_L4_GPUS=(8, 6))
+    api = compute_api(ew4=ew4)
+    api.routes[("HEAD", MANIFEST)] = (404, {"errors": [{"code": "MANIFEST_UNKNOWN"}]})  # then each stops alone
+    result, out = multi_train_against(api, args, monkeypatch, "fr", "en")
+    assert result.exit_code == 3, result.output
+    # alone, en would also take europe-west4's two free GPUs; beside fr it goes to europe-west1
+    assert "[fr] quota ok: fr runs in europe-west4-a (PREEMPTIBLE_NVIDIA_L4_GPUS) (checked with the languages" in out
+    assert "[en] quota ok: en runs in europe-west1-b (PREEMPTIBLE_NVIDIA_L4_GPUS) (checked with the languages" in out
+    assert out.count("trainctl image build --env dev") >= 2  # each language's own error

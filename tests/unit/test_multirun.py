@@ -21,7 +21,7 @@ class Rep:
 def test_one_language_fails_alone_and_workers_take_languages_in_order(monkeypatch):
     started, lock = [], threading.Lock()
 
-    def fake_run_language(project, config, lang, *, job, detach, rep, start_lock):
+    def fake_run_language(project, config, lang, *, job, detach, rep, start_lock, decided=None):
         with lock:
             started.append(lang)
         if lang == "xx":
@@ -45,7 +45,7 @@ def test_one_language_fails_alone_and_workers_take_languages_in_order(monkeypatc
 def test_parallel_runs_follow_together(monkeypatch):
     both_in = threading.Barrier(2, timeout=10)  # only passes if two languages are followed at once
 
-    def fake_run_language(project, config, lang, *, job, detach, rep, start_lock):
+    def fake_run_language(project, config, lang, *, job, detach, rep, start_lock, decided=None):
         with start_lock:
             pass  # the apply: one at a time
         both_in.wait()

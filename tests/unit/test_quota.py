@@ -200,6 +200,9 @@ def test_train_of_several_languages_checks_their_sum_before_applying(project, mo
         monkeypatch.setenv(ENDPOINT_ENV, api.url)
         assert choose_zone(config, "en").zone == "europe-west1-b"  # alone: fine
         GCP.preflight_together(config, ["fr"], None)
+        # nodes=2: both fit, in different regions; each stack is placed where the sum was found to fit
+        decided = GCP.preflight_together(dev_config("defaults.nodes=2"), ["fr", "en"], None)
+        assert {lang: d.zone for lang, d in decided.items()} == {"fr": "europe-west4-a", "en": "europe-west1-b"}
         with pytest.raises(QuotaError) as refused:
             GCP.preflight_together(config, ["fr", "en"], None)
     assert "en would not fit beside fr; nothing was applied" in refused.value.message
