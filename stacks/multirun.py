@@ -59,23 +59,25 @@ def run_languages(project: "Project", config: "EnvConfig", langs: list[str], *, 
     for lang in langs:
         todo.put(lang)
     results: dict[str, LanguageResult] = {}
+    reporters: dict = {}
 
     def one(lang: str) -> LanguageResult:
-        rep, started = reporter_for(lang), time.monotonic()
+        started = time.monotonic()
         try:
+            rep = reporters[lang] = reporter_for(lang)
             outcome = run_language(project, config, lang, job=job, detach=detach, rep=rep, start_lock=start_lock,
                                    decided=(decided or {}).get(lang))
         except Exception as exc:  # this language's error, reported with it; the others go on
             message, hint, code = describe_error(exc)
-            result = LanguageResult(lang, code, time.monotonic() - started, message=message, hint=hint)
-        else:
-            failed = outcome.status is not None and outcome.status.state != SUCCEEDED
-            result = LanguageResult(lang, ExitStatus.RUN_FAILED if failed else ExitStatus.SUCCESS,
-                                    time.monotonic() - started, outcome,
-                                    message=outcome.status.error if failed else None)
-            if not failed and outcome.status is not None and after_run is not None:
+            return LanguageResult(lang, code, time.monotonic() - started, message=message, hint=hint)
+        failed = outcome.status is not None and outcome.status.state != SUCCEEDED
+        result = LanguageResult(lang, ExitStatus.RUN_FAILED if failed else ExitStatus.SUCCESS,
+                                time.monotonic() - started, outcome, message=outcome.status.error if failed else None)
+        if not failed and outcome.status is not None and after_run is not None:
+            try:
                 result.promotion = after_run(outcome, rep)
-        rep.finished(result)
+            except Exception as exc:  # the run succeeded: a promotion problem is a note, not its failure
+                result.promotion = f"not promoted: {describe_error(exc)[0]}"
         return result
 
     def worker() -> None:
@@ -84,7 +86,17 @@ def run_languages(project: "Project", config: "EnvConfig", langs: list[str], *, 
                 lang = todo.get_nowait()
             except queue.Empty:
                 return
-            results[lang] = one(lang)
+            try:
+                result = one(lang)
+            except BaseException as exc:  # a bug of ours: still this language's result, never the others'
+                result = LanguageResult(lang, ExitStatus.INFRA_ERROR, 0.0, message=f"unexpected {exc!r}",
+                                        hint="rerun with --debug")
+            results[lang] = result
+            if lang in reporters:
+                try:
+                    reporters[lang].finished(result)
+                except Exception:  # the view must not lose a language's result
+                    pass
 
     workers = [threading.Thread(target=worker, name=f"trainctl-run-{i}", daemon=True)
                for i in range(max(1, min(parallel, len(langs))))]
@@ -93,4 +105,5 @@ def run_languages(project: "Project", config: "EnvConfig", langs: list[str], *, 
     for thread in workers:
         while thread.is_alive():  # join with a timeout, so Ctrl-C reaches this (main) thread
             thread.join(timeout=0.2)
-    return [results[lang] for lang in langs]
+    return [results.get(lang) or LanguageResult(lang, ExitStatus.INFRA_ERROR, 0.0, message="did not run")
+            for lang in langs]

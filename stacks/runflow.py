@@ -131,11 +131,11 @@ def record_cost(bucket: "Bucket", config: "EnvConfig", lang: str, run_id: str, r
         cost = write_cost(bucket, config, lang, run_id)
     except Exception as exc:  # bookkeeping must never turn a finished run into an error
         rep.warn(f"could not record the run's cost: {exc}")
-        return
-    note = target_of(config).cost_note(cost)
-    if note:
-        rep.info(note)
-    try:  # the report again, now with the cost and the final state
+    else:
+        note = target_of(config).cost_note(cost)
+        if note:
+            rep.info(note)
+    try:  # the report again, now with the final state (and the cost)
         from trainer.run_report import write_report
 
         write_report(bucket, lang, run_id)

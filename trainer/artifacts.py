@@ -53,6 +53,9 @@ def upload(rc, fit, prep, clf: TrainedClassifier, bwd: TrainedClassifier | None,
     metrics = RunMetrics.from_document({"run_id": a.run_id, "lang": a.lang, **result,
                                         "duration_s": round(time.time() - started, 1), "history": fit.history})
     # report.html from the figures in memory (trainctl renders it again with the cost once the stack is gone)
-    put(render_run(rc.bucket, a.lang, a.run_id, metrics=metrics), "report.html")
+    try:
+        put(render_run(rc.bucket, a.lang, a.run_id, metrics=metrics), "report.html")
+    except Exception as exc:  # a page must never fail a run that trained: trainctl renders it again later
+        rc.log.line(f"warning: report.html not written: {exc!r}")
     # metrics.json last: its presence means every other artifact is in place.
     put(metrics.to_json(), "metrics.json")

@@ -43,16 +43,25 @@ class Claim:
     label: str  # what a queued run says it waits for: "fr run 20261125-…"
     pid: int
     cores: tuple[int, ...]
+    started: str | None = None  # the process's start time (/proc/<pid>/stat): a reused pid is not the holder
 
 
-def _alive(pid: int) -> bool:
+def _start_time(pid: int) -> str | None:
     try:
-        os.kill(pid, 0)
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[19]  # field 22, starttime
+    except (OSError, IndexError):
+        return None
+
+
+def _alive(claim: Claim) -> bool:
+    try:
+        os.kill(claim.pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
-    return True
+        pass
+    return claim.started is None or _start_time(claim.pid) in (None, claim.started)
 
 
 class CoreLedger:
@@ -77,10 +86,11 @@ class CoreLedger:
         for path in sorted(self.directory.glob("*.json")):
             try:
                 data = json.loads(path.read_text())
-                claim = Claim(data["run_id"], data.get("label", data["run_id"]), int(data["pid"]), tuple(data["cores"]))
+                claim = Claim(data["run_id"], data.get("label", data["run_id"]), int(data["pid"]), tuple(data["cores"]),
+                              data.get("started"))
             except (OSError, ValueError, KeyError, TypeError):
                 continue  # half-written by a process that died: not a claim
-            if _alive(claim.pid):
+            if _alive(claim):
                 claims.append(claim)
             else:
                 path.unlink(missing_ok=True)
@@ -110,7 +120,8 @@ class CoreLedger:
             chosen = free[:need]
             path = self.directory / f"{run_id}.json"
             tmp = path.with_suffix(".tmp")
-            tmp.write_text(json.dumps({"run_id": run_id, "label": label or run_id, "pid": pid, "cores": chosen}))
+            tmp.write_text(json.dumps({"run_id": run_id, "label": label or run_id, "pid": pid, "cores": chosen,
+                                       "started": _start_time(pid)}))
             tmp.replace(path)
             return chosen
 

@@ -188,8 +188,14 @@ def run(state_dir: Path, max_run_hours: float, trainer_args: list[str], *, proce
     signal.signal(signal.SIGINT, forward)
     ledger = CoreLedger(cores_dir) if cores_dir else None
     try:
-        pinned = _wait_for_cores(ledger, cores, args, stopping, state_dir, deadline) if ledger else None
-        if ledger and pinned is None:
+        try:
+            pinned = _wait_for_cores(ledger, cores, args, stopping, state_dir, deadline) if ledger else None
+        except Exception as exc:  # the ledger or the bucket: the run still gets its final word
+            print(f"trainstack supervisor: could not claim cores: {exc!r}", flush=True)
+            _finalize(trainer_args, f"the local launcher could not claim cores: {exc!r}")
+            (state_dir / EXIT_FILE).write_text("1")
+            return 0
+        if ledger and (pinned is None or stopping["signal"]):
             timed_out = time.monotonic() > deadline
             _end(state_dir, trainer_args, 1, timed_out=timed_out, max_run_hours=max_run_hours, queued=True)
             return 0

@@ -47,7 +47,7 @@ class LiveBoard:
         now = time.monotonic()
         for lang, row in self.rows.items():
             elapsed = f"{(row['ended'] or now) - row['started']:.0f}s" if row["started"] is not None else ""
-            table.add_row(lang, row["state"], row["stage"], row["epoch"], elapsed, row["metric"])
+            table.add_row(escape(lang), row["state"], escape(row["stage"]), row["epoch"], elapsed, escape(row["metric"]))
         return table
 
     def update(self, lang: str, **fields) -> None:
@@ -60,7 +60,7 @@ class LiveBoard:
         """One whole line (above the live table on a terminal)."""
         with self._lock:
             body = f"[{style}]{escape(text)}[/]" if style else escape(text)
-            console.print(f"[bold]\\[{lang}][/] {body}", soft_wrap=True)
+            console.print(f"[bold]\\[{escape(lang)}][/] {body}", soft_wrap=True)
 
 
 class LanguageReporter:
@@ -111,7 +111,7 @@ def summary(results, config) -> None:
         state = row.get("state") or ("ERROR" if not r.ok else "")
         dur = row.get("duration_s") if row.get("duration_s") is not None else r.duration_s
         cost = row.get("est_cost")
-        table.add_row(r.lang, state, row.get("run_id", ""), "" if f1 is None else f"{f1:.3f}",
+        table.add_row(escape(r.lang), state, row.get("run_id", ""), "" if f1 is None else f"{f1:.3f}",
                       "" if tfidf is None else f"{tfidf:.3f}",
                       f"{f1 - tfidf:+.3f}" if f1 is not None and tfidf is not None else "",
                       f"{dur:.0f}s", "" if cost is None else f"${cost:.2f}",
@@ -119,7 +119,7 @@ def summary(results, config) -> None:
     print_table(table)
     for r in results:
         if not r.ok:
-            err_console.print(f"[bold red]{r.lang}[/]: {escape(r.message or 'failed')}", soft_wrap=True)
+            err_console.print(f"[bold red]{escape(r.lang)}[/]: {escape(r.message or 'failed')}", soft_wrap=True)
             if r.outcome:
                 err_console.print(f"  log: {r.outcome.url('log.txt')}", soft_wrap=True, markup=False)
             elif r.hint:

@@ -5,6 +5,7 @@ locally and uploaded at the end. An output that already exists is never overwrit
 """
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -36,10 +37,10 @@ def classify_file_cmd(model, input_uri: str, output_uri: str, *, text_col: str, 
     file_format(output_uri)  # refuse an unknown output format before reading anything
     in_bucket, in_where = _split_uri(input_uri)
     out_bucket, out_where = _split_uri(output_uri)
-    exists = out_bucket.exists(out_where) if out_bucket else out_where.exists()
-    if exists:
-        raise OutputExists(f"{output_uri} exists: predictions never replace a file",
+    refused = OutputExists(f"{output_uri} exists: predictions never replace a file",
                            hint="pick another --output name, or move the old file away")
+    if out_bucket and out_bucket.exists(out_where):
+        raise refused
     if in_bucket:
         if not in_bucket.exists(in_where):
             raise DataError(f"{input_uri} does not exist", hint="check the URI (gsutil ls)")
@@ -51,6 +52,11 @@ def classify_file_cmd(model, input_uri: str, output_uri: str, *, text_col: str, 
         local_in = in_where
     local_out = tmp / ("output" + "".join(Path(str(out_where)).suffixes)) if out_bucket else out_where
     rows = InputRows(local_in, text_col=text_col, id_col=id_col, batch_rows=batch_rows)
+    if not out_bucket:
+        try:  # claimed before the first row is read: a file another process creates meanwhile is never replaced
+            os.close(os.open(local_out, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+        except FileExistsError:
+            raise refused from None
     started = time.monotonic()
     with Progress(TextColumn("classifying"), BarColumn(), TaskProgressColumn(), TextColumn("{task.fields[rows]} rows"),
                   TimeElapsedColumn(), TimeRemainingColumn(), console=err_console, transient=True,
@@ -62,9 +68,11 @@ def classify_file_cmd(model, input_uri: str, output_uri: str, *, text_col: str, 
                                     on_batch=lambda done, n: bar.update(task, completed=done, rows=f"{n:,}"))
         except BaseException:
             if not out_bucket:
-                local_out.unlink(missing_ok=True)  # no half-written output left behind
+                local_out.unlink(missing_ok=True)  # ours (claimed above): no half-written output left behind
             raise
     if out_bucket:
+        if out_bucket.exists(out_where):  # written by someone else while this ran
+            raise refused
         out_bucket.upload(local_out, out_where)
     seconds = time.monotonic() - started
     console.print(f"{written:,} rows classified by run {model.run_id} in {seconds:.1f}s "

@@ -1,6 +1,8 @@
 """`trainctl train LANG... | --all`: apply each language's stack, follow the runs, tear them down."""
 from __future__ import annotations
 
+import sys
+import traceback
 from typing import Annotated
 
 import typer
@@ -31,6 +33,9 @@ def train(langs: LangsArg = None, all_langs: AllOpt = False, env: EnvOpt = "loca
     if bool(langs) == all_langs:
         fail("name the languages to train, or --all, not both" if langs else "no language given",
              "e.g. trainctl train fr en, or trainctl train --all", ExitStatus.BAD_INPUT)
+    if promote_if_better and detach:
+        fail("--promote-if-better needs the run's result: it cannot go with --detach",
+             "promote later: trainctl promote LANG RUN", ExitStatus.BAD_INPUT)
     langs = list(dict.fromkeys(langs or []))
     if len(langs) == 1 and parallel is None:
         run_job(langs[0], env, sets, detach, job="classifier", promote_if_better=promote_if_better)
@@ -52,19 +57,26 @@ def run_many(langs: list[str], all_langs: bool, env: str, sets: list[str], detac
     target = target_of(config)
     parallel = parallel or (len(langs) if target.runs_side_by_side else 1)
     if parallel > 1:  # local runs side by side each get their share of the cores (gcp ignores `cores`)
-        config = project.load(env, [f"defaults.cores={share(parallel)}", *sets])
+        config = project.load(env, [f"defaults.cores={share(min(parallel, len(langs)))}", *sets])
     # the runs that start at once must fit together (quota on gcp), before anything is applied
     decided = target.preflight_together(config, [lang for lang in langs if lang in config.languages][:parallel], None)
     after = promote_after_run if promote else None
+
+    def describe(exc: BaseException):
+        if STATE["debug"]:
+            traceback.print_exception(exc, file=sys.stderr)
+        return describe_error(exc)
+
     with LiveBoard(langs) as board:
         try:
             results = run_languages(project, config, langs, job="classifier", detach=detach, parallel=parallel,
                                     reporter_for=lambda lang: LanguageReporter(board, lang),
-                                    describe_error=describe_error, after_run=after, decided=decided)
+                                    describe_error=describe, after_run=after, decided=decided)
         except KeyboardInterrupt:
-            err_console.print("interrupted: detached from every run; the runs keep going", soft_wrap=True)
-            for lang in langs:
-                if board.rows[lang]["state"] not in ("waiting", "SUCCEEDED", "FAILED", "ERROR"):
+            err_console.print("interrupted: detached from every run; the runs keep going (a stack being applied "
+                              "or destroyed may be left part-way: destroy it)", soft_wrap=True)
+            for lang in langs:  # every language started and not yet through its teardown
+                if board.rows[lang]["started"] is not None and board.rows[lang]["ended"] is None:
                     err_console.print(f"  {lang}: {resume_hint(lang, env)}", soft_wrap=True, markup=False)
             raise typer.Exit(ExitStatus.INTERRUPTED)
     summary(results, config)

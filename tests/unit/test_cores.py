@@ -58,3 +58,13 @@ def test_a_queued_run_says_for_whom_and_stops_when_cancelled(tmp_path):
     ledger.release("20260101-100000-aaaa")
     assert supervisor._wait_for_cores(ledger, 1, args, {"signal": False}, state_dir.parent / "other",
                                       deadline=float("inf")) == [0]
+
+
+def test_a_reused_pid_is_not_the_holder(tmp_path):
+    import json
+
+    ledger = CoreLedger(tmp_path, cores=[0, 1])
+    # a claim left by a process that died, whose pid now belongs to another process (this one)
+    (tmp_path / "old.json").write_text(json.dumps({"run_id": "old", "pid": os.getpid(), "cores": [0, 1],
+                                                   "started": "1"}))
+    assert ledger.claim("new", 0, pid=os.getpid()) == [0, 1]

@@ -55,3 +55,24 @@ def test_parallel_runs_follow_together(monkeypatch):
     results = run_languages(None, None, ["fr", "en"], job="classifier", detach=False, parallel=2,
                             reporter_for=lambda lang: Rep(lang, []), describe_error=describe_error)
     assert [r.ok for r in results] == [True, True]
+
+
+def test_a_promotion_error_or_a_view_error_never_costs_another_language(monkeypatch):
+    def fake_run_language(project, config, lang, *, job, detach, rep, start_lock, decided=None):
+        return SimpleNamespace(lang=lang, status=SimpleNamespace(state="SUCCEEDED", error=None))
+
+    def after_run(outcome, rep):
+        if outcome.lang == "fr":
+            raise OSError("bucket unreachable")
+        return "promoted"
+
+    class BrokenView(Rep):
+        def finished(self, result):
+            raise RuntimeError("view broke")
+
+    monkeypatch.setattr(runflow, "run_language", fake_run_language)
+    results = run_languages(None, None, ["fr", "en"], job="classifier", detach=False, parallel=1,
+                            reporter_for=lambda lang: BrokenView(lang, []), describe_error=describe_error,
+                            after_run=after_run)
+    assert [(r.lang, r.ok, r.promotion) for r in results] == [
+        ("fr", True, "not promoted: unexpected OSError: bucket unreachable"), ("en", True, "promoted")]
