@@ -7,17 +7,15 @@ last, so a reader never sees a CURRENT without its record.
 """
 from __future__ import annotations
 
-import csv
 import getpass
 import hashlib
-import io
 import json
 import socket
 from datetime import datetime, timezone
 
 from stacks.errors import TrainstackError
 from trainer.run_metrics import RunMetrics
-from trainer.runs import SUCCEEDED, now_iso, read_metrics, read_status, run_key
+from trainer.runs import SUCCEEDED, now_iso, read_metrics, read_status, scored_predictions
 from trainer.storage import Bucket
 
 
@@ -48,13 +46,10 @@ def scored_rows(bucket: Bucket, lang: str, run_id: str, metrics: RunMetrics) -> 
     """(fingerprint, count) of the rows the run's figures come from: row ids, texts and true labels
     of its `<split>_predictions.csv`, so two runs compare only on the very same rows."""
     split = metrics.scored_rows or "valid"
-    key = run_key(lang, run_id, f"{split}_predictions.csv")
-    if not bucket.exists(key):
+    predictions = scored_predictions(bucket, lang, run_id, metrics)
+    if predictions is None:
         return f"{split}:missing:{run_id}", 0  # compares equal to nothing else
-    rows = []
-    with io.TextIOWrapper(bucket.open_read(key), encoding="utf-8", newline="") as fh:
-        for row in csv.DictReader(fh):
-            rows.append((row.get("row_id", ""), row.get("text", ""), row.get("true_labels", "")))
+    rows = [(row.get("row_id", ""), row.get("text", ""), row.get("true_labels", "")) for row in predictions]
     digest = hashlib.sha256()
     for row in sorted(rows):
         digest.update(json.dumps(row, ensure_ascii=False).encode())

@@ -7,14 +7,12 @@ renders it anywhere. Stdlib only: the operator side imports it.
 from __future__ import annotations
 
 import base64
-import csv
 import html
-import io
 import json
 import re
 
 from trainer.run_metrics import RunMetrics
-from trainer.runs import read_metrics, read_status, run_key
+from trainer.runs import read_metrics, read_status, run_key, scored_predictions
 from trainer.storage import Bucket
 
 PLOTS = (("plots/per_label_f1.png", "Per-label F1: model and TF-IDF on the same rows"),
@@ -92,11 +90,11 @@ def per_label_section(m: RunMetrics) -> str:
 def mistakes_section(bucket: Bucket, lang: str, run_id: str, m: RunMetrics) -> str:
     """The scored rows the model got most confidently wrong, with their text."""
     split = m.scored_rows or "valid"
-    raw = _read_text(bucket, run_key(lang, run_id, f"{split}_predictions.csv"))
-    if not raw:
+    predictions = scored_predictions(bucket, lang, run_id, m)
+    if not predictions:
         return '<p class="muted">no predictions file</p>'
     scored = []
-    for row in csv.DictReader(io.StringIO(raw)):
+    for row in predictions:
         true = set(filter(None, row.get("true_labels", "").split(";")))
         pred = set(filter(None, row.get("pred_labels", "").split(";")))
         if true == pred:

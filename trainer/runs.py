@@ -139,6 +139,17 @@ def list_run_ids(bucket: Bucket, lang: str) -> list[str]:
     return sorted(ids)
 
 
+def scored_predictions(bucket: Bucket, lang: str, run_id: str, metrics: RunMetrics) -> list[dict] | None:
+    """The rows of `<split>_predictions.csv` for the split the run's figures come from (None: no file)."""
+    import csv
+    import io
+
+    key = run_key(lang, run_id, f"{metrics.scored_rows or 'valid'}_predictions.csv")
+    if not bucket.exists(key):
+        return None
+    return list(csv.DictReader(io.StringIO(bucket.read_bytes(key).decode("utf-8"), newline="")))
+
+
 def read_metrics(bucket: Bucket, lang: str, run_id: str) -> RunMetrics | None:
     """The run's metrics.json, typed (None until the run has written it: it is written last)."""
     key = run_key(lang, run_id, "metrics.json")
