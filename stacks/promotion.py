@@ -106,6 +106,16 @@ def promote(bucket: Bucket, lang: str, run_id: str, *, force: bool = False, requ
     return record
 
 
+def promote_if_better(bucket: Bucket, lang: str, run_id: str) -> str:
+    """`train --promote-if-better`: promote the run unless the promoted model is as good or better on the
+    same rows (or was scored on other rows) -> what happened, in one line."""
+    try:
+        record = promote(bucket, lang, run_id, require_better=True)
+    except PromotionRefused as refused:
+        return f"not promoted: {refused.message}"
+    return f"promoted run {run_id} (macro-F1 {record['macro_f1']:.3f} on {record['n_rows']} {record['scored_rows']} rows)"
+
+
 def history(bucket: Bucket, lang: str) -> list[dict]:
     """Every promotion of `lang`, oldest first."""
     prefix = f"{lang}/models/history/"

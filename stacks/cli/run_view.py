@@ -21,9 +21,9 @@ def run_job(lang: str, env: str, sets, detach: bool, *, job: str, promote_if_bet
     if outcome.status is not None:
         render(outcome)
         if promote_if_better:
-            from stacks.cli.train_cmd import promote_after_run
+            from stacks.promotion import promote_if_better
 
-            console.print(promote_after_run(outcome, None), soft_wrap=True, markup=False)
+            console.print(promote_if_better(outcome.bucket, lang, outcome.run_id), soft_wrap=True, markup=False)
 
 
 def render(outcome) -> None:

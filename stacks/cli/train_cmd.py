@@ -48,6 +48,7 @@ def run_many(langs: list[str], all_langs: bool, env: str, sets: list[str], detac
     from stacks.cli.common import STATE, describe_error, load
     from stacks.cli.multi_view import LanguageReporter, LiveBoard, summary
     from stacks.multirun import exit_status, run_languages
+    from stacks.promotion import promote_if_better
     from stacks.runflow import resume_hint
     from stacks.targets import target_of
     from trainer.cores import share
@@ -60,7 +61,7 @@ def run_many(langs: list[str], all_langs: bool, env: str, sets: list[str], detac
         config = project.load(env, [f"defaults.cores={share(min(parallel, len(langs)))}", *sets])
     # the runs that start at once must fit together (quota on gcp), before anything is applied
     decided = target.preflight_together(config, [lang for lang in langs if lang in config.languages][:parallel], None)
-    after = promote_after_run if promote else None
+    after = (lambda outcome, rep: promote_if_better(outcome.bucket, outcome.lang, outcome.run_id)) if promote else None
 
     def describe(exc: BaseException):
         if STATE["debug"]:
@@ -83,14 +84,3 @@ def run_many(langs: list[str], all_langs: bool, env: str, sets: list[str], detac
     if STATE["debug"]:
         err_console.print(f"exit status: {exit_status(results)}")
     raise typer.Exit(exit_status(results))
-
-
-def promote_after_run(outcome, rep) -> str:
-    """--promote-if-better: promote the run unless the promoted model is as good or better on the same rows."""
-    from stacks.promotion import PromotionRefused, promote
-
-    try:
-        current = promote(outcome.bucket, outcome.lang, outcome.run_id, force=False, require_better=True)
-    except PromotionRefused as refused:
-        return f"not promoted: {refused.message}"
-    return f"promoted run {current['run_id']} (macro-F1 {current['macro_f1']:.3f} on {current['scored_rows']} rows)"

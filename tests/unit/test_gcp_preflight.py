@@ -21,12 +21,12 @@ def dev(bucket: str) -> list[str]:
     return ["--env", "dev", "--set", "project=p1", "--set", f"bucket={bucket}"]
 
 
-def train_against(api, args, monkeypatch):
-    """`trainctl train fr` with Compute and the registry served by `api` -> (result, flattened output)."""
+def train_against(api, args, monkeypatch, *langs: str):
+    """`trainctl train fr` (or LANGS) with Compute and the registry served by `api` -> (result, flattened output)."""
     with api:
         monkeypatch.setenv(ENDPOINT_ENV, api.url)
         monkeypatch.setenv(REGISTRY_ENDPOINT_ENV, api.url)
-        result = runner.invoke(app, ["train", "fr", *args])
+        result = runner.invoke(app, ["train", *(langs or ["fr"]), *args])
     return result, " ".join(result.output.split())
 
 
@@ -98,25 +98,20 @@ def test_a_boot_image_that_does_not_resolve_is_exit_3_before_anything_is_created
     assert not (project / ".trainstack" / "dev" / "cdktf.out").exists()
 
 
-FALLBACK = "[europe-west1-b, europe-west1-c]"  # the recorded europe-west1 region has 4 Spot L4
-
-
-def multi_train_against(api, args, monkeypatch, *langs):
-    with api:
-        monkeypatch.setenv(ENDPOINT_ENV, api.url)
-        monkeypatch.setenv(REGISTRY_ENDPOINT_ENV, api.url)
-        result = runner.invoke(app, ["train", *langs, *args])
-    return result, " ".join(result.output.split())
+def fr_and_en_beside_two_free_gpus(folder: str, nodes: int):
+    """Both languages' data pushed; europe-west4 has 2 Spot L4 free, the recorded europe-west1 4 -> (args, api)."""
+    args = [*dev(f"gs://test-bucket/{folder}"), "--set", f"defaults.nodes={nodes}",
+            "--set", "fallback_zones=[europe-west1-b, europe-west1-c]"]
+    for lang in ("fr", "en"):
+        assert runner.invoke(app, ["data", "push", lang, str(SAMPLE / lang), *args]).exit_code == 0
+    ew4 = with_quotas(fixture("region_europe-west4.json"), PREEMPTIBLE_NVIDIA_L4_GPUS=(8, 6))
+    return args, compute_api(ew4=ew4)
 
 
 def test_several_languages_that_do_not_fit_together_stop_before_anything(project, gcs_env, monkeypatch):
-    args = [*dev("gs://test-bucket/preflight-many"), "--set", "defaults.nodes=3", "--set", f"fallback_zones={FALLBACK}"]
-    for lang in ("fr", "en"):
-        assert runner.invoke(app, ["data", "push", lang, str(SAMPLE / lang), *args]).exit_code == 0
-    # europe-west4: 2 Spot L4 free, europe-west1: 4; three nodes each: fr fits, en beside it does not
-    ew4 = with_quotas(fixture("region_europe-west4.json"), PREEMPTIBLE_NVIDIA_L4_GPUS=(8, 6))
-    api = compute_api(ew4=ew4)
-    result, out = multi_train_against(api, args, monkeypatch, "fr", "en")
+    # three nodes each: fr fits (europe-west1), en beside it does not
+    args, api = fr_and_en_beside_two_free_gpus("preflight-many", nodes=3)
+    result, out = train_against(api, args, monkeypatch, "fr", "en")
     assert result.exit_code == 3, result.output
     assert "en would not fit beside fr; nothing was applied" in out and "--parallel 1" in out
     assert not api.requests("HEAD", MANIFEST)  # refused before any per-language preflight
@@ -124,13 +119,9 @@ def test_several_languages_that_do_not_fit_together_stop_before_anything(project
 
 
 def test_several_languages_are_placed_where_their_sum_fits(project, gcs_env, monkeypatch):
-    args = [*dev("gs://test-bucket/preflight-placed"), "--set", "defaults.nodes=2", "--set", f"fallback_zones={FALLBACK}"]
-    for lang in ("fr", "en"):
-        assert runner.invoke(app, ["data", "push", lang, str(SAMPLE / lang), *args]).exit_code == 0
-    ew4 = with_quotas(fixture("region_europe-west4.json"), PREEMPTIBLE_NVIDIA_L4_GPUS=(8, 6))
-    api = compute_api(ew4=ew4)
+    args, api = fr_and_en_beside_two_free_gpus("preflight-placed", nodes=2)
     api.routes[("HEAD", MANIFEST)] = (404, {"errors": [{"code": "MANIFEST_UNKNOWN"}]})  # then each stops alone
-    result, out = multi_train_against(api, args, monkeypatch, "fr", "en")
+    result, out = train_against(api, args, monkeypatch, "fr", "en")
     assert result.exit_code == 3, result.output
     # alone, en would also take europe-west4's two free GPUs; beside fr it goes to europe-west1
     assert "[fr] quota ok: fr runs in europe-west4-a (PREEMPTIBLE_NVIDIA_L4_GPUS) (checked with the languages" in out

@@ -7,7 +7,8 @@ import pytest
 from typer.testing import CliRunner
 
 from stacks.cli.main import app
-from stacks.promotion import PromotionRefused, RowsDiffer, compare, history, promote, read_current
+from stacks.promotion import (PromotionRefused, RowsDiffer, compare, history, promote, promote_if_better,
+                              read_current)
 from tests.support.runs import fake_run
 from trainer.storage import LocalBucket
 
@@ -45,10 +46,11 @@ def test_promote_keeps_history_and_refuses_worse_failed_or_other_rows(bucket):
 
 
 def test_promote_if_better_refuses_a_tie(bucket):
-    promote(bucket, "fr", B)
+    assert promote_if_better(bucket, "fr", B) == f"promoted run {B} (macro-F1 0.750 on 3 valid rows)"
     fake_run(bucket.root, "fr", "20260106-100000-ffff", f1={"a": 0.8, "b": 0.7}, rows=ROWS)
     with pytest.raises(PromotionRefused):
         promote(bucket, "fr", "20260106-100000-ffff", require_better=True)
+    assert promote_if_better(bucket, "fr", "20260106-100000-ffff").startswith("not promoted: run 20260106")
     promote(bucket, "fr", "20260106-100000-ffff")  # a tie is not worse: plain promote takes it
 
 
