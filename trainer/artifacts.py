@@ -35,6 +35,8 @@ def upload(rc, fit, prep, clf: TrainedClassifier, bwd: TrainedClassifier | None,
         learn.export(work / name)
         learn.dls = dls
         put(work / name, name)
+    for name, blob in (evaluation.tfidf_files or {}).items():  # the kept blend's TF-IDF part
+        put(blob, name)
     for name, table in evaluation.predictions.items():
         put(table, name)
     plot = plots.history(fit.history, work / "history.png")

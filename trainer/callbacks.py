@@ -197,6 +197,30 @@ class StatusCallback(Callback):
             self.log.update(epoch=self.offset + self.epoch + 1)
 
 
+class BestEpochCallback(Callback):
+    """Hands the weights of each epoch with a new lowest validation loss to `keep` (before the epoch's checkpoint)."""
+
+    run_after, run_before = EpochLogCallback, "CheckpointCallback"  # the checkpoint carries the best weights
+
+    def __init__(self, keep):
+        self.keep = keep  # keep(learn, stage, epoch, valid_loss)
+        self.begin_phase(NO_PHASE)
+
+    def begin_phase(self, phase: Phase) -> None:
+        self.stage, self.offset = phase.stage, phase.offset
+
+    def after_epoch(self):
+        if skipped(self.learn, self.epoch):
+            return
+        values = dict(zip(self.recorder.metric_names, self.recorder.log))
+        try:
+            loss = float(values.get("valid_loss"))
+        except (TypeError, ValueError):
+            return
+        if not math.isnan(loss):
+            self.keep(self.learn, self.stage, self.offset + self.epoch + 1, loss)
+
+
 class BatchProgressCallback(Callback):
     """Inside an epoch: batch, tokens/s and ETAs in log.txt and status.json every `every_s` seconds (rank 0)."""
 
@@ -348,4 +372,5 @@ def place(*classes: type) -> None:
         cls.order = order
 
 
-place(ResumeCallback, EpochLogCallback, StatusCallback, CheckpointCallback, BatchProgressCallback, HeapTrimCallback)
+place(ResumeCallback, EpochLogCallback, StatusCallback, BestEpochCallback, CheckpointCallback, BatchProgressCallback,
+      HeapTrimCallback)

@@ -12,7 +12,7 @@ from fastai.text.all import ProgressCallback
 from trainer import distributed as D
 from trainer import precision as P
 from trainer.callbacks import (
-    BatchProgressCallback, CheckpointCallback, EpochLogCallback, HeapTrimCallback, Interrupted, Phase, ResumeCallback,
+    BatchProgressCallback, BestEpochCallback, CheckpointCallback, EpochLogCallback, HeapTrimCallback, Interrupted, Phase, ResumeCallback,
     StatusCallback,
 )
 from trainer.checkpoints import Checkpoint, Position
@@ -50,6 +50,7 @@ class Fitter:
         self.status_cb = StatusCallback(rc.log)
         self.ckpt_cb = CheckpointCallback(rc.ctx, rc.preemption, self.save_checkpoint, minutes=a.checkpoint_minutes)
         self.progress_cb = BatchProgressCallback(rc.log, every_s=a.progress_seconds, world=rc.ctx.world)
+        self.best_cb = BestEpochCallback(self._keep_best)
 
     @property
     def callbacks(self) -> list:
@@ -88,7 +89,27 @@ class Fitter:
 
     def detach(self, learn) -> None:
         """Removes the run's callbacks (and data parallelism): what follows is rank 0's alone."""
-        learn.remove_cbs([*self.callbacks, *learn.cbs.filter(lambda cb: isinstance(cb, D.DataParallelCallback))])
+        learn.remove_cbs([*self.callbacks, *learn.cbs.filter(
+            lambda cb: isinstance(cb, (D.DataParallelCallback, BestEpochCallback)))])
+
+    def _keep_best(self, learn, stage: str, epoch: int, valid_loss: float) -> None:
+        """The weights of the stage's epoch with the lowest validation loss so far, carried in later
+        checkpoints (a resumed run ends on the same best epoch as an uninterrupted one)."""
+        best = self.carry.get(f"{stage}_best")
+        if best is None or valid_loss < best["valid_loss"]:
+            state = D.unwrap(learn.model).state_dict()
+            self.carry[f"{stage}_best"] = {"model": {k: v.detach().cpu().clone() for k, v in state.items()},
+                                           "epoch": epoch, "valid_loss": valid_loss}
+
+    def restore_best(self, learn, stage: str, epochs: int) -> dict | None:
+        """Loads the stage's best epoch (lowest validation loss) into `learn`; its record, or None."""
+        best = self.carry.pop(f"{stage}_best", None)
+        if best is None:
+            return None
+        D.unwrap(learn.model).load_state_dict(best["model"])
+        self.log.line(f"{stage}: epoch {best['epoch']} of {epochs} had the lowest validation loss "
+                      f"({best['valid_loss']:.4f}); its weights are kept")
+        return {"epoch": best["epoch"], "of": epochs, "valid_loss": round(best["valid_loss"], 5)}
 
     def keep(self, stage: str, learn, vocab) -> None:
         """Carries a finished stage's weights (on the CPU) in later checkpoints."""
@@ -134,12 +155,13 @@ class Fitter:
         return learn
 
     def fit_phases(self, learn, stage: str, phases: list[tuple], *, metrics: str = "lm",
-                   last_saves_done: bool = True) -> None:
+                   last_saves_done: bool = True, keep_best: bool = False) -> None:
         """phases: (freeze_to or None for all layers, epochs, lr). Resumes at the checkpoint's batch.
 
         metrics: "lm", "multi" or "single" (how the epoch figures are named). The last epoch's
-        checkpoint marks the stage done unless the stage saves its own (`last_saves_done`)."""
-        learn.add_cbs(self.callbacks)
+        checkpoint marks the stage done unless the stage saves its own (`last_saves_done`).
+        keep_best: track the epoch with the lowest validation loss (restore_best loads it)."""
+        learn.add_cbs([*self.callbacks, *([self.best_cb] if keep_best else [])])
         at = self.resume_point(stage)
         if at is not None and (at.done or at.phase >= len(phases)):
             # Every phase ran before the interruption: the weights are the checkpoint's, not a fresh model's.
@@ -156,7 +178,7 @@ class Fitter:
             if at is not None and i == at.phase:
                 cbs = [self.restore(learn, at)]
             phase = Phase(stage, i, len(phases), offset, total, EPOCH_METRIC_NAMES[metrics], last_saves_done)
-            for cb in self.callbacks:
+            for cb in [*self.callbacks, self.best_cb]:
                 cb.begin_phase(phase)
             learn.fit_one_cycle(n, lr, start_epoch=at.epoch if cbs else 0, cbs=cbs)
             at = None

@@ -19,14 +19,38 @@ def _prf(pred: np.ndarray, true: np.ndarray) -> tuple[float, float, float, int]:
     return precision, recall, f1, int(true.sum())
 
 
-def choose_thresholds(probs: np.ndarray, targets: np.ndarray) -> np.ndarray:
-    """Per label, the grid threshold with the best validation F1 (ties: closest to 0.5)."""
+PER_LABEL, SHRUNK = "per_label", "shrunk"
+POLICIES = (SHRUNK, PER_LABEL)
+DEFAULT_POLICY = SHRUNK
+SHRINK_ROWS = 10  # a label's own threshold counts as much as the global one at this many validation positives
+
+
+def _best(scores: list[tuple[float, float]], prefer: float) -> float:
+    """The grid threshold with the best F1 (ties: closest to `prefer`)."""
+    return max((f1, -abs(t - prefer), t) for t, f1 in scores)[2]
+
+
+def choose_thresholds(probs: np.ndarray, targets: np.ndarray, policy: str = DEFAULT_POLICY) -> np.ndarray:
+    """Per-label decision thresholds from validation rows.
+
+    per_label: each label's grid threshold with the best validation F1 (ties: closest to 0.5).
+    shrunk: that threshold pulled towards one global threshold (the best micro-F1 over all labels)
+    by the label's validation support n: (n * own + SHRINK_ROWS * global) / (n + SHRINK_ROWS). A label
+    with one or two validation positives otherwise gets whatever threshold happens to catch them
+    (0.05 or 0.70 on 20 rows), which does not hold on new rows."""
     true = targets.astype(bool)
-    out = np.full(probs.shape[1], 0.5)
+    own = np.full(probs.shape[1], 0.5)
+    if policy not in POLICIES:
+        raise ValueError(f"unknown threshold policy {policy!r} (one of {', '.join(POLICIES)})")
+    prefer = 0.5
+    if policy == SHRUNK:
+        prefer = _best([(t, _prf(probs >= t, true)[2]) for t in THRESHOLD_GRID], 0.5)
     for j in range(probs.shape[1]):
-        scores = [(_prf(probs[:, j] >= t, true[:, j])[2], -abs(t - 0.5), t) for t in THRESHOLD_GRID]
-        out[j] = max(scores)[2]
-    return out
+        own[j] = _best([(t, _prf(probs[:, j] >= t, true[:, j])[2]) for t in THRESHOLD_GRID], prefer)
+    if policy == PER_LABEL:
+        return own
+    support = true.sum(axis=0)
+    return np.round((support * own + SHRINK_ROWS * prefer) / (support + SHRINK_ROWS), 3)
 
 
 def decide(probs: np.ndarray, *, multi_label: bool, thresholds: np.ndarray | None,

@@ -63,6 +63,14 @@ PARAMS: dict[str, Param] = {
     "bidirectional": Param(False, "also train a backward LM and classifier (texts read right to left) and report "
                                   "the forward+backward ensemble next to the forward model (ULMFiT; about twice "
                                   "the training time)"),
+    "best_epoch": Param(True, "the classifier keeps the weights of its epoch with the lowest validation loss, not "
+                              "the last epoch's"),
+    "blend_tfidf": Param(True, "also fit the blend of the classifier's and the TF-IDF baseline's probabilities (weight "
+                               "chosen on the validation rows) and keep it when it scores better there than the "
+                               "classifier alone (trainer.classification.blend)"),
+    "thresholds": Param("shrunk", "multi-label decision thresholds from the validation rows: shrunk (each label's "
+                                  "best threshold pulled towards one global threshold by its validation support) "
+                                  "or per_label (each label's own best)", choices=("shrunk", "per_label")),
     "progress_seconds": Param(60.0, "inside an epoch, a progress line (batch, tokens/s, ETA) in log.txt and "
                                     "status.json this often (0 = every batch)", ge=0),
     "max_lm_tokens": Param(0, "the most tokens a base-LM pretrain trains on, all epochs together (0 = no cap, else "

@@ -37,12 +37,31 @@ def probabilities(learn, texts: list[str], learn_bwd=None) -> np.ndarray:
     return (p + one(learn_bwd)) / 2 if learn_bwd is not None else p
 
 
+def load_tfidf(spec_json: bytes, arrays_npz: bytes):
+    """The TF-IDF part of a kept blend (arrays and vocabularies; nothing unpickled)."""
+    from trainer.classification.baseline import TfidfModel
+
+    return TfidfModel.load(spec_json, arrays_npz)
+
+
+def blended(probs: np.ndarray, texts: list[str], metrics: RunMetrics, tfidf) -> np.ndarray:
+    """The run's kept probabilities: the classifier's, or its blend with TF-IDF (metrics.blend_weight)."""
+    if not metrics.blended:
+        return probs
+    if tfidf is None:
+        raise ValueError(f"run {metrics.run_id} kept the blend with TF-IDF, but its tfidf.json/tfidf.npz are missing")
+    w = metrics.blend_weight
+    return w * probs + (1.0 - w) * tfidf.probabilities(list(texts))
+
+
 def decide_labels(probs: np.ndarray, metrics: RunMetrics, *, ensemble: bool) -> list[list[str]]:
-    """The labels of each row: the run's tuned thresholds (multi-label) or argmax."""
+    """The labels of each row: the run's tuned thresholds (multi-label) or argmax; a kept blend's are
+    the run's top-level thresholds."""
     from trainer.metrics import decide
 
     labels = metrics.labels
-    thresholds = (metrics.ensemble if ensemble else metrics.model).thresholds(labels)
+    figures = metrics.model if metrics.blended or not ensemble else metrics.ensemble
+    thresholds = figures.thresholds(labels)
     pred = decide(probs, multi_label=metrics.multi_label,
                   thresholds=np.array(thresholds, dtype=float) if metrics.multi_label else None,
                   allow_empty=metrics.allow_empty)
@@ -50,11 +69,12 @@ def decide_labels(probs: np.ndarray, metrics: RunMetrics, *, ensemble: bool) -> 
 
 
 def predict_texts(learn, texts: list[str], metrics: RunMetrics,
-                  learn_bwd=None) -> list[tuple[list[str], dict[str, float]]]:
+                  learn_bwd=None, tfidf=None) -> list[tuple[list[str], dict[str, float]]]:
     """Labels and probabilities per text; with `learn_bwd` (model_bwd.pth) the forward+backward
-    ensemble's: the two models' probabilities averaged, decided with the ensemble's thresholds."""
+    ensemble's: the two models' probabilities averaged, decided with the ensemble's thresholds;
+    with a kept blend, mixed with `tfidf`'s (load_tfidf)."""
     if not texts:
         return []
-    probs = probabilities(learn, texts, learn_bwd)
+    probs = blended(probabilities(learn, texts, learn_bwd), texts, metrics, tfidf)
     chosen = decide_labels(probs, metrics, ensemble=learn_bwd is not None)
     return [(labels, {l: float(v) for l, v in zip(metrics.labels, row)}) for labels, row in zip(chosen, probs)]

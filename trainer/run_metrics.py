@@ -79,6 +79,10 @@ class RunMetrics:
     backward: Figures | None = None  # trainer.bidirectional
     ensemble: Figures | None = None
     base_lm: dict | None = None
+    kept: str = "classifier"  # what predict serves: the classifier, or its blend with TF-IDF (tfidf.json/.npz)
+    blend_weight: float | None = None  # the classifier's share in the kept blend
+    classifier: Figures | None = None  # the classifier alone (same as `model` unless the blend was kept)
+    blend: Figures | None = None  # the best blend on the validation rows, kept or not
     # base-LM pretrains
     perplexity: float | None = None
 
@@ -112,7 +116,11 @@ class RunMetrics:
                    n_test=int(doc.get("n_test") or 0), baseline=Figures.parse(doc.get("baseline"), "baseline"),
                    baseline_tfidf=Figures.parse(doc.get("baseline_tfidf"), "baseline_tfidf"),
                    backward=Figures.parse(doc.get("backward"), "backward"),
-                   ensemble=Figures.parse(doc.get("ensemble"), "ensemble"))
+                   ensemble=Figures.parse(doc.get("ensemble"), "ensemble"),
+                   kept=doc.get("kept", "classifier"),
+                   blend_weight=(doc.get("blend") or {}).get("weight") if doc.get("kept") == "blend" else None,
+                   classifier=Figures.parse(doc.get("classifier") or doc, "classifier"),
+                   blend=Figures.parse(doc.get("blend"), "blend"))
 
     @classmethod
     def from_json(cls, raw: bytes | str) -> "RunMetrics":
@@ -131,6 +139,11 @@ class RunMetrics:
     @property
     def tfidf_macro_f1(self) -> float | None:
         return self.baseline_tfidf.macro_f1 if self.baseline_tfidf is not None else None
+
+    @property
+    def blended(self) -> bool:
+        """predict mixes in the TF-IDF part (tfidf.json + tfidf.npz) with `blend_weight`."""
+        return self.kept == "blend"
 
     @property
     def bidirectional(self) -> bool:

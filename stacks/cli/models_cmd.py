@@ -58,8 +58,8 @@ class ServedModel:
     """A run's model.pth (and model_bwd.pth for its ensemble), downloaded and loaded once."""
 
     def __init__(self, bucket, lang: str, run_id: str, tmp: Path, *, forward_only: bool):
-        from trainer.predict import load_model
-        from trainer.runs import BWD_MODEL, read_metrics, run_key
+        from trainer.predict import load_model, load_tfidf
+        from trainer.runs import BWD_MODEL, TFIDF_FILES, read_metrics, run_key
 
         self.run_id, self.metrics = run_id, read_metrics(bucket, lang, run_id)
         bucket.download(run_key(lang, run_id, "model.pth"), tmp / "model.pth")
@@ -68,11 +68,14 @@ class ServedModel:
             bucket.download(run_key(lang, run_id, BWD_MODEL), tmp / BWD_MODEL)
             self.learn_bwd = load_model(tmp / BWD_MODEL)
             err_console.print(f"[dim]run {escape(run_id)}: forward+backward ensemble (--forward-only: model.pth alone)[/]")
+        self.tfidf = None
+        if self.metrics.blended:  # the run kept the blend of the classifier and its TF-IDF baseline
+            self.tfidf = load_tfidf(*(bucket.read_bytes(run_key(lang, run_id, name)) for name in TFIDF_FILES))
 
     def classify(self, texts: list[str]):
-        from trainer.predict import decide_labels, probabilities
+        from trainer.predict import blended, decide_labels, probabilities
 
-        probs = probabilities(self.learn, texts, self.learn_bwd)
+        probs = blended(probabilities(self.learn, texts, self.learn_bwd), texts, self.metrics, self.tfidf)
         return decide_labels(probs, self.metrics, ensemble=self.learn_bwd is not None), probs
 
 
@@ -111,6 +114,7 @@ def predict(lang: LangArg, texts: Annotated[list[str] | None, typer.Argument(hel
             return
         from trainer.predict import predict_texts
 
-        for text, (labels, probs) in zip(texts, predict_texts(model.learn, texts, model.metrics, model.learn_bwd)):
+        for text, (labels, probs) in zip(texts, predict_texts(model.learn, texts, model.metrics, model.learn_bwd,
+                                                                  model.tfidf)):
             shown = ", ".join(f"{k} {v:.2f}" for k, v in probs.items())
             console.print(f"[bold]{escape(';'.join(labels))}[/]\t{escape(text)}\n  [dim]{shown}[/]")

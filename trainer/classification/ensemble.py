@@ -12,13 +12,14 @@ from trainer import metrics as M
 
 
 def figures(fwd: tuple[np.ndarray, np.ndarray], bwd: tuple[np.ndarray, np.ndarray], *, valid_targets: np.ndarray,
-            scored_targets: np.ndarray, labels: list[str], multi_label: bool, allow_empty: bool) -> dict:
+            scored_targets: np.ndarray, labels: list[str], multi_label: bool, allow_empty: bool,
+            threshold_policy: str = M.DEFAULT_POLICY) -> dict:
     """fwd, bwd: (validation probs, scored rows' probs) of each model -> {"backward": …, "ensemble": …}
     with the metrics.json fields (per_label, micro_f1, macro_f1, accuracy)."""
     out = {}
     ensemble = ((fwd[0] + bwd[0]) / 2, (fwd[1] + bwd[1]) / 2)
     for name, (valid_probs, probs) in (("backward", bwd), ("ensemble", ensemble)):
-        thresholds = M.choose_thresholds(valid_probs, valid_targets) if multi_label else None
+        thresholds = M.choose_thresholds(valid_probs, valid_targets, threshold_policy) if multi_label else None
         pred = M.decide(probs, multi_label=multi_label, thresholds=thresholds, allow_empty=allow_empty)
         out[name] = M.score(pred, scored_targets, labels, thresholds)
     return out

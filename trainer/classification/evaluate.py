@@ -11,8 +11,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from trainer import metrics as M
-from trainer.classification import ensemble
-from trainer.classification.baseline import tfidf_baseline
+from trainer.classification import blend, ensemble
+from trainer.classification.baseline import TfidfSpec, fit_tfidf, tfidf_baseline
 from trainer.classification.stage import TrainedClassifier
 from trainer.lm import store
 from trainer.lm.store import BaseLM
@@ -26,6 +26,7 @@ class Evaluation:
     figures: dict
     predictions: dict  # file name -> CSV bytes
     confusion: tuple  # (true label index, predicted label index) per scored row
+    tfidf_files: dict | None = None  # tfidf.json + tfidf.npz when the kept model is the blend
 
 
 def _probs(learn, dl) -> np.ndarray:
@@ -45,14 +46,18 @@ def _model_probs(rc, prep, clf: TrainedClassifier) -> tuple[np.ndarray, np.ndarr
     return valid, _probs(clf.learn, test_dl)
 
 
-def _predictions_csv(data, rows: list[int], split: str, probs, pred) -> bytes:
+def _predictions_csv(data, rows: list[int], split: str, probs, pred, clf_probs=None) -> bytes:
+    """One row per scored text: what the run kept (probabilities and labels), and the classifier's own
+    probabilities beside them when the kept model is the blend."""
     labels = data.label_names
     out = io.StringIO()
     w = csv.writer(out)
-    w.writerow(["row_id", "split", "text", "true_labels", "pred_labels", *[f"prob_{l}" for l in labels]])
+    extra = [f"model_prob_{l}" for l in labels] if clf_probs is not None else []
+    w.writerow(["row_id", "split", "text", "true_labels", "pred_labels", *[f"prob_{l}" for l in labels], *extra])
     for n, i in enumerate(rows):
         w.writerow([data.row_ids[i], split, data.texts[i], ";".join(data.labels[i]),
-                    ";".join(l for l, p in zip(labels, pred[n]) if p), *[f"{p:.4f}" for p in probs[n]]])
+                    ";".join(l for l, p in zip(labels, pred[n]) if p), *[f"{p:.4f}" for p in probs[n]],
+                    *([f"{p:.4f}" for p in clf_probs[n]] if clf_probs is not None else [])])
     return out.getvalue().encode()
 
 
@@ -66,18 +71,20 @@ def base_lm_record(rc, lm: BaseLM | None) -> dict | None:
 
 
 def evaluate(rc, prep, base: BaseLM | None, clf: TrainedClassifier, bwd: TrainedClassifier | None) -> Evaluation:
-    """Thresholds are tuned on the validation rows only; the reported figures are test figures
-    when the data has a test split, else validation figures (tuned and at 0.5, side by side)."""
+    """Thresholds, the blend weight and the kept model are chosen on the validation rows only; the
+    reported figures are test figures when the data has a test split, else validation figures
+    (tuned and at 0.5, side by side)."""
     rc.stage("evaluating")
-    data, log = prep.data, rc.log
+    a, data, log = rc.a, prep.data, rc.log
     labels, multi = data.label_names, data.multi_label
     allow_empty = data.has_unlabelled
     decide = functools.partial(M.decide, allow_empty=allow_empty)
+    choose = functools.partial(M.choose_thresholds, policy=a.thresholds)
     targets = np.array([[int(l in row) for l in labels] for row in data.labels])
+    valid_t = targets[prep.valid_idx]
     valid_probs, probs = _model_probs(rc, prep, clf)
-    thresholds = M.choose_thresholds(valid_probs, targets[prep.valid_idx]) if multi else None
-    valid = M.score(decide(valid_probs, multi_label=multi, thresholds=thresholds), targets[prep.valid_idx],
-                    labels, thresholds)
+    thresholds = choose(valid_probs, valid_t) if multi else None
+    valid = M.score(decide(valid_probs, multi_label=multi, thresholds=thresholds), valid_t, labels, thresholds)
     extra: dict = {}
     if prep.test_idx:
         scored, split = prep.test_idx, "test"
@@ -91,36 +98,73 @@ def evaluate(rc, prep, base: BaseLM | None, clf: TrainedClassifier, bwd: Trained
                                          "rows": {"thresholds": None, "scores": "valid"}}
     pred = decide(probs, multi_label=multi, thresholds=thresholds)
     result = M.score(pred, targets[scored], labels, thresholds)
-    confusion = (targets[scored].argmax(axis=1), pred.argmax(axis=1))
     rows = {"fit": "train", "thresholds": "valid" if multi else None, "scores": split}
+    # What the blend starts from: the classifier predict serves (the ensemble's probabilities for a bidirectional run).
+    served = ((valid_probs, probs), None)
     if bwd is not None:
+        bwd_probs = _model_probs(rc, prep, bwd)
         extra.update({name: {**figures, "rows": rows} for name, figures in ensemble.figures(
-            (valid_probs, probs), _model_probs(rc, prep, bwd),
-            valid_targets=targets[prep.valid_idx], scored_targets=targets[scored], labels=labels, multi_label=multi,
-            allow_empty=allow_empty).items()})
+            (valid_probs, probs), bwd_probs, valid_targets=valid_t, scored_targets=targets[scored], labels=labels,
+            multi_label=multi, allow_empty=allow_empty, threshold_policy=a.thresholds).items()})
+        served = (((valid_probs + bwd_probs[0]) / 2, (probs + bwd_probs[1]) / 2), "ensemble")
     baseline = M.majority_baseline(targets[prep.train_idx], targets[scored], labels)
+    tfidf_model = fit_tfidf(data.texts, targets, train_idx=prep.train_idx, valid_idx=prep.valid_idx,
+                            multi_label=multi, labels=labels, spec=TfidfSpec.for_language(a.lang_code or a.lang),
+                            seed=a.seed, allow_empty=allow_empty, threshold_policy=a.thresholds)
     tfidf = tfidf_baseline(data.texts, targets, train_idx=prep.train_idx, valid_idx=prep.valid_idx,
-                           test_idx=prep.test_idx or None, multi_label=multi, labels=labels, seed=rc.a.seed,
+                           test_idx=prep.test_idx or None, multi_label=multi, labels=labels, model=tfidf_model,
                            allow_empty=allow_empty)
+    tfidf_valid = tfidf_model.probabilities([data.texts[i] for i in prep.valid_idx])
+    (clf_valid, clf_scored), _ = served
+    choice = blend.choose(clf_valid, tfidf_valid, valid_t, labels, multi_label=multi, allow_empty=allow_empty,
+                          threshold_policy=a.thresholds)
+    best_w = choice.valid["blend_weight"]
+    blend_thr = (choose(blend.mix(best_w, clf_valid, tfidf_valid), valid_t) if multi else None)
+    tfidf_scored = tfidf_model.probabilities([data.texts[i] for i in scored])
+    blend_probs = blend.mix(best_w, clf_scored, tfidf_scored)
+    blend_figures = {**M.score(decide(blend_probs, multi_label=multi, thresholds=blend_thr), targets[scored], labels,
+                               blend_thr), "weight": best_w, "rows": rows}
+    kept = choice.kept if a.blend_tfidf else blend.CLASSIFIER
+    classifier_figures = {**result, "rows": rows}
+    tfidf_files = None
+    if kept == blend.BLEND:
+        result = {k: v for k, v in blend_figures.items() if k not in ("weight", "rows")}
+        tfidf_files = tfidf_model.save()
+    kept_valid_probs = choice.mix(clf_valid, tfidf_valid) if kept == blend.BLEND else valid_probs
+    kept_probs = blend_probs if kept == blend.BLEND else probs
+    kept_thr = blend_thr if kept == blend.BLEND else thresholds
+    kept_pred = decide(kept_probs, multi_label=multi, thresholds=kept_thr)
+    confusion = (targets[scored].argmax(axis=1), kept_pred.argmax(axis=1))
+    model_cols = (lambda p: p) if kept == blend.BLEND else (lambda p: None)
     predictions = {"valid_predictions.csv": _predictions_csv(
-        data, prep.valid_idx, "valid", valid_probs, decide(valid_probs, multi_label=multi, thresholds=thresholds))}
+        data, prep.valid_idx, "valid", kept_valid_probs, decide(kept_valid_probs, multi_label=multi, thresholds=kept_thr),
+        model_cols(valid_probs))}
     if prep.test_idx:
-        predictions["test_predictions.csv"] = _predictions_csv(data, scored, split, probs, pred)
+        predictions["test_predictions.csv"] = _predictions_csv(data, scored, split, kept_probs, kept_pred,
+                                                               model_cols(probs))
     tuned = " (thresholds tuned on valid)" if multi else ""
-    log.line(f"{split}: macro-F1 {result['macro_f1']:.3f}{tuned}, micro-F1 {result['micro_f1']:.3f}, "
-                 f"accuracy {result['accuracy']:.3f} (majority baseline macro-F1 {baseline['macro_f1']:.3f})"
-                 + (f"; at threshold 0.5 macro-F1 {extra['at_threshold_0_5']['macro_f1']:.3f}"
-                    if "at_threshold_0_5" in extra else ""))
+    log.line(f"{split}: classifier macro-F1 {classifier_figures['macro_f1']:.3f}{tuned}, micro-F1 "
+             f"{classifier_figures['micro_f1']:.3f}, accuracy {classifier_figures['accuracy']:.3f} (majority baseline "
+             f"macro-F1 {baseline['macro_f1']:.3f})"
+             + (f"; at threshold 0.5 macro-F1 {extra['at_threshold_0_5']['macro_f1']:.3f}"
+                if "at_threshold_0_5" in extra else ""))
     if bwd is not None:
-        log.line(ensemble.summary(result, extra))
-    log.line(f"TF-IDF baseline on the same rows: macro-F1 {tfidf['macro_f1']:.3f} "
-                 f"(model {result['macro_f1'] - tfidf['macro_f1']:+.3f}), fitted in {tfidf['fit_s']:.1f}s")
+        log.line(ensemble.summary(classifier_figures, extra))
+    log.line(f"TF-IDF baseline on the same rows: macro-F1 {tfidf['macro_f1']:.3f}, micro-F1 {tfidf['micro_f1']:.3f} "
+             f"(C={tfidf_model.c:g}), fitted in {tfidf['fit_s']:.1f}s")
+    log.line(f"blend {best_w:.1f} x classifier + {1 - best_w:.1f} x TF-IDF: macro-F1 {blend_figures['macro_f1']:.3f}, "
+             f"micro-F1 {blend_figures['micro_f1']:.3f}; kept: {kept}"
+             + ("" if a.blend_tfidf else " (trainer.blend_tfidf is off)")
+             + f" (validation macro+micro: classifier {choice.valid['classifier']:.3f}, blend {choice.valid['blend']:.3f})")
     figures = {"labels": labels, "multi_label": multi, "allow_empty": allow_empty, "tokenizer": prep.tokenizer.id,
                "bidirectional": bwd is not None,
                "base_lm": base_lm_record(rc, base), **result, "rows": rows, **extra,
+               "kept": kept, "classifier": classifier_figures, "best_epoch": clf.best_epoch, "blend": blend_figures,
+               "threshold_policy": a.thresholds if multi else None,
+               "selection": {"rows": "valid", "criterion": "macro_f1 + micro_f1", **choice.valid},
                "baseline": {**baseline, "rows": {"fit": "train", "scores": split}},
                "baseline_tfidf": {**tfidf, "rows": rows},
                "split": {"source": prep.splits.source, "duplicates_dropped": prep.splits.duplicates_dropped},
                "n_train": len(prep.train_idx), "n_valid": len(prep.valid_idx), "n_test": len(prep.test_idx),
                "unlabelled": prep.domain_info.record() if prep.domain_info is not None else None}
-    return Evaluation(figures, predictions, confusion)
+    return Evaluation(figures, predictions, confusion, tfidf_files)

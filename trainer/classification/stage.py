@@ -25,6 +25,7 @@ class TrainedClassifier:
     tokens: TokenIds  # every labelled row in the classifier's vocabulary (reversed for a backward one)
     vocab: list[str]
     backwards: bool = False
+    best_epoch: dict | None = None  # {"epoch", "of", "valid_loss"}: the epoch whose weights were kept (trainer.best_epoch)
 
 
 def train_classifier(rc, fit, prep, encoder: Encoder) -> TrainedClassifier:
@@ -46,12 +47,15 @@ def train_classifier(rc, fit, prep, encoder: Encoder) -> TrainedClassifier:
                                               drop_mult=a.drop_mult, pretrained=False, seq_len=a.seq_len,
                                               path=rc.work, metrics=metrics))
     at = fit.resume_point(stage)
+    best = None
     if fit.resumed_past(stage):
         D.unwrap(learn.model).load_state_dict(fit.carry[stage]["model"])
         log.line(f"{stage}: finished before the interruption; using its weights")
     elif at is not None and at.done:
         D.unwrap(learn.model).load_state_dict(fit.resume.payload["model"])
         log.line(f"{stage}: finished before the interruption; evaluating its checkpoint")
+        best = (fit.restore_best(learn, stage, classifier_epochs(a.epochs_clf, len(dls.train), a.min_clf_steps))
+                if a.best_epoch else None)
     else:
         if at is None:
             learn.load_encoder(encoder.name)
@@ -62,9 +66,10 @@ def train_classifier(rc, fit, prep, encoder: Encoder) -> TrainedClassifier:
             rc.stage(stage, epochs)
         # AWD-LSTM classifier layer groups: embedding, each LSTM layer, head.
         fit.fit_phases(learn, stage, classifier_phases(a.lr, epochs, n_groups=fit.arch["n_layers"] + 2),
-                       metrics="multi" if data.multi_label else "single")
+                       metrics="multi" if data.multi_label else "single", keep_best=a.best_epoch)
+        best = fit.restore_best(learn, stage, epochs) if a.best_epoch else None
     if a.bidirectional and not backwards:
         fit.keep(stage, learn, encoder.vocab)
     # Evaluation is rank 0's alone: no more collectives (get_preds fires before_fit too).
     fit.detach(learn)
-    return TrainedClassifier(learn, dls, tokens, encoder.vocab, backwards)
+    return TrainedClassifier(learn, dls, tokens, encoder.vocab, backwards, best)

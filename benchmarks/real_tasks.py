@@ -1,0 +1,317 @@
+"""Benchmark: the classifier against TF-IDF on real labelled tasks (../shared/datasets), by training size.
+
+    .venv/bin/python -m benchmarks.real_tasks [--tasks fr_sib200 ...] [--sizes 100 300 1000 5000]
+        [--seeds 0] [--variants tfidf corpus inline] [--lm-bucket file://DIR] [--test-rows 1000]
+        [--env local] [--set k=v ...] [--json-out FILE]
+
+Each task is a folder of `../shared/datasets/` (train.csv, valid.csv where present, test.csv; `text,labels`,
+several labels joined by ';'). One fixed test sample (seeded, stratified by each row's rarest label)
+scores every model of a task. For each training size and seed: a seeded stratified sample of the
+train split, and validation rows in proportion (a quarter of the training size, so 20 % of what
+the trainer sees, as trainer.valid_pct) from the valid split, else from train rows not sampled;
+never from test. Variants:
+  tfidf    TF-IDF + logistic regression fitted here on the same rows: today's baseline
+           (trainer.classification.baseline) and the one before issue 27 (`legacy`), both shown;
+  corpus   `python -m trainer` with the env's settings and the base LM that `--lm-bucket`'s
+           <lang>/lm/CURRENT names (trainctl lm pretrain on the shared corpus);
+  inline   the same with no corpus LM (a base LM pretrained inline on the training rows).
+A model cell reports what the run kept (trainer.classification.blend: the classifier, or its blend
+with TF-IDF) and the classifier alone; every F1 comes with a 90 % paired bootstrap interval of
+"kept - TF-IDF" over the test rows. Prints Markdown rows as cells finish; --json-out keeps them.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+DATASETS = REPO.parent / "shared" / "datasets"
+SIB200 = ["fr_sib200", "en_sib200", "es_sib200", "el_sib200", "ja_sib200"]
+DEFAULT_TASKS = [*SIB200, "fr_mlma_hate", "fr_xed", "en_goemotions"]
+BOOTSTRAP = 1000
+
+
+@dataclass(frozen=True)
+class Split:
+    """Rows of one sample: texts and label lists."""
+
+    texts: list[str]
+    labels: list[list[str]]
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+
+def read_split(task: str, name: str) -> Split | None:
+    path = DATASETS / task / f"{name}.csv"
+    if not path.exists():
+        return None
+    with path.open(encoding="utf-8", newline="") as f:
+        rows = [(r["text"], [l for l in r["labels"].split(";") if l]) for r in csv.DictReader(f)]
+    return Split([t for t, _ in rows], [ls for _, ls in rows])
+
+
+def stratified_indices(labels: list[list[str]], n: int, rng: random.Random, exclude: set[int] = frozenset()) -> list[int]:
+    """n row indices, stratified by each row's rarest label (so every label that can appear does), seeded."""
+    counts = Counter(l for ls in labels for l in ls)
+    groups: dict[str, list[int]] = {}
+    for i, ls in enumerate(labels):
+        if i not in exclude:
+            key = min(ls, key=lambda l: (counts[l], l)) if ls else ""
+            groups.setdefault(key, []).append(i)
+    pool = sum(len(g) for g in groups.values())
+    if n >= pool:
+        picked = [i for g in groups.values() for i in g]
+        rng.shuffle(picked)
+        return picked
+    picked = []
+    for key in sorted(groups):
+        group = groups[key]
+        k = max(1, round(n * len(group) / pool))
+        picked += rng.sample(group, min(k, len(group)))
+    rng.shuffle(picked)
+    if len(picked) > n:
+        return picked[:n]
+    rest = [i for g in groups.values() for i in g if i not in set(picked)]
+    return picked + rng.sample(rest, n - len(picked))
+
+
+def lang_of(task: str) -> str:
+    return task.split("_", 1)[0]
+
+
+def write_csv(path: Path, split: Split, idx: list[int]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["text", "labels"])
+    w.writerows((split.texts[i], ";".join(split.labels[i])) for i in idx)
+    path.write_text(buf.getvalue(), encoding="utf-8")
+
+
+@dataclass
+class Cell:
+    """One (task, size, seed): the rows every variant of it reads."""
+
+    task: str
+    size: int
+    seed: int
+    train: Split
+    valid: Split
+    test: Split
+
+    @property
+    def label_names(self) -> list[str]:
+        return sorted({l for ls in [*self.train.labels, *self.valid.labels, *self.test.labels] for l in ls})
+
+    @property
+    def multi_label(self) -> bool:
+        return any(len(ls) != 1 for ls in [*self.train.labels, *self.valid.labels, *self.test.labels])
+
+    def targets(self, split: Split) -> np.ndarray:
+        names = self.label_names
+        return np.array([[int(l in ls) for l in names] for ls in split.labels])
+
+
+def make_cells(task: str, sizes: list[int], seeds: list[int], test_rows: int) -> list[Cell]:
+    train, valid, test = (read_split(task, n) for n in ("train", "valid", "test"))
+    test_idx = stratified_indices(test.labels, min(test_rows, len(test)), random.Random(0))
+    test_sample = Split([test.texts[i] for i in test_idx], [test.labels[i] for i in test_idx])
+    cells = []
+    for size in sizes:
+        n = min(size, len(train) if valid is not None else int(len(train) * 0.8))
+        for seed in seeds:
+            rng = random.Random(1000 * seed + n)
+            tr = stratified_indices(train.labels, n, rng)
+            n_valid = max(10, round(n / 4))
+            if valid is not None:
+                va_src, va = valid, stratified_indices(valid.labels, min(n_valid, len(valid)), rng)
+            else:
+                va_src, va = train, stratified_indices(train.labels, n_valid, rng, exclude=set(tr))
+            cells.append(Cell(task, n, seed, Split([train.texts[i] for i in tr], [train.labels[i] for i in tr]),
+                              Split([va_src.texts[i] for i in va], [va_src.labels[i] for i in va]), test_sample))
+        if n < size:
+            break  # the whole train split is already in
+    return cells
+
+
+def tfidf_probs(cell: Cell, spec, policy: str | None = None) -> tuple[np.ndarray, np.ndarray, object]:
+    """(validation probs, test probs, the fitted model) of a TF-IDF spec on the cell's rows (thresholds by
+    `policy`, default the trainer's)."""
+    from trainer import metrics as M
+    from trainer.classification.baseline import fit_tfidf
+
+    texts = [*cell.train.texts, *cell.valid.texts, *cell.test.texts]
+    targets = np.vstack([cell.targets(cell.train), cell.targets(cell.valid), cell.targets(cell.test)])
+    n_tr, n_va = len(cell.train), len(cell.valid)
+    model = fit_tfidf(texts, targets, train_idx=list(range(n_tr)), valid_idx=list(range(n_tr, n_tr + n_va)),
+                      multi_label=cell.multi_label, labels=cell.label_names, spec=spec, seed=cell.seed,
+                      threshold_policy=policy or M.DEFAULT_POLICY)
+    return model.probabilities(cell.valid.texts), model.probabilities(cell.test.texts), model
+
+
+def decide(probs: np.ndarray, cell: Cell, thresholds) -> np.ndarray:
+    from trainer import metrics as M
+
+    return M.decide(probs, multi_label=cell.multi_label, thresholds=thresholds)
+
+
+def f1s(pred: np.ndarray, true: np.ndarray) -> tuple[float, float]:
+    """(macro, micro) F1 of boolean predictions."""
+    tp = (pred & true).sum(axis=0)
+    fp = (pred & ~true).sum(axis=0)
+    fn = (~pred & true).sum(axis=0)
+    per = np.where(2 * tp + fp + fn > 0, 2 * tp / np.maximum(2 * tp + fp + fn, 1), 0.0)
+    micro = 2 * tp.sum() / max(2 * tp.sum() + fp.sum() + fn.sum(), 1)
+    return float(per.mean()), float(micro)
+
+
+def bootstrap_gap(pred_a: np.ndarray, pred_b: np.ndarray, true: np.ndarray, seed: int = 0) -> dict:
+    """90 % paired bootstrap intervals of (a - b) macro- and micro-F1 over the rows."""
+    rng = np.random.default_rng(seed)
+    n = len(true)
+    macro, micro = [], []
+    for _ in range(BOOTSTRAP):
+        i = rng.integers(0, n, n)
+        (ma, mia), (mb, mib) = f1s(pred_a[i], true[i]), f1s(pred_b[i], true[i])
+        macro.append(ma - mb)
+        micro.append(mia - mib)
+    q = lambda v: [round(float(np.quantile(v, 0.05)), 3), round(float(np.quantile(v, 0.95)), 3)]  # noqa: E731
+    return {"macro": q(macro), "micro": q(micro)}
+
+
+def read_predictions(path: Path, labels: list[str], prefix: str = "prob_") -> tuple[np.ndarray, np.ndarray]:
+    """(probabilities, boolean predictions) of a run's predictions CSV, in its row order."""
+    with path.open(encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f))
+    cols = [f"{prefix}{l}" for l in labels] if f"{prefix}{labels[0]}" in rows[0] else [f"prob_{l}" for l in labels]
+    probs = np.array([[float(r[c]) for c in cols] for r in rows])
+    pred = np.array([[l in r["pred_labels"].split(";") for l in labels] for r in rows])
+    return probs, pred
+
+
+def run_trainer(cell: Cell, targs: list[str], lm_src: Path | None, keep: Path | None) -> dict:
+    """One `python -m trainer` run on the cell's rows in a fresh file:// bucket."""
+    lang = lang_of(cell.task)
+    with tempfile.TemporaryDirectory() as tmp:
+        bucket = Path(tmp) / "bucket"
+        for name, split in (("train", cell.train), ("valid", cell.valid), ("test", cell.test)):
+            write_csv(bucket / lang / "data" / f"{name}.csv", split, list(range(len(split))))
+        if lm_src is not None:
+            current = json.loads((lm_src / lang / "lm" / "CURRENT").read_text())["id"]
+            shutil.copytree(lm_src / lang / "lm" / current, bucket / lang / "lm" / current)
+            shutil.copy(lm_src / lang / "lm" / "CURRENT", bucket / lang / "lm" / "CURRENT")
+        args = list(targs)
+        args[args.index("--bucket") + 1] = f"file://{bucket}"
+        started = time.perf_counter()
+        proc = subprocess.run([sys.executable, "-m", "trainer", *args, "--run-id", "bench"],
+                              capture_output=True, text=True)
+        wall = time.perf_counter() - started
+        run = bucket / lang / "runs" / "bench"
+        if proc.returncode != 0:
+            raise SystemExit(f"trainer failed on {cell.task} {cell.size}:\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
+        metrics = json.loads((run / "metrics.json").read_text())
+        labels = metrics["labels"]
+        kept_probs, kept_pred = read_predictions(run / "test_predictions.csv", labels)
+        clf_probs, _ = read_predictions(run / "test_predictions.csv", labels, prefix="model_prob_")
+        if keep is not None:
+            dest = keep / f"{cell.task}-{cell.size}-{cell.seed}-{lm_src is not None and 'corpus' or 'inline'}"
+            shutil.rmtree(dest, ignore_errors=True)
+            shutil.copytree(run, dest)
+    return {"metrics": metrics, "wall_s": round(wall, 1), "kept_pred": kept_pred, "clf_probs": clf_probs}
+
+
+def trainer_argv(lang: str, env: str, sets: list[str], base_lm: str) -> list[str]:
+    from stacks.config import load_config
+    from stacks.train_stack import trainer_args
+
+    config = load_config(REPO / "envs", env, [f"languages.{lang}={{}}", *sets])
+    targs = trainer_args(config, lang)
+    targs[targs.index("--base-lm") + 1] = base_lm
+    return targs
+
+
+def fmt(v) -> str:
+    return "–" if v is None else f"{v:.3f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tasks", nargs="+", default=DEFAULT_TASKS)
+    parser.add_argument("--sizes", nargs="+", type=int, default=[100, 300, 1000, 5000])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0])
+    parser.add_argument("--variants", nargs="+", default=["tfidf", "corpus"], choices=["tfidf", "corpus", "inline"])
+    parser.add_argument("--lm-bucket", help="file:// bucket whose <lang>/lm/CURRENT is each language's corpus LM")
+    parser.add_argument("--test-rows", type=int, default=1000)
+    parser.add_argument("--env", default="local")
+    parser.add_argument("--set", dest="sets", action="append", default=[], help="config override, key.path=value")
+    parser.add_argument("--json-out", type=Path)
+    parser.add_argument("--keep-runs", type=Path, help="copy each run folder here")
+    args = parser.parse_args()
+    from trainer.classification.baseline import TfidfSpec
+
+    if not DATASETS.exists():
+        raise SystemExit(f"needs the shared datasets at {DATASETS}")
+    lm_root = Path(args.lm_bucket.removeprefix("file://")) if args.lm_bucket else None
+    print("| task | labels | train / valid / test | seed | TF-IDF before #27 macro (micro) | TF-IDF macro (micro) | "
+          "kept macro (micro) | kept − TF-IDF macro [90 %] | micro [90 %] | kept as | classifier alone macro (micro) | "
+          "trainer wall |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    out = []
+    for task in args.tasks:
+        for cell in make_cells(task, args.sizes, args.seeds, args.test_rows):
+            lang, true = lang_of(task), cell.targets(cell.test).astype(bool)
+            spec = TfidfSpec.for_language(lang)
+            _, legacy_test, legacy = tfidf_probs(cell, TfidfSpec.legacy(), policy="per_label")
+            _, tfidf_test, tfidf = tfidf_probs(cell, spec)
+            legacy_pred, tfidf_pred = decide(legacy_test, cell, legacy.thresholds), decide(tfidf_test, cell, tfidf.thresholds)
+            row = {"task": task, "size": cell.size, "seed": cell.seed, "n_valid": len(cell.valid),
+                   "n_test": len(cell.test), "labels": len(cell.label_names), "multi_label": cell.multi_label,
+                   "tfidf_legacy": f1s(legacy_pred, true), "tfidf": f1s(tfidf_pred, true), "tfidf_c": tfidf.c}
+            variants = [v for v in args.variants if v != "tfidf"]
+            for variant in variants or [None]:
+                cellrow = dict(row)
+                if variant is not None:
+                    src = lm_root if variant == "corpus" else None
+                    if variant == "corpus" and (src is None or not (src / lang / "lm" / "CURRENT").exists()):
+                        print(f"# {task}: no corpus LM for {lang} in {args.lm_bucket}; skipped", flush=True)
+                        continue
+                    r = run_trainer(cell, trainer_argv(lang, args.env, args.sets,
+                                                       "current" if variant == "corpus" else "pretrain-inline"),
+                                    src, args.keep_runs)
+                    m = r["metrics"]
+                    clf = m.get("classifier") or m
+                    cellrow.update(variant=variant, kept=f1s(r["kept_pred"], true), kept_as=m.get("kept", "classifier"),
+                                   classifier=(clf["macro_f1"], clf["micro_f1"]), wall_s=r["wall_s"],
+                                   trainer_tfidf=(m["baseline_tfidf"]["macro_f1"], m["baseline_tfidf"]["micro_f1"]),
+                                   gap=bootstrap_gap(r["kept_pred"], tfidf_pred, true))
+                out.append(cellrow)
+                kept = cellrow.get("kept")
+                gap = cellrow.get("gap")
+                print(f"| {task}{' (' + variant + ')' if variant else ''} | {row['labels']}{' multi' if cell.multi_label else ''} | "
+                      f"{cell.size} / {len(cell.valid)} / {len(cell.test)} | {cell.seed} | "
+                      f"{fmt(row['tfidf_legacy'][0])} ({fmt(row['tfidf_legacy'][1])}) | "
+                      f"{fmt(row['tfidf'][0])} ({fmt(row['tfidf'][1])}) | "
+                      + (f"{fmt(kept[0])} ({fmt(kept[1])}) | {kept[0] - row['tfidf'][0]:+.3f} {gap['macro']} | "
+                         f"{kept[1] - row['tfidf'][1]:+.3f} {gap['micro']} | {cellrow['kept_as']} | "
+                         f"{fmt(cellrow['classifier'][0])} ({fmt(cellrow['classifier'][1])}) | {cellrow['wall_s']:.0f} s |"
+                         if kept else "– | – | – | – | – | – |"), flush=True)
+                if args.json_out:
+                    args.json_out.write_text(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
