@@ -10,10 +10,12 @@ from trainer.run_metrics import RunMetrics
 
 
 def load_model(path: Path):
-    from fastai.learner import load_learner
-
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the pickle warning: we load our own artifacts
+        # fastai's import (torch.jit.script's deprecation) and load_learner (pickle) warn on every call:
+        # nothing a user of predict can act on; we load our own artifacts
+        warnings.simplefilter("ignore")
+        from fastai.learner import load_learner
+
         return load_learner(path, cpu=True)
 
 

@@ -135,11 +135,12 @@ def list_(lang: LangArg, env: EnvOpt = "local", sets: SetOpt = None, as_json: Js
                       markup=False)
         return
     table = Table(title=f"base LMs of {lang} in {bucket.url(lang + '/lm/')} (* = CURRENT)")
-    for col in ("current", "id", "source", "corpus tokens", "perplexity", "arch", "tokenizer", "age", "note"):
+    for col in ("current", "id", "source", "tokens read", "perplexity", "arch", "tokenizer", "age", "note"):
         table.add_column(col, no_wrap=col in ("id", "arch", "age"))
     for lm in lms:
         table.add_row("*" if lm.id == current else "", lm.id, lm.source,
-                      f"{lm.tokens:,}" if lm.tokens is not None else "?",
+                      (f"{lm.tokens:,}" if lm.tokens is not None else "?")
+                      + (f" of {lm.corpus_tokens:,}" if (lm.corpus_tokens or 0) > (lm.tokens or 0) else ""),
                       (f"{lm.perplexity:.1f}" if lm.perplexity is not None else "")
                       + (f" / bwd {lm.backward_perplexity:.1f}" if lm.backward_perplexity is not None else ""),
                       lm.arch_text(), escape(lm.tokenizer), lm.age(), SMALL_NOTE if lm.small else "")

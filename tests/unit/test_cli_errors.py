@@ -94,6 +94,8 @@ def test_status_without_runs(project):
     ("zh", ["languages.zh.trainer.tokenizer=spacy"], "the spacy tokenizer for 'zh'",
      "languages.zh.trainer.tokenizer: sentencepiece"),
     ("bm", ["languages.bm.trainer.tokenizer=spacy"], "spaCy has no tokenizer for 'bm'", "sentencepiece"),
+    # a known language key given an unknown code on the command line (xx, spaCy's multi-language code, is valid)
+    ("fr", ["languages.fr.code=qq"], "'qq' is not an ISO 639-1 language code", "set languages.fr.code"),
 ])
 def test_a_language_the_tokenizer_cannot_handle_stops_before_apply(project, lang, sets, message, hint):
     stage(project, lang, "text,labels\n我的包裹没有到 Το πακέτο,a\n发票错了 λάθος,b\n".encode())

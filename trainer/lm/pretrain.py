@@ -110,8 +110,10 @@ def pretrain(rc, fit, corpus: Corpus) -> BaseLM:
     if budget != (a.epochs_base_lm, 0):  # trainer.max_lm_tokens cut the training: ids without a cut stay
         shaped_by.append(["max_lm_tokens", *budget])
     lm_id = "pt-" + hashlib.sha256(json.dumps(shaped_by).encode()).hexdigest()[:12]
+    read = min(n_train_tokens, budget[1]) if budget[1] else n_train_tokens  # a capped epoch reads a sample
     lm = BaseLM(id=lm_id, source="pretrain", tokenizer=corpus.tokenizer.id, arch=dict(fit.arch),
-                vocab_size=len(vocab), tokens=n_train_tokens, corpus_hash=corpus.data_hash, perplexity=perplexity,
+                vocab_size=len(vocab), tokens=read, corpus_tokens=n_train_tokens, corpus_hash=corpus.data_hash,
+                perplexity=perplexity,
                 run_id=a.run_id, created_at=store.now(), backward=bool(a.bidirectional),
                 backward_perplexity=perplexity_bwd)
     if rc.ctx.main:

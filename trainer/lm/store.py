@@ -34,7 +34,8 @@ class BaseLM:
     tokenizer: str
     arch: dict
     vocab_size: int
-    tokens: int | None = None  # tokens the LM was trained on (None: unknown, e.g. imported)
+    tokens: int | None = None  # distinct training tokens the LM read (None: unknown, e.g. imported)
+    corpus_tokens: int | None = None  # training tokens of its corpus (more than `tokens` when max_lm_tokens capped it)
     corpus_hash: str | None = None
     perplexity: float | None = None  # on held-out corpus text
     run_id: str | None = None
@@ -64,6 +65,8 @@ class BaseLM:
 
     def describe(self) -> str:
         size = f"{self.tokens:,} tokens" if self.tokens is not None else "tokens unknown"
+        if self.corpus_tokens and self.tokens is not None and self.corpus_tokens > self.tokens:
+            size += f" read of {self.corpus_tokens:,}"
         ppl = f", perplexity {self.perplexity:.1f}" if self.perplexity is not None else ""
         bwd = ""
         if self.backward:
