@@ -38,7 +38,10 @@ def read_current(bucket: Bucket, lang: str) -> dict | None:
 
 
 def decisive_f1(metrics: RunMetrics) -> float:
-    """The macro-F1 of what `predict` serves: the forward+backward ensemble when the run has one."""
+    """The macro-F1 of what `predict` serves: a kept blend's (the run's top-level figures), else the
+    forward+backward ensemble when the run has one."""
+    if metrics.blended:
+        return metrics.model.macro_f1
     return (metrics.ensemble or metrics.model).macro_f1
 
 
@@ -69,6 +72,14 @@ def _successful_metrics(bucket: Bucket, lang: str, run_id: str) -> RunMetrics:
     return metrics
 
 
+def _served(metrics) -> str:
+    """What predict serves for the run (the kept model)."""
+    model = "forward+backward ensemble" if metrics.ensemble else "model.pth"
+    if metrics.blended:
+        return f"blend: {metrics.blend_weight:.1f} x {model} + {1 - metrics.blend_weight:.1f} x TF-IDF (tfidf.json/.npz)"
+    return model
+
+
 def promote(bucket: Bucket, lang: str, run_id: str, *, force: bool = False, require_better: bool = False,
             who: str | None = None) -> dict:
     """Write `run_id` as the promoted model of `lang` -> its record. Refuses a run that did not succeed,
@@ -94,7 +105,7 @@ def promote(bucket: Bucket, lang: str, run_id: str, *, force: bool = False, requ
                 hint=f"keep the promoted model, or: trainctl promote {lang} {run_id} --force")
     tfidf = metrics.baseline_tfidf
     record = {"run_id": run_id, "lang": lang, "macro_f1": f1, "scored_rows": metrics.scored_rows, "n_rows": count,
-              "rows": rows, "model": "forward+backward ensemble" if metrics.ensemble else "model.pth",
+              "rows": rows, "model": _served(metrics),
               "tfidf_macro_f1": tfidf.macro_f1 if tfidf else None, "micro_f1": metrics.model.micro_f1,
               "accuracy": metrics.model.accuracy, "n_train": metrics.n_train, "labels": metrics.labels,
               "promoted_by": who or f"{getpass.getuser()}@{socket.gethostname()}", "promoted_at": now_iso(),

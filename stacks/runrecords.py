@@ -145,6 +145,7 @@ def run_row(bucket: Bucket, config: EnvConfig, lang: str, run_id: str) -> dict:
             "finished_at": status.finished_at if status else None, "duration_s": duration_s(status),
             "macro_f1": metrics.macro_f1 if metrics else None,
             "tfidf_macro_f1": metrics.tfidf_macro_f1 if metrics else None,
+            "kept": metrics.kept if metrics and metrics.model is not None else None,
             "scored_rows": metrics.scored_rows if metrics else None,
             "resumed": status.resumed if status else 0,
             "error": status.error if status else None, "url": bucket.url(f"{lang}/runs/{run_id}"),

@@ -87,6 +87,26 @@ def per_label_section(m: RunMetrics) -> str:
                    *(["majority F1"] if per_majority else [])], [*rows, macro])
 
 
+def kept_section(m: RunMetrics) -> str:
+    """The classifier alone, its blend with TF-IDF and TF-IDF alone on the same rows, and which one was kept."""
+    if m.classifier is None:
+        return ""
+    weight = (m.document.get("blend") or {}).get("weight")
+    rows = []
+    for name, figures in (("classifier", m.classifier),
+                          (f"blend ({weight:.1f} × classifier + {1 - weight:.1f} × TF-IDF)" if weight is not None
+                           else "blend", m.blend), ("TF-IDF + logistic regression", m.baseline_tfidf)):
+        if figures is None:
+            continue
+        kept = name.split(" ")[0] == m.kept
+        rows.append([_td(name), _td(_num(figures.macro_f1)), _td(_num(figures.micro_f1)), _td(_num(figures.accuracy)),
+                     _td("kept: predict serves it" if kept else "", "good" if kept else "")])
+    selection = m.document.get("selection") or {}
+    note = (f'<p class="muted">chosen on the validation rows by {_e(selection.get("criterion"))}: classifier '
+            f'{_num(selection.get("classifier"))}, blend {_num(selection.get("blend"))}</p>' if selection else "")
+    return _table(["model", "macro-F1", "micro-F1", "accuracy", ""], rows) + note
+
+
 def mistakes_section(bucket: Bucket, lang: str, run_id: str, m: RunMetrics) -> str:
     """The scored rows the model got most confidently wrong, with their text."""
     split = m.scored_rows or "valid"
@@ -143,6 +163,7 @@ def render_run(bucket: Bucket, lang: str, run_id: str, *, metrics: RunMetrics | 
     if m is not None and m.model is not None:
         tfidf = m.baseline_tfidf
         parts.append(f"<h2>Result on {_e(m.scored_rows)} rows</h2>" + _kv([
+            ("kept model", "blend with TF-IDF" if m.blended else "classifier"),
             ("macro-F1", _num(m.model.macro_f1)), ("TF-IDF + logistic regression macro-F1",
                                                     _num(tfidf.macro_f1) if tfidf else "not computed"),
             ("model − TF-IDF", f"{m.model.macro_f1 - tfidf.macro_f1:+.3f}" if tfidf else ""),
@@ -150,6 +171,9 @@ def render_run(bucket: Bucket, lang: str, run_id: str, *, metrics: RunMetrics | 
             ("majority baseline macro-F1", _num(m.baseline.macro_f1) if m.baseline else ""),
             ("backward model macro-F1", _num(m.backward.macro_f1) if m.backward else ""),
             ("forward+backward ensemble macro-F1", _num(m.ensemble.macro_f1) if m.ensemble else "")]))
+        kept = kept_section(m)
+        if kept:
+            parts.append("<h2>Classifier, blend, TF-IDF: what was kept</h2>" + kept)
         parts.append("<h2>Per label, against both baselines</h2>" + per_label_section(m))
         parts.append("<h2>Plots</h2>" + "".join(_image(bucket, lang, run_id, key, cap) for key, cap in PLOTS))
         parts.append("<h2>Worst mistakes</h2>" + mistakes_section(bucket, lang, run_id, m))

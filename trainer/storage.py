@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import threading
 from pathlib import Path
 from typing import BinaryIO, Protocol
 from urllib.parse import urlparse
@@ -44,6 +45,18 @@ def _join(prefix: str, key: str) -> str:
     return f"{prefix.rstrip('/')}/{key.lstrip('/')}" if prefix else key.lstrip("/")
 
 
+def _umask() -> int:
+    """The process's umask. Reading it means setting it, so it is read under a lock and set straight back
+    (a thread creating a file in between would get 022 for a moment)."""
+    with _UMASK_LOCK:
+        mask = os.umask(0o022)
+        os.umask(mask)
+    return mask
+
+
+_UMASK_LOCK = threading.Lock()
+
+
 class LocalBucket:
     """A folder standing in for a bucket; writes are atomic renames."""
 
@@ -72,6 +85,7 @@ class LocalBucket:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600: a bucket file gets what any new file gets
         if if_absent:
             try:  # link() fails if the target exists: create-if-absent without races
                 os.link(tmp, path)

@@ -150,11 +150,15 @@ def destroy(lang: LangArg, env: EnvOpt = "local", sets: SetOpt = None):
     from stacks.lifecycle import active_run, open_stack, teardown, bucket_of
     from trainer.runs import read_status
 
+    from stacks.runflow import record_cost
+
     project, config = load(env, sets)
     handle = open_stack(project, config, lang)
     run_id = active_run(handle)
-    teardown(handle, run_id, ConsoleReporter())
+    rep = ConsoleReporter()
+    teardown(handle, run_id, rep)
     if run_id:
+        record_cost(bucket_of(config), config, lang, run_id, rep)  # a detached run's cost and final report.html
         status = read_status(bucket_of(config), lang, run_id)
         console.print(f"run {run_id}: {status.state if status else 'no status'}"
                       + (f" ({status.error})" if status and status.error else ""))
@@ -167,6 +171,7 @@ def gc(env: EnvOpt = "local", sets: SetOpt = None,
            help="append a Markdown list of what was destroyed to FILE (e.g. $GITHUB_STEP_SUMMARY)")] = None):
     """Destroy training stacks whose run has ended (or never started)."""
     from stacks.lifecycle import active_run, bucket_of, live_state, open_stack, teardown
+    from stacks.runflow import record_cost
     from stacks.targets import target_of
 
     project, config = load(env, sets)
@@ -182,7 +187,9 @@ def gc(env: EnvOpt = "local", sets: SetOpt = None,
             console.print(f"{handle.name}: run {run_id} is {state}; kept")
             kept.append(f"`{handle.name}` (run `{run_id}` is {state})")
             continue
-        teardown(handle, run_id, ConsoleReporter())
+        rep = ConsoleReporter()
+        teardown(handle, run_id, rep)
+        record_cost(bucket, config, lang, run_id, rep)  # a detached run's cost and final report.html
         destroyed.append(f"`{handle.name}` (run `{run_id}`)")
     console.print(f"gc: destroyed {len(destroyed)} stack(s)")
     if summary:

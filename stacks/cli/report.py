@@ -64,7 +64,11 @@ def metrics_table(metrics: RunMetrics) -> Table:
     vs_tfidf = (f"TF-IDF baseline macro-F1 {tfidf.macro_f1:.3f} (model {model.macro_f1 - tfidf.macro_f1:+.3f}) · "
                 if tfidf else "")
     majority = metrics.baseline.macro_f1 if metrics.baseline else float("nan")
-    table.caption = (f"macro-F1 {model.macro_f1:.3f} · micro-F1 {_num(model.micro_f1)} · "
+    kept = ""
+    if metrics.blended and metrics.classifier is not None:
+        kept = (f"kept: blend {metrics.blend_weight:.1f} × classifier + {1 - metrics.blend_weight:.1f} × TF-IDF "
+                f"(classifier alone macro-F1 {metrics.classifier.macro_f1:.3f}) · ")
+    table.caption = (f"{kept}macro-F1 {model.macro_f1:.3f} · micro-F1 {_num(model.micro_f1)} · "
                      f"accuracy {_num(model.accuracy)} · {vs_tfidf}majority baseline macro-F1 "
                      f"{majority:.3f} · {metrics.n_train} train / {metrics.n_valid} valid"
                      + (f" / {metrics.n_test} test" if metrics.n_test else "") + " rows"

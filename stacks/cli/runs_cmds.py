@@ -171,7 +171,7 @@ def runs(ctx: typer.Context, env: EnvOpt = "local", sets: SetOpt = None,
         emit_json(rows)
         return
     table = Table(title=f"runs in {config.bucket} (times UTC; cost: estimated, USD)")
-    for col in ("run", "lang", "state", "started", "duration", "macro-F1", "TF-IDF", "Δ", "rows", "resumed",
+    for col in ("run", "lang", "state", "started", "duration", "macro-F1", "kept", "TF-IDF", "Δ", "rows", "resumed",
                 "VM time", "est. cost"):
         table.add_column(col, no_wrap=col in ("run", "started"))
     for r in rows:
@@ -182,7 +182,7 @@ def runs(ctx: typer.Context, env: EnvOpt = "local", sets: SetOpt = None,
         tfidf = r["tfidf_macro_f1"]
         delta = f"{r['macro_f1'] - tfidf:+.3f}" if tfidf is not None and r["macro_f1"] is not None else ""
         table.add_row(r["run_id"] + (" *" if r["promoted"] else ""), lang_cell, r["state"], started, dur, f1,
-                      f"{tfidf:.3f}" if tfidf is not None else "", delta, r["scored_rows"] or "", str(r["resumed"] or ""),
+                      r.get("kept") or "", f"{tfidf:.3f}" if tfidf is not None else "", delta, r["scored_rows"] or "", str(r["resumed"] or ""),
                       f"{r['billed_vm_s'] / 3600:.2f}h", _money(r["est_cost"]))
     print_table(table)
     if any(r["promoted"] for r in rows):
@@ -221,6 +221,10 @@ def show(run_id: Annotated[str, typer.Argument(help="run id (see `trainctl runs`
                                                     "n_valid", "n_test", "rows", "duration_s")} if metrics else None,
             "baselines": {k: {m: (metrics.get(k) or {}).get(m) for m in ("macro_f1", "micro_f1", "accuracy")}
                           for k in ("baseline_tfidf", "baseline")} if metrics else None,
+            # what predict serves (the classifier, or its blend with TF-IDF) beside the other two on the same rows
+            "kept": {"kept": metrics.get("kept", "classifier"), "blend_weight": (metrics.get("blend") or {}).get("weight"),
+                     **{k: {m: (metrics.get(k) or {}).get(m) for m in ("macro_f1", "micro_f1", "accuracy")}
+                        for k in ("classifier", "blend")}} if metrics and "classifier" in metrics else None,
             # trainer.bidirectional: the backward classifier and the forward+backward ensemble
             "bidirectional": {k: {m: metrics[k].get(m) for m in ("macro_f1", "micro_f1", "accuracy")}
                               for k in ("backward", "ensemble")} if metrics and "ensemble" in metrics else None,
@@ -230,6 +234,11 @@ def show(run_id: Annotated[str, typer.Argument(help="run id (see `trainctl runs`
         emit_json(data)
         return
     console.print(f"run {run_id} ({code}, env {env}): [bold]{row['state']}[/]", soft_wrap=True)
+    if data["kept"]:
+        k = data["kept"]
+        console.print(f"  kept           {k['kept']} (classifier macro-F1 {k['classifier']['macro_f1']:.3f}, blend "
+                      f"{k['blend']['macro_f1']:.3f} at weight {k['blend_weight']}, TF-IDF "
+                      f"{data['baselines']['baseline_tfidf']['macro_f1']:.3f}; same rows)", soft_wrap=True)
     for key in ("stage", "started_at", "finished_at", "duration_s", "resumed", "macro_f1", "error", "machine_type",
                 "gpu_type", "gpu_count", "spot", "nodes", "vm_boots", "billed_vm_s", "est_cost", "cost_note",
                 "prices_source"):

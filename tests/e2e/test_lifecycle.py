@@ -97,9 +97,14 @@ def test_gc_destroys_stacks_of_ended_runs(staged):
     status_file = run_dir(staged, "fr", run_id) / "status.json"
     wait_for(lambda: status_file.exists() and json.loads(status_file.read_text())["state"] == "SUCCEEDED",
              240, "the detached run to succeed")
+    report = run_dir(staged, "fr", run_id) / "report.html"
+    assert ">SUCCEEDED</b>" not in report.read_text()  # the trainer wrote it before its final status
     g = trainctl(staged, "gc")
     assert g.returncode == 0 and "destroyed 1 stack" in g.stdout, g.stdout + g.stderr
     assert_nothing_left(staged)
+    # gc finished the bookkeeping `train` does for a followed run: the cost and the final report
+    assert (run_dir(staged, "fr", run_id) / "metadata" / "cost.json").exists()
+    assert '<b class="good">SUCCEEDED</b>' in report.read_text()
 
 
 def test_failed_run_exits_1_and_tears_down(staged):

@@ -76,3 +76,21 @@ def test_folders_tail_reads_and_appends(bucket):
     assert bucket.read_bytes("fr/runs/r1/log.txt") == b"one\ntwo\n"
     assert bucket.read_from("fr/runs/r1/log.txt", 4) == b"two\n" and bucket.read_from("fr/runs/r1/log.txt", 8) == b""
     assert bucket.appends_in_place is bucket.uri.startswith("file://")
+
+
+@pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_local_bucket_files_follow_the_umask(tmp_path, umask, mode):
+    """Files a run writes are as readable as any file the user creates (mkstemp alone makes 0600)."""
+    import os
+    import stat
+
+
+    old = os.umask(umask)
+    try:
+        bucket = open_bucket(f"file://{tmp_path}")
+        bucket.write_bytes("fr/runs/r1/report.html", b"<html></html>")
+        assert bucket.write_bytes("fr/models/CURRENT", b"{}", if_absent=True)
+    finally:
+        os.umask(old)
+    for key in ("fr/runs/r1/report.html", "fr/models/CURRENT"):
+        assert stat.S_IMODE((tmp_path / key).stat().st_mode) == mode
