@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.support.project import SAMPLE
 from tests.support.trainer_proc import sigterm_at, stage_sample, trainer
 from trainer.storage import open_bucket
@@ -112,3 +114,27 @@ def test_test_split_scores_test_rows_with_thresholds_tuned_on_valid_rows(tmp_pat
     recomputed = M.score(M.decide(test_probs, multi_label=True, thresholds=thresholds), test_targets, m["labels"],
                          thresholds)
     assert recomputed["macro_f1"] == m["macro_f1"] and recomputed["per_label"] == m["per_label"]
+    # What was kept, beside the classifier alone and the best blend, on the same rows. The tiny classifier
+    # (2 epochs, 64 hidden units) is far below TF-IDF on this sample (n-grams score ~0.98), so the blend wins
+    # on the validation rows and is kept.
+    assert m["kept"] == "blend" and 0.0 <= m["blend"]["weight"] < 1.0
+    assert m["blend"]["macro_f1"] == m["macro_f1"] and m["classifier"]["macro_f1"] < m["macro_f1"]
+    assert m["classifier"]["rows"] == m["blend"]["rows"] == m["baseline_tfidf"]["rows"] == m["rows"]
+    assert m["selection"]["rows"] == "valid" and m["selection"]["blend"] > m["selection"]["classifier"]
+    assert m["best_epoch"]["of"] == 2 and m["best_epoch"]["epoch"] in (1, 2)
+    assert {f"model_prob_{l}" for l in m["labels"]} <= set(test_rows[0])
+    # predict serves the kept blend: model.pth's probabilities mixed with tfidf.json/tfidf.npz's reproduce the
+    # scored rows' probabilities.
+    from trainer.predict import load_model, load_tfidf, predict_texts
+    from trainer.run_metrics import RunMetrics
+
+    bucket.download("fr/runs/t1/model.pth", tmp_path / "model.pth")
+    tfidf = load_tfidf(*(bucket.read_bytes(f"fr/runs/t1/{n}") for n in ("tfidf.json", "tfidf.npz")))
+    metrics = RunMetrics.from_document(m)
+    served = predict_texts(load_model(tmp_path / "model.pth"), [r["text"] for r in test_rows[:8]], metrics,
+                           tfidf=tfidf)
+    for (labels, probs), row, expected in zip(served, test_rows, test_probs):
+        np.testing.assert_allclose([probs[l] for l in m["labels"]], expected, atol=2e-3)
+        assert set(labels) == set(filter(None, row["pred_labels"].split(";")))
+    with pytest.raises(ValueError, match="tfidf.json/tfidf.npz are missing"):
+        predict_texts(load_model(tmp_path / "model.pth"), ["x"], metrics)

@@ -63,3 +63,72 @@ def test_report_plots(tmp_path):
     cm = plots.confusion(np.array([0, 1, 2, 2]), np.array([0, 2, 2, 1]), labels, tmp_path / "cm.png", "test")
     for path in (f1, cm):
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _toy(multi: bool):
+    """Two easy labels by vocabulary (and a third for multi-label rows), 60 rows."""
+    texts, labels = [], []
+    for i in range(60):
+        if i % 3 == 0:
+            texts.append(f"facture paiement remboursement montant {i}")
+            labels.append(["billing"])
+        elif i % 3 == 1:
+            texts.append(f"colis livraison retard transporteur {i}")
+            labels.append(["delivery"])
+        else:
+            texts.append(f"colis facture livraison paiement {i}")
+            labels.append(["billing", "delivery"] if multi else ["delivery"])
+    names = ["billing", "delivery"]
+    return texts, np.array([[int(n in ls) for n in names] for ls in labels]), names
+
+
+@pytest.mark.parametrize("multi", [True, False])
+def test_fitted_tfidf_round_trips_through_arrays_without_pickle(multi):
+    import io
+    import json
+
+    from trainer.classification.baseline import DEFAULT_C, TfidfModel, TfidfSpec, fit_tfidf
+
+    texts, targets, names = _toy(multi)
+    model = fit_tfidf(texts, targets, train_idx=list(range(40)), valid_idx=list(range(40, 60)), multi_label=multi,
+                      labels=names, spec=TfidfSpec.for_language("fr"))
+    assert model.c == DEFAULT_C  # 20 validation rows: too few to choose C on
+    files = model.save()
+    assert set(files) == {"tfidf.json", "tfidf.npz"}
+    arrays = np.load(io.BytesIO(files["tfidf.npz"]), allow_pickle=False)  # plain numbers: nothing to unpickle
+    assert all(arrays[k].dtype != object for k in arrays.files)
+    loaded = TfidfModel.load(files["tfidf.json"], files["tfidf.npz"])
+    new = ["une facture et un paiement", "le colis est en retard", "rien à voir"]
+    np.testing.assert_allclose(loaded.probabilities(new), model.probabilities(new), atol=1e-5)
+    probs = loaded.probabilities(new)
+    assert probs[0].argmax() == 0 and probs[1].argmax() == 1
+    if not multi:
+        np.testing.assert_allclose(probs.sum(axis=1), 1.0, atol=1e-6)
+    assert (loaded.thresholds is not None) is multi
+    spec = json.loads(files["tfidf.json"])
+    with pytest.raises(ValueError, match="unknown format"):
+        TfidfModel.load(json.dumps({**spec, "format": "other/9"}).encode(), files["tfidf.npz"])
+
+
+def test_unsegmented_scripts_get_character_ngrams_and_every_baseline_is_class_weighted():
+    from trainer.classification.baseline import TfidfSpec
+
+    ja, fr, legacy = TfidfSpec.for_language("ja"), TfidfSpec.for_language("fr"), TfidfSpec.legacy()
+    assert [v.analyzer for v in ja.vectorizers()] == ["char"] and ja.vectorizers()[0].ngram_range == (1, 3)
+    assert [v.analyzer for v in fr.vectorizers()] == ["word", "char_wb"]
+    assert ja.class_weight == fr.class_weight == "balanced" and legacy.class_weight is None
+    assert "no spaces between words" in ja.describe() and "class-weighted" in fr.describe()
+
+
+def test_c_is_chosen_on_validation_only_with_enough_rows():
+    from trainer.classification import baseline as B
+
+    texts, targets, names = _toy(False)
+    texts, targets = texts * 10, np.vstack([targets] * 10)  # 600 rows
+    idx = list(range(len(texts)))
+    chosen = B.fit_tfidf(texts, targets, train_idx=idx[:60], valid_idx=idx[60:], multi_label=False, labels=names,
+                         spec=B.TfidfSpec())
+    assert chosen.c in B.C_GRID
+    few = B.fit_tfidf(texts, targets, train_idx=idx[:60], valid_idx=idx[60:80], multi_label=False, labels=names,
+                      spec=B.TfidfSpec(fixed_c=3.0))
+    assert few.c == 3.0
