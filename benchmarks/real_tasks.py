@@ -14,7 +14,9 @@ never from test. Variants:
            (trainer.classification.baseline) and the one before issue 27 (`legacy`), both shown;
   corpus   `python -m trainer` with the env's settings and the base LM that `--lm-bucket`'s
            <lang>/lm/CURRENT names (trainctl lm pretrain on the shared corpus);
-  inline   the same with no corpus LM (a base LM pretrained inline on the training rows).
+  inline   the same with no corpus LM (a base LM pretrained inline on the training rows);
+  before   the corpus variant with the recipe before issue 27 (the last epoch, each label's own threshold,
+           no blend): the ablation's "before" column.
 A model cell reports what the run kept (trainer.classification.blend: the classifier, or its blend
 with TF-IDF) and the classifier alone; every F1 comes with a 90 % paired bootstrap interval of
 "kept - TF-IDF" over the test rows. Prints Markdown rows as cells finish; --json-out keeps them.
@@ -42,6 +44,9 @@ DATASETS = REPO.parent / "shared" / "datasets"
 SIB200 = ["fr_sib200", "en_sib200", "es_sib200", "el_sib200", "ja_sib200"]
 DEFAULT_TASKS = [*SIB200, "fr_mlma_hate", "fr_xed", "en_goemotions"]
 BOOTSTRAP = 1000
+# The classifier recipe before issue 27: the last epoch ships, each label its own threshold, no blend.
+BEFORE = ["defaults.trainer.best_epoch=false", "defaults.trainer.thresholds=per_label",
+          "defaults.trainer.blend_tfidf=false"]
 
 
 @dataclass(frozen=True)
@@ -228,7 +233,7 @@ def run_trainer(cell: Cell, targs: list[str], lm_src: Path | None, keep: Path | 
         kept_probs, kept_pred = read_predictions(run / "test_predictions.csv", labels)
         clf_probs, _ = read_predictions(run / "test_predictions.csv", labels, prefix="model_prob_")
         if keep is not None:
-            dest = keep / f"{cell.task}-{cell.size}-{cell.seed}-{lm_src is not None and 'corpus' or 'inline'}"
+            dest = keep / f"{cell.task}-{cell.size}-{cell.seed}"
             shutil.rmtree(dest, ignore_errors=True)
             shutil.copytree(run, dest)
     return {"metrics": metrics, "wall_s": round(wall, 1), "kept_pred": kept_pred, "clf_probs": clf_probs}
@@ -253,7 +258,8 @@ def main() -> None:
     parser.add_argument("--tasks", nargs="+", default=DEFAULT_TASKS)
     parser.add_argument("--sizes", nargs="+", type=int, default=[100, 300, 1000, 5000])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0])
-    parser.add_argument("--variants", nargs="+", default=["tfidf", "corpus"], choices=["tfidf", "corpus", "inline"])
+    parser.add_argument("--variants", nargs="+", default=["tfidf", "corpus"],
+                        choices=["tfidf", "corpus", "inline", "before"])
     parser.add_argument("--lm-bucket", help="file:// bucket whose <lang>/lm/CURRENT is each language's corpus LM")
     parser.add_argument("--test-rows", type=int, default=1000)
     parser.add_argument("--env", default="local")
@@ -285,13 +291,14 @@ def main() -> None:
             for variant in variants or [None]:
                 cellrow = dict(row)
                 if variant is not None:
-                    src = lm_root if variant == "corpus" else None
-                    if variant == "corpus" and (src is None or not (src / lang / "lm" / "CURRENT").exists()):
-                        print(f"# {task}: no corpus LM for {lang} in {args.lm_bucket}; skipped", flush=True)
+                    src = None if variant == "inline" else lm_root
+                    if src is not None and not (src / lang / "lm" / "CURRENT").exists():
+                        print(f"# {task}: no corpus LM for {lang} in {args.lm_bucket}; {variant} skipped", flush=True)
                         continue
-                    r = run_trainer(cell, trainer_argv(lang, args.env, args.sets,
-                                                       "current" if variant == "corpus" else "pretrain-inline"),
-                                    src, args.keep_runs)
+                    sets = [*args.sets, *(BEFORE if variant == "before" else [])]
+                    r = run_trainer(cell, trainer_argv(lang, args.env, sets,
+                                                       "pretrain-inline" if variant == "inline" else "current"),
+                                    src, args.keep_runs and args.keep_runs / variant)
                     m = r["metrics"]
                     clf = m.get("classifier") or m
                     cellrow.update(variant=variant, kept=f1s(r["kept_pred"], true), kept_as=m.get("kept", "classifier"),

@@ -93,3 +93,7 @@ def test_small_lm_flag():
     assert make_lm("a", "", tokens=SMALL_LM_TOKENS - 1).small
     assert not make_lm("a", "", tokens=SMALL_LM_TOKENS).small
     assert not make_lm("a", "", tokens=None).small  # unknown size (imported): no warning
+    # a pretrain capped by max_lm_tokens: small by what it read, whatever its corpus holds
+    capped = make_lm("a", "", tokens=3_000_000)
+    capped.corpus_tokens = 14_700_000
+    assert capped.small and "3,000,000 tokens read of 14,700,000" in capped.describe()

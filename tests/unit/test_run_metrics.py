@@ -31,6 +31,17 @@ def test_a_classifier_document_reads_typed_and_writes_back_unchanged():
     assert json.loads(m.to_json()) == doc  # keys this version does not type survive a round trip
 
 
+def test_the_kept_model_the_classifier_and_the_blend_read_typed():
+    doc = classifier_doc(kept="blend", classifier=figures(0.6, "a", "b", threshold=0.5),
+                         blend={**figures(0.8, "a", "b", threshold=0.4), "weight": 0.3})
+    m = RunMetrics.from_document(doc)
+    assert m.blended and m.blend_weight == 0.3 and m.macro_f1 == m.blend.macro_f1 == 0.8
+    assert m.classifier.macro_f1 == 0.6 and m.model.thresholds(["a"]) == [0.4]  # predict decides on the kept's
+    plain = RunMetrics.from_document(classifier_doc())  # from before issue 27: the classifier is all there is
+    assert not plain.blended and plain.kept == "classifier" and plain.blend_weight is None
+    assert plain.classifier.macro_f1 == plain.macro_f1 and plain.blend is None
+
+
 def test_a_pretrain_document_and_old_classifier_documents():
     m = RunMetrics.from_document({"run_id": "p", "lang": "el", "job": "pretrain-lm", "perplexity": 27.4,
                                   "base_lm": {"id": "pt-1"}, "duration_s": 1.0, "history": []})
