@@ -63,6 +63,9 @@ PARAMS: dict[str, Param] = {
     "bidirectional": Param(False, "also train a backward LM and classifier (texts read right to left) and report "
                                   "the forward+backward ensemble next to the forward model (ULMFiT; about twice "
                                   "the training time)"),
+    "class_weights": Param("none", "weigh the classifier's loss against label imbalance: none, sqrt (rare labels by the "
+                                   "square root of how much rarer they are) or balanced (fully)",
+                           choices=("none", "sqrt", "balanced")),
     "best_epoch": Param(True, "the classifier keeps the weights of its epoch with the lowest validation loss, not "
                               "the last epoch's"),
     "blend_tfidf": Param(True, "also fit the blend of the classifier's and the TF-IDF baseline's probabilities (weight "

@@ -132,3 +132,16 @@ def test_c_is_chosen_on_validation_only_with_enough_rows():
     few = B.fit_tfidf(texts, targets, train_idx=idx[:60], valid_idx=idx[60:80], multi_label=False, labels=names,
                       spec=B.TfidfSpec(fixed_c=3.0))
     assert few.c == 3.0
+
+
+def test_class_weights_against_imbalance():
+    from trainer.classification.recipe import label_weights
+
+    targets = [[1, 0]] * 9 + [[0, 1]]  # 9:1
+    assert label_weights(targets, multi_label=False, how="none") is None
+    single = label_weights(targets, multi_label=False, how="balanced")
+    assert single[1] / single[0] == pytest.approx(9.0) and 0.9 * single[0] + 0.1 * single[1] == pytest.approx(1.0)
+    assert label_weights(targets, multi_label=False, how="sqrt")[1] / label_weights(
+        targets, multi_label=False, how="sqrt")[0] == pytest.approx(3.0)
+    multi = label_weights(targets, multi_label=True, how="sqrt")  # pos_weight: (negatives / positives) ** 0.5
+    assert multi.tolist() == pytest.approx([(1 / 9) ** 0.5, 3.0])

@@ -42,3 +42,23 @@ def lm_finetune_phases(lr: float, epochs: int) -> list[tuple]:
     """One epoch with only the new embeddings and head trainable, then all layers at lr/10."""
     phases = [(-1, min(1, epochs), lr), (None, max(0, epochs - 1), lr / 10)]
     return [p for p in phases if p[1] > 0]
+
+
+def label_weights(targets, *, multi_label: bool, how: str):
+    """Loss weights against imbalance, from the training rows' 0/1 targets (rows, labels), or None.
+
+    Single-label: a weight per class, (1 / share) ** power, normalised so the average row weighs 1.
+    Multi-label: BCE's pos_weight per label, (negatives / positives) ** power. power: 1 (balanced) or
+    0.5 (sqrt: a label 100x rarer weighs 10x, not 100x: less noise from a few rare rows)."""
+    import numpy as np
+
+    if how == "none":
+        return None
+    power = {"sqrt": 0.5, "balanced": 1.0}[how]
+    t = np.asarray(targets, dtype=float)
+    pos = np.maximum(t.sum(axis=0), 1.0)
+    if multi_label:
+        return (np.maximum(len(t) - pos, 1.0) / pos) ** power
+    share = pos / pos.sum()
+    w = share ** -power
+    return w / (share * w).sum()

@@ -9,7 +9,7 @@ from fastai.text.all import (
 
 from trainer import distributed as D
 from trainer import precision as P
-from trainer.classification.recipe import classifier_epochs, classifier_phases
+from trainer.classification.recipe import classifier_epochs, classifier_phases, label_weights
 from trainer.fitting import stage_name
 from trainer.lm.finetune import Encoder
 from trainer.text.loaders import classifier_dataloaders
@@ -26,6 +26,21 @@ class TrainedClassifier:
     vocab: list[str]
     backwards: bool = False
     best_epoch: dict | None = None  # {"epoch", "of", "valid_loss"}: the epoch whose weights were kept (trainer.best_epoch)
+
+
+def weighted_loss(a, data, train_idx: list[int], dls, log):
+    """The classifier's loss with trainer.class_weights (None: fastai's default for the labels)."""
+    import torch
+    from fastai.text.all import BCEWithLogitsLossFlat, CrossEntropyLossFlat
+
+    names = data.label_names
+    targets = [[int(l in data.labels[i]) for l in names] for i in train_idx]
+    weights = label_weights(targets, multi_label=data.multi_label, how=a.class_weights)
+    if weights is None:
+        return None
+    w = torch.tensor(weights, dtype=torch.float32, device=dls.device)
+    log.line(f"class weights ({a.class_weights}): " + ", ".join(f"{l}={x:.2f}" for l, x in zip(names, weights)))
+    return BCEWithLogitsLossFlat(pos_weight=w) if data.multi_label else CrossEntropyLossFlat(weight=w)
 
 
 def train_classifier(rc, fit, prep, encoder: Encoder) -> TrainedClassifier:
@@ -45,7 +60,8 @@ def train_classifier(rc, fit, prep, encoder: Encoder) -> TrainedClassifier:
                else [accuracy, F1Score(average="macro")])
     learn = fit.setup(text_classifier_learner(dls, AWD_LSTM, config={**awd_lstm_clas_config, **fit.arch},
                                               drop_mult=a.drop_mult, pretrained=False, seq_len=a.seq_len,
-                                              path=rc.work, metrics=metrics))
+                                              path=rc.work, metrics=metrics,
+                                              loss_func=weighted_loss(a, data, prep.train_idx, dls, log)))
     at = fit.resume_point(stage)
     best = None
     if fit.resumed_past(stage):
