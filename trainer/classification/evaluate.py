@@ -100,13 +100,13 @@ def evaluate(rc, prep, base: BaseLM | None, clf: TrainedClassifier, bwd: Trained
     result = M.score(pred, targets[scored], labels, thresholds)
     rows = {"fit": "train", "thresholds": "valid" if multi else None, "scores": split}
     # What the blend starts from: the classifier predict serves (the ensemble's probabilities for a bidirectional run).
-    served = ((valid_probs, probs), None)
+    clf_valid, clf_scored = valid_probs, probs
     if bwd is not None:
         bwd_probs = _model_probs(rc, prep, bwd)
         extra.update({name: {**figures, "rows": rows} for name, figures in ensemble.figures(
             (valid_probs, probs), bwd_probs, valid_targets=valid_t, scored_targets=targets[scored], labels=labels,
             multi_label=multi, allow_empty=allow_empty, threshold_policy=a.thresholds).items()})
-        served = (((valid_probs + bwd_probs[0]) / 2, (probs + bwd_probs[1]) / 2), "ensemble")
+        clf_valid, clf_scored = (valid_probs + bwd_probs[0]) / 2, (probs + bwd_probs[1]) / 2
     baseline = M.majority_baseline(targets[prep.train_idx], targets[scored], labels)
     tfidf_model = fit_tfidf(data.texts, targets, train_idx=prep.train_idx, valid_idx=prep.valid_idx,
                             multi_label=multi, labels=labels, spec=TfidfSpec.for_language(a.lang_code or a.lang),
@@ -115,7 +115,6 @@ def evaluate(rc, prep, base: BaseLM | None, clf: TrainedClassifier, bwd: Trained
                            test_idx=prep.test_idx or None, multi_label=multi, labels=labels, model=tfidf_model,
                            allow_empty=allow_empty)
     tfidf_valid = tfidf_model.probabilities([data.texts[i] for i in prep.valid_idx])
-    (clf_valid, clf_scored), _ = served
     choice = blend.choose(clf_valid, tfidf_valid, valid_t, labels, multi_label=multi, allow_empty=allow_empty,
                           threshold_policy=a.thresholds)
     best_w = choice.valid["blend_weight"]
@@ -138,10 +137,10 @@ def evaluate(rc, prep, base: BaseLM | None, clf: TrainedClassifier, bwd: Trained
     model_cols = (lambda p: p) if kept == blend.BLEND else (lambda p: None)
     predictions = {"valid_predictions.csv": _predictions_csv(
         data, prep.valid_idx, "valid", kept_valid_probs, decide(kept_valid_probs, multi_label=multi, thresholds=kept_thr),
-        model_cols(valid_probs))}
+        model_cols(clf_valid))}
     if prep.test_idx:
         predictions["test_predictions.csv"] = _predictions_csv(data, scored, split, kept_probs, kept_pred,
-                                                               model_cols(probs))
+                                                               model_cols(clf_scored))
     tuned = " (thresholds tuned on valid)" if multi else ""
     log.line(f"{split}: classifier macro-F1 {classifier_figures['macro_f1']:.3f}{tuned}, micro-F1 "
              f"{classifier_figures['micro_f1']:.3f}, accuracy {classifier_figures['accuracy']:.3f} (majority baseline "
