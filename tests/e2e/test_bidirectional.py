@@ -70,14 +70,17 @@ def test_sigterm_in_the_backward_classifier_resumes_with_the_forward_model_carri
     [inline] = {k.split("/")[2] for k in bucket.list("fr/lm/")}
     meta = json.loads(bucket.read_bytes(f"fr/lm/{inline}/meta.json"))
     assert meta["backward"] is True and bucket.exists(f"fr/lm/{inline}/weights_bwd.pth")
-    # Later checkpoints carry the forward classifier only: the published base LM is fetched on a resume.
+    # Later checkpoints carry the forward classifier (the published base LM is fetched on a resume) and, in the
+    # stage's own checkpoints, the backward classifier's best epoch (trainer.best_epoch): a run that stops after
+    # the last one still evaluates the best weights, not the last.
     import io
 
     import torch
 
     pointer = json.loads(bucket.read_bytes("fr/runs/whole/checkpoints/LATEST.ckpt.json"))
     last = torch.load(io.BytesIO(bucket.read_bytes(f"fr/runs/whole/{pointer['key']}")), weights_only=False)
-    assert pointer["position"]["stage"] == "classifier_bwd" and set(last["carry"]) == {"classifier"}
+    assert pointer["position"]["stage"] == "classifier_bwd"
+    assert set(last["carry"]) == {"classifier", "classifier_bwd_best"}
 
     proc = trainer(uri, "r1", *args, start_new_session=True)
     sigterm_at(bucket, "r1", proc, "classifier_bwd", 3)
