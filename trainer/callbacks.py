@@ -221,6 +221,28 @@ class BestEpochCallback(Callback):
             self.keep(self.learn, self.stage, self.offset + self.epoch + 1, loss)
 
 
+class PatienceCallback(Callback):
+    """Stops the stage's fit once `stale()` epochs passed without a lower validation loss (after the epoch's checkpoint)."""
+
+    run_after = "CheckpointCallback"  # the epoch is saved first: a resume finds it
+
+    def __init__(self, stale, patience: int):
+        self.stale, self.patience = stale, patience  # stale(stage, epoch) -> epochs since the best
+        self.stopped = 0  # the epoch it stopped after
+        self.begin_phase(NO_PHASE)
+
+    def begin_phase(self, phase: Phase) -> None:
+        self.stage, self.offset = phase.stage, phase.offset
+
+    def after_epoch(self):
+        if skipped(self.learn, self.epoch) or self.patience <= 0:
+            return
+        epoch = self.offset + self.epoch + 1
+        if self.stale(self.stage, epoch) >= self.patience:
+            self.stopped = epoch
+            raise CancelFitException()
+
+
 class BatchProgressCallback(Callback):
     """Inside an epoch: batch, tokens/s and ETAs in log.txt and status.json every `every_s` seconds (rank 0)."""
 
@@ -333,6 +355,10 @@ class CheckpointCallback(Callback):
     def after_fit(self):
         self.preemption.in_fit = False
 
+    def save_done(self, stage: str, phases: int) -> None:
+        """The stage's final checkpoint when it ends before its last epoch (PatienceCallback)."""
+        self._save(Position(stage, phases, 0, 0, done=True))
+
     def _save(self, position: Position, hidden: list | None = None) -> None:
         """hidden: a language model's state inside an epoch (at an epoch's end the next one starts afresh)."""
         now = rng_state()
@@ -372,5 +398,5 @@ def place(*classes: type) -> None:
         cls.order = order
 
 
-place(ResumeCallback, EpochLogCallback, StatusCallback, BestEpochCallback, CheckpointCallback, BatchProgressCallback,
-      HeapTrimCallback)
+place(ResumeCallback, EpochLogCallback, StatusCallback, BestEpochCallback, CheckpointCallback, PatienceCallback,
+      BatchProgressCallback, HeapTrimCallback)

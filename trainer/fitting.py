@@ -12,7 +12,7 @@ from fastai.text.all import ProgressCallback
 from trainer import distributed as D
 from trainer import precision as P
 from trainer.callbacks import (
-    BatchProgressCallback, BestEpochCallback, CheckpointCallback, EpochLogCallback, HeapTrimCallback, Interrupted, Phase, ResumeCallback,
+    BatchProgressCallback, BestEpochCallback, CheckpointCallback, PatienceCallback, EpochLogCallback, HeapTrimCallback, Interrupted, Phase, ResumeCallback,
     StatusCallback,
 )
 from trainer.checkpoints import Checkpoint, Position
@@ -51,6 +51,7 @@ class Fitter:
         self.ckpt_cb = CheckpointCallback(rc.ctx, rc.preemption, self.save_checkpoint, minutes=a.checkpoint_minutes)
         self.progress_cb = BatchProgressCallback(rc.log, every_s=a.progress_seconds, world=rc.ctx.world)
         self.best_cb = BestEpochCallback(self._keep_best)
+        self.patience_cb = PatienceCallback(self._stale, a.patience)
 
     @property
     def callbacks(self) -> list:
@@ -90,7 +91,7 @@ class Fitter:
     def detach(self, learn) -> None:
         """Removes the run's callbacks (and data parallelism): what follows is rank 0's alone."""
         learn.remove_cbs([*self.callbacks, *learn.cbs.filter(
-            lambda cb: isinstance(cb, (D.DataParallelCallback, BestEpochCallback)))])
+            lambda cb: isinstance(cb, (D.DataParallelCallback, BestEpochCallback, PatienceCallback)))])
 
     def _keep_best(self, learn, stage: str, epoch: int, valid_loss: float) -> None:
         """The weights of the stage's epoch with the lowest validation loss so far, carried in later
@@ -100,6 +101,11 @@ class Fitter:
             state = D.unwrap(learn.model).state_dict()
             self.carry[f"{stage}_best"] = {"model": {k: v.detach().cpu().clone() for k, v in state.items()},
                                            "epoch": epoch, "valid_loss": valid_loss}
+
+    def _stale(self, stage: str, epoch: int) -> int:
+        """Epochs since the stage's lowest validation loss (0 before any)."""
+        best = self.carry.get(f"{stage}_best")
+        return 0 if best is None else epoch - best["epoch"]
 
     def restore_best(self, learn, stage: str, epochs: int) -> dict | None:
         """Loads the stage's best epoch (lowest validation loss) into `learn`; its record, or None."""
@@ -160,8 +166,9 @@ class Fitter:
 
         metrics: "lm", "multi" or "single" (how the epoch figures are named). The last epoch's
         checkpoint marks the stage done unless the stage saves its own (`last_saves_done`).
-        keep_best: track the epoch with the lowest validation loss (restore_best loads it)."""
-        learn.add_cbs([*self.callbacks, *([self.best_cb] if keep_best else [])])
+        keep_best: track the epoch with the lowest validation loss (restore_best loads it) and stop the stage
+        after trainer.patience epochs without a lower one (its final checkpoint then marks it done)."""
+        learn.add_cbs([*self.callbacks, *([self.best_cb, self.patience_cb] if keep_best else [])])
         at = self.resume_point(stage)
         if at is not None and (at.done or at.phase >= len(phases)):
             # Every phase ran before the interruption: the weights are the checkpoint's, not a fresh model's.
@@ -178,12 +185,18 @@ class Fitter:
             if at is not None and i == at.phase:
                 cbs = [self.restore(learn, at)]
             phase = Phase(stage, i, len(phases), offset, total, EPOCH_METRIC_NAMES[metrics], last_saves_done)
-            for cb in [*self.callbacks, self.best_cb]:
+            for cb in [*self.callbacks, self.best_cb, self.patience_cb]:
                 cb.begin_phase(phase)
             learn.fit_one_cycle(n, lr, start_epoch=at.epoch if cbs else 0, cbs=cbs)
             at = None
             if any(D.any_rank(self.ctx, self.rc.preemption.requested)):
                 raise Interrupted("SIGTERM")
+            if keep_best and self.patience_cb.stopped:
+                stopped, self.patience_cb.stopped = self.patience_cb.stopped, 0
+                self.ckpt_cb.save_done(stage, len(phases))
+                self.log.line(f"{stage}: stopped after epoch {stopped} of {total}: no lower validation loss for "
+                              f"{self.rc.a.patience} epochs (trainer.patience)")
+                return
             offset += n
 
     def restore(self, learn, at: Position) -> ResumeCallback:

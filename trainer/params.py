@@ -68,6 +68,8 @@ PARAMS: dict[str, Param] = {
                            choices=("none", "sqrt", "balanced")),
     "best_epoch": Param(True, "the classifier keeps the weights of its epoch with the lowest validation loss, not "
                               "the last epoch's"),
+    "patience": Param(10, "with best_epoch: the classifier stops after this many epochs without a lower validation "
+                          "loss (0 = runs every epoch)", ge=0),
     "blend_tfidf": Param(True, "also fit the blend of the classifier's and the TF-IDF baseline's probabilities (weight "
                                "chosen on the validation rows) and keep it when it scores better there than the "
                                "classifier alone (trainer.classification.blend)"),

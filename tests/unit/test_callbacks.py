@@ -67,3 +67,27 @@ def test_every_phase_callback_takes_what_it_needs_from_the_phase():
     assert (progress.stage, progress.offset, progress.total) == ("classifier", 4, 6)
     ckpt.begin_phase(Phase("lm_finetune", 0, 2, 0, 4, saves_done=False))
     assert ckpt.last_phase is False
+
+
+def test_patience_stops_the_fit_after_epochs_without_a_lower_validation_loss():
+    from types import SimpleNamespace
+
+    from fastai.callback.core import CancelFitException
+
+    from trainer.callbacks import Phase, PatienceCallback
+
+    best_epoch = {"classifier": 3}
+    cb = PatienceCallback(lambda stage, epoch: epoch - best_epoch[stage], patience=2)
+    cb.begin_phase(Phase("classifier", 3, 4, offset=3, total=20))
+    cb.learn = SimpleNamespace(cbs=[], epoch=0)  # the phase's first epoch: epoch 4 of the stage
+    cb.after_epoch()
+    assert cb.stopped == 0
+    cb.learn.epoch = 1  # epoch 5: two epochs since the best (3)
+    with pytest.raises(CancelFitException):
+        cb.after_epoch()
+    assert cb.stopped == 5
+    never = PatienceCallback(lambda stage, epoch: 99, patience=0)  # 0: every epoch runs
+    never.begin_phase(Phase("classifier", 0, 1, offset=0, total=5))
+    never.learn = SimpleNamespace(cbs=[], epoch=4)
+    never.after_epoch()
+    assert never.stopped == 0
