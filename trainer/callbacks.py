@@ -226,8 +226,8 @@ class PatienceCallback(Callback):
 
     run_after = "CheckpointCallback"  # the epoch is saved first: a resume finds it
 
-    def __init__(self, stale, patience: int):
-        self.stale, self.patience = stale, patience  # stale(stage, epoch) -> epochs since the best
+    def __init__(self, ctx: D.Context, stale, patience: int):
+        self.ctx, self.stale, self.patience = ctx, stale, patience  # stale(stage, epoch) -> epochs since the best
         self.stopped = 0  # the epoch it stopped after
         self.begin_phase(NO_PHASE)
 
@@ -238,7 +238,9 @@ class PatienceCallback(Callback):
         if skipped(self.learn, self.epoch) or self.patience <= 0:
             return
         epoch = self.offset + self.epoch + 1
-        if self.stale(self.stage, epoch) >= self.patience:
+        # Only rank 0 validates (trainer.distributed): it decides, every rank stops at the same epoch.
+        stale = self.stale(self.stage, epoch) >= self.patience if self.ctx.main else None
+        if D.broadcast(self.ctx, stale):
             self.stopped = epoch
             raise CancelFitException()
 

@@ -7,6 +7,8 @@ them sets its attributes.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from fastai.text.all import ProgressCallback
 
 from trainer import distributed as D
@@ -51,7 +53,7 @@ class Fitter:
         self.ckpt_cb = CheckpointCallback(rc.ctx, rc.preemption, self.save_checkpoint, minutes=a.checkpoint_minutes)
         self.progress_cb = BatchProgressCallback(rc.log, every_s=a.progress_seconds, world=rc.ctx.world)
         self.best_cb = BestEpochCallback(self._keep_best)
-        self.patience_cb = PatienceCallback(self._stale, a.patience)
+        self.patience_cb = PatienceCallback(rc.ctx, self._stale, a.patience)
 
     @property
     def callbacks(self) -> list:
@@ -107,6 +109,13 @@ class Fitter:
         best = self.carry.get(f"{stage}_best")
         return 0 if best is None else epoch - best["epoch"]
 
+    def _stopped_at(self, at: Position, phases: list[tuple]) -> bool:
+        """A checkpoint at an epoch's end after which trainer.patience had stopped the stage."""
+        if self.rc.a.patience <= 0:
+            return False
+        epoch = sum(n for _, n, _ in phases[:at.phase]) + at.epoch
+        return epoch > 0 and self._stale(at.stage, epoch) >= self.rc.a.patience
+
     def restore_best(self, learn, stage: str, epochs: int) -> dict | None:
         """Loads the stage's best epoch (lowest validation loss) into `learn`; its record, or None."""
         best = self.carry.pop(f"{stage}_best", None)
@@ -117,10 +126,11 @@ class Fitter:
                       f"({best['valid_loss']:.4f}); its weights are kept")
         return {"epoch": best["epoch"], "of": epochs, "valid_loss": round(best["valid_loss"], 5)}
 
-    def keep(self, stage: str, learn, vocab) -> None:
-        """Carries a finished stage's weights (on the CPU) in later checkpoints."""
+    def keep(self, stage: str, learn, vocab, best: dict | None = None) -> None:
+        """Carries a finished stage's weights (on the CPU) in later checkpoints, with its best-epoch record."""
         state = D.unwrap(learn.model).state_dict()
-        self.carry[stage] = {"model": {k: v.detach().cpu().clone() for k, v in state.items()}, "vocab": list(vocab)}
+        self.carry[stage] = {"model": {k: v.detach().cpu().clone() for k, v in state.items()}, "vocab": list(vocab),
+                             "best": best}
 
     def resumed_past(self, stage: str) -> bool:
         """The checkpoint is from a later stage: `stage` finished before the interruption."""
@@ -170,6 +180,8 @@ class Fitter:
         after trainer.patience epochs without a lower one (its final checkpoint then marks it done)."""
         learn.add_cbs([*self.callbacks, *([self.best_cb, self.patience_cb] if keep_best else [])])
         at = self.resume_point(stage)
+        if at is not None and keep_best and not at.batch and self._stopped_at(at, phases):
+            at = replace(at, done=True)  # it had stopped early (trainer.patience); its done checkpoint was not written
         if at is not None and (at.done or at.phase >= len(phases)):
             # Every phase ran before the interruption: the weights are the checkpoint's, not a fresh model's.
             D.unwrap(learn.model).load_state_dict(self.resume.payload["model"])
@@ -189,11 +201,12 @@ class Fitter:
                 cb.begin_phase(phase)
             learn.fit_one_cycle(n, lr, start_epoch=at.epoch if cbs else 0, cbs=cbs)
             at = None
+            stopped, self.patience_cb.stopped = self.patience_cb.stopped, 0
+            if keep_best and stopped:  # saved first: a SIGTERM now still finds the stage done
+                self.ckpt_cb.save_done(stage, len(phases))
             if any(D.any_rank(self.ctx, self.rc.preemption.requested)):
                 raise Interrupted("SIGTERM")
-            if keep_best and self.patience_cb.stopped:
-                stopped, self.patience_cb.stopped = self.patience_cb.stopped, 0
-                self.ckpt_cb.save_done(stage, len(phases))
+            if keep_best and stopped:
                 self.log.line(f"{stage}: stopped after epoch {stopped} of {total}: no lower validation loss for "
                               f"{self.rc.a.patience} epochs (trainer.patience)")
                 return

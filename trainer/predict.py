@@ -46,10 +46,14 @@ def load_tfidf(spec_json: bytes, arrays_npz: bytes):
     return TfidfModel.load(spec_json, arrays_npz)
 
 
-def blended(probs: np.ndarray, texts: list[str], metrics: RunMetrics, tfidf) -> np.ndarray:
-    """The run's kept probabilities: the classifier's, or its blend with TF-IDF (metrics.blend_weight)."""
+def blended(probs: np.ndarray, texts: list[str], metrics: RunMetrics, tfidf, *, backward: bool = False) -> np.ndarray:
+    """The run's kept probabilities: the classifier's, or its blend with TF-IDF (metrics.blend_weight).
+    `backward`: `probs` are the forward+backward ensemble's (a bidirectional run's blend starts from those)."""
     if not metrics.blended:
         return probs
+    if metrics.ensemble is not None and not backward:
+        raise ValueError(f"run {metrics.run_id} kept the blend of its forward+backward ensemble with TF-IDF: "
+                         "the forward model's probabilities alone were never scored in that blend")
     if tfidf is None:
         raise ValueError(f"run {metrics.run_id} kept the blend with TF-IDF, but its tfidf.json/tfidf.npz are missing")
     w = metrics.blend_weight
@@ -77,6 +81,6 @@ def predict_texts(learn, texts: list[str], metrics: RunMetrics,
     with a kept blend, mixed with `tfidf`'s (load_tfidf)."""
     if not texts:
         return []
-    probs = blended(probabilities(learn, texts, learn_bwd), texts, metrics, tfidf)
+    probs = blended(probabilities(learn, texts, learn_bwd), texts, metrics, tfidf, backward=learn_bwd is not None)
     chosen = decide_labels(probs, metrics, ensemble=learn_bwd is not None)
     return [(labels, {l: float(v) for l, v in zip(metrics.labels, row)}) for labels, row in zip(chosen, probs)]

@@ -107,6 +107,11 @@ class RunMetrics:
         missing = [label for label in labels if label not in model.per_label]
         if missing:
             raise MetricsError(f"metrics.json: no per_label figures for {missing}")
+        kept = doc.get("kept", "classifier")
+        if kept not in ("classifier", "blend"):
+            raise MetricsError(f"metrics.json: kept is {kept!r} (classifier or blend)")
+        if kept == "blend" and not isinstance((doc.get("blend") or {}).get("weight"), (int, float)):
+            raise MetricsError("metrics.json: kept is blend but blend.weight is missing or not a number")
         # before the field: multi-label runs were those with tuned thresholds
         multi = doc["multi_label"] if "multi_label" in doc else bool(labels) and model.per_label[labels[0]].threshold is not None
         return cls(**common, labels=labels, multi_label=bool(multi),

@@ -46,8 +46,15 @@ def _join(prefix: str, key: str) -> str:
 
 
 def _umask() -> int:
-    """The process's umask. Reading it means setting it, so it is read under a lock and set straight back
-    (a thread creating a file in between would get 022 for a moment)."""
+    """The process's umask: from /proc (Linux), else by setting it and straight back under a lock (a thread
+    creating a file in between would get 022 for a moment)."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
     with _UMASK_LOCK:
         mask = os.umask(0o022)
         os.umask(mask)

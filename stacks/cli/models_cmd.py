@@ -69,13 +69,18 @@ class ServedModel:
             self.learn_bwd = load_model(tmp / BWD_MODEL)
             err_console.print(f"[dim]run {escape(run_id)}: forward+backward ensemble (--forward-only: model.pth alone)[/]")
         self.tfidf = None
+        if self.metrics.blended and self.metrics.ensemble is not None and self.learn_bwd is None:
+            fail(f"run {run_id} kept the blend of its forward+backward ensemble with TF-IDF: the forward model alone "
+                 "(--forward-only, or no model_bwd.pth) was never scored in that blend",
+                 "drop --forward-only, or serve another run with --run", ExitStatus.BAD_INPUT)
         if self.metrics.blended:  # the run kept the blend of the classifier and its TF-IDF baseline
             self.tfidf = load_tfidf(*(bucket.read_bytes(run_key(lang, run_id, name)) for name in TFIDF_FILES))
 
     def classify(self, texts: list[str]):
         from trainer.predict import blended, decide_labels, probabilities
 
-        probs = blended(probabilities(self.learn, texts, self.learn_bwd), texts, self.metrics, self.tfidf)
+        probs = blended(probabilities(self.learn, texts, self.learn_bwd), texts, self.metrics, self.tfidf,
+                        backward=self.learn_bwd is not None)
         return decide_labels(probs, self.metrics, ensemble=self.learn_bwd is not None), probs
 
 

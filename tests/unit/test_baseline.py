@@ -127,8 +127,8 @@ def test_c_is_chosen_on_validation_only_with_enough_rows():
     texts, targets = texts * 10, np.vstack([targets] * 10)  # 600 rows
     idx = list(range(len(texts)))
     chosen = B.fit_tfidf(texts, targets, train_idx=idx[:60], valid_idx=idx[60:], multi_label=False, labels=names,
-                         spec=B.TfidfSpec())
-    assert chosen.c in B.C_GRID
+                         spec=B.TfidfSpec(fixed_c=5.0))  # 540 validation rows: C comes from the grid, not fixed_c
+    assert chosen.c in B.C_GRID and chosen.c != 5.0
     few = B.fit_tfidf(texts, targets, train_idx=idx[:60], valid_idx=idx[60:80], multi_label=False, labels=names,
                       spec=B.TfidfSpec(fixed_c=3.0))
     assert few.c == 3.0

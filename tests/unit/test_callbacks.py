@@ -76,8 +76,11 @@ def test_patience_stops_the_fit_after_epochs_without_a_lower_validation_loss():
 
     from trainer.callbacks import Phase, PatienceCallback
 
+    from trainer import distributed as D
+
+    one = D.Context(rank=0, world=1, local_rank=0)  # a single process: broadcast returns its own decision
     best_epoch = {"classifier": 3}
-    cb = PatienceCallback(lambda stage, epoch: epoch - best_epoch[stage], patience=2)
+    cb = PatienceCallback(one, lambda stage, epoch: epoch - best_epoch[stage], patience=2)
     cb.begin_phase(Phase("classifier", 3, 4, offset=3, total=20))
     cb.learn = SimpleNamespace(cbs=[], epoch=0)  # the phase's first epoch: epoch 4 of the stage
     cb.after_epoch()
@@ -86,7 +89,7 @@ def test_patience_stops_the_fit_after_epochs_without_a_lower_validation_loss():
     with pytest.raises(CancelFitException):
         cb.after_epoch()
     assert cb.stopped == 5
-    never = PatienceCallback(lambda stage, epoch: 99, patience=0)  # 0: every epoch runs
+    never = PatienceCallback(one, lambda stage, epoch: 99, patience=0)  # 0: every epoch runs
     never.begin_phase(Phase("classifier", 0, 1, offset=0, total=5))
     never.learn = SimpleNamespace(cbs=[], epoch=4)
     never.after_epoch()

@@ -59,6 +59,8 @@ def test_a_pretrain_document_and_old_classifier_documents():
     ({"labels": ["a", "b", "c"]}, r"no per_label figures for \['c'\]"),
     ({"baseline_tfidf": {"per_label": {}}}, "baseline_tfidf.macro_f1"),
     ({"job": "distill"}, "unknown job"),
+    ({"kept": "tfidf"}, "kept is 'tfidf'"),
+    ({"kept": "blend", "blend": figures(0.8, "a", "b")}, "blend.weight is missing"),
     ({"run_id": 7}, "run_id missing"),
 ])
 def test_a_document_without_what_its_job_needs_is_refused(change, message):

@@ -101,7 +101,8 @@ class TfidfModel:
     fit_s: float = 0.0
 
     def features(self, texts: list[str]):
-        return _stack([v.transform(texts) for v in self.vectorizers])
+        # stripped as the trainer's rows are (trainer.data): a served text's spaces make no n-grams it never saw
+        return _stack([v.transform([t.strip() for t in texts]) for v in self.vectorizers])
 
     def probabilities(self, texts: list[str], x=None) -> np.ndarray:
         """(rows, labels): per-label sigmoids, normalised over the labels for single-label data."""

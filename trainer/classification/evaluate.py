@@ -84,18 +84,8 @@ def evaluate(rc, prep, base: BaseLM | None, clf: TrainedClassifier, bwd: Trained
     valid_t = targets[prep.valid_idx]
     valid_probs, probs = _model_probs(rc, prep, clf)
     thresholds = choose(valid_probs, valid_t) if multi else None
-    valid = M.score(decide(valid_probs, multi_label=multi, thresholds=thresholds), valid_t, labels, thresholds)
     extra: dict = {}
-    if prep.test_idx:
-        scored, split = prep.test_idx, "test"
-        extra["valid"] = {**valid, "rows": {"thresholds": "valid", "scores": "valid"}}
-    else:
-        scored, split = prep.valid_idx, "valid"
-        if multi:
-            half = np.full(len(labels), 0.5)
-            extra["at_threshold_0_5"] = {**M.score(decide(probs, multi_label=True, thresholds=half),
-                                                   targets[scored], labels, half),
-                                         "rows": {"thresholds": None, "scores": "valid"}}
+    scored, split = (prep.test_idx, "test") if prep.test_idx else (prep.valid_idx, "valid")
     pred = decide(probs, multi_label=multi, thresholds=thresholds)
     result = M.score(pred, targets[scored], labels, thresholds)
     rows = {"fit": "train", "thresholds": "valid" if multi else None, "scores": split}
@@ -115,8 +105,7 @@ def evaluate(rc, prep, base: BaseLM | None, clf: TrainedClassifier, bwd: Trained
                            test_idx=prep.test_idx or None, multi_label=multi, labels=labels, model=tfidf_model,
                            allow_empty=allow_empty)
     tfidf_valid = tfidf_model.probabilities([data.texts[i] for i in prep.valid_idx])
-    choice = blend.choose(clf_valid, tfidf_valid, valid_t, labels, multi_label=multi, allow_empty=allow_empty,
-                          threshold_policy=a.thresholds)
+    choice = blend.choose(clf_valid, tfidf_valid, valid_t, labels, multi_label=multi, threshold_policy=a.thresholds)
     best_w = choice.valid["blend_weight"]
     blend_thr = (choose(blend.mix(best_w, clf_valid, tfidf_valid), valid_t) if multi else None)
     tfidf_scored = tfidf_model.probabilities([data.texts[i] for i in scored])
@@ -124,7 +113,9 @@ def evaluate(rc, prep, base: BaseLM | None, clf: TrainedClassifier, bwd: Trained
     blend_figures = {**M.score(decide(blend_probs, multi_label=multi, thresholds=blend_thr), targets[scored], labels,
                                blend_thr), "weight": best_w, "rows": rows}
     kept = choice.kept if a.blend_tfidf else blend.CLASSIFIER
-    classifier_figures = {**result, "rows": rows}
+    forward_figures = {**result, "rows": rows}
+    # the classifier predict serves without the blend: the ensemble for a bidirectional run
+    classifier_figures = dict(extra["ensemble"]) if bwd is not None else {**result, "rows": rows}
     tfidf_files = None
     if kept == blend.BLEND:
         result = {k: v for k, v in blend_figures.items() if k not in ("weight", "rows")}
@@ -133,6 +124,13 @@ def evaluate(rc, prep, base: BaseLM | None, clf: TrainedClassifier, bwd: Trained
     kept_probs = blend_probs if kept == blend.BLEND else probs
     kept_thr = blend_thr if kept == blend.BLEND else thresholds
     kept_pred = decide(kept_probs, multi_label=multi, thresholds=kept_thr)
+    if prep.test_idx:  # the kept model on its validation rows, beside its test figures
+        extra["valid"] = {**M.score(decide(kept_valid_probs, multi_label=multi, thresholds=kept_thr), valid_t, labels,
+                                    kept_thr), "rows": {"thresholds": "valid", "scores": "valid"}}
+    elif multi:  # the kept model at 0.5, beside its tuned thresholds
+        half = np.full(len(labels), 0.5)
+        extra["at_threshold_0_5"] = {**M.score(decide(kept_probs, multi_label=True, thresholds=half), targets[scored],
+                                               labels, half), "rows": {"thresholds": None, "scores": "valid"}}
     confusion = (targets[scored].argmax(axis=1), kept_pred.argmax(axis=1))
     model_cols = (lambda p: p) if kept == blend.BLEND else (lambda p: None)
     predictions = {"valid_predictions.csv": _predictions_csv(
@@ -142,25 +140,25 @@ def evaluate(rc, prep, base: BaseLM | None, clf: TrainedClassifier, bwd: Trained
         predictions["test_predictions.csv"] = _predictions_csv(data, scored, split, kept_probs, kept_pred,
                                                                model_cols(clf_scored))
     tuned = " (thresholds tuned on valid)" if multi else ""
-    log.line(f"{split}: classifier macro-F1 {classifier_figures['macro_f1']:.3f}{tuned}, micro-F1 "
-             f"{classifier_figures['micro_f1']:.3f}, accuracy {classifier_figures['accuracy']:.3f} (majority baseline "
+    log.line(f"{split}: classifier macro-F1 {forward_figures['macro_f1']:.3f}{tuned}, micro-F1 "
+             f"{forward_figures['micro_f1']:.3f}, accuracy {forward_figures['accuracy']:.3f} (majority baseline "
              f"macro-F1 {baseline['macro_f1']:.3f})"
              + (f"; at threshold 0.5 macro-F1 {extra['at_threshold_0_5']['macro_f1']:.3f}"
                 if "at_threshold_0_5" in extra else ""))
     if bwd is not None:
-        log.line(ensemble.summary(classifier_figures, extra))
+        log.line(ensemble.summary(forward_figures, extra))
     log.line(f"TF-IDF baseline on the same rows: macro-F1 {tfidf['macro_f1']:.3f}, micro-F1 {tfidf['micro_f1']:.3f} "
              f"(C={tfidf_model.c:g}), fitted in {tfidf['fit_s']:.1f}s")
     log.line(f"blend {best_w:.1f} x classifier + {1 - best_w:.1f} x TF-IDF: macro-F1 {blend_figures['macro_f1']:.3f}, "
              f"micro-F1 {blend_figures['micro_f1']:.3f}; kept: {kept}"
              + ("" if a.blend_tfidf else " (trainer.blend_tfidf is off)")
-             + f" (validation macro+micro: classifier {choice.valid['classifier']:.3f}, blend {choice.valid['blend']:.3f})")
+             + f" (validation log loss: classifier {choice.valid['classifier']:.4f}, blend {choice.valid['blend']:.4f})")
     figures = {"labels": labels, "multi_label": multi, "allow_empty": allow_empty, "tokenizer": prep.tokenizer.id,
                "bidirectional": bwd is not None,
                "base_lm": base_lm_record(rc, base), **result, "rows": rows, **extra,
                "kept": kept, "classifier": classifier_figures, "best_epoch": clf.best_epoch, "blend": blend_figures,
                "threshold_policy": a.thresholds if multi else None,
-               "selection": {"rows": "valid", "criterion": "macro_f1 + micro_f1", **choice.valid},
+               "selection": {"rows": "valid", "criterion": "log loss", **choice.valid},
                "baseline": {**baseline, "rows": {"fit": "train", "scores": split}},
                "baseline_tfidf": {**tfidf, "rows": rows},
                "split": {"source": prep.splits.source, "duplicates_dropped": prep.splits.duplicates_dropped},

@@ -66,6 +66,7 @@ def train_classifier(rc, fit, prep, encoder: Encoder) -> TrainedClassifier:
     best = None
     if fit.resumed_past(stage):
         D.unwrap(learn.model).load_state_dict(fit.carry[stage]["model"])
+        best = fit.carry[stage].get("best")
         log.line(f"{stage}: finished before the interruption; using its weights")
     elif at is not None and at.done:
         D.unwrap(learn.model).load_state_dict(fit.resume.payload["model"])
@@ -85,7 +86,7 @@ def train_classifier(rc, fit, prep, encoder: Encoder) -> TrainedClassifier:
                        metrics="multi" if data.multi_label else "single", keep_best=a.best_epoch)
         best = fit.restore_best(learn, stage, epochs) if a.best_epoch else None
     if a.bidirectional and not backwards:
-        fit.keep(stage, learn, encoder.vocab)
+        fit.keep(stage, learn, encoder.vocab, best)
     # Evaluation is rank 0's alone: no more collectives (get_preds fires before_fit too).
     fit.detach(learn)
     return TrainedClassifier(learn, dls, tokens, encoder.vocab, backwards, best)
