@@ -102,7 +102,7 @@ def test_sigterm_in_the_backward_classifier_resumes_with_the_forward_model_carri
     assert whole["ensemble"]["rows"] == whole["rows"]
 
     # model_bwd.pth predicts plain strings: the exported pipeline reverses the ids, as training did.
-    from trainer.predict import load_model, predict_texts
+    from trainer.predict import load_model, load_tfidf, predict_texts
     from trainer.run_metrics import RunMetrics
 
     for name in ("model.pth", "model_bwd.pth"):
@@ -111,13 +111,24 @@ def test_sigterm_in_the_backward_classifier_resumes_with_the_forward_model_carri
     text = "Le colis n'est jamais arrivé"
     ids = [learn.dls.test_dl([text]).one_batch()[0][0].tolist() for learn in (fwd, bwd)]
     assert ids[1] == ids[0][::-1] and ids[0][0] == fwd.dls.vocab[0].index("xxbos")
-    typed = RunMetrics.from_document(resumed)
-    [(labels, probs)] = predict_texts(fwd, [text], typed, bwd)
-    [(_, fwd_probs)] = predict_texts(fwd, [text], typed)
-    [(_, bwd_probs)] = predict_texts(bwd, [text], typed)
+    # The models' own probabilities (the blend aside): the ensemble averages the two.
+    raw = RunMetrics.from_document({**resumed, "kept": "classifier"})
+    [(labels, probs)] = predict_texts(fwd, [text], raw, bwd)
+    [(_, fwd_probs)] = predict_texts(fwd, [text], raw)
+    [(_, bwd_probs)] = predict_texts(bwd, [text], raw)
     assert probs == pytest.approx({k: (fwd_probs[k] + bwd_probs[k]) / 2 for k in probs}) and labels
+    # The tiny models are far below TF-IDF on this sample, so the run kept the blend of the ensemble with it:
+    # predict serves that, and refuses the forward model alone (never scored in that blend).
+    assert resumed["kept"] == "blend" and resumed["classifier"]["macro_f1"] == resumed["ensemble"]["macro_f1"]
+    typed = RunMetrics.from_document(resumed)
+    tfidf = load_tfidf(*(bucket.read_bytes(f"fr/runs/r1/{n}") for n in ("tfidf.json", "tfidf.npz")))
+    [(_, kept)] = predict_texts(fwd, [text], typed, bwd, tfidf)
+    w, tf = typed.blend_weight, tfidf.probabilities([text])[0]
+    assert kept == pytest.approx({k: w * probs[k] + (1 - w) * tf[i] for i, k in enumerate(typed.labels)})
+    with pytest.raises(ValueError, match="never scored in that blend"):
+        predict_texts(fwd, [text], typed, tfidf=tfidf)
 
-    # trainctl predict uses the ensemble, or model.pth alone when asked
+    # trainctl predict serves the kept blend of the ensemble, and refuses --forward-only for it
     from typer.testing import CliRunner
 
     from stacks.cli.main import app
@@ -125,10 +136,11 @@ def test_sigterm_in_the_backward_classifier_resumes_with_the_forward_model_carri
     runner = CliRunner()
     both = runner.invoke(app, ["predict", "fr", text, "--run", "r1", "--set", f"bucket={uri}"])
     alone = runner.invoke(app, ["predict", "fr", text, "--run", "r1", "--set", f"bucket={uri}", "--forward-only"])
-    assert both.exit_code == 0 and alone.exit_code == 0, both.output + alone.output
-    assert "forward+backward ensemble" in both.output and "ensemble" not in alone.output
+    assert both.exit_code == 0, both.output
+    assert "forward+backward ensemble" in both.output
     shown = lambda p: ", ".join(f"{k} {v:.2f}" for k, v in p.items())  # noqa: E731 (predict's own format)
-    assert shown(probs) in " ".join(both.output.split()) and shown(fwd_probs) in " ".join(alone.output.split())
+    assert shown(kept) in " ".join(both.output.split())
+    assert alone.exit_code == 2 and "never scored in that blend" in " ".join(alone.output.split()), alone.output
 
 
 def test_pretrain_publishes_a_backward_lm_and_resumes_it(tmp_path):
