@@ -48,7 +48,7 @@ def _stage(bucket, key: str, lang: str) -> list[str]:
 @pytest.mark.parametrize("key, lang, tokenizer", [("ja", "ja", "sentencepiece-"), ("zh", "zh", "sentencepiece-"),
                                                   ("gr", "el", "fastai-spacy-blank-el-")])
 def test_a_language_trains_end_to_end_and_its_model_predicts_strings(tmp_path, key, lang, tokenizer):
-    from trainer.predict import load_model, predict_texts
+    from trainer.predict import load_model, load_tfidf, predict_texts
     from trainer.run_metrics import RunMetrics
 
     uri = f"file://{tmp_path / 'bucket'}"
@@ -72,7 +72,10 @@ def test_a_language_trains_end_to_end_and_its_model_predicts_strings(tmp_path, k
     assert "tokenizer:" in log
     (tmp_path / "model.pth").write_bytes(bucket.read_bytes(f"{key}/runs/r1/model.pth"))
     learn = load_model(tmp_path / "model.pth")
-    [(labels, probs)] = predict_texts(learn, [_rows(lang)[0]["text"]], RunMetrics.from_document(metrics))
+    # what the run kept: the classifier, or its blend with the TF-IDF part saved beside model.pth
+    tfidf = (load_tfidf(*(bucket.read_bytes(f"{key}/runs/r1/{n}") for n in ("tfidf.json", "tfidf.npz")))
+             if metrics["kept"] == "blend" else None)
+    [(labels, probs)] = predict_texts(learn, [_rows(lang)[0]["text"]], RunMetrics.from_document(metrics), tfidf=tfidf)
     assert len(labels) == 1 and set(probs) == set(metrics["labels"])
     if key == "gr":  # Greek capitals keep their markers through the exported pipeline
         from fastai.text.all import Tokenizer

@@ -76,9 +76,10 @@ def test_runs_table_without_a_terminal_is_whole(bucket):
     lines = r.output.splitlines()
     assert lines[0].startswith("runs in file://")  # the title, whole, on one line
     assert lines[0].endswith(f"/{LONG}/bucket (times UTC; cost: estimated, USD)")
-    assert lines[1].split("\t") == ["run", "lang", "state", "started", "duration", "macro-F1", "TF-IDF", "Δ",
-                                    "rows", "resumed", "VM time", "est. cost"]
-    assert lines[2].split("\t") == [OLD_FR, "fr", "SUCCEEDED", "2025-01-01 10:00", "300s", "0.812", "0.900",
+    assert lines[1].split("\t") == ["run", "lang", "state", "started", "duration", "macro-F1", "kept", "TF-IDF",
+                                    "Δ", "rows", "resumed", "VM time", "est. cost"]
+    # a run from before the blend: its classifier is what was kept
+    assert lines[2].split("\t") == [OLD_FR, "fr", "SUCCEEDED", "2025-01-01 10:00", "300s", "0.812", "classifier", "0.900",
                                     "-0.088", "valid", "", "0.00h", "$0.00"]
     assert lines[3].split("\t")[:3] == [OLD_ES, "es (not in env local)", "FAILED"]
 
