@@ -41,6 +41,7 @@ class Fitter:
         self.rc, self.ctx, self.log, self.precision = rc, rc.ctx, rc.log, rc.precision
         self.history: list[dict] = []
         self.arch = {"emb_sz": a.emb_sz, "n_hid": a.n_hid, "n_layers": a.n_layers}
+        self.lm_head = a.lm_head  # the LMs' output layer (trainer.lm.adaptive); a resumed run keeps its own
         self.resume: Checkpoint | None = None
         self.data_hash, self.labels = None, []  # what the checkpoints belong to (adopt_resume)
         self.stage_vocab: list[str] | None = None
@@ -72,6 +73,7 @@ class Fitter:
         self.resume.check_compatible(data_hash=data_hash, labels=self.labels)
         self.history[:] = self.resume.payload.get("history", [])
         self.arch = self.resume.payload.get("arch", self.arch)
+        self.lm_head = self.resume.payload.get("lm_head", "full")  # checkpoints from before the setting: full
         self.carry = dict(self.resume.payload.get("carry") or {})
         self.log.line(f"resuming from checkpoint: {self.resume.position.describe()}")
 
@@ -142,7 +144,7 @@ class Fitter:
         if not self.ctx.main:
             return
         payload = {"rng": rng_states, "history": list(self.history), "data_hash": self.data_hash,
-                   "labels": self.labels, "world": self.ctx.world, "arch": self.arch,
+                   "labels": self.labels, "world": self.ctx.world, "arch": self.arch, "lm_head": self.lm_head,
                    "vocab": self.stage_vocab, **extra}
         if self.carry:
             payload["carry"] = self.carry

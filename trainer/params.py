@@ -45,10 +45,15 @@ PARAMS: dict[str, Param] = {
     "emb_sz": Param(400, "embedding size (new base LM only)", ge=8),
     "n_hid": Param(1152, "LSTM hidden size (new base LM only)", ge=8),
     "n_layers": Param(3, "LSTM layers (new base LM only)", ge=1),
+    "lm_head": Param("full", "the language models' output layer: full (fastai's softmax over the whole vocabulary, "
+                             "tied to the embedding) or adaptive (a shortlist of frequent words and clusters of "
+                             "rarer ones: faster steps on a large vocabulary; published LMs keep the full layout)",
+                     choices=("full", "adaptive")),
     "max_vocab": Param(60000, "vocabulary cap", ge=100),
     "min_freq": Param(2, "min token count for the vocabulary", ge=1),
-    "precision": Param("auto", "auto (bf16 where the GPU supports it, else fp16 with loss scaling; fp32 on CPU), "
-                               "fp32, bf16 or fp16", choices=("auto", "fp32", "bf16", "fp16")),
+    "precision": Param("auto", "auto (GPU: bf16 where the card supports it, else fp16 with loss scaling; CPU: bf16 "
+                               "autocast where the CPU has AVX-512 BF16 or AMX, else fp32), fp32, bf16 or fp16 (fp32 "
+                               "on CPU)", choices=("auto", "fp32", "bf16", "fp16")),
     "deterministic": Param(False, "GPU: deterministic cuDNN kernels instead of autotuned ones (CPU runs are "
                                   "always deterministic)"),
     "checkpoint_minutes": Param(10.0, "also checkpoint inside an epoch after this many minutes (0 = at epoch "

@@ -14,6 +14,7 @@ import traceback
 from dataclasses import replace
 
 from trainer import distributed as D
+from trainer import precision as P
 from trainer.artifacts import upload
 from trainer.callbacks import Interrupted, Preemption
 from trainer.classification.evaluate import evaluate
@@ -78,6 +79,7 @@ def run_training(args) -> int:
         D.init(ctx)
         log, _ = _log_for(ctx, bucket, args)
         rc = RunContext.create(args, bucket, log, ctx, preemption)
+        log.line(P.describe(args.precision, rc.precision))
         fit = Fitter(rc)
         if args.job == pretrain_job.JOB:
             pretrain_job.execute(rc, fit, started)

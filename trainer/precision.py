@@ -1,16 +1,38 @@
-"""Numeric precision and determinism of a run: bf16/fp16 mixed precision on GPU, exact fp32 on CPU."""
+"""Numeric precision and determinism of a run: the one place that decides bf16/fp16/fp32, GPU and CPU.
+
+GPU: bf16 mixed precision where the card has it (Ampere and later), else fp16 with loss scaling.
+CPU: bf16 autocast where the CPU computes bf16 natively (AVX-512 BF16 or AMX: an LM step ran ~1.5x
+faster, issue 30's probe), else fp32 whatever was asked (oneDNN has no bf16 LSTM elsewhere). Weights
+and optimizer state stay fp32 either way (autocast casts per operation).
+"""
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
-from fastai.torch_core import set_seed
+from fastai.callback.core import Callback
+from fastai.torch_core import set_seed, to_float
 
 CHOICES = ("auto", "fp32", "bf16", "fp16")
+CPU_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
+
+
+def cpu_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> str | None:
+    """The CPU flag that says bf16 runs natively here (avx512_bf16 / amx_bf16), or None."""
+    try:
+        flags = next((line.split(":", 1)[1].split() for line in cpuinfo.read_text().splitlines()
+                      if line.startswith("flags")), [])
+    except OSError:
+        return None
+    return next((f for f in CPU_BF16_FLAGS if f in flags), None)
 
 
 def resolve(requested: str) -> str:
-    """`auto`: bf16 where the GPU supports it (Ampere and later), else fp16 with loss scaling; fp32 on CPU."""
+    """The precision a run uses for `requested` (trainer.precision) on this machine."""
     if not torch.cuda.is_available():
-        return "fp32"  # CPU autocast is slower than fp32 for these LSTMs, and exactness matters in tests
+        # oneDNN has no bf16 LSTM without native bf16 ("could not create a primitive descriptor"),
+        # and no fp16 one: fp32 there, whatever was asked
+        return "bf16" if requested in ("auto", "bf16") and cpu_bf16() else "fp32"
     if requested == "auto":
         return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
     if requested == "bf16" and not torch.cuda.is_bf16_supported():
@@ -18,10 +40,52 @@ def resolve(requested: str) -> str:
     return requested
 
 
+def describe(requested: str, resolved: str) -> str:
+    """One log line: the precision in use and why (said once, at the start of a run)."""
+    if torch.cuda.is_available():
+        return f"precision: {resolved} on GPU (trainer.precision {requested})"
+    if resolved == "bf16":
+        return f"precision: bf16 autocast on CPU (it has {cpu_bf16()}; trainer.precision {requested})"
+    if requested == "fp32":
+        return "precision: fp32 on CPU (trainer.precision fp32)"
+    return f"precision: fp32 on CPU (trainer.precision {requested}: this CPU has no avx512_bf16 or amx_bf16)"
+
+
+class CpuAutocast(Callback):
+    """bf16 autocast around each batch's forward pass and loss on the CPU (fastai's MixedPrecision is CUDA's)."""
+
+    order = 10
+
+    def __init__(self):
+        self.autocast = None
+
+    def before_batch(self):
+        self.autocast = torch.autocast("cpu", dtype=torch.bfloat16)
+        self.autocast.__enter__()
+
+    def after_pred(self):
+        self.learn.pred = to_float(self.pred)
+
+    def after_loss(self):
+        self._leave()
+
+    def after_batch(self):
+        self._leave()  # a batch cancelled before its loss (e.g. skipped on resume) leaves no autocast behind
+
+    def after_cancel_batch(self):
+        self._leave()
+
+    def _leave(self):
+        if self.autocast is not None:
+            self.autocast.__exit__(None, None, None)
+            self.autocast = None
+
+
 def apply(learn, precision: str):
-    """Adds fastai's MixedPrecision callback (fp16 comes with its dynamic loss scaler)."""
+    """Adds mixed precision to `learn`: fastai's MixedPrecision on GPU (fp16 with its dynamic loss
+    scaler), CpuAutocast for bf16 on CPU."""
     if precision == "bf16":
-        return learn.to_bf16()
+        return learn.to_bf16() if torch.cuda.is_available() else learn.add_cb(CpuAutocast())
     if precision == "fp16":
         return learn.to_fp16()
     return learn

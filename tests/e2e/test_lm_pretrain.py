@@ -41,7 +41,8 @@ def test_pretrain_publishes_current_and_a_training_run_uses_it(staged, tmp_path)
     [row] = json.loads(listing.stdout)
     assert row["id"] == first and row["current"] and row["small"]
 
-    r = trainctl(staged, "train", "fr", *TINY_SETS, *CURRENT)
+    # fine-tuned under the adaptive softmax: a full-softmax base LM's encoder carries over, the head is fitted afresh
+    r = trainctl(staged, "train", "fr", *TINY_SETS, *CURRENT, "--set", "defaults.trainer.lm_head=adaptive")
     assert r.returncode == 0, r.stdout + r.stderr
     runs = sorted((staged / ".trainstack/local/bucket/fr/runs").iterdir())
     metrics = json.loads((runs[-1] / "metrics.json").read_text())
@@ -49,7 +50,7 @@ def test_pretrain_publishes_current_and_a_training_run_uses_it(staged, tmp_path)
     trainer_meta = json.loads((runs[-1] / "metadata/trainer.json").read_text())
     assert trainer_meta["base_lm"]["meta_sha256"] == metrics["base_lm"]["meta_sha256"]
     log = (runs[-1] / "log.txt").read_text()
-    assert f"base LM: {first}" in log and "found an embedding in base LM" in log
+    assert f"base LM: {first}" in log and "found an embedding in base LM" in log and "LM head: adaptive" in log
     assert "small base LM: expect weak transfer" in r.stdout  # the printed table says it too
 
     # Another corpus: a new id, CURRENT moves, the first LM is untouched.

@@ -11,11 +11,13 @@ SAMPLE = REPO / "data" / "sample"
 # Small enough for a CPU test, big enough to exercise every stage.
 TINY = ["defaults.trainer.epochs_base_lm=1", "defaults.trainer.epochs_lm=2", "defaults.trainer.epochs_clf=2",
         "defaults.trainer.min_clf_steps=0",
-        "defaults.trainer.emb_sz=32", "defaults.trainer.n_hid=64", "defaults.trainer.n_layers=1"]
+        "defaults.trainer.emb_sz=32", "defaults.trainer.n_hid=64", "defaults.trainer.n_layers=1",
+        # exact and alike on every CPU (auto is bf16 autocast where the CPU has it)
+        "defaults.trainer.precision=fp32"]
 TINY_SETS = [arg for s in TINY for arg in ("--set", s)]
 TINY_TRAINER_ARGS = ["--epochs-base-lm", "1", "--epochs-lm", "2", "--epochs-clf", "2", "--min-clf-steps", "0",
                      "--emb-sz", "32",
-                     "--n-hid", "64", "--n-layers", "1", "--bs", "32", "--min-freq", "1"]
+                     "--n-hid", "64", "--n-layers", "1", "--bs", "32", "--min-freq", "1", "--precision", "fp32"]
 
 
 # Real prose (../shared/corpora, see its README) lives beside the project in the workspace, never in it.

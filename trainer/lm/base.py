@@ -136,6 +136,8 @@ def inline_id(rc, fit, prep) -> str:
                  a.seq_len, a.drop_mult, a.max_vocab, a.min_freq]
     if a.bidirectional:  # with a backward LM: another id (forward-only ids stay as they were)
         shaped_by.append("bidirectional")
+    if fit.lm_head != "full":  # so do full-softmax ones
+        shaped_by.append(["lm_head", fit.lm_head])
     budget = inline_budget(rc, prep)
     if budget != (a.epochs_base_lm, 0):  # trainer.max_lm_tokens cut the training (ids without a cut stay)
         shaped_by.append(["max_lm_tokens", *budget])
@@ -152,7 +154,7 @@ def pretrain_inline(rc, fit, prep) -> BaseLM:
         _train_inline(rc, fit, prep, backwards=True, vocab=vocab)
     lm = BaseLM(id=lm_id, source=INLINE, tokenizer=prep.tokenizer.id, arch=dict(fit.arch), vocab_size=len(vocab),
                 tokens=int(tokens), corpus_hash=prep.data_hash, run_id=a.run_id, created_at=store.now(),
-                backward=bool(a.bidirectional))
+                backward=bool(a.bidirectional), head=fit.lm_head)
     if rc.ctx.main:
         weights, vocab_bytes = (models / "weights.pth").read_bytes(), (models / "vocab.pkl").read_bytes()
         store.publish(rc.bucket, a.lang, lm, weights, vocab_bytes, make_current=False,
@@ -174,6 +176,7 @@ def _train_inline(rc, fit, prep, *, backwards: bool = False, vocab: list[str] | 
 
     from trainer import distributed as D
     from trainer.fitting import stage_name
+    from trainer.lm.adaptive import published_state
     from trainer.lm.train import train_lm
     from trainer.text.tokens import TokenIds, build_vocab, remap
 
@@ -188,7 +191,7 @@ def _train_inline(rc, fit, prep, *, backwards: bool = False, vocab: list[str] | 
     tokens = TokenIds.concat([remap(t, vocab) for t in texts])
     learn = train_lm(rc, fit, stage, tokens.reversed() if backwards else tokens, vocab=vocab,
                      valid_pct=INLINE_VALID_PCT)
-    torch.save(D.unwrap(learn.model).state_dict(), rc.models / (store.BWD_WEIGHTS if backwards else "weights.pth"))
+    torch.save(published_state(D.unwrap(learn.model)), rc.models / (store.BWD_WEIGHTS if backwards else "weights.pth"))
     (rc.models / "vocab.pkl").write_bytes(pickle.dumps(list(vocab)))
     D.barrier(rc.ctx)
     return tokens.n_tokens, vocab
@@ -215,13 +218,19 @@ def read_vocab(models: Path) -> list[str]:
 def load_weights(learn, models: Path, new_vocab: list[str], *, weights: str = "weights.pth") -> None:
     """fastai's LMLearner.load_pretrained without its unsafe loads (it unpickles both files
     whole): tensors only (`weights_only=True`) and the checked vocabulary, then the same
-    embedding matching (rows of words the base LM knows keep their vectors)."""
+    embedding matching (rows of words the base LM knows keep their vectors). Under an adaptive
+    head only the encoder's weights load: the head is fitted afresh to the task's vocabulary."""
     import torch
     from fastai.text.learner import clean_raw_keys, load_ignore_keys, match_embeds
+
+    from trainer.lm.adaptive import AdaptiveDecoder
 
     wgts = torch.load(models / weights, map_location="cpu", weights_only=True)
     if "model" in wgts:
         wgts = wgts["model"]
-    wgts = match_embeds(wgts, read_vocab(models), list(new_vocab))
-    load_ignore_keys(learn.model, clean_raw_keys(wgts))
+    wgts = clean_raw_keys(match_embeds(wgts, read_vocab(models), list(new_vocab)))
+    if isinstance(learn.model[1], AdaptiveDecoder):
+        load_ignore_keys(learn.model[0], {k[2:]: v for k, v in wgts.items() if k.startswith("0.")})
+    else:
+        load_ignore_keys(learn.model, wgts)
     learn.freeze()

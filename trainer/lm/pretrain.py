@@ -74,13 +74,14 @@ def _train(rc, fit, stage: str, tokens, valid_pct: float, vocab: list[str]) -> t
 
     import torch
 
+    from trainer.lm.adaptive import published_state
     from trainer.lm.train import train_lm
 
     learn = train_lm(rc, fit, stage, tokens, vocab=vocab, valid_pct=valid_pct)
     last = next((h for h in reversed(fit.history) if h.get("stage") == stage), {})
     perplexity = last.get("perplexity") or (math.exp(last["valid_loss"]) if "valid_loss" in last else None)
     buf = io.BytesIO()
-    torch.save(D.unwrap(learn.model).state_dict(), buf)
+    torch.save(published_state(D.unwrap(learn.model)), buf)
     return buf.getvalue(), None if perplexity is None else round(float(perplexity), 3)
 
 
@@ -106,6 +107,8 @@ def pretrain(rc, fit, corpus: Corpus) -> BaseLM:
                  a.seq_len, a.drop_mult, VALID_PCT, a.precision]
     if a.bidirectional:  # forward-only ids stay as they were
         shaped_by.append("bidirectional")
+    if fit.lm_head != "full":  # so do full-softmax ones
+        shaped_by.append(["lm_head", fit.lm_head])
     budget = lm_budget(tokens.n_tokens * (1 - valid_pct), a.epochs_base_lm, a.max_lm_tokens)
     if budget != (a.epochs_base_lm, 0):  # trainer.max_lm_tokens cut the training: ids without a cut stay
         shaped_by.append(["max_lm_tokens", *budget])
@@ -115,7 +118,7 @@ def pretrain(rc, fit, corpus: Corpus) -> BaseLM:
                 vocab_size=len(vocab), tokens=read, corpus_tokens=n_train_tokens, corpus_hash=corpus.data_hash,
                 perplexity=perplexity,
                 run_id=a.run_id, created_at=store.now(), backward=bool(a.bidirectional),
-                backward_perplexity=perplexity_bwd)
+                backward_perplexity=perplexity_bwd, head=fit.lm_head)
     if rc.ctx.main:
         fresh = store.publish(rc.bucket, a.lang, lm, weights, pickle.dumps(list(vocab)), make_current=True,
                               tokenizer_model=corpus.tokenizer.sp_model, weights_bwd=weights_bwd)

@@ -43,6 +43,7 @@ class BaseLM:
     origin: dict = field(default_factory=dict)  # where imported files came from, coverage, ...
     backward: bool = False  # weights_bwd.pth is published too (trainer.bidirectional)
     backward_perplexity: float | None = None
+    head: str = "full"  # the output layer it was trained with (trainer.lm_head); weights.pth is in the full layout
 
     @property
     def small(self) -> bool:
@@ -68,6 +69,8 @@ class BaseLM:
         if self.corpus_tokens and self.tokens is not None and self.corpus_tokens > self.tokens:
             size += f" read of {self.corpus_tokens:,}"
         ppl = f", perplexity {self.perplexity:.1f}" if self.perplexity is not None else ""
+        if self.head != "full":
+            ppl += f" ({self.head} softmax)"
         bwd = ""
         if self.backward:
             bwd = ", with a backward LM" + (f" (perplexity {self.backward_perplexity:.1f})"

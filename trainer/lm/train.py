@@ -1,10 +1,13 @@
 """Training an AWD-LSTM language model over token ids: the learner, and a base LM's budgeted fit."""
 from __future__ import annotations
 
-from fastai.text.all import AWD_LSTM, Perplexity, accuracy, awd_lstm_lm_config, language_model_learner
+from fastai.text.all import (
+    AWD_LSTM, LMLearner, Perplexity, accuracy, awd_lstm_lm_config, awd_lstm_lm_split, language_model_learner,
+)
 
 from trainer import distributed as D
 from trainer import precision as P
+from trainer.lm import adaptive
 from trainer.text.loaders import lm_dataloaders
 from trainer.text.tokens import TokenIds
 
@@ -20,14 +23,21 @@ def lm_budget(train_tokens: float, epochs: int, max_tokens: int) -> tuple[int, i
 
 
 def lm_learner(rc, fit, tokens: TokenIds, *, valid_pct: float = 0.1, max_train_tokens: int = 0):
-    """An AWD-LSTM language model over `tokens` (ids into their vocab), seeded; not yet `setup`."""
+    """An AWD-LSTM language model over `tokens` (ids into their vocab), seeded; not yet `setup`.
+    Its head is the run's (fit.lm_head): fastai's tied full softmax, or an adaptive softmax whose
+    clusters follow the tokens' frequencies (trainer.lm.adaptive)."""
     a = rc.a
     P.seed_everything(a.seed + rc.ctx.rank, deterministic=a.deterministic)
     dls = lm_dataloaders(tokens, bs=a.bs, seq_len=a.seq_len, seed=a.seed, valid_pct=valid_pct,
                          rank=rc.ctx.rank, world=rc.ctx.world, max_train_tokens=max_train_tokens)
-    return language_model_learner(dls, AWD_LSTM, config={**awd_lstm_lm_config, **fit.arch},
-                                  drop_mult=a.drop_mult, pretrained=False, path=rc.work,
-                                  metrics=[accuracy, Perplexity()])
+    config = {**awd_lstm_lm_config, **fit.arch}
+    if fit.lm_head == adaptive.FULL:
+        return language_model_learner(dls, AWD_LSTM, config=config, drop_mult=a.drop_mult, pretrained=False,
+                                      path=rc.work, metrics=[accuracy, Perplexity()])
+    model = adaptive.language_model(len(tokens.vocab), config, a.drop_mult, tokens.counts())
+    rc.log.line(f"LM head: adaptive softmax, {model[1].describe()} (trainer.lm_head)")
+    return LMLearner(dls, model, loss_func=adaptive.AdaptiveLoss(model[1]), splitter=awd_lstm_lm_split,
+                     path=rc.work, metrics=[adaptive.token_accuracy(model[1]), Perplexity()])
 
 
 def train_lm(rc, fit, stage: str, tokens: TokenIds, *, vocab: list[str], valid_pct: float = 0.1):

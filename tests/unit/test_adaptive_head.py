@@ -1,0 +1,92 @@
+"""The adaptive softmax head (trainer.lm.adaptive): its clusters, its loss, and the layout it publishes."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from trainer.lm import adaptive
+
+fastai_text = pytest.importorskip("fastai.text.all")
+
+
+def zipf(n: int) -> np.ndarray:
+    return (1e6 / np.arange(1, n + 1)).astype(np.int64)
+
+
+def test_cutoffs_follow_the_token_mass():
+    counts = zipf(15000)
+    cuts = adaptive.cutoffs(counts)
+    share = np.cumsum(counts) / counts.sum()
+    assert len(cuts) == 2 and cuts[0] < cuts[1] < 15000 and all(c % 8 == 0 for c in cuts)
+    assert share[cuts[0] - 1] >= 0.8 and share[cuts[0] - 9] < 0.8  # the first multiple of 8 past 80 %
+    assert share[cuts[1] - 1] >= 0.95
+
+
+@pytest.mark.parametrize("n", [2, 9, 16, 40])
+def test_a_tiny_vocabulary_still_gets_a_valid_head(n):
+    cuts = adaptive.cutoffs(zipf(n))
+    assert cuts and all(0 < c < n for c in cuts) and cuts == sorted(set(cuts))
+    adaptive.AdaptiveDecoder(n, 8, 0.1, zipf(n))  # torch accepts them
+
+
+@pytest.mark.parametrize("hid, clusters", [(200, 2), (32, 1), (8, 1)])
+def test_a_narrow_encoder_gets_fewer_clusters_than_a_zero_wide_projection(hid, clusters):
+    dec = adaptive.AdaptiveDecoder(15000, hid, 0.1, zipf(15000))
+    assert dec.asm.n_clusters == clusters
+    assert all(min(t[0].weight.shape) >= 1 for t in dec.asm.tail)
+
+
+def _decoder(vocab=200, hid=16):
+    torch.manual_seed(0)
+    return adaptive.AdaptiveDecoder(vocab, hid, 0.0, zipf(vocab)).eval()
+
+
+def test_the_loss_is_the_exact_negative_log_likelihood():
+    dec = _decoder()
+    hidden, targ = torch.randn(2, 5, 16), torch.randint(0, 200, (2, 5))
+    loss = adaptive.AdaptiveLoss(dec)(hidden, targ)
+    full = dec.asm.log_prob(hidden.reshape(-1, 16))  # every word's log-probability: sums to one
+    assert torch.allclose(full.exp().sum(dim=1), torch.ones(10), atol=1e-5)
+    assert loss.item() == pytest.approx(-full.gather(1, targ.reshape(-1, 1)).mean().item(), rel=1e-5)
+
+
+def test_the_loss_runs_in_fp32_under_bf16_autocast():
+    dec, proj = _decoder(), torch.nn.Linear(16, 16)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        hidden = proj(torch.randn(2, 5, 16))
+        assert hidden.dtype == torch.bfloat16
+        loss = adaptive.AdaptiveLoss(dec)(hidden, torch.randint(0, 200, (2, 5)))
+    assert loss.dtype == torch.float32 and torch.isfinite(loss)
+
+
+def test_every_head_parameter_gets_a_gradient_even_when_no_target_is_rare():
+    """Data parallelism (DDP) waits for every parameter's gradient at each step."""
+    dec = _decoder()
+    adaptive.AdaptiveLoss(dec)(torch.randn(1, 4, 16), torch.zeros(1, 4, dtype=torch.long)).backward()
+    assert all(p.grad is not None for p in dec.parameters())
+
+
+def test_token_accuracy_is_the_share_of_most_likely_words():
+    dec = _decoder()
+    hidden = torch.randn(3, 4, 16)
+    best = dec.asm.log_prob(hidden.reshape(-1, 16)).argmax(dim=1).reshape(3, 4)
+    targ = best.clone()
+    targ[0] = (targ[0] + 1) % 200  # a third of the positions wrong
+    assert adaptive.token_accuracy(dec)(hidden, targ).item() == pytest.approx(8 / 12)
+
+
+def test_the_published_layout_loads_into_fastais_full_softmax_language_model():
+    from fastai.text.all import AWD_LSTM, awd_lstm_lm_config, get_language_model
+
+    config = {**awd_lstm_lm_config, "emb_sz": 16, "n_hid": 32, "n_layers": 1}
+    counts = zipf(64)
+    model = adaptive.language_model(64, config, 0.3, counts)
+    state = adaptive.published_state(model)
+    full = get_language_model(AWD_LSTM, 64, config=config, drop_mult=0.3)
+    assert set(state) == set(full.state_dict())
+    full.load_state_dict(state)
+    assert torch.equal(full[1].decoder.weight, full[0].encoder.weight)  # tied, as fastai's own
+    assert torch.allclose(full[1].decoder.bias.exp().sum(), torch.tensor(1.0))
+    assert int(full[1].decoder.bias.argmax()) == 0  # the most frequent word is the most likely a priori
+    assert adaptive.published_state(full) is not state and set(adaptive.published_state(full)) == set(state)
