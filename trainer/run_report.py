@@ -102,8 +102,14 @@ def kept_section(m: RunMetrics) -> str:
         rows.append([_td(name), _td(_num(figures.macro_f1)), _td(_num(figures.micro_f1)), _td(_num(figures.accuracy)),
                      _td("kept: predict serves it" if kept else "", "good" if kept else "")])
     selection = m.document.get("selection") or {}
+    checked = ""
+    if "confirmed" in selection:  # runs from before the check have no such keys
+        checked = (f'; the weight was chosen on {_e(selection.get("chosen_on_rows"))} of them and checked against '
+                   f'TF-IDF alone on the other {_e(selection.get("checked_on_rows"))} '
+                   + ("(it beat it)" if selection["confirmed"] else "(it did not: TF-IDF alone kept)"))
     note = (f'<p class="muted">chosen on the validation rows by {_e(selection.get("criterion"))}: classifier '
-            f'{_num(selection.get("classifier"))}, blend {_num(selection.get("blend"))}</p>' if selection else "")
+            f'{_num(selection.get("classifier"))}, blend {_num(selection.get("blend"))}{checked}</p>'
+            if selection else "")
     return _table(["model", "macro-F1", "micro-F1", "accuracy", ""], rows) + note
 
 

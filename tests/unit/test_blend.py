@@ -1,6 +1,8 @@
 """The kept model: the classifier, or its blend with TF-IDF when that scores better on the validation rows."""
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -26,25 +28,42 @@ def _noisy(truth: np.ndarray, right: float, rng) -> np.ndarray:
 
 
 @pytest.mark.parametrize("multi", [False, True])
-def test_a_good_classifier_is_kept_alone(multi):
-    rng = np.random.default_rng(0)
-    truth = _onehot(rng.integers(0, 3, 60))
-    clf, tfidf = _noisy(truth, 1.0, rng), _noisy(truth, 0.5, rng)
-    choice = blend.choose(clf, tfidf, truth, LABELS, multi_label=multi)
-    assert choice.kept == blend.CLASSIFIER and choice.weight == 1.0
-    assert choice.mix(clf, tfidf) is clf
-    assert (choice.thresholds is not None) is multi
-
-
-@pytest.mark.parametrize("multi", [False, True])
-def test_a_weak_classifier_is_blended_towards_tfidf(multi):
-    rng = np.random.default_rng(1)
+@pytest.mark.parametrize("seed, clf_right, tfidf_right", [(0, 1.0, 0.5), (1, 0.4, 0.95)])
+def test_the_weight_follows_the_better_model(multi, seed, clf_right, tfidf_right):
+    rng = np.random.default_rng(seed)
     truth = _onehot(rng.integers(0, 3, 80))
-    clf, tfidf = _noisy(truth, 0.4, rng), _noisy(truth, 0.95, rng)
+    clf, tfidf = _noisy(truth, clf_right, rng), _noisy(truth, tfidf_right, rng)
     choice = blend.choose(clf, tfidf, truth, LABELS, multi_label=multi)
-    assert choice.kept == blend.BLEND and choice.weight <= 0.5
-    assert choice.valid["blend"] < choice.valid["classifier"]  # validation log loss
-    np.testing.assert_allclose(choice.mix(clf, tfidf), choice.weight * clf + (1 - choice.weight) * tfidf)
+    assert (choice.thresholds is not None) is multi
+    assert choice.valid["chosen_on_rows"] == choice.valid["checked_on_rows"] == 40
+    assert json.loads(json.dumps(choice.valid)) == choice.valid  # metrics.json takes it as it is
+    if clf_right > tfidf_right:  # a good classifier is kept alone
+        assert choice.kept == blend.CLASSIFIER and choice.weight == 1.0 and choice.valid["confirmed"]
+        assert choice.mix(clf, tfidf) is clf
+    else:  # a weak one is blended towards TF-IDF, or left out
+        assert choice.kept == blend.BLEND and choice.weight <= 0.5
+        assert choice.valid["blend"] < choice.valid["classifier"]  # validation log loss
+        np.testing.assert_allclose(choice.mix(clf, tfidf), choice.weight * clf + (1 - choice.weight) * tfidf)
+
+
+def test_a_weight_that_only_wins_on_the_rows_it_was_chosen_on_is_not_kept():
+    """The classifier is right on the even rows (where the weight is chosen) and wrong on the odd ones."""
+    rng = np.random.default_rng(2)
+    truth = _onehot(rng.integers(0, 3, 60))
+    tfidf = _noisy(truth, 0.7, rng)
+    clf = np.where((np.arange(60) % 2 == 0)[:, None], _noisy(truth, 1.0, rng), _noisy(truth, 0.0, rng))
+    choice = blend.choose(clf, tfidf, truth, LABELS, multi_label=False)
+    assert choice.kept == blend.BLEND and choice.weight == 0.0 and not choice.valid["confirmed"]
+    np.testing.assert_allclose(choice.mix(clf, tfidf), tfidf)
+    # the same classifier, right on every row: kept
+    good = _noisy(truth, 1.0, rng)
+    assert blend.choose(good, tfidf, truth, LABELS, multi_label=False).kept == blend.CLASSIFIER
+
+
+def test_one_validation_row_cannot_confirm_a_weight():
+    truth = _onehot(np.array([1]))
+    choice = blend.choose(truth * 0.9 + 0.05, np.full((1, 3), 1 / 3), truth, LABELS, multi_label=False)
+    assert choice.weight == 0.0 and choice.valid["checked_on_rows"] == 0 and not choice.valid["confirmed"]
 
 
 def test_without_tfidf_probabilities_the_classifier_is_kept():

@@ -70,6 +70,13 @@ def base_lm_record(rc, lm: BaseLM | None) -> dict | None:
             "perplexity": lm.perplexity, "small": lm.small}
 
 
+def _checked(selection: dict) -> str:
+    """How the weight was checked (trainer.classification.blend): on the validation rows it was not chosen on."""
+    verdict = "it beat TF-IDF alone there" if selection["confirmed"] else "it did not beat TF-IDF alone there: TF-IDF kept"
+    return (f"weight chosen on {selection['chosen_on_rows']} rows, checked on the other "
+            f"{selection['checked_on_rows']}: {verdict}")
+
+
 def evaluate(rc, prep, base: BaseLM | None, clf: TrainedClassifier, bwd: TrainedClassifier | None) -> Evaluation:
     """Thresholds, the blend weight and the kept model are chosen on the validation rows only; the
     reported figures are test figures when the data has a test split, else validation figures
@@ -152,7 +159,8 @@ def evaluate(rc, prep, base: BaseLM | None, clf: TrainedClassifier, bwd: Trained
     log.line(f"blend {best_w:.1f} x classifier + {1 - best_w:.1f} x TF-IDF: macro-F1 {blend_figures['macro_f1']:.3f}, "
              f"micro-F1 {blend_figures['micro_f1']:.3f}; kept: {kept}"
              + ("" if a.blend_tfidf else " (trainer.blend_tfidf is off)")
-             + f" (validation log loss: classifier {choice.valid['classifier']:.4f}, blend {choice.valid['blend']:.4f})")
+             + f" (validation log loss: classifier {choice.valid['classifier']:.4f}, blend {choice.valid['blend']:.4f}; "
+               + _checked(choice.valid) + ")")
     figures = {"labels": labels, "multi_label": multi, "allow_empty": allow_empty, "tokenizer": prep.tokenizer.id,
                "bidirectional": bwd is not None,
                "base_lm": base_lm_record(rc, base), **result, "rows": rows, **extra,
