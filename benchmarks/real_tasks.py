@@ -2,7 +2,8 @@
 
     .venv/bin/python -m benchmarks.real_tasks [--tasks fr_sib200 ...] [--sizes 100 300 1000 5000]
         [--seeds 0] [--variants tfidf corpus inline] [--lm-bucket file://DIR] [--test-rows 1000]
-        [--env local] [--set k=v ...] [--json-out FILE]
+        [--env local] [--set k=v ...] [--json-out FILE] [--keep-runs DIR]
+    .venv/bin/python -m benchmarks.real_tasks --rescore DIR [--tasks ...] [--json-out FILE]
 
 Each task is a folder of `../shared/datasets/` (train.csv, valid.csv where present, test.csv; `text,labels`,
 several labels joined by ';'). One fixed test sample (seeded, stratified by each row's rarest label)
@@ -20,6 +21,9 @@ never from test. Variants:
 A model cell reports what the run kept (trainer.classification.blend: the classifier, or its blend
 with TF-IDF) and the classifier alone; every F1 comes with a 90 % paired bootstrap interval of
 "kept - TF-IDF" over the test rows. Prints Markdown rows as cells finish; --json-out keeps them.
+--rescore DIR re-decides what each run kept in DIR (a --keep-runs folder: DIR/<variant>/<task>-<size>-<seed>)
+under today's rule (trainer.classification.blend), from the classifier probabilities it saved and the
+same TF-IDF refitted: what those runs would keep now, without training them again.
 """
 from __future__ import annotations
 
@@ -253,6 +257,90 @@ def fmt(v) -> str:
     return "–" if v is None else f"{v:.3f}"
 
 
+HEADER = ("| task | labels | train / valid / test | seed | TF-IDF before #27 macro (micro) | TF-IDF macro (micro) | "
+          "kept macro (micro) | kept − TF-IDF macro [90 %] | micro [90 %] | kept as | classifier alone macro (micro) | "
+          "trainer wall |\n|---|---|---|---|---|---|---|---|---|---|---|---|")
+
+
+def baseline_columns(cell: Cell) -> tuple[dict, np.ndarray]:
+    """The cell's row (both TF-IDFs' test F1) and today's TF-IDF test predictions."""
+    from trainer.classification.baseline import TfidfSpec
+
+    true = cell.targets(cell.test).astype(bool)
+    _, legacy_test, legacy = tfidf_probs(cell, TfidfSpec.legacy(), policy="per_label")
+    _, tfidf_test, tfidf = tfidf_probs(cell, TfidfSpec.for_language(lang_of(cell.task)))
+    legacy_pred, tfidf_pred = decide(legacy_test, cell, legacy.thresholds), decide(tfidf_test, cell, tfidf.thresholds)
+    row = {"task": cell.task, "size": cell.size, "seed": cell.seed, "n_valid": len(cell.valid),
+           "n_test": len(cell.test), "labels": len(cell.label_names), "multi_label": cell.multi_label,
+           "tfidf_legacy": f1s(legacy_pred, true), "tfidf": f1s(tfidf_pred, true), "tfidf_c": tfidf.c}
+    return row, tfidf_pred
+
+
+def model_columns(cell: Cell, variant: str, metrics: dict, kept_pred: np.ndarray, tfidf_pred: np.ndarray,
+                  wall_s: float | None) -> dict:
+    true = cell.targets(cell.test).astype(bool)
+    clf = metrics.get("classifier") or metrics
+    kept_as = metrics.get("kept", "classifier")
+    if kept_as == "blend":  # w = 0: TF-IDF alone
+        w = metrics["blend"]["weight"]
+        kept_as = "TF-IDF alone" if w == 0 else f"blend, w {w:.1f}"
+    return {"variant": variant, "kept": f1s(kept_pred, true), "kept_as": kept_as,
+            "classifier": (clf["macro_f1"], clf["micro_f1"]), "wall_s": wall_s,
+            "trainer_tfidf": (metrics["baseline_tfidf"]["macro_f1"], metrics["baseline_tfidf"]["micro_f1"]),
+            "gap": bootstrap_gap(kept_pred, tfidf_pred, true)}
+
+
+def row_line(cell: Cell, r: dict) -> str:
+    """A cell's Markdown row (`r`: baseline_columns' row, with model_columns' when a model ran)."""
+    variant, kept, gap = r.get("variant"), r.get("kept"), r.get("gap")
+    head = (f"| {cell.task}{' (' + variant + ')' if variant else ''} | {r['labels']}{' multi' if cell.multi_label else ''} | "
+            f"{cell.size} / {len(cell.valid)} / {len(cell.test)} | {cell.seed} | "
+            f"{fmt(r['tfidf_legacy'][0])} ({fmt(r['tfidf_legacy'][1])}) | {fmt(r['tfidf'][0])} ({fmt(r['tfidf'][1])}) | ")
+    if not kept:
+        return head + "– | – | – | – | – | – |"
+    wall = "–" if r["wall_s"] is None else f"{r['wall_s']:.0f} s"
+    return head + (f"{fmt(kept[0])} ({fmt(kept[1])}) | {kept[0] - r['tfidf'][0]:+.3f} {gap['macro']} | "
+                   f"{kept[1] - r['tfidf'][1]:+.3f} {gap['micro']} | {r['kept_as']} | "
+                   f"{fmt(r['classifier'][0])} ({fmt(r['classifier'][1])}) | {wall} |")
+
+
+def rescore(run: Path, cell: Cell, tfidf_pred: np.ndarray) -> dict:
+    """What a kept run keeps under today's rule: its saved classifier probabilities (valid and test, in
+    the run's row order), the TF-IDF refitted as the trainer fits it (its seed), blend.choose."""
+    from trainer import metrics as M
+    from trainer.classification import blend
+    from trainer.classification.baseline import TfidfSpec, fit_tfidf
+
+    m = json.loads((run / "metrics.json").read_text())
+    labels, multi = m["labels"], m["multi_label"]
+    if "selection" not in m:  # trainer.blend_tfidf off (the `before` variant): nothing to re-decide
+        return model_columns(cell, run.parent.name, m, read_predictions(run / "test_predictions.csv", labels)[1],
+                             tfidf_pred, None)
+    seed = json.loads((run / "metadata" / "trainer.json").read_text()).get("args", {}).get("seed", 42)
+    texts = {}
+    for name in ("valid", "test"):
+        with (run / f"{name}_predictions.csv").open(encoding="utf-8", newline="") as f:
+            texts[name] = [r["text"] for r in csv.DictReader(f)]
+    clf = {name: read_predictions(run / f"{name}_predictions.csv", labels, prefix="model_prob_")[0]
+           for name in ("valid", "test")}
+    rows = [*cell.train.texts, *cell.valid.texts]
+    targets = np.vstack([cell.targets(cell.train), cell.targets(cell.valid)])
+    model = fit_tfidf(rows, targets, train_idx=list(range(len(cell.train))),
+                      valid_idx=list(range(len(cell.train), len(rows))), multi_label=multi, labels=labels,
+                      spec=TfidfSpec.for_language(lang_of(cell.task)), seed=seed, threshold_policy=m.get(
+                          "threshold_policy") or M.DEFAULT_POLICY)
+    by_text = {t: i for i, t in enumerate(cell.valid.texts)}
+    valid_t = cell.targets(cell.valid)[[by_text[t] for t in texts["valid"]]]
+    choice = blend.choose(clf["valid"], model.probabilities(texts["valid"]), valid_t, labels, multi_label=multi,
+                          threshold_policy=m.get("threshold_policy") or M.DEFAULT_POLICY)
+    probs = choice.mix(clf["test"], model.probabilities(texts["test"]))
+    pred = M.decide(probs, multi_label=multi, thresholds=choice.thresholds)
+    by_text = {t: i for i, t in enumerate(cell.test.texts)}
+    order = np.argsort([by_text[t] for t in texts["test"]])  # back to the cell's test order
+    m = {**m, "kept": choice.kept, "blend": {**m["blend"], "weight": choice.weight}}
+    return model_columns(cell, run.parent.name, m, pred[order], tfidf_pred, None)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tasks", nargs="+", default=DEFAULT_TASKS)
@@ -266,27 +354,29 @@ def main() -> None:
     parser.add_argument("--set", dest="sets", action="append", default=[], help="config override, key.path=value")
     parser.add_argument("--json-out", type=Path)
     parser.add_argument("--keep-runs", type=Path, help="copy each run folder here")
+    parser.add_argument("--rescore", type=Path, help="a --keep-runs folder: re-decide what its runs keep today")
     args = parser.parse_args()
-    from trainer.classification.baseline import TfidfSpec
-
     if not DATASETS.exists():
         raise SystemExit(f"needs the shared datasets at {DATASETS}")
     lm_root = Path(args.lm_bucket.removeprefix("file://")) if args.lm_bucket else None
-    print("| task | labels | train / valid / test | seed | TF-IDF before #27 macro (micro) | TF-IDF macro (micro) | "
-          "kept macro (micro) | kept − TF-IDF macro [90 %] | micro [90 %] | kept as | classifier alone macro (micro) | "
-          "trainer wall |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print(HEADER)
     out = []
+    if args.rescore:
+        for run in sorted(p for p in args.rescore.glob("*/*-*-*") if (p / "metrics.json").exists()):
+            task, size, seed = run.name.rsplit("-", 2)
+            if args.tasks != DEFAULT_TASKS and task not in args.tasks:
+                continue
+            [cell] = [c for c in make_cells(task, [int(size)], [int(seed)], args.test_rows) if c.size == int(size)]
+            row, tfidf_pred = baseline_columns(cell)
+            out.append({**row, **rescore(run, cell, tfidf_pred)})
+            print(row_line(cell, out[-1]), flush=True)
+            if args.json_out:
+                args.json_out.write_text(json.dumps(out, indent=1))
+        return
     for task in args.tasks:
         for cell in make_cells(task, args.sizes, args.seeds, args.test_rows):
-            lang, true = lang_of(task), cell.targets(cell.test).astype(bool)
-            spec = TfidfSpec.for_language(lang)
-            _, legacy_test, legacy = tfidf_probs(cell, TfidfSpec.legacy(), policy="per_label")
-            _, tfidf_test, tfidf = tfidf_probs(cell, spec)
-            legacy_pred, tfidf_pred = decide(legacy_test, cell, legacy.thresholds), decide(tfidf_test, cell, tfidf.thresholds)
-            row = {"task": task, "size": cell.size, "seed": cell.seed, "n_valid": len(cell.valid),
-                   "n_test": len(cell.test), "labels": len(cell.label_names), "multi_label": cell.multi_label,
-                   "tfidf_legacy": f1s(legacy_pred, true), "tfidf": f1s(tfidf_pred, true), "tfidf_c": tfidf.c}
+            lang = lang_of(task)
+            row, tfidf_pred = baseline_columns(cell)
             variants = [v for v in args.variants if v != "tfidf"]
             for variant in variants or [None]:
                 cellrow = dict(row)
@@ -299,23 +389,9 @@ def main() -> None:
                     r = run_trainer(cell, trainer_argv(lang, args.env, sets,
                                                        "pretrain-inline" if variant == "inline" else "current"),
                                     src, args.keep_runs and args.keep_runs / variant)
-                    m = r["metrics"]
-                    clf = m.get("classifier") or m
-                    cellrow.update(variant=variant, kept=f1s(r["kept_pred"], true), kept_as=m.get("kept", "classifier"),
-                                   classifier=(clf["macro_f1"], clf["micro_f1"]), wall_s=r["wall_s"],
-                                   trainer_tfidf=(m["baseline_tfidf"]["macro_f1"], m["baseline_tfidf"]["micro_f1"]),
-                                   gap=bootstrap_gap(r["kept_pred"], tfidf_pred, true))
+                    cellrow.update(model_columns(cell, variant, r["metrics"], r["kept_pred"], tfidf_pred, r["wall_s"]))
                 out.append(cellrow)
-                kept = cellrow.get("kept")
-                gap = cellrow.get("gap")
-                print(f"| {task}{' (' + variant + ')' if variant else ''} | {row['labels']}{' multi' if cell.multi_label else ''} | "
-                      f"{cell.size} / {len(cell.valid)} / {len(cell.test)} | {cell.seed} | "
-                      f"{fmt(row['tfidf_legacy'][0])} ({fmt(row['tfidf_legacy'][1])}) | "
-                      f"{fmt(row['tfidf'][0])} ({fmt(row['tfidf'][1])}) | "
-                      + (f"{fmt(kept[0])} ({fmt(kept[1])}) | {kept[0] - row['tfidf'][0]:+.3f} {gap['macro']} | "
-                         f"{kept[1] - row['tfidf'][1]:+.3f} {gap['micro']} | {cellrow['kept_as']} | "
-                         f"{fmt(cellrow['classifier'][0])} ({fmt(cellrow['classifier'][1])}) | {cellrow['wall_s']:.0f} s |"
-                         if kept else "– | – | – | – | – | – |"), flush=True)
+                print(row_line(cell, cellrow), flush=True)
                 if args.json_out:
                     args.json_out.write_text(json.dumps(out, indent=1))
 
