@@ -305,40 +305,40 @@ def row_line(cell: Cell, r: dict) -> str:
 
 
 def rescore(run: Path, cell: Cell, tfidf_pred: np.ndarray) -> dict:
-    """What a kept run keeps under today's rule: its saved classifier probabilities (valid and test, in
-    the run's row order), the TF-IDF refitted as the trainer fits it (its seed), blend.choose."""
+    """What a kept run keeps under today's rule: its saved classifier probabilities (valid and test rows,
+    matched to the cell's by row_id: the benchmark wrote each split in the cell's order), the TF-IDF
+    refitted as the trainer fits it (its seed and settings), blend.choose. The CSVs hold 4 decimals, so a
+    near-tie between weights may fall the other way than in the run; runs that did not blend (the
+    `before` variant) or that blended a bidirectional ensemble are reported as they ran."""
     from trainer import metrics as M
     from trainer.classification import blend
     from trainer.classification.baseline import TfidfSpec, fit_tfidf
 
     m = json.loads((run / "metrics.json").read_text())
-    labels, multi = m["labels"], m["multi_label"]
-    if "selection" not in m:  # trainer.blend_tfidf off (the `before` variant): nothing to re-decide
+    args = json.loads((run / "metadata" / "trainer.json").read_text()).get("args", {})
+    labels, multi, allow_empty = m["labels"], m["multi_label"], bool(m.get("allow_empty"))
+    if not args.get("blend_tfidf", True) or args.get("bidirectional"):
         return model_columns(cell, run.parent.name, m, read_predictions(run / "test_predictions.csv", labels)[1],
                              tfidf_pred, None)
-    seed = json.loads((run / "metadata" / "trainer.json").read_text()).get("args", {}).get("seed", 42)
-    texts = {}
+    policy = m.get("threshold_policy") or M.DEFAULT_POLICY
+    ids, clf = {}, {}
     for name in ("valid", "test"):
         with (run / f"{name}_predictions.csv").open(encoding="utf-8", newline="") as f:
-            texts[name] = [r["text"] for r in csv.DictReader(f)]
-    clf = {name: read_predictions(run / f"{name}_predictions.csv", labels, prefix="model_prob_")[0]
-           for name in ("valid", "test")}
+            ids[name] = [int(r["row_id"]) for r in csv.DictReader(f)]
+        clf[name] = read_predictions(run / f"{name}_predictions.csv", labels, prefix="model_prob_")[0]
     rows = [*cell.train.texts, *cell.valid.texts]
     targets = np.vstack([cell.targets(cell.train), cell.targets(cell.valid)])
     model = fit_tfidf(rows, targets, train_idx=list(range(len(cell.train))),
                       valid_idx=list(range(len(cell.train), len(rows))), multi_label=multi, labels=labels,
-                      spec=TfidfSpec.for_language(lang_of(cell.task)), seed=seed, threshold_policy=m.get(
-                          "threshold_policy") or M.DEFAULT_POLICY)
-    by_text = {t: i for i, t in enumerate(cell.valid.texts)}
-    valid_t = cell.targets(cell.valid)[[by_text[t] for t in texts["valid"]]]
-    choice = blend.choose(clf["valid"], model.probabilities(texts["valid"]), valid_t, labels, multi_label=multi,
-                          threshold_policy=m.get("threshold_policy") or M.DEFAULT_POLICY)
-    probs = choice.mix(clf["test"], model.probabilities(texts["test"]))
-    pred = M.decide(probs, multi_label=multi, thresholds=choice.thresholds)
-    by_text = {t: i for i, t in enumerate(cell.test.texts)}
-    order = np.argsort([by_text[t] for t in texts["test"]])  # back to the cell's test order
+                      spec=TfidfSpec.for_language(lang_of(cell.task)), seed=args.get("seed", 42),
+                      allow_empty=allow_empty, threshold_policy=policy)
+    valid_texts = [cell.valid.texts[i] for i in ids["valid"]]
+    choice = blend.choose(clf["valid"], model.probabilities(valid_texts), cell.targets(cell.valid)[ids["valid"]],
+                          labels, multi_label=multi, threshold_policy=policy)
+    probs = choice.mix(clf["test"], model.probabilities([cell.test.texts[i] for i in ids["test"]]))
+    pred = M.decide(probs, multi_label=multi, thresholds=choice.thresholds, allow_empty=allow_empty)
     m = {**m, "kept": choice.kept, "blend": {**m["blend"], "weight": choice.weight}}
-    return model_columns(cell, run.parent.name, m, pred[order], tfidf_pred, None)
+    return model_columns(cell, run.parent.name, m, pred[np.argsort(ids["test"])], tfidf_pred, None)
 
 
 def main() -> None:

@@ -74,6 +74,10 @@ class Fitter:
         self.history[:] = self.resume.payload.get("history", [])
         self.arch = self.resume.payload.get("arch", self.arch)
         self.lm_head = self.resume.payload.get("lm_head", "full")  # checkpoints from before the setting: full
+        was = self.resume.payload.get("precision")
+        if was is not None and was != self.precision:
+            self.log.line(f"note: the checkpoint was trained in {was}, this machine runs {self.precision}: what "
+                          "follows differs from an uninterrupted run")
         self.carry = dict(self.resume.payload.get("carry") or {})
         self.log.line(f"resuming from checkpoint: {self.resume.position.describe()}")
 
@@ -145,6 +149,7 @@ class Fitter:
             return
         payload = {"rng": rng_states, "history": list(self.history), "data_hash": self.data_hash,
                    "labels": self.labels, "world": self.ctx.world, "arch": self.arch, "lm_head": self.lm_head,
+                   "precision": self.precision,
                    "vocab": self.stage_vocab, **extra}
         if self.carry:
             payload["carry"] = self.carry

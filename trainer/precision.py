@@ -40,6 +40,11 @@ def resolve(requested: str) -> str:
     return requested
 
 
+def cpu_autocast(resolved: str) -> bool:
+    """bf16 autocast on a CPU: weights that differ from fp32 ones, so LM ids record it."""
+    return resolved == "bf16" and not torch.cuda.is_available()
+
+
 def describe(requested: str, resolved: str) -> str:
     """One log line: the precision in use and why (said once, at the start of a run)."""
     if torch.cuda.is_available():
@@ -48,6 +53,8 @@ def describe(requested: str, resolved: str) -> str:
         return f"precision: bf16 autocast on CPU (it has {cpu_bf16()}; trainer.precision {requested})"
     if requested == "fp32":
         return "precision: fp32 on CPU (trainer.precision fp32)"
+    if requested == "fp16":
+        return "precision: fp32 on CPU (trainer.precision fp16: no fp16 path on CPU)"
     return f"precision: fp32 on CPU (trainer.precision {requested}: this CPU has no avx512_bf16 or amx_bf16)"
 
 

@@ -89,4 +89,34 @@ def test_the_published_layout_loads_into_fastais_full_softmax_language_model():
     assert torch.equal(full[1].decoder.weight, full[0].encoder.weight)  # tied, as fastai's own
     assert torch.allclose(full[1].decoder.bias.exp().sum(), torch.tensor(1.0))
     assert int(full[1].decoder.bias.argmax()) == 0  # the most frequent word is the most likely a priori
-    assert adaptive.published_state(full) is not state and set(adaptive.published_state(full)) == set(state)
+    assert adaptive.published_state(full).keys() == full.state_dict().keys()  # a full-softmax LM as it is
+
+
+def test_fine_tuning_under_the_adaptive_head_loads_the_base_encoder(tmp_path):
+    """trainer.lm.base.load_weights: a full-softmax base LM's encoder arrives (words matched by the vocabulary),
+    the adaptive head stays as initialised."""
+    import pickle
+    from types import SimpleNamespace
+
+    from fastai.text.all import AWD_LSTM, awd_lstm_lm_config, get_language_model
+
+    from trainer.lm.base import load_weights
+
+    config = {**awd_lstm_lm_config, "emb_sz": 16, "n_hid": 32, "n_layers": 2}
+    base_vocab = ["xxunk", "xxpad", "xxbos", *[f"w{i}" for i in range(3, 40)]]
+    torch.manual_seed(1)
+    base = get_language_model(AWD_LSTM, 40, config=config, drop_mult=0.3)
+    torch.save(base.state_dict(), tmp_path / "weights.pth")
+    (tmp_path / "vocab.pkl").write_bytes(pickle.dumps(base_vocab))
+    new_vocab = ["w3", "xxunk", "new", *[f"w{i}" for i in range(4, 40)], "xxpad", "xxbos"]  # reordered, one new word
+    model = adaptive.language_model(len(new_vocab), config, 0.3, zipf(len(new_vocab)))
+    head = {k: v.clone() for k, v in model[1].state_dict().items()}
+    learn = SimpleNamespace(model=model, freeze=lambda: None)
+    load_weights(learn, tmp_path, new_vocab)
+    emb = model[0].encoder.weight
+    assert torch.equal(emb[0], base[0].encoder.weight[3]) and torch.equal(emb[1], base[0].encoder.weight[0])
+    assert torch.equal(emb[-1], base[0].encoder.weight[2])
+    assert torch.allclose(emb[2], base[0].encoder.weight.mean(0))  # an unknown word: the mean embedding
+    for name in ("rnns.0.weight_hh_l0_raw", "rnns.1.module.weight_ih_l0"):
+        assert torch.equal(model[0].state_dict()[name], base[0].state_dict()[name])
+    assert all(torch.equal(v, model[1].state_dict()[k]) for k, v in head.items())

@@ -54,6 +54,7 @@ def test_a_weight_that_only_wins_on_the_rows_it_was_chosen_on_is_not_kept():
     clf = np.where((np.arange(60) % 2 == 0)[:, None], _noisy(truth, 1.0, rng), _noisy(truth, 0.0, rng))
     choice = blend.choose(clf, tfidf, truth, LABELS, multi_label=False)
     assert choice.kept == blend.BLEND and choice.weight == 0.0 and not choice.valid["confirmed"]
+    assert choice.valid["chosen_weight"] == 1.0  # the even rows wanted the classifier alone
     np.testing.assert_allclose(choice.mix(clf, tfidf), tfidf)
     # the same classifier, right on every row: kept
     good = _noisy(truth, 1.0, rng)

@@ -1,4 +1,4 @@
-"""Never worse than the baseline by construction: the classifier, or its blend with TF-IDF.
+"""Never worse than the baseline by construction: the classifier, its blend with TF-IDF, or TF-IDF alone.
 
 With `trainer.blend_tfidf` the run also scores, on the validation rows, blends of the
 classifier's and the TF-IDF baseline's probabilities (w * classifier + (1 - w) * TF-IDF, w on a
@@ -75,13 +75,14 @@ def choose(clf_valid: np.ndarray, tfidf_valid: np.ndarray | None, targets: np.nd
     losses = {w: row_losses(mix(w, clf_valid, tfidf_valid), targets, multi_label=multi_label) for w in WEIGHTS}
     rows = np.arange(len(targets))
     chosen_on, checked_on = rows[0::2], rows[1::2]
-    w = _lowest(losses, chosen_on, WEIGHTS)
+    w = chosen = _lowest(losses, chosen_on, WEIGHTS)
     confirmed = bool(len(checked_on)) and bool(losses[w][checked_on].mean() < losses[0.0][checked_on].mean())
     if not confirmed:
         w = 0.0
     shown = w if w < 1 else _lowest(losses, rows, WEIGHTS[:-1])  # the blend column: the best blend below 1
     valid = {CLASSIFIER: round(clf_loss, 4), BLEND: round(float(losses[shown].mean()), 4), "blend_weight": shown,
-             "chosen_on_rows": len(chosen_on), "checked_on_rows": len(checked_on), "confirmed": confirmed}
+             "chosen_weight": chosen, "chosen_on_rows": len(chosen_on), "checked_on_rows": len(checked_on),
+             "confirmed": confirmed}
     if w == 1.0:
         return Choice(CLASSIFIER, 1.0, thresholds(clf_valid), valid)
     return Choice(BLEND, w, thresholds(mix(w, clf_valid, tfidf_valid)), valid)

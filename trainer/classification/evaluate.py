@@ -72,9 +72,11 @@ def base_lm_record(rc, lm: BaseLM | None) -> dict | None:
 
 def _checked(selection: dict) -> str:
     """How the weight was checked (trainer.classification.blend): on the validation rows it was not chosen on."""
+    w, chosen_on, checked_on = selection["chosen_weight"], selection["chosen_on_rows"], selection["checked_on_rows"]
+    if w == 0:
+        return f"weight 0 (TF-IDF alone) chosen on {chosen_on} rows"
     verdict = "it beat TF-IDF alone there" if selection["confirmed"] else "it did not beat TF-IDF alone there: TF-IDF kept"
-    return (f"weight chosen on {selection['chosen_on_rows']} rows, checked on the other "
-            f"{selection['checked_on_rows']}: {verdict}")
+    return f"weight {w:.1f} chosen on {chosen_on} rows, checked on the other {checked_on}: {verdict}"
 
 
 def evaluate(rc, prep, base: BaseLM | None, clf: TrainedClassifier, bwd: TrainedClassifier | None) -> Evaluation:

@@ -4,13 +4,15 @@ A full softmax multiplies every position's output by the whole vocabulary: most 
 (docs/BENCHMARKS.md "Base LMs on 2 cores"). torch's AdaptiveLogSoftmaxWithLoss (Grave et al.
 2017) scores a shortlist of frequent words plus one token per cluster of rarer words at every
 position, and a cluster's words only at the positions whose target is in it. Its log-likelihood
-is exact, so perplexity means what it meant.
+is exact: the perplexity a pretrain reports is the adaptive head's, over the same words.
 
 Only the head changes: the encoder stays fastai's AWD-LSTM, and a published LM is written in the
 tied full-softmax layout every reader of weights.pth takes (`published_state`: the decoder is the
 embedding, its bias the log unigram frequencies), so the classifier, `lm import`/`use` and
-fine-tuning from it see no difference. A fine-tune with this head starts a fresh one on the
-task's own vocabulary (the first, frozen epoch fits it), from any base LM, old ones included.
+fine-tuning read it as they read any LM. That full-softmax decoder is a starting point, not the
+head the perplexity was measured with (a full-softmax fine-tune re-fits it in its frozen first
+epoch). A fine-tune with this head starts a fresh one on the task's own vocabulary (the first,
+frozen epoch fits it), from any base LM, old ones included.
 """
 from __future__ import annotations
 

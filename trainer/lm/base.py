@@ -130,6 +130,8 @@ def inline_budget(rc, prep) -> tuple[int, int]:
 def inline_id(rc, fit, prep) -> str:
     """An inline LM learns from this run's training rows: its id hashes them (and what else shapes
     the weights), so no run whose validation or test rows it saw can pick it up."""
+    from trainer.precision import cpu_autocast
+
     a = rc.a
     rows = hashlib.sha256(json.dumps(sorted(prep.train_idx)).encode()).hexdigest()
     shaped_by = [prep.data_hash, rows, prep.tokenizer.id, fit.arch, a.epochs_base_lm, a.seed, a.lr_lm, a.bs,
@@ -138,6 +140,8 @@ def inline_id(rc, fit, prep) -> str:
         shaped_by.append("bidirectional")
     if fit.lm_head != "full":  # so do full-softmax ones
         shaped_by.append(["lm_head", fit.lm_head])
+    if cpu_autocast(rc.precision):  # `auto` is bf16 only on CPUs that have it: fp32 ids stay
+        shaped_by.append(["precision", "cpu-bf16"])
     budget = inline_budget(rc, prep)
     if budget != (a.epochs_base_lm, 0):  # trainer.max_lm_tokens cut the training (ids without a cut stay)
         shaped_by.append(["max_lm_tokens", *budget])

@@ -89,6 +89,7 @@ def pretrain(rc, fit, corpus: Corpus) -> BaseLM:
     """Trains the LM (checkpointed as stage base_lm; then base_lm_bwd, the backward LM, with
     trainer.bidirectional), measures held-out perplexity, publishes it."""
     from trainer.lm.train import lm_budget
+    from trainer.precision import cpu_autocast
     from trainer.text.tokens import TokenIds, build_vocab, remap
 
     a = rc.a
@@ -109,6 +110,8 @@ def pretrain(rc, fit, corpus: Corpus) -> BaseLM:
         shaped_by.append("bidirectional")
     if fit.lm_head != "full":  # so do full-softmax ones
         shaped_by.append(["lm_head", fit.lm_head])
+    if cpu_autocast(rc.precision):  # `auto` is bf16 only on CPUs that have it: fp32 ids stay
+        shaped_by.append(["precision", "cpu-bf16"])
     budget = lm_budget(tokens.n_tokens * (1 - valid_pct), a.epochs_base_lm, a.max_lm_tokens)
     if budget != (a.epochs_base_lm, 0):  # trainer.max_lm_tokens cut the training: ids without a cut stay
         shaped_by.append(["max_lm_tokens", *budget])
