@@ -1,5 +1,7 @@
 """A base LM pretrained under the adaptive softmax (trainer.lm_head: adaptive): exact resume from a
-mid-epoch checkpoint, the full-softmax layout it publishes, and fine-tuning from it and into it."""
+mid-epoch checkpoint, and the full-softmax layout it publishes (fine-tuning into an adaptive head from a
+full-softmax LM: tests/e2e/test_lm_pretrain.py; the published layout loading into fastai's full-softmax
+model: tests/unit/test_adaptive_head.py)."""
 from __future__ import annotations
 
 import io
@@ -11,8 +13,8 @@ import torch
 from tests.support.trainer_proc import stage_sample, trainer, wait_status
 from trainer.storage import open_bucket
 
-# 2 short epochs of ~20 batches on the sample corpus: room for an interruption inside an epoch
-PRETRAIN = ("--job", "pretrain-lm", "--lm-head", "adaptive", "--epochs-base-lm", "2", "--bs", "8",
+# one epoch of ~20 batches on the sample corpus: room for an interruption inside it
+PRETRAIN = ("--job", "pretrain-lm", "--lm-head", "adaptive", "--epochs-base-lm", "1", "--bs", "8",
             "--checkpoint-minutes", "0")
 
 
@@ -33,8 +35,8 @@ def test_an_adaptive_pretrain_resumes_mid_epoch_exactly_and_publishes_the_full_l
     assert proc.returncode == 0, out
 
     proc = trainer(uri["cut"], "p", *PRETRAIN, "--progress-seconds", "0", start_new_session=True)
-    wait_status(cut, "p", lambda s: s["stage"] == "base_lm" and (s.get("progress") or {}).get("epoch", 0) >= 1
-                and 3 <= s["progress"]["batch"] < s["progress"]["batches"], proc)
+    wait_status(cut, "p", lambda s: s["stage"] == "base_lm" and s.get("progress") is not None
+                and 3 <= s["progress"]["batch"] < s["progress"]["batches"] - 3, proc)
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 143, out
@@ -54,10 +56,3 @@ def test_an_adaptive_pretrain_resumes_mid_epoch_exactly_and_publishes_the_full_l
     # fastai's tied full-softmax layout: what `lm import`, `lm use` and fine-tuning read
     assert torch.equal(weights["1.decoder.weight"], weights["0.encoder.weight"]) and "1.decoder.bias" in weights
     assert not any(".asm." in k for k in weights)
-
-    # A run with the default full softmax fine-tunes from it.
-    proc = trainer(uri["whole"], "t", "--base-lm", "current")
-    out, _ = proc.communicate(timeout=300)
-    assert proc.returncode == 0, out
-    metrics = json.loads(whole.read_bytes("fr/runs/t/metrics.json"))
-    assert metrics["base_lm"]["id"] == meta["id"] and metrics["macro_f1"] is not None
