@@ -21,7 +21,6 @@ import torch
 from torch import nn
 
 FULL, ADAPTIVE = "full", "adaptive"
-HEADS = (FULL, ADAPTIVE)
 # Token mass the shortlist covers, then the shortlist and the first cluster together; the last
 # cluster takes the rest. A rarer cluster's projection is DIV_VALUE times narrower.
 SHARES = (0.8, 0.95)
