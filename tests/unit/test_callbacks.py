@@ -94,3 +94,37 @@ def test_patience_stops_the_fit_after_epochs_without_a_lower_validation_loss():
     never.learn = SimpleNamespace(cbs=[], epoch=4)
     never.after_epoch()
     assert never.stopped == 0
+
+
+def test_the_epoch_eta_counts_the_validation_pass_at_its_measured_speed():
+    from types import SimpleNamespace
+
+    import torch
+
+    now = [0.0]
+    lines = []
+    log = type("Log", (), {"line": lambda self, text: lines.append(text), "update": lambda *a, **k: None})()
+    cb = BatchProgressCallback(log, every_s=0, clock=lambda: now[0])
+    cb.begin_phase(Phase("base_lm", 0, 1, offset=0, total=2))
+    cb.learn = SimpleNamespace(training=True, yb=[1], xb=[torch.zeros(4, 8)], epoch=0, n_iter=10, iter=0,
+                               dls=SimpleNamespace(valid=range(5)))
+
+    def train(batches: int, seconds_each: float):
+        cb.before_train()
+        for i in range(batches):
+            now[0] += seconds_each
+            cb.learn.iter = i
+            cb.after_batch()
+
+    train(3, 2.0)  # 2 s a batch: 7 batches left, then 5 validation batches at 0.8 x 2 s before any is timed
+    assert lines[-1].endswith("epoch ETA 22s, stage ETA 50s"), lines[-1]
+    cb.before_validate()
+    now[0] += 5 * 0.4  # timed: 0.4 s a validation batch
+    cb.after_validate()
+    cb.learn.epoch = 1
+    train(3, 2.0)
+    assert lines[-1].endswith("epoch ETA 16s"), lines[-1]  # 7 x 2 s + 5 x 0.4 s; the last epoch: no stage ETA
+    cb.begin_phase(Phase("classifier", 0, 1, offset=0, total=1))  # another stage: its validation is not timed yet
+    cb.learn.epoch = 0
+    train(3, 2.0)
+    assert lines[-1].endswith("epoch ETA 22s"), lines[-1]
