@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
-import subprocess
 import threading
-import time
 from pathlib import Path
 
 from tests.support.project import TINY_SETS
-from tests.support.trainctl import TRAINCTL, assert_nothing_left, only_run, run_dir, trainctl, wait_for
+from tests.support.trainctl import assert_nothing_left, only_run, run_dir, start_trainctl, trainctl, wait_for
 from trainer import supervisor
+
+LOG_LINE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ ")  # a line of the run's log.txt
+
 
 def test_train_end_to_end(staged):
     r = trainctl(staged, "train", "fr", *TINY_SETS)
@@ -62,8 +64,7 @@ def test_second_train_attaches_then_destroy_cancels(staged):
     run_id = only_run(staged, "fr")
     wait_for(lambda: (run_dir(staged, "fr", run_id) / "status.json").exists(), 120, "status.json")
     # A second train while one is active follows it instead of starting another.
-    proc = subprocess.Popen([TRAINCTL, "train", "fr", *slow], cwd=staged, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    proc = start_trainctl(staged, "train", "fr", *slow)
     seen: list[str] = []
 
     def read_lines():
@@ -73,7 +74,10 @@ def test_second_train_attaches_then_destroy_cancels(staged):
     reader = threading.Thread(target=read_lines, daemon=True)
     reader.start()
     wait_for(lambda: any("already active" in line for line in seen), 90, "the attach message")
-    time.sleep(2)  # now following
+    # following: the run's log lines (timestamped) come after the attach message
+    wait_for(lambda: any(LOG_LINE.match(line) for line in seen[[i for i, line in enumerate(seen)
+                                                                if "already active" in line][0]:]),
+             90, "the run's log lines")
     proc.send_signal(signal.SIGINT)  # Ctrl-C while following
     proc.wait(timeout=60)
     reader.join(timeout=10)

@@ -60,15 +60,13 @@ SLOW = [*TINY_SETS, "--set", "defaults.trainer.epochs_clf=400"]  # outlasts the 
 
 def test_ctrl_c_detaches_from_every_run(staged):
     import signal
-    import subprocess
     import threading
 
-    from tests.support.trainctl import TRAINCTL, wait_for
+    from tests.support.trainctl import start_trainctl, wait_for
     from trainer import supervisor
 
     assert trainctl(staged, "data", "push", "en", str(SAMPLE / "en")).returncode == 0
-    proc = subprocess.Popen([TRAINCTL, "train", "fr", "en", "--parallel", "2", *SLOW], cwd=staged,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    proc = start_trainctl(staged, "train", "fr", "en", "--parallel", "2", *SLOW)
     seen: list[str] = []
     reader = threading.Thread(target=lambda: seen.extend(proc.stdout), daemon=True)
     reader.start()
