@@ -14,6 +14,11 @@ Where things are:
   plan_render/  the plan review (Markdown for pull requests)
 """
 import os
+from pathlib import Path
+
+# The source tree trainstack runs from: VM scripts and the image build context live here
+# (the operator's project folder may be elsewhere: project.Project.root).
+SOURCE_ROOT = Path(__file__).resolve().parents[1]
 
 # Node 20 is what our users run; jsii's end-of-life banner would drown our output.
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "18,20")

@@ -9,11 +9,13 @@ import os
 import sys
 from pathlib import Path
 
+from stacks import SOURCE_ROOT
 from stacks.cdk import App, TerraformStack
 
 from stacks.config import EnvConfig
 from stacks.config.gpus import GPU_TYPES
-from stacks.project import SOURCE_ROOT, Project, stack_name
+from stacks.naming import stack_name
+from stacks.project import Project
 from stacks.train_stack import GcpPlacement, TrainStack
 
 VM_SCRIPTS = SOURCE_ROOT / "images" / "trainer"

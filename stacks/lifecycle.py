@@ -18,7 +18,8 @@ from typing import Callable, Protocol
 
 from stacks.config import EnvConfig, LanguageSettings
 from stacks.errors import InfraError, UnknownLanguageError
-from stacks.project import Project, stack_name
+from stacks.naming import stack_name
+from stacks.project import Project
 from trainer import supervisor
 from trainer.data import LabelledData, load_labelled, unlabelled_key, unlabelled_texts
 from trainer.runs import RunStatus, new_run_id, read_status, run_key, run_started_at

@@ -22,6 +22,11 @@ def group_name(env: str, lang: str) -> str:
     return f"{env}-train-{lang}"
 
 
+def stack_name(lang: str) -> str:
+    """The training stack of a language (what `cdktf deploy` is given)."""
+    return f"train-{lang}"
+
+
 def state_prefix(env: str, stack: str) -> str:
     """Where a stack's Terraform state lives inside the state bucket."""
     return f"{env}/{stack}"

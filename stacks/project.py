@@ -8,16 +8,6 @@ from stacks.config import EnvConfig, load_config
 from stacks.errors import ConfigError
 
 
-# The source tree trainstack runs from: VM scripts and the image build context live here
-# (the operator's project folder may be elsewhere: Project.root).
-SOURCE_ROOT = Path(__file__).resolve().parents[1]
-
-
-def stack_name(lang: str) -> str:
-    """The training stack of a language (what `cdktf deploy` is given)."""
-    return f"train-{lang}"
-
-
 @dataclass(frozen=True)
 class Project:
     """A checkout holding cdktf.json and envs/; local state lives in .trainstack/."""

@@ -19,7 +19,7 @@ from stacks.errors import InfraError
 from stacks.gcp import api
 from stacks.gcp.checks import Check
 from stacks.naming import DEPLOYER_SA, FOUNDATION, PLANNER_SA, TRAINER_SA, group_name, sa_email, state_prefix
-from stacks.project import stack_name
+from stacks.naming import stack_name
 
 ENDPOINT_ENV = "TRAINSTACK_POLICYTROUBLESHOOTER_ENDPOINT"
 API = "https://policytroubleshooter.googleapis.com"

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Callable
 
 from stacks.errors import InfraError, TrainstackError
 from stacks.gcp import api
-from stacks.project import SOURCE_ROOT
+from stacks import SOURCE_ROOT
 
 if TYPE_CHECKING:
     from stacks.config.models import EnvConfig

@@ -58,7 +58,7 @@ class GcpTarget:
         from stacks.gcp.doctor import check_boot_image
         from stacks.gcp.image import image_ref, require_image
         from stacks.gcp.quota import choose_zone
-        from stacks.project import SOURCE_ROOT
+        from stacks import SOURCE_ROOT
 
         decision = decided or choose_zone(config, lang)
         if reporter:

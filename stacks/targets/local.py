@@ -16,7 +16,7 @@ class LocalTarget:
         return None  # the schema's checks are all a local env needs
 
     def stack_host(self, config, project, lang, *, python, placement) -> dict:
-        from stacks.project import stack_name
+        from stacks.naming import stack_name
         from stacks.train_stack import LocalHost
 
         name = stack_name(lang)
