@@ -9,35 +9,17 @@ import os
 import sys
 from pathlib import Path
 
-from stacks import SOURCE_ROOT
 from stacks.cdk import App, TerraformStack
 
 from stacks.config import EnvConfig
-from stacks.config.gpus import GPU_TYPES
 from stacks.naming import stack_name
 from stacks.project import Project
 from stacks.train_stack import GcpPlacement, TrainStack
-
-VM_SCRIPTS = SOURCE_ROOT / "images" / "trainer"
-
 
 def interpreter() -> str:
     """This environment's python, spelled the same whether started as python or python3."""
     candidate = Path(sys.prefix) / "bin" / "python"
     return str(candidate) if candidate.exists() else sys.executable
-
-
-def gcp_placement(config: EnvConfig, lang: str, zone: str | None = None, metric: str | None = None) -> GcpPlacement:
-    """Where and what a language's VMs run; without a quota decision: the first preferred zone."""
-    from stacks.gcp.image import image_ref
-
-    s = config.language(lang)
-    gpu = GPU_TYPES[s.gpu.type]
-    return GcpPlacement(
-        zone=zone or config.zones[0], image=image_ref(config, SOURCE_ROOT),
-        quota_metrics=[metric] if metric else ([gpu.spot_metric, gpu.metric] if s.spot else [gpu.metric]),
-        startup_script=(VM_SCRIPTS / "startup.sh").read_text(), shutdown_script=(VM_SCRIPTS / "shutdown.sh").read_text(),
-    )
 
 
 def build(app: App, config: EnvConfig, project: Project, python: str,

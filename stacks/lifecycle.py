@@ -20,9 +20,8 @@ from stacks.config import EnvConfig, LanguageSettings
 from stacks.errors import InfraError, UnknownLanguageError
 from stacks.naming import stack_name
 from stacks.project import Project
-from trainer import supervisor
 from trainer.data import LabelledData, load_labelled, unlabelled_key, unlabelled_texts
-from trainer.runs import RunStatus, new_run_id, read_status, run_key, run_started_at
+from trainer.runs import TRAINCTL_META, RunStatus, new_run_id, read_status, run_key, run_started_at
 from trainer.storage import Bucket, open_bucket
 from stacks.targets import target_of
 
@@ -170,7 +169,7 @@ def write_run_metadata(bucket: Bucket, handle: StackHandle, run_id: str) -> None
     bucket.write_bytes(run_key(handle.lang, run_id, prefix + "config.json"),
                        handle.config.model_dump_json(indent=2).encode())
     bucket.write_bytes(run_key(handle.lang, run_id, prefix + "stack.json"), stack_json.read_bytes())
-    bucket.write_bytes(run_key(handle.lang, run_id, prefix + "trainctl.json"), json.dumps(meta, indent=2).encode())
+    bucket.write_bytes(run_key(handle.lang, run_id, TRAINCTL_META), json.dumps(meta, indent=2).encode())
 
 
 def terraform_version(binary: str) -> str | None:
@@ -289,18 +288,6 @@ def vm_startup_error(bucket: Bucket, lang: str, run_id: str) -> str | None:
     """The first note a VM's start-up script left in `<run>/vm/` (images/trainer/startup.sh), if any."""
     notes = [k for k in bucket.list(run_key(lang, run_id, "vm/")) if k.endswith("-startup-error.txt")]
     return bucket.read_bytes(notes[0]).decode("utf-8", "replace").strip() or notes[0] if notes else None
-
-
-def local_launcher_alive(project: Project, env: str, run_id: str) -> Callable[[], bool]:
-    state_dir = project.procs_dir(env) / run_id
-    first_seen = time.monotonic()
-
-    def alive() -> bool:
-        if supervisor.read_pid(state_dir) is None:
-            return time.monotonic() - first_seen < 30  # not started yet
-        return supervisor.is_running(state_dir)
-
-    return alive
 
 
 def bucket_of(config: EnvConfig) -> Bucket:

@@ -4,8 +4,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from stacks.config import EnvConfig, load_config
+from stacks.config import EnvConfig
 from stacks.errors import ConfigError
+from stacks.targets import load_env
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,7 @@ class Project:
         return self.env_dir(env) / "cdktf.out"
 
     def load(self, env: str, overrides: list[str] | None = None) -> EnvConfig:
-        config = load_config(self.envs_dir, env, overrides)
+        config = load_env(self.envs_dir, env, overrides)
         if config.bucket.startswith("file://") and not config.bucket.startswith("file:///"):
             local = (self.root / config.bucket[len("file://"):]).resolve()
             config = config.model_copy(update={"bucket": f"file://{local}"})

@@ -20,8 +20,34 @@ TFIDF_FILES = ("tfidf.json", "tfidf.npz")  # the TF-IDF part of a kept blend (tr
 BWD_MODEL = "model_bwd.pth"  # the backward classifier (trainer.bidirectional), loadable like model.pth
 
 
+TRAINCTL_META = "metadata/trainctl.json"  # written by trainctl at apply: the stack, placement, estimate
+
+
 def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def parse_time(ts: str | None) -> datetime | None:
+    """A time as run records write it (ISO 8601, or 20261126T113000Z in VM boot records), in UTC; None if unreadable."""
+    if not ts:
+        return None
+    try:
+        return datetime.strptime(ts, "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc)
+    except ValueError:
+        pass
+    try:
+        dt = datetime.fromisoformat(ts)
+    except ValueError:
+        return None
+    return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+
+
+def read_json(bucket: Bucket, key: str) -> dict | None:
+    """A JSON document of a run folder; None where it is missing or unreadable."""
+    try:
+        return json.loads(bucket.read_bytes(key)) if bucket.exists(key) else None
+    except ValueError:
+        return None
 
 
 def new_run_id() -> str:

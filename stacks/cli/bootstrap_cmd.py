@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from stacks.cli.common import EnvOpt, SetOpt, console, load, mapped_errors
-from stacks.targets import require
 
 
 def register(app) -> None:
@@ -16,7 +15,7 @@ def bootstrap(env: EnvOpt = "local", sets: SetOpt = None):
     from stacks.naming import FOUNDATION
 
     _, config = load(env, sets)
-    require(config, "gcp", f"env {env!r} targets {config.target}: its Terraform state is local, nothing to bootstrap",
+    config.require_target("gcp", f"env {env!r} targets {config.target}: its Terraform state is local, nothing to bootstrap",
             hint="bootstrap applies to gcp environments (e.g. --env dev)")
     state = ensure_state_bucket(config)
     verb = "created" if state.created else "exists"

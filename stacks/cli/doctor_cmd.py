@@ -5,7 +5,6 @@ import typer
 
 from stacks.cli.common import EnvOpt, SetOpt, console, load, mapped_errors
 from stacks.errors import ExitStatus
-from stacks.targets import require
 
 
 def register(app: typer.Typer) -> None:
@@ -21,7 +20,7 @@ def doctor(env: EnvOpt = "local", sets: SetOpt = None):
     from stacks.gcp.doctor import NOT_CHECKED, run_checks
 
     _, config = load(env, sets)
-    require(config, "gcp", f"env {env!r} has target {config.target!r}: doctor checks gcp environments",
+    config.require_target("gcp", f"env {env!r} has target {config.target!r}: doctor checks gcp environments",
             hint="pick a gcp env, e.g. --env dev")
 
     def show(check) -> None:

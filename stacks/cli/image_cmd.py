@@ -4,7 +4,6 @@ from __future__ import annotations
 import typer
 
 from stacks.cli.common import EnvOpt, SetOpt, err_console, load, mapped_errors
-from stacks.targets import require
 
 app = typer.Typer(help="Build the trainer image (Cloud Build, Artifact Registry).", no_args_is_help=True)
 
@@ -25,7 +24,7 @@ def build(env: EnvOpt = "local", sets: SetOpt = None):
     from stacks.gcp.image import SOURCE_ROOT, submit_build
 
     _, config = load(env, sets)
-    require(config, "gcp", f"env {env!r} has target {config.target!r}: image build applies to gcp environments; "
+    config.require_target("gcp", f"env {env!r} has target {config.target!r}: image build applies to gcp environments; "
             "the local target runs the trainer from this checkout", hint="pick a gcp env, e.g. --env dev")
 
     def say(line: str) -> None:

@@ -200,8 +200,8 @@ def show(run_id: Annotated[str, typer.Argument(help="run id (see `trainctl runs`
          report: Annotated[Path | None, typer.Option("--report", help="also write the run's report.html here "
                                                      "(self-contained: open it in a browser)")] = None):
     """One run in full: status, metrics summary, machine and cost, artifact URIs."""
-    from stacks.runrecords import TRAINCTL_META, run_row
-    from trainer.runs import ARTIFACTS, BWD_MODEL, read_metrics, run_key
+    from stacks.runrecords import run_row
+    from trainer.runs import ARTIFACTS, BWD_MODEL, TRAINCTL_META, read_metrics, run_key
 
     config, bucket = _open(env, sets, lang, configured=False)
     code = _find_run(bucket, run_id, lang)

@@ -15,7 +15,6 @@ from pydantic import ValidationError
 
 from stacks.config.models import EnvConfig
 from stacks.errors import ConfigError
-from stacks.targets import target_of
 
 SET_SOURCE = "--set"
 
@@ -149,16 +148,21 @@ def _source_of(loc: tuple, origin: dict[tuple, str], message: str = "") -> tuple
     return ".".join(path), "envs/base.yaml"
 
 
-def load_config(envs_dir: Path, env: str, overrides: list[str] | None = None) -> EnvConfig:
+def load_config_and_origin(envs_dir: Path, env: str,
+                           overrides: list[str] | None = None) -> tuple[EnvConfig, dict[tuple, str]]:
+    """The env's config validated by its model, and the file (or --set) each key came from."""
     doc, origin = merged_document(envs_dir, env, list(overrides or []))
     doc = _expand_languages(doc, origin)
     doc["env"] = env
     try:
-        config = EnvConfig.model_validate(doc)
+        return EnvConfig.model_validate(doc), origin
     except ValidationError as exc:
         raise _config_error(exc, origin) from exc
-    target_of(config).check_config(config, origin)  # what only the target knows is wrong
-    return config
+
+
+def load_config(envs_dir: Path, env: str, overrides: list[str] | None = None) -> EnvConfig:
+    """The env's config validated by its model; a project also has its target check it (stacks.targets.load_env)."""
+    return load_config_and_origin(envs_dir, env, overrides)[0]
 
 
 def _config_error(exc: ValidationError, origin: dict[tuple, str]) -> ConfigError:

@@ -5,6 +5,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
 
+from stacks.errors import ConfigError
 from trainer.params import PARAMS
 
 # Boot images: chosen per machine series from the GPU catalogue (stacks/config/gpus.py)
@@ -118,6 +119,10 @@ class CiSettings(StrictModel):
     github_repository_owner_id: int | None = Field(None, ge=1, description="the repository owner's numeric id")
 
 
+# The targets a run can execute on (stacks/targets: one module each) and the bucket URI scheme each stores runs in.
+BUCKET_SCHEMES = {"local": "file", "gcp": "gs"}
+
+
 class EnvConfig(StrictModel):
     """One environment's effective configuration."""
 
@@ -143,8 +148,6 @@ class EnvConfig(StrictModel):
     @model_validator(mode="after")
     def _bucket_scheme_matches_target(self) -> "EnvConfig":
         scheme = self.bucket.split("://", 1)[0] if "://" in self.bucket else ""
-        from stacks.targets import BUCKET_SCHEMES
-
         wanted = BUCKET_SCHEMES[self.target]
         if scheme != wanted:
             raise ValueError(
@@ -167,6 +170,11 @@ class EnvConfig(StrictModel):
 
     def language(self, lang: str) -> LanguageSettings:
         return self.languages[lang]
+
+    def require_target(self, name: str, message: str, hint: str) -> None:
+        """Commands for one target only (quota, doctor, image build, bootstrap: gcp) refuse the others with exit 2."""
+        if self.target != name:
+            raise ConfigError(message, hint=hint)
 
     @property
     def state_bucket_name(self) -> str:

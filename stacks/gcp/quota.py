@@ -14,7 +14,6 @@ from stacks.config.gpus import GLOBAL_METRIC, GPU_TYPES, GpuType, region_of
 from stacks.config.models import EnvConfig
 from stacks.errors import InfraError, UnknownLanguageError
 from stacks.gcp import api
-from stacks.targets import require
 # The same client factory the VM agent uses; ENDPOINT_ENV points it at a test server.
 from trainer.vm.group import ENDPOINT_ENV, compute_client_kwargs, compute_endpoint
 
@@ -175,7 +174,7 @@ def choose_zone(config: EnvConfig, lang: str, *, compute: ComputeQuotas | None =
     `reserved` holds GPUs already promised to other languages in this preflight,
     keyed by (scope, metric), so two runs never count the same free GPUs.
     """
-    require(config, "gcp", f"quota applies to gcp environments; env {config.env!r} has target {config.target!r}",
+    config.require_target("gcp", f"quota applies to gcp environments; env {config.env!r} has target {config.target!r}",
             hint="pick a gcp environment with --env (e.g. --env dev)")
     if lang not in config.languages:
         raise UnknownLanguageError(lang, config.env, sorted(config.languages))

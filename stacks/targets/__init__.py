@@ -2,7 +2,7 @@
 rest of the operator side asks `target_of(config)` instead of testing `config.target`.
 
 Adding a target (docs/DECISIONS.md has the checklist): a module here implementing Target, its
-name in `stacks.config.models.EnvConfig.target`, `by_name` and BUCKET_SCHEMES, its bucket in
+name in `stacks.config.models.EnvConfig.target` and BUCKET_SCHEMES, in `by_name`, its bucket in
 trainer/storage.open_bucket, and its stack composition in stacks/train_stack.py.
 """
 from __future__ import annotations
@@ -10,6 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable, Protocol
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from stacks.config.models import EnvConfig
     from stacks.project import Project
     from trainer.storage import Bucket
@@ -58,18 +60,6 @@ class Target(Protocol):
         """Refuse (ConfigError, exit 2) an env this target cannot deploy as written; `origin` names each key's file."""
 
 
-# Known before a target's module loads (config validation): the bucket URI scheme each target stores runs in.
-BUCKET_SCHEMES = {"local": "file", "gcp": "gs"}
-
-
-def require(config: "EnvConfig", name: str, message: str, hint: str) -> None:
-    """Commands for one target only (quota, doctor, image build, bootstrap: gcp) refuse the others with exit 2."""
-    if config.target != name:
-        from stacks.errors import ConfigError
-
-        raise ConfigError(message, hint=hint)
-
-
 def by_name(name: str) -> Target:
     if name == "gcp":
         from stacks.targets.gcp import GCP
@@ -84,3 +74,13 @@ def by_name(name: str) -> Target:
 
 def target_of(config: "EnvConfig") -> Target:
     return by_name(config.target)
+
+
+def load_env(envs_dir: "Path", env: str, overrides: list[str] | None = None) -> "EnvConfig":
+    """An env's config as a project loads it: validated by its model, then by its target (what only the
+    target knows is wrong: a gcp zone outside its region, a machine without the GPU asked for)."""
+    from stacks.config.loader import load_config_and_origin
+
+    config, origin = load_config_and_origin(envs_dir, env, overrides)
+    target_of(config).check_config(config, origin)
+    return config

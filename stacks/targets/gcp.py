@@ -6,9 +6,34 @@ plumbing it uses lives in stacks/gcp/.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from stacks import SOURCE_ROOT
 from stacks.errors import InfraError
 from stacks.naming import FOUNDATION
+
+if TYPE_CHECKING:
+    from stacks.config import EnvConfig
+    from stacks.train_stack import GcpPlacement
+
+VM_SCRIPTS = SOURCE_ROOT / "images" / "trainer"  # the VMs' start-up and shutdown scripts
+
+
+def gcp_placement(config: "EnvConfig", lang: str, zone: str | None = None,
+                  metric: str | None = None) -> "GcpPlacement":
+    """Where and what a language's VMs run; without a quota decision: the first preferred zone."""
+    from stacks.config.gpus import GPU_TYPES
+    from stacks.gcp.image import image_ref
+    from stacks.train_stack import GcpPlacement
+
+    s = config.language(lang)
+    gpu = GPU_TYPES[s.gpu.type]
+    return GcpPlacement(
+        zone=zone or config.zones[0], image=image_ref(config, SOURCE_ROOT),
+        quota_metrics=[metric] if metric else ([gpu.spot_metric, gpu.metric] if s.spot else [gpu.metric]),
+        startup_script=(VM_SCRIPTS / "startup.sh").read_text(), shutdown_script=(VM_SCRIPTS / "shutdown.sh").read_text(),
+    )
+
 
 @dataclass(frozen=True)
 class GcpTarget:
@@ -48,17 +73,13 @@ class GcpTarget:
         check_gcp(config, origin)
 
     def stack_host(self, config, project, lang, *, python, placement) -> dict:
-        from stacks.app import gcp_placement
-
         return {"gcp": placement or gcp_placement(config, lang)}
 
     def preflight(self, config, lang, reporter, decided=None):
         """Quota (zone choice) and image checks of a gcp run -> the GcpPlacement to synthesize with."""
-        from stacks.app import gcp_placement
         from stacks.gcp.doctor import check_boot_image
         from stacks.gcp.image import image_ref, require_image
         from stacks.gcp.quota import choose_zone
-        from stacks import SOURCE_ROOT
 
         decision = decided or choose_zone(config, lang)
         if reporter:
@@ -98,7 +119,7 @@ class GcpTarget:
 
     def run_cost(self, bucket, config, lang, run_id, status) -> dict:
         from stacks.gcp.pricing import price_book
-        from stacks.runrecords import vm_cost
+        from stacks.targets.gcp_cost import vm_cost
 
         return vm_cost(bucket, config, lang, run_id, status, lambda machine: price_book(config, bucket, [machine]))
 
@@ -116,10 +137,10 @@ class GcpTarget:
 
     def prices_for_plan(self, config):
         from stacks.gcp.pricing import price_book
-        from stacks.lifecycle import bucket_of
+        from trainer.storage import open_bucket
 
         try:
-            bucket = bucket_of(config)
+            bucket = open_bucket(config.bucket)
         except Exception:  # the planner may not open the env bucket: then no cache, the API only
             bucket = None
         return price_book(config, bucket, [config.language(lang).machine_type for lang in config.languages])

@@ -1,6 +1,7 @@
 """The local target: Terraform starts the trainer as a process on this machine; the bucket is a folder."""
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 
@@ -36,9 +37,17 @@ class LocalTarget:
         return None
 
     def launcher_alive(self, project, env, run_id):
-        from stacks.lifecycle import local_launcher_alive
+        from trainer import supervisor
 
-        return local_launcher_alive(project, env, run_id)
+        state_dir = project.procs_dir(env) / run_id
+        first_seen = time.monotonic()
+
+        def alive() -> bool:
+            if supervisor.read_pid(state_dir) is None:
+                return time.monotonic() - first_seen < 30  # not started yet
+            return supervisor.is_running(state_dir)
+
+        return alive
 
     def run_cost(self, bucket, config, lang, run_id, status) -> dict:
         return {"machine_type": None, "gpu_type": None, "gpu_count": 0, "spot": None, "nodes": 1, "vm_boots": 0,
