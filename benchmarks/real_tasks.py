@@ -160,7 +160,7 @@ def make_cells(task: str, sizes: list[int], seeds: list[int], test_rows: int) ->
 def tfidf_probs(cell: Cell, spec, policy: str | None = None) -> tuple[np.ndarray, np.ndarray, object]:
     """(validation probs, test probs, the fitted model) of a TF-IDF spec on the cell's rows (thresholds by
     `policy`, default the trainer's)."""
-    from trainer import metrics as M
+    from trainer.classification import metrics as M
     from trainer.classification.baseline import fit_tfidf
 
     texts = [*cell.train.texts, *cell.valid.texts, *cell.test.texts]
@@ -173,7 +173,7 @@ def tfidf_probs(cell: Cell, spec, policy: str | None = None) -> tuple[np.ndarray
 
 
 def decide(probs: np.ndarray, cell: Cell, thresholds) -> np.ndarray:
-    from trainer import metrics as M
+    from trainer.classification import metrics as M
 
     return M.decide(probs, multi_label=cell.multi_label, thresholds=thresholds)
 
@@ -245,7 +245,7 @@ def run_trainer(cell: Cell, targs: list[str], lm_src: Path | None, keep: Path | 
 
 def trainer_argv(lang: str, env: str, sets: list[str], base_lm: str) -> list[str]:
     from stacks.config import load_config
-    from stacks.train_stack import trainer_args
+    from stacks.constructs.train_stack import trainer_args
 
     config = load_config(REPO / "envs", env, [f"languages.{lang}={{}}", *sets])
     targs = trainer_args(config, lang)
@@ -310,7 +310,7 @@ def rescore(run: Path, cell: Cell, tfidf_pred: np.ndarray) -> dict:
     refitted as the trainer fits it (its seed and settings), blend.choose. The CSVs hold 4 decimals, so a
     near-tie between weights may fall the other way than in the run; runs that did not blend (the
     `before` variant) or that blended a bidirectional ensemble are reported as they ran."""
-    from trainer import metrics as M
+    from trainer.classification import metrics as M
     from trainer.classification import blend
     from trainer.classification.baseline import TfidfSpec, fit_tfidf
 

@@ -149,7 +149,7 @@ def measure(kind: str, workers: int, data: Path, bucket_dir: Path) -> dict:
     import multiprocessing.forkserver
     import shutil
 
-    from trainer.data import parse_labelled_csv
+    from trainer.data.labelled import parse_labelled_csv
     from trainer.storage import open_bucket
     from trainer.text.cache import corpus_tokens, labelled_tokens
 

@@ -60,8 +60,8 @@ def epoch_before_after(csv_path: Path, work: Path, args) -> dict:
                                  Pad_Chunk, ProgressCallback, SortedDL, awd_lstm_clas_config, text_classifier_learner)
 
     from trainer.checkpoints import CheckpointStore, Position, rng_state
-    from trainer.data import parse_labelled_csv
-    from trainer.splits import make_splits
+    from trainer.data.labelled import parse_labelled_csv
+    from trainer.data.splits import make_splits
     from trainer.storage import open_bucket
     from trainer.text.loaders import classifier_dataloaders
     from fastai.text.all import Tokenizer, WordTokenizer
@@ -160,9 +160,9 @@ def gpu_precision(csv_path: Path) -> dict:
     from fastai.text.all import (AWD_LSTM, ProgressCallback, awd_lstm_clas_config, awd_lstm_lm_config,
                                  language_model_learner, text_classifier_learner)
 
-    from trainer import precision as P
-    from trainer.data import parse_labelled_csv
-    from trainer.splits import make_splits
+    from trainer.job import precision as P
+    from trainer.data.labelled import parse_labelled_csv
+    from trainer.data.splits import make_splits
     from trainer.text.loaders import classifier_dataloaders, lm_dataloaders
     from trainer.text.tokens import build_vocab, remap, tokenize
 

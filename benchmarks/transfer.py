@@ -144,7 +144,7 @@ def main() -> None:
     parser.add_argument("--set", dest="sets", action="append", default=[], help="config override, key.path=value")
     args = parser.parse_args()
     from stacks.config import load_config
-    from stacks.train_stack import trainer_args
+    from stacks.constructs.train_stack import trainer_args
 
     path = CORPORA / CORPUS[args.lang]
     if not path.exists():

@@ -3,15 +3,15 @@
 Where things are:
   cli/          trainctl: one module per command (group), each `register(app)`s itself; commands only render
   config/       envs/*.yaml as typed models (models.py), the GPU catalogue (gpus.py), price books (prices.py)
-  runflow.py    one run start to end (preflight, estimate, apply, follow, destroy); lifecycle.py its steps
-  multirun.py   several languages in one command (worker threads over runflow, one start lock)
-  promotion.py  <lang>/models/CURRENT (the model predict serves), runs compared on the same rows
-  targets/      what differs per target (local, gcp), behind `target_of(config)`
-  runrecords.py runs as `trainctl runs` reads them back (state, VMs, cost); plan_review.py: `plan`/`apply`
+  runs/         a run's way through a stack: runflow.py (one language start to end), multirun.py (several),
+                lifecycle.py (their steps), terraform.py, records.py (runs read back, cost), promotion.py
+  targets/      what differs per target (local, gcp), behind `target_of(config)`; config checks, VM cost
   gcp/          Google Cloud: REST plumbing (api.py), quota, pricing, image build, doctor checks, access probes
-  app.py        the CDKTF app; train_stack.py / foundation_stack.py compose constructs/ (one per file)
+  app.py        the CDKTF app; constructs/ its stacks (train_stack.py, foundation_stack.py) and their
+                constructs (one per file)
   cdk.py        the one import of the CDK (cdktf or cdktn); cdk_google.py the provider classes (gcp only)
-  plan_render/  the plan review (Markdown for pull requests)
+  plan_render/  the plan review (Markdown for pull requests); review.py runs `plan`/`apply --reviewed`
+  naming.py     resource and stack names; project.py the operator's project folder; errors.py exit statuses
 """
 import os
 from pathlib import Path

@@ -14,7 +14,7 @@ from stacks.cdk import App, TerraformStack
 from stacks.config import EnvConfig
 from stacks.naming import stack_name
 from stacks.project import Project
-from stacks.train_stack import GcpPlacement, TrainStack
+from stacks.constructs.train_stack import GcpPlacement, TrainStack
 
 def interpreter() -> str:
     """This environment's python, spelled the same whether started as python or python3."""
@@ -32,7 +32,7 @@ def build(app: App, config: EnvConfig, project: Project, python: str,
     target = target_of(config)
     stacks: dict[str, TerraformStack] = {}
     if FOUNDATION in target.stacks_before_training and (only is None or FOUNDATION in only):
-        from stacks.foundation_stack import FoundationStack
+        from stacks.constructs.foundation_stack import FoundationStack
 
         stacks[FOUNDATION] = FoundationStack(app, config=config)
     for lang in config.languages:
@@ -67,7 +67,7 @@ def main() -> None:
         from stacks.targets import target_of
 
         if FOUNDATION in target_of(config).stacks_before_training:
-            from stacks.foundation_stack import CI_KEYS
+            from stacks.constructs.foundation_stack import CI_KEYS
 
             if not all(getattr(config.ci, key) for key in CI_KEYS):
                 # The training stacks deploy without CI identities; the foundation never trusts a default.

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from trainer.errors import DataError
-from trainer.runs import run_key
+from trainer.records.runs import run_key
 from trainer.storage import Bucket
 
 POINTER = "checkpoints/LATEST.ckpt.json"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from trainer.params import PARAMS
+from trainer.job.params import PARAMS
 
 
 def _flag(text: str) -> bool:

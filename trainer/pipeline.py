@@ -14,20 +14,20 @@ import traceback
 from dataclasses import replace
 
 from trainer import distributed as D
-from trainer import precision as P
-from trainer.artifacts import upload
-from trainer.callbacks import Interrupted, Preemption
+from trainer.job import precision as P
+from trainer.job.artifacts import upload
+from trainer.job.callbacks import Interrupted, Preemption
 from trainer.classification.evaluate import evaluate
 from trainer.classification.prepare import prepare
 from trainer.classification.stage import train_classifier as classifier
-from trainer.context import RunContext
+from trainer.job.context import RunContext
 from trainer.errors import DataError, RunExistsError, TrainerExit
-from trainer.fitting import Fitter
+from trainer.job.fitting import Fitter
 from trainer.lm import base as base_lm
 from trainer.lm import pretrain as pretrain_job
 from trainer.lm.finetune import finetune
-from trainer.runlog import QuietLog, RunLog
-from trainer.runs import QUEUED, RunStatus, mark_failed, read_status
+from trainer.job.runlog import QuietLog, RunLog
+from trainer.records.runs import QUEUED, RunStatus, mark_failed, read_status
 from trainer.storage import open_bucket
 
 
@@ -54,7 +54,7 @@ def _log_for(ctx: D.Context, bucket, args):
     resume = status is not None and status.stage != QUEUED
     if not resume:
         status = RunStatus(run_id=args.run_id, lang=args.lang, env=args.env, job=args.job)
-    else:  # a new value: trainer.runs.interruption counts restarts from it
+    else:  # a new value: trainer.records.runs.interruption counts restarts from it
         status = replace(status, resumed=status.resumed + 1)
     log = RunLog(bucket, status)
     log.started()

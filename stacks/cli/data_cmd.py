@@ -9,8 +9,8 @@ import typer
 
 from stacks.cli.common import EnvOpt, LangArg, SetOpt, console, fail, load, mapped_errors
 from stacks.errors import ExitStatus
-from trainer.data import UNLABELLED, UNLABELLED_SUFFIXES
-from trainer.tables import SUFFIX_OF, SUFFIXES, format_of
+from trainer.data.labelled import UNLABELLED, UNLABELLED_SUFFIXES
+from trainer.data.tables import SUFFIX_OF, SUFFIXES, format_of
 
 
 def _unlabelled_suffix(name: str) -> str | None:
@@ -97,8 +97,8 @@ def push(lang: LangArg,
          env: EnvOpt = "local", sets: SetOpt = None,
          replace: Annotated[bool, typer.Option("--replace", help="replace differing files (old ones are kept under data/previous/)")] = False):
     """Validate and upload a language's data to <bucket>/<lang>/."""
-    from stacks.lifecycle import bucket_of, language_settings
-    from trainer.data import parse_labelled
+    from stacks.runs.lifecycle import bucket_of, language_settings
+    from trainer.data.labelled import parse_labelled
 
     _, config = load(env, sets)
     settings = language_settings(config, lang)
@@ -110,7 +110,7 @@ def push(lang: LangArg,
              None, ExitStatus.BAD_INPUT)
     for src, key in pairs:
         if "/data/corpus/" not in key and _unlabelled_suffix(key.rsplit("/", 1)[1]):
-            from trainer.data import unlabelled_texts
+            from trainer.data.labelled import unlabelled_texts
 
             texts = unlabelled_texts(src.read_bytes(), src.name, text_col=settings.data.text_col, source=str(src))
             if not texts:

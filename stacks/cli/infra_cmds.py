@@ -88,7 +88,7 @@ def plan(files: Annotated[list[Path] | None, typer.Argument(
         markdown.write_text(render_markdown(plans, artifact=artifact))
         console.print(f"review written to {markdown}")
         return
-    from stacks.plan_review import plan_stacks
+    from stacks.plan_render.review import plan_stacks
 
     results, first_error = plan_stacks(env, sets, stack, json_out, preflight=preflight, prices=prices, lock=lock,
                                        keep_going=bool(markdown or json_out), show=_show, reporter=ConsoleReporter(),
@@ -120,7 +120,7 @@ def apply(reviewed: Annotated[Path, typer.Option(
     from stacks.naming import FOUNDATION
     from stacks.plan_render import plan_from_document
     from stacks.plan_render.reviewed import reviewed_document
-    from stacks.plan_review import PLANFILE, plan_stacks, stale_stacks
+    from stacks.plan_render.review import PLANFILE, plan_stacks, stale_stacks
 
     if stack == FOUNDATION:
         raise ConfigError("the foundation is applied by an operator, not by `trainctl apply`",
@@ -147,10 +147,10 @@ def apply(reviewed: Annotated[Path, typer.Option(
 @mapped_errors
 def destroy(lang: LangArg, env: EnvOpt = "local", sets: SetOpt = None):
     """Stop a language's run (if active) and destroy its training stack."""
-    from stacks.lifecycle import active_run, open_stack, teardown, bucket_of
-    from trainer.runs import read_status
+    from stacks.runs.lifecycle import active_run, open_stack, teardown, bucket_of
+    from trainer.records.runs import read_status
 
-    from stacks.runflow import record_cost
+    from stacks.runs.runflow import record_cost
 
     project, config = load(env, sets)
     handle = open_stack(project, config, lang)
@@ -170,8 +170,8 @@ def gc(env: EnvOpt = "local", sets: SetOpt = None,
        summary: Annotated[Path | None, typer.Option(
            help="append a Markdown list of what was destroyed to FILE (e.g. $GITHUB_STEP_SUMMARY)")] = None):
     """Destroy training stacks whose run has ended (or never started)."""
-    from stacks.lifecycle import active_run, bucket_of, live_state, open_stack, teardown
-    from stacks.runflow import record_cost
+    from stacks.runs.lifecycle import active_run, bucket_of, live_state, open_stack, teardown
+    from stacks.runs.runflow import record_cost
     from stacks.targets import target_of
 
     project, config = load(env, sets)

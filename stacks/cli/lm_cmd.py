@@ -40,7 +40,7 @@ def pretrain(lang: LangArg, env: EnvOpt = "local", sets: SetOpt = None,
 
 def _open(env: str, sets, lang: str):
     """(config, the language's settings, bucket); the language must be configured."""
-    from stacks.lifecycle import bucket_of, language_settings
+    from stacks.runs.lifecycle import bucket_of, language_settings
 
     _, config = load(env, sets)
     settings = language_settings(config, lang)

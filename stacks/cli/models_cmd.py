@@ -26,7 +26,7 @@ def promote(lang: LangArg, run_id: RunArg, env: EnvOpt = "local", sets: SetOpt =
                                                 "model, or was scored on other rows")] = False):
     """Make RUN the model `predict` uses for LANG (<lang>/models/CURRENT; earlier promotions kept).
     Refuses a run that did not succeed, and one below the promoted model's macro-F1 on the same rows."""
-    from stacks.promotion import promote as write_promotion
+    from stacks.runs.promotion import promote as write_promotion
 
     _, bucket = _open(env, sets, lang, configured=False)
     _pick_run(bucket, lang, run_id)
@@ -41,7 +41,7 @@ def promote(lang: LangArg, run_id: RunArg, env: EnvOpt = "local", sets: SetOpt =
 
 def serving_run(bucket, lang: str, run: str | None) -> str:
     """--run, else the promoted run, else the newest successful one (saying so)."""
-    from stacks.promotion import read_current
+    from stacks.runs.promotion import read_current
 
     if run:
         return _pick_run(bucket, lang, run)
@@ -58,8 +58,8 @@ class ServedModel:
     """A run's model.pth (and model_bwd.pth for its ensemble), downloaded and loaded once."""
 
     def __init__(self, bucket, lang: str, run_id: str, tmp: Path, *, forward_only: bool):
-        from trainer.predict import load_model, load_tfidf
-        from trainer.runs import BWD_MODEL, TFIDF_FILES, read_metrics, run_key
+        from trainer.serving.predict import load_model, load_tfidf
+        from trainer.records.runs import BWD_MODEL, TFIDF_FILES, read_metrics, run_key
 
         self.run_id, self.metrics = run_id, read_metrics(bucket, lang, run_id)
         bucket.download(run_key(lang, run_id, "model.pth"), tmp / "model.pth")
@@ -77,7 +77,7 @@ class ServedModel:
             self.tfidf = load_tfidf(*(bucket.read_bytes(run_key(lang, run_id, name)) for name in TFIDF_FILES))
 
     def classify(self, texts: list[str]):
-        from trainer.predict import blended, decide_labels, probabilities
+        from trainer.serving.predict import blended, decide_labels, probabilities
 
         probs = blended(probabilities(self.learn, texts, self.learn_bwd), texts, self.metrics, self.tfidf,
                         backward=self.learn_bwd is not None)
@@ -117,7 +117,7 @@ def predict(lang: LangArg, texts: Annotated[list[str] | None, typer.Argument(hel
             classify_file_cmd(model, input_file, output_file, text_col=text_col or data.text_col, id_col=id_col,
                               batch_rows=batch_rows, label_sep=data.label_sep, tmp=Path(tmp))
             return
-        from trainer.predict import predict_texts
+        from trainer.serving.predict import predict_texts
 
         for text, (labels, probs) in zip(texts, predict_texts(model.learn, texts, model.metrics, model.learn_bwd,
                                                                   model.tfidf)):

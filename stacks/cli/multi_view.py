@@ -100,7 +100,7 @@ class LanguageReporter:
 
 def summary(results, config) -> None:
     """One row per language: state, macro-F1 next to TF-IDF, duration, cost; then where the runs are."""
-    from stacks.runrecords import run_row
+    from stacks.runs.records import run_row
 
     table = Table(title=f"{len(results)} language(s), env {config.env} (cost: estimated, USD)")
     for col in ("lang", "state", "run", "macro-F1", "TF-IDF", "Δ", "duration", "est. cost", "promoted"):

@@ -31,7 +31,7 @@ def _split_uri(uri: str):
 
 def classify_file_cmd(model, input_uri: str, output_uri: str, *, text_col: str, id_col: str | None,
                       batch_rows: int, label_sep: str, tmp: Path) -> None:
-    from trainer.batch_predict import InputRows, classify_file, file_format
+    from trainer.serving.batch_predict import InputRows, classify_file, file_format
     from trainer.errors import DataError
 
     file_format(output_uri)  # refuse an unknown output format before reading anything

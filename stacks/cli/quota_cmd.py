@@ -34,7 +34,7 @@ def quota(env: EnvOpt = "local", lang: LangOpt = None, sets: SetOpt = None,
             data = dataclasses.asdict(decision)
             if book is None:
                 from stacks.gcp.pricing import price_book
-                from stacks.lifecycle import bucket_of
+                from stacks.runs.lifecycle import bucket_of
 
                 book = price_book(config, bucket_of(config),
                                   [config.language(n).machine_type for n in config.languages], compute=compute)

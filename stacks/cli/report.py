@@ -9,8 +9,8 @@ from rich.table import Table
 from rich.text import Text
 
 from stacks.cli.common import console
-from trainer.run_metrics import RunMetrics
-from trainer.runs import RunStatus
+from trainer.records.run_metrics import RunMetrics
+from trainer.records.runs import RunStatus
 
 
 class ConsoleReporter:

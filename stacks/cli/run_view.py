@@ -1,4 +1,4 @@
-"""Running one language's job from a command (`train`, `lm pretrain`): stacks.runflow does the work,
+"""Running one language's job from a command (`train`, `lm pretrain`): stacks.runs.runflow does the work,
 this renders its outcome."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from stacks.errors import ExitStatus
 
 
 def run_job(lang: str, env: str, sets, detach: bool, *, job: str, promote_if_better: bool = False) -> None:
-    from stacks.runflow import run_language, with_job
+    from stacks.runs.runflow import run_language, with_job
 
     project, config = load(env, sets)
     config = with_job(project, config, env, sets, lang, job)
@@ -21,14 +21,14 @@ def run_job(lang: str, env: str, sets, detach: bool, *, job: str, promote_if_bet
     if outcome.status is not None:
         render(outcome)
         if promote_if_better:
-            from stacks.promotion import promote_if_better
+            from stacks.runs.promotion import promote_if_better
 
             console.print(promote_if_better(outcome.bucket, lang, outcome.run_id), soft_wrap=True, markup=False)
 
 
 def render(outcome) -> None:
     """The end of a followed run: its failure, the base LM it published, or its metrics and artifacts."""
-    from trainer.runs import ARTIFACTS, BWD_MODEL, SUCCEEDED, read_metrics
+    from trainer.records.runs import ARTIFACTS, BWD_MODEL, SUCCEEDED, read_metrics
 
     lang, run_id, bucket, status = outcome.lang, outcome.run_id, outcome.bucket, outcome.status
     if status.state != SUCCEEDED:

@@ -32,8 +32,8 @@ def register(app: typer.Typer) -> None:
 
 
 def _pick_run(bucket, lang: str, run_id: str | None, *, succeeded: bool = False) -> str:
-    from stacks.runrecords import run_ids
-    from trainer.runs import SUCCEEDED, read_status
+    from stacks.runs.records import run_ids
+    from trainer.records.runs import SUCCEEDED, read_status
 
     ids = run_ids(bucket, lang)
     if run_id:
@@ -50,7 +50,7 @@ def _pick_run(bucket, lang: str, run_id: str | None, *, succeeded: bool = False)
 
 def _find_run(bucket, run_id: str, lang: str | None) -> str:
     """The language of a run id (searched in every language unless given)."""
-    from stacks.runrecords import bucket_languages, run_ids
+    from stacks.runs.records import bucket_languages, run_ids
 
     langs = [lang] if lang else bucket_languages(bucket)
     found = [code for code in langs if run_id in run_ids(bucket, code)]
@@ -61,8 +61,8 @@ def _find_run(bucket, run_id: str, lang: str | None) -> str:
 
 def _open(env: str, sets, lang: str | None, *, configured: bool = True):
     """(config, bucket); a language must be configured unless it has runs in the bucket."""
-    from stacks.lifecycle import bucket_of, language_settings
-    from stacks.runrecords import bucket_languages
+    from stacks.runs.lifecycle import bucket_of, language_settings
+    from stacks.runs.records import bucket_languages
 
     _, config = load(env, sets)
     bucket = bucket_of(config)
@@ -74,7 +74,7 @@ def _open(env: str, sets, lang: str | None, *, configured: bool = True):
 @mapped_errors
 def status(lang: LangArg, env: EnvOpt = "local", sets: SetOpt = None, run: RunOpt = None, as_json: JsonOpt = False):
     """Show the state of a language's newest (or given) run: STARTING until its first status."""
-    from stacks.runrecords import run_state
+    from stacks.runs.records import run_state
 
     config, bucket = _open(env, sets, lang, configured=False)
     run_id = _pick_run(bucket, lang, run)
@@ -121,7 +121,7 @@ def logs(lang: LangArg, env: EnvOpt = "local", sets: SetOpt = None, run: RunOpt 
          as_json: Annotated[bool, typer.Option("--json", help='JSON lines: {"run_id", "lang", "line"} per log line')] = False):
     """Print a run's log.txt."""
     from stacks.cli.report import ConsoleReporter
-    from stacks.lifecycle import LogTail, follow as follow_run
+    from stacks.runs.lifecycle import LogTail, follow as follow_run
 
     from stacks.targets import target_of
 
@@ -157,11 +157,11 @@ def runs(ctx: typer.Context, env: EnvOpt = "local", sets: SetOpt = None,
     if ctx.invoked_subcommand is not None:
         return
     from stacks.cli.report import print_table
-    from stacks.runrecords import bucket_languages, run_ids, run_row
+    from stacks.runs.records import bucket_languages, run_ids, run_row
 
     config, bucket = _open(env, sets, lang, configured=False)
     langs = [lang] if lang else sorted({*bucket_languages(bucket)})
-    from stacks.promotion import read_current
+    from stacks.runs.promotion import read_current
 
     promoted = {code: (read_current(bucket, code) or {}).get("run_id") for code in langs}
     rows = [{**run_row(bucket, config, code, run_id), "promoted": promoted[code] == run_id}
@@ -200,13 +200,13 @@ def show(run_id: Annotated[str, typer.Argument(help="run id (see `trainctl runs`
          report: Annotated[Path | None, typer.Option("--report", help="also write the run's report.html here "
                                                      "(self-contained: open it in a browser)")] = None):
     """One run in full: status, metrics summary, machine and cost, artifact URIs."""
-    from stacks.runrecords import run_row
-    from trainer.runs import ARTIFACTS, BWD_MODEL, TRAINCTL_META, read_metrics, run_key
+    from stacks.runs.records import run_row
+    from trainer.records.runs import ARTIFACTS, BWD_MODEL, TRAINCTL_META, read_metrics, run_key
 
     config, bucket = _open(env, sets, lang, configured=False)
     code = _find_run(bucket, run_id, lang)
     if report is not None:
-        from trainer.run_report import render_run
+        from trainer.records.run_report import render_run
 
         report.write_bytes(render_run(bucket, code, run_id))
         console.print(f"report: {report.resolve()}", soft_wrap=True, markup=False)
@@ -258,7 +258,7 @@ def compare(run_a: Annotated[str, typer.Argument(help="a run id")], run_b: Annot
             env: EnvOpt = "local", sets: SetOpt = None, as_json: JsonOpt = False):
     """Per-label F1 of two runs side by side, on the rows both scored (refused when those differ)."""
     from stacks.cli.report import print_table
-    from stacks.promotion import compare as compare_runs
+    from stacks.runs.promotion import compare as compare_runs
 
     _, bucket = _open(env, sets, None, configured=False)
     result = compare_runs(bucket, _find_run(bucket, run_a, None), run_a, _find_run(bucket, run_b, None), run_b)

@@ -47,11 +47,11 @@ def run_many(langs: list[str], all_langs: bool, env: str, sets: list[str], detac
              promote: bool) -> None:
     from stacks.cli.common import STATE, describe_error, load
     from stacks.cli.multi_view import LanguageReporter, LiveBoard, summary
-    from stacks.multirun import exit_status, run_languages
-    from stacks.promotion import promote_if_better
-    from stacks.runflow import resume_hint
+    from stacks.runs.multirun import exit_status, run_languages
+    from stacks.runs.promotion import promote_if_better
+    from stacks.runs.runflow import resume_hint
     from stacks.targets import target_of
-    from trainer.cores import share
+    from trainer.launcher.cores import share
 
     project, config = load(env, sets)
     langs = sorted(config.languages) if all_langs else langs

@@ -6,7 +6,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
 
 from stacks.errors import ConfigError
-from trainer.params import PARAMS
+from trainer.job.params import PARAMS
 
 # Boot images: chosen per machine series from the GPU catalogue (stacks/config/gpus.py)
 # unless a language sets `boot_image`.
@@ -33,7 +33,7 @@ class DataSettings(StrictModel):
 
 
 def _trainer_fields() -> dict:
-    """The fields of TrainerSettings from trainer.params (the trainer's flags: one definition), and
+    """The fields of TrainerSettings from trainer.job.params (the trainer's flags: one definition), and
     `job`, which a stack sets; in the order the trainer's arguments have always had."""
     fields = {}
     for name, p in PARAMS.items():
@@ -62,7 +62,7 @@ class _TrainerChecks(StrictModel):
 
 
 TrainerSettings = create_model("TrainerSettings", __base__=_TrainerChecks, **_trainer_fields())
-TrainerSettings.__doc__ = "Hyper-parameters passed to `python -m trainer` (fields, defaults, bounds, help: trainer.params)."
+TrainerSettings.__doc__ = "Hyper-parameters passed to `python -m trainer` (fields, defaults, bounds, help: trainer.job.params)."
 
 
 class LanguageSettings(StrictModel):

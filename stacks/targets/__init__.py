@@ -3,7 +3,7 @@ rest of the operator side asks `target_of(config)` instead of testing `config.ta
 
 Adding a target (docs/DECISIONS.md has the checklist): a module here implementing Target, its
 name in `stacks.config.models.EnvConfig.target` and BUCKET_SCHEMES, in `by_name`, its bucket in
-trainer/storage.open_bucket, and its stack composition in stacks/train_stack.py.
+trainer/storage.open_bucket, and its stack composition in stacks/constructs/train_stack.py.
 """
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from stacks.naming import FOUNDATION
 
 if TYPE_CHECKING:
     from stacks.config import EnvConfig
-    from stacks.train_stack import GcpPlacement
+    from stacks.constructs.train_stack import GcpPlacement
 
 VM_SCRIPTS = SOURCE_ROOT / "images" / "trainer"  # the VMs' start-up and shutdown scripts
 
@@ -24,7 +24,7 @@ def gcp_placement(config: "EnvConfig", lang: str, zone: str | None = None,
     """Where and what a language's VMs run; without a quota decision: the first preferred zone."""
     from stacks.config.gpus import GPU_TYPES
     from stacks.gcp.image import image_ref
-    from stacks.train_stack import GcpPlacement
+    from stacks.constructs.train_stack import GcpPlacement
 
     s = config.language(lang)
     gpu = GPU_TYPES[s.gpu.type]

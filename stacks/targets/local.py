@@ -18,14 +18,14 @@ class LocalTarget:
 
     def stack_host(self, config, project, lang, *, python, placement) -> dict:
         from stacks.naming import stack_name
-        from stacks.train_stack import LocalHost
+        from stacks.constructs.train_stack import LocalHost
 
         name = stack_name(lang)
         return {"local": LocalHost(python=python, workdir=project.root, procs_dir=project.procs_dir(config.env),
                                    state_file=project.state_file(config.env, name), cores_dir=project.cores_dir())}
 
     def preflight_together(self, config, langs, reporter) -> dict:
-        return {}  # the core ledger (trainer.cores) queues local runs that would not fit
+        return {}  # the core ledger (trainer.launcher.cores) queues local runs that would not fit
 
     def preflight(self, config, lang, reporter, decided=None):
         return None  # nothing to place: the data preflight is the same on every target
@@ -37,7 +37,7 @@ class LocalTarget:
         return None
 
     def launcher_alive(self, project, env, run_id):
-        from trainer import supervisor
+        from trainer.launcher import supervisor
 
         state_dir = project.procs_dir(env) / run_id
         first_seen = time.monotonic()

@@ -20,7 +20,9 @@ def lm_dir(project):
 def test_pretrain_publishes_current_and_a_training_run_uses_it(staged, tmp_path):
     import re
 
-    r = trainctl(staged, "lm", "pretrain", "fr", *TINY_SETS, "--set", "defaults.trainer.progress_seconds=0")
+    # a full-softmax LM, as every LM published before trainer.lm_head existed
+    r = trainctl(staged, "lm", "pretrain", "fr", *TINY_SETS, "--set", "defaults.trainer.progress_seconds=0",
+                 "--set", "defaults.trainer.lm_head=full")
     assert r.returncode == 0, r.stdout + r.stderr
     assert_nothing_left(staged)
     # inside the epoch: batch, tokens/s and ETA lines (status.json carried them; gone once the run ended)
@@ -41,8 +43,8 @@ def test_pretrain_publishes_current_and_a_training_run_uses_it(staged, tmp_path)
     [row] = json.loads(listing.stdout)
     assert row["id"] == first and row["current"] and row["small"]
 
-    # fine-tuned under the adaptive softmax: a full-softmax base LM's encoder carries over, the head is fitted afresh
-    r = trainctl(staged, "train", "fr", *TINY_SETS, *CURRENT, "--set", "defaults.trainer.lm_head=adaptive")
+    # fine-tuned under the local default, the adaptive softmax: the old LM's encoder carries over, the head is fitted afresh
+    r = trainctl(staged, "train", "fr", *TINY_SETS, *CURRENT)
     assert r.returncode == 0, r.stdout + r.stderr
     runs = sorted((staged / ".trainstack/local/bucket/fr/runs").iterdir())
     metrics = json.loads((runs[-1] / "metrics.json").read_text())

@@ -83,7 +83,7 @@ def test_test_split_scores_test_rows_with_thresholds_tuned_on_valid_rows(tmp_pat
 
     import numpy as np
 
-    from trainer import metrics as M
+    from trainer.classification import metrics as M
 
     uri = f"file://{tmp_path / 'bucket'}"
     bucket = open_bucket(uri)
@@ -125,8 +125,8 @@ def test_test_split_scores_test_rows_with_thresholds_tuned_on_valid_rows(tmp_pat
     assert {f"model_prob_{l}" for l in m["labels"]} <= set(test_rows[0])
     # predict serves the kept blend: model.pth's probabilities mixed with tfidf.json/tfidf.npz's reproduce the
     # scored rows' probabilities.
-    from trainer.predict import load_model, load_tfidf, predict_texts
-    from trainer.run_metrics import RunMetrics
+    from trainer.serving.predict import load_model, load_tfidf, predict_texts
+    from trainer.records.run_metrics import RunMetrics
 
     bucket.download("fr/runs/t1/model.pth", tmp_path / "model.pth")
     tfidf = load_tfidf(*(bucket.read_bytes(f"fr/runs/t1/{n}") for n in ("tfidf.json", "tfidf.npz")))

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from stacks.cli.main import app
 from tests.support.project import SAMPLE, TINY_TRAINER_ARGS
-from trainer.data import unlabelled_texts
+from trainer.data.labelled import unlabelled_texts
 from trainer.errors import DataError
 from trainer.storage import open_bucket
 
@@ -95,7 +95,7 @@ def test_lm_fine_tuning_reads_unlabelled_texts_but_never_a_held_out_one(tmp_path
     log = bucket.read_bytes("fr/runs/u1/log.txt").decode()
     assert "unlabelled: 40 texts" in log and "2 equal to a validation or test text dropped" in log
     # no base LM: only LM fine-tuning (whose vocabulary the classifier keeps) can have read them
-    from trainer.predict import load_model
+    from trainer.serving.predict import load_model
 
     (tmp_path / "model.pth").write_bytes(bucket.read_bytes("fr/runs/u1/model.pth"))
     vocab = set(load_model(tmp_path / "model.pth").dls.vocab[0])

@@ -19,7 +19,7 @@ from fastai.torch_core import set_seed
 from torch import nn
 
 from trainer import distributed as D
-from trainer.callbacks import CheckpointCallback, Phase, Preemption, ResumeCallback
+from trainer.job.callbacks import CheckpointCallback, Phase, Preemption, ResumeCallback
 from trainer.checkpoints import set_rng_state
 
 N, BS, EPOCHS = 48, 8, 2  # 6 training batches per epoch

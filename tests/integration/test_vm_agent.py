@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.recorded_api import FIXTURES, RecordedApi
-from trainer.runs import FAILED, RUNNING, SUCCEEDED, RunStatus, now_iso, read_status, write_status
+from trainer.records.runs import FAILED, RUNNING, SUCCEEDED, RunStatus, now_iso, read_status, write_status
 from trainer.storage import open_bucket
 from trainer.vm.agent import end_reason
 from trainer.vm.metadata import MetadataClient, MetadataError

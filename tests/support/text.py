@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from tests.support.project import SAMPLE
-from trainer.data import parse_labelled_csv
+from trainer.data.labelled import parse_labelled_csv
 
 ODD_TEXTS = ["Ça coûte 12,50 € — trop cher !!!", "", "   ", "ÉNORME problème avec ma COMMANDE",
              "emoji 🙂 et 日本語", "ligne\navec\r\nretours", "xxbos xxmaj déjà là", "a" * 3000]

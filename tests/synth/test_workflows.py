@@ -462,7 +462,7 @@ def test_deployer_reads_run_folders_only_for_gc(foundation):
 def test_gc_summary_lists_destroyed_and_kept_stacks(project, tmp_path, monkeypatch):
     from types import SimpleNamespace
 
-    from stacks import lifecycle
+    from stacks.runs import lifecycle
     from stacks.cli.main import app
 
     runs = {"fr": "20261125-010000-aaaa", "en": "20261125-020000-bbbb"}

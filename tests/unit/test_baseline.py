@@ -6,8 +6,8 @@ import pytest
 
 from tests.support.project import SAMPLE
 from trainer.classification.baseline import tfidf_baseline
-from trainer.data import parse_labelled_csv
-from trainer.splits import make_splits
+from trainer.data.labelled import parse_labelled_csv
+from trainer.data.splits import make_splits
 
 
 @pytest.mark.parametrize("lang, multi", [("fr", True), ("en", False)])

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from trainer.batch_predict import InputRows, classify_file
+from trainer.serving.batch_predict import InputRows, classify_file
 from trainer.errors import DataError
 
 LABELS = ["neg", "pos"]

@@ -81,10 +81,10 @@ def test_config_show_error_exit_2(project):
 
 @pytest.mark.parametrize("name", ["bs", "valid_pct", "lr", "precision", "base_lm"])
 def test_trainer_parameters_have_one_definition(name):
-    """The config model and the trainer's flags come from trainer.params: same default, same refusals."""
+    """The config model and the trainer's flags come from trainer.job.params: same default, same refusals."""
     from stacks.config.models import TrainerSettings
     from trainer.cli import build_parser
-    from trainer.params import PARAMS
+    from trainer.job.params import PARAMS
 
     assert set(PARAMS) == set(TrainerSettings.model_fields) - {"job"}
     field = TrainerSettings.model_fields[name]
@@ -98,7 +98,7 @@ def test_trainer_parameters_have_one_definition(name):
 
 
 def test_trainer_run_settings_reach_the_trainer_and_bad_values_name_the_key(project):
-    from stacks.train_stack import trainer_args
+    from stacks.constructs.train_stack import trainer_args
     from trainer.cli import build_parser
 
     cfg = load_config(project / "envs", "local", ["languages.fr.processes=2", "defaults.trainer.precision=bf16",

@@ -7,9 +7,9 @@ import sys
 import threading
 from types import SimpleNamespace
 
-from trainer import supervisor
-from trainer.cores import CoreLedger, describe, share
-from trainer.runs import PENDING, QUEUED, read_status
+from trainer.launcher import supervisor
+from trainer.launcher.cores import CoreLedger, describe, share
+from trainer.records.runs import PENDING, QUEUED, read_status
 from trainer.storage import LocalBucket
 
 

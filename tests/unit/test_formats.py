@@ -7,9 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from trainer.data import load_labelled, parse_labelled
+from trainer.data.labelled import load_labelled, parse_labelled
 from trainer.errors import DataError
-from trainer.splits import make_splits
+from trainer.data.splits import make_splits
 from trainer.storage import LocalBucket
 
 OPTS = dict(text_col="text", label_col="labels", label_sep=";")
@@ -73,7 +73,7 @@ def test_a_split_keeps_unlabelled_rows_on_both_sides():
 
 
 def test_unlabelled_rows_may_be_predicted_empty_only_when_the_data_has_some():
-    from trainer.metrics import decide
+    from trainer.classification.metrics import decide
 
     probs = np.array([[0.1, 0.2], [0.9, 0.3]])
     forced = decide(probs, multi_label=True, thresholds=np.array([0.5, 0.5]))

@@ -62,9 +62,9 @@ def test_run_metadata_records_the_image_zone_and_quota_metric(project, tmp_path)
     import json
     from types import SimpleNamespace
 
-    from stacks.lifecycle import StackHandle, write_run_metadata
+    from stacks.runs.lifecycle import StackHandle, write_run_metadata
     from stacks.project import Project
-    from stacks.train_stack import GcpPlacement
+    from stacks.constructs.train_stack import GcpPlacement
     from trainer.storage import LocalBucket
 
     proj = Project(project)

@@ -148,7 +148,7 @@ def test_dockerignore_rules_follow_docker_semantics(tmp_path):
 
 def test_tarball_is_reproducible_and_holds_the_context(tmp_path):
     a, b = make_tree(tmp_path / "a"), make_tree(tmp_path / "b")
-    os.utime(b / "trainer" / "data.py", (2_000_000_000, 2_000_000_000))
+    os.utime(b / "trainer" / "data" / "labelled.py", (2_000_000_000, 2_000_000_000))
     data = context_tarball(a)
     assert data == context_tarball(b)
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:

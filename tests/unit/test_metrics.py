@@ -1,7 +1,7 @@
 import pytest
 import numpy as np
 
-from trainer import metrics as M
+from trainer.classification import metrics as M
 
 LABELS = ["a", "b"]
 

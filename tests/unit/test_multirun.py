@@ -4,10 +4,10 @@ from __future__ import annotations
 import threading
 from types import SimpleNamespace
 
-from stacks import runflow
+from stacks.runs import runflow
 from stacks.cli.common import describe_error
 from stacks.errors import ExitStatus, UnknownLanguageError
-from stacks.multirun import exit_status, run_languages
+from stacks.runs.multirun import exit_status, run_languages
 
 
 class Rep:

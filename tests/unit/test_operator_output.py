@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from stacks.cli.main import app
-from trainer.runs import RunStatus, new_run_id
+from trainer.records.runs import RunStatus, new_run_id
 from trainer.storage import LocalBucket
 
 runner = CliRunner()
@@ -113,7 +113,7 @@ def test_runs_show_and_logs_json(bucket):
 def test_gcp_run_cost_from_the_vm_boot_records(project, tmp_path, monkeypatch):
     from stacks.config.prices import fallback_book
     from stacks.project import Project
-    from stacks.runrecords import record_cost, run_row
+    from stacks.runs.records import record_cost, run_row
 
     config = Project(project).load("dev", ["project=p1"])
     b = LocalBucket(tmp_path / "b")
@@ -169,11 +169,11 @@ def test_cdktf_and_terraform_telemetry_off():
     import stacks  # noqa: F401  (sets it for every cdktf/terraform call of the process)
 
     assert os.environ["CHECKPOINT_DISABLE"] == "1"
-    assert '"CHECKPOINT_DISABLE": "1"' in (Path(stacks.__file__).parent / "terraform.py").read_text()
+    assert '"CHECKPOINT_DISABLE": "1"' in (Path(stacks.__file__).parent / "runs" / "terraform.py").read_text()
 
 
 def test_languages_and_runs_found_in_a_gcs_bucket(gcs_env):
-    from stacks.runrecords import bucket_languages, run_ids
+    from stacks.runs.records import bucket_languages, run_ids
     from trainer.storage import open_bucket
 
     b = open_bucket("gs://test-bucket/operator-output")

@@ -321,8 +321,8 @@ class _Handle:
 @needs_terraform
 @pytest.mark.parametrize("case, code", [("no-changes", 0), ("broken", 3)])
 def test_plan_exit_codes(project, tmp_path, monkeypatch, case, code):
-    from stacks import lifecycle
-    from stacks.terraform import Terraform
+    from stacks.runs import lifecycle
+    from stacks.runs.terraform import Terraform
 
     workdir = tmp_path / case
     workdir.mkdir()
@@ -348,8 +348,8 @@ def test_plan_exit_codes(project, tmp_path, monkeypatch, case, code):
 @pytest.fixture
 def reviewed_stack(project, tmp_path, monkeypatch):
     """A real Terraform stack in place of train-fr, planned once with --json-out (the review)."""
-    from stacks import lifecycle
-    from stacks.terraform import Terraform
+    from stacks.runs import lifecycle
+    from stacks.runs.terraform import Terraform
 
     workdir = tmp_path / "stack"
     workdir.mkdir()

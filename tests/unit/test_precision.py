@@ -1,10 +1,10 @@
-"""trainer.precision: which precision a run uses on a CPU, and bf16 autocast around CPU batches."""
+"""trainer.job.precision: which precision a run uses on a CPU, and bf16 autocast around CPU batches."""
 from __future__ import annotations
 
 import pytest
 import torch
 
-from trainer import precision as P
+from trainer.job import precision as P
 
 fastai_learner = pytest.importorskip("fastai.learner")
 

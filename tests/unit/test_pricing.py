@@ -152,7 +152,7 @@ def test_fallback_table_is_dated_and_every_figure_names_its_source():
 
 
 def test_plan_stores_the_catalog_quote_its_review_renders(dev, monkeypatch, gcs_env):
-    from stacks.plan_review import quote_prices
+    from stacks.plan_render.review import quote_prices
     from stacks.targets.gcp import GCP
     from stacks.plan_render import plan_from_document
     from stacks.plan_render.summary import training_lines

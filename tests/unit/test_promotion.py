@@ -7,7 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 from stacks.cli.main import app
-from stacks.promotion import (PromotionRefused, RowsDiffer, compare, history, promote, promote_if_better,
+from stacks.runs.promotion import (PromotionRefused, RowsDiffer, compare, history, promote, promote_if_better,
                               read_current)
 from tests.support.runs import fake_run
 from trainer.storage import LocalBucket

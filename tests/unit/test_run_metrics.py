@@ -1,12 +1,12 @@
-"""metrics.json as one typed document, and the restart count as one rule (trainer.runs)."""
+"""metrics.json as one typed document, and the restart count as one rule (trainer.records.runs)."""
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from trainer.run_metrics import MetricsError, RunMetrics
-from trainer.runs import RunStatus, interruption, restarts_exhausted
+from trainer.records.run_metrics import MetricsError, RunMetrics
+from trainer.records.runs import RunStatus, interruption, restarts_exhausted
 
 
 def figures(f1: float, *labels: str, threshold: float | None = None) -> dict:

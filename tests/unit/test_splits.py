@@ -4,9 +4,9 @@ from __future__ import annotations
 import pytest
 
 from tests.support.project import SAMPLE
-from trainer.data import load_labelled, parse_labelled_csv
+from trainer.data.labelled import load_labelled, parse_labelled_csv
 from trainer.errors import DataError
-from trainer.splits import make_splits
+from trainer.data.splits import make_splits
 from trainer.storage import open_bucket
 
 OPTS = dict(text_col="text", label_col="labels", label_sep=";")

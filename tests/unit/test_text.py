@@ -12,7 +12,7 @@ import pytest
 from tests.support.project import SAMPLE
 from tests.support.text import fastai_tokens, parse, sample_ids, sample_rows
 from trainer.storage import open_bucket
-from trainer.data import corpus_keys
+from trainer.data.labelled import corpus_keys
 from trainer.text.cache import corpus_tokens, labelled_tokens
 from trainer.text.tokens import TokenIds, build_vocab, remap, tokenize
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from trainer import metrics as M
+from trainer.classification import metrics as M
 from trainer.text.languages import SENTENCEPIECE_FIRST
 
 UNSEGMENTED = frozenset(SENTENCEPIECE_FIRST - {"ko", "vi"})  # written without spaces between words
@@ -101,7 +101,7 @@ class TfidfModel:
     fit_s: float = 0.0
 
     def features(self, texts: list[str]):
-        # stripped as the trainer's rows are (trainer.data): a served text's spaces make no n-grams it never saw
+        # stripped as the trainer's rows are (trainer.data.labelled): a served text's spaces make no n-grams it never saw
         return _stack([v.transform([t.strip() for t in texts]) for v in self.vectorizers])
 
     def probabilities(self, texts: list[str], x=None) -> np.ndarray:

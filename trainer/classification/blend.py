@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from trainer import metrics as M
+from trainer.classification import metrics as M
 
 WEIGHTS = tuple(round(w, 1) for w in np.arange(0.0, 1.01, 0.1))  # the classifier's share; 1.0 = no blend
 CLASSIFIER, BLEND = "classifier", "blend"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from trainer import metrics as M
+from trainer.classification import metrics as M
 
 
 def figures(fwd: tuple[np.ndarray, np.ndarray], bwd: tuple[np.ndarray, np.ndarray], *, valid_targets: np.ndarray,

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from trainer import metrics as M
+from trainer.classification import metrics as M
 from trainer.classification import blend, ensemble
 from trainer.classification.baseline import TfidfSpec, fit_tfidf, tfidf_baseline
 from trainer.classification.stage import TrainedClassifier

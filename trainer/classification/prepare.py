@@ -5,10 +5,10 @@ import hashlib
 from dataclasses import dataclass
 
 from trainer import distributed as D
-from trainer.data import corpus_keys, load_labelled
+from trainer.data.labelled import corpus_keys, load_labelled
 from trainer.lm import domain as domain_texts
 from trainer.lm.base import sentencepiece_of
-from trainer.splits import Splits, make_splits
+from trainer.data.splits import Splits, make_splits
 from trainer.text.cache import SP_SAMPLE_CHARS, corpus_tokens, labelled_tokens, sentencepiece_tokenizer
 from trainer.text.languages import default_tokenizer
 from trainer.text.tokenizers import SPACY, TokenizerSpec, spacy_spec
@@ -19,7 +19,7 @@ from trainer.text.tokens import TokenIds
 class PreparedData:
     """What every later stage reads: the rows, how they are split, and their token ids."""
 
-    data: object  # trainer.data.LabelledData
+    data: object  # trainer.data.labelled.LabelledData
     splits: Splits
     tokenizer: TokenizerSpec
     texts: TokenIds  # every labelled row, in row order

@@ -8,9 +8,9 @@ from fastai.text.all import (
 )
 
 from trainer import distributed as D
-from trainer import precision as P
+from trainer.job import precision as P
 from trainer.classification.recipe import classifier_epochs, classifier_phases, label_weights
-from trainer.fitting import stage_name
+from trainer.job.fitting import stage_name
 from trainer.lm.finetune import Encoder
 from trainer.text.loaders import classifier_dataloaders
 from trainer.text.tokens import TokenIds, remap

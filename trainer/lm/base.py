@@ -130,7 +130,7 @@ def inline_budget(rc, prep) -> tuple[int, int]:
 def inline_id(rc, fit, prep) -> str:
     """An inline LM learns from this run's training rows: its id hashes them (and what else shapes
     the weights), so no run whose validation or test rows it saw can pick it up."""
-    from trainer.precision import cpu_autocast
+    from trainer.job.precision import cpu_autocast
 
     a = rc.a
     rows = hashlib.sha256(json.dumps(sorted(prep.train_idx)).encode()).hexdigest()
@@ -179,7 +179,7 @@ def _train_inline(rc, fit, prep, *, backwards: bool = False, vocab: list[str] | 
     import torch
 
     from trainer import distributed as D
-    from trainer.fitting import stage_name
+    from trainer.job.fitting import stage_name
     from trainer.lm.adaptive import published_state
     from trainer.lm.train import train_lm
     from trainer.text.tokens import TokenIds, build_vocab, remap

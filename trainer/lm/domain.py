@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass
 
-from trainer.data import unlabelled_key, unlabelled_texts
+from trainer.data.labelled import unlabelled_key, unlabelled_texts
 
 
 @dataclass

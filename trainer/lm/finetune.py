@@ -9,7 +9,7 @@ import torch
 from trainer import distributed as D
 from trainer.checkpoints import Position
 from trainer.classification.recipe import lm_finetune_phases
-from trainer.fitting import stage_name
+from trainer.job.fitting import stage_name
 from trainer.lm.base import finetune_vocab, read_vocab
 from trainer.lm.base import load_weights as load_base_weights
 from trainer.lm.store import BWD_WEIGHTS, BaseLM

@@ -191,7 +191,7 @@ def normalise(wgts: dict, vocab_size: int, source: str) -> tuple[dict, dict]:
 def measure_coverage(bucket, lang: str, vocab: list[str], tokenizer: TokenizerSpec, *, text_col: str,
                      label_col: str, label_sep: str, label_cols: tuple[str, ...], task: str) -> Coverage:
     """The share of the language's training tokens (and distinct tokens) found in `vocab`."""
-    from trainer.data import data_file, load_labelled
+    from trainer.data.labelled import data_file, load_labelled
 
     if data_file(bucket, lang, "train") is None:
         return Coverage(skipped=f"no {lang}/data/train.* in the bucket (trainctl data push {lang} ...)")

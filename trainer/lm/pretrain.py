@@ -35,7 +35,7 @@ class Corpus:
 
 def prepare(rc, fit) -> Corpus:
     """Corpus tokens (cached) with the run's tokenizer; a SentencePiece model learns from the corpus."""
-    from trainer.data import corpus_keys
+    from trainer.data.labelled import corpus_keys
     from trainer.text.cache import corpus_tokens, sentencepiece_tokenizer
     from trainer.text.languages import default_tokenizer
     from trainer.text.tokenizers import SPACY, spacy_spec
@@ -89,7 +89,7 @@ def pretrain(rc, fit, corpus: Corpus) -> BaseLM:
     """Trains the LM (checkpointed as stage base_lm; then base_lm_bwd, the backward LM, with
     trainer.bidirectional), measures held-out perplexity, publishes it."""
     from trainer.lm.train import lm_budget
-    from trainer.precision import cpu_autocast
+    from trainer.job.precision import cpu_autocast
     from trainer.text.tokens import TokenIds, build_vocab, remap
 
     a = rc.a
@@ -139,7 +139,7 @@ def execute(rc, fit, started: float) -> None:
     if rc.ctx.main:
         from dataclasses import asdict
 
-        from trainer.run_metrics import RunMetrics
+        from trainer.records.run_metrics import RunMetrics
 
         metrics = RunMetrics.from_document({
             "run_id": rc.a.run_id, "lang": rc.a.lang, "job": JOB, "base_lm": asdict(lm), "perplexity": lm.perplexity,

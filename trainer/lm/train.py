@@ -6,7 +6,7 @@ from fastai.text.all import (
 )
 
 from trainer import distributed as D
-from trainer import precision as P
+from trainer.job import precision as P
 from trainer.lm import adaptive
 from trainer.text.loaders import lm_dataloaders
 from trainer.text.tokens import TokenIds

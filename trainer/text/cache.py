@@ -24,7 +24,7 @@ from typing import BinaryIO, Iterator
 
 import fastai
 
-from trainer.data import corpus_keys
+from trainer.data.labelled import corpus_keys
 from trainer.storage import Bucket
 from trainer.text.tokenizers import TokenizerSpec, as_spec
 from trainer.text.tokens import TokenIds, TokenizerPool

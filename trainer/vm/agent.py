@@ -32,11 +32,11 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from trainer.errors import TrainerExit
-from trainer.runs import (
+from trainer.records.runs import (
     FAILED, SUCCEEDED, RunStatus, interruption, mark_failed, read_status, restarts_exhausted, run_key,
 )
 from trainer.storage import open_bucket
-from trainer.supervisor import GRACE_S
+from trainer.launcher.supervisor import GRACE_S
 from trainer.vm import log
 from trainer.vm.group import stop_group
 from trainer.vm.metadata import MetadataClient, MetadataError
@@ -147,7 +147,7 @@ def _epoch(iso: str | None) -> float | None:
 def end_reason(spec: VmSpec, status: RunStatus, now: float) -> str | None:
     """Why an interrupted multi-node run must end rather than rejoin the rendezvous (None: rejoin).
 
-    The count is the run's (trainer.runs.interruption), whichever node was preempted and whoever counts.
+    The count is the run's (trainer.records.runs.interruption), whichever node was preempted and whoever counts.
     """
     count = interruption(status)
     exhausted = restarts_exhausted(count, spec.max_restarts)

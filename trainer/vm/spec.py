@@ -7,7 +7,7 @@ import sys
 import time
 from dataclasses import dataclass
 
-from trainer.runs import run_started_at
+from trainer.records.runs import run_started_at
 from trainer.vm import log
 from trainer.vm.metadata import MetadataClient, MetadataError
 

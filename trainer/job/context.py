@@ -6,19 +6,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trainer import distributed as D
-from trainer import precision as P
-from trainer.callbacks import Preemption
+from trainer.job import precision as P
+from trainer.job.callbacks import Preemption
 from trainer.checkpoints import CheckpointStore
-from trainer.runs import run_key
+from trainer.records.runs import run_key
 
 
 @dataclass(frozen=True)
 class RunContext:
     """One run's fixed surroundings (frozen: a stage's results are returned, never set on it)."""
 
-    a: object  # the parsed trainer arguments (trainer.cli / trainer.params)
+    a: object  # the parsed trainer arguments (trainer.cli / trainer.job.params)
     bucket: object  # trainer.storage.Bucket
-    log: object  # trainer.runlog.RunLog, or QuietLog on ranks > 0
+    log: object  # trainer.job.runlog.RunLog, or QuietLog on ranks > 0
     ctx: D.Context
     preemption: Preemption
     work: Path  # this rank's scratch folder (models/ inside)

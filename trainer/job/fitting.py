@@ -12,8 +12,8 @@ from dataclasses import replace
 from fastai.text.all import ProgressCallback
 
 from trainer import distributed as D
-from trainer import precision as P
-from trainer.callbacks import (
+from trainer.job import precision as P
+from trainer.job.callbacks import (
     BatchProgressCallback, BestEpochCallback, CheckpointCallback, PatienceCallback, EpochLogCallback, HeapTrimCallback, Interrupted, Phase, ResumeCallback,
     StatusCallback,
 )

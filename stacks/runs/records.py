@@ -1,6 +1,6 @@
 """Runs as trainctl reads them back: every language's run folders, their state, VMs and cost.
 
-Read-only over the bucket layout of trainer/runs.py (stdlib only): `<lang>/runs/<run-id>/status.json`,
+Read-only over the bucket layout of trainer/records/runs.py (stdlib only): `<lang>/runs/<run-id>/status.json`,
 `metadata/trainctl.json` (written at apply); a gcp run's VM boot records: stacks/targets/gcp_cost.py.
 """
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 from stacks.config import EnvConfig
-from trainer.runs import TRAINCTL_META, parse_time, read_json, read_metrics, read_status, run_key
+from trainer.records.runs import TRAINCTL_META, parse_time, read_json, read_metrics, read_status, run_key
 from trainer.storage import Bucket
 
 STARTING = "STARTING"  # applied, no status.json yet (the VM or process is still starting)
@@ -28,7 +28,7 @@ def run_ids(bucket: Bucket, lang: str) -> list[str]:
 
 def run_state(bucket: Bucket, lang: str, run_id: str, config: EnvConfig) -> tuple[str, object | None]:
     """(state, RunStatus or None): STARTING for a run applied moments ago without a status yet."""
-    from stacks.lifecycle import live_state
+    from stacks.runs.lifecycle import live_state
 
     status = read_status(bucket, lang, run_id)
     if status is not None:

@@ -11,8 +11,8 @@ import html
 import json
 import re
 
-from trainer.run_metrics import RunMetrics
-from trainer.runs import read_metrics, read_status, run_key, scored_predictions
+from trainer.records.run_metrics import RunMetrics
+from trainer.records.runs import read_metrics, read_status, run_key, scored_predictions
 from trainer.storage import Bucket
 
 PLOTS = (("plots/per_label_f1.png", "Per-label F1: model and TF-IDF on the same rows"),

@@ -13,9 +13,9 @@ import torch
 from trainer.classification import plots
 from trainer.classification.evaluate import Evaluation
 from trainer.classification.stage import TrainedClassifier
-from trainer.run_metrics import RunMetrics
-from trainer.run_report import render_run
-from trainer.runs import BWD_MODEL
+from trainer.records.run_metrics import RunMetrics
+from trainer.records.run_report import render_run
+from trainer.records.runs import BWD_MODEL
 from trainer.text.loaders import raw_text_dataloaders
 
 

@@ -9,12 +9,12 @@ import secrets
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 
-from trainer.run_metrics import RunMetrics
+from trainer.records.run_metrics import RunMetrics
 from trainer.storage import Bucket
 
 PENDING, RUNNING, SUCCEEDED, FAILED = "PENDING", "RUNNING", "SUCCEEDED", "FAILED"
 TERMINAL_STATES = (SUCCEEDED, FAILED)
-QUEUED = "queued"  # the stage of a PENDING local run waiting for cores (trainer.cores); not a resume
+QUEUED = "queued"  # the stage of a PENDING local run waiting for cores (trainer.launcher.cores); not a resume
 ARTIFACTS = ("model.pth", "metrics.json", "valid_predictions.csv")
 TFIDF_FILES = ("tfidf.json", "tfidf.npz")  # the TF-IDF part of a kept blend (trainer.classification.blend)
 BWD_MODEL = "model_bwd.pth"  # the backward classifier (trainer.bidirectional), loadable like model.pth

@@ -9,14 +9,14 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
-from stacks import lifecycle as L
+from stacks.runs import lifecycle as L
 from stacks.errors import ExitStatus, TrainstackError
 from stacks.targets import target_of
 
 if TYPE_CHECKING:
     from stacks.config.models import EnvConfig
     from stacks.project import Project
-    from trainer.runs import RunStatus
+    from trainer.records.runs import RunStatus
     from trainer.storage import Bucket
 
 
@@ -45,13 +45,13 @@ class RunOutcome:
 
     @property
     def run_url(self) -> str:
-        from trainer.runs import run_prefix
+        from trainer.records.runs import run_prefix
 
         return self.bucket.url(run_prefix(self.lang, self.run_id))
 
     def url(self, name: str) -> str:
         """Where one of the run's files is (a local bucket's URL of a folder has no trailing /)."""
-        from trainer.runs import run_key
+        from trainer.records.runs import run_key
 
         return self.bucket.url(run_key(self.lang, self.run_id, name))
 
@@ -85,7 +85,7 @@ def run_language(project: "Project", config: "EnvConfig", lang: str, *, job: str
     `start_lock`: held from the preflight to the launch, so languages run side by side synthesize
     and apply one at a time (one cdktf app, one synth output) and follow their runs together.
     `decided`: the target's placement decision from `preflight_together` (gcp: the zone)."""
-    from trainer.runs import read_status
+    from trainer.records.runs import read_status
 
     env, settings, bucket = config.env, L.language_settings(config, lang), L.bucket_of(config)
     with start_lock or nullcontext():
@@ -125,7 +125,7 @@ def run_language(project: "Project", config: "EnvConfig", lang: str, *, job: str
 
 def record_cost(bucket: "Bucket", config: "EnvConfig", lang: str, run_id: str, rep) -> None:
     """metadata/cost.json: billed VM time (from the VM boot records) and the estimated cost."""
-    from stacks.runrecords import record_cost as write_cost
+    from stacks.runs.records import record_cost as write_cost
 
     try:
         cost = write_cost(bucket, config, lang, run_id)
@@ -136,7 +136,7 @@ def record_cost(bucket: "Bucket", config: "EnvConfig", lang: str, run_id: str, r
         if note:
             rep.info(note)
     try:  # the report again, now with the final state (and the cost)
-        from trainer.run_report import write_report
+        from trainer.records.run_report import write_report
 
         write_report(bucket, lang, run_id)
     except Exception as exc:

@@ -11,7 +11,7 @@ import socket
 import time
 from datetime import datetime, timezone
 
-from trainer.runs import FAILED, RUNNING, SUCCEEDED, RunStatus, now_iso, run_key, write_status
+from trainer.records.runs import FAILED, RUNNING, SUCCEEDED, RunStatus, now_iso, run_key, write_status
 from trainer.storage import Bucket
 
 

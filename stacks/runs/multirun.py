@@ -18,7 +18,7 @@ from stacks.errors import ExitStatus
 if TYPE_CHECKING:
     from stacks.config.models import EnvConfig
     from stacks.project import Project
-    from stacks.runflow import RunOutcome
+    from stacks.runs.runflow import RunOutcome
 
 
 @dataclass
@@ -51,8 +51,8 @@ def run_languages(project: "Project", config: "EnvConfig", langs: list[str], *, 
     `decided`: per language, what Target.preflight_together decided (gcp: the zone).
     Returns the results in the order of `langs`. Ctrl-C raises KeyboardInterrupt here, leaving the
     runs as they are (daemon workers: nothing waits for them)."""
-    from stacks.runflow import run_language
-    from trainer.runs import SUCCEEDED
+    from stacks.runs.runflow import run_language
+    from trainer.records.runs import SUCCEEDED
 
     start_lock = threading.Lock()
     todo: queue.Queue[str] = queue.Queue()

@@ -1,7 +1,7 @@
 """Which rows train, tune and score a run: the data's own split when given, else a stratified one.
 
 Sources, in order: a `split` column in train.csv (train / valid / test), or `valid.csv` /
-`test.csv` next to it (trainer.data.load_labelled marks their rows); otherwise exact
+`test.csv` next to it (trainer.data.labelled.load_labelled marks their rows); otherwise exact
 duplicate texts are dropped (the first copy stays) and the rows are split stratified
 by label — iterative stratification (Sechidis et al., 2011) for multi-label data — so a
 rare label lands on both sides and no text is in both.
@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from trainer.data import LabelledData
+from trainer.data.labelled import LabelledData
 
 TRAIN, VALID, TEST = "train", "valid", "test"
 

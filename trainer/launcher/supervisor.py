@@ -2,9 +2,9 @@
 
 The local target's launcher (what a VM's start-up script is on GCP):
 
-    python -m trainer.supervisor start --state-dir D [--max-run-hours H] [--processes N]
+    python -m trainer.launcher.supervisor start --state-dir D [--max-run-hours H] [--processes N]
                                        [--max-restarts R] [--cores C --cores-dir L] -- <trainer args>
-    python -m trainer.supervisor stop  --state-dir D [--timeout 25]
+    python -m trainer.launcher.supervisor stop  --state-dir D [--timeout 25]
 
 `start` returns at once, leaving a supervisor in its own process session that
 runs `python -m trainer` (N gloo ranks under torchrun when N > 1), forwards
@@ -16,7 +16,7 @@ code failure (exit 1 or 2, or a FAILED status) is never restarted. Nothing here
 depends on the process that called `start`.
 
 With `--cores-dir`, the trainer is pinned to C cores (0: all) claimed in that ledger
-(trainer.cores), shared by every run the project launched locally; while other runs hold
+(trainer.launcher.cores), shared by every run the project launched locally; while other runs hold
 them the run waits, its status PENDING at stage `queued` and its log saying for whom.
 """
 from __future__ import annotations
@@ -73,7 +73,7 @@ def start(state_dir: Path, max_run_hours: float, trainer_args: list[str], *, pro
         (state_dir / name).unlink(missing_ok=True)
     with open(state_dir / OUT_FILE, "ab") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "trainer.supervisor", "run", "--state-dir", str(state_dir),
+            [sys.executable, "-m", "trainer.launcher.supervisor", "run", "--state-dir", str(state_dir),
              "--max-run-hours", str(max_run_hours), "--processes", str(processes),
              "--max-restarts", str(max_restarts), "--cores", str(cores),
              *(["--cores-dir", str(cores_dir)] if cores_dir else []), "--", *trainer_args],
@@ -102,7 +102,7 @@ def _run_args(trainer_args: list[str]):
 
 def _finalize(trainer_args: list[str], error: str) -> None:
     """Mark the run FAILED unless the trainer already wrote a final state."""
-    from trainer.runs import mark_failed
+    from trainer.records.runs import mark_failed
     from trainer.storage import open_bucket
 
     args = _run_args(trainer_args)
@@ -143,8 +143,8 @@ def _kill_group(pid: int) -> None:
 def _wait_for_cores(ledger, want: int, args, stopping: dict, state_dir: Path, deadline: float) -> list[int] | None:
     """Claim `want` cores, queued (status PENDING, stage queued) while other local runs hold them.
     None: stopped, cancelled or out of time while waiting."""
-    from trainer.cores import describe
-    from trainer.runs import QUEUED, RunStatus, read_status, run_key, write_status
+    from trainer.launcher.cores import describe
+    from trainer.records.runs import QUEUED, RunStatus, read_status, run_key, write_status
     from trainer.storage import open_bucket
 
     label = f"{args.lang} run {args.run_id}"
@@ -172,7 +172,7 @@ def _wait_for_cores(ledger, want: int, args, stopping: dict, state_dir: Path, de
 
 def run(state_dir: Path, max_run_hours: float, trainer_args: list[str], *, processes: int = 1,
         max_restarts: int = 3, cores: int = 0, cores_dir: Path | None = None) -> int:
-    from trainer.cores import CoreLedger
+    from trainer.launcher.cores import CoreLedger
 
     args = _run_args(trainer_args)
     deadline = time.monotonic() + max_run_hours * 3600
@@ -208,7 +208,7 @@ def run(state_dir: Path, max_run_hours: float, trainer_args: list[str], *, proce
 
 def _supervise(state_dir: Path, max_run_hours: float, trainer_args: list[str], processes: int, max_restarts: int,
                pinned: list[int] | None, args, deadline: float, stopping: dict) -> int:
-    from trainer.runs import interruption, read_status, restarts_exhausted
+    from trainer.records.runs import interruption, read_status, restarts_exhausted
     from trainer.storage import open_bucket
 
     timed_out, restarts = False, 0
@@ -286,7 +286,7 @@ def stop(state_dir: Path, timeout: float) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m trainer.supervisor", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m trainer.launcher.supervisor", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("action", choices=["start", "run", "stop"])
     parser.add_argument("--state-dir", type=Path, required=True, help="pid, output and exit files")

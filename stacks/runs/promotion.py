@@ -14,8 +14,8 @@ import socket
 from datetime import datetime, timezone
 
 from stacks.errors import TrainstackError
-from trainer.run_metrics import RunMetrics
-from trainer.runs import SUCCEEDED, now_iso, read_metrics, read_status, scored_predictions
+from trainer.records.run_metrics import RunMetrics
+from trainer.records.runs import SUCCEEDED, now_iso, read_metrics, read_status, scored_predictions
 from trainer.storage import Bucket
 
 

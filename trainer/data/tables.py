@@ -2,7 +2,7 @@
 
 Each reader gives the column names and the rows as dicts of plain Python values
 (CSV cells are strings; JSON and Parquet keep numbers, booleans, lists and
-nulls), so trainer.data validates all formats with one set of rules and
+nulls), so trainer.data.labelled validates all formats with one set of rules and
 messages. Line numbers in errors are the file's own (CSV: header = line 1;
 JSON Lines: first record = line 1; Parquet: row 1 = first row).
 """

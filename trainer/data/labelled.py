@@ -10,7 +10,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from trainer.errors import DataError
-from trainer.tables import SUFFIXES, cell_text, flag, format_of, label_list, read_table
+from trainer.data.tables import SUFFIXES, cell_text, flag, format_of, label_list, read_table
 
 DATA_PREFIX = "{lang}/data/"
 SPLIT_FILES = ("valid", "test")  # beside train.<fmt>; their rows are marked with the file's name

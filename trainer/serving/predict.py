@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from trainer.run_metrics import RunMetrics
+from trainer.records.run_metrics import RunMetrics
 
 
 def load_model(path: Path):
@@ -63,7 +63,7 @@ def blended(probs: np.ndarray, texts: list[str], metrics: RunMetrics, tfidf, *, 
 def decide_labels(probs: np.ndarray, metrics: RunMetrics, *, ensemble: bool) -> list[list[str]]:
     """The labels of each row: the run's tuned thresholds (multi-label) or argmax; a kept blend's are
     the run's top-level thresholds."""
-    from trainer.metrics import decide
+    from trainer.classification.metrics import decide
 
     labels = metrics.labels
     figures = metrics.model if metrics.blended or not ensemble else metrics.ensemble

@@ -2,7 +2,7 @@
 
 Each declares where it runs relative to the others (`run_after` / `run_before`, as fastai's own
 callbacks do); `place` turns those into the `order` fastai's Learner sorts by, once, here.
-The fitter (trainer.fitting) announces every phase with `begin_phase(Phase)`: each callback
+The fitter (trainer.job.fitting) announces every phase with `begin_phase(Phase)`: each callback
 keeps what it needs of it itself.
 """
 from __future__ import annotations
@@ -17,10 +17,10 @@ from fastai.callback.schedule import ParamScheduler
 from fastai.learner import Recorder
 
 from trainer import distributed as D
-from trainer import heap
+from trainer.job import heap
 from trainer.checkpoints import Position, rng_state, set_rng_state
-from trainer.runlog import RunLog
-from trainer.runs import duration
+from trainer.job.runlog import RunLog
+from trainer.records.runs import duration
 
 
 class Interrupted(Exception):
@@ -317,7 +317,7 @@ class BatchProgressCallback(Callback):
 
 
 class HeapTrimCallback(Callback):
-    """Returns freed heap pages to the OS every `every` training batches, so memory stays bounded (see trainer.heap)."""
+    """Returns freed heap pages to the OS every `every` training batches, so memory stays bounded (see trainer.job.heap)."""
 
     run_after = BatchProgressCallback  # last: nothing after it in the batch allocates
 

@@ -20,8 +20,8 @@ from stacks.config import EnvConfig, LanguageSettings
 from stacks.errors import InfraError, UnknownLanguageError
 from stacks.naming import stack_name
 from stacks.project import Project
-from trainer.data import LabelledData, load_labelled, unlabelled_key, unlabelled_texts
-from trainer.runs import TRAINCTL_META, RunStatus, new_run_id, read_status, run_key, run_started_at
+from trainer.data.labelled import LabelledData, load_labelled, unlabelled_key, unlabelled_texts
+from trainer.records.runs import TRAINCTL_META, RunStatus, new_run_id, read_status, run_key, run_started_at
 from trainer.storage import Bucket, open_bucket
 from stacks.targets import target_of
 
@@ -66,7 +66,7 @@ def preflight_data(bucket: Bucket, lang: str, settings: LanguageSettings) -> Lab
 
 def preflight_corpus(bucket: Bucket, lang: str, settings: LanguageSettings) -> str:
     """A base-LM job needs corpus files; returns a one-line summary, or a DataError (exit 2)."""
-    from trainer.data import corpus_keys
+    from trainer.data.labelled import corpus_keys
     from trainer.errors import DataError
 
     keys = corpus_keys(bucket, lang)
@@ -93,7 +93,7 @@ class StackHandle:
 
 def synth_and_init(project: Project, config: EnvConfig, name: str, echo=None, placements=None):
     """Synthesize stack `name` and `terraform init` it -> its Terraform runner."""
-    from stacks.terraform import Terraform, terraform_binary
+    from stacks.runs.terraform import Terraform, terraform_binary
 
     terraform_binary()  # fail fast (exit 3) before the slower synth
     from stacks.app import synth
@@ -108,7 +108,7 @@ def synth_and_init(project: Project, config: EnvConfig, name: str, echo=None, pl
 def open_stack(project: Project, config: EnvConfig, lang: str, echo=None, *, preflight: bool = False,
                reporter: Reporter | None = None, decided=None) -> StackHandle:
     """Synthesize (after the gcp preflight when asked) and `terraform init` a language's stack."""
-    from stacks.terraform import terraform_binary
+    from stacks.runs.terraform import terraform_binary
 
     language_settings(config, lang)
     terraform_binary()  # before the preflight's cloud calls too
