@@ -73,3 +73,12 @@ def test_the_circle_finder_finds_a_circle_through_a_function_level_import(tmp_pa
     graph = import_graph(tmp_path)
     assert circles(graph) == [{"stacks.low", "stacks.high"}]
     assert graph["trainer.typed"] == set()  # a TYPE_CHECKING import never runs
+
+
+def test_each_side_keeps_at_most_six_loose_modules_the_rest_in_packages_named_for_their_concern():
+    for package in PACKAGES:
+        loose = sorted(p.name for p in (REPO / package).glob("*.py") if p.name not in ("__init__.py", "__main__.py"))
+        assert len(loose) <= 6, f"{package}/ top level: {loose}"
+        for sub in (REPO / package).iterdir():
+            if (sub / "__init__.py").is_file():
+                assert ast.get_docstring(ast.parse((sub / "__init__.py").read_text())), f"{sub} says what it holds"
