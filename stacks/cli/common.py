@@ -39,10 +39,15 @@ SetOpt = Annotated[list[str] | None, typer.Option("--set", help="override a conf
 LangArg = Annotated[str, typer.Argument(help="language code, e.g. fr")]
 
 
-def fail(message: str, hint: str | None, code: int) -> None:
-    err_console.print(f"[bold red]error:[/] {message}", markup=True, soft_wrap=True)
+def print_error(message: str, hint: str | None) -> None:
+    """`error: …` and `→ what to do next`, on stderr (rich markup: a caller escapes what it quotes)."""
+    err_console.print(f"[bold red]error:[/] {message}", soft_wrap=True)
     if hint:
-        err_console.print(f"  [dim]→[/] {hint}", markup=True, soft_wrap=True)
+        err_console.print(f"  [dim]→[/] {hint}", soft_wrap=True)
+
+
+def fail(message: str, hint: str | None, code: int) -> None:
+    print_error(message, hint)
     raise typer.Exit(code)
 
 

@@ -33,9 +33,9 @@ def pretrain(lang: LangArg, env: EnvOpt = "local", sets: SetOpt = None,
 
     Apply, follow, destroy as `trainctl train`; the run checkpoints and resumes the same way.
     Epochs, arch and batch size come from trainer.epochs_base_lm, emb_sz/n_hid/n_layers, bs."""
-    from stacks.cli.run_view import run_job
+    from stacks.cli.run_view import run_command
 
-    run_job(lang, env, sets, detach, job="pretrain-lm")
+    run_command([lang], env, sets, detach, job="pretrain-lm")
 
 
 def _open(env: str, sets, lang: str):

@@ -1,4 +1,4 @@
-"""Several languages followed in one view, then one summary table.
+"""Several languages followed in one view (TableView), then one summary table.
 
 On a terminal: a live table, a row per language (state, stage, epoch, elapsed, last metric), with
 notes and warnings printed above it. Without one: plain `[fr] ...` lines, each whole.
@@ -61,6 +61,27 @@ class LiveBoard:
         with self._lock:
             body = f"[{style}]{escape(text)}[/]" if style else escape(text)
             console.print(f"[bold]\\[{escape(lang)}][/] {body}", soft_wrap=True)
+
+
+class TableView(LiveBoard):
+    """The view of a command running several languages (stacks/cli/run_view.py picks it)."""
+
+    echo = None  # Terraform's own output would tear the table
+
+    def reporter(self, lang: str) -> "LanguageReporter":
+        return LanguageReporter(self, lang)
+
+    def interrupted(self, stop, env: str) -> None:
+        from stacks.runs.runflow import APPLYING, DESTROYING, FOLLOWING, resume_hint
+
+        err_console.print("interrupted: detached from every run; the runs keep going (a stack being applied "
+                          "or destroyed may be left part-way: destroy it)", soft_wrap=True)
+        for lang, (phase, _) in stop.where.items():  # what was applied and not yet torn down
+            if phase in (APPLYING, FOLLOWING, DESTROYING):
+                err_console.print(f"  {lang}: {resume_hint(lang, env)}", soft_wrap=True, markup=False)
+
+    def summary(self, results, config) -> None:
+        summary(results, config)
 
 
 class LanguageReporter:

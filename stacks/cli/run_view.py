@@ -1,29 +1,85 @@
-"""Running one language's job from a command (`train`, `lm pretrain`): stacks.runs.runflow does the work,
-this renders its outcome."""
+"""Running languages' jobs from a command (`train`, `lm pretrain`): stacks.runs.orchestrate does the work for
+one language or many; this picks the view by how many there are and renders the end.
+
+One language: its log lines as they come (a progress bar on a terminal), then its metrics, the LM it published
+or its failure. Several: the live table of stacks/cli/multi_view.py, then one summary row per language.
+"""
 from __future__ import annotations
+
+import sys
+import traceback
 
 import typer
 from rich.markup import escape
 
-from stacks.cli.common import STATE, console, err_console, load
+from stacks.cli.common import STATE, console, describe_error, err_console, load, print_error
 from stacks.cli.report import ConsoleReporter, metrics_table, print_table
 from stacks.errors import ExitStatus
 
 
-def run_job(lang: str, env: str, sets, detach: bool, *, job: str, promote_if_better: bool = False) -> None:
-    from stacks.runs.runflow import run_language, with_job
+def run_command(langs: list[str] | None, env: str, sets, detach: bool, *, job: str, parallel: int | None = None,
+                promote: bool = False) -> None:
+    """Run the languages' jobs (None: every language of the env), render them, exit with the command's
+    status (0: every language succeeded)."""
+    from stacks.cli.multi_view import TableView
+    from stacks.runs.orchestrate import RunsInterrupted, exit_status, run_languages
 
     project, config = load(env, sets)
-    config = with_job(project, config, env, sets, lang, job)
-    with ConsoleReporter() as rep:
-        outcome = run_language(project, config, lang, job=job, detach=detach, rep=rep,
-                               echo=console.print if STATE["debug"] else None)
-    if outcome.status is not None:
-        render(outcome)
-        if promote_if_better:
-            from stacks.runs.promotion import promote_if_better
+    langs = langs or sorted(config.languages)
+    view = StreamView() if len(langs) == 1 else TableView(langs)
+    with view:
+        try:
+            results = run_languages(project, config, langs, job=job, detach=detach, view=view, sets=list(sets or []),
+                                    parallel=parallel, promote=promote, describe_error=_described)
+        except RunsInterrupted as stop:
+            view.interrupted(stop, env)
+            raise typer.Exit(ExitStatus.INTERRUPTED) from None
+    view.summary(results, config)
+    if STATE["debug"]:
+        err_console.print(f"exit status: {exit_status(results)}")
+    raise typer.Exit(exit_status(results))
 
-            console.print(promote_if_better(outcome.bucket, lang, outcome.run_id), soft_wrap=True, markup=False)
+
+def _described(exc: BaseException):
+    if STATE["debug"]:
+        traceback.print_exception(exc, file=sys.stderr)
+    return describe_error(exc)
+
+
+class StreamView(ConsoleReporter):
+    """One language's run as a stream of lines; the end as `render` prints it."""
+
+    def __init__(self):
+        super().__init__()
+        self.echo = console.print if STATE["debug"] else None  # Terraform's own output
+
+    def reporter(self, lang: str) -> "StreamView":
+        return self
+
+    def finished(self, result) -> None:
+        """The end is rendered by `summary`, once the bar is gone."""
+
+    def interrupted(self, stop, env: str) -> None:
+        from stacks.runs.runflow import APPLYING, DESTROYING, FOLLOWING, resume_hint
+
+        [(lang, (phase, run_id))] = stop.where.items()
+        if phase == FOLLOWING:
+            print_error(f"stopped following run {run_id}; it keeps running", resume_hint(lang, env))
+        elif phase in (APPLYING, DESTROYING):
+            print_error(f"interrupted while {phase} train-{lang}; the stack may be partly "
+                        + ("applied" if phase == APPLYING else "destroyed"),
+                        f"tear it down: trainctl destroy {lang} --env {env}")
+        else:
+            err_console.print("interrupted: nothing was applied")
+
+    def summary(self, results, config) -> None:
+        [result] = results
+        if result.outcome is not None and result.outcome.status is not None:
+            render(result.outcome)
+        elif result.message:
+            print_error(result.message, result.hint)
+        if result.promotion:
+            console.print(result.promotion, soft_wrap=True, markup=False)
 
 
 def render(outcome) -> None:
@@ -34,7 +90,7 @@ def render(outcome) -> None:
     if status.state != SUCCEEDED:
         err_console.print(f"[bold red]run {run_id} FAILED[/]: {escape(status.error or '')}", soft_wrap=True)
         err_console.print(f"  log: {outcome.url('log.txt')}", soft_wrap=True, markup=False)
-        raise typer.Exit(ExitStatus.RUN_FAILED)
+        return
     metrics = read_metrics(bucket, lang, run_id)
     ran = metrics.job
     if ran != outcome.job:  # attached to a run of the other kind, started before this command

@@ -1,7 +1,7 @@
 """One run of one language, start to end: preflight, cost estimate, apply, follow, destroy, cost record.
 
-`trainctl train` and `trainctl lm pretrain` call `run_language` and only render the RunOutcome;
-a Ctrl-C becomes RunInterrupted (exit 130) saying what is left and how to go on.
+stacks.runs.orchestrate calls `run_language` for every language of a command (`train`, `lm pretrain`),
+each in a worker thread; the command's view renders the RunOutcome.
 """
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 from stacks.runs import lifecycle as L
-from stacks.errors import ExitStatus, TrainstackError
 from stacks.targets import target_of
 
 if TYPE_CHECKING:
@@ -20,10 +19,9 @@ if TYPE_CHECKING:
     from trainer.storage import Bucket
 
 
-class RunInterrupted(TrainstackError):
-    """Ctrl-C while applying (the stack may be partly applied) or following (the run goes on)."""
-
-    exit_status = ExitStatus.INTERRUPTED
+# Where a language of a command is (what a Ctrl-C leaves behind: stacks.runs.orchestrate.RunsInterrupted)
+WAITING, PREPARING, APPLYING, FOLLOWING, DESTROYING, DONE = (
+    "waiting", "preparing", "applying", "following", "destroying", "done")
 
 
 def resume_hint(lang: str, env: str) -> str:
@@ -56,14 +54,6 @@ class RunOutcome:
         return self.bucket.url(run_key(self.lang, self.run_id, name))
 
 
-def with_job(project: "Project", config: "EnvConfig", env: str, sets, lang: str, job: str) -> "EnvConfig":
-    """The env's config with `languages.<lang>.trainer.job` set (an unconfigured language is refused first)."""
-    L.language_settings(config, lang)
-    if job == "classifier":
-        return config
-    return project.load(env, [*(sets or []), f"languages.{lang}.trainer.job={job}"])
-
-
 def report_preflight(config: "EnvConfig", lang: str, job: str, bucket: "Bucket", rep) -> None:
     """The data (or corpus) check and, on gcp, the cost estimate: before anything is created or billed."""
     settings = L.language_settings(config, lang)
@@ -79,29 +69,29 @@ def report_preflight(config: "EnvConfig", lang: str, job: str, bucket: "Bucket",
 
 
 def run_language(project: "Project", config: "EnvConfig", lang: str, *, job: str, detach: bool, rep,
-                 echo: Callable | None = None, start_lock=None, decided=None) -> RunOutcome:
+                 echo: Callable | None = None, start_lock=None, decided=None,
+                 track: Callable[..., None] = lambda phase, run_id=None: None) -> RunOutcome:
     """Apply the language's stack, follow its run to the end and destroy the stack (unless `detach`).
 
     `start_lock`: held from the preflight to the launch, so languages run side by side synthesize
     and apply one at a time (one cdktf app, one synth output) and follow their runs together.
-    `decided`: the target's placement decision from `preflight_together` (gcp: the zone)."""
+    `decided`: the target's placement decision from `preflight_together` (gcp: the zone).
+    `track(phase, run_id)`: told as the run moves on (the phases above), for what a Ctrl-C leaves."""
     from trainer.records.runs import read_status
 
     env, settings, bucket = config.env, L.language_settings(config, lang), L.bucket_of(config)
     with start_lock or nullcontext():
         report_preflight(config, lang, job, bucket, rep)
         handle = L.open_stack(project, config, lang, echo=echo, preflight=True, reporter=rep, decided=decided)
-        try:
-            run_id, attached = L.launch(handle, bucket, rep)
-        except KeyboardInterrupt:
-            raise RunInterrupted(f"interrupted while applying {handle.name}; the stack may be partly applied",
-                                 hint=f"tear it down: trainctl destroy {lang} --env {env}") from None
+        track(APPLYING)
+        run_id, attached = L.launch(handle, bucket, rep)
     if attached:
         running = read_status(bucket, lang, run_id)
         if running is not None and running.job != job:
             rep.warn(f"run {run_id} of {lang} is a {running.job} run, already active: following it to its end "
                      f"(one run per language at a time); start this one afterwards")
     outcome = RunOutcome(lang, env, job, run_id, handle.name, bucket, None)
+    track(FOLLOWING, run_id)
     if detach:
         rep.info(f"run {run_id} started: {outcome.run_url}")
         rep.info(f"follow: trainctl logs {lang} --env {env} --follow · status: trainctl status {lang} --env {env}")
@@ -111,13 +101,10 @@ def run_language(project: "Project", config: "EnvConfig", lang: str, *, job: str
     if note:
         rep.info(note)
     alive = target.launcher_alive(project, env, run_id)
-    try:
-        outcome.status = L.follow(bucket, lang, run_id, rep, launcher_alive=alive,
-                                  poll_s=target.poll_s, appear_timeout_s=target.status_appear_timeout_s,
-                                  give_up_at=L.give_up_time(run_id, settings.max_run_hours))
-    except KeyboardInterrupt:
-        raise RunInterrupted(f"stopped following run {run_id}; it keeps running",
-                             hint=resume_hint(lang, env)) from None
+    outcome.status = L.follow(bucket, lang, run_id, rep, launcher_alive=alive,
+                              poll_s=target.poll_s, appear_timeout_s=target.status_appear_timeout_s,
+                              give_up_at=L.give_up_time(run_id, settings.max_run_hours))
+    track(DESTROYING)
     L.teardown(handle, run_id, rep)
     record_cost(bucket, config, lang, run_id, rep)
     return outcome

@@ -1,0 +1,131 @@
+"""One orchestration for every command that runs languages: one failure stays its own, the exit code says
+whether all succeeded, Ctrl-C says where each language was; one language or many differ only in the view."""
+from __future__ import annotations
+
+import _thread
+import threading
+from types import SimpleNamespace
+
+import pytest
+from typer.testing import CliRunner
+
+from stacks.cli.common import describe_error
+from stacks.errors import ExitStatus, UnknownLanguageError
+from stacks.runs import orchestrate, promotion, runflow
+from stacks.runs.orchestrate import RunsInterrupted, exit_status, run_in_workers
+
+
+class View:
+    echo = None
+
+    def __init__(self):
+        self.log = []
+
+    def reporter(self, lang):
+        return SimpleNamespace(finished=lambda result: self.log.append((lang, result.exit_status)))
+
+
+def succeeded(lang, **_):
+    return SimpleNamespace(lang=lang, run_id=f"run-{lang}", bucket=None,
+                           status=SimpleNamespace(state="SUCCEEDED", error=None))
+
+
+def run(langs, parallel=1, **kwargs):
+    return run_in_workers(None, None, langs, job="classifier", detach=False, parallel=parallel,
+                          describe_error=describe_error, **{"view": View(), **kwargs})
+
+
+def test_one_language_fails_alone_and_workers_take_languages_in_order(monkeypatch):
+    started, lock = [], threading.Lock()
+
+    def fake_run_language(project, config, lang, **_):
+        with lock:
+            started.append(lang)
+        if lang == "xx":
+            raise UnknownLanguageError("xx", "local", ["en", "fr"])
+        if lang == "es":
+            return SimpleNamespace(lang=lang, status=SimpleNamespace(state="FAILED", error="boom"))
+        return succeeded(lang)
+
+    monkeypatch.setattr(runflow, "run_language", fake_run_language)
+    view = View()
+    results = run(["fr", "xx", "es", "en"], view=view)
+    assert started == ["fr", "xx", "es", "en"]  # one at a time, in the order given, past every failure
+    assert [(r.lang, r.exit_status) for r in results] == [("fr", 0), ("xx", ExitStatus.BAD_INPUT),
+                                                           ("es", ExitStatus.RUN_FAILED), ("en", 0)]
+    assert "not configured" in results[1].message and results[2].message == "boom"
+    assert exit_status(results) == ExitStatus.BAD_INPUT  # the first language that did not succeed
+    assert exit_status([results[0], results[3]]) == ExitStatus.SUCCESS
+    assert sorted(view.log) == sorted((r.lang, r.exit_status) for r in results)
+
+
+def test_parallel_runs_follow_together(monkeypatch):
+    both_in = threading.Barrier(2, timeout=10)  # only passes if two languages are followed at once
+
+    def fake_run_language(project, config, lang, *, start_lock, **_):
+        with start_lock:
+            pass  # the apply: one at a time
+        both_in.wait()
+        return succeeded(lang)
+
+    monkeypatch.setattr(runflow, "run_language", fake_run_language)
+    assert [r.ok for r in run(["fr", "en"], parallel=2)] == [True, True]
+
+
+def test_a_promotion_error_or_a_view_error_never_costs_another_language(monkeypatch):
+    def promote_if_better(bucket, lang, run_id):
+        if lang == "fr":
+            raise OSError("bucket unreachable")
+        return "promoted"
+
+    class BrokenView(View):
+        def reporter(self, lang):
+            return SimpleNamespace(finished=lambda result: 1 / 0)
+
+    monkeypatch.setattr(runflow, "run_language", lambda project, config, lang, **_: succeeded(lang))
+    monkeypatch.setattr(promotion, "promote_if_better", promote_if_better)
+    results = run(["fr", "en"], view=BrokenView(), promote=True)
+    assert [(r.lang, r.ok, r.promotion) for r in results] == [
+        ("fr", True, "not promoted: unexpected OSError: bucket unreachable (trainctl promote fr run-fr)"),
+        ("en", True, "promoted")]
+
+
+def test_ctrl_c_says_where_each_language_was(monkeypatch):
+    never = threading.Event()
+
+    def fake_run_language(project, config, lang, *, track, **_):
+        if lang == "fr":
+            track(runflow.APPLYING)
+            track(runflow.FOLLOWING, "run-fr")
+            _thread.interrupt_main()  # Ctrl-C, as the main thread waits for the workers
+            never.wait(10)
+        return succeeded(lang)
+
+    monkeypatch.setattr(runflow, "run_language", fake_run_language)
+    with pytest.raises(RunsInterrupted) as stop:
+        run(["fr", "en"])
+    assert stop.value.where == {"fr": (runflow.FOLLOWING, "run-fr"), "en": (runflow.WAITING, None)}
+    assert stop.value.exit_status == ExitStatus.INTERRUPTED
+    never.set()
+
+
+@pytest.mark.parametrize("args, view, parallel", [
+    (["train", "fr"], "StreamView", None), (["train", "fr", "--parallel", "1"], "StreamView", 1),
+    (["lm", "pretrain", "fr"], "StreamView", None), (["train", "fr", "en"], "TableView", None),
+    (["train", "--all", "--parallel", "2"], "TableView", 2)])
+def test_every_command_that_runs_languages_goes_through_the_one_orchestration(project, monkeypatch, args, view,
+                                                                              parallel):
+    from stacks.cli.main import app
+
+    seen = {}
+
+    def fake_run_languages(project, config, langs, *, job, view, parallel, **_):
+        seen.update(langs=langs, job=job, view=type(view).__name__, parallel=parallel)
+        return [orchestrate.LanguageResult(lang, ExitStatus.SUCCESS, 0.0) for lang in langs]
+
+    monkeypatch.setattr(orchestrate, "run_languages", fake_run_languages)
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0, r.output
+    langs = [a for a in args[1:] if a in ("fr", "en")] if "--all" not in args else ["en", "fr"]
+    assert seen == {"langs": langs, "job": "pretrain-lm" if args[0] == "lm" else "classifier", "view": view,
+                    "parallel": parallel}
