@@ -5,7 +5,6 @@ notes and warnings printed above it. Without one: plain `[fr] ...` lines, each w
 """
 from __future__ import annotations
 
-import re
 import threading
 import time
 
@@ -15,10 +14,6 @@ from rich.table import Table
 
 from stacks.cli.common import console, err_console
 from stacks.cli.report import print_table
-
-# "classifier [3/4] epoch 3/4  train_loss 0.60  valid_loss 0.63 ..." -> the metrics after the epoch
-EPOCH_LINE = re.compile(r"\bepoch \d+/\d+\s+(?P<metrics>\S.*)$")
-
 
 class LiveBoard:
     """The shared view; one LanguageReporter per language writes into it (from worker threads)."""
@@ -98,14 +93,14 @@ class LanguageReporter:
         self.board.line(self.lang, f"warning: {message}", style="yellow")
 
     def log_line(self, line: str) -> None:
-        match = EPOCH_LINE.search(line)
-        if match:
-            self.board.update(self.lang, metric=match["metrics"])
         if not console.is_terminal:  # on a terminal the table says it; a log keeps every line
             self.board.line(self.lang, line, style="dim")
 
     def progress(self, status) -> None:
-        self.board.update(self.lang, state=status.state, stage=status.stage, epoch=status.position())
+        fields = {"state": status.state, "stage": status.stage, "epoch": status.position()}
+        if status.last_epoch:  # the figures of the last epoch, from status.json
+            fields["metric"] = "  ".join(f"{k} {v:.4f}" for k, v in status.last_epoch.items() if isinstance(v, float))
+        self.board.update(self.lang, **fields)
 
     def finished(self, result) -> None:
         state = result.outcome.status.state if result.outcome and result.outcome.status else (

@@ -128,3 +128,17 @@ def test_the_epoch_eta_counts_the_validation_pass_at_its_measured_speed():
     cb.learn.epoch = 0
     train(3, 2.0)
     assert lines[-1].endswith("epoch ETA 22s"), lines[-1]
+
+
+def test_status_carries_the_last_epoch_figures_for_followers():
+    from types import SimpleNamespace
+
+    updates = []
+    log = type("Log", (), {"line": lambda *a: None, "update": lambda self, **k: updates.append(k)})()
+    history = [{"stage": "classifier", "phase": "1/1", "epoch": 3, "train_loss": 0.6, "valid_loss": 0.63,
+                "macro_f1": 0.55}]
+    cb = StatusCallback(log, history)
+    cb.begin_phase(Phase("classifier", 0, 1, offset=2, total=4))
+    cb.learn = SimpleNamespace(epoch=0, cbs=[])
+    cb.after_epoch()
+    assert updates == [{"epoch": 3, "last_epoch": {"train_loss": 0.6, "valid_loss": 0.63, "macro_f1": 0.55}}]

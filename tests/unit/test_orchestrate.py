@@ -129,3 +129,17 @@ def test_every_command_that_runs_languages_goes_through_the_one_orchestration(pr
     langs = [a for a in args[1:] if a in ("fr", "en")] if "--all" not in args else ["en", "fr"]
     assert seen == {"langs": langs, "job": "pretrain-lm" if args[0] == "lm" else "classifier", "view": view,
                     "parallel": parallel}
+
+
+def test_the_table_shows_each_language_s_last_epoch_from_its_status_not_its_log():
+    from stacks.cli.multi_view import TableView
+    from trainer.records.runs import RUNNING, RunStatus
+
+    board = TableView(["fr"])
+    rep = board.reporter("fr")
+    rep.log_line("classifier [1/1] epoch 9/9  train_loss 9.0  valid_loss 9.0")  # log text is not read for it
+    assert board.rows["fr"]["metric"] == ""
+    rep.progress(RunStatus("r1", "fr", "local", state=RUNNING, stage="classifier", epoch=3, epochs=4,
+                           last_epoch={"train_loss": 0.6, "valid_loss": 0.63, "macro_f1": 0.55}))
+    assert board.rows["fr"]["metric"] == "train_loss 0.6000  valid_loss 0.6300  macro_f1 0.5500"
+    assert board.rows["fr"]["epoch"] == "epoch 3/4" and board.rows["fr"]["stage"] == "classifier"

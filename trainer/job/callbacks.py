@@ -181,20 +181,23 @@ class EpochLogCallback(Callback):
 
 
 class StatusCallback(Callback):
-    """Writes stage/epoch to status.json after every epoch so followers see progress (rank 0)."""
+    """Writes stage, epoch and the epoch's figures to status.json after every epoch so followers see progress (rank 0)."""
 
-    run_after = EpochLogCallback  # the epoch's line is in log.txt before followers see the epoch
+    run_after = EpochLogCallback  # the epoch's line is in log.txt (and `history`) before followers see the epoch
 
-    def __init__(self, log: RunLog):
-        self.log = log
+    def __init__(self, log: RunLog, history: list[dict] | None = None):
+        self.log, self.history = log, history if history is not None else []
         self.begin_phase(NO_PHASE)
 
     def begin_phase(self, phase: Phase) -> None:
         self.offset = phase.offset
 
     def after_epoch(self):
-        if not skipped(self.learn, self.epoch):
-            self.log.update(epoch=self.offset + self.epoch + 1)
+        if skipped(self.learn, self.epoch):
+            return
+        last = self.history[-1] if self.history else {}
+        self.log.update(epoch=self.offset + self.epoch + 1,
+                        last_epoch={k: v for k, v in last.items() if k not in ("stage", "phase", "epoch")} or None)
 
 
 class BestEpochCallback(Callback):

@@ -50,7 +50,7 @@ class Fitter:
         # every later checkpoint: with trainer.bidirectional the forward models wait for the backward ones.
         self.carry: dict[str, dict] = {}
         self.epoch_log = EpochLogCallback(rc.log, self.history)
-        self.status_cb = StatusCallback(rc.log)
+        self.status_cb = StatusCallback(rc.log, self.history)
         self.ckpt_cb = CheckpointCallback(rc.ctx, rc.preemption, self.save_checkpoint, minutes=a.checkpoint_minutes)
         self.progress_cb = BatchProgressCallback(rc.log, every_s=a.progress_seconds, world=rc.ctx.world)
         self.best_cb = BestEpochCallback(self._keep_best)

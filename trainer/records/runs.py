@@ -98,6 +98,8 @@ class RunStatus:
     job: str = "classifier"  # or pretrain-lm (trainctl lm pretrain)
     # inside a long epoch: {batch, batches, tokens_per_s, eta_s, stage_eta_s} (None between epochs)
     progress: dict | None = None
+    # the last epoch's figures, as its log line gives them: {train_loss, valid_loss, macro_f1, ...}
+    last_epoch: dict | None = None
 
     @property
     def terminal(self) -> bool:
