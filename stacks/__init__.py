@@ -4,7 +4,8 @@ Where things are:
   cli/          trainctl: one module per command (group), each `register(app)`s itself; commands only render
   config/       envs/*.yaml as typed models (models.py), the GPU catalogue (gpus.py), price books (prices.py)
   runs/         a run's way through a stack: orchestrate.py (the one path of every command that runs languages),
-                runflow.py (one language start to end), lifecycle.py (its steps), terraform.py, records.py
+                runflow.py (one language start to end) over preflight.py, stack_ops.py (synth, apply,
+                teardown, the ended-run rule) and watch.py (state, log, follow); terraform.py, records.py
                 (runs read back, cost), promotion.py
   targets/      what differs per target (local, gcp), behind `target_of(config)`; config checks, VM cost
   gcp/          Google Cloud: REST plumbing (api.py), quota, pricing, image build, doctor checks, access probes

@@ -97,7 +97,8 @@ def push(lang: LangArg,
          env: EnvOpt = "local", sets: SetOpt = None,
          replace: Annotated[bool, typer.Option("--replace", help="replace differing files (old ones are kept under data/previous/)")] = False):
     """Validate and upload a language's data to <bucket>/<lang>/."""
-    from stacks.runs.lifecycle import bucket_of, language_settings
+    from stacks.runs.preflight import language_settings
+    from trainer.storage import open_bucket
     from trainer.data.labelled import parse_labelled
 
     _, config = load(env, sets)
@@ -128,7 +129,7 @@ def push(lang: LangArg,
                 console.print(f"[yellow]warning:[/] {warning}")
             console.print(f"{src}: {len(data.texts)} rows, {len(data.label_counts)} labels"
                           + (" (multi-label)" if data.multi_label else ""))
-    bucket = bucket_of(config)
+    bucket = open_bucket(config.bucket)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     conflicts = [(s, k) for s, k in pairs if bucket.exists(k) and bucket.read_bytes(k) != s.read_bytes()]
     # train.jsonl over a train.csv: the old format would leave two candidate files

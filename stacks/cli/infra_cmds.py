@@ -147,19 +147,20 @@ def apply(reviewed: Annotated[Path, typer.Option(
 @mapped_errors
 def destroy(lang: LangArg, env: EnvOpt = "local", sets: SetOpt = None):
     """Stop a language's run (if active) and destroy its training stack."""
-    from stacks.runs.lifecycle import active_run, open_stack, teardown, bucket_of
-    from trainer.records.runs import read_status
-
+    from stacks.runs import stack_ops
     from stacks.runs.runflow import record_cost
+    from trainer.records.runs import read_status
+    from trainer.storage import open_bucket
 
     project, config = load(env, sets)
-    handle = open_stack(project, config, lang)
-    run_id = active_run(handle)
+    handle = stack_ops.open_stack(project, config, lang)
+    run_id = stack_ops.active_run(handle)
     rep = ConsoleReporter()
-    teardown(handle, run_id, rep)
+    stack_ops.teardown(handle, run_id, rep)
     if run_id:
-        record_cost(bucket_of(config), config, lang, run_id, rep)  # a detached run's cost and final report.html
-        status = read_status(bucket_of(config), lang, run_id)
+        bucket = open_bucket(config.bucket)
+        record_cost(bucket, config, lang, run_id, rep)  # a detached run's cost and final report.html
+        status = read_status(bucket, lang, run_id)
         console.print(f"run {run_id}: {status.state if status else 'no status'}"
                       + (f" ({status.error})" if status and status.error else ""))
     console.print(f"{handle.name} destroyed: nothing of it is running")
@@ -170,25 +171,24 @@ def gc(env: EnvOpt = "local", sets: SetOpt = None,
        summary: Annotated[Path | None, typer.Option(
            help="append a Markdown list of what was destroyed to FILE (e.g. $GITHUB_STEP_SUMMARY)")] = None):
     """Destroy training stacks whose run has ended (or never started)."""
-    from stacks.runs.lifecycle import active_run, bucket_of, live_state, open_stack, teardown
+    from stacks.runs import stack_ops
     from stacks.runs.runflow import record_cost
-    from stacks.targets import target_of
+    from trainer.storage import open_bucket
 
     project, config = load(env, sets)
-    bucket = bucket_of(config)
+    bucket = open_bucket(config.bucket)
     destroyed, kept = [], []
     for lang in config.languages:
-        handle = open_stack(project, config, lang)
-        run_id = active_run(handle)
+        handle = stack_ops.open_stack(project, config, lang)
+        run_id, state = stack_ops.stack_run(handle, bucket)  # the rule `train` tears an ended run's stack down by
         if not run_id:
             continue
-        state = live_state(bucket, lang, run_id, target_of(config).status_appear_timeout_s)
         if state is not None:
             console.print(f"{handle.name}: run {run_id} is {state}; kept")
             kept.append(f"`{handle.name}` (run `{run_id}` is {state})")
             continue
         rep = ConsoleReporter()
-        teardown(handle, run_id, rep)
+        stack_ops.teardown(handle, run_id, rep)
         record_cost(bucket, config, lang, run_id, rep)  # a detached run's cost and final report.html
         destroyed.append(f"`{handle.name}` (run `{run_id}`)")
     console.print(f"gc: destroyed {len(destroyed)} stack(s)")

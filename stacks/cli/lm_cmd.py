@@ -40,11 +40,12 @@ def pretrain(lang: LangArg, env: EnvOpt = "local", sets: SetOpt = None,
 
 def _open(env: str, sets, lang: str):
     """(config, the language's settings, bucket); the language must be configured."""
-    from stacks.runs.lifecycle import bucket_of, language_settings
+    from stacks.runs.preflight import language_settings
+    from trainer.storage import open_bucket
 
     _, config = load(env, sets)
     settings = language_settings(config, lang)
-    return config, settings, bucket_of(config)
+    return config, settings, open_bucket(config.bucket)
 
 
 def _tokenizer_spec(kind: str, code: str, sp_model: Path | None):

@@ -80,7 +80,7 @@ class TableView(LiveBoard):
 
 
 class LanguageReporter:
-    """lifecycle.Reporter for one language of the board."""
+    """runs.watch.Reporter for one language of the board."""
 
     def __init__(self, board: LiveBoard, lang: str):
         self.board, self.lang = board, lang

@@ -34,9 +34,9 @@ def quota(env: EnvOpt = "local", lang: LangOpt = None, sets: SetOpt = None,
             data = dataclasses.asdict(decision)
             if book is None:
                 from stacks.gcp.pricing import price_book
-                from stacks.runs.lifecycle import bucket_of
+                from trainer.storage import open_bucket
 
-                book = price_book(config, bucket_of(config),
+                book = price_book(config, open_bucket(config.bucket),
                                   [config.language(n).machine_type for n in config.languages], compute=compute)
             data["cost_estimate"] = estimate(config.language(name), decision.region, book).as_dict()
             data["cost_estimate"]["prices_warning"] = book.warning

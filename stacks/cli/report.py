@@ -14,7 +14,7 @@ from trainer.records.runs import RunStatus
 
 
 class ConsoleReporter:
-    """Implements lifecycle.Reporter; the bar only shows on a terminal."""
+    """Implements runs.watch.Reporter; the bar only shows on a terminal."""
 
     def __init__(self):
         self._progress: Progress | None = None

@@ -61,11 +61,12 @@ def _find_run(bucket, run_id: str, lang: str | None) -> str:
 
 def _open(env: str, sets, lang: str | None, *, configured: bool = True):
     """(config, bucket); a language must be configured unless it has runs in the bucket."""
-    from stacks.runs.lifecycle import bucket_of, language_settings
+    from stacks.runs.preflight import language_settings
+    from trainer.storage import open_bucket
     from stacks.runs.records import bucket_languages
 
     _, config = load(env, sets)
-    bucket = bucket_of(config)
+    bucket = open_bucket(config.bucket)
     if lang and (configured or lang not in bucket_languages(bucket)):
         language_settings(config, lang)
     return config, bucket
@@ -121,7 +122,7 @@ def logs(lang: LangArg, env: EnvOpt = "local", sets: SetOpt = None, run: RunOpt 
          as_json: Annotated[bool, typer.Option("--json", help='JSON lines: {"run_id", "lang", "line"} per log line')] = False):
     """Print a run's log.txt."""
     from stacks.cli.report import ConsoleReporter
-    from stacks.runs.lifecycle import LogTail, follow as follow_run
+    from stacks.runs.watch import LogTail, follow as follow_run
 
     from stacks.targets import target_of
 

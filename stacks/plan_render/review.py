@@ -46,7 +46,7 @@ def plan_stacks(env: str, sets, only: str | None, json_out: Path | None, *, pref
                 echo: Callable | None = None) -> tuple[list[Planned], TrainstackError | None]:
     """Plan each stack -> (results, the first error). With `keep_going` a failed stack is
     recorded (its error rendered in the review) and the others are still planned."""
-    from stacks.runs.lifecycle import open_foundation, open_stack
+    from stacks.runs.stack_ops import open_foundation, open_stack
     from stacks.naming import FOUNDATION
     from stacks.plan_render import plan_from_document
     from stacks.plan_render.redact import redact

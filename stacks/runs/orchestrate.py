@@ -57,7 +57,7 @@ class RunView(Protocol):
     echo: Callable | None  # Terraform's own output (--debug), or None
 
     def reporter(self, lang: str):
-        """The language's lifecycle.Reporter, with `finished(result)` called as the language ends."""
+        """The language's runs.watch.Reporter, with `finished(result)` called as the language ends."""
 
 
 def exit_status(results: list[LanguageResult]) -> int:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 from stacks.config import EnvConfig
-from trainer.records.runs import TRAINCTL_META, parse_time, read_json, read_metrics, read_status, run_key
+from trainer.records.runs import parse_time, read_metrics, read_status, run_key
 from trainer.storage import Bucket
 
 STARTING = "STARTING"  # applied, no status.json yet (the VM or process is still starting)
@@ -28,7 +28,7 @@ def run_ids(bucket: Bucket, lang: str) -> list[str]:
 
 def run_state(bucket: Bucket, lang: str, run_id: str, config: EnvConfig) -> tuple[str, object | None]:
     """(state, RunStatus or None): STARTING for a run applied moments ago without a status yet."""
-    from stacks.runs.lifecycle import live_state
+    from stacks.runs.watch import live_state
 
     status = read_status(bucket, lang, run_id)
     if status is not None:

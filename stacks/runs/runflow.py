@@ -9,7 +9,8 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
-from stacks.runs import lifecycle as L
+from stacks.runs import stack_ops, watch
+from stacks.runs.preflight import language_settings, report_preflight
 from stacks.targets import target_of
 
 if TYPE_CHECKING:
@@ -54,20 +55,6 @@ class RunOutcome:
         return self.bucket.url(run_key(self.lang, self.run_id, name))
 
 
-def report_preflight(config: "EnvConfig", lang: str, job: str, bucket: "Bucket", rep) -> None:
-    """The data (or corpus) check and, on gcp, the cost estimate: before anything is created or billed."""
-    settings = L.language_settings(config, lang)
-    if job == "classifier":
-        data = L.preflight_data(bucket, lang, settings)
-        for warning in data.warnings:
-            rep.warn(warning)
-        rep.info(f"data ok: {len(data.texts)} rows, labels {', '.join(data.label_names)}"
-                 + (" (multi-label)" if data.multi_label else ""))
-    else:
-        rep.info(L.preflight_corpus(bucket, lang, settings))
-    target_of(config).estimate(config, lang, bucket, rep)
-
-
 def run_language(project: "Project", config: "EnvConfig", lang: str, *, job: str, detach: bool, rep,
                  echo: Callable | None = None, start_lock=None, decided=None,
                  track: Callable[..., None] = lambda phase, run_id=None: None) -> RunOutcome:
@@ -78,13 +65,14 @@ def run_language(project: "Project", config: "EnvConfig", lang: str, *, job: str
     `decided`: the target's placement decision from `preflight_together` (gcp: the zone).
     `track(phase, run_id)`: told as the run moves on (the phases above), for what a Ctrl-C leaves."""
     from trainer.records.runs import read_status
+    from trainer.storage import open_bucket
 
-    env, settings, bucket = config.env, L.language_settings(config, lang), L.bucket_of(config)
+    env, settings, bucket = config.env, language_settings(config, lang), open_bucket(config.bucket)
     with start_lock or nullcontext():
         report_preflight(config, lang, job, bucket, rep)
-        handle = L.open_stack(project, config, lang, echo=echo, preflight=True, reporter=rep, decided=decided)
+        handle = stack_ops.open_stack(project, config, lang, echo=echo, preflight=True, reporter=rep, decided=decided)
         track(APPLYING)
-        run_id, attached = L.launch(handle, bucket, rep)
+        run_id, attached = stack_ops.launch(handle, bucket, rep)
     if attached:
         running = read_status(bucket, lang, run_id)
         if running is not None and running.job != job:
@@ -101,11 +89,11 @@ def run_language(project: "Project", config: "EnvConfig", lang: str, *, job: str
     if note:
         rep.info(note)
     alive = target.launcher_alive(project, env, run_id)
-    outcome.status = L.follow(bucket, lang, run_id, rep, launcher_alive=alive,
+    outcome.status = watch.follow(bucket, lang, run_id, rep, launcher_alive=alive,
                               poll_s=target.poll_s, appear_timeout_s=target.status_appear_timeout_s,
-                              give_up_at=L.give_up_time(run_id, settings.max_run_hours))
+                              give_up_at=watch.give_up_time(run_id, settings.max_run_hours))
     track(DESTROYING)
-    L.teardown(handle, run_id, rep)
+    stack_ops.teardown(handle, run_id, rep)
     record_cost(bucket, config, lang, run_id, rep)
     return outcome
 

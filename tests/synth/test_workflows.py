@@ -462,17 +462,17 @@ def test_deployer_reads_run_folders_only_for_gc(foundation):
 def test_gc_summary_lists_destroyed_and_kept_stacks(project, tmp_path, monkeypatch):
     from types import SimpleNamespace
 
-    from stacks.runs import lifecycle
     from stacks.cli.main import app
+    from stacks.runs import stack_ops
 
     runs = {"fr": "20261125-010000-aaaa", "en": "20261125-020000-bbbb"}
     destroyed = []
-    monkeypatch.setattr(lifecycle, "open_stack",
-                        lambda project, config, lang: SimpleNamespace(name=f"train-{lang}", lang=lang))
-    monkeypatch.setattr(lifecycle, "active_run", lambda handle: runs[handle.lang])
-    monkeypatch.setattr(lifecycle, "live_state",
+    monkeypatch.setattr(stack_ops, "open_stack",
+                        lambda project, config, lang: SimpleNamespace(name=f"train-{lang}", lang=lang, config=config))
+    monkeypatch.setattr(stack_ops, "active_run", lambda handle: runs[handle.lang])
+    monkeypatch.setattr(stack_ops, "live_state",
                         lambda bucket, lang, run_id, target: "RUNNING" if lang == "en" else None)
-    monkeypatch.setattr(lifecycle, "teardown", lambda handle, run_id, reporter: destroyed.append(handle.name))
+    monkeypatch.setattr(stack_ops, "teardown", lambda handle, run_id, reporter: destroyed.append(handle.name))
     summary = tmp_path / "summary.md"
     result = CliRunner().invoke(app, ["gc", "--summary", str(summary)])
     assert result.exit_code == 0, result.output

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from stacks.errors import InfraError
-from stacks.runs.lifecycle import follow, give_up_time, live_state
+from stacks.runs.watch import follow, give_up_time, live_state
 from stacks.targets import by_name
 from trainer.storage import open_bucket
 

@@ -62,7 +62,7 @@ def test_run_metadata_records_the_image_zone_and_quota_metric(project, tmp_path)
     import json
     from types import SimpleNamespace
 
-    from stacks.runs.lifecycle import StackHandle, write_run_metadata
+    from stacks.runs.stack_ops import StackHandle, write_run_metadata
     from stacks.project import Project
     from stacks.constructs.train_stack import GcpPlacement
     from trainer.storage import LocalBucket

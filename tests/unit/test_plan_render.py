@@ -321,7 +321,7 @@ class _Handle:
 @needs_terraform
 @pytest.mark.parametrize("case, code", [("no-changes", 0), ("broken", 3)])
 def test_plan_exit_codes(project, tmp_path, monkeypatch, case, code):
-    from stacks.runs import lifecycle
+    from stacks.runs import stack_ops
     from stacks.runs.terraform import Terraform
 
     workdir = tmp_path / case
@@ -331,7 +331,7 @@ def test_plan_exit_codes(project, tmp_path, monkeypatch, case, code):
     terraform(workdir, "apply", "-input=false", "-auto-approve")
     if case == "broken":
         (workdir / "main.tf.json").write_text(json.dumps({"output": {"x": {"value": "${terraform_data.nope.id}"}}}))
-    monkeypatch.setattr(lifecycle, "open_stack",
+    monkeypatch.setattr(stack_ops, "open_stack",
                         lambda *a, **kw: _Handle(Terraform(workdir, "train-fr")))
     result = invoke("plan", "--env", "local", "--stack", "train-fr", "--markdown", str(tmp_path / "plan.md"))
     assert result.exit_code == code, result.output
@@ -348,14 +348,14 @@ def test_plan_exit_codes(project, tmp_path, monkeypatch, case, code):
 @pytest.fixture
 def reviewed_stack(project, tmp_path, monkeypatch):
     """A real Terraform stack in place of train-fr, planned once with --json-out (the review)."""
-    from stacks.runs import lifecycle
+    from stacks.runs import stack_ops
     from stacks.runs.terraform import Terraform
 
     workdir = tmp_path / "stack"
     workdir.mkdir()
     write_config(workdir, {"only": {"input": "reviewed"}})
     terraform(workdir, "init", "-input=false")
-    monkeypatch.setattr(lifecycle, "open_stack", lambda *a, **kw: _Handle(Terraform(workdir, "train-fr")))
+    monkeypatch.setattr(stack_ops, "open_stack", lambda *a, **kw: _Handle(Terraform(workdir, "train-fr")))
     result = invoke("plan", "--env", "local", "--stack", "train-fr", "--json-out", str(tmp_path / "review"))
     assert result.exit_code == 4, result.output
     assert "hunter2-very-secret" not in (tmp_path / "review" / "local" / "train-fr.json").read_text()

@@ -1,0 +1,97 @@
+"""Watching a run from the operator side: its live state, its log as it grows, following it to the end."""
+from __future__ import annotations
+
+import itertools
+import time
+from typing import Callable, Protocol
+
+from stacks.errors import InfraError
+from trainer.records.runs import RunStatus, read_status, run_key, run_started_at
+from trainer.storage import Bucket
+
+
+class Reporter(Protocol):
+    def info(self, message: str) -> None: ...
+    def warn(self, message: str) -> None: ...
+    def log_line(self, line: str) -> None: ...
+    def progress(self, status: RunStatus) -> None: ...
+
+
+def live_state(bucket: Bucket, lang: str, run_id: str, appear_timeout_s: float) -> str | None:
+    """The state of a run that may still be going (RUNNING, …, or STARTING before its first
+    status.json: a Spot VM can take many minutes), None when it has ended or never will."""
+    status = read_status(bucket, lang, run_id)
+    if status is not None:
+        return None if status.terminal else status.state
+    started = run_started_at(run_id)
+    young = started is not None and time.time() - started < appear_timeout_s
+    return "STARTING" if young and vm_startup_error(bucket, lang, run_id) is None else None
+
+
+class LogTail:
+    """New lines of a run's log.txt since the last call."""
+
+    def __init__(self, bucket: Bucket, lang: str, run_id: str):
+        self.bucket, self.key, self.offset = bucket, run_key(lang, run_id, "log.txt"), 0
+
+    def new_lines(self) -> list[str]:
+        chunk = self.bucket.read_from(self.key, self.offset)
+        if chunk is None:
+            return []
+        end = chunk.rfind(b"\n") + 1  # only whole lines
+        self.offset += end
+        return chunk[:end].decode("utf-8", "replace").splitlines()
+
+
+def follow(bucket: Bucket, lang: str, run_id: str, reporter: Reporter, *, poll_s: float = 1.0,
+           launcher_alive: Callable[[], bool] | None = None, print_log: bool = True,
+           appear_timeout_s: float = 180, give_up_at: float | None = None,
+           notes_every: int = 12) -> RunStatus:
+    """Print log lines and progress until the run ends; return its final status.
+
+    `give_up_at` (epoch s): past it a run without a final status is reported instead of
+    followed forever (the VM side stops at max_run_hours and marks the run FAILED).
+    """
+    tail = LogTail(bucket, lang, run_id)
+    started = time.monotonic()
+    dead_since = None
+    for poll in itertools.count():
+        for line in tail.new_lines() if print_log else []:
+            reporter.log_line(line)
+        status = read_status(bucket, lang, run_id)
+        if status is not None:
+            reporter.progress(status)
+            if status.terminal:
+                for line in tail.new_lines() if print_log else []:
+                    reporter.log_line(line)
+                return status
+        # A VM that cannot (re)start the trainer leaves a note and stops its group.
+        if (status is None or poll % notes_every == 0) and (note := vm_startup_error(bucket, lang, run_id)):
+            raise InfraError(f"run {run_id} stopped on its VM: {note}",
+                             hint=f"fix the cause, then `trainctl destroy {lang}` and train again")
+        if status is None and time.monotonic() - started > appear_timeout_s:
+            raise InfraError(f"run {run_id} wrote no status.json within {appear_timeout_s:.0f}s",
+                             hint=f"look at the launcher's output; `trainctl destroy {lang}` tears the stack down")
+        if give_up_at is not None and time.time() > give_up_at:
+            raise InfraError(f"run {run_id} is past max_run_hours without a final status",
+                             hint=f"`trainctl logs {lang} --run {run_id}`; `trainctl destroy {lang}` tears it down")
+        if launcher_alive is not None and not launcher_alive():
+            # The supervisor writes the final status before it exits; give storage a moment.
+            dead_since = dead_since or time.monotonic()
+            if time.monotonic() - dead_since > 10:
+                raise InfraError(f"the trainer of run {run_id} is gone without a final status",
+                                 hint=f"`trainctl logs {lang} --run {run_id}`; `trainctl destroy {lang}`")
+        time.sleep(poll_s)
+    raise AssertionError("unreachable")
+
+
+def give_up_time(run_id: str, max_run_hours: float, grace_s: float = 15 * 60) -> float | None:
+    """When following should stop waiting: the run's hard limit plus time for the VM side to act."""
+    started = run_started_at(run_id)
+    return None if started is None else started + max_run_hours * 3600 + grace_s
+
+
+def vm_startup_error(bucket: Bucket, lang: str, run_id: str) -> str | None:
+    """The first note a VM's start-up script left in `<run>/vm/` (images/trainer/startup.sh), if any."""
+    notes = [k for k in bucket.list(run_key(lang, run_id, "vm/")) if k.endswith("-startup-error.txt")]
+    return bucket.read_bytes(notes[0]).decode("utf-8", "replace").strip() or notes[0] if notes else None
