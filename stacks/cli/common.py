@@ -96,3 +96,16 @@ def load(env: str, sets: list[str] | None):
 
     project = Project.discover()
     return project, project.load(env, list(sets or []))
+
+
+def open_env(env: str, sets, lang: str | None, *, configured: bool = True):
+    """(config, bucket); a language must be configured unless it has runs in the bucket."""
+    from stacks.runs.preflight import language_settings
+    from trainer.storage import open_bucket
+    from stacks.runs.records import bucket_languages
+
+    _, config = load(env, sets)
+    bucket = open_bucket(config.bucket)
+    if lang and (configured or lang not in bucket_languages(bucket)):
+        language_settings(config, lang)
+    return config, bucket

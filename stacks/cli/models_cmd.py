@@ -9,7 +9,9 @@ import typer
 from rich.markup import escape
 
 from stacks.cli.common import EnvOpt, LangArg, SetOpt, console, err_console, fail, mapped_errors
-from stacks.cli.runs_cmds import RunOpt, _open, _pick_run
+from stacks.cli.common import open_env
+from stacks.cli.runs_cmds import RunOpt
+from stacks.runs.records import pick_run
 from stacks.errors import ExitStatus
 
 RunArg = Annotated[str, typer.Argument(help="run id (see `trainctl runs`)")]
@@ -28,8 +30,8 @@ def promote(lang: LangArg, run_id: RunArg, env: EnvOpt = "local", sets: SetOpt =
     Refuses a run that did not succeed, and one below the promoted model's macro-F1 on the same rows."""
     from stacks.runs.promotion import promote as write_promotion
 
-    _, bucket = _open(env, sets, lang, configured=False)
-    _pick_run(bucket, lang, run_id)
+    _, bucket = open_env(env, sets, lang, configured=False)
+    pick_run(bucket, lang, run_id)
     record = write_promotion(bucket, lang, run_id, force=force)
     replaced = f"; replaces run {record['replaces']}" if record["replaces"] else ""
     console.print(f"promoted run {run_id} for {lang}: macro-F1 {record['macro_f1']:.3f} on {record['n_rows']} "
@@ -37,21 +39,6 @@ def promote(lang: LangArg, run_id: RunArg, env: EnvOpt = "local", sets: SetOpt =
                   soft_wrap=True)
     console.print(f"  {bucket.url(f'{lang}/models/CURRENT')} · `trainctl predict {lang}` uses it", soft_wrap=True,
                   markup=False)
-
-
-def serving_run(bucket, lang: str, run: str | None) -> str:
-    """--run, else the promoted run, else the newest successful one (saying so)."""
-    from stacks.runs.promotion import read_current
-
-    if run:
-        return _pick_run(bucket, lang, run)
-    current = read_current(bucket, lang)
-    if current:
-        return current["run_id"]
-    run_id = _pick_run(bucket, lang, None, succeeded=True)
-    err_console.print(f"[dim]no promoted model for {lang}: using the newest successful run {run_id} "
-                      f"(trainctl promote {lang} RUN)[/]", soft_wrap=True)
-    return run_id
 
 
 class ServedModel:
@@ -106,8 +93,12 @@ def predict(lang: LangArg, texts: Annotated[list[str] | None, typer.Argument(hel
              ExitStatus.BAD_INPUT)
     if input_file and not output_file:
         fail("--input needs --output FILE (CSV, JSON Lines or Parquet, by its name)", None, ExitStatus.BAD_INPUT)
-    config, bucket = _open(env, sets, lang, configured=False)
-    run_id = serving_run(bucket, lang, run)
+    config, bucket = open_env(env, sets, lang, configured=False)
+    from stacks.runs.promotion import serving_run
+
+    run_id, note = serving_run(bucket, lang, run)
+    if note:
+        err_console.print(f"[dim]{escape(note)}[/]", soft_wrap=True)
     with tempfile.TemporaryDirectory(prefix="trainctl-predict-") as tmp:
         model = ServedModel(bucket, lang, run_id, Path(tmp), forward_only=forward_only)
         if input_file:

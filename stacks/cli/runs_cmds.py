@@ -14,8 +14,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from stacks.cli.common import EnvOpt, LangArg, SetOpt, console, emit_json, load, mapped_errors
-from stacks.errors import RunNotFoundError
+from stacks.cli.common import EnvOpt, LangArg, SetOpt, console, emit_json, mapped_errors, open_env
+from stacks.runs.records import find_run, pick_run
 
 RunOpt = Annotated[str | None, typer.Option("--run", help="run id (default: the newest)")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON (stable keys, see the README)")]
@@ -31,54 +31,13 @@ def register(app: typer.Typer) -> None:
     app.add_typer(runs_app, name="runs")
 
 
-def _pick_run(bucket, lang: str, run_id: str | None, *, succeeded: bool = False) -> str:
-    from stacks.runs.records import run_ids
-    from trainer.records.runs import SUCCEEDED, read_status
-
-    ids = run_ids(bucket, lang)
-    if run_id:
-        if run_id not in ids:
-            raise RunNotFoundError(f"no run {run_id!r} for {lang}", hint=f"list them: trainctl runs --lang {lang}")
-        return run_id
-    if succeeded:
-        ids = [i for i in ids if (s := read_status(bucket, lang, i)) and s.state == SUCCEEDED]
-    if not ids:
-        raise RunNotFoundError(f"no {'successful ' if succeeded else ''}run for {lang} in {bucket.uri}",
-                               hint=f"start one: trainctl train {lang}")
-    return ids[-1]
-
-
-def _find_run(bucket, run_id: str, lang: str | None) -> str:
-    """The language of a run id (searched in every language unless given)."""
-    from stacks.runs.records import bucket_languages, run_ids
-
-    langs = [lang] if lang else bucket_languages(bucket)
-    found = [code for code in langs if run_id in run_ids(bucket, code)]
-    if not found:
-        raise RunNotFoundError(f"no run {run_id!r} in {bucket.uri}", hint="list them: trainctl runs")
-    return found[0]
-
-
-def _open(env: str, sets, lang: str | None, *, configured: bool = True):
-    """(config, bucket); a language must be configured unless it has runs in the bucket."""
-    from stacks.runs.preflight import language_settings
-    from trainer.storage import open_bucket
-    from stacks.runs.records import bucket_languages
-
-    _, config = load(env, sets)
-    bucket = open_bucket(config.bucket)
-    if lang and (configured or lang not in bucket_languages(bucket)):
-        language_settings(config, lang)
-    return config, bucket
-
-
 @mapped_errors
 def status(lang: LangArg, env: EnvOpt = "local", sets: SetOpt = None, run: RunOpt = None, as_json: JsonOpt = False):
     """Show the state of a language's newest (or given) run: STARTING until its first status."""
     from stacks.runs.records import run_state
 
-    config, bucket = _open(env, sets, lang, configured=False)
-    run_id = _pick_run(bucket, lang, run)
+    config, bucket = open_env(env, sets, lang, configured=False)
+    run_id = pick_run(bucket, lang, run)
     state, s = run_state(bucket, lang, run_id, config)
     data = {k: getattr(s, k) for k in STATUS_KEYS} if s else {**dict.fromkeys(STATUS_KEYS), "run_id": run_id,
                                                               "lang": lang, "env": env, "resumed": 0}
@@ -126,8 +85,8 @@ def logs(lang: LangArg, env: EnvOpt = "local", sets: SetOpt = None, run: RunOpt 
 
     from stacks.targets import target_of
 
-    config, bucket = _open(env, sets, lang, configured=False)
-    run_id = _pick_run(bucket, lang, run)
+    config, bucket = open_env(env, sets, lang, configured=False)
+    run_id = pick_run(bucket, lang, run)
     if not follow:
         rep = JsonLinesReporter(lang, run_id) if as_json else None
         for line in LogTail(bucket, lang, run_id).new_lines():
@@ -160,7 +119,7 @@ def runs(ctx: typer.Context, env: EnvOpt = "local", sets: SetOpt = None,
     from stacks.cli.report import print_table
     from stacks.runs.records import bucket_languages, run_ids, run_row
 
-    config, bucket = _open(env, sets, lang, configured=False)
+    config, bucket = open_env(env, sets, lang, configured=False)
     langs = [lang] if lang else sorted({*bucket_languages(bucket)})
     from stacks.runs.promotion import read_current
 
@@ -204,8 +163,8 @@ def show(run_id: Annotated[str, typer.Argument(help="run id (see `trainctl runs`
     from stacks.runs.records import run_row
     from trainer.records.runs import ARTIFACTS, BWD_MODEL, TRAINCTL_META, read_metrics, run_key
 
-    config, bucket = _open(env, sets, lang, configured=False)
-    code = _find_run(bucket, run_id, lang)
+    config, bucket = open_env(env, sets, lang, configured=False)
+    code = find_run(bucket, run_id, lang)
     if report is not None:
         from trainer.records.run_report import render_run
 
@@ -261,8 +220,8 @@ def compare(run_a: Annotated[str, typer.Argument(help="a run id")], run_b: Annot
     from stacks.cli.report import print_table
     from stacks.runs.promotion import compare as compare_runs
 
-    _, bucket = _open(env, sets, None, configured=False)
-    result = compare_runs(bucket, _find_run(bucket, run_a, None), run_a, _find_run(bucket, run_b, None), run_b)
+    _, bucket = open_env(env, sets, None, configured=False)
+    result = compare_runs(bucket, find_run(bucket, run_a, None), run_a, find_run(bucket, run_b, None), run_b)
     if as_json:
         emit_json(result)
         return

@@ -157,3 +157,16 @@ def compare(bucket: Bucket, lang_a: str, run_a: str, lang_b: str, run_b: str) ->
     return {"a": run_a, "b": run_b, "rows": rows_a, "n_rows": n_a, "scored_rows": ma.scored_rows,
             "per_label": per_label, "macro_f1": {"a": decisive_f1(ma), "b": decisive_f1(mb)},
             "tfidf_macro_f1": {"a": ma.tfidf_macro_f1, "b": mb.tfidf_macro_f1}}
+
+
+def serving_run(bucket: Bucket, lang: str, run: str | None) -> tuple[str, str | None]:
+    """The run `predict` uses: --run, else the promoted one, else the newest successful one (and a note saying so)."""
+    from stacks.runs.records import pick_run
+
+    if run:
+        return pick_run(bucket, lang, run), None
+    current = read_current(bucket, lang)
+    if current:
+        return current["run_id"], None
+    run_id = pick_run(bucket, lang, None, succeeded=True)
+    return run_id, f"no promoted model for {lang}: using the newest successful run {run_id} (trainctl promote {lang} RUN)"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 from stacks.config import EnvConfig
+from stacks.errors import RunNotFoundError
 from trainer.records.runs import parse_time, read_metrics, read_status, run_key
 from trainer.storage import Bucket
 
@@ -74,3 +75,29 @@ def record_cost(bucket: Bucket, config: EnvConfig, lang: str, run_id: str) -> di
     cost = run_cost(bucket, config, lang, run_id, read_status(bucket, lang, run_id))
     bucket.write_bytes(run_key(lang, run_id, COST_META), json.dumps(cost, indent=2).encode())
     return cost
+
+
+def pick_run(bucket: Bucket, lang: str, run_id: str | None, *, succeeded: bool = False) -> str:
+    """`run_id` if the language has it, else its newest (successful) run; RunNotFoundError (exit 2) else."""
+    from trainer.records.runs import SUCCEEDED
+
+    ids = run_ids(bucket, lang)
+    if run_id:
+        if run_id not in ids:
+            raise RunNotFoundError(f"no run {run_id!r} for {lang}", hint=f"list them: trainctl runs --lang {lang}")
+        return run_id
+    if succeeded:
+        ids = [i for i in ids if (s := read_status(bucket, lang, i)) and s.state == SUCCEEDED]
+    if not ids:
+        raise RunNotFoundError(f"no {'successful ' if succeeded else ''}run for {lang} in {bucket.uri}",
+                               hint=f"start one: trainctl train {lang}")
+    return ids[-1]
+
+
+def find_run(bucket: Bucket, run_id: str, lang: str | None) -> str:
+    """The language of a run id (searched in every language unless given)."""
+    langs = [lang] if lang else bucket_languages(bucket)
+    found = [code for code in langs if run_id in run_ids(bucket, code)]
+    if not found:
+        raise RunNotFoundError(f"no run {run_id!r} in {bucket.uri}", hint="list them: trainctl runs")
+    return found[0]

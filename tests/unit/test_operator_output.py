@@ -143,7 +143,7 @@ def test_gcp_run_cost_from_the_vm_boot_records(project, tmp_path, monkeypatch):
     assert row["est_cost"] is None and row["cost_note"].startswith("cost unknown: no price for machine type z9-mystery-1")
     from stacks.cli import runs_cmds
 
-    monkeypatch.setattr(runs_cmds, "_open", lambda *a, **k: (config, b))  # a gcp env over a folder bucket
+    monkeypatch.setattr(runs_cmds, "open_env", lambda *a, **k: (config, b))  # a gcp env over a folder bucket
     listed = runner.invoke(app, ["runs", "--env", "dev"])
     assert listed.exit_code == 0, listed.output
     assert "costs priced from the fallback table of 2026-07-30 (stacks/config/prices.yaml)" in listed.output

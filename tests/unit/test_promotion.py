@@ -83,9 +83,10 @@ def test_cli_promote_compare_and_runs_mark(project, bucket):
 
 
 def test_predict_serves_the_promoted_run_not_the_newest(project, bucket):
-    from stacks.cli.models_cmd import serving_run
+    from stacks.runs.promotion import serving_run
 
-    assert serving_run(bucket, "fr", None) == OTHER  # nothing promoted: the newest successful run
+    run_id, note = serving_run(bucket, "fr", None)  # nothing promoted: the newest successful run, saying so
+    assert run_id == OTHER and f"newest successful run {OTHER}" in note
     promote(bucket, "fr", A)
-    assert serving_run(bucket, "fr", None) == A
-    assert serving_run(bucket, "fr", B) == B
+    assert serving_run(bucket, "fr", None) == (A, None)
+    assert serving_run(bucket, "fr", B) == (B, None)
