@@ -260,7 +260,7 @@ class BatchProgressCallback(Callback):
 
     def __init__(self, log: RunLog, *, every_s: float, world: int = 1, clock=time.monotonic):
         self.log, self.every_s, self.world, self.clock = log, every_s, world, clock
-        self.stage, self.valid_per_batch = None, None
+        self.stage, self.valid_per_batch, self.valid_started = None, None, None
         self.begin_phase(NO_PHASE)
 
     def begin_phase(self, phase: Phase) -> None:
@@ -272,8 +272,10 @@ class BatchProgressCallback(Callback):
         self.valid_started = self.clock()
 
     def after_validate(self):
-        if n := len(self.dls.valid):
+        # a rank whose validation another callback cancelled before this one's before_validate ran: not timed
+        if self.valid_started is not None and (n := len(self.dls.valid)):
             self.valid_per_batch = (self.clock() - self.valid_started) / n
+        self.valid_started = None
 
     def before_train(self):
         self.started = self.last = None  # the clock starts at the first real batch (a resume skips some)
