@@ -6,11 +6,14 @@ Read-only over the bucket layout of trainer/records/runs.py (stdlib only): `<lan
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
-from stacks.config import EnvConfig
 from stacks.errors import RunNotFoundError
 from trainer.records.runs import parse_time, read_metrics, read_status, run_key
 from trainer.storage import Bucket
+
+if TYPE_CHECKING:  # the config models take ~0.3 s to import: `trainctl --help` reads this module
+    from stacks.config import EnvConfig
 
 STARTING = "STARTING"  # applied, no status.json yet (the VM or process is still starting)
 UNKNOWN = "UNKNOWN"  # no status.json and too old to be starting: it never started
