@@ -3,6 +3,7 @@ whether all succeeded, Ctrl-C says where each language was; one language or many
 from __future__ import annotations
 
 import _thread
+import signal
 import threading
 from types import SimpleNamespace
 
@@ -102,8 +103,14 @@ def test_ctrl_c_says_where_each_language_was(monkeypatch):
         return succeeded(lang)
 
     monkeypatch.setattr(runflow, "run_language", fake_run_language)
-    with pytest.raises(RunsInterrupted) as stop:
-        run(["fr", "en"])
+    # Ctrl-C as a terminal delivers it, whatever this process inherited (a background job ignores SIGINT,
+    # and interrupt_main does nothing then)
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(RunsInterrupted) as stop:
+            run(["fr", "en"])
+    finally:
+        signal.signal(signal.SIGINT, before)
     assert stop.value.where == {"fr": (runflow.FOLLOWING, "run-fr"), "en": (runflow.WAITING, None)}
     assert stop.value.exit_status == ExitStatus.INTERRUPTED
     never.set()
