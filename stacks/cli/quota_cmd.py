@@ -21,15 +21,16 @@ def quota(env: EnvOpt = "local", lang: LangOpt = None, sets: SetOpt = None,
           as_json: Annotated[bool, typer.Option("--json", help="print the decisions as JSON (see the README)")] = False):
     """Check GPU quota (Spot quota for Spot VMs) and pick each language's zone (gcp envs)."""
     from stacks.config.prices import estimate
-    from stacks.gcp.quota import ComputeQuotas, choose_zone
+    from stacks.gcp.quota import ComputeQuotas, QuotaError, choose_zones
 
     _, config = load(env, sets)
     compute = ComputeQuotas(config.project)
     book = None
-    reserved: dict = {}  # several languages share regional quota when their runs overlap
     decisions = []
-    for name in [lang] if lang else list(config.languages):
-        decision = choose_zone(config, name, compute=compute, reserved=reserved)
+    # several languages share regional quota when their runs overlap: decided together
+    for name, decision in choose_zones(config, [lang] if lang else list(config.languages), compute=compute).items():
+        if isinstance(decision, QuotaError):
+            raise decision
         if as_json:
             data = dataclasses.asdict(decision)
             if book is None:

@@ -1,4 +1,5 @@
-"""One way to call Google's REST APIs: an authorized session, a bounded call, Google's own error words.
+"""One way to call Google's APIs: an authorized session or a client library's client, a bounded call,
+and one translation of their failures into InfraError with Google's own words and what to do next.
 
 Every `TRAINSTACK_<API>_ENDPOINT` variable replaces an API's https://<host> with a plain
 http://127.0.0.1:PORT (tests serve recorded responses there) and drops authentication.
@@ -65,3 +66,63 @@ def api_message(resp) -> str:
 def exception_message(exc) -> str:
     """Google's own words in a client library's error, without the REST transport's "GET <url>: "."""
     return re.sub(r"^[A-Z]+ \S+: ", "", str(getattr(exc, "message", exc)))
+
+
+def compute_client(name: str, endpoint: str | None = None):
+    """A google.cloud.compute_v1 client (`ProjectsClient`, `ImagesClient`, ...) over REST; anonymous at
+    TRAINSTACK_COMPUTE_ENDPOINT or `endpoint` (tests' recorded responses)."""
+    from google.cloud import compute_v1
+
+    from trainer.vm.group import compute_client_kwargs
+
+    return getattr(compute_v1, name)(**compute_client_kwargs(endpoint))
+
+
+def storage_client(project: str | None):
+    """A google.cloud.storage client billed to the env's project."""
+    from google.cloud import storage
+
+    return storage.Client(project=project)
+
+
+_DISABLED = ("accessNotConfigured", "SERVICE_DISABLED", "has not been used")
+
+
+def client_failures() -> tuple[type[Exception], ...]:
+    """What a Google client library raises when the cloud, the credentials or the network fail (not bugs)."""
+    import requests
+    from google.api_core.exceptions import GoogleAPIError
+    from google.auth.exceptions import GoogleAuthError
+
+    return GoogleAPIError, GoogleAuthError, requests.RequestException
+
+
+def google_error(exc: Exception, doing: str, *, project: str | None, api_name: str, service: str, role: str,
+                 where: str | None = None, missing_hint: str | None = None) -> InfraError:
+    """A client library's failure while `doing` something ("reading project p1") as InfraError: missing or
+    rejected credentials, a disabled API, a missing `role`, a missing resource, an unreachable endpoint
+    (`where`), or Google's own error. The one translation of every caller of a Google client library."""
+    import requests
+    from google.api_core import exceptions as gexc
+    from google.auth import exceptions as auth_exc
+
+    login = "gcloud auth application-default login"
+    if isinstance(exc, auth_exc.DefaultCredentialsError):
+        return InfraError(f"no Google credentials found for the {api_name}", hint=login)
+    if isinstance(exc, (gexc.Unauthenticated, auth_exc.RefreshError)):
+        return InfraError(f"Google rejected the credentials {doing}: {exception_message(exc)}", hint=login)
+    if isinstance(exc, (gexc.Forbidden, gexc.PermissionDenied)):
+        text = f"{exc.message} {exc.errors} {getattr(exc, 'details', '')}"
+        if any(word in text for word in _DISABLED):
+            return InfraError(f"the {api_name} is not enabled in project {project}",
+                              hint=f"gcloud services enable {service} --project={project}")
+        return InfraError(f"permission denied {doing}: {exception_message(exc)}",
+                          hint=f"grant {role} on project {project} to the account in use (or sign in as another: {login})")
+    if isinstance(exc, gexc.NotFound):
+        return InfraError(f"{doing}: {exception_message(exc)}",
+                          hint=missing_hint or f"check `project` ({project!r}) and that your account can see it")
+    if isinstance(exc, (requests.exceptions.ConnectionError, requests.exceptions.Timeout, auth_exc.TransportError)):
+        return InfraError(f"cannot reach the {api_name} at {where or service} {doing}: {type(exc).__name__}",
+                          hint="check the network, then retry")
+    return InfraError(f"{api_name} error {doing}: {exception_message(exc)}",
+                      hint="retry in a minute; rerun with --debug for the traceback")

@@ -70,17 +70,20 @@ def check_image(config: EnvConfig) -> Check:
 
 
 def _compute(name: str):
-    from google.cloud import compute_v1
-
-    from trainer.vm.group import compute_client_kwargs
-
-    return getattr(compute_v1, name)(**compute_client_kwargs())
+    return api.compute_client(name)
 
 
 def _not_found(exc: Exception) -> bool:
     from google.api_core.exceptions import NotFound
 
     return isinstance(exc, NotFound)
+
+
+def _lookup_failure(exc: Exception, title: str, doing: str, config: EnvConfig) -> Check:
+    """A failed Compute look-up as a problem line (a doctor reports, never crashes)."""
+    err = api.google_error(exc, doing, project=config.project, api_name="Compute Engine API",
+                           service="compute.googleapis.com", role="roles/compute.viewer")
+    return Check(title, False, err.message, err.hint or "")
 
 
 def check_boot_image(config: EnvConfig, lang: str, images=None) -> Check:
@@ -100,12 +103,11 @@ def check_boot_image(config: EnvConfig, lang: str, images=None) -> Check:
             found = images.get_from_family(project=parts[1], family=parts[5])
         else:
             found = images.get(project=parts[1], image=parts[4])
-    except Exception as exc:  # google.api_core errors: report, never crash the report
+    except api.client_failures() as exc:
         if _not_found(exc):
             return Check(name, False, f"{image} does not resolve", "check the project and family name "
                          f"(gcloud compute images describe-from-family ... --project {parts[1]})")
-        return Check(name, False, f"cannot look up {image}: {exc}",
-                     "you need compute.images.get (roles/compute.viewer)")
+        return _lookup_failure(exc, name, f"looking up {image}", config)
     deprecated = getattr(getattr(found, "deprecated", None), "state", "") or ""
     if found.status != "READY" or deprecated in ("OBSOLETE", "DELETED"):
         return Check(name, False, f"{image} -> {found.name}: {found.status} {deprecated}".strip(),
@@ -123,12 +125,11 @@ def check_subnetwork(config: EnvConfig, region: str, subnetworks=None) -> Check:
     title = f"subnetwork {name} ({region})"
     try:
         found = subnetworks.get(project=project, region=region, subnetwork=name)
-    except Exception as exc:
+    except api.client_failures() as exc:
         if _not_found(exc):
             return Check(title, False, f"{link} does not exist (no `default` network in the project?)",
                          "set `network:` and `subnetwork:` in the env (README, Google Cloud: organisation policies)")
-        return Check(title, False, f"cannot read {link}: {exc}",
-                     "you need compute.subnetworks.get (roles/compute.viewer)")
+        return _lookup_failure(exc, title, f"reading {link}", config)
     if not found.private_ip_google_access:
         return Check(title, False, "Private Google Access is off: VMs without external IP cannot reach the bucket, "
                      "the registry or the Compute API", f"gcloud compute networks subnets update {name} --region "
@@ -179,15 +180,14 @@ def check_org_policies(config: EnvConfig) -> list[Check]:
 
 def check_quota(config: EnvConfig) -> list[Check]:
     """The preflight's quota decision per language, as if all runs were up at once."""
-    from stacks.gcp.quota import ComputeQuotas, QuotaError, choose_zone
+    from stacks.gcp.quota import QuotaError, choose_zones
 
-    compute, reserved, checks = ComputeQuotas(config.project), {}, []
-    for lang in config.languages:
-        try:
-            d = choose_zone(config, lang, compute=compute, reserved=reserved)
+    checks = []
+    for lang, d in choose_zones(config, list(config.languages)).items():
+        if isinstance(d, QuotaError):
+            checks.append(Check(f"GPU quota ({lang})", False, d.summary, d.hint or "trainctl quota"))
+        else:
             checks.append(Check(f"GPU quota ({lang})", True, f"{d.needed} GPU(s) fit in {d.zone} ({d.metric})"))
-        except QuotaError as exc:
-            checks.append(Check(f"GPU quota ({lang})", False, exc.summary, exc.hint or "trainctl quota"))
     return checks
 
 

@@ -254,14 +254,10 @@ def upload_context(config: EnvConfig, root: Path, digest: str, echo: Callable[[s
     is replaced, and the build is pinned to the generation checked or written here, so a
     later overwrite cannot change what Cloud Build reads.
     """
-    from google.api_core.exceptions import GoogleAPIError
-    from google.auth.exceptions import GoogleAuthError
-    from google.cloud import storage
-
     obj, data = f"{SOURCE_PREFIX}/{digest}.tgz", context_tarball(root)
     crc, url = crc32c_of(data), f"gs://{config.bucket_name}/{SOURCE_PREFIX}/{digest}.tgz"
     try:
-        bucket = storage.Client(project=config.project).bucket(config.bucket_name)
+        bucket = api.storage_client(config.project).bucket(config.bucket_name)
         found = bucket.get_blob(obj)
         if found is not None and found.crc32c == crc and found.size == len(data):
             return BuildContext(obj, int(found.generation), reused=True)
@@ -271,10 +267,12 @@ def upload_context(config: EnvConfig, root: Path, digest: str, echo: Callable[[s
         # Replace exactly the object looked at (or create): a concurrent writer makes this fail.
         blob.upload_from_string(data, content_type="application/gzip", checksum="crc32c",
                                 if_generation_match=int(found.generation) if found is not None else 0)
-    except (GoogleAPIError, GoogleAuthError) as exc:
-        raise InfraError(f"could not upload the build context to {url}: {exc}",
-                         hint="the bucket comes from the foundation stack; you need to create and read objects "
-                              f"under {SOURCE_PREFIX}/ (and `gcloud auth application-default login`)") from exc
+    except api.client_failures() as exc:
+        raise api.google_error(exc, f"uploading the build context to {url}", project=config.project,
+                               api_name="Cloud Storage API", service="storage.googleapis.com",
+                               role=f"roles/storage.objectAdmin (objects under {SOURCE_PREFIX}/ of the bucket)",
+                               missing_hint="the bucket comes from the foundation stack: "
+                                            f"cdktf deploy foundation-{config.env} first") from exc
     if blob.crc32c and blob.crc32c != crc:
         raise InfraError(f"{url}: Cloud Storage stored crc32c {blob.crc32c}, expected {crc}", hint="retry the build")
     return BuildContext(obj, int(blob.generation), reused=False)

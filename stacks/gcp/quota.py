@@ -15,7 +15,7 @@ from stacks.config.models import EnvConfig
 from stacks.errors import InfraError, UnknownLanguageError
 from stacks.gcp import api
 # The same client factory the VM agent uses; ENDPOINT_ENV points it at a test server.
-from trainer.vm.group import ENDPOINT_ENV, compute_client_kwargs, compute_endpoint
+from trainer.vm.group import ENDPOINT_ENV, compute_endpoint
 
 CALL_TIMEOUT_S = 30.0
 
@@ -71,10 +71,7 @@ class ComputeQuotas:
 
     def _client(self, name: str):
         if name not in self._clients:
-            from google.cloud import compute_v1
-
-            self._clients[name] = self._guard(f"a Compute {name}", lambda: getattr(compute_v1, name)(
-                **compute_client_kwargs(self.endpoint)))
+            self._clients[name] = self._guard(f"a Compute {name}", lambda: api.compute_client(name, self.endpoint))
         return self._clients[name]
 
     def global_quotas(self) -> dict[str, tuple[float, float]]:
@@ -110,41 +107,18 @@ class ComputeQuotas:
         return {"vcpus": int(found.guest_cpus), "memory_gib": round(found.memory_mb / 1024, 3)}
 
     def _guard(self, what: str, call, none_if_missing: bool = False):
-        """Run one API call; cloud failures become InfraError with what to do next."""
+        """Run one API call; cloud failures become InfraError with what to do next (api.google_error)."""
         from google.api_core import exceptions as gexc
-        from google.auth import exceptions as auth_exc
-        import requests
 
-        project = self.project
         try:
             return call()
-        except gexc.NotFound as exc:
-            if none_if_missing:
+        except api.client_failures() as exc:
+            if none_if_missing and isinstance(exc, gexc.NotFound):
                 return None
-            raise InfraError(f"reading {what}: {api.exception_message(exc)}",
-                             hint=f"check `project` ({project!r}) and that your account can see it") from exc
-        except (gexc.Forbidden, gexc.PermissionDenied) as exc:
-            text = f"{exc.message} {exc.errors} {exc.details}"
-            if "accessNotConfigured" in text or "SERVICE_DISABLED" in text or "has not been used" in text:
-                raise InfraError(f"the Compute Engine API is not enabled in project {project}",
-                                 hint=f"gcloud services enable compute.googleapis.com --project={project}") from exc
-            raise InfraError(f"permission denied reading {what}: {api.exception_message(exc)}",
-                             hint=f"grant roles/compute.viewer on project {project} to the account in use "
-                                  "(or sign in as another: gcloud auth application-default login)") from exc
-        except gexc.Unauthenticated as exc:
-            raise InfraError(f"Google rejected the credentials reading {what}: {api.exception_message(exc)}",
-                             hint="gcloud auth application-default login") from exc
-        except gexc.GoogleAPIError as exc:
-            raise InfraError(f"Compute API error reading {what}: {exc}",
-                             hint="retry in a minute; rerun with --debug for the traceback") from exc
-        except auth_exc.DefaultCredentialsError as exc:
-            raise InfraError("no Google credentials found for the Compute API",
-                             hint="gcloud auth application-default login") from exc
-        except (requests.exceptions.ConnectionError, requests.exceptions.Timeout,
-                auth_exc.TransportError) as exc:
-            where = self.endpoint or compute_endpoint() or "compute.googleapis.com"
-            raise InfraError(f"cannot reach the Compute API at {where} reading {what}: {type(exc).__name__}",
-                             hint=f"check the network (and {ENDPOINT_ENV} if set), then retry") from exc
+            where = self.endpoint or compute_endpoint()
+            raise api.google_error(exc, f"reading {what}", project=self.project, api_name="Compute Engine API",
+                                   service="compute.googleapis.com", role="roles/compute.viewer",
+                                   where=f"{where} (set by {ENDPOINT_ENV})" if where else None) from exc
 
 
 def _call_options() -> dict:
@@ -240,11 +214,20 @@ def choose_zone(config: EnvConfig, lang: str, *, compute: ComputeQuotas | None =
 
 
 def choose_zones(config: EnvConfig, langs: list[str], *,
-                 compute: ComputeQuotas | None = None) -> list[ZoneDecision]:
-    """choose_zone for several languages, as if all their runs were up at once."""
+                 compute: ComputeQuotas | None = None) -> dict[str, ZoneDecision | QuotaError]:
+    """choose_zone for several languages as if all their runs were up at once: each language's GPUs
+    count against the quota of those after it. The one summed-quota rule (the preflight of runs
+    started together, `trainctl doctor`, `trainctl quota`) -> each language's decision, or why it
+    does not fit."""
     compute = compute or ComputeQuotas(config.project)
     reserved: dict[tuple[str, str], int] = {}
-    return [choose_zone(config, lang, compute=compute, reserved=reserved) for lang in langs]
+    out: dict[str, ZoneDecision | QuotaError] = {}
+    for lang in langs:
+        try:
+            out[lang] = choose_zone(config, lang, compute=compute, reserved=reserved)
+        except QuotaError as exc:
+            out[lang] = exc
+    return out
 
 
 def quota_id(metric: str) -> str:

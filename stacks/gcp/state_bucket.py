@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 from stacks.config import EnvConfig
 from stacks.errors import InfraError
+from stacks.gcp import api
 
 
 @dataclass(frozen=True)
@@ -18,12 +19,11 @@ class StateBucket:
 def ensure_state_bucket(config: EnvConfig, client=None) -> StateBucket:
     """Create the env's state bucket (versioned, uniform access, public access prevention) unless it exists."""
     from google.api_core import exceptions
-    from google.auth.exceptions import DefaultCredentialsError
     from google.cloud import storage
 
     name = config.state_bucket_name
     try:
-        client = client or storage.Client(project=config.project)
+        client = client or api.storage_client(config.project)
         bucket = client.lookup_bucket(name)
         created = bucket is None
         if created:
@@ -35,18 +35,12 @@ def ensure_state_bucket(config: EnvConfig, client=None) -> StateBucket:
         elif not bucket.versioning_enabled:
             bucket.versioning_enabled = True
             bucket.patch()
-    except DefaultCredentialsError as exc:
-        raise InfraError("no Google credentials found for Cloud Storage",
-                         hint="gcloud auth application-default login") from exc
-    except exceptions.Forbidden as exc:
-        raise InfraError(f"not allowed to create or read bucket gs://{name}: {exc.message}",
-                         hint="the operator needs roles/storage.admin on the project "
-                              "(gcloud auth application-default login as that user)") from exc
     except exceptions.Conflict as exc:
         raise InfraError(f"bucket name gs://{name} is taken by another project",
                          hint="bucket names are global: set `state_bucket:` in the env's overlay") from exc
-    except exceptions.GoogleAPIError as exc:
-        raise InfraError(f"could not create the state bucket gs://{name}: {exc}",
-                         hint="check the project id and that the Cloud Storage API is enabled") from exc
+    except api.client_failures() as exc:
+        raise api.google_error(exc, f"creating or reading the state bucket gs://{name}", project=config.project,
+                               api_name="Cloud Storage API", service="storage.googleapis.com",
+                               role="roles/storage.admin") from exc
     return StateBucket(name=name, location=(bucket.location or config.region).lower(), created=created,
                        versioning=bool(bucket.versioning_enabled))

@@ -46,16 +46,14 @@ class GcpTarget:
     def preflight_together(self, config, langs, reporter) -> dict:
         """The GPU quota for every language's run at once (each counts the GPUs of those before it)
         -> each language's zone decision, so each stack is placed where the sum was found to fit."""
-        from stacks.gcp.quota import ComputeQuotas, QuotaError, choose_zone
+        from stacks.gcp.quota import QuotaError, choose_zones
 
-        compute, reserved, short, rows, decided = ComputeQuotas(config.project), {}, [], [], {}
-        for lang in langs:
-            try:
-                decision = choose_zone(config, lang, compute=compute, reserved=reserved)
-            except QuotaError as exc:
+        decided, short, rows, hint = {}, [], [], ""
+        for lang, decision in choose_zones(config, langs).items():
+            if isinstance(decision, QuotaError):
                 short.append(lang)
-                rows.extend(exc.rows)
-                hint = exc.hint
+                rows.extend(decision.rows)
+                hint = decision.hint
             else:
                 decided[lang] = decision
                 if reporter:

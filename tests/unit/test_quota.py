@@ -55,7 +55,7 @@ def test_languages_together_do_not_count_the_same_free_gpus(project):
     # 2 Spot L4 left in europe-west4: fr takes both, en must go to europe-west1.
     ew4 = with_quotas(fixture("region_europe-west4.json"), PREEMPTIBLE_NVIDIA_L4_GPUS=(8, 6))
     with compute_api(ew4=ew4) as api:
-        fr, en = choose_zones(dev_config("defaults.nodes=2"), ["fr", "en"], compute=ComputeQuotas("p1", api.url))
+        fr, en = choose_zones(dev_config("defaults.nodes=2"), ["fr", "en"], compute=ComputeQuotas("p1", api.url)).values()
     assert (fr.zone, en.zone) == ("europe-west4-a", "europe-west1-b")
     assert en.rows[0].usage == 3 + 2  # global usage includes fr's reservation
     assert en.rows[1].usage == 6 + 2 and en.rows[1].note == "0 free, needs 2; usage counts 2 for languages above"
@@ -175,7 +175,7 @@ def test_unreachable_api_is_exit_3(project, monkeypatch):
     monkeypatch.setenv(ENDPOINT_ENV, f"http://127.0.0.1:{port}")
     r = quota("--lang", "fr")
     assert r.exit_code == 3
-    assert f"cannot reach the Compute API at http://127.0.0.1:{port}" in r.output and ENDPOINT_ENV in r.output
+    assert f"cannot reach the Compute Engine API at http://127.0.0.1:{port}" in r.output and ENDPOINT_ENV in r.output
 
 
 def test_local_env_is_exit_2(project):
