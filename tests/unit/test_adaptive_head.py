@@ -27,26 +27,40 @@ def test_cutoffs_follow_the_token_mass():
 def test_a_tiny_vocabulary_still_gets_a_valid_head(n):
     cuts = adaptive.cutoffs(zipf(n))
     assert cuts and all(0 < c < n for c in cuts) and cuts == sorted(set(cuts))
-    adaptive.AdaptiveDecoder(n, 8, 0.1, zipf(n))  # torch accepts them
-
-
-@pytest.mark.parametrize("hid, clusters", [(200, 2), (32, 1), (8, 1)])
-def test_a_narrow_encoder_gets_fewer_clusters_than_a_zero_wide_projection(hid, clusters):
-    dec = adaptive.AdaptiveDecoder(15000, hid, 0.1, zipf(15000))
-    assert dec.asm.n_clusters == clusters
-    assert all(min(t[0].weight.shape) >= 1 for t in dec.asm.tail)
+    dec = adaptive.AdaptiveDecoder(torch.nn.Embedding(n, 8), 0.1, zipf(n))
+    assert dec.n_clusters == len(cuts)
+    assert torch.allclose(dec.log_prob(torch.randn(3, 8)).exp().sum(dim=1), torch.ones(3), atol=1e-5)
 
 
 def _decoder(vocab=200, hid=16):
     torch.manual_seed(0)
-    return adaptive.AdaptiveDecoder(vocab, hid, 0.0, zipf(vocab)).eval()
+    return adaptive.AdaptiveDecoder(torch.nn.Embedding(vocab, hid), 0.0, zipf(vocab)).eval()
+
+
+def test_before_any_step_the_head_predicts_the_unigram_distribution():
+    """Biases start at log frequencies and cluster scorers at each cluster's share, so a pretrain starts from
+    the unigram model rather than from uniform guesses over 15,000 words."""
+    dec = _decoder()
+    assert torch.allclose(dec.log_prob(torch.zeros(1, 16))[0], adaptive.log_unigram(zipf(200)), atol=1e-5)
+
+
+def test_every_word_is_scored_against_its_own_embedding():
+    """Tied as fastai's full softmax: one Parameter, listed once, and the loss's gradient reaches the
+    rare words' input vectors."""
+    config = {**fastai_text.awd_lstm_lm_config, "emb_sz": 16, "n_hid": 32, "n_layers": 1}
+    model = adaptive.language_model(200, config, 0.3, zipf(200))
+    assert model[1].weight is model[0].encoder.weight
+    assert sum(p is model[0].encoder.weight for p in model.parameters()) == 1
+    hidden, targ = torch.randn(1, 4, 16), torch.full((1, 4), 199)  # the rarest word, in the last cluster
+    adaptive.AdaptiveLoss(model[1])(hidden, targ).backward()
+    assert model[0].encoder.weight.grad[199].abs().sum() > 0
 
 
 def test_the_loss_is_the_exact_negative_log_likelihood():
     dec = _decoder()
     hidden, targ = torch.randn(2, 5, 16), torch.randint(0, 200, (2, 5))
     loss = adaptive.AdaptiveLoss(dec)(hidden, targ)
-    full = dec.asm.log_prob(hidden.reshape(-1, 16))  # every word's log-probability: sums to one
+    full = dec.log_prob(hidden.reshape(-1, 16))  # every word's log-probability: sums to one
     assert torch.allclose(full.exp().sum(dim=1), torch.ones(10), atol=1e-5)
     assert loss.item() == pytest.approx(-full.gather(1, targ.reshape(-1, 1)).mean().item(), rel=1e-5)
 
@@ -70,7 +84,7 @@ def test_every_head_parameter_gets_a_gradient_even_when_no_target_is_rare():
 def test_token_accuracy_is_the_share_of_most_likely_words():
     dec = _decoder()
     hidden = torch.randn(3, 4, 16)
-    best = dec.asm.log_prob(hidden.reshape(-1, 16)).argmax(dim=1).reshape(3, 4)
+    best = dec.log_prob(hidden.reshape(-1, 16)).argmax(dim=1).reshape(3, 4)
     targ = best.clone()
     targ[0] = (targ[0] + 1) % 200  # a third of the positions wrong
     assert adaptive.token_accuracy(dec)(hidden, targ).item() == pytest.approx(8 / 12)
@@ -94,7 +108,7 @@ def test_the_published_layout_loads_into_fastais_full_softmax_language_model():
 
 def test_fine_tuning_under_the_adaptive_head_loads_the_base_encoder(tmp_path):
     """trainer.lm.base.load_weights: a full-softmax base LM's encoder arrives (words matched by the vocabulary),
-    the adaptive head stays as initialised."""
+    the adaptive head scores words against it; its biases and cluster scorers stay as initialised."""
     import pickle
     from types import SimpleNamespace
 
@@ -110,7 +124,7 @@ def test_fine_tuning_under_the_adaptive_head_loads_the_base_encoder(tmp_path):
     (tmp_path / "vocab.pkl").write_bytes(pickle.dumps(base_vocab))
     new_vocab = ["w3", "xxunk", "new", *[f"w{i}" for i in range(4, 40)], "xxpad", "xxbos"]  # reordered, one new word
     model = adaptive.language_model(len(new_vocab), config, 0.3, zipf(len(new_vocab)))
-    head = {k: v.clone() for k, v in model[1].state_dict().items()}
+    head = {k: v.clone() for k, v in model[1].state_dict().items() if k != "weight"}
     learn = SimpleNamespace(model=model, freeze=lambda: None)
     load_weights(learn, tmp_path, new_vocab)
     emb = model[0].encoder.weight
@@ -120,3 +134,4 @@ def test_fine_tuning_under_the_adaptive_head_loads_the_base_encoder(tmp_path):
     for name in ("rnns.0.weight_hh_l0_raw", "rnns.1.module.weight_ih_l0"):
         assert torch.equal(model[0].state_dict()[name], base[0].state_dict()[name])
     assert all(torch.equal(v, model[1].state_dict()[k]) for k, v in head.items())
+    assert torch.equal(model[1].weight, emb)
