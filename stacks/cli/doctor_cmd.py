@@ -1,4 +1,4 @@
-"""`trainctl doctor`: read-only checks of a gcp environment before a first run."""
+"""`trainctl doctor`: read-only checks of an environment before a first run (each target owns its checks)."""
 from __future__ import annotations
 
 import typer
@@ -13,15 +13,14 @@ def register(app: typer.Typer) -> None:
 
 @mapped_errors
 def doctor(env: EnvOpt = "local", sets: SetOpt = None):
-    """Check a gcp env (read-only): APIs, image, boot images, Private Google Access, org policies, quota.
+    """Check an env (read-only) before a first run. gcp: APIs, image, boot images, Private Google Access,
+    org policies, quota, the accounts' access. local: terraform, node, the trainer's packages, the bucket folder.
 
     One line per check: ok, or the problem and what to do. Exit 0 when all are ok, 3 otherwise.
     """
-    from stacks.gcp.doctor import NOT_CHECKED, run_checks
+    from stacks.targets import target_of
 
     _, config = load(env, sets)
-    config.require_target("gcp", f"env {env!r} has target {config.target!r}: doctor checks gcp environments",
-            hint="pick a gcp env, e.g. --env dev")
 
     def show(check) -> None:
         mark = "[green]ok[/]     " if check.ok else "[red]problem[/]"
@@ -29,7 +28,7 @@ def doctor(env: EnvOpt = "local", sets: SetOpt = None):
         if not check.ok and check.fix:
             console.print(f"        → {check.fix}", markup=False, soft_wrap=True)
 
-    checks = run_checks(config, show)
-    console.print(f"not checked: {NOT_CHECKED}", markup=False, soft_wrap=True)
+    checks, not_checked = target_of(config).doctor(config, show)
+    console.print(f"not checked: {not_checked}", markup=False, soft_wrap=True)
     if not all(c.ok for c in checks):
         raise typer.Exit(ExitStatus.INFRA_ERROR)

@@ -18,7 +18,7 @@ from stacks.config.gpus import boot_image_problem, default_boot_image, signed_dr
 from stacks.config.models import EnvConfig
 from stacks.errors import InfraError
 from stacks.gcp import api
-from stacks.gcp.checks import Check
+from stacks.targets.checks import Check
 
 SERVICEUSAGE_ENDPOINT_ENV = "TRAINSTACK_SERVICEUSAGE_ENDPOINT"
 SERVICEUSAGE_API = "https://serviceusage.googleapis.com"

@@ -16,6 +16,7 @@ from stacks.errors import InfraError
 from stacks.naming import stack_name
 from stacks.project import Project
 from stacks.runs.preflight import language_settings
+from stacks.runs.terraform import terraform_version
 from stacks.runs.watch import Reporter, live_state
 from stacks.targets import target_of
 from trainer.records.runs import TRAINCTL_META, new_run_id, run_key
@@ -125,14 +126,6 @@ def write_run_metadata(bucket: Bucket, handle: StackHandle, run_id: str) -> None
                        handle.config.model_dump_json(indent=2).encode())
     bucket.write_bytes(run_key(handle.lang, run_id, prefix + "stack.json"), stack_json.read_bytes())
     bucket.write_bytes(run_key(handle.lang, run_id, TRAINCTL_META), json.dumps(meta, indent=2).encode())
-
-
-def terraform_version(binary: str) -> str | None:
-    out = subprocess.run([binary, "version", "-json"], capture_output=True, text=True).stdout
-    try:
-        return json.loads(out).get("terraform_version")
-    except ValueError:
-        return None
 
 
 def git_sha(root: Path) -> str | None:

@@ -21,6 +21,14 @@ def terraform_binary() -> str:
     return path
 
 
+def terraform_version(binary: str) -> str | None:
+    out = subprocess.run([binary, "version", "-json"], capture_output=True, text=True).stdout
+    try:
+        return json.loads(out).get("terraform_version")
+    except ValueError:
+        return None
+
+
 class Terraform:
     """One stack's working folder (`cdktf.out/stacks/<stack>`)."""
 

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 
     from stacks.config.models import EnvConfig
     from stacks.project import Project
+    from stacks.targets.checks import Check
     from trainer.storage import Bucket
 
 
@@ -55,6 +56,11 @@ class Target(Protocol):
 
     def prices_for_plan(self, config: "EnvConfig"):
         """The price book a plan review quotes, or None (no cloud cost)."""
+
+    def doctor(self, config: "EnvConfig", echo: Callable[["Check"], None]) -> tuple[list["Check"], str]:
+        """`trainctl doctor`: read-only checks that a first run can start, each echoed as it completes
+        -> (the checks, what they do not cover)."""
+        ...
 
     def check_config(self, config: "EnvConfig", origin: dict) -> None:
         """Refuse (ConfigError, exit 2) an env this target cannot deploy as written; `origin` names each key's file."""

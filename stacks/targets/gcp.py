@@ -65,6 +65,11 @@ class GcpTarget:
                              hint=f"train fewer at a time (--parallel {max(len(fit), 1)}), or {hint}")
         return decided
 
+    def doctor(self, config, echo):
+        from stacks.gcp.doctor import NOT_CHECKED, run_checks
+
+        return run_checks(config, echo), NOT_CHECKED
+
     def check_config(self, config, origin) -> None:
         from stacks.config.gcp_checks import check_gcp
 

@@ -1,8 +1,12 @@
 """The local target: Terraform starts the trainer as a process on this machine; the bucket is a folder."""
 from __future__ import annotations
 
+import os
+import shutil
+import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -12,6 +16,13 @@ class LocalTarget:
     poll_s: float = 1.0
     stacks_before_training: tuple[str, ...] = ()
     runs_side_by_side: bool = False  # one machine: runs side by side split its cores (train --parallel N)
+
+    def doctor(self, config, echo):
+        checks = []
+        for check in (_terraform_check, _node_check, _trainer_check, lambda: _bucket_check(config.bucket)):
+            checks.append(check())
+            echo(checks[-1])
+        return checks, "the data (trainctl data check LANG) and the base LM (trainctl lm list)"
 
     def check_config(self, config, origin) -> None:
         return None  # the schema's checks are all a local env needs
@@ -65,3 +76,52 @@ class LocalTarget:
 
 
 LOCAL = LocalTarget()
+
+
+def _terraform_check():
+    from stacks.runs.terraform import INSTALL_HINT, terraform_version
+    from stacks.targets.checks import Check
+
+    path = shutil.which("terraform")
+    if path is None:
+        return Check("terraform", False, "not on PATH: stacks cannot be applied", INSTALL_HINT)
+    return Check("terraform", True, f"{terraform_version(path) or 'unknown version'} at {path}")
+
+
+def _node_check():
+    from stacks.targets.checks import Check
+
+    path = shutil.which("node")  # cdktf's Python runs the providers' bindings in Node (jsii)
+    if path is None:
+        return Check("node", False, "not on PATH: cdktf cannot synthesize the stacks", "install Node.js 20 or later")
+    return Check("node", True, path)
+
+
+def _trainer_check():
+    import importlib.util
+
+    from stacks.targets.checks import Check
+
+    missing = [name for name in ("torch", "fastai", "sklearn") if importlib.util.find_spec(name) is None]
+    if missing:
+        return Check("trainer packages", False, f"{', '.join(missing)} not installed in {sys.executable}",
+                     "make setup (README: the two commands)")
+    return Check("trainer packages", True, f"torch, fastai, scikit-learn in {sys.prefix}")
+
+
+MIN_FREE_GIB = 2.0  # a base LM's token cache, checkpoints and a run's artifacts
+
+
+def _bucket_check(uri: str):
+    from stacks.targets.checks import Check
+
+    root = Path(uri.removeprefix("file://"))
+    existing = next((p for p in (root, *root.parents) if p.exists()), Path("/"))
+    if not os.access(existing, os.W_OK):
+        return Check(f"bucket {uri}", False, f"{existing} is not writable by this user", "pick another `bucket:` "
+                     "in the env, or fix the folder's permissions")
+    free = shutil.disk_usage(existing).free / 2**30
+    if free < MIN_FREE_GIB:
+        return Check(f"bucket {uri}", False, f"{free:.1f} GiB free on its disk, a run needs about {MIN_FREE_GIB:.0f}",
+                     "free some space (trainctl gc --env local removes ended runs' leftovers)")
+    return Check(f"bucket {uri}", True, f"writable, {free:.1f} GiB free")

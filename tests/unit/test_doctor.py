@@ -216,6 +216,21 @@ def test_an_unsupported_boot_image_is_a_problem_without_a_lookup(project):
     assert not check.ok and "accelerator-optimized-machines#g2-limitations" in check.detail
 
 
-def test_doctor_is_for_gcp_envs(project):
+def test_a_local_env_has_its_own_checks(project):
+    """The local target's doctor: what `trainctl train fr --env local` needs on this machine (CI's prerequisites)."""
     result = runner.invoke(app, ["doctor", "--env", "local"])
-    assert result.exit_code == 2 and "doctor checks gcp environments" in result.output
+    out = " ".join(result.output.split())
+    assert result.exit_code == 0, result.output
+    for name in ("terraform: 1.", "node: /", "trainer packages: torch", "bucket file://"):
+        assert f"ok {name}" in out, name
+    assert "not checked: the data" in result.output
+
+
+def test_a_local_env_without_terraform_or_node_is_exit_3_with_the_install_hints(project, monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))  # an empty folder: neither tool is found
+    result = runner.invoke(app, ["doctor", "--env", "local"])
+    out = " ".join(result.output.split())
+    assert result.exit_code == 3
+    assert "problem terraform: not on PATH" in out and "install Terraform >= 1.5" in out
+    assert "problem node: not on PATH" in out and "install Node.js 20" in out
+    assert "ok trainer packages" in out  # the other checks still ran

@@ -1,4 +1,4 @@
-"""A line of `trainctl doctor`'s report (its own module: doctor and access both make them)."""
+"""A line of `trainctl doctor`'s report: what each target's doctor returns (gcp: stacks.gcp.doctor, local: targets.local)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
