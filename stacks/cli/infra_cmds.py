@@ -148,22 +148,21 @@ def apply(reviewed: Annotated[Path, typer.Option(
 def destroy(lang: LangArg, env: EnvOpt = "local", sets: SetOpt = None):
     """Stop a language's run (if active) and destroy its training stack."""
     from stacks.runs import stack_ops
+    from stacks.runs.language_run import resolve
     from stacks.runs.runflow import record_cost
     from trainer.records.runs import read_status
-    from trainer.storage import open_bucket
 
     project, config = load(env, sets)
-    handle = stack_ops.open_stack(project, config, lang)
-    run_id = stack_ops.active_run(handle)
+    run = stack_ops.open_stack(resolve(project, config, lang))
+    run.run_id = stack_ops.active_run(run)
     rep = ConsoleReporter()
-    stack_ops.teardown(handle, run_id, rep)
-    if run_id:
-        bucket = open_bucket(config.bucket)
-        record_cost(bucket, config, lang, run_id, rep)  # a detached run's cost and final report.html
-        status = read_status(bucket, lang, run_id)
-        console.print(f"run {run_id}: {status.state if status else 'no status'}"
+    stack_ops.teardown(run, rep)
+    if run.run_id:
+        record_cost(run, rep)  # a detached run's cost and final report.html
+        status = read_status(run.bucket, lang, run.run_id)
+        console.print(f"run {run.run_id}: {status.state if status else 'no status'}"
                       + (f" ({status.error})" if status and status.error else ""))
-    console.print(f"{handle.name} destroyed: nothing of it is running")
+    console.print(f"{run.stack} destroyed: nothing of it is running")
 
 
 @mapped_errors
@@ -172,6 +171,7 @@ def gc(env: EnvOpt = "local", sets: SetOpt = None,
            help="append a Markdown list of what was destroyed to FILE (e.g. $GITHUB_STEP_SUMMARY)")] = None):
     """Destroy training stacks whose run has ended (or never started)."""
     from stacks.runs import stack_ops
+    from stacks.runs.language_run import resolve
     from stacks.runs.runflow import record_cost
     from trainer.storage import open_bucket
 
@@ -179,18 +179,18 @@ def gc(env: EnvOpt = "local", sets: SetOpt = None,
     bucket = open_bucket(config.bucket)
     destroyed, kept = [], []
     for lang in config.languages:
-        handle = stack_ops.open_stack(project, config, lang)
-        run_id, state = stack_ops.stack_run(handle, bucket)  # the rule `train` tears an ended run's stack down by
-        if not run_id:
+        run = stack_ops.open_stack(resolve(project, config, lang, bucket=bucket))
+        run.run_id, state = stack_ops.stack_run(run)  # the rule `train` tears an ended run's stack down by
+        if not run.run_id:
             continue
         if state is not None:
-            console.print(f"{handle.name}: run {run_id} is {state}; kept")
-            kept.append(f"`{handle.name}` (run `{run_id}` is {state})")
+            console.print(f"{run.stack}: run {run.run_id} is {state}; kept")
+            kept.append(f"`{run.stack}` (run `{run.run_id}` is {state})")
             continue
         rep = ConsoleReporter()
-        stack_ops.teardown(handle, run_id, rep)
-        record_cost(bucket, config, lang, run_id, rep)  # a detached run's cost and final report.html
-        destroyed.append(f"`{handle.name}` (run `{run_id}`)")
+        stack_ops.teardown(run, rep)
+        record_cost(run, rep)  # a detached run's cost and final report.html
+        destroyed.append(f"`{run.stack}` (run `{run.run_id}`)")
     console.print(f"gc: destroyed {len(destroyed)} stack(s)")
     if summary:
         lines = [f"### trainctl gc: env `{env}`", "",

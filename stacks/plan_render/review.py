@@ -46,6 +46,7 @@ def plan_stacks(env: str, sets, only: str | None, json_out: Path | None, *, pref
                 echo: Callable | None = None) -> tuple[list[Planned], TrainstackError | None]:
     """Plan each stack -> (results, the first error). With `keep_going` a failed stack is
     recorded (its error rendered in the review) and the others are still planned."""
+    from stacks.runs.language_run import resolve
     from stacks.runs.stack_ops import open_foundation, open_stack
     from stacks.naming import FOUNDATION
     from stacks.plan_render import plan_from_document
@@ -76,8 +77,8 @@ def plan_stacks(env: str, sets, only: str | None, json_out: Path | None, *, pref
             if name == FOUNDATION:
                 tf = open_foundation(project, config, echo=echo)
             else:
-                tf = open_stack(project, config, name.removeprefix("train-"), echo=echo, preflight=preflight,
-                                reporter=reporter).tf
+                tf = open_stack(resolve(project, config, name.removeprefix("train-")), echo=echo,
+                                preflight=preflight, reporter=reporter).tf
             planfile = tf.workdir / PLANFILE
             text = tf.plan(lock=lock, out=planfile)
             # Redacted before anything is written: plan JSON carries sensitive values in clear.

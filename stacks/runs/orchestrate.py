@@ -24,7 +24,7 @@ from stacks.runs.runflow import DONE, PREPARING, WAITING
 if TYPE_CHECKING:
     from stacks.config.models import EnvConfig
     from stacks.project import Project
-    from stacks.runs.runflow import RunOutcome
+    from stacks.runs.language_run import LanguageRun
 
 @dataclass
 class LanguageResult:
@@ -33,7 +33,7 @@ class LanguageResult:
     lang: str
     exit_status: int
     duration_s: float
-    outcome: "RunOutcome | None" = None
+    outcome: "LanguageRun | None" = None
     message: str | None = None  # the error, when the language never got a final run state
     hint: str | None = None
     promotion: str | None = None  # --promote-if-better: what happened

@@ -2,11 +2,16 @@
 reads as the trainer will read it, and the target's cost estimate (`report_preflight`)."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from stacks.config import EnvConfig, LanguageSettings
 from stacks.errors import UnknownLanguageError
 from trainer.data.labelled import LabelledData, load_labelled, unlabelled_key, unlabelled_texts
 from stacks.targets import target_of
 from trainer.storage import Bucket
+
+if TYPE_CHECKING:
+    from stacks.runs.language_run import LanguageRun
 
 
 def language_settings(config: EnvConfig, lang: str) -> LanguageSettings:
@@ -52,10 +57,10 @@ def preflight_corpus(bucket: Bucket, lang: str, settings: LanguageSettings) -> s
     return f"corpus ok: {len(keys)} file(s) under {bucket.url(f'{lang}/data/corpus/')}"
 
 
-def report_preflight(config: EnvConfig, lang: str, job: str, bucket: Bucket, rep) -> None:
+def report_preflight(run: "LanguageRun", rep) -> None:
     """The data (or corpus) check and, on gcp, the cost estimate: before anything is created or billed."""
-    settings = language_settings(config, lang)
-    if job == "classifier":
+    config, lang, settings, bucket = run.config, run.lang, run.settings, run.bucket
+    if run.job == "classifier":
         data = preflight_data(bucket, lang, settings)
         for warning in data.warnings:
             rep.warn(warning)

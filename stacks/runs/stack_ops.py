@@ -8,34 +8,16 @@ import json
 import platform
 import subprocess
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 from stacks.config import EnvConfig
 from stacks.errors import InfraError
-from stacks.naming import stack_name
 from stacks.project import Project
-from stacks.runs.preflight import language_settings
+from stacks.runs.language_run import LanguageRun
 from stacks.runs.terraform import terraform_version
 from stacks.runs.watch import Reporter, live_state
 from stacks.targets import target_of
 from trainer.records.runs import TRAINCTL_META, new_run_id, run_key
-from trainer.storage import Bucket
-
-
-@dataclass
-class StackHandle:
-    """A synthesized, initialised stack of one language (`placement`: gcp zone/image decision)."""
-
-    config: EnvConfig
-    project: Project
-    lang: str
-    tf: "object"
-    placement: "object | None" = None
-
-    @property
-    def name(self) -> str:
-        return stack_name(self.lang)
 
 
 def synth_and_init(project: Project, config: EnvConfig, name: str, echo=None, placements=None):
@@ -52,16 +34,17 @@ def synth_and_init(project: Project, config: EnvConfig, name: str, echo=None, pl
     return tf
 
 
-def open_stack(project: Project, config: EnvConfig, lang: str, echo=None, *, preflight: bool = False,
-               reporter: Reporter | None = None, decided=None) -> StackHandle:
-    """Synthesize (after the gcp preflight when asked) and `terraform init` a language's stack."""
+def open_stack(run: LanguageRun, echo=None, *, preflight: bool = False, reporter: Reporter | None = None,
+               decided=None) -> LanguageRun:
+    """Synthesize (after the target's preflight when asked: gcp quota, image, boot image) and
+    `terraform init` a language's stack -> the run, with its Terraform runner and placement."""
     from stacks.runs.terraform import terraform_binary
 
-    language_settings(config, lang)
     terraform_binary()  # before the preflight's cloud calls too
-    placement = target_of(config).preflight(config, lang, reporter, decided=decided) if preflight else None
-    tf = synth_and_init(project, config, stack_name(lang), echo, {lang: placement} if placement else None)
-    return StackHandle(config, project, lang, tf, placement)
+    config, lang = run.config, run.lang
+    run.placement = target_of(config).preflight(config, lang, reporter, decided=decided) if preflight else None
+    run.tf = synth_and_init(run.project, config, run.stack, echo, {lang: run.placement} if run.placement else None)
+    return run
 
 
 def open_foundation(project: Project, config: EnvConfig, echo=None):
@@ -85,47 +68,49 @@ def stack_lock(project: Project, env: str, stack: str):
         yield
 
 
-def active_run(handle: StackHandle) -> str | None:
+def active_run(run: LanguageRun) -> str | None:
     """The run id the stack currently holds, if it is applied."""
-    run_id = handle.tf.outputs().get("run_id")
+    run_id = run.tf.outputs().get("run_id")
     return str(run_id) if run_id else None
 
 
-def stack_run(handle: StackHandle, bucket: Bucket) -> tuple[str | None, str | None]:
+def stack_run(run: LanguageRun) -> tuple[str | None, str | None]:
     """(the run the stack was applied for, its live state): the one "ended run" rule of `train` (tear the
     stack down and start anew) and `gc` (destroy it). State None: the run has ended, or never will start."""
-    current = active_run(handle)
+    current = active_run(run)
     if not current:
         return None, None
-    return current, live_state(bucket, handle.lang, current, target_of(handle.config).status_appear_timeout_s)
+    return current, live_state(run.bucket, run.lang, current, target_of(run.config).status_appear_timeout_s)
 
 
-def write_run_metadata(bucket: Bucket, handle: StackHandle, run_id: str) -> None:
-    stack_json = handle.project.work_outdir(handle.config.env) / "stacks" / handle.name / "cdk.tf.json"
+def write_run_metadata(run: LanguageRun) -> None:
+    """metadata/: what was applied for the run (env, stack, versions, machine, placement, cost estimate)."""
+    bucket, run_id = run.bucket, run.run_id
+    stack_json = run.project.work_outdir(run.env) / "stacks" / run.stack / "cdk.tf.json"
     meta = {
-        "env": handle.config.env, "lang": handle.lang, "run_id": run_id, "stack": handle.name,
-        "git_sha": git_sha(handle.project.root), "host": platform.node(),
-        "terraform": terraform_version(handle.tf.binary),
+        "env": run.env, "lang": run.lang, "run_id": run_id, "stack": run.stack,
+        "git_sha": git_sha(run.project.root), "host": platform.node(),
+        "terraform": terraform_version(run.tf.binary),
     }
-    settings = handle.config.language(handle.lang)
-    meta.update(target=handle.config.target, machine_type=settings.machine_type,
+    settings = run.settings
+    meta.update(target=run.config.target, machine_type=settings.machine_type,
                 gpu={"type": settings.gpu.type, "count": settings.gpu.count}, spot=settings.spot,
                 nodes=settings.nodes, max_run_hours=settings.max_run_hours)
-    if handle.placement is not None:
+    if run.placement is not None:
         from stacks.config.gpus import region_of
 
-        region = region_of(handle.placement.zone)
-        meta.update(image=handle.placement.image, zone=handle.placement.zone, region=region,
-                    quota_metric=handle.placement.quota_metrics[0])
+        region = region_of(run.placement.zone)
+        meta.update(image=run.placement.image, zone=run.placement.zone, region=region,
+                    quota_metric=run.placement.quota_metrics[0])
         try:  # bookkeeping after the apply: a pricing failure must not lose the run's metadata
-            meta["cost_estimate"] = target_of(handle.config).estimate_record(handle.config, handle.lang, region, bucket)
+            meta["cost_estimate"] = target_of(run.config).estimate_record(run.config, run.lang, region, bucket)
         except Exception as exc:
             meta["cost_estimate"] = {"note": f"cost unknown: {exc}"}
     prefix = "metadata/"
-    bucket.write_bytes(run_key(handle.lang, run_id, prefix + "config.json"),
-                       handle.config.model_dump_json(indent=2).encode())
-    bucket.write_bytes(run_key(handle.lang, run_id, prefix + "stack.json"), stack_json.read_bytes())
-    bucket.write_bytes(run_key(handle.lang, run_id, TRAINCTL_META), json.dumps(meta, indent=2).encode())
+    bucket.write_bytes(run_key(run.lang, run_id, prefix + "config.json"),
+                       run.config.model_dump_json(indent=2).encode())
+    bucket.write_bytes(run_key(run.lang, run_id, prefix + "stack.json"), stack_json.read_bytes())
+    bucket.write_bytes(run_key(run.lang, run_id, TRAINCTL_META), json.dumps(meta, indent=2).encode())
 
 
 def git_sha(root: Path) -> str | None:
@@ -133,25 +118,27 @@ def git_sha(root: Path) -> str | None:
     return out.stdout.strip() or None
 
 
-def launch(handle: StackHandle, bucket: Bucket, reporter: Reporter) -> tuple[str, bool]:
-    """Apply the stack for a new run, or return the active run. -> (run_id, attached)."""
-    with stack_lock(handle.project, handle.config.env, handle.name):
-        current, state = stack_run(handle, bucket)
+def launch(run: LanguageRun, reporter: Reporter) -> bool:
+    """Apply the stack for a new run, or take the active run -> whether it attached; run.run_id is set."""
+    with stack_lock(run.project, run.env, run.stack):
+        current, state = stack_run(run)
         if current:
             if state is not None:
-                reporter.info(f"a {handle.lang} run is already active in env {handle.config.env} "
+                reporter.info(f"a {run.lang} run is already active in env {run.env} "
                               f"({current}, {state}); following it instead of starting another")
-                return current, True
-            reporter.info(f"tearing down the ended run {current} left in {handle.name}")
-            handle.tf.destroy({"run_id": current})
-        run_id = new_run_id()
-        reporter.info(f"applying {handle.name} (run {run_id})")
-        handle.tf.apply({"run_id": run_id})
-        write_run_metadata(bucket, handle, run_id)
-        return run_id, False
+                run.run_id = current
+                return True
+            reporter.info(f"tearing down the ended run {current} left in {run.stack}")
+            run.tf.destroy({"run_id": current})
+        run.run_id = new_run_id()
+        reporter.info(f"applying {run.stack} (run {run.run_id})")
+        run.tf.apply({"run_id": run.run_id})
+        write_run_metadata(run)
+        return False
 
 
-def teardown(handle: StackHandle, run_id: str | None, reporter: Reporter) -> None:
-    with stack_lock(handle.project, handle.config.env, handle.name):
-        reporter.info(f"destroying {handle.name}")
-        handle.tf.destroy({"run_id": run_id} if run_id else None)
+def teardown(run: LanguageRun, reporter: Reporter) -> None:
+    """Destroy the stack (for the run it holds: run.run_id, None when nothing was applied)."""
+    with stack_lock(run.project, run.env, run.stack):
+        reporter.info(f"destroying {run.stack}")
+        run.tf.destroy({"run_id": run.run_id} if run.run_id else None)

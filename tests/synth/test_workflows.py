@@ -460,19 +460,16 @@ def test_deployer_reads_run_folders_only_for_gc(foundation):
 # --- trainctl gc --summary: what the daily workflow lists -------------------------------------------
 
 def test_gc_summary_lists_destroyed_and_kept_stacks(project, tmp_path, monkeypatch):
-    from types import SimpleNamespace
-
     from stacks.cli.main import app
     from stacks.runs import stack_ops
 
     runs = {"fr": "20261125-010000-aaaa", "en": "20261125-020000-bbbb"}
     destroyed = []
-    monkeypatch.setattr(stack_ops, "open_stack",
-                        lambda project, config, lang: SimpleNamespace(name=f"train-{lang}", lang=lang, config=config))
-    monkeypatch.setattr(stack_ops, "active_run", lambda handle: runs[handle.lang])
+    monkeypatch.setattr(stack_ops, "open_stack", lambda run: run)  # no synth: the stacks' runs are given here
+    monkeypatch.setattr(stack_ops, "active_run", lambda run: runs[run.lang])
     monkeypatch.setattr(stack_ops, "live_state",
                         lambda bucket, lang, run_id, target: "RUNNING" if lang == "en" else None)
-    monkeypatch.setattr(stack_ops, "teardown", lambda handle, run_id, reporter: destroyed.append(handle.name))
+    monkeypatch.setattr(stack_ops, "teardown", lambda run, reporter: destroyed.append(run.stack))
     summary = tmp_path / "summary.md"
     result = CliRunner().invoke(app, ["gc", "--summary", str(summary)])
     assert result.exit_code == 0, result.output

@@ -62,7 +62,8 @@ def test_run_metadata_records_the_image_zone_and_quota_metric(project, tmp_path)
     import json
     from types import SimpleNamespace
 
-    from stacks.runs.stack_ops import StackHandle, write_run_metadata
+    from stacks.runs.language_run import resolve
+    from stacks.runs.stack_ops import write_run_metadata
     from stacks.project import Project
     from stacks.constructs.train_stack import GcpPlacement
     from trainer.storage import LocalBucket
@@ -74,9 +75,10 @@ def test_run_metadata_records_the_image_zone_and_quota_metric(project, tmp_path)
     (stack_dir / "cdk.tf.json").write_text("{}")
     placement = GcpPlacement(zone="europe-west4-b", image="europe-west4-docker.pkg.dev/p1/trainstack/trainer:abc123",
                              quota_metrics=["NVIDIA_L4_GPUS"], startup_script="", shutdown_script="")
-    handle = StackHandle(config, proj, "fr", SimpleNamespace(binary="terraform"), placement)
     bucket = LocalBucket(tmp_path / "bucket")
-    write_run_metadata(bucket, handle, "20261122-101500-ab12")
+    run = resolve(proj, config, "fr", bucket=bucket)
+    run.tf, run.placement, run.run_id = SimpleNamespace(binary="terraform"), placement, "20261122-101500-ab12"
+    write_run_metadata(run)
     meta = json.loads(bucket.read_bytes("fr/runs/20261122-101500-ab12/metadata/trainctl.json"))
     assert meta["image"] == placement.image and meta["zone"] == "europe-west4-b"
     assert meta["quota_metric"] == "NVIDIA_L4_GPUS" and meta["stack"] == "train-fr"

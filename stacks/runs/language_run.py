@@ -1,0 +1,70 @@
+"""One language's run, resolved once and then filled in as it moves on: what `train`, `lm pretrain`,
+`destroy` and `gc` pass from step to step (instead of config, language, settings, bucket and run id as
+loose arguments), and what a command's view renders at the end."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from stacks.naming import stack_name
+from stacks.runs.preflight import language_settings
+
+if TYPE_CHECKING:
+    from stacks.config.models import EnvConfig, LanguageSettings
+    from stacks.project import Project
+    from trainer.records.runs import RunStatus
+    from trainer.storage import Bucket
+
+
+@dataclass
+class LanguageRun:
+    """Resolved once (`resolve`): the project, the env's config, the language and its settings, the bucket,
+    what was asked (`job`). Then: the stack's Terraform runner and the target's placement (stack_ops.
+    open_stack), the run id (stack_ops.launch, or the run a stack holds), the final status (None when
+    the command detached after the apply)."""
+
+    project: "Project"
+    config: "EnvConfig"
+    lang: str
+    settings: "LanguageSettings"
+    opened_bucket: "Bucket | None" = None
+    job: str = ""
+    tf: object | None = None
+    placement: object | None = None
+    run_id: str | None = None
+    status: "RunStatus | None" = None
+
+    @property
+    def bucket(self) -> "Bucket":
+        """The env's bucket, opened on first use (a plan review never needs it, nor credentials for it)."""
+        if self.opened_bucket is None:
+            from trainer.storage import open_bucket
+
+            self.opened_bucket = open_bucket(self.config.bucket)
+        return self.opened_bucket
+
+    @property
+    def env(self) -> str:
+        return self.config.env
+
+    @property
+    def stack(self) -> str:
+        return stack_name(self.lang)
+
+    @property
+    def run_url(self) -> str:
+        from trainer.records.runs import run_prefix
+
+        return self.bucket.url(run_prefix(self.lang, self.run_id))
+
+    def url(self, name: str) -> str:
+        """Where one of the run's files is (a local bucket's URL of a folder has no trailing /)."""
+        from trainer.records.runs import run_key
+
+        return self.bucket.url(run_key(self.lang, self.run_id, name))
+
+
+def resolve(project: "Project", config: "EnvConfig", lang: str, *, job: str = "",
+            bucket: "Bucket | None" = None) -> LanguageRun:
+    """The language's run before anything is checked or created; an unconfigured language fails here (exit 2)."""
+    return LanguageRun(project, config, lang, language_settings(config, lang), bucket, job)
