@@ -38,9 +38,11 @@ def run_language(project: "Project", config: "EnvConfig", lang: str, *, job: str
     `decided`: the target's placement decision from `preflight_together` (gcp: the zone).
     `track(phase, run_id)`: told as the run moves on (the phases above), for what a Ctrl-C leaves.
     -> the run, its status None when the command detached."""
+    from stacks.runs.terraform import terraform_binary
     from trainer.records.runs import read_status
 
     run = resolve(project, config, lang, job=job)
+    terraform_binary()  # no terraform: say so before the data check reads the bucket
     with start_lock or nullcontext():
         report_preflight(run, rep)
         stack_ops.open_stack(run, echo=echo, preflight=True, reporter=rep, decided=decided)

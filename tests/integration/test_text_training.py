@@ -137,3 +137,27 @@ def test_classifier_from_ids_exports_a_raw_text_model(tmp_path, fr, fr_ids):
     with loaded.no_bar():
         _, _, p = loaded.predict("Mon colis n'est jamais arrivé, je veux être remboursé.")
     assert p.shape == (len(fr.label_names),) and ((0 <= p) & (p <= 1)).all()
+
+
+def test_an_exported_sentencepiece_pipeline_loads_with_plain_fastai(tmp_path):
+    """The export pickles fastai and stdlib objects only: no `trainer` import to load it (a fresh
+    interpreter loads it: an integration test, ~15 s)."""
+    import pickle
+    import subprocess
+    import sys
+
+    from fastai.text.all import Tokenizer
+
+    from trainer.text.tokenizers import SENTENCEPIECE, TokenizerSpec, rules, train_sentencepiece
+
+    JAPANESE = ["荷物がまだ届いていません", "請求書の金額が間違っています", "パスワードを忘れました"] * 10
+
+    spec = TokenizerSpec(SENTENCEPIECE, "ja", train_sentencepiece(JAPANESE * 3, vocab_size=120, code="ja"))
+    tok = Tokenizer(spec.fastai_tokenizer(tmp_path / "cache"), rules=rules())
+    expected = list(tok(JAPANESE[1]))
+    (tmp_path / "tok.pkl").write_bytes(pickle.dumps(tok))
+    (tmp_path / "cache" / "spm.model").unlink()  # the model travels inside the pickle
+    code = ("import sys, pickle; sys.modules['trainer'] = None; "
+            f"tok = pickle.load(open({str(tmp_path / 'tok.pkl')!r}, 'rb')); print(list(tok({JAPANESE[1]!r})))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == str(expected)

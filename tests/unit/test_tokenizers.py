@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 import pkgutil
-import subprocess
-import sys
 
 import pytest
 
@@ -55,23 +53,6 @@ def test_sentencepiece_pipeline_gives_fastai_tokenizer_tokens(tmp_path):
     pieces = [ours.vocab[i] for i in ours.text(0)]
     assert pieces[0] == "▁xxbos" and len(pieces) > 2  # special tokens are never split
     assert spec.id.startswith("sentencepiece-") and spec.id != TokenizerSpec(SENTENCEPIECE, "ja", b"other").id
-
-
-def test_an_exported_sentencepiece_pipeline_loads_with_plain_fastai(tmp_path):
-    """The export pickles fastai and stdlib objects only: no `trainer` import to load it."""
-    import pickle
-
-    from fastai.text.all import Tokenizer
-
-    spec = TokenizerSpec(SENTENCEPIECE, "ja", train_sentencepiece(JAPANESE * 3, vocab_size=120, code="ja"))
-    tok = Tokenizer(spec.fastai_tokenizer(tmp_path / "cache"), rules=rules())
-    expected = list(tok(JAPANESE[1]))
-    (tmp_path / "tok.pkl").write_bytes(pickle.dumps(tok))
-    (tmp_path / "cache" / "spm.model").unlink()  # the model travels inside the pickle
-    code = ("import sys, pickle; sys.modules['trainer'] = None; "
-            f"tok = pickle.load(open({str(tmp_path / 'tok.pkl')!r}, 'rb')); print(list(tok({JAPANESE[1]!r})))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == str(expected)
 
 
 def test_language_tables_match_the_installed_spacy():
