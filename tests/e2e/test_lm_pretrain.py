@@ -43,7 +43,8 @@ def test_pretrain_publishes_current_and_a_training_run_uses_it(staged, tmp_path)
     [row] = json.loads(listing.stdout)
     assert row["id"] == first and row["current"] and row["small"]
 
-    # fine-tuned under the adaptive softmax: the old LM's encoder carries over, the head is fitted afresh
+    # fine-tuned under the adaptive softmax (the local default): the old LM's encoder carries over, the
+    # head scores words against its matched embedding
     r = trainctl(staged, "train", "fr", *TINY_SETS, *CURRENT, "--set", "defaults.trainer.lm_head=adaptive")
     assert r.returncode == 0, r.stdout + r.stderr
     runs = sorted((staged / ".trainstack/local/bucket/fr/runs").iterdir())
