@@ -47,7 +47,8 @@ PARAMS: dict[str, Param] = {
     "n_layers": Param(3, "LSTM layers (new base LM only)", ge=1),
     "lm_head": Param("full", "the language models' output layer: full (fastai's softmax over the whole vocabulary, "
                              "tied to the embedding) or adaptive (a shortlist of frequent words and clusters of "
-                             "rarer ones: faster steps on a large vocabulary; published LMs keep the full layout)",
+                             "rarer ones, scored against the same embedding: faster steps on a large vocabulary; "
+                             "published LMs keep the full layout)",
                      choices=("full", "adaptive")),
     "max_vocab": Param(60000, "vocabulary cap", ge=100),
     "min_freq": Param(2, "min token count for the vocabulary", ge=1),
