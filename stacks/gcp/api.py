@@ -117,7 +117,8 @@ def google_error(exc: Exception, doing: str, *, project: str | None, api_name: s
             return InfraError(f"the {api_name} is not enabled in project {project}",
                               hint=f"gcloud services enable {service} --project={project}")
         return InfraError(f"permission denied {doing}: {exception_message(exc)}",
-                          hint=f"grant {role} on project {project} to the account in use (or sign in as another: {login})")
+                          hint=f"grant {role} on project {project} to the account in use "
+                               f"(or sign in as another: {login})")
     if isinstance(exc, gexc.NotFound):
         return InfraError(f"{doing}: {exception_message(exc)}",
                           hint=missing_hint or f"check `project` ({project!r}) and that your account can see it")

@@ -56,14 +56,16 @@ def run_language(project: "Project", config: "EnvConfig", lang: str, *, job: str
     track(FOLLOWING, run.run_id)
     if detach:
         rep.info(f"run {run.run_id} started: {run.run_url}")
-        rep.info(f"follow: trainctl logs {lang} --env {run.env} --follow · status: trainctl status {lang} --env {run.env}")
+        rep.info(f"follow: trainctl logs {lang} --env {run.env} --follow · "
+                 f"status: trainctl status {lang} --env {run.env}")
         return run
     target = target_of(config)
     note = None if attached else target.waiting_note(config, lang, run.placement)
     if note:
         rep.info(note)
-    run.status = watch.follow(run.bucket, lang, run.run_id, rep, launcher_alive=target.launcher_alive(project, run.env, run.run_id),
-                              poll_s=target.poll_s, appear_timeout_s=target.status_appear_timeout_s,
+    alive = target.launcher_alive(project, run.env, run.run_id)
+    run.status = watch.follow(run.bucket, lang, run.run_id, rep, launcher_alive=alive, poll_s=target.poll_s,
+                              appear_timeout_s=target.status_appear_timeout_s,
                               give_up_at=watch.give_up_time(run.run_id, run.settings.max_run_hours))
     track(DESTROYING)
     stack_ops.teardown(run, rep)

@@ -124,7 +124,8 @@ class AdaptiveDecoder(nn.Module):
         return torch.cat(parts, 1)
 
     def predict(self, hidden: torch.Tensor) -> torch.Tensor:
-        """The most likely word at each position; a whole vocabulary is scored only where a cluster beats the shortlist."""
+        """The most likely word at each position; a whole vocabulary is scored only where a cluster
+        beats the shortlist."""
         short, head = self.bounds[1], self._head(hidden)
         best = head.argmax(1)
         rows = (best >= short).nonzero().squeeze(1)
