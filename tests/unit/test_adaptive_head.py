@@ -135,3 +135,10 @@ def test_fine_tuning_under_the_adaptive_head_loads_the_base_encoder(tmp_path):
         assert torch.equal(model[0].state_dict()[name], base[0].state_dict()[name])
     assert all(torch.equal(v, model[1].state_dict()[k]) for k, v in head.items())
     assert torch.equal(model[1].weight, emb)
+
+
+def test_lm_ids_of_the_tied_head_differ_from_the_untied_heads():
+    """The first adaptive head (untied) shaped ids with ["lm_head", "adaptive"]: a tied pretrain must not find
+    such an LM "already published" (or an inline one cached) and reuse it; full-softmax ids gain nothing."""
+    assert adaptive.id_part("full") == []
+    assert adaptive.id_part("adaptive") not in ([], [["lm_head", "adaptive"]])

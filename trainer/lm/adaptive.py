@@ -27,6 +27,9 @@ import torch
 from torch import nn
 
 FULL, ADAPTIVE = "full", "adaptive"
+# In every LM id shaped by this head: LMs of the first, untied head (same setting name) get other ids, so
+# a tied pretrain never finds an untied one "already published" (or an inline one cached) and reuses it.
+ID_MARK = "tied"
 # Token mass the shortlist covers, then the shortlist and the first cluster together; the last
 # cluster takes the rest.
 SHARES = (0.8, 0.95)
@@ -46,6 +49,11 @@ def cutoffs(counts: np.ndarray, shares: tuple[float, ...] = SHARES) -> list[int]
         if 0 < k < n and (not out or k > out[-1]):
             out.append(k)
     return out or [max(1, n // 2)]
+
+
+def id_part(head: str) -> list:
+    """What the head adds to an LM id (full-softmax ids carry nothing: they stay as they were)."""
+    return [] if head == FULL else [["lm_head", head, ID_MARK]]
 
 
 def log_unigram(counts: np.ndarray) -> torch.Tensor:

@@ -131,6 +131,7 @@ def inline_id(rc, fit, prep) -> str:
     """An inline LM learns from this run's training rows: its id hashes them (and what else shapes
     the weights), so no run whose validation or test rows it saw can pick it up."""
     from trainer.job.precision import cpu_autocast
+    from trainer.lm.adaptive import id_part
 
     a = rc.a
     rows = hashlib.sha256(json.dumps(sorted(prep.train_idx)).encode()).hexdigest()
@@ -138,8 +139,7 @@ def inline_id(rc, fit, prep) -> str:
                  a.seq_len, a.drop_mult, a.max_vocab, a.min_freq]
     if a.bidirectional:  # with a backward LM: another id (forward-only ids stay as they were)
         shaped_by.append("bidirectional")
-    if fit.lm_head != "full":  # so do full-softmax ones
-        shaped_by.append(["lm_head", fit.lm_head])
+    shaped_by += id_part(fit.lm_head)  # so do full-softmax ones
     if cpu_autocast(rc.precision):  # `auto` is bf16 only on CPUs that have it: fp32 ids stay
         shaped_by.append(["precision", "cpu-bf16"])
     budget = inline_budget(rc, prep)

@@ -88,6 +88,7 @@ def _train(rc, fit, stage: str, tokens, valid_pct: float, vocab: list[str]) -> t
 def pretrain(rc, fit, corpus: Corpus) -> BaseLM:
     """Trains the LM (checkpointed as stage base_lm; then base_lm_bwd, the backward LM, with
     trainer.bidirectional), measures held-out perplexity, publishes it."""
+    from trainer.lm.adaptive import id_part
     from trainer.lm.train import lm_budget
     from trainer.job.precision import cpu_autocast
     from trainer.text.tokens import TokenIds, build_vocab, remap
@@ -108,8 +109,7 @@ def pretrain(rc, fit, corpus: Corpus) -> BaseLM:
                  a.seq_len, a.drop_mult, VALID_PCT, a.precision]
     if a.bidirectional:  # forward-only ids stay as they were
         shaped_by.append("bidirectional")
-    if fit.lm_head != "full":  # so do full-softmax ones
-        shaped_by.append(["lm_head", fit.lm_head])
+    shaped_by += id_part(fit.lm_head)  # so do full-softmax ones
     if cpu_autocast(rc.precision):  # `auto` is bf16 only on CPUs that have it: fp32 ids stay
         shaped_by.append(["precision", "cpu-bf16"])
     budget = lm_budget(tokens.n_tokens * (1 - valid_pct), a.epochs_base_lm, a.max_lm_tokens)
