@@ -69,10 +69,6 @@ def check_image(config: EnvConfig) -> Check:
     return Check("trainer image", False, f"{ref} is not in the registry", f"trainctl image build --env {config.env}")
 
 
-def _compute(name: str):
-    return api.compute_client(name)
-
-
 def _not_found(exc: Exception) -> bool:
     from google.api_core.exceptions import NotFound
 
@@ -97,7 +93,7 @@ def check_boot_image(config: EnvConfig, lang: str, images=None) -> Check:
     parts = image.removeprefix("https://www.googleapis.com/compute/v1/").split("/")
     if len(parts) < 5 or parts[0] != "projects" or parts[2:4] not in (["global", "images"],):
         return Check(name, True, f"{image} (not a projects/P/global/images/... path: not looked up)")
-    images = images or _compute("ImagesClient")
+    images = images or api.compute_client("ImagesClient")
     try:
         if parts[4] == "family" and len(parts) > 5:
             found = images.get_from_family(project=parts[1], family=parts[5])
@@ -121,7 +117,7 @@ def check_subnetwork(config: EnvConfig, region: str, subnetworks=None) -> Check:
     link = config.subnetwork or f"projects/{config.project}/regions/{region}/subnetworks/{network}"
     parts = link.removeprefix("https://www.googleapis.com/compute/v1/").split("/")
     project, region, name = parts[1], parts[3], parts[5]
-    subnetworks = subnetworks or _compute("SubnetworksClient")
+    subnetworks = subnetworks or api.compute_client("SubnetworksClient")
     title = f"subnetwork {name} ({region})"
     try:
         found = subnetworks.get(project=project, region=region, subnetwork=name)
