@@ -37,8 +37,10 @@ def synth_and_init(project: Project, config: EnvConfig, name: str, echo=None, pl
 def open_stack(run: LanguageRun, echo=None, *, preflight: bool = False, reporter: Reporter | None = None,
                decided=None) -> LanguageRun:
     """Synthesize (after the target's preflight when asked: gcp quota, image, boot image) and
-    `terraform init` a language's stack -> the run, with its Terraform runner and placement (a missing
-    terraform is found before the synth; `train` looks for it before its preflight: runflow)."""
+    `terraform init` a language's stack -> the run, with its Terraform runner and placement."""
+    from stacks.runs.terraform import terraform_binary
+
+    terraform_binary()  # before the target's preflight and its cloud calls (plan, destroy, gc; train looked earlier)
     config, lang = run.config, run.lang
     run.placement = target_of(config).preflight(config, lang, reporter, decided=decided) if preflight else None
     run.tf = synth_and_init(run.project, config, run.stack, echo, {lang: run.placement} if run.placement else None)
