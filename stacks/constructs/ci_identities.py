@@ -7,34 +7,9 @@ from stacks.cdk_google import (
     StorageBucketIamMember)
 from constructs import Construct
 
+from stacks.gcp.iam_grants import DEPLOYER_PERMISSIONS, DEPLOYER_ROLE_ID, DEPLOYER_ROLES, PLANNER_ROLES
 from stacks.naming import DEPLOYER_SA, PLANNER_SA
 
-# Read-only roles: enough for `terraform plan -lock=false` of every stack. No roles/viewer.
-PLANNER_ROLES = ["roles/compute.viewer", "roles/iam.securityReviewer", "roles/iam.serviceAccountViewer",
-                 "roles/iam.workloadIdentityPoolViewer", "roles/artifactregistry.reader",
-                 "roles/serviceusage.serviceUsageViewer", "roles/cloudquotas.viewer",
-                 "roles/storage.bucketViewer"]
-# The deployer applies and destroys `train-<lang>` stacks; the foundation stays an operator's
-# job (it grants IAM). Compute rights come from DEPLOYER_PERMISSIONS, not compute.instanceAdmin.v1
-# (which also creates, SSHes into and rewrites any VM, disk or snapshot of the project).
-DEPLOYER_ROLES = ["roles/cloudquotas.viewer", "roles/artifactregistry.reader", "roles/storage.bucketViewer"]
-DEPLOYER_ROLE_ID = "trainstackDeployer"
-# What Terraform calls for the resources of a training stack (gpu_instance_group.py): the
-# instance template, the managed group (and the instance group it owns), per-instance configs
-# (group updates), the compact placement policy, and the operations it waits on. The VMs are
-# created and deleted by the group's service agent, not by the caller, so no compute.instances.*
-# or compute.disks.*; attaching the trainer account needs actAs on it (granted below).
-DEPLOYER_PERMISSIONS = sorted([
-    "compute.instanceTemplates.create", "compute.instanceTemplates.delete", "compute.instanceTemplates.get",
-    "compute.instanceTemplates.list", "compute.instanceTemplates.useReadOnly",
-    "compute.instanceGroupManagers.create", "compute.instanceGroupManagers.delete",
-    "compute.instanceGroupManagers.get", "compute.instanceGroupManagers.list", "compute.instanceGroupManagers.update",
-    "compute.instanceGroups.create", "compute.instanceGroups.delete", "compute.instanceGroups.get",
-    "compute.resourcePolicies.create", "compute.resourcePolicies.delete", "compute.resourcePolicies.get",
-    "compute.resourcePolicies.use",
-    "compute.networks.get", "compute.networks.use", "compute.subnetworks.get", "compute.subnetworks.use",
-    "compute.globalOperations.get", "compute.regionOperations.get", "compute.zoneOperations.get",
-])
 OBJECT, BUCKET = "storage.googleapis.com/Object", "storage.googleapis.com/Bucket"
 
 

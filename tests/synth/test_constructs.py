@@ -43,6 +43,12 @@ def group(nodes: int, spot: bool = True, preconditions=None, compact_placement: 
     return synth(build)
 
 
+def test_doctor_requires_the_apis_the_foundation_enables():
+    from stacks.gcp.doctor import REQUIRED_APIS
+
+    assert tuple(REQUIRED_APIS) == tuple(APIS)
+
+
 def test_project_services_enable_every_api_and_never_disable_them():
     text, doc = synth(lambda s: ProjectServices(s, "services", project="p1"))
     services = resources(doc, "google_project_service")

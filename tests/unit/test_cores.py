@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from types import SimpleNamespace
 
 from trainer.launcher import supervisor
@@ -48,12 +49,18 @@ def test_a_queued_run_says_for_whom_and_stops_when_cancelled(tmp_path):
     state_dir = tmp_path / "state"
     state_dir.mkdir()
     stopping = {"signal": False, "child": None}
-    timer = threading.Timer(1.5, lambda: (state_dir / supervisor.CANCEL_FILE).touch())
-    timer.start()
+    log_file = bucket_root / "fr/runs/20260102-100000-bbbb/log.txt"
+
+    def cancel_once_queued():  # an event, not a time: the queued line is written, then the run is cancelled
+        while not (log_file.exists() and "queued" in log_file.read_text()):
+            time.sleep(0.02)
+        (state_dir / supervisor.CANCEL_FILE).touch()
+
+    threading.Thread(target=cancel_once_queued, daemon=True).start()
     assert supervisor._wait_for_cores(ledger, 1, args, stopping, state_dir, deadline=float("inf")) is None
     status = read_status(LocalBucket(bucket_root), "fr", args.run_id)
     assert status.state == PENDING and status.stage == QUEUED
-    log = (bucket_root / "fr/runs/20260102-100000-bbbb/log.txt").read_text()
+    log = log_file.read_text()
     assert "queued: waiting for 1 of this machine's 2 cores, held by es run 20260101-100000-aaaa (cores 0-1)" in log
     ledger.release("20260101-100000-aaaa")
     assert supervisor._wait_for_cores(ledger, 1, args, {"signal": False}, state_dir.parent / "other",

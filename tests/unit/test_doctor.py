@@ -7,7 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 from stacks.cli.main import app
-from stacks.constructs.ci_identities import DEPLOYER_PERMISSIONS
+from stacks.gcp.iam_grants import DEPLOYER_PERMISSIONS
 from stacks.gcp.doctor import REQUIRED_APIS
 from tests.support.recorded_api import FIXTURES, RecordedApi
 
@@ -26,7 +26,7 @@ TROUBLESHOOT = "/v3/iam:troubleshoot"
 
 
 def ci_grants(principal: str, resource: str, permission: str) -> bool:
-    """What the foundation grants the CI accounts (stacks/constructs/ci_identities.py), as IAM would answer."""
+    """What the foundation grants the CI accounts (stacks/gcp/iam_grants.py), as IAM would answer."""
     if principal.startswith("trainstack-ci-plan@"):
         return permission.endswith((".get", ".list"))
     read_runs = permission == "storage.objects.get" and "/runs/" in resource
@@ -97,12 +97,6 @@ def doctor(project, monkeypatch, routes, *sets):
     finally:
         api.__exit__(None, None, None)
     return result, api, " ".join(result.output.split())
-
-
-def test_required_apis_match_what_the_foundation_enables():
-    from stacks.constructs.project_services import APIS
-
-    assert tuple(REQUIRED_APIS) == tuple(APIS)
 
 
 def test_all_ok(project, monkeypatch):
