@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.gcs_proxy import GcsProxy
 from tests.support.project import make_project
 
 TESTS = Path(__file__).parent
@@ -41,7 +42,7 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="session")
 def gcs_server(tmp_path_factory):
-    """gcp-storage-emulator on 127.0.0.1: a real GCS JSON API server."""
+    """gcp-storage-emulator on 127.0.0.1 (a real GCS JSON API server), behind a GcsProxy."""
     port = _free_port()
     data = tmp_path_factory.mktemp("gcs")
     exe = Path(sys.executable).parent / "gcp-storage-emulator"
@@ -58,16 +59,28 @@ def gcs_server(tmp_path_factory):
     else:
         proc.kill()
         raise RuntimeError("gcp-storage-emulator did not start")
-    yield f"http://127.0.0.1:{port}"
+    # The emulator behind the proxy (tests/support/gcs_proxy.py): preconditions as real Cloud Storage
+    # checks them, and faults a test asks for.
+    proxy = GcsProxy(f"http://127.0.0.1:{port}").start()
+    yield proxy
+    proxy.stop()
     proc.terminate()
     proc.wait(timeout=10)
 
 
 @pytest.fixture
-def gcs_env(gcs_server, monkeypatch):
-    monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs_server)
+def gcs_proxy(gcs_server):
+    """The session's proxy, its faults and recorded requests cleared before and after the test."""
+    gcs_server.clear()
+    yield gcs_server
+    gcs_server.clear()
+
+
+@pytest.fixture
+def gcs_env(gcs_proxy, monkeypatch):
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs_proxy.url)
     monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "test-project")
-    return gcs_server
+    return gcs_proxy.url
 
 
 @pytest.fixture(autouse=True)

@@ -61,7 +61,8 @@ class LanguageRun:
         """Where one of the run's files is (a local bucket's URL of a folder has no trailing /)."""
         from trainer.records.runs import run_key
 
-        return self.bucket.url(run_key(self.lang, self.run_id, name))
+        key = run_key(self.lang, self.run_id, name)
+        return self.bucket.appended_url(key) if name == "log.txt" else self.bucket.url(key)
 
 
 def resolve(project: "Project", config: "EnvConfig", lang: str, *, job: str = "",

@@ -32,15 +32,11 @@ class LogTail:
     """New lines of a run's log.txt since the last call."""
 
     def __init__(self, bucket: Bucket, lang: str, run_id: str):
-        self.bucket, self.key, self.offset = bucket, run_key(lang, run_id, "log.txt"), 0
+        self.bucket, self.key, self.cursor = bucket, run_key(lang, run_id, "log.txt"), None
 
     def new_lines(self) -> list[str]:
-        chunk = self.bucket.read_from(self.key, self.offset)
-        if chunk is None:
-            return []
-        end = chunk.rfind(b"\n") + 1  # only whole lines
-        self.offset += end
-        return chunk[:end].decode("utf-8", "replace").splitlines()
+        chunk, self.cursor = self.bucket.read_appended(self.key, self.cursor)
+        return chunk.decode("utf-8", "replace").splitlines()
 
 
 def follow(bucket: Bucket, lang: str, run_id: str, reporter: Reporter, *, poll_s: float = 1.0,

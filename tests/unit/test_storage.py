@@ -70,12 +70,29 @@ def test_folders_tail_reads_and_appends(bucket):
     bucket.write_bytes("en/data/train.csv", b"t")
     assert bucket.folders("") == ["en", "fr"] and bucket.folders("fr/runs/") == ["r1", "r2"]
     assert bucket.folders("de/runs/") == []
-    assert bucket.read_from("fr/runs/r1/nothing.txt", 0) is None
+    assert bucket.read_appended("fr/runs/r1/nothing.txt") == (b"", bucket.read_appended("fr/runs/r1/nothing.txt")[1])
     bucket.append("fr/runs/r1/log.txt", b"one\n")
     bucket.append("fr/runs/r1/log.txt", b"two\n")
-    assert bucket.read_bytes("fr/runs/r1/log.txt") == b"one\ntwo\n"
-    assert bucket.read_from("fr/runs/r1/log.txt", 4) == b"two\n" and bucket.read_from("fr/runs/r1/log.txt", 8) == b""
-    assert bucket.appends_in_place is bucket.uri.startswith("file://")
+    data, cursor = bucket.read_appended("fr/runs/r1/log.txt")
+    assert data == b"one\ntwo\n"
+    assert bucket.read_appended("fr/runs/r1/log.txt", cursor)[0] == b""
+    bucket.append("fr/runs/r1/log.txt", b"three\n")
+    assert bucket.read_appended("fr/runs/r1/log.txt", cursor)[0] == b"three\n"
+    assert bucket.folders("fr/runs/") == ["r1", "r2"]  # the log's pieces are not a folder of runs
+
+
+def test_versioned_write_never_replaces_a_newer_object(bucket):
+    """What mark_failed needs: a write conditional on the version read, refused once someone else wrote."""
+    assert bucket.read_versioned("fr/runs/r1/status.json") is None
+    bucket.write_bytes("fr/runs/r1/status.json", b"RUNNING")
+    data, version = bucket.read_versioned("fr/runs/r1/status.json")
+    assert data == b"RUNNING"
+    bucket.write_bytes("fr/runs/r1/status.json", b"SUCCEEDED")  # the trainer, in between
+    assert not bucket.write_bytes("fr/runs/r1/status.json", b"FAILED", if_version=version)
+    assert bucket.read_bytes("fr/runs/r1/status.json") == b"SUCCEEDED"
+    data, version = bucket.read_versioned("fr/runs/r1/status.json")
+    assert bucket.write_bytes("fr/runs/r1/status.json", b"FAILED", if_version=version)
+    assert bucket.read_bytes("fr/runs/r1/status.json") == b"FAILED"
 
 
 @pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])

@@ -1,8 +1,8 @@
 """The run's voice: status.json updates and log.txt lines, in the bucket.
 
-Log lines go to stdout and to `<run>/log.txt`. A gs:// object cannot be
-appended to, so the whole log is re-uploaded, at most every `flush_every_s`
-(and always on status changes and at the end).
+Log lines go to stdout and to `<run>/log.txt`, appended (on gs://, one piece per flush: the log is
+never read back or rewritten), at most every `flush_every_s` and always on status changes and at
+the end. A log that cannot be written keeps its lines for the next flush.
 """
 from __future__ import annotations
 
@@ -19,13 +19,9 @@ class RunLog:
     def __init__(self, bucket: Bucket, status: RunStatus, *, flush_every_s: float = 5.0):
         self.bucket, self.status = bucket, status
         self.flush_every_s = flush_every_s
-        self._lines: list[str] = []
         self._pending: list[str] = []
         self._last_flush = 0.0
         self._key = run_key(status.lang, status.run_id, "log.txt")
-        if not bucket.appends_in_place and bucket.exists(self._key):
-            # A resumed run keeps its earlier log: we rewrite the whole object.
-            self._lines = bucket.read_bytes(self._key).decode("utf-8", "replace").splitlines(keepends=True)
 
     def line(self, message: str) -> None:
         stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -39,11 +35,7 @@ class RunLog:
     def flush(self) -> None:
         if not self._pending:
             return
-        if self.bucket.appends_in_place:
-            self.bucket.append(self._key, "".join(self._pending).encode("utf-8"))
-        else:
-            self._lines += self._pending
-            self.bucket.write_bytes(self._key, "".join(self._lines).encode())
+        self.bucket.append(self._key, "".join(self._pending).encode("utf-8"))
         self._pending = []
         self._last_flush = time.monotonic()
 

@@ -48,10 +48,6 @@ def _read_json(bucket: Bucket, key: str):
         return None
 
 
-def _read_text(bucket: Bucket, key: str) -> str:
-    return bucket.read_bytes(key).decode("utf-8", "replace") if bucket.exists(key) else ""
-
-
 def _table(headers: list[str] | None, rows: list[list[str]], cls: str = "") -> str:
     head = "<thead><tr>" + "".join(f'<th class="{"text" if h in TEXT_COLUMNS else ""}">{_e(h)}</th>' for h in headers) + "</tr></thead>" if headers else ""
     body = "".join("<tr>" + "".join(row) + "</tr>" for row in rows)
@@ -158,7 +154,7 @@ def render_run(bucket: Bucket, lang: str, run_id: str, *, metrics: RunMetrics | 
     m = metrics or read_metrics(bucket, lang, run_id)
     trainer_meta = _read_json(bucket, run_key(lang, run_id, "metadata/trainer.json")) or {}
     cost = _read_json(bucket, run_key(lang, run_id, "metadata/cost.json"))
-    log = _read_text(bucket, run_key(lang, run_id, "log.txt"))
+    log = bucket.read_appended(run_key(lang, run_id, "log.txt"))[0].decode("utf-8", "replace")
     state = status.state if status else "UNKNOWN"
     parts = [f"<h1>Run {_e(run_id)} · {_e(lang)}</h1>",
              f'<p><b class="{"good" if state == "SUCCEEDED" else "bad" if state == "FAILED" else ""}">{_e(state)}</b>'

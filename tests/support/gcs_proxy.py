@@ -1,0 +1,186 @@
+"""A small HTTP proxy in front of the Cloud Storage emulator: the preconditions it lacks, and faults on demand.
+
+gcp-storage-emulator ignores `ifGenerationMatch`; real Cloud Storage answers 412 when it does not
+hold. The proxy checks it (against the emulator's own generations, one write at a time) so
+create-if-absent and versioned writes behave as in production. Fault rules, per method and path
+pattern (the object name appears decoded in the matched text), for the next `times` matching
+requests:
+    status   answer `status` (503, 429, 500...) without forwarding
+    stall    wait `seconds`, then forward (a client with a shorter timeout gives up first)
+    cut      forward, then send the answer's headers and half its body and close the connection
+`requests` records (method, decoded path, request body bytes) for what a test wants to count.
+"""
+from __future__ import annotations
+
+import http.client
+import json
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, quote, unquote, urlsplit
+
+HOP = {"connection", "keep-alive", "transfer-encoding", "proxy-connection", "te", "trailer", "upgrade"}
+NOT_MET = {"error": {"code": 412, "message": "At least one of the pre-conditions you specified did not hold.",
+                     "errors": [{"reason": "conditionNotMet", "message": "Precondition Failed"}]}}
+
+
+@dataclass
+class Fault:
+    kind: str  # "status" | "stall" | "cut"
+    pattern: str  # a regex searched in "METHOD decoded-path?query"
+    times: int = 1
+    status: int = 503
+    seconds: float = 0.0
+    hits: int = 0
+
+    def take(self, line: str) -> bool:
+        if self.hits < self.times and re.search(self.pattern, line):
+            self.hits += 1
+            return True
+        return False
+
+
+@dataclass
+class Seen:
+    method: str
+    target: str
+    body_bytes: int
+
+
+@dataclass
+class GcsProxy:
+    upstream: str  # http://127.0.0.1:PORT of the emulator
+    faults: list[Fault] = field(default_factory=list)
+    requests: list[Seen] = field(default_factory=list)
+
+    def add(self, kind: str, pattern: str, **kw) -> Fault:
+        fault = Fault(kind, pattern, **kw)
+        with self._lock:
+            self.faults.append(fault)
+        return fault
+
+    def clear(self) -> None:
+        with self._lock:
+            self.faults.clear()
+            self.requests.clear()
+
+    def bytes_written(self, pattern: str = "") -> int:
+        return sum(s.body_bytes for s in list(self.requests)
+                   if s.method in ("POST", "PUT", "PATCH") and re.search(pattern, s.target))
+
+    # -- serving --------------------------------------------------------------------------------------
+
+    def start(self) -> GcsProxy:
+        self._lock, self._write_lock = threading.Lock(), threading.Lock()
+        up = urlsplit(self.upstream)
+        self._up = (up.hostname, up.port)
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def _serve(self):
+                proxy._handle(self)
+
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = _serve
+
+            def log_message(self, *args):
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        return self
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def _fault(self, line: str) -> Fault | None:
+        with self._lock:
+            return next((f for f in self.faults if f.take(line)), None)
+
+    def _forward(self, method: str, target: str, headers: dict, body: bytes):
+        conn = http.client.HTTPConnection(*self._up, timeout=60)
+        try:
+            conn.request(method, target, body=body or None, headers=headers)
+            resp = conn.getresponse()
+            return resp.status, resp.getheaders(), resp.read()
+        finally:
+            conn.close()
+
+    def _generation(self, bucket: str, name: str) -> int:
+        status, _, data = self._forward("GET", f"/storage/v1/b/{bucket}/o/{quote(name, safe='')}", {}, b"")
+        return int(json.loads(data)["generation"]) if status == 200 else 0
+
+    def _precondition_fails(self, target: str, body: bytes) -> bool:
+        parts = urlsplit(target)
+        query = parse_qs(parts.query)
+        if "ifGenerationMatch" not in query:
+            return False
+        wanted = int(query["ifGenerationMatch"][0])
+        found = re.match(r"/(?:upload/|download/)?storage/v1/b/([^/]+)/o(?:/(.+))?$", parts.path)
+        if not found:
+            return False
+        name = found.group(2) or query.get("name", [""])[0]
+        if not name:  # a multipart or resumable upload names its object in the JSON metadata of the body
+            named = re.search(rb'"name":\s*"((?:[^"\\]|\\.)*)"', body)
+            name = json.loads(b'"' + named.group(1) + b'"') if named else ""
+        bucket, name = found.group(1), unquote(name)
+        return self._generation(bucket, name) != wanted
+
+    def _handle(self, h: BaseHTTPRequestHandler) -> None:
+        length = int(h.headers.get("Content-Length") or 0)
+        body = h.rfile.read(length) if length else b""
+        line = f"{h.command} {unquote(h.path)}"
+        self.requests.append(Seen(h.command, unquote(h.path), len(body)))
+        fault = self._fault(line)
+        if fault and fault.kind == "status":
+            return self._answer(h, fault.status, [("Content-Type", "application/json")], json.dumps(
+                {"error": {"code": fault.status, "message": f"injected {fault.status}"}}).encode())
+        if fault and fault.kind == "stall":
+            time.sleep(fault.seconds)
+        headers = {k: v for k, v in h.headers.items() if k.lower() not in HOP and k.lower() != "host"}
+        writes = h.command in ("POST", "PUT", "PATCH", "DELETE")
+        with self._write_lock if writes else _NoLock():
+            if self._precondition_fails(h.path, body):
+                return self._answer(h, 412, [("Content-Type", "application/json")], json.dumps(NOT_MET).encode())
+            status, out_headers, data = self._forward(h.command, h.path, headers, body)
+        # A resumable upload's session URL names the emulator: point it here, so its chunks come through too.
+        out_headers = [(k, v.replace(self.upstream, self.url) if k.lower() == "location" else v) for k, v in out_headers]
+        self._answer(h, status, [(k, v) for k, v in out_headers if k.lower() not in HOP | {"content-length"}],
+                     data, cut=bool(fault and fault.kind == "cut"))
+
+    @staticmethod
+    def _answer(h: BaseHTTPRequestHandler, status: int, headers: list, data: bytes, *, cut: bool = False) -> None:
+        h.send_response(status)
+        for k, v in headers:
+            h.send_header(k, v)
+        h.send_header("Content-Length", str(len(data)))
+        if cut:
+            h.send_header("Connection", "close")
+        h.end_headers()
+        if h.command != "HEAD":
+            h.wfile.write(data[: len(data) // 2] if cut else data)
+        if cut:
+            h.wfile.flush()
+            h.close_connection = True
+            try:
+                h.connection.shutdown(2)
+            except OSError:
+                pass
+
+
+class _NoLock:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None

@@ -1,0 +1,103 @@
+"""What a bucket call does when Cloud Storage misbehaves: the policy in trainer/storage, against the
+emulator behind a fault-injecting proxy (tests/support/gcs_proxy.py)."""
+from __future__ import annotations
+
+import pytest
+
+from trainer.storage import GcsBucket, StorageError, StoragePolicy, on_retry
+
+FAST = StoragePolicy(deadline_s=20, timeout_s=1.0, backoff_s=0.05, max_backoff_s=0.2)
+
+
+@pytest.fixture
+def notes():
+    seen: list[str] = []
+    remove = on_retry(seen.append)
+    yield seen
+    remove()
+
+
+def bucket(tmp_path, policy: StoragePolicy = FAST) -> GcsBucket:
+    return GcsBucket("test-bucket", f"f-{tmp_path.name}", policy=policy)
+
+
+def test_three_503s_on_an_upload_are_retried_each_said_once(gcs_env, gcs_proxy, tmp_path, notes):
+    b = bucket(tmp_path)
+    src = tmp_path / "model.pth"
+    src.write_bytes(b"weights" * 1000)
+    gcs_proxy.add("status", r"^POST /upload/.*", times=3, status=503)
+    b.upload(src, "fr/runs/r/model.pth")
+    assert b.read_bytes("fr/runs/r/model.pth") == src.read_bytes()
+    assert len(notes) == 3 and all("503" in n and "model.pth" in n and "retry" in n for n in notes)
+
+
+@pytest.mark.parametrize("status", [429, 500, 502, 504])
+def test_other_transient_answers_are_retried(gcs_env, gcs_proxy, tmp_path, notes, status):
+    b = bucket(tmp_path)
+    b.write_bytes("fr/runs/r/status.json", b"{}")
+    gcs_proxy.add("status", r"^GET .*status\.json", times=2, status=status)
+    assert b.read_bytes("fr/runs/r/status.json") == b"{}"
+    assert len(notes) == 2
+
+
+def test_a_permanent_error_is_not_retried_and_names_the_role(gcs_env, gcs_proxy, tmp_path, notes):
+    b = bucket(tmp_path)
+    gcs_proxy.add("status", r"^POST /upload/", times=5, status=403)
+    with pytest.raises(StorageError, match=r"permission denied.*roles/storage.objectAdmin") as err:
+        b.write_bytes("fr/runs/r/metrics.json", b"{}")
+    assert not err.value.transient and notes == []
+    assert gcs_proxy.faults[0].hits == 1  # asked once
+
+
+def test_a_stalled_answer_times_out_and_is_retried(gcs_env, gcs_proxy, tmp_path, notes):
+    b = bucket(tmp_path)
+    b.write_bytes("fr/data/train.csv", b"text,labels\n")
+    gcs_proxy.add("stall", r"^GET .*train\.csv", times=1, seconds=3.0)  # past the 1 s timeout
+    assert b.read_bytes("fr/data/train.csv") == b"text,labels\n"
+    assert len(notes) == 1 and "Timeout" in notes[0]
+
+
+def test_an_answer_cut_mid_body_is_read_again_whole(gcs_env, gcs_proxy, tmp_path, notes):
+    b = bucket(tmp_path)
+    data = bytes(range(256)) * 400
+    b.write_bytes("fr/runs/r/checkpoints/000001-classifier.ckpt.pt", data)
+    gcs_proxy.add("cut", r"^GET .*000001-classifier", times=1)
+    assert b.read_bytes("fr/runs/r/checkpoints/000001-classifier.ckpt.pt") == data
+    assert len(notes) == 1
+
+
+def test_when_retries_run_out_the_error_is_transient_and_says_so(gcs_env, gcs_proxy, tmp_path, notes):
+    b = bucket(tmp_path, StoragePolicy(deadline_s=1.0, timeout_s=1.0, backoff_s=0.1, max_backoff_s=0.2))
+    gcs_proxy.add("status", r"^POST /upload/", times=1000, status=503)
+    with pytest.raises(StorageError, match=r"gave up after \d+ s of retries \(503") as err:
+        b.write_bytes("fr/runs/r/status.json", b"{}")
+    assert err.value.transient and len(notes) >= 2
+
+
+def test_create_if_absent_whose_answer_was_lost_is_still_ours(gcs_env, gcs_proxy, tmp_path, notes):
+    """The first try lands but its answer is cut; the retry meets 412 from our own object: that is success."""
+    b = bucket(tmp_path)
+    gcs_proxy.add("cut", r"^POST /upload/", times=1)
+    assert b.write_bytes("fr/models/CURRENT", b'{"run": "a"}', if_absent=True)
+    assert len(notes) == 1
+    assert not b.write_bytes("fr/models/CURRENT", b'{"run": "b"}', if_absent=True)  # someone else's: refused
+    assert b.read_bytes("fr/models/CURRENT") == b'{"run": "a"}'
+
+
+def test_a_large_upload_resumes_after_the_chunk_that_failed(gcs_env, gcs_proxy, tmp_path, notes):
+    b = bucket(tmp_path, StoragePolicy(deadline_s=20, timeout_s=5.0, backoff_s=0.05, max_backoff_s=0.2, chunk_mib=1))
+    src = tmp_path / "model.pth"
+    src.write_bytes(bytes(range(256)) * (9 * 4096 + 7))  # 9 MiB + 1,792 bytes: above the one-request limit
+    gcs_proxy.add("status", r"^PUT /upload/.*upload_id", times=1, status=503)
+    gcs_proxy.requests.clear()
+    b.upload(src, "fr/runs/r/model.pth")
+    assert b.read_bytes("fr/runs/r/model.pth") == src.read_bytes()
+    sent = gcs_proxy.bytes_written(r"/upload/")
+    assert len(notes) == 1 and src.stat().st_size <= sent < src.stat().st_size + 2 * 1024 * 1024
+
+
+def test_the_policy_reads_its_settings_and_refuses_nonsense():
+    policy = StoragePolicy.from_env({"TRAINSTACK_STORAGE_DEADLINE_S": "30", "TRAINSTACK_STORAGE_TIMEOUT_S": "2.5"})
+    assert (policy.deadline_s, policy.timeout_s, policy.backoff_s) == (30.0, 2.5, 1.0)
+    with pytest.raises(ValueError, match="TRAINSTACK_STORAGE_TIMEOUT_S='0' must be above 0"):
+        StoragePolicy.from_env({"TRAINSTACK_STORAGE_TIMEOUT_S": "0"})

@@ -1,0 +1,214 @@
+"""A gs:// bucket through google-cloud-storage, every call under the process's StoragePolicy.
+
+Each call passes its own retry (transient errors only, backoff up to the deadline, each retry
+reported) and a per-request timeout; the library's defaults (which skip unconditional uploads)
+are not relied on. Our unconditional writes are safe to repeat: every key has one writer at a
+time (status.json: the run's owner; artifacts: rank 0), so a retried upload writes the same bytes.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import socket
+import tempfile
+import time
+from pathlib import Path
+from typing import BinaryIO
+
+from trainer.storage.base import StorageError, join_key
+from trainer.storage.local import disk_error
+from trainer.storage.policy import StoragePolicy, report_retry
+
+PARTS = ".parts/"  # an appended object is the pieces under `<key>.parts/`, in name order
+_piece_seq = itertools.count()
+
+
+def _brief(exc: BaseException) -> str:
+    response = getattr(exc, "response", None)  # the library's InvalidResponse: the HTTP answer it did not expect
+    if response is not None and getattr(response, "status_code", None):
+        return f"{response.status_code} {getattr(response, 'reason', '') or ''}".strip()
+    code = getattr(exc, "code", None)
+    text = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+    text = " ".join(str(text).split())[:160]
+    return f"{code} {text}" if code else f"{type(exc).__name__}: {text}"
+
+
+class GcsBucket:
+    """A gs:// bucket (optionally under a prefix)."""
+
+    def __init__(self, name: str, prefix: str = "", client=None, policy: StoragePolicy | None = None):
+        from google.cloud import storage  # imported lazily: trainctl --help stays fast
+
+        if client is None:
+            client = storage.Client()
+        self._client = client
+        self._bucket = client.bucket(name)
+        self.name, self.prefix = name, prefix.strip("/")
+        self.uri = f"gs://{name}" + (f"/{self.prefix}" if self.prefix else "")
+        self.policy = policy or StoragePolicy.from_env()
+
+    def url(self, key: str) -> str:
+        return f"gs://{self.name}/{join_key(self.prefix, key)}"
+
+    def appended_url(self, key: str) -> str:
+        return self.url(key) + PARTS
+
+    def _blob(self, key: str):
+        blob = self._bucket.blob(join_key(self.prefix, key))
+        blob.chunk_size = self.policy.chunk_mib * 1024 * 1024  # resumable uploads go chunk by chunk
+        return blob
+
+    def _run(self, doing: str, key: str, call, *, missing_ok: bool = False, retried: list | None = None):
+        """`call(retry=, timeout=)` under the policy; failures become StorageError (None for a missing object
+        with `missing_ok`). Each retry's error is reported, and added to `retried` when given."""
+        from google.api_core import exceptions
+        from google.api_core.retry import Retry
+        from google.cloud.storage.retry import DEFAULT_RETRY
+
+        p, tries = self.policy, itertools.count(1)
+
+        def note(exc: Exception) -> None:
+            if retried is not None:
+                retried.append(exc)
+            report_retry(f"storage: {doing} {self.url(key)}: {_brief(exc)}; retry {next(tries)} "
+                         f"(retrying for up to {p.deadline_s:g} s)")
+
+        transient = DEFAULT_RETRY._predicate  # the library's own rule: 408, 429, 5xx, resets, cuts, timeouts
+        retry = Retry(predicate=transient, initial=p.backoff_s, maximum=p.max_backoff_s, multiplier=2.0,
+                      timeout=p.deadline_s, on_error=note)
+        started = time.monotonic()
+        try:
+            return call(retry=retry, timeout=p.timeout_s)
+        except exceptions.NotFound as exc:
+            if missing_ok:
+                return None
+            raise StorageError("no such object", self.url(key)) from exc
+        except exceptions.RetryError as exc:
+            cause = exc.cause or exc
+            raise StorageError(f"{doing} gave up after {time.monotonic() - started:.0f} s of retries "
+                               f"({_brief(cause)})", self.url(key), transient=True) from exc
+        except exceptions.Forbidden as exc:
+            raise StorageError(f"{doing}: permission denied ({_brief(exc)}; the caller needs "
+                               f"roles/storage.objectAdmin on gs://{self.name})", self.url(key)) from exc
+        except exceptions.PreconditionFailed:
+            raise
+        except Exception as exc:
+            if isinstance(exc, exceptions.GoogleAPICallError) or transient(exc):
+                raise StorageError(f"{doing} failed ({_brief(exc)})", self.url(key),
+                                   transient=bool(transient(exc))) from exc
+            raise
+
+    def read_bytes(self, key: str) -> bytes:
+        return self._run("read", key, self._blob(key).download_as_bytes)
+
+    def read_versioned(self, key: str) -> tuple[bytes, str] | None:
+        from google.api_core import exceptions
+
+        name = join_key(self.prefix, key)
+        for _ in range(10):
+            blob = self._run("read", key, lambda **kw: self._bucket.get_blob(name, **kw), missing_ok=True)
+            if blob is None:
+                return None
+            generation = blob.generation  # before the download, which resets it from the answer's headers
+            try:
+                data = self._run("read", key, lambda **kw: blob.download_as_bytes(
+                    if_generation_match=generation, **kw), missing_ok=True)
+            except exceptions.PreconditionFailed:
+                continue  # replaced between the two calls: read the new one
+            if data is not None:
+                return data, str(generation)
+        raise StorageError("the object kept changing while it was read", self.url(key), transient=True)
+
+    def write_bytes(self, key: str, data: bytes, *, if_absent: bool = False, if_version: str | None = None) -> bool:
+        from google.api_core import exceptions
+
+        match = 0 if if_absent else (int(if_version) if if_version is not None else None)
+        blob, retried = self._blob(key), []
+        try:
+            self._run("write", key, lambda **kw: blob.upload_from_string(data, if_generation_match=match, **kw),
+                      retried=retried)
+        except exceptions.PreconditionFailed:
+            # After a retry, the object that is there may be our own first try, answered but not heard.
+            return bool(retried) and self._run("read", key, blob.download_as_bytes, missing_ok=True) == data
+        return True
+
+    def exists(self, key: str) -> bool:
+        return bool(self._run("look up", key, self._blob(key).exists))
+
+    def folders(self, prefix: str) -> list[str]:
+        """Names of the "folders" directly under `prefix` (ending with '/', or ""): the listing's prefixes."""
+        full = join_key(self.prefix, prefix)
+
+        def listing(retry, timeout):
+            pages = self._client.list_blobs(self.name, prefix=full, delimiter="/", retry=retry, timeout=timeout)
+            for _ in pages:  # the prefixes fill in as the pages are read
+                pass
+            return pages.prefixes
+
+        return sorted(p[len(full):].rstrip("/") for p in self._run("list", prefix, listing))
+
+    def _listed(self, prefix: str) -> list:
+        full = join_key(self.prefix, prefix)
+        return self._run("list", prefix, lambda **kw: list(self._client.list_blobs(self.name, prefix=full, **kw)))
+
+    def list(self, prefix: str) -> list[str]:
+        cut = len(self.prefix) + 1 if self.prefix else 0
+        return sorted(b.name[cut:] for b in self._listed(prefix))
+
+    def append(self, key: str, data: bytes) -> None:
+        """One new piece per call (no read-modify-write): bytes written grow with the log, not its square.
+
+        Pieces are named by the writer's clock, host, process and count, so readers put every writer's
+        lines in order and no writer ever replaces another's."""
+        piece = f"{time.time_ns():020d}-{socket.gethostname()}-{os.getpid()}-{next(_piece_seq):06d}"
+        self.write_bytes(f"{key}{PARTS}{piece}", data)
+
+    def read_appended(self, key: str, after: object = None) -> tuple[bytes, object]:
+        """What was appended since `after` (the set of pieces already read; None: from the start), and the new cursor.
+
+        An object written whole under `key` itself (a log from before pieces) comes first."""
+        seen = frozenset(after or ())
+        cut = len(self.prefix) + 1 if self.prefix else 0
+        names = [b.name[cut:] for b in self._listed(key)]
+        names = [n for n in names if n == key or n.startswith(key + PARTS)]
+        new = sorted((n for n in names if n not in seen), key=lambda n: (n != key, n))
+        data = b"".join(self.read_bytes(n) for n in new)
+        return data, seen | set(new)
+
+    def download(self, key: str, dest: Path) -> None:
+        """Through a temporary file beside `dest`: a failed download never leaves a partial `dest`."""
+        try:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.")
+            os.close(fd)
+        except OSError as exc:
+            raise disk_error(exc, dest) from exc
+        try:
+            self._run("download", key, lambda **kw: self._blob(key).download_to_filename(tmp, **kw))
+            os.replace(tmp, dest)
+        except OSError as exc:
+            raise disk_error(exc, dest) from exc
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
+    def upload(self, src: Path, key: str) -> None:
+        """Files above one chunk go up as a resumable upload: a retry resumes after the last chunk stored."""
+        self._run("upload", key, lambda **kw: self._blob(key).upload_from_filename(str(src), **kw))
+
+    def delete(self, key: str) -> None:
+        self._run("delete", key, self._blob(key).delete, missing_ok=True)
+
+    def open_read(self, key: str) -> BinaryIO:
+        """The object spooled to local disk (a VM's boot disk holds what a corpus needs), then streamed."""
+        spool = tempfile.TemporaryFile()
+        try:
+            self._run("download", key, lambda **kw: self._blob(key).download_to_file(spool, **kw))
+        except OSError as exc:
+            spool.close()
+            raise disk_error(exc, Path(tempfile.gettempdir())) from exc
+        except BaseException:
+            spool.close()
+            raise
+        spool.seek(0)
+        return spool
