@@ -2,18 +2,22 @@
 
     <run>/checkpoints/000007-classifier.ckpt.pt   model, optimizer, position, RNG states of
                                                  every rank, epoch history, data hash, world size
-    <run>/checkpoints/LATEST.ckpt.json            {"key", "seq", "position", "saved_at"}
+    <run>/checkpoints/LATEST.ckpt.json            {"key", "seq", "position", "saved_at", "size", "sha256",
+                                                  "previous": [the same for each older one kept]}
 
-A reader trusts only the object the pointer names, so a process killed between the two
-uploads resumes from the previous complete checkpoint. Names end in `.ckpt.*` so the
-bucket's lifecycle rule can expire them.
+A reader trusts only the objects the pointer names, so a process killed between the two
+uploads resumes from the previous complete checkpoint; one whose bytes do not match the size
+and checksum recorded (cut short, corrupted) is passed over for the one before, saying so.
+Names end in `.ckpt.*` so the bucket's lifecycle rule can expire them.
 """
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import random
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -22,10 +26,14 @@ import torch
 
 from trainer.errors import DataError
 from trainer.records.runs import run_key
-from trainer.storage import Bucket
+from trainer.storage import Bucket, StorageError
 
 POINTER = "checkpoints/LATEST.ckpt.json"
 FORMAT = 2
+
+
+class Damaged(Exception):
+    """A checkpoint object is missing, cut short or corrupt."""
 
 
 @dataclass(frozen=True)
@@ -95,16 +103,22 @@ class CheckpointStore:
         return json.loads(self.bucket.read_bytes(key)) if self.bucket.exists(key) else None
 
     def save(self, position: Position, payload: dict) -> str:
-        """Uploads one checkpoint object, then the pointer; prunes all but the newest `keep`."""
+        """Uploads one checkpoint object, then the pointer (size and checksum of each kept); prunes all but the
+        newest `keep`. A StorageError leaves the previous checkpoints and pointer as they were."""
         pointer = self._pointer()
         seq = (pointer["seq"] + 1) if pointer else 1
         name = f"checkpoints/{seq:06d}-{position.stage}.ckpt.pt"
         buf = io.BytesIO()
         torch.save({"format": FORMAT, "position": asdict(position), **payload}, buf)
-        self.bucket.write_bytes(self._key(name), buf.getvalue())
+        data = buf.getvalue()
+        self.bucket.write_bytes(self._key(name), data)
+        older = ([{k: v for k, v in pointer.items() if k != "previous"}, *pointer.get("previous", [])]
+                 if pointer else [])
         self.bucket.write_bytes(self._key(POINTER), json.dumps(
             {"key": name, "seq": seq, "position": asdict(position),
-             "saved_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, indent=2).encode())
+             "saved_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+             "size": len(data), "sha256": hashlib.sha256(data).hexdigest(),
+             "previous": older[:self.keep - 1]}, indent=2).encode())
         for old in self.objects()[:-self.keep]:
             self.bucket.delete(self._key(old))
         return name
@@ -114,13 +128,40 @@ class CheckpointStore:
         prefix = self._key("checkpoints/")
         return sorted(k[len(self._key("")):] for k in self.bucket.list(prefix) if k.endswith(".ckpt.pt"))
 
-    def latest(self) -> Checkpoint | None:
+    def _load(self, entry: dict) -> dict:
+        """The payload of one pointer entry; Damaged says why it cannot be trusted."""
+        try:
+            raw = self.bucket.read_bytes(self._key(entry["key"]))
+        except StorageError as exc:
+            if exc.transient:
+                raise  # storage is down: a resume must not start over because of it
+            raise Damaged("missing") from exc
+        if "size" in entry and len(raw) != entry["size"]:
+            raise Damaged(f"{len(raw):,} bytes where {entry['size']:,} were written (cut short)")
+        if "sha256" in entry and hashlib.sha256(raw).hexdigest() != entry["sha256"]:
+            raise Damaged("not the bytes that were written (checksum differs)")
+        try:
+            payload = torch.load(io.BytesIO(raw), map_location="cpu", weights_only=False)
+        except Exception as exc:  # a checkpoint from before checksums, torn: unreadable whatever the cause
+            raise Damaged(f"unreadable ({type(exc).__name__})") from exc
+        if payload.get("format") != FORMAT:
+            raise DataError(f"checkpoint {entry['key']} has format {payload.get('format')}, this trainer reads {FORMAT}",
+                            hint="resume it with the trainer version that wrote it, or start a new run")
+        return payload
+
+    def latest(self, note: Callable[[str], None] = print) -> Checkpoint | None:
+        """The newest checkpoint whose bytes are the ones written; older ones stand in for a damaged one."""
         pointer = self._pointer()
         if pointer is None:
             return None
-        raw = self.bucket.read_bytes(self._key(pointer["key"]))
-        payload = torch.load(io.BytesIO(raw), map_location="cpu", weights_only=False)
-        if payload.get("format") != FORMAT:
-            raise DataError(f"checkpoint {pointer['key']} has format {payload.get('format')}, this trainer reads {FORMAT}",
-                            hint="resume it with the trainer version that wrote it, or start a new run")
-        return Checkpoint(Position(**payload.pop("position")), payload)
+        entries = [pointer, *pointer.get("previous", [])]
+        for i, entry in enumerate(entries):
+            try:
+                payload = self._load(entry)
+            except Damaged as exc:
+                after = (f"resuming from the one before, {entries[i + 1]['key']}" if i + 1 < len(entries)
+                         else "no older checkpoint is kept: the run starts over")
+                note(f"checkpoint: {entry['key']} is {exc}; {after}")
+                continue
+            return Checkpoint(Position(**payload.pop("position")), payload)
+        return None

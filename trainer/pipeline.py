@@ -20,7 +20,7 @@ from trainer.job.callbacks import Interrupted, Preemption
 from trainer.classification.evaluate import evaluate
 from trainer.classification.prepare import prepare
 from trainer.classification.stage import train_classifier as classifier
-from trainer.job.context import RunContext
+from trainer.job.context import KEPT_MARK, RunContext
 from trainer.errors import DataError, RunExistsError, TrainerExit
 from trainer.job.fitting import Fitter
 from trainer.lm import base as base_lm
@@ -113,4 +113,7 @@ def run_training(args) -> int:
     finally:
         D.shutdown(ctx)
         if rc is not None and rc.scratch is not None:
-            shutil.rmtree(rc.scratch, ignore_errors=True)
+            if (rc.work / KEPT_MARK).exists():  # an artifact never reached the bucket: its file is all there is
+                print(f"kept {rc.work}: {(rc.work / KEPT_MARK).read_text().strip()}", flush=True)
+            else:
+                shutil.rmtree(rc.scratch, ignore_errors=True)

@@ -89,8 +89,7 @@ class GcsProxy:
             def log_message(self, *args):
                 pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
+        self._server = _QuietServer(("127.0.0.1", 0), Handler)
         threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         return self
 
@@ -176,6 +175,13 @@ class GcsProxy:
                 h.connection.shutdown(2)
             except OSError:
                 pass
+
+
+class _QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):  # a client that hung up on a cut answer: expected here
+        pass
 
 
 class _NoLock:

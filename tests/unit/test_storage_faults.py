@@ -101,3 +101,61 @@ def test_the_policy_reads_its_settings_and_refuses_nonsense():
     assert (policy.deadline_s, policy.timeout_s, policy.backoff_s) == (30.0, 2.5, 1.0)
     with pytest.raises(ValueError, match="TRAINSTACK_STORAGE_TIMEOUT_S='0' must be above 0"):
         StoragePolicy.from_env({"TRAINSTACK_STORAGE_TIMEOUT_S": "0"})
+
+
+@pytest.mark.parametrize("how", ["tmpfs", "injected"])
+def test_a_full_disk_names_the_path_and_the_space_and_keeps_the_old_object(tmp_path, monkeypatch, how):
+    """A size-limited tmpfs where the machine allows (else ENOSPC injected where the disk would raise it)."""
+    from tests.support.disk import small_disk
+    from trainer.storage import LocalBucket
+
+    with small_disk(tmp_path / "disk", 256 * 1024, monkeypatch, how=how) as kind:
+        b = LocalBucket(tmp_path / "disk")
+        b.write_bytes("fr/runs/r/checkpoints/000001-classifier.ckpt.pt", b"x" * 1000)
+        with pytest.raises(StorageError, match=r"no space left on the device \(1,048,576 bytes needed, [\d,]+ free"
+                           ) as err:
+            b.write_bytes("fr/runs/r/checkpoints/000001-classifier.ckpt.pt", b"y" * (1024 * 1024))
+        assert "000001-classifier.ckpt.pt" in err.value.uri, kind
+        assert b.read_bytes("fr/runs/r/checkpoints/000001-classifier.ckpt.pt") == b"x" * 1000  # intact
+        assert b.list("fr/runs/r/") == ["fr/runs/r/checkpoints/000001-classifier.ckpt.pt"]
+        assert not [p for p in (tmp_path / "disk/fr/runs/r/checkpoints").iterdir() if p.name.startswith(".")]
+        with pytest.raises(StorageError, match="no space left"):
+            b.append("fr/runs/r/log.txt", b"z" * (1024 * 1024))
+
+
+@pytest.mark.parametrize("how", ["tmpfs", "injected"])
+def test_a_download_onto_a_full_disk_leaves_no_partial_file(gcs_env, tmp_path, monkeypatch, how):
+    from tests.support.disk import small_disk
+
+    b = bucket(tmp_path)
+    b.write_bytes("fr/data/corpus/big.txt", b"w" * (512 * 1024))
+    with small_disk(tmp_path / "disk", 128 * 1024, monkeypatch, how=how):
+        with pytest.raises(StorageError, match="no space left"):
+            b.download("fr/data/corpus/big.txt", tmp_path / "disk" / "big.txt")
+        assert list((tmp_path / "disk").iterdir()) == []
+
+
+@pytest.mark.parametrize("scheme", ["file", "gs"])
+def test_mark_failed_never_replaces_a_success_written_meanwhile(tmp_path, request, scheme):
+    """The supervisor (or VM agent) gives up on a run just as the trainer writes SUCCEEDED."""
+    from trainer.records.runs import FAILED, RUNNING, SUCCEEDED, RunStatus, mark_failed, read_status, write_status
+    from trainer.storage import open_bucket
+
+    if scheme == "gs":
+        request.getfixturevalue("gcs_env")
+    b = open_bucket(f"file://{tmp_path}/b" if scheme == "file" else f"gs://test-bucket/m-{tmp_path.name}")
+    write_status(b, RunStatus(run_id="r", lang="fr", env="local", state=RUNNING))
+    real_read = b.read_versioned
+    raced = []
+
+    def read_then_trainer_finishes(key):
+        found = real_read(key)
+        if not raced:
+            raced.append(True)
+            write_status(b, RunStatus(run_id="r", lang="fr", env="local", state=SUCCEEDED))
+        return found
+
+    b.read_versioned = read_then_trainer_finishes
+    assert mark_failed(b, "fr", "r", "local", "supervisor: trainer exited").state == SUCCEEDED
+    assert read_status(b, "fr", "r").state == SUCCEEDED
+    assert mark_failed(b, "fr", "s", "local", "never started").state == FAILED  # no status yet: created

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -10,6 +11,10 @@ from trainer.job import precision as P
 from trainer.job.callbacks import Preemption
 from trainer.checkpoints import CheckpointStore
 from trainer.records.runs import run_key
+from trainer.storage import StorageError
+
+UPLOAD_ROUNDS = 3  # an artifact's upload, each round under the storage policy's own retries
+KEPT_MARK = "UPLOAD_FAILED"  # in the work folder: an artifact did not reach the bucket, so the folder is kept
 
 
 @dataclass(frozen=True)
@@ -43,11 +48,29 @@ class RunContext:
         return self.work / "models"
 
     def put(self, src, name: str) -> None:
-        """Uploads a file (a path) or bytes as `name` in the run's folder."""
-        if isinstance(src, (bytes, bytearray)):
-            self.bucket.write_bytes(run_key(self.a.lang, self.a.run_id, name), bytes(src))
-        else:
-            self.bucket.upload(Path(src), run_key(self.a.lang, self.a.run_id, name))
+        """Uploads a file (a path) or bytes as `name` in the run's folder.
+
+        A transient failure the storage policy gave up on is tried again (UPLOAD_ROUNDS rounds, waiting
+        longer each time) before the run may end; if it never lands, the work folder is kept (KEPT_MARK)
+        and the error says where, so a trained model is never thrown away with the run."""
+        key = run_key(self.a.lang, self.a.run_id, name)
+        policy = getattr(self.bucket, "policy", None)
+        for attempt in range(1, UPLOAD_ROUNDS + 1):
+            try:
+                if isinstance(src, (bytes, bytearray)):
+                    self.bucket.write_bytes(key, bytes(src))
+                else:
+                    self.bucket.upload(Path(src), key)
+                return
+            except StorageError as exc:
+                if not exc.transient or attempt == UPLOAD_ROUNDS:
+                    (self.work / KEPT_MARK).write_text(f"{name}: {exc}\n")
+                    raise StorageError(f"{name} not uploaded ({exc}); this run's files are kept in {self.work}",
+                                       self.bucket.url(key)) from exc
+                wait = 10.0 * attempt * (policy.backoff_s if policy else 1.0)
+                self.log.line(f"upload of {name} failed ({exc}); trying again in {wait:.0f} s "
+                              f"(round {attempt + 1} of {UPLOAD_ROUNDS})")
+                time.sleep(wait)
 
     def stage(self, name: str, epochs: int = 0) -> None:
         """Says that stage `name` starts (log.txt and status.json)."""

@@ -18,6 +18,7 @@ from trainer.job.callbacks import (
     StatusCallback,
 )
 from trainer.checkpoints import Checkpoint, Position
+from trainer.storage import StorageError
 
 # Per-epoch figures are fastai's running metrics (threshold 0.5, per-label accuracy for
 # multi-label): named apart from the final, tuned ones in metrics.json.
@@ -62,7 +63,7 @@ class Fitter:
 
     def find_resume(self) -> Checkpoint | None:
         """The newest complete checkpoint of this run id (before the tokenizer: a resumed run keeps its base LM's)."""
-        self.resume = self.rc.store.latest()
+        self.resume = self.rc.store.latest(note=self.log.line)
         return self.resume
 
     def adopt_resume(self, *, data_hash: str, labels: list[str]) -> None:
@@ -158,7 +159,12 @@ class Fitter:
         if learn is not None:
             payload["model"] = D.unwrap(learn.model).state_dict()
             payload["opt"] = learn.opt.state_dict() if learn.opt is not None else None
-        name = self.rc.store.save(position, payload)
+        try:
+            name = self.rc.store.save(position, payload)
+        except StorageError as exc:  # the storage policy gave up: training goes on, the next checkpoint tries again
+            self.log.line(f"checkpoint not saved ({exc}); training goes on and the next checkpoint tries again "
+                          f"(a resume now would start from the one before)")
+            return
         if position.batch or position.done:
             self.log.line(f"checkpoint: {position.describe()} -> {name}")
 

@@ -12,7 +12,7 @@ import time
 from datetime import datetime, timezone
 
 from trainer.records.runs import FAILED, RUNNING, SUCCEEDED, RunStatus, now_iso, run_key, write_status
-from trainer.storage import Bucket
+from trainer.storage import Bucket, StorageError
 
 
 class RunLog:
@@ -35,7 +35,12 @@ class RunLog:
     def flush(self) -> None:
         if not self._pending:
             return
-        self.bucket.append(self._key, "".join(self._pending).encode("utf-8"))
+        try:
+            self.bucket.append(self._key, "".join(self._pending).encode("utf-8"))
+        except StorageError as exc:  # the storage policy gave up: the lines wait for the next flush
+            print(f"log.txt not written ({exc}); its lines are kept for the next write", flush=True)
+            self._last_flush = time.monotonic()
+            return
         self._pending = []
         self._last_flush = time.monotonic()
 
@@ -44,7 +49,13 @@ class RunLog:
         for key, value in fields.items():
             setattr(self.status, key, value)
         self.flush()
-        write_status(self.bucket, self.status)
+        try:
+            write_status(self.bucket, self.status)
+        except StorageError as exc:
+            if self.status.terminal:
+                raise  # a run's end must be recorded (the supervisor or VM agent marks it if this fails)
+            # mid-run, the next update rewrites the whole status: a missed progress write is only late
+            print(f"status.json not written ({exc}); the next update writes it", flush=True)
 
     def started(self) -> None:
         self.update(state=RUNNING, host=socket.gethostname(), pid=os.getpid())

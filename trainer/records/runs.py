@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 
 from trainer.records.run_metrics import RunMetrics
-from trainer.storage import Bucket
+from trainer.storage import Bucket, StorageError
 
 PENDING, RUNNING, SUCCEEDED, FAILED = "PENDING", "RUNNING", "SUCCEEDED", "FAILED"
 TERMINAL_STATES = (SUCCEEDED, FAILED)
@@ -150,15 +150,24 @@ def write_status(bucket: Bucket, status: RunStatus) -> None:
 
 
 def mark_failed(bucket: Bucket, lang: str, run_id: str, env: str, error: str) -> RunStatus:
-    """Write FAILED with `error` unless the run already ended; returns the final status."""
-    status = read_status(bucket, lang, run_id)
-    if status is not None and status.terminal:
-        return status
-    if status is None:
-        status = RunStatus(run_id=run_id, lang=lang, env=env)
-    status.state, status.error, status.finished_at = FAILED, error, now_iso()
-    write_status(bucket, status)
-    return status
+    """Write FAILED with `error` unless the run already ended; returns the final status.
+
+    The write is conditional on the status read: a SUCCEEDED written in between (the trainer finishing
+    while the supervisor or the VM agent gives up on it) is never replaced; it is read again instead."""
+    key = run_key(lang, run_id, "status.json")
+    for _ in range(10):
+        found = bucket.read_versioned(key)
+        status = RunStatus.from_json(found[0]) if found else None
+        if status is not None and status.terminal:
+            return status
+        if status is None:
+            status = RunStatus(run_id=run_id, lang=lang, env=env)
+        status.state, status.error, status.finished_at = FAILED, error, now_iso()
+        status.updated_at = now_iso()
+        if bucket.write_bytes(key, status.to_json(), if_absent=found is None,
+                              if_version=found[1] if found else None):
+            return status
+    raise StorageError("status.json kept changing while the run was marked FAILED", bucket.url(key), transient=True)
 
 
 def list_run_ids(bucket: Bucket, lang: str) -> list[str]:
