@@ -60,6 +60,9 @@ def describe_error(exc: BaseException) -> tuple[str, str | None, int]:
         return exc.message, exc.hint, exc.exit_status
     if isinstance(exc, DataError):
         return exc.message, exc.hint, ExitStatus.BAD_INPUT
+    if isinstance(exc, StorageError) and exc.bad_input:
+        return (str(exc), "fix `bucket` in the env's overlay (envs/ENV.yaml or --set bucket=...) or grant the role "
+                "named; `trainctl doctor` checks both", ExitStatus.BAD_INPUT)
     if isinstance(exc, StorageError):
         return (str(exc), "check the bucket URI and your credentials (gcloud auth application-default login)",
                 ExitStatus.INFRA_ERROR)

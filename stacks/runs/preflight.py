@@ -60,6 +60,7 @@ def preflight_corpus(bucket: Bucket, lang: str, settings: LanguageSettings) -> s
 def report_preflight(run: "LanguageRun", rep) -> None:
     """The data (or corpus) check and, on gcp, the cost estimate: before anything is created or billed."""
     config, lang, settings, bucket = run.config, run.lang, run.settings, run.bucket
+    bucket.check_access(f"{lang}/")  # no such bucket, no role on it: exit 2 now, not a "no train.csv" later
     if run.job == "classifier":
         data = preflight_data(bucket, lang, settings)
         for warning in data.warnings:

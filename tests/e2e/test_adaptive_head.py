@@ -46,7 +46,7 @@ def test_an_adaptive_pretrain_resumes_mid_epoch_exactly_and_publishes_the_full_l
     proc = trainer(uri["cut"], "p", *[a for a in PRETRAIN if a not in ("--lm-head", "adaptive")])
     out, _ = proc.communicate(timeout=300)
     assert proc.returncode == 0, out
-    log = cut.read_bytes("fr/runs/p/log.txt").decode()
+    log = cut.read_appended("fr/runs/p/log.txt")[0].decode()
     assert "base_lm: resumed at" in log and "LM head: adaptive softmax, a shortlist of" in log
 
     (meta, weights), (meta_cut, weights_cut) = _published(whole), _published(cut)

@@ -89,7 +89,7 @@ def test_sigterm_in_the_backward_classifier_resumes_with_the_forward_model_carri
     proc = trainer(uri, "r1", *args)
     out, _ = proc.communicate(timeout=300)
     assert proc.returncode == 0, out
-    log = bucket.read_bytes("fr/runs/r1/log.txt").decode()
+    log = bucket.read_appended("fr/runs/r1/log.txt")[0].decode()
     for line in ("lm_finetune: finished before the interruption", "classifier: finished before the interruption",
                  "lm_finetune_bwd: finished before the interruption", "classifier_bwd: resumed at classifier_bwd",
                  "bidirectional: backward macro-F1"):
@@ -176,7 +176,7 @@ def test_pretrain_publishes_a_backward_lm_and_resumes_it(tmp_path):
     strip = lambda h: [{k: v for k, v in e.items() if k != "train_loss"} for e in h]  # noqa: E731 (smoothed loss restarts)
     assert strip(resumed["history"]) == strip(whole["history"])
     assert (resumed["perplexity"], resumed["backward_perplexity"]) == (whole["perplexity"], whole["backward_perplexity"])
-    assert "base_lm: finished before the interruption" in bucket.read_bytes("fr/runs/r1/log.txt").decode()
+    assert "base_lm: finished before the interruption" in bucket.read_appended("fr/runs/r1/log.txt")[0].decode()
     # A kill leaves no checkpoint of its own: the run resumes from the last epoch's, where the LM's
     # hidden state starts afresh as in the uninterrupted run.
     proc = pretrain("r2", *args)
@@ -190,6 +190,6 @@ def test_pretrain_publishes_a_backward_lm_and_resumes_it(tmp_path):
     # A bidirectional run on a forward-only base LM: the backward LM starts from random weights, and says so.
     proc = trainer(uri, "t1", *BIDIRECTIONAL, "--base-lm", forward_only)
     finish(proc)
-    log = bucket.read_bytes("fr/runs/t1/log.txt").decode()
+    log = bucket.read_appended("fr/runs/t1/log.txt")[0].decode()
     assert f"base LM {forward_only} has no backward LM" in log
     assert json.loads(bucket.read_bytes("fr/runs/t1/metrics.json"))["ensemble"]["macro_f1"] >= 0

@@ -68,7 +68,7 @@ def test_a_language_trains_end_to_end_and_its_model_predicts_strings(tmp_path, k
     assert metrics["tokenizer"].startswith(tokenizer)
     assert metrics["labels"] == ["account", "billing", "delivery"]
     assert metrics["baseline_tfidf"]["macro_f1"] > 0.9  # the fragments are distinct: a sanity bar for the data
-    log = bucket.read_bytes(f"{key}/runs/r1/log.txt").decode()
+    log = bucket.read_appended(f"{key}/runs/r1/log.txt")[0].decode()
     assert "tokenizer:" in log
     (tmp_path / "model.pth").write_bytes(bucket.read_bytes(f"{key}/runs/r1/model.pth"))
     learn = load_model(tmp_path / "model.pth")

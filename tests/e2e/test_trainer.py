@@ -10,15 +10,24 @@ from tests.support.trainer_proc import sigterm_at, stage_sample, trainer
 from trainer.storage import open_bucket
 
 
-
-def test_trainer_on_gcs_bucket_and_same_seed_same_metrics(gcs_env, tmp_path):
+def test_trainer_on_gcs_bucket_and_same_seed_same_metrics(gcs_env, gcs_proxy, tmp_path, monkeypatch):
+    """Run b also meets storage faults (issue 29): three 503s on its model.pth upload, its first checkpoint's
+    answer cut, a 429 on a log piece; retried under the policy, it gets run a's figures all the same."""
     uri = f"gs://test-bucket/{tmp_path.name}"
     bucket = open_bucket(uri)
     stage_sample(bucket)
+    monkeypatch.setenv("TRAINSTACK_STORAGE_BACKOFF_S", "0.1")
+    outs = {}
     for run_id in ("a", "b"):
+        if run_id == "b":
+            gcs_proxy.add("status", r"@.*/runs/b/model\.pth$", times=3, status=503)
+            gcs_proxy.add("cut", r"^POST .*@.*/runs/b/checkpoints/000001-")
+            gcs_proxy.add("status", r"^POST .*@.*/runs/b/log\.txt\.parts/", times=1, status=429)
         proc = trainer(uri, run_id, "--base-lm", "pretrain-inline")
-        out, _ = proc.communicate(timeout=300)
-        assert proc.returncode == 0, out
+        outs[run_id], _ = proc.communicate(timeout=300)
+        assert proc.returncode == 0, outs[run_id]
+    assert [f.hits for f in gcs_proxy.faults] == [3, 1, 1]
+    assert outs["b"].count("storage: upload") == 3 and "model.pth: 503" in outs["b"]
     metrics = [json.loads(bucket.read_bytes(f"fr/runs/{r}/metrics.json")) for r in ("a", "b")]
     keys = ("per_label", "micro_f1", "macro_f1", "accuracy")
     assert {k: metrics[0][k] for k in keys} == {k: metrics[1][k] for k in keys}
@@ -29,7 +38,7 @@ def test_trainer_on_gcs_bucket_and_same_seed_same_metrics(gcs_env, tmp_path):
     assert inline.startswith("inline-") and bucket.exists(f"fr/lm/{inline}/meta.json")
     assert metrics[0]["base_lm"]["id"] == metrics[1]["base_lm"]["id"] == inline
     assert metrics[1]["base_lm"]["small"] is True
-    log_a, log_b = (bucket.read_bytes(f"fr/runs/{r}/log.txt").decode() for r in ("a", "b"))
+    log_a, log_b = (bucket.read_appended(f"fr/runs/{r}/log.txt")[0].decode() for r in ("a", "b"))
     assert f"base LM: published {inline}" in log_a
     assert f"base LM: {inline}" in log_b and "on the same training rows" in log_b and "tokens: reused cache" in log_b
     assert "small base LM: expect weak transfer" in log_b and "found an embedding in base LM" in log_b
@@ -65,7 +74,7 @@ def test_sigterm_mid_classifier_resumes_exactly(tmp_path):
     assert proc.returncode == 0, out
     status = json.loads(bucket.read_bytes("fr/runs/r1/status.json"))
     assert status["state"] == "SUCCEEDED" and status["resumed"] == 1
-    log = bucket.read_bytes("fr/runs/r1/log.txt").decode()
+    log = bucket.read_appended("fr/runs/r1/log.txt")[0].decode()
     assert "lm_finetune: finished before the interruption" in log and "classifier: resumed at classifier" in log
     whole, resumed = (json.loads(bucket.read_bytes(f"fr/runs/{r}/metrics.json")) for r in ("whole", "r1"))
     assert resumed["history"][-1]["stage"] == "classifier" and resumed["history"][-1]["epoch"] == 8

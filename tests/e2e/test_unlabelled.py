@@ -92,7 +92,7 @@ def test_lm_fine_tuning_reads_unlabelled_texts_but_never_a_held_out_one(tmp_path
                                      "sampled_from": 0}
     assert metrics["unlabelled"]["tokens"] > 40 * 7
     assert metrics["n_valid"] == len(valid)
-    log = bucket.read_bytes("fr/runs/u1/log.txt").decode()
+    log = bucket.read_appended("fr/runs/u1/log.txt")[0].decode()
     assert "unlabelled: 40 texts" in log and "2 equal to a validation or test text dropped" in log
     # no base LM: only LM fine-tuning (whose vocabulary the classifier keeps) can have read them
     from trainer.serving.predict import load_model

@@ -4,11 +4,12 @@ gcp-storage-emulator ignores `ifGenerationMatch`; real Cloud Storage answers 412
 hold. The proxy checks it (against the emulator's own generations, one write at a time) so
 create-if-absent and versioned writes behave as in production. Fault rules, per method and path
 pattern (the object name appears decoded in the matched text), for the next `times` matching
-requests:
+requests (`skip` lets that many matches through first; `body` also asks a regex of the request body):
     status   answer `status` (503, 429, 500...) without forwarding
     stall    wait `seconds`, then forward (a client with a shorter timeout gives up first)
     cut      forward, then send the answer's headers and half its body and close the connection
-`requests` records (method, decoded path, request body bytes) for what a test wants to count.
+The matched text is "METHOD decoded-path?query @object-name" (uploads name their object in the body).
+`requests` records (method, that text, request body bytes) for what a test wants to count.
 """
 from __future__ import annotations
 
@@ -33,13 +34,21 @@ class Fault:
     times: int = 1
     status: int = 503
     seconds: float = 0.0
+    body: str | None = None
+    skip: int = 0
     hits: int = 0
+    seen: int = 0
 
-    def take(self, line: str) -> bool:
-        if self.hits < self.times and re.search(self.pattern, line):
-            self.hits += 1
-            return True
-        return False
+    def take(self, line: str, body: bytes) -> bool:
+        if self.hits >= self.times or not re.search(self.pattern, line):
+            return False
+        if self.body is not None and not re.search(self.body.encode(), body):
+            return False
+        self.seen += 1
+        if self.seen <= self.skip:
+            return False
+        self.hits += 1
+        return True
 
 
 @dataclass
@@ -102,9 +111,9 @@ class GcsProxy:
         self._server.shutdown()
         self._server.server_close()
 
-    def _fault(self, line: str) -> Fault | None:
+    def _fault(self, line: str, body: bytes) -> Fault | None:
         with self._lock:
-            return next((f for f in self.faults if f.take(line)), None)
+            return next((f for f in self.faults if f.take(line, body)), None)
 
     def _forward(self, method: str, target: str, headers: dict, body: bytes):
         conn = http.client.HTTPConnection(*self._up, timeout=60)
@@ -119,28 +128,33 @@ class GcsProxy:
         status, _, data = self._forward("GET", f"/storage/v1/b/{bucket}/o/{quote(name, safe='')}", {}, b"")
         return int(json.loads(data)["generation"]) if status == 200 else 0
 
-    def _precondition_fails(self, target: str, body: bytes) -> bool:
+    @staticmethod
+    def _object(target: str, body: bytes) -> tuple[str, str] | None:
+        """(bucket, object name) a JSON API request is about, or None."""
         parts = urlsplit(target)
-        query = parse_qs(parts.query)
-        if "ifGenerationMatch" not in query:
-            return False
-        wanted = int(query["ifGenerationMatch"][0])
         found = re.match(r"/(?:upload/|download/)?storage/v1/b/([^/]+)/o(?:/(.+))?$", parts.path)
         if not found:
-            return False
-        name = found.group(2) or query.get("name", [""])[0]
+            return None
+        name = found.group(2) or parse_qs(parts.query).get("name", [""])[0]
         if not name:  # a multipart or resumable upload names its object in the JSON metadata of the body
-            named = re.search(rb'"name":\s*"((?:[^"\\]|\\.)*)"', body)
+            named = re.search(rb'"name":\s*"((?:[^"\\]|\\.)*)"', body[:4096])
             name = json.loads(b'"' + named.group(1) + b'"') if named else ""
-        bucket, name = found.group(1), unquote(name)
-        return self._generation(bucket, name) != wanted
+        return found.group(1), unquote(name)
+
+    def _precondition_fails(self, target: str, body: bytes) -> bool:
+        query = parse_qs(urlsplit(target).query)
+        found = self._object(target, body)
+        if "ifGenerationMatch" not in query or not found:
+            return False
+        return self._generation(*found) != int(query["ifGenerationMatch"][0])
 
     def _handle(self, h: BaseHTTPRequestHandler) -> None:
         length = int(h.headers.get("Content-Length") or 0)
         body = h.rfile.read(length) if length else b""
-        line = f"{h.command} {unquote(h.path)}"
-        self.requests.append(Seen(h.command, unquote(h.path), len(body)))
-        fault = self._fault(line)
+        named = self._object(h.path, body)
+        line = f"{h.command} {unquote(h.path)} @{named[1] if named else ''}"
+        self.requests.append(Seen(h.command, line, len(body)))
+        fault = self._fault(line, body)
         if fault and fault.kind == "status":
             return self._answer(h, fault.status, [("Content-Type", "application/json")], json.dumps(
                 {"error": {"code": fault.status, "message": f"injected {fault.status}"}}).encode())

@@ -129,3 +129,22 @@ def test_several_languages_are_placed_where_their_sum_fits(project, gcs_env, mon
     assert "[fr] quota ok: fr runs in europe-west4-a (PREEMPTIBLE_NVIDIA_L4_GPUS) (checked with the languages" in out
     assert "[en] quota ok: en runs in europe-west1-b (PREEMPTIBLE_NVIDIA_L4_GPUS) (checked with the languages" in out
     assert out.count("trainctl image build --env dev") >= 2  # each language's own error
+
+
+def test_a_bucket_that_does_not_exist_is_exit_2_before_anything_is_created(project, gcs_env, monkeypatch):
+    result, out = train_against(compute_api(), dev("gs://no-such-bucket-29/runs"), monkeypatch)
+    assert result.exit_code == 2, result.output
+    assert "no such bucket gs://no-such-bucket-29" in out and "envs/ENV.yaml or --set bucket=" in out
+    assert "no train.csv" not in out
+    assert not (project / ".trainstack" / "dev" / "cdktf.out").exists()
+
+
+def test_no_permission_on_the_bucket_is_exit_2_naming_the_role(project, gcs_env, gcs_proxy, monkeypatch):
+    args = dev("gs://test-bucket/preflight-403")
+    assert runner.invoke(app, ["data", "push", "fr", str(SAMPLE / "fr"), *args]).exit_code == 0
+    gcs_proxy.add("status", r"^GET /storage/v1/b/test-bucket/o\?", status=403, times=100)
+    result, out = train_against(compute_api(), args, monkeypatch)
+    assert result.exit_code == 2, result.output
+    assert "permission denied (403" in out and "roles/storage.objectAdmin on gs://test-bucket" in out
+    assert gcs_proxy.faults[0].hits == 1  # a permanent answer is not retried
+    assert not (project / ".trainstack" / "dev" / "cdktf.out").exists()

@@ -111,3 +111,11 @@ def test_local_bucket_files_follow_the_umask(tmp_path, umask, mode):
         os.umask(old)
     for key in ("fr/runs/r1/report.html", "fr/models/CURRENT"):
         assert stat.S_IMODE((tmp_path / key).stat().st_mode) == mode
+
+
+def test_check_access_of_a_folder_that_cannot_hold_a_bucket(tmp_path):
+    (tmp_path / "plain-file").write_text("x")
+    with pytest.raises(StorageError, match="not a writable folder") as err:
+        LocalBucket(tmp_path / "plain-file" / "bucket").check_access("fr/")
+    assert err.value.bad_input
+    LocalBucket(tmp_path / "new" / "bucket").check_access("fr/")  # created on the first write: fine

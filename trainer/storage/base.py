@@ -6,11 +6,12 @@ from typing import BinaryIO, Protocol
 
 
 class StorageError(Exception):
-    """A storage operation failed; `uri` names the object, `transient` says a later try may succeed."""
+    """A storage operation failed; `uri` names the object, `transient` says a later try may succeed,
+    `bad_input` that the caller's settings must change (no such bucket, no permission on it)."""
 
-    def __init__(self, message: str, uri: str, *, transient: bool = False):
+    def __init__(self, message: str, uri: str, *, transient: bool = False, bad_input: bool = False):
         super().__init__(f"{message}: {uri}")
-        self.uri, self.transient = uri, transient
+        self.uri, self.transient, self.bad_input = uri, transient, bad_input
 
 
 class Bucket(Protocol):
@@ -26,6 +27,7 @@ class Bucket(Protocol):
     def delete(self, key: str) -> None: ...
     def open_read(self, key: str) -> BinaryIO: ...
     def url(self, key: str) -> str: ...
+    def check_access(self, prefix: str) -> None: ...
     def folders(self, prefix: str) -> list[str]: ...
     def append(self, key: str, data: bytes) -> None: ...
     def read_appended(self, key: str, after: object = None) -> tuple[bytes, object]: ...

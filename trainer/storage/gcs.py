@@ -80,6 +80,9 @@ class GcsBucket:
         try:
             return call(retry=retry, timeout=p.timeout_s)
         except exceptions.NotFound as exc:
+            if doing == "list" or "bucket does not exist" in str(exc).lower():  # a listing 404s only without a bucket
+                raise StorageError(f"no such bucket gs://{self.name} (create it, or set `bucket` in the env's "
+                                   "overlay to one that exists)", self.url(key), bad_input=True) from exc
             if missing_ok:
                 return None
             raise StorageError("no such object", self.url(key)) from exc
@@ -89,7 +92,7 @@ class GcsBucket:
                                f"({_brief(cause)})", self.url(key), transient=True) from exc
         except exceptions.Forbidden as exc:
             raise StorageError(f"{doing}: permission denied ({_brief(exc)}; the caller needs "
-                               f"roles/storage.objectAdmin on gs://{self.name})", self.url(key)) from exc
+                               f"roles/storage.objectAdmin on gs://{self.name})", self.url(key), bad_input=True) from exc
         except exceptions.PreconditionFailed:
             raise
         except Exception as exc:
@@ -97,6 +100,11 @@ class GcsBucket:
                 raise StorageError(f"{doing} failed ({_brief(exc)})", self.url(key),
                                    transient=bool(transient(exc))) from exc
             raise
+
+    def check_access(self, prefix: str) -> None:
+        """One listing under `prefix`: a missing bucket or a missing role is said now, before anything is built."""
+        full = join_key(self.prefix, prefix)
+        self._run("list", prefix, lambda **kw: list(self._client.list_blobs(self.name, prefix=full, max_results=1, **kw)))
 
     def read_bytes(self, key: str) -> bytes:
         return self._run("read", key, self._blob(key).download_as_bytes)

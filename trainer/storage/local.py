@@ -84,6 +84,13 @@ class LocalBucket:
         finally:
             os.close(fd)
 
+    def check_access(self, prefix: str) -> None:
+        """The nearest existing folder of `prefix` must be writable (the rest is created on the first write)."""
+        path = self._path(prefix) if prefix else self.root
+        near = next((p for p in (path, *path.parents) if p.exists()), None)
+        if near is not None and not (near.is_dir() and os.access(near, os.W_OK | os.X_OK)):
+            raise StorageError(f"cannot write under {near} (not a writable folder)", self.url(prefix), bad_input=True)
+
     def read_bytes(self, key: str) -> bytes:
         try:
             return self._path(key).read_bytes()

@@ -25,7 +25,7 @@ from typing import BinaryIO, Iterator
 import fastai
 
 from trainer.data.labelled import corpus_keys
-from trainer.storage import Bucket
+from trainer.storage import Bucket, StorageError
 from trainer.text.tokenizers import TokenizerSpec, as_spec
 from trainer.text.tokens import TokenIds, TokenizerPool
 
@@ -73,9 +73,13 @@ def labelled_tokens(bucket: Bucket, lang: str, texts: list[str], *, log, workers
         table = pool.tokenize(texts)
         used = pool.used_workers
     seconds = time.perf_counter() - started
-    bucket.write_bytes(key, table.to_bytes(), if_absent=not damaged)
-    log.line(f"tokens: cached {len(table)} texts, {table.n_tokens} tokens to {key} "
-             f"({_rate(table.n_tokens, seconds)}, {used} workers)")
+    done = f"{len(table)} texts, {table.n_tokens} tokens ({_rate(table.n_tokens, seconds)}, {used} workers)"
+    try:
+        bucket.write_bytes(key, table.to_bytes(), if_absent=not damaged)
+    except StorageError as exc:  # a cache only saves the next run some time: this one goes on without it
+        log.line(f"tokens: {done}; cache not written ({exc}), the next run tokenizes again")
+        return table
+    log.line(f"tokens: cached {done} to {key}")
     return table
 
 
