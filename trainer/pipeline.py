@@ -111,6 +111,7 @@ def run_training(args) -> int:
             mark_failed(bucket, args.lang, args.run_id, args.env, f"rank {ctx.rank}: {type(exc).__name__}: {exc}")
         return TrainerExit.FAILED
     finally:
+        log.close()
         D.shutdown(ctx)
         if rc is not None and rc.scratch is not None:
             if (rc.work / KEPT_MARK).exists():  # an artifact never reached the bucket: its file is all there is

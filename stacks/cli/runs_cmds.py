@@ -175,7 +175,7 @@ def show(run_id: Annotated[str, typer.Argument(help="run id (see `trainctl runs`
     metrics = typed.document if typed else None
     meta_key = run_key(code, run_id, TRAINCTL_META)
     files = [*ARTIFACTS, BWD_MODEL, "test_predictions.csv", "report.html", "plots/per_label_f1.png", "plots/confusion_matrix.png",
-             "plots/history.png", "status.json"]  # those that exist
+             "plots/history.png", "log.txt", "status.json"]  # those that exist
     data = {"run": row,
             "metrics": {k: metrics.get(k) for k in ("labels", "macro_f1", "micro_f1", "accuracy", "n_train",
                                                     "n_valid", "n_test", "rows", "duration_s")} if metrics else None,
@@ -189,10 +189,7 @@ def show(run_id: Annotated[str, typer.Argument(help="run id (see `trainctl runs`
             "bidirectional": {k: {m: metrics[k].get(m) for m in ("macro_f1", "micro_f1", "accuracy")}
                               for k in ("backward", "ensemble")} if metrics and "ensemble" in metrics else None,
             "metadata": json.loads(bucket.read_bytes(meta_key)) if bucket.exists(meta_key) else None,
-            "artifacts": {**{n: bucket.url(run_key(code, run_id, n)) for n in files if bucket.exists(run_key(code, run_id, n))},
-                          # the log is appended (on gs://, pieces under log.txt.parts/): listed, not looked up
-                          **({"log.txt": bucket.appended_url(log)} if bucket.list(log := run_key(code, run_id, "log.txt"))
-                             else {})}}
+            "artifacts": {n: bucket.url(run_key(code, run_id, n)) for n in files if bucket.exists(run_key(code, run_id, n))}}
     if as_json:
         emit_json(data)
         return

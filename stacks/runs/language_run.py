@@ -61,8 +61,7 @@ class LanguageRun:
         """Where one of the run's files is (a local bucket's URL of a folder has no trailing /)."""
         from trainer.records.runs import run_key
 
-        key = run_key(self.lang, self.run_id, name)
-        return self.bucket.appended_url(key) if name == "log.txt" else self.bucket.url(key)
+        return self.bucket.url(run_key(self.lang, self.run_id, name))
 
 
 def resolve(project: "Project", config: "EnvConfig", lang: str, *, job: str = "",

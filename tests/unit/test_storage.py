@@ -119,3 +119,16 @@ def test_check_access_of_a_folder_that_cannot_hold_a_bucket(tmp_path):
         LocalBucket(tmp_path / "plain-file" / "bucket").check_access("fr/")
     assert err.value.bad_input
     LocalBucket(tmp_path / "new" / "bucket").check_access("fr/")  # created on the first write: fine
+
+
+def test_two_writers_appends_keep_every_line_in_order_and_seal_whole(bucket):
+    """The supervisor and the trainer both append to the run log: no line lost, none rewritten."""
+    other = open_bucket(bucket.uri)  # a second writer (its own client)
+    key = "fr/runs/r1/log.txt"
+    for i in range(6):
+        (bucket if i % 2 else other).append(key, f"line {i}\n".encode())
+    data, cursor = bucket.read_appended(key)
+    assert data.decode().splitlines() == [f"line {i}" for i in range(6)]
+    bucket.seal_appended(key)
+    assert bucket.read_bytes(key) == data  # DESIGN's <run>/log.txt: the whole log once the writer ends
+    assert bucket.read_appended(key, cursor)[0] == b""  # a follower reads nothing twice

@@ -44,6 +44,14 @@ class RunLog:
         self._pending = []
         self._last_flush = time.monotonic()
 
+    def close(self) -> None:
+        """The last flush, then the log written whole as `log.txt` where it went up in pieces (gs://)."""
+        self.flush()
+        try:
+            self.bucket.seal_appended(self._key)
+        except StorageError as exc:  # the pieces hold every line: readers still have the whole log
+            print(f"log.txt not sealed ({exc}); its pieces hold every line", flush=True)
+
     def update(self, **fields) -> None:
         """Change status fields and write status.json (log flushed first)."""
         for key, value in fields.items():
@@ -75,6 +83,9 @@ class QuietLog:
         pass
 
     def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
         pass
 
     def update(self, **fields) -> None:

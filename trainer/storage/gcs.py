@@ -50,9 +50,6 @@ class GcsBucket:
     def url(self, key: str) -> str:
         return f"gs://{self.name}/{join_key(self.prefix, key)}"
 
-    def appended_url(self, key: str) -> str:
-        return self.url(key) + PARTS
-
     def _blob(self, key: str):
         blob = self._bucket.blob(join_key(self.prefix, key))
         blob.chunk_size = self.policy.chunk_mib * 1024 * 1024  # resumable uploads go chunk by chunk
@@ -174,14 +171,22 @@ class GcsBucket:
     def read_appended(self, key: str, after: object = None) -> tuple[bytes, object]:
         """What was appended since `after` (the set of pieces already read; None: from the start), and the new cursor.
 
-        An object written whole under `key` itself (a log from before pieces) comes first."""
+        The pieces, in name order; without pieces, the object written whole under `key` (a log from before
+        pieces, or sealed and its pieces gone)."""
         seen = frozenset(after or ())
         cut = len(self.prefix) + 1 if self.prefix else 0
         names = [b.name[cut:] for b in self._listed(key)]
-        names = [n for n in names if n == key or n.startswith(key + PARTS)]
-        new = sorted((n for n in names if n not in seen), key=lambda n: (n != key, n))
+        pieces = sorted(n for n in names if n.startswith(key + PARTS))
+        new = [n for n in (pieces or [n for n in names if n == key]) if n not in seen]
         data = b"".join(self.read_bytes(n) for n in new)
         return data, seen | set(new)
+
+    def seal_appended(self, key: str) -> None:
+        """Writes the pieces whole under `key` itself (DESIGN's `<run>/log.txt`), once, when the writer ends:
+        one more copy of the log, so the bytes written stay linear in its length. The pieces stay for readers."""
+        data, _ = self.read_appended(key)
+        if data:
+            self.write_bytes(key, data)
 
     def download(self, key: str, dest: Path) -> None:
         """Through a temporary file beside `dest`: a failed download never leaves a partial `dest`."""

@@ -71,8 +71,6 @@ class LocalBucket:
     def url(self, key: str) -> str:
         return f"file://{self._path(key)}"
 
-    appended_url = url
-
     @contextmanager
     def _locked(self, path: Path):
         """Writers in one folder take turns (across processes, a lock on the folder itself: no lock files), so a
@@ -173,6 +171,9 @@ class LocalBucket:
             return b"", offset
         end = chunk.rfind(b"\n") + 1  # a line still being written waits for the next call
         return chunk[:end], offset + end
+
+    def seal_appended(self, key: str) -> None:
+        """Nothing to do: the file is the whole log."""
 
     def list(self, prefix: str) -> list[str]:
         base = self._path(prefix) if prefix else self.root
