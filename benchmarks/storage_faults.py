@@ -211,10 +211,9 @@ def log_bytes(lines: int, proxy: GcsProxy) -> dict:
     text = bucket.read_appended("fr/runs/r/log.txt")[0]
     out["log_bytes"] = len(text)
     proxy.clear()
-    written, whole = 0, b""
-    for start in range(0, len(text), len(text) // (lines // 10)):  # the old RunLog: read, append, write whole
-        whole = text[: start + len(text) // (lines // 10)]
-        bucket.write_bytes("fr/runs/r/log-whole.txt", whole)
+    flushed = len(text) // (lines // 10)  # ten lines of equal length per flush
+    for end in range(flushed, len(text) + 1, flushed):  # the old RunLog: the whole log again at every flush
+        bucket.write_bytes("fr/runs/r/log-whole.txt", text[:end])
     out["rewritten"] = proxy.bytes_written("log-whole.txt")
     return out
 
