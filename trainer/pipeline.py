@@ -28,7 +28,7 @@ from trainer.lm import pretrain as pretrain_job
 from trainer.lm.finetune import finetune
 from trainer.job.runlog import QuietLog, RunLog
 from trainer.records.runs import QUEUED, RunStatus, mark_failed, read_status
-from trainer.storage import open_bucket
+from trainer.storage import on_retry, open_bucket
 
 
 def train_classifier(rc: RunContext, fit: Fitter, started: float) -> None:
@@ -74,10 +74,12 @@ def run_training(args) -> int:
     preemption = Preemption(ctx)
     preemption.install()
     started = time.time()
-    log, rc = QuietLog(), None
+    log, rc, stop_notes = QuietLog(), None, lambda: None
     try:
         D.init(ctx)
         log, _ = _log_for(ctx, bucket, args)
+        if isinstance(log, RunLog):
+            stop_notes = on_retry(log.note)  # storage retries in the run log, once each
         rc = RunContext.create(args, bucket, log, ctx, preemption)
         log.line(P.describe(args.precision, rc.precision))
         fit = Fitter(rc)
@@ -111,6 +113,7 @@ def run_training(args) -> int:
             mark_failed(bucket, args.lang, args.run_id, args.env, f"rank {ctx.rank}: {type(exc).__name__}: {exc}")
         return TrainerExit.FAILED
     finally:
+        stop_notes()
         log.close()
         D.shutdown(ctx)
         if rc is not None and rc.scratch is not None:

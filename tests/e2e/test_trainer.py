@@ -39,6 +39,7 @@ def test_trainer_on_gcs_bucket_and_same_seed_same_metrics(gcs_env, gcs_proxy, tm
     assert metrics[0]["base_lm"]["id"] == metrics[1]["base_lm"]["id"] == inline
     assert metrics[1]["base_lm"]["small"] is True
     log_a, log_b = (bucket.read_appended(f"fr/runs/{r}/log.txt")[0].decode() for r in ("a", "b"))
+    assert log_b.count("storage: upload") == 3  # each retry in the run log, once
     assert f"base LM: published {inline}" in log_a
     assert f"base LM: {inline}" in log_b and "on the same training rows" in log_b and "tokens: reused cache" in log_b
     assert "small base LM: expect weak transfer" in log_b and "found an embedding in base LM" in log_b

@@ -159,3 +159,36 @@ def test_mark_failed_never_replaces_a_success_written_meanwhile(tmp_path, reques
     assert mark_failed(b, "fr", "r", "local", "supervisor: trainer exited").state == SUCCEEDED
     assert read_status(b, "fr", "r").state == SUCCEEDED
     assert mark_failed(b, "fr", "s", "local", "never started").state == FAILED  # no status yet: created
+
+
+def test_retry_notes_reach_the_run_log_and_a_failed_flush_loses_no_line(tmp_path):
+    from trainer.job.runlog import RunLog
+    from trainer.records.runs import RunStatus
+    from trainer.storage import LocalBucket
+    from trainer.storage.policy import report_retry
+
+    class Flaky(LocalBucket):
+        calls = 0
+
+        def append(self, key, data):
+            Flaky.calls += 1
+            if Flaky.calls == 1:
+                report_retry("storage: append log.txt: 503 Service Unavailable; retry 1")  # during the call
+            if Flaky.calls == 2:
+                raise StorageError("append gave up after 4 s of retries (503)", key, transient=True)
+            super().append(key, data)
+
+    b = Flaky(tmp_path / "b")
+    log = RunLog(b, RunStatus(run_id="r", lang="fr", env="local"), flush_every_s=1e9)
+    remove = on_retry(log.note)
+    try:
+        log.line("one")
+        log.flush()  # writes "one"; the retry note arrives during it
+        log.line("two")
+        log.flush()  # gives up: "two" and the note wait
+        log.line("three")
+        log.close()
+    finally:
+        remove()
+    lines = [ln.split(" ", 1)[1] for ln in b.read_appended("fr/runs/r/log.txt")[0].decode().splitlines()]
+    assert lines == ["one", "storage: append log.txt: 503 Service Unavailable; retry 1", "two", "three"]

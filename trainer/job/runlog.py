@@ -24,24 +24,27 @@ class RunLog:
         self._key = run_key(status.lang, status.run_id, "log.txt")
 
     def line(self, message: str) -> None:
+        self.note(message)
+        if time.monotonic() - self._last_flush >= self.flush_every_s:
+            self.flush()
+
+    def note(self, message: str) -> None:
+        """A line for the next flush, never written now (storage's retry notes arrive during a bucket call)."""
         stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         for part in str(message).splitlines() or [""]:
             text = f"{stamp} {part}\n"
             print(text, end="", flush=True)
             self._pending.append(text)
-        if time.monotonic() - self._last_flush >= self.flush_every_s:
-            self.flush()
 
     def flush(self) -> None:
         if not self._pending:
             return
+        batch, self._pending = self._pending, []  # notes that arrive during the append wait for the next flush
         try:
-            self.bucket.append(self._key, "".join(self._pending).encode("utf-8"))
+            self.bucket.append(self._key, "".join(batch).encode("utf-8"))
         except StorageError as exc:  # the storage policy gave up: the lines wait for the next flush
             print(f"log.txt not written ({exc}); its lines are kept for the next write", flush=True)
-            self._last_flush = time.monotonic()
-            return
-        self._pending = []
+            self._pending = batch + self._pending
         self._last_flush = time.monotonic()
 
     def close(self) -> None:

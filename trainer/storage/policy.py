@@ -50,8 +50,10 @@ def on_retry(listener: Callable[[str], None]) -> Callable[[], None]:
 
 
 def report_retry(message: str) -> None:
-    """A retry note goes to stderr once, and to every listener (never raising into the call it reports)."""
-    print(message, file=sys.stderr, flush=True)
+    """A retry note goes to every listener (the run log), or to stderr when none listens; a listener's
+    failure never reaches the call it reports."""
+    if not _listeners:
+        print(message, file=sys.stderr, flush=True)
     for listener in list(_listeners):
         try:
             listener(message)
