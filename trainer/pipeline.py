@@ -28,7 +28,7 @@ from trainer.lm import pretrain as pretrain_job
 from trainer.lm.finetune import finetune
 from trainer.job.runlog import QuietLog, RunLog
 from trainer.records.runs import QUEUED, RunStatus, mark_failed, read_status
-from trainer.storage import on_retry, open_bucket
+from trainer.storage import StorageError, on_retry, open_bucket
 
 
 def train_classifier(rc: RunContext, fit: Fitter, started: float) -> None:
@@ -100,6 +100,12 @@ def run_training(args) -> int:
     except DataError as exc:
         log.failed(exc.message + (f" ({exc.hint})" if exc.hint else ""))
         return TrainerExit.BAD_INPUT
+    except StorageError as exc:  # what the storage policy gave up on, said in one line (no traceback)
+        if ctx.main:
+            log.failed(f"storage: {exc}")
+        else:
+            mark_failed(bucket, args.lang, args.run_id, args.env, f"rank {ctx.rank}: storage: {exc}")
+        return TrainerExit.FAILED
     except Exception as exc:  # the run must end with a status, whatever happened
         if D.is_peer_error(exc):
             log.line(f"a peer process stopped ({str(exc).splitlines()[0][:200]}); "

@@ -65,10 +65,10 @@ class RunContext:
             except StorageError as exc:
                 if not exc.transient or attempt == UPLOAD_ROUNDS:
                     (self.work / KEPT_MARK).write_text(f"{name}: {exc}\n")
-                    raise StorageError(f"{name} not uploaded ({exc}); this run's files are kept in {self.work}",
-                                       self.bucket.url(key)) from exc
+                    raise StorageError(f"{name} not uploaded ({exc.message}); this run's files are kept in "
+                                       f"{self.work}", self.bucket.url(key), bad_input=exc.bad_input) from exc
                 wait = 10.0 * attempt * (policy.backoff_s if policy else 1.0)
-                self.log.line(f"upload of {name} failed ({exc}); trying again in {wait:.0f} s "
+                self.log.line(f"upload of {name} failed ({exc.message}); trying again in {wait:.0f} s "
                               f"(round {attempt + 1} of {UPLOAD_ROUNDS})")
                 time.sleep(wait)
 

@@ -11,7 +11,7 @@ class StorageError(Exception):
 
     def __init__(self, message: str, uri: str, *, transient: bool = False, bad_input: bool = False):
         super().__init__(f"{message}: {uri}")
-        self.uri, self.transient, self.bad_input = uri, transient, bad_input
+        self.message, self.uri, self.transient, self.bad_input = message, uri, transient, bad_input
 
 
 class Bucket(Protocol):
