@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import signal
 import socket
 import subprocess
@@ -186,15 +187,17 @@ def run_cell(cell: Cell, base: Path, proxy: GcsProxy, env: dict, baseline: dict[
     intact = data == {k: hashlib.sha256(bucket.read_bytes(k)).hexdigest() for k in bucket.list("fr/data/")}
     whole = checkpoints_whole(bucket, run_id) or cell.cut_newest
     log = bucket.read_appended(f"fr/runs/{run_id}/log.txt")[0].decode("utf-8", "replace")
+    stamp = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ ")
+    clean = all(stamp.match(ln) and len(stamp.findall(ln)) == 1 for ln in log.splitlines())  # no torn line
     said = [ln for ln in (out + "\n" + log).splitlines()
             if any(w in ln for w in ("storage:", "not saved", "not written", "failed (", "is cut short", "kept in",
                                      "resuming from the one before", "FAILED"))]
     fired_ok = fired > 0 or not (cell.proxy or cell.enospc)  # a fault that never fired proves nothing
-    ok = fired_ok and state == cell.expect and intact and whole and (
+    ok = fired_ok and clean and state == cell.expect and intact and whole and (
         macro == baseline[cell.scheme] if cell.expect == "SUCCEEDED" else cell.error in (status.get("error") or ""))
     return {"cell": cell.name, "bucket": cell.scheme, "moment": cell.moment, "fault": cell.fault, "expect": cell.expect,
             "state": state, "macro_f1": macro, "baseline": baseline[cell.scheme], "data_intact": intact,
-            "checkpoints_whole": whole, "faults_fired": fired, "error": status.get("error"), "said": said[:3], "wall_s": round(wall, 1),
+            "checkpoints_whole": whole, "log_clean": clean, "faults_fired": fired, "error": status.get("error"), "said": said[:3], "wall_s": round(wall, 1),
             "ok": ok}
 
 

@@ -133,8 +133,8 @@ class CheckpointStore:
         try:
             raw = self.bucket.read_bytes(self._key(entry["key"]))
         except StorageError as exc:
-            if exc.transient:
-                raise  # storage is down: a resume must not start over because of it
+            if exc.transient or exc.bad_input:
+                raise  # storage is down, or a role is missing: a resume must not start over because of it
             raise Damaged("missing") from exc
         if "size" in entry and len(raw) != entry["size"]:
             raise Damaged(f"{len(raw):,} bytes where {entry['size']:,} were written (cut short)")

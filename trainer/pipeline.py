@@ -27,7 +27,7 @@ from trainer.lm import base as base_lm
 from trainer.lm import pretrain as pretrain_job
 from trainer.lm.finetune import finetune
 from trainer.job.runlog import QuietLog, RunLog
-from trainer.records.runs import QUEUED, RunStatus, mark_failed, read_status
+from trainer.records.runs import QUEUED, SUCCEEDED, RunStatus, mark_failed, read_status
 from trainer.storage import StorageError, on_retry, open_bucket
 
 
@@ -74,7 +74,7 @@ def run_training(args) -> int:
     preemption = Preemption(ctx)
     preemption.install()
     started = time.time()
-    log, rc, stop_notes = QuietLog(), None, lambda: None
+    log, rc, stop_notes, interrupted = QuietLog(), None, lambda: None, False
     try:
         D.init(ctx)
         log, _ = _log_for(ctx, bucket, args)
@@ -94,6 +94,7 @@ def run_training(args) -> int:
         D.barrier(ctx)  # ranks leave together: one that exits early reads as a failure to torchrun
         return TrainerExit.SUCCEEDED
     except Interrupted:
+        interrupted = True
         log.line("interrupted (SIGTERM): checkpoint saved; the same run id resumes from it")
         log.update(stage="interrupted", progress=None)
         return TrainerExit.INTERRUPTED
@@ -101,13 +102,18 @@ def run_training(args) -> int:
         log.failed(exc.message + (f" ({exc.hint})" if exc.hint else ""))
         return TrainerExit.BAD_INPUT
     except StorageError as exc:  # what the storage policy gave up on, said in one line (no traceback)
-        if ctx.main:
+        if ctx.main and getattr(log, "status", None) is not None and log.status.state == SUCCEEDED:
+            # every artifact is uploaded; only the final status write failed: never call that run FAILED
+            print(f"run {args.run_id} finished and uploaded its artifacts, but status.json could not be "
+                  f"written: {exc}", flush=True)
+        elif ctx.main:
             log.failed(f"storage: {exc}")
         else:
             mark_failed(bucket, args.lang, args.run_id, args.env, f"rank {ctx.rank}: storage: {exc}")
         return TrainerExit.FAILED
     except Exception as exc:  # the run must end with a status, whatever happened
         if D.is_peer_error(exc):
+            interrupted = True
             log.line(f"a peer process stopped ({str(exc).splitlines()[0][:200]}); "
                      "resuming from the last complete checkpoint")
             log.update(stage="interrupted", progress=None)
@@ -120,7 +126,7 @@ def run_training(args) -> int:
         return TrainerExit.FAILED
     finally:
         stop_notes()
-        log.close()
+        log.close(seal=not interrupted)
         D.shutdown(ctx)
         if rc is not None and rc.scratch is not None:
             if (rc.work / KEPT_MARK).exists():  # an artifact never reached the bucket: its file is all there is

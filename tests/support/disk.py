@@ -63,9 +63,7 @@ def small_disk(path: Path, size: int, monkeypatch, *, how: str = "tmpfs"):
             return _FullWriter(io.FileIO(file, mode.replace("b", "")))
         return real_open(file, mode, *args, **kwargs)
 
-    monkeypatch.setattr("trainer.storage.local.os.fdopen", fdopen)
-    monkeypatch.setattr("builtins.open", opener)
-    try:
+    with monkeypatch.context() as patched:  # undone on leaving, without touching the test's other patches
+        patched.setattr("trainer.storage.local.os.fdopen", fdopen)
+        patched.setattr("builtins.open", opener)
         yield "injected"
-    finally:
-        monkeypatch.undo()

@@ -112,15 +112,17 @@ def test_a_full_disk_names_the_path_and_the_space_and_keeps_the_old_object(tmp_p
     with small_disk(tmp_path / "disk", 256 * 1024, monkeypatch, how=how) as kind:
         b = LocalBucket(tmp_path / "disk")
         b.write_bytes("fr/runs/r/checkpoints/000001-classifier.ckpt.pt", b"x" * 1000)
+        b.append("fr/runs/r/log.txt", b"before\n")
         with pytest.raises(StorageError, match=r"no space left on the device \(1,048,576 bytes needed, [\d,]+ free"
                            ) as err:
             b.write_bytes("fr/runs/r/checkpoints/000001-classifier.ckpt.pt", b"y" * (1024 * 1024))
         assert "000001-classifier.ckpt.pt" in err.value.uri, kind
         assert b.read_bytes("fr/runs/r/checkpoints/000001-classifier.ckpt.pt") == b"x" * 1000  # intact
-        assert b.list("fr/runs/r/") == ["fr/runs/r/checkpoints/000001-classifier.ckpt.pt"]
+        assert b.list("fr/runs/r/") == ["fr/runs/r/checkpoints/000001-classifier.ckpt.pt", "fr/runs/r/log.txt"]
         assert not [p for p in (tmp_path / "disk/fr/runs/r/checkpoints").iterdir() if p.name.startswith(".")]
         with pytest.raises(StorageError, match="no space left"):
             b.append("fr/runs/r/log.txt", b"z" * (1024 * 1024))
+        assert (tmp_path / "disk/fr/runs/r/log.txt").read_bytes() == b"before\n"  # no half append left behind
 
 
 @pytest.mark.parametrize("how", ["tmpfs", "injected"])
@@ -192,3 +194,37 @@ def test_retry_notes_reach_the_run_log_and_a_failed_flush_loses_no_line(tmp_path
         remove()
     lines = [ln.split(" ", 1)[1] for ln in b.read_appended("fr/runs/r/log.txt")[0].decode().splitlines()]
     assert lines == ["one", "storage: append log.txt: 503 Service Unavailable; retry 1", "two", "three"]
+
+
+def test_a_log_written_whole_before_pieces_keeps_its_lines(gcs_env, tmp_path):
+    """A run started before pieces and resumed after: its earlier lines come first, and the seal keeps them."""
+    b = bucket(tmp_path)
+    b.write_bytes("fr/runs/r/log.txt", b"old 1\nold 2\n")
+    b.append("fr/runs/r/log.txt", b"new 1\n")
+    assert b.read_appended("fr/runs/r/log.txt")[0] == b"old 1\nold 2\nnew 1\n"
+    b.seal_appended("fr/runs/r/log.txt")
+    assert b.read_bytes("fr/runs/r/log.txt") == b"old 1\nold 2\nnew 1\n"
+
+
+def test_a_final_status_is_tried_again_and_a_success_is_never_recorded_as_failure(tmp_path):
+    from types import SimpleNamespace
+
+    from trainer.job.runlog import RunLog
+    from trainer.records.runs import RunStatus, read_status
+    from trainer.storage import LocalBucket
+
+    class Flaky(LocalBucket):
+        policy = SimpleNamespace(backoff_s=0.001)
+        failures = 2
+
+        def write_bytes(self, key, data, **kw):
+            if key.endswith("status.json") and b"SUCCEEDED" in data and Flaky.failures:
+                Flaky.failures -= 1
+                raise StorageError("write gave up after 300 s of retries (503)", key, transient=True)
+            return super().write_bytes(key, data, **kw)
+
+    b = Flaky(tmp_path / "b")
+    log = RunLog(b, RunStatus(run_id="r", lang="fr", env="local"))
+    log.started()
+    log.succeeded()
+    assert read_status(b, "fr", "r").state == "SUCCEEDED" and Flaky.failures == 0

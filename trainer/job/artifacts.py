@@ -56,7 +56,7 @@ def upload(rc, fit, prep, clf: TrainedClassifier, bwd: TrainedClassifier | None,
                                         "duration_s": round(time.time() - started, 1), "history": fit.history})
     # report.html from the figures in memory (trainctl renders it again with the cost once the stack is gone)
     try:
-        put(render_run(rc.bucket, a.lang, a.run_id, metrics=metrics), "report.html")
+        put(render_run(rc.bucket, a.lang, a.run_id, metrics=metrics), "report.html", optional=True)
     except Exception as exc:  # a page must never fail a run that trained: trainctl renders it again later
         rc.log.line(f"warning: report.html not written: {exc!r}")
     # metrics.json last: its presence means every other artifact is in place.

@@ -47,12 +47,13 @@ class RunContext:
     def models(self) -> Path:
         return self.work / "models"
 
-    def put(self, src, name: str) -> None:
+    def put(self, src, name: str, *, optional: bool = False) -> None:
         """Uploads a file (a path) or bytes as `name` in the run's folder.
 
         A transient failure the storage policy gave up on is tried again (UPLOAD_ROUNDS rounds, waiting
         longer each time) before the run may end; if it never lands, the work folder is kept (KEPT_MARK)
-        and the error says where, so a trained model is never thrown away with the run."""
+        and the error says where, so a trained model is never thrown away with the run (bytes are written there
+        first). An `optional` file (report.html, rendered again by trainctl) fails alone, keeping nothing."""
         key = run_key(self.a.lang, self.a.run_id, name)
         policy = getattr(self.bucket, "policy", None)
         for attempt in range(1, UPLOAD_ROUNDS + 1):
@@ -64,7 +65,14 @@ class RunContext:
                 return
             except StorageError as exc:
                 if not exc.transient or attempt == UPLOAD_ROUNDS:
-                    (self.work / KEPT_MARK).write_text(f"{name}: {exc}\n")
+                    if optional:
+                        raise
+                    if isinstance(src, (bytes, bytearray)):
+                        kept = self.work / name
+                        kept.parent.mkdir(parents=True, exist_ok=True)
+                        kept.write_bytes(bytes(src))
+                    with open(self.work / KEPT_MARK, "a") as mark:
+                        mark.write(f"{name}: {exc}\n")
                     raise StorageError(f"{name} not uploaded ({exc.message}); this run's files are kept in "
                                        f"{self.work}", self.bucket.url(key), bad_input=exc.bad_input) from exc
                 wait = 10.0 * attempt * (policy.backoff_s if policy else 1.0)

@@ -15,6 +15,9 @@ from trainer.records.runs import FAILED, RUNNING, SUCCEEDED, RunStatus, now_iso,
 from trainer.storage import Bucket, StorageError
 
 
+TERMINAL_ROUNDS = 3  # a run's final status, each round under the storage policy's own retries
+
+
 class RunLog:
     def __init__(self, bucket: Bucket, status: RunStatus, *, flush_every_s: float = 5.0):
         self.bucket, self.status = bucket, status
@@ -45,11 +48,17 @@ class RunLog:
         except StorageError as exc:  # the storage policy gave up: the lines wait for the next flush
             print(f"log.txt not written ({exc}); its lines are kept for the next write", flush=True)
             self._pending = batch + self._pending
+        except BaseException:
+            self._pending = batch + self._pending
+            raise
         self._last_flush = time.monotonic()
 
-    def close(self) -> None:
-        """The last flush, then the log written whole as `log.txt` where it went up in pieces (gs://)."""
+    def close(self, *, seal: bool = True) -> None:
+        """The last flush, then the log written whole as `log.txt` where it went up in pieces (gs://). Not
+        when interrupted: a preempted VM has seconds, and the resumed run goes on appending."""
         self.flush()
+        if not seal:
+            return
         try:
             self.bucket.seal_appended(self._key)
         except StorageError as exc:  # the pieces hold every line: readers still have the whole log
@@ -60,13 +69,19 @@ class RunLog:
         for key, value in fields.items():
             setattr(self.status, key, value)
         self.flush()
-        try:
-            write_status(self.bucket, self.status)
-        except StorageError as exc:
-            if self.status.terminal:
-                raise  # a run's end must be recorded (the supervisor or VM agent marks it if this fails)
-            # mid-run, the next update rewrites the whole status: a missed progress write is only late
-            print(f"status.json not written ({exc}); the next update writes it", flush=True)
+        for attempt in range(1, TERMINAL_ROUNDS + 1):
+            try:
+                write_status(self.bucket, self.status)
+                return
+            except StorageError as exc:
+                if not self.status.terminal:
+                    # mid-run, the next update rewrites the whole status: a missed progress write is only late
+                    print(f"status.json not written ({exc}); the next update writes it", flush=True)
+                    return
+                if attempt == TERMINAL_ROUNDS or not exc.transient:
+                    raise  # the supervisor or VM agent records the end (a SUCCEEDED run's artifacts are all there)
+                print(f"status.json ({self.status.state}) not written ({exc}); trying again", flush=True)
+                time.sleep(10.0 * attempt * getattr(getattr(self.bucket, "policy", None), "backoff_s", 1.0))
 
     def started(self) -> None:
         self.update(state=RUNNING, host=socket.gethostname(), pid=os.getpid())
@@ -88,7 +103,7 @@ class QuietLog:
     def flush(self) -> None:
         pass
 
-    def close(self) -> None:
+    def close(self, *, seal: bool = True) -> None:
         pass
 
     def update(self, **fields) -> None:

@@ -46,13 +46,19 @@ class GcsBucket:
         self.name, self.prefix = name, prefix.strip("/")
         self.uri = f"gs://{name}" + (f"/{self.prefix}" if self.prefix else "")
         self.policy = policy or StoragePolicy.from_env()
+        self._appending: set[str] = set()  # keys this process has appended to
 
     def url(self, key: str) -> str:
         return f"gs://{self.name}/{join_key(self.prefix, key)}"
 
     def _blob(self, key: str):
-        blob = self._bucket.blob(join_key(self.prefix, key))
-        blob.chunk_size = self.policy.chunk_mib * 1024 * 1024  # resumable uploads go chunk by chunk
+        return self._bucket.blob(join_key(self.prefix, key))
+
+    def _upload_blob(self, key: str):
+        """A blob to write: large files go up chunk by chunk (set on reads, chunk_size would make downloads
+        ranged and unchecked)."""
+        blob = self._blob(key)
+        blob.chunk_size = self.policy.chunk_mib * 1024 * 1024
         return blob
 
     def _run(self, doing: str, key: str, call, *, missing_ok: bool = False, retried: list | None = None):
@@ -60,6 +66,8 @@ class GcsBucket:
         with `missing_ok`). Each retry's error is reported, and added to `retried` when given."""
         from google.api_core import exceptions
         from google.api_core.retry import Retry
+        from google.auth.exceptions import GoogleAuthError
+        from google.cloud.storage.exceptions import DataCorruption
         from google.cloud.storage.retry import DEFAULT_RETRY
 
         p, tries = self.policy, itertools.count(1)
@@ -92,6 +100,9 @@ class GcsBucket:
                                f"roles/storage.objectAdmin on gs://{self.name})", self.url(key), bad_input=True) from exc
         except exceptions.PreconditionFailed:
             raise
+        except (GoogleAuthError, DataCorruption) as exc:  # credentials that cannot refresh; bytes that arrived wrong
+            raise StorageError(f"{doing} failed ({_brief(exc)})", self.url(key),
+                               transient=isinstance(exc, DataCorruption) or bool(transient(exc))) from exc
         except Exception as exc:
             if isinstance(exc, exceptions.GoogleAPICallError) or transient(exc):
                 raise StorageError(f"{doing} failed ({_brief(exc)})", self.url(key),
@@ -128,7 +139,7 @@ class GcsBucket:
         from google.api_core import exceptions
 
         match = 0 if if_absent else (int(if_version) if if_version is not None else None)
-        blob, retried = self._blob(key), []
+        blob, retried = self._upload_blob(key), []
         try:
             self._run("write", key, lambda **kw: blob.upload_from_string(data, if_generation_match=match, **kw),
                       retried=retried)
@@ -165,6 +176,11 @@ class GcsBucket:
 
         Pieces are named by the writer's clock, host, process and count, so readers put every writer's
         lines in order and no writer ever replaces another's."""
+        if key not in self._appending:  # a log written whole before pieces: its lines become the first piece
+            self._appending.add(key)
+            names = self.list(key)
+            if key in names and not any(n.startswith(key + PARTS) for n in names):
+                self.write_bytes(f"{key}{PARTS}{0:020d}-before-pieces", self.read_bytes(key))
         piece = f"{time.time_ns():020d}-{socket.gethostname()}-{os.getpid()}-{next(_piece_seq):06d}"
         self.write_bytes(f"{key}{PARTS}{piece}", data)
 
@@ -207,7 +223,7 @@ class GcsBucket:
 
     def upload(self, src: Path, key: str) -> None:
         """Files above one chunk go up as a resumable upload: a retry resumes after the last chunk stored."""
-        self._run("upload", key, lambda **kw: self._blob(key).upload_from_filename(str(src), **kw))
+        self._run("upload", key, lambda **kw: self._upload_blob(key).upload_from_filename(str(src), **kw))
 
     def delete(self, key: str) -> None:
         self._run("delete", key, self._blob(key).delete, missing_ok=True)

@@ -151,12 +151,20 @@ class LocalBucket:
                       and any(q.is_file() and not q.name.startswith(".") for q in p.rglob("*")))
 
     def append(self, key: str, data: bytes) -> None:
-        """O_APPEND: each call's bytes land whole and in order, whoever else appends."""
+        """Each call's bytes land whole and in order, whoever else appends (writers take turns on the file);
+        a write the disk cuts short is taken back, so a retried append never leaves half a line."""
         path = self._path(key)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             with open(path, "ab") as fh:
-                fh.write(data)
+                fcntl.flock(fh, fcntl.LOCK_EX)
+                size = os.fstat(fh.fileno()).st_size
+                try:
+                    fh.write(data)
+                    fh.flush()
+                except OSError:
+                    os.ftruncate(fh.fileno(), size)
+                    raise
         except OSError as exc:
             raise disk_error(exc, path, len(data)) from exc
 
@@ -188,13 +196,19 @@ class LocalBucket:
         return sorted(out)
 
     def download(self, key: str, dest: Path) -> None:
-        dest.parent.mkdir(parents=True, exist_ok=True)
+        """Through a temporary file beside `dest`: a failed copy never leaves a partial `dest`."""
+        src = self._path(key)
+        tmp = dest.parent / f".{dest.name}.part"
         try:
-            shutil.copyfile(self._path(key), dest)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, tmp)
+            os.replace(tmp, dest)
         except FileNotFoundError as exc:
             raise StorageError("no such object", self.url(key)) from exc
         except OSError as exc:
-            raise disk_error(exc, dest, self._path(key).stat().st_size) from exc
+            raise disk_error(exc, dest, src.stat().st_size if src.exists() else None) from exc
+        finally:
+            tmp.unlink(missing_ok=True)
 
     def upload(self, src: Path, key: str) -> None:
         self.write_bytes(key, src.read_bytes())
