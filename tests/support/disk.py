@@ -28,6 +28,7 @@ class _FullWriter(io.BufferedWriter):
         if len(data) > type(self).room:
             ok = bytes(data)[: type(self).room]
             super().write(ok)
+            super().flush()  # the bytes that fitted are on the disk, as the kernel leaves them
             type(self).room -= len(ok)
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         type(self).room -= len(data)

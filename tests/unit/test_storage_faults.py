@@ -113,6 +113,9 @@ def test_a_full_disk_names_the_path_and_the_space_and_keeps_the_old_object(tmp_p
         b = LocalBucket(tmp_path / "disk")
         b.write_bytes("fr/runs/r/checkpoints/000001-classifier.ckpt.pt", b"x" * 1000)
         b.append("fr/runs/r/log.txt", b"before\n")
+        with pytest.raises(StorageError, match="no space left"):  # a quarter MiB fits, then the disk is full
+            b.append("fr/runs/r/log.txt", b"z" * (1024 * 1024))
+        assert (tmp_path / "disk/fr/runs/r/log.txt").read_bytes() == b"before\n"  # no half append left behind
         with pytest.raises(StorageError, match=r"no space left on the device \(1,048,576 bytes needed, [\d,]+ free"
                            ) as err:
             b.write_bytes("fr/runs/r/checkpoints/000001-classifier.ckpt.pt", b"y" * (1024 * 1024))
@@ -120,9 +123,6 @@ def test_a_full_disk_names_the_path_and_the_space_and_keeps_the_old_object(tmp_p
         assert b.read_bytes("fr/runs/r/checkpoints/000001-classifier.ckpt.pt") == b"x" * 1000  # intact
         assert b.list("fr/runs/r/") == ["fr/runs/r/checkpoints/000001-classifier.ckpt.pt", "fr/runs/r/log.txt"]
         assert not [p for p in (tmp_path / "disk/fr/runs/r/checkpoints").iterdir() if p.name.startswith(".")]
-        with pytest.raises(StorageError, match="no space left"):
-            b.append("fr/runs/r/log.txt", b"z" * (1024 * 1024))
-        assert (tmp_path / "disk/fr/runs/r/log.txt").read_bytes() == b"before\n"  # no half append left behind
 
 
 @pytest.mark.parametrize("how", ["tmpfs", "injected"])
@@ -228,3 +228,17 @@ def test_a_final_status_is_tried_again_and_a_success_is_never_recorded_as_failur
     log.started()
     log.succeeded()
     assert read_status(b, "fr", "r").state == "SUCCEEDED" and Flaky.failures == 0
+
+
+def test_a_log_line_cut_by_a_full_disk_is_taken_back(tmp_path, monkeypatch):
+    """A short append that fits half (injected: a tmpfs fills a page at a time, not at a byte)."""
+    from tests.support.disk import small_disk
+    from trainer.storage import LocalBucket
+
+    with small_disk(tmp_path / "disk", 7 + 10, monkeypatch, how="injected"):
+        b = LocalBucket(tmp_path / "disk")
+        b.append("fr/runs/r/log.txt", b"before\n")
+        with pytest.raises(StorageError, match="no space left"):
+            b.append("fr/runs/r/log.txt", b"0123456789 and the rest of the line\n")
+    b.append("fr/runs/r/log.txt", b"after\n")  # the disk has room again: the retried lines land whole
+    assert (tmp_path / "disk/fr/runs/r/log.txt").read_bytes() == b"before\nafter\n"

@@ -156,12 +156,13 @@ class LocalBucket:
         path = self._path(key)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            with open(path, "ab") as fh:
+            with open(path, "ab", buffering=0) as fh:  # unbuffered: nothing of a failed write is left to flush
                 fcntl.flock(fh, fcntl.LOCK_EX)
                 size = os.fstat(fh.fileno()).st_size
                 try:
-                    fh.write(data)
-                    fh.flush()
+                    view = memoryview(data)
+                    while view:
+                        view = view[fh.write(view):]
                 except OSError:
                     os.ftruncate(fh.fileno(), size)
                     raise
