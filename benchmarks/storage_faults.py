@@ -20,7 +20,6 @@ import os
 import platform
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,7 +30,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.support.gcs_proxy import GcsProxy  # noqa: E402
+from tests.support.gcs_proxy import GcsProxy, start_emulator  # noqa: E402
 from tests.support.project import SAMPLE, TINY_TRAINER_ARGS  # noqa: E402
 from trainer.storage import open_bucket  # noqa: E402
 
@@ -92,24 +91,6 @@ CELLS = [
          enospc={"FAULT_ENOSPC": "/model.pth$"}),
     Cell("file-torn-ckpt-resume", "file", "resume", "newest checkpoint cut short", cut_newest=True),
 ]
-
-
-def start_emulator(workdir: Path) -> tuple[subprocess.Popen, GcsProxy]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    exe = Path(sys.executable).parent / "gcp-storage-emulator"
-    proc = subprocess.Popen([str(exe), "start", "--host", "127.0.0.1", "--port", str(port), "--in-memory",
-                             "--default-bucket", "test-bucket"], cwd=workdir,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            break
-        except OSError:
-            time.sleep(0.2)
-    return proc, GcsProxy(f"http://127.0.0.1:{port}").start()
 
 
 def stage(bucket) -> dict[str, str]:

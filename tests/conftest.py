@@ -3,15 +3,11 @@
 Helpers and fakes live in tests/support; tests/<kind>/ says what a test needs (README "Tests")."""
 from __future__ import annotations
 
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.support.gcs_proxy import GcsProxy
+from tests.support.gcs_proxy import start_emulator
 from tests.support.project import make_project
 
 TESTS = Path(__file__).parent
@@ -34,34 +30,12 @@ def project(tmp_path, monkeypatch) -> Path:
     return root
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="session")
 def gcs_server(tmp_path_factory):
     """gcp-storage-emulator on 127.0.0.1 (a real GCS JSON API server), behind a GcsProxy."""
-    port = _free_port()
-    data = tmp_path_factory.mktemp("gcs")
-    exe = Path(sys.executable).parent / "gcp-storage-emulator"
-    proc = subprocess.Popen([str(exe), "start", "--host", "127.0.0.1", "--port", str(port), "--in-memory",
-                             "--default-bucket", "test-bucket"], cwd=data,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            break
-        except OSError:
-            time.sleep(0.2)
-    else:
-        proc.kill()
-        raise RuntimeError("gcp-storage-emulator did not start")
     # The emulator behind the proxy (tests/support/gcs_proxy.py): preconditions as real Cloud Storage
     # checks them, and faults a test asks for.
-    proxy = GcsProxy(f"http://127.0.0.1:{port}").start()
+    proc, proxy = start_emulator(tmp_path_factory.mktemp("gcs"))
     yield proxy
     proxy.stop()
     proc.terminate()

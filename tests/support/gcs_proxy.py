@@ -16,10 +16,14 @@ from __future__ import annotations
 import http.client
 import json
 import re
+import socket
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 HOP = {"connection", "keep-alive", "transfer-encoding", "proxy-connection", "te", "trailer", "upgrade"}
@@ -204,3 +208,25 @@ class _NoLock:
 
     def __exit__(self, *exc):
         return None
+
+
+def start_emulator(workdir: Path) -> tuple[subprocess.Popen, GcsProxy]:
+    """gcp-storage-emulator (in memory, bucket `test-bucket`) on a free port, and a GcsProxy in front of it."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    exe = Path(sys.executable).parent / "gcp-storage-emulator"
+    proc = subprocess.Popen([str(exe), "start", "--host", "127.0.0.1", "--port", str(port), "--in-memory",
+                             "--default-bucket", "test-bucket"], cwd=workdir,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            break
+        except OSError:
+            time.sleep(0.2)
+    else:
+        proc.kill()
+        raise RuntimeError("gcp-storage-emulator did not start")
+    return proc, GcsProxy(f"http://127.0.0.1:{port}").start()
