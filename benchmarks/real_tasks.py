@@ -219,6 +219,8 @@ def run_trainer(cell: Cell, targs: list[str], lm_src: Path | None, keep: Path | 
         bucket = Path(tmp) / "bucket"
         for name, split in (("train", cell.train), ("valid", cell.valid), ("test", cell.test)):
             write_csv(bucket / lang / "data" / f"{name}.csv", split, list(range(len(split))))
+        if (DATASETS / cell.task / "unlabelled.csv").exists():  # IMDb's 50,000 unlabelled reviews: LM fine-tuning
+            shutil.copy(DATASETS / cell.task / "unlabelled.csv", bucket / lang / "data" / "unlabelled.csv")
         if lm_src is not None:
             current = json.loads((lm_src / lang / "lm" / "CURRENT").read_text())["id"]
             shutil.copytree(lm_src / lang / "lm" / current, bucket / lang / "lm" / current)
@@ -259,7 +261,7 @@ def fmt(v) -> str:
 
 HEADER = ("| task | labels | train / valid / test | seed | TF-IDF before #27 macro (micro) | TF-IDF macro (micro) | "
           "kept macro (micro) | kept − TF-IDF macro [90 %] | micro [90 %] | kept as | classifier alone macro (micro) | "
-          "trainer wall |\n|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "probe macro (micro) | best epoch | trainer wall |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 
 
 def baseline_columns(cell: Cell) -> tuple[dict, np.ndarray]:
@@ -284,8 +286,11 @@ def model_columns(cell: Cell, variant: str, metrics: dict, kept_pred: np.ndarray
     if kept_as == "blend":  # w = 0: TF-IDF alone
         w = metrics["blend"]["weight"]
         kept_as = "TF-IDF alone" if w == 0 else f"blend, w {w:.1f}"
+    probe = metrics.get("probe")
     return {"variant": variant, "kept": f1s(kept_pred, true), "kept_as": kept_as,
             "classifier": (clf["macro_f1"], clf["micro_f1"]), "wall_s": wall_s,
+            "classifier_accuracy": clf.get("accuracy"), "best_epoch": (metrics.get("best_epoch") or {}).get("epoch"),
+            "probe": (probe["macro_f1"], probe["micro_f1"], probe["accuracy"]) if probe else None,
             "trainer_tfidf": (metrics["baseline_tfidf"]["macro_f1"], metrics["baseline_tfidf"]["micro_f1"]),
             "gap": bootstrap_gap(kept_pred, tfidf_pred, true)}
 
@@ -297,11 +302,13 @@ def row_line(cell: Cell, r: dict) -> str:
             f"{cell.size} / {len(cell.valid)} / {len(cell.test)} | {cell.seed} | "
             f"{fmt(r['tfidf_legacy'][0])} ({fmt(r['tfidf_legacy'][1])}) | {fmt(r['tfidf'][0])} ({fmt(r['tfidf'][1])}) | ")
     if not kept:
-        return head + "– | – | – | – | – | – |"
+        return head + "– | – | – | – | – | – | – | – |"
     wall = "–" if r["wall_s"] is None else f"{r['wall_s']:.0f} s"
     return head + (f"{fmt(kept[0])} ({fmt(kept[1])}) | {kept[0] - r['tfidf'][0]:+.3f} {gap['macro']} | "
                    f"{kept[1] - r['tfidf'][1]:+.3f} {gap['micro']} | {r['kept_as']} | "
-                   f"{fmt(r['classifier'][0])} ({fmt(r['classifier'][1])}) | {wall} |")
+                   f"{fmt(r['classifier'][0])} ({fmt(r['classifier'][1])}) | "
+                   f"{fmt(probe[0]) + ' (' + fmt(probe[1]) + ')' if (probe := r.get('probe')) else '–'} | "
+                   f"{'–' if r.get('best_epoch') is None else r['best_epoch']} | {wall} |")
 
 
 def rescore(run: Path, cell: Cell, tfidf_pred: np.ndarray) -> dict:

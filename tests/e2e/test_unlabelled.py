@@ -130,20 +130,38 @@ def test_data_push_names_the_spelling_and_checks_before_apply(project, tmp_path)
     assert not (project / ".trainstack/local/state").exists()
 
 
-def test_lm_fine_tuning_reads_a_seeded_sample_of_unlabelled_texts_within_max_lm_tokens():
-    import numpy as np
+def test_lm_fine_tuning_tokenizes_only_the_seeded_sample_it_reads(tmp_path):
+    """Under trainer.max_lm_tokens only the texts that will be read are tokenized (IMDb: 3 % of 74,837
+    reviews were read after all of them had been tokenized, 4.7 min)."""
+    from types import SimpleNamespace
 
-    from trainer.lm.domain import within_budget
+    from trainer.lm.domain import FIRST_CHUNK, load
+    from trainer.text.tokenizers import spacy_spec
+    from trainer.text.tokens import TokenIds
 
-    lengths = np.array([10, 30, 5, 20, 15, 40, 25])
-    assert list(within_budget(lengths, 0, seed=1)) == list(range(7))  # no cap: all
-    assert list(within_budget(lengths, 1000, seed=1)) == list(range(7))  # all fit
-    rows = within_budget(lengths, 60, seed=1)
-    assert 0 < lengths[rows].sum() <= 60 and list(rows) == sorted(rows) and len(set(rows)) == len(rows)
-    assert list(rows) == list(within_budget(lengths, 60, seed=1))  # the same sample every time
-    assert list(rows) != list(within_budget(lengths, 60, seed=2)) or len(rows) == 1
-    for seed in range(5):  # a text longer than the budget is skipped, never the end of the sample
-        assert list(within_budget(np.array([100, 1, 1, 1]), 3, seed=seed)) == [1, 2, 3]
+    bucket = open_bucket(f"file://{tmp_path / 'bucket'}")
+    texts = [f"le colis numéro {i} est " + "très " * (i % 5) + "en retard" for i in range(3 * FIRST_CHUNK)]
+    bucket.write_bytes("fr/data/unlabelled.txt", "\n".join(texts).encode())
+    data, splits = SimpleNamespace(texts=["un texte"]), SimpleNamespace(train=[0], valid=[], test=[])
+
+    def sample(seed: int, budget: int):
+        lines = []
+        a = SimpleNamespace(lang="fr", text_col="text", max_lm_tokens=budget, seed=seed)
+        rc = SimpleNamespace(a=a, bucket=bucket, log=SimpleNamespace(line=lines.append))
+        return (*load(rc, data, splits, spacy_spec("fr")), lines)
+
+    tokens, info, lines = sample(1, 4000)  # and a tenth more for the LM's validation texts
+    assert 4300 < info.tokens <= 4400 and tokens.n_tokens == info.tokens
+    assert info.sampled_from == len(texts) and info.texts == len(tokens) < FIRST_CHUNK
+    cached = [TokenIds.from_bytes(bucket.read_bytes(k)) for k in bucket.list("fr/cache/") if k.endswith(".npz")]
+    assert sum(len(t) for t in cached) == FIRST_CHUNK  # one chunk held the budget: 2,000 texts never tokenized
+    assert "only the sample was tokenized" in lines[-1]
+    again, _, _ = sample(1, 4000)
+    assert again == tokens  # the same sample every time (and from the cache)
+    other, _, _ = sample(2, 4000)
+    assert other != tokens
+    whole, info, _ = sample(1, 0)  # no cap: every text, in its order
+    assert len(whole) == len(texts) and info.sampled_from == 0
 
 
 def test_sentencepiece_learns_from_unlabelled_texts_but_never_a_held_out_one(tmp_path):

@@ -61,6 +61,22 @@ def _predictions_csv(data, rows: list[int], split: str, probs, pred, clf_probs=N
     return out.getvalue().encode()
 
 
+def probe_figures(probe: dict | None, targets: np.ndarray, valid_idx: list[int], scored: list[int], labels: list[str], *,
+                  multi: bool, split: str, choose, decide) -> dict | None:
+    """The linear probe the classifier's head started from, scored like the classifier (None: not recorded)."""
+    if probe is None:
+        return None
+    probs = probe["test_probs"] if split == "test" else probe["valid_probs"]
+    if probs is None:
+        return None
+    thresholds = choose(probe["valid_probs"], targets[valid_idx]) if multi else None
+    figures = M.score(decide(np.asarray(probs), multi_label=multi, thresholds=thresholds), targets[scored], labels,
+                      thresholds)
+    return {**figures, "c": probe["c"], "cv_loss": probe["cv_loss"], "valid_loss": probe["valid_loss"],
+            "rows": {"fit": "train", "c": "train (cross-validated)", "thresholds": "valid" if multi else None,
+                     "scores": split}}
+
+
 def base_lm_record(rc, lm: BaseLM | None) -> dict | None:
     """Which base LM the classifier was fine-tuned from: id, hash of its meta.json, size, source."""
     if lm is None:
@@ -156,6 +172,11 @@ def evaluate(rc, prep, base: BaseLM | None, clf: TrainedClassifier, bwd: Trained
                 if "at_threshold_0_5" in extra else ""))
     if bwd is not None:
         log.line(ensemble.summary(forward_figures, extra))
+    probe = probe_figures(clf.probe, targets, prep.valid_idx, scored, labels, multi=multi, split=split,
+                          choose=choose, decide=decide)
+    if probe is not None:
+        log.line(f"{split}: the linear probe the head started from: macro-F1 {probe['macro_f1']:.3f}, micro-F1 "
+                 f"{probe['micro_f1']:.3f}, accuracy {probe['accuracy']:.3f}")
     log.line(f"TF-IDF baseline on the same rows: macro-F1 {tfidf['macro_f1']:.3f}, micro-F1 {tfidf['micro_f1']:.3f} "
              f"(C={tfidf_model.c:g}), fitted in {tfidf['fit_s']:.1f}s")
     log.line(f"blend {best_w:.1f} x classifier + {1 - best_w:.1f} x TF-IDF: macro-F1 {blend_figures['macro_f1']:.3f}, "
@@ -167,6 +188,7 @@ def evaluate(rc, prep, base: BaseLM | None, clf: TrainedClassifier, bwd: Trained
                "bidirectional": bwd is not None,
                "base_lm": base_lm_record(rc, base), **result, "rows": rows, **extra,
                "kept": kept, "classifier": classifier_figures, "best_epoch": clf.best_epoch, "blend": blend_figures,
+               "probe": probe,
                "threshold_policy": a.thresholds if multi else None,
                "selection": {"rows": "valid", "criterion": "log loss", **choice.valid},
                "baseline": {**baseline, "rows": {"fit": "train", "scores": split}},

@@ -39,7 +39,10 @@ def classifier_phases(lr: float, epochs: int, n_groups: int) -> list[tuple]:
 
 
 def lm_finetune_phases(lr: float, epochs: int) -> list[tuple]:
-    """One epoch with only the new embeddings and head trainable, then all layers at lr/10."""
+    """One epoch with only the new embeddings and head trainable, then all layers at lr/10; a single
+    epoch trains all layers at lr/10 (frozen alone, the LSTMs would never learn the domain)."""
+    if epochs == 1:
+        return [(None, 1, lr / 10)]
     phases = [(-1, min(1, epochs), lr), (None, max(0, epochs - 1), lr / 10)]
     return [p for p in phases if p[1] > 0]
 

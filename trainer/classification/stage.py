@@ -9,6 +9,7 @@ from fastai.text.all import (
 
 from trainer import distributed as D
 from trainer.job import precision as P
+from trainer.classification.probe import fit_probe, install, linear_head, pooled_features
 from trainer.classification.recipe import classifier_epochs, classifier_phases, label_weights
 from trainer.job.fitting import stage_name
 from trainer.lm.finetune import Encoder
@@ -26,6 +27,7 @@ class TrainedClassifier:
     vocab: list[str]
     backwards: bool = False
     best_epoch: dict | None = None  # {"epoch", "of", "valid_loss"}: the epoch whose weights were kept (trainer.best_epoch)
+    probe: dict | None = None  # the linear probe the head started from (start_from_probe), with its probabilities
 
 
 def weighted_loss(a, data, train_idx: list[int], dls, log):
@@ -58,10 +60,12 @@ def train_classifier(rc, fit, prep, encoder: Encoder) -> TrainedClassifier:
         splits=(prep.train_idx, prep.valid_idx), bs=a.bs, seq_len=a.seq_len, rank=rc.ctx.rank, world=rc.ctx.world)
     metrics = ([accuracy_multi, F1ScoreMulti(average="macro")] if data.multi_label
                else [accuracy, F1Score(average="macro")])
-    learn = fit.setup(text_classifier_learner(dls, AWD_LSTM, config={**awd_lstm_clas_config, **fit.arch},
-                                              drop_mult=a.drop_mult, pretrained=False, seq_len=a.seq_len,
-                                              path=rc.work, metrics=metrics,
-                                              loss_func=weighted_loss(a, data, prep.train_idx, dls, log)))
+    learn = text_classifier_learner(dls, AWD_LSTM, config={**awd_lstm_clas_config, **fit.arch},
+                                    drop_mult=a.drop_mult, pretrained=False, seq_len=a.seq_len, path=rc.work,
+                                    metrics=metrics, loss_func=weighted_loss(a, data, prep.train_idx, dls, log),
+                                    lin_ftrs=[])
+    linear_head(learn.model)
+    learn = fit.setup(learn)
     at = fit.resume_point(stage)
     best = None
     if fit.resumed_past(stage):
@@ -76,6 +80,7 @@ def train_classifier(rc, fit, prep, encoder: Encoder) -> TrainedClassifier:
     else:
         if at is None:
             learn.load_encoder(encoder.name)
+            start_from_probe(rc, fit, prep, learn, tokens, stage)
         epochs = classifier_epochs(a.epochs_clf, len(dls.train), a.min_clf_steps)
         if epochs != a.epochs_clf:
             log.line(f"{stage}: {epochs} epochs instead of {a.epochs_clf}: {len(dls.train)} batches "
@@ -89,4 +94,30 @@ def train_classifier(rc, fit, prep, encoder: Encoder) -> TrainedClassifier:
         fit.keep(stage, learn, encoder.vocab, best)
     # Evaluation is rank 0's alone: no more collectives (get_preds fires before_fit too).
     fit.detach(learn)
-    return TrainedClassifier(learn, dls, tokens, encoder.vocab, backwards, best)
+    return TrainedClassifier(learn, dls, tokens, encoder.vocab, backwards, best, fit.carry.get(f"{stage}_probe"))
+
+
+def start_from_probe(rc, fit, prep, learn, tokens: TokenIds, stage: str) -> None:
+    """Fits the linear probe on the loaded encoder's pooled states of the training rows, writes it into
+    the head, and records its validation loss as the stage's epoch 0 (trainer.classification.probe)."""
+    import numpy as np
+    import torch
+
+    a, data = rc.a, prep.data
+    model = D.unwrap(learn.model)
+    targets = np.array([[int(l in data.labels[i]) for l in data.label_names] for i in range(len(data.labels))])
+    feats = {name: pooled_features(model, tokens, rows, bs=a.bs, seq_len=a.seq_len)
+             for name, rows in (("train", prep.train_idx), ("valid", prep.valid_idx), ("test", prep.test_idx))}
+    probe = fit_probe(feats["train"], targets[prep.train_idx], multi_label=data.multi_label, seed=a.seed)
+    install(model[1], probe)
+    logits = torch.as_tensor(probe.logits(feats["valid"]), dtype=torch.float32)
+    y = torch.as_tensor(targets[prep.valid_idx] if data.multi_label else targets[prep.valid_idx].argmax(axis=1))
+    loss = float(learn.loss_func(logits, y.float() if data.multi_label else y))
+    rc.log.line(f"{stage}: the head starts from a linear probe of the encoder ({probe.describe()} on "
+                f"{len(prep.train_idx)} training rows); validation loss {loss:.4f} (epoch 0)")
+    if a.best_epoch:
+        fit.keep_best_start(learn, stage, loss)
+    fit.remember(f"{stage}_probe", {
+        "c": probe.c, "cv_loss": round(probe.cv_loss, 5), "valid_loss": round(loss, 5),
+        "valid_probs": probe.probabilities(feats["valid"]).astype(np.float32),
+        "test_probs": probe.probabilities(feats["test"]).astype(np.float32) if prep.test_idx else None})

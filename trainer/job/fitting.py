@@ -111,6 +111,15 @@ class Fitter:
             self.carry[f"{stage}_best"] = {"model": {k: v.detach().cpu().clone() for k, v in state.items()},
                                            "epoch": epoch, "valid_loss": valid_loss}
 
+    def keep_best_start(self, learn, stage: str, valid_loss: float) -> None:
+        """The stage's starting weights as its epoch 0 (the classifier's probe head): a later epoch is kept only
+        with a lower validation loss, and trainer.patience counts from it."""
+        self._keep_best(learn, stage, 0, valid_loss)
+
+    def remember(self, key: str, value) -> None:
+        """A small record later stages read (the probe's figures), carried in every later checkpoint."""
+        self.carry[key] = value
+
     def _stale(self, stage: str, epoch: int) -> int:
         """Epochs since the stage's lowest validation loss (0 before any)."""
         best = self.carry.get(f"{stage}_best")
@@ -129,7 +138,9 @@ class Fitter:
         if best is None:
             return None
         D.unwrap(learn.model).load_state_dict(best["model"])
-        self.log.line(f"{stage}: epoch {best['epoch']} of {epochs} had the lowest validation loss "
+        which = ("the linear probe's head (epoch 0, before fine-tuning)" if best["epoch"] == 0
+                 else f"epoch {best['epoch']} of {epochs}")
+        self.log.line(f"{stage}: {which} had the lowest validation loss "
                       f"({best['valid_loss']:.4f}); its weights are kept")
         return {"epoch": best["epoch"], "of": epochs, "valid_loss": round(best["valid_loss"], 5)}
 
@@ -210,7 +221,9 @@ class Fitter:
             if at is not None and i == at.phase:
                 cbs = [self.restore(learn, at)]
             phase = Phase(stage, i, len(phases), offset, total, EPOCH_METRIC_NAMES[metrics], last_saves_done)
-            for cb in [*self.callbacks, self.best_cb, self.patience_cb]:
+            run_cbs = [*self.callbacks, self.best_cb, self.patience_cb]
+            own = [cb for cb in learn.cbs if hasattr(type(cb), "begin_phase") and all(cb is not r for r in run_cbs)]
+            for cb in [*run_cbs, *own]:  # the run's callbacks, and a stage's own (trainer.lm.parts)
                 cb.begin_phase(phase)
             learn.fit_one_cycle(n, lr, start_epoch=at.epoch if cbs else 0, cbs=cbs)
             at = None

@@ -12,6 +12,7 @@ import re
 from dataclasses import asdict, dataclass
 
 from trainer.data.labelled import unlabelled_key, unlabelled_texts
+from trainer.lm.parts import VALID_MAX_TOKENS, VALID_PCT
 
 
 @dataclass
@@ -56,35 +57,48 @@ def for_tokenizer(rc, data, splits, max_chars: int) -> list[str]:
     return out
 
 
+FIRST_CHUNK = 1000  # texts tokenized before the tokens per text are known
+
+
 def load(rc, data, splits, tokenizer):
-    """(token ids, DomainTexts) of the language's unlabelled texts, or (None, None) when it has none."""
+    """(token ids, DomainTexts) of the unlabelled texts LM fine-tuning will read, or (None, None) when there
+    are none. Under trainer.max_lm_tokens that is a seeded sample of the texts holding that many tokens
+    (the epochs read it in parts, trainer.lm.parts): only the sample is tokenized, chunk by chunk, each
+    chunk cached, so a million reviews cost the tokens that are read, not a pass of the tokenizer over all."""
+    import numpy as np
+
     from trainer.text.cache import labelled_tokens
+    from trainer.text.tokens import TokenIds
 
     a = rc.a
     key, texts, kept = _read(rc, data, splits)
     if key is None:
         return None, None
-    tokens = labelled_tokens(rc.bucket, a.lang, kept, log=rc.log, tokenizer=tokenizer)
-    rows = within_budget(tokens.lengths(), a.max_lm_tokens // max(1, a.epochs_lm), a.seed)
+    # the LM's validation texts come out of the sample too (trainer.lm.parts): read them beside the budget
+    budget = a.max_lm_tokens + min(VALID_MAX_TOKENS, int(a.max_lm_tokens * VALID_PCT))
+    order = np.random.default_rng(a.seed).permutation(len(kept)) if budget else np.arange(len(kept))
+    tables, used, done = [], 0, 0
+    while done < len(kept) and (not budget or used < budget):
+        if not budget:
+            n = len(kept)
+        elif done == 0:
+            n = FIRST_CHUNK
+        else:  # the texts the rest of the budget needs at the tokens per text seen so far, and a tenth more
+            n = max(FIRST_CHUNK, int((budget - used) / max(used / done, 1.0) * 1.1))
+        chunk = [kept[i] for i in order[done:done + n]]
+        tables.append(labelled_tokens(rc.bucket, a.lang, chunk, log=rc.log, tokenizer=tokenizer))
+        used += tables[-1].n_tokens
+        done += len(chunk)
+    tokens = TokenIds.concat(tables)
+    rows = np.arange(len(tokens))
+    if budget and tokens.n_tokens > budget:  # the seeded order's first texts within the budget
+        rows = rows[:int(np.searchsorted(np.cumsum(tokens.lengths()), budget, side="right"))]
     info = DomainTexts(source=rc.bucket.url(key), texts=len(rows), tokens=int(tokens.lengths()[rows].sum()),
                        dropped_held_out=len(texts) - len(kept), sampled_from=len(kept) if len(rows) < len(kept) else 0)
     rc.log.line(f"unlabelled: {info.texts:,} texts, {info.tokens:,} tokens from {info.source} for LM fine-tuning"
-                 + (f" (a seeded sample of {info.sampled_from:,}: trainer.max_lm_tokens {a.max_lm_tokens:,} over "
-                    f"{a.epochs_lm} epoch(s))" if info.sampled_from else "")
-                 + (f"; {info.dropped_held_out:,} equal to a validation or test text dropped"
-                    if info.dropped_held_out else ""))
-    return (tokens if not info.sampled_from else tokens.select(rows)), info
-
-
-def within_budget(lengths, budget: int, seed: int):
-    """Rows (in their order) of a seeded sample of texts whose tokens fit `budget` (0: every row)."""
-    import numpy as np
-
-    if not budget or int(lengths.sum()) <= budget:
-        return np.arange(len(lengths))
-    picked, used = [], 0
-    for row in np.random.default_rng(seed).permutation(len(lengths)):  # a text too long is skipped, not the end
-        if used + lengths[row] <= budget:
-            picked.append(row)
-            used += int(lengths[row])
-    return np.sort(np.array(picked, dtype=np.int64))
+                + (f" (a seeded sample of {info.sampled_from:,}: trainer.max_lm_tokens {a.max_lm_tokens:,} and "
+                   f"held-out texts for the LM's validation; only the sample was tokenized)"
+                   if info.sampled_from else "")
+                + (f"; {info.dropped_held_out:,} equal to a validation or test text dropped"
+                   if info.dropped_held_out else ""))
+    return (tokens if len(rows) == len(tokens) else tokens.select(rows)), info

@@ -12,6 +12,7 @@ from trainer.classification.recipe import lm_finetune_phases
 from trainer.job.fitting import stage_name
 from trainer.lm.base import finetune_vocab, read_vocab
 from trainer.lm.base import load_weights as load_base_weights
+from trainer.lm.parts import plan
 from trainer.lm.store import BWD_WEIGHTS, BaseLM
 from trainer.lm.train import lm_learner
 from trainer.text.tokens import TokenIds, build_vocab, remap
@@ -50,8 +51,10 @@ def finetune(rc, fit, prep, base: BaseLM | None, *, backwards: bool = False,
     # The LM learns the task's language from the training rows (and unlabelled in-domain texts)
     # only: validation and test texts stay unseen until they are scored.
     train_texts = prep.texts.select(prep.train_idx)
+    parts = None
     if prep.domain is not None:
         train_texts = TokenIds.concat([train_texts, prep.domain])
+        parts = plan(train_texts.lengths(), len(prep.train_idx), a.epochs_lm, a.max_lm_tokens, a.seed)
     if at is not None:
         vocab = fit.resume.payload["vocab"]
     elif vocab is None:  # the forward LM's; the backward models share it
@@ -64,7 +67,9 @@ def finetune(rc, fit, prep, base: BaseLM | None, *, backwards: bool = False,
                      f"{base.id} ({len(base_vocab)} entries)")
     fit.use_vocab(vocab)
     tokens = remap(train_texts, vocab)
-    learn = lm_learner(rc, fit, tokens.reversed() if backwards else tokens)
+    if parts is not None:
+        log.line(f"{stage}: " + parts.describe([int(train_texts.lengths()[p].sum()) for p in parts.parts]))
+    learn = lm_learner(rc, fit, tokens.reversed() if backwards else tokens, parts=parts)
     if base is not None and (base.backward or not backwards):
         load_base_weights(learn, rc.models, vocab, weights=BWD_WEIGHTS if backwards else "weights.pth")
     elif base is not None:

@@ -138,6 +138,31 @@ def lm_dataloaders(tokens: TokenIds, *, bs: int, seq_len: int, seed: int, valid_
     return DataLoaders(train_dl, valid_dl, device=device)
 
 
+def lm_part_dataloaders(tokens: TokenIds, parts: list, valid: list[int], *, bs: int, seq_len: int,
+                        rank: int = 0, world: int = 1) -> tuple[DataLoaders, list]:
+    """LM DataLoaders whose training documents change by epoch (trainer.lm.parts): (DataLoaders over the first
+    part, one training DataLoader per part). Every part's loader runs the same number of batches on every
+    rank (the shortest's), so the one-cycle schedule and a resume's batch position hold for all of them."""
+    _check_rank(rank, world)
+    lengths = tokens.lengths()
+    shards = [[list(map(int, part))[r::world] for r in range(world)] for part in parts]
+    batch_lengths = [(int(lengths[s].sum()) - 1) // bs for part in shards for s in part]
+    if min(batch_lengths) < 1:
+        raise ValueError(f"too few tokens for a language-model batch: {min(batch_lengths) * bs + 1} tokens "
+                         f"in a part with bs={bs}; add text or lower bs")
+    device = default_device()
+    valid = list(map(int, valid))
+    loaders = []
+    for part in shards:
+        dsets = Datasets(list(range(len(tokens))), [[CachedText(tokens)]], splits=[part[rank], valid])
+        loaders.append(RankLMDataLoader(dsets.subset(0), lens=lengths[part[rank]].tolist(), max_bl=min(batch_lengths),
+                                        bs=bs, seq_len=seq_len, shuffle=True, drop_last=True, num_workers=0,
+                                        device=device))
+    valid_dl = LMDataLoader(dsets.subset(1), lens=lengths[valid].tolist(), bs=bs, seq_len=seq_len, shuffle=False,
+                            drop_last=False, num_workers=0, device=device)
+    return DataLoaders(loaders[0], valid_dl, device=device), loaders
+
+
 def classifier_dataloaders(tokens: TokenIds, targets, *, multi_label: bool, label_names: list[str],
                            splits: tuple[list[int], list[int]], bs: int, seq_len: int,
                            rank: int = 0, world: int = 1) -> DataLoaders:
