@@ -38,6 +38,10 @@ def test_recipe_spreads_rates_by_2_6_per_layer_group_for_any_depth():
         assert last.stop == pytest.approx(2e-3)
         assert last.stop / last.start == pytest.approx(2.6 ** (n_layers + 1))
     assert [(f, n) for f, n, _ in classifier_phases(2e-2, 2, n_groups=5)] == [(-1, 1), (-2, 1)]
+    # a head that starts from the linear probe skips the head-only epoch; the epochs stay the same
+    fitted = classifier_phases(2e-2, 6, n_groups=4, head_fitted=True)
+    assert [(f, n) for f, n, _ in fitted] == [(-2, 1), (-3, 1), (None, 4)]
+    assert fitted[0][2].stop == pytest.approx(1e-2) and fitted[-1][2].stop == pytest.approx(2e-3)
     assert lm_finetune_phases(2e-2, 4) == [(-1, 1, 2e-2), (None, 3, pytest.approx(2e-3))]
     # one epoch trains every layer: frozen alone, the LSTMs never saw the domain (issue 37's 12M-token run)
     assert lm_finetune_phases(2e-2, 1) == [(None, 1, pytest.approx(2e-3))]

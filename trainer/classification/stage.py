@@ -78,16 +78,19 @@ def train_classifier(rc, fit, prep, encoder: Encoder) -> TrainedClassifier:
         best = (fit.restore_best(learn, stage, classifier_epochs(a.epochs_clf, len(dls.train), a.min_clf_steps))
                 if a.best_epoch else None)
     else:
+        fitted_head = a.probe_head  # a resumed stage keeps its phases: the setting, not whether it ran now
         if at is None:
             learn.load_encoder(encoder.name)
-            start_from_probe(rc, fit, prep, learn, tokens, stage)
+            if fitted_head:
+                start_from_probe(rc, fit, prep, learn, tokens, stage)
         epochs = classifier_epochs(a.epochs_clf, len(dls.train), a.min_clf_steps)
         if epochs != a.epochs_clf:
             log.line(f"{stage}: {epochs} epochs instead of {a.epochs_clf}: {len(dls.train)} batches "
                      f"per epoch, and at least {a.min_clf_steps} steps are taken (trainer.min_clf_steps)")
             rc.stage(stage, epochs)
         # AWD-LSTM classifier layer groups: embedding, each LSTM layer, head.
-        fit.fit_phases(learn, stage, classifier_phases(a.lr, epochs, n_groups=fit.arch["n_layers"] + 2),
+        phases = classifier_phases(a.lr, epochs, n_groups=fit.arch["n_layers"] + 2, head_fitted=fitted_head)
+        fit.fit_phases(learn, stage, phases,
                        metrics="multi" if data.multi_label else "single", keep_best=a.best_epoch)
         best = fit.restore_best(learn, stage, epochs) if a.best_epoch else None
     if a.bidirectional and not backwards:

@@ -72,6 +72,9 @@ PARAMS: dict[str, Param] = {
     "class_weights": Param("none", "weigh the classifier's loss against label imbalance: none, sqrt (rare labels by the "
                                    "square root of how much rarer they are) or balanced (fully)",
                            choices=("none", "sqrt", "balanced")),
+    "probe_head": Param(True, "the classifier's head starts from a linear probe of the fine-tuned encoder (logistic "
+                              "regression on its pooled states of the training rows) and skips the head-only epoch; "
+                              "with best_epoch the probe is epoch 0, kept unless fine-tuning beats it on validation"),
     "best_epoch": Param(True, "the classifier keeps the weights of its epoch with the lowest validation loss, not "
                               "the last epoch's"),
     "patience": Param(10, "with best_epoch: the classifier stops after this many epochs without a lower validation "
