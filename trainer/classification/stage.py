@@ -84,15 +84,23 @@ def train_classifier(rc, fit, prep, encoder: Encoder) -> TrainedClassifier:
             if fitted_head:
                 start_from_probe(rc, fit, prep, learn, tokens, stage)
         epochs = classifier_epochs(a.epochs_clf, len(dls.train), a.min_clf_steps)
-        if epochs != a.epochs_clf:
+        if fitted_head and len(prep.valid_idx) < a.min_valid_rows:
+            probe = fit.carry[f"{stage}_probe"]
+            log.line(f"{stage}: {len(prep.valid_idx)} validation rows cannot tell a fine-tuned epoch from the probe "
+                     f"(fewer than trainer.min_valid_rows {a.min_valid_rows}): the probe's head is kept, no fine-tuning")
+            fit.drop_carried(f"{stage}_best")
+            best = {"epoch": 0, "of": 0, "valid_loss": probe["valid_loss"]}
+            epochs = 0
+        if epochs and epochs != a.epochs_clf:
             log.line(f"{stage}: {epochs} epochs instead of {a.epochs_clf}: {len(dls.train)} batches "
                      f"per epoch, and at least {a.min_clf_steps} steps are taken (trainer.min_clf_steps)")
             rc.stage(stage, epochs)
-        # AWD-LSTM classifier layer groups: embedding, each LSTM layer, head.
-        phases = classifier_phases(a.lr, epochs, n_groups=fit.arch["n_layers"] + 2, head_fitted=fitted_head)
-        fit.fit_phases(learn, stage, phases,
-                       metrics="multi" if data.multi_label else "single", keep_best=a.best_epoch)
-        best = fit.restore_best(learn, stage, epochs) if a.best_epoch else None
+        if epochs:
+            # AWD-LSTM classifier layer groups: embedding, each LSTM layer, head.
+            phases = classifier_phases(a.lr, epochs, n_groups=fit.arch["n_layers"] + 2, head_fitted=fitted_head)
+            fit.fit_phases(learn, stage, phases,
+                           metrics="multi" if data.multi_label else "single", keep_best=a.best_epoch)
+            best = fit.restore_best(learn, stage, epochs) if a.best_epoch else None
     if a.bidirectional and not backwards:
         fit.keep(stage, learn, encoder.vocab, best)
     # Evaluation is rank 0's alone: no more collectives (get_preds fires before_fit too).

@@ -75,6 +75,9 @@ PARAMS: dict[str, Param] = {
     "probe_head": Param(True, "the classifier's head starts from a linear probe of the fine-tuned encoder (logistic "
                               "regression on its pooled states of the training rows) and skips the head-only epoch; "
                               "with best_epoch the probe is epoch 0, kept unless fine-tuning beats it on validation"),
+    "min_valid_rows": Param(50, "with probe_head: with fewer validation rows the classifier keeps the probe's head "
+                                "without fine-tuning (on 25 rows a fine-tuned epoch beat the probe by noise and lost "
+                                "on the test rows)", ge=0),
     "best_epoch": Param(True, "the classifier keeps the weights of its epoch with the lowest validation loss, not "
                               "the last epoch's"),
     "patience": Param(10, "with best_epoch: the classifier stops after this many epochs without a lower validation "
