@@ -80,7 +80,8 @@ def test_sigterm_in_the_backward_classifier_resumes_with_the_forward_model_carri
     pointer = json.loads(bucket.read_bytes("fr/runs/whole/checkpoints/LATEST.ckpt.json"))
     last = torch.load(io.BytesIO(bucket.read_bytes(f"fr/runs/whole/{pointer['key']}")), weights_only=False)
     assert pointer["position"]["stage"] == "classifier_bwd"
-    assert set(last["carry"]) == {"classifier", "classifier_bwd_best"}
+    # (and each classifier's linear probe, whose figures metrics.json reports: trainer.classification.probe)
+    assert set(last["carry"]) == {"classifier", "classifier_bwd_best", "classifier_probe", "classifier_bwd_probe"}
 
     proc = trainer(uri, "r1", *args, start_new_session=True)
     sigterm_at(bucket, "r1", proc, "classifier_bwd", 3)
