@@ -15,6 +15,7 @@ _registry = _module("artifact_registry_repository")
 ArtifactRegistryRepository = _registry.ArtifactRegistryRepository
 ArtifactRegistryRepositoryCleanupPolicies = _registry.ArtifactRegistryRepositoryCleanupPolicies
 ArtifactRegistryRepositoryIamMember = _module("artifact_registry_repository_iam_member").ArtifactRegistryRepositoryIamMember
+ComputeFirewall = _module("compute_firewall").ComputeFirewall
 _group = _module("compute_instance_group_manager")
 ComputeInstanceGroupManager = _group.ComputeInstanceGroupManager
 ComputeInstanceGroupManagerVersion = _group.ComputeInstanceGroupManagerVersion

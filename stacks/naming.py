@@ -22,6 +22,15 @@ def group_name(env: str, lang: str) -> str:
     return f"{env}-train-{lang}"
 
 
+def node_tag(env: str) -> str:
+    """The network tag of an environment's training VMs (the foundation's firewall rule lets them meet)."""
+    return f"trainstack-{env}-trainer"
+
+
+def node_firewall_name(env: str) -> str:
+    return f"trainstack-{env}-trainer-nodes"
+
+
 def stack_name(lang: str) -> str:
     """The training stack of a language (what `cdktf deploy` is given)."""
     return f"train-{lang}"

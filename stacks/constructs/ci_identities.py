@@ -20,9 +20,11 @@ def state_condition(state_bucket: str, env: str) -> str:
 
 
 def runs_condition(bucket: str, lang: str) -> str:
-    """A language's run folders (status.json tells `trainctl gc` whether the run ended)."""
+    """A language's run folders (status.json tells `trainctl gc` whether the run ended), and listing
+    the bucket: objects.list is checked on the bucket, so an object-only condition refused `gc` its
+    listing of `<run>/vm/` (issue 38)."""
     prefix = f"projects/_/buckets/{bucket}/objects/{lang}/runs/"
-    return f'resource.type == "{OBJECT}" && resource.name.startsWith("{prefix}")'
+    return f'resource.type == "{BUCKET}" || (resource.type == "{OBJECT}" && resource.name.startsWith("{prefix}"))'
 
 
 class CiIdentities(Construct):

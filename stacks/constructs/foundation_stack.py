@@ -11,10 +11,11 @@ from stacks.constructs.builder_identity import BuilderIdentity
 from stacks.constructs.ci_identities import CiIdentities
 from stacks.constructs.container_registry import ContainerRegistry
 from stacks.constructs.github_federation import GithubFederation
+from stacks.constructs.node_firewall import NodeFirewall
 from stacks.constructs.project_services import ProjectServices
 from stacks.constructs.trainer_identity import TrainerIdentity
 from stacks.errors import ConfigError
-from stacks.naming import FOUNDATION, state_prefix
+from stacks.naming import FOUNDATION, node_firewall_name, node_tag, state_prefix
 
 CI_KEYS = ("github_repository", "github_repository_id", "github_repository_owner_id")
 
@@ -33,6 +34,19 @@ def require_github_repository(config: EnvConfig) -> None:
                   "or pass them with --set ci.github_repository=OWNER/NAME ..."))
 
 
+def provider_settings(config: EnvConfig, region: str | None = None) -> dict:
+    """The google provider's settings for a stack of `config`'s project.
+
+    user_project_override + billing_project: with user credentials (`gcloud auth application-default
+    login`) the provider ignores the credential file's quota project, and Cloud Quotas (the training
+    stacks' quota guard) refuses calls without one; the maintainers' fix (hashicorp/
+    terraform-provider-google #18337) is these two settings, which need serviceusage.services.use
+    on the project (roles/serviceusage.serviceUsageConsumer) for whoever plans (docs/DECISIONS.md).
+    """
+    return {"project": config.project, "region": region or config.region, "user_project_override": True,
+            "billing_project": config.project, "default_labels": {"app": "trainstack", "env": config.env}}
+
+
 class FoundationStack(TerraformStack):
     """Composes the shared constructs; exposes them as attributes of the same names."""
 
@@ -40,8 +54,7 @@ class FoundationStack(TerraformStack):
         super().__init__(scope, id)
         require_github_repository(config)
         project, region = config.project, config.region
-        GoogleProvider(self, "google", project=project, region=region,
-                       default_labels={"app": "trainstack", "env": config.env})
+        GoogleProvider(self, "google", **provider_settings(config))
         GcsBackend(self, bucket=config.state_bucket_name, prefix=state_prefix(config.env, FOUNDATION))
         self.services = ProjectServices(self, "services", project=project)
         after = self.services.all
@@ -59,6 +72,8 @@ class FoundationStack(TerraformStack):
                                trainer_account=self.trainer.account, env=config.env,
                                artifact_bucket=self.artifacts.bucket, languages=sorted(config.languages),
                                depends_on=after)
+        self.firewall = NodeFirewall(self, "nodes", project=project, network=config.network,
+                                     name=node_firewall_name(config.env), tag=node_tag(config.env), depends_on=after)
         ci = config.ci
         self.github = GithubFederation(self, "github", project=project, repository=ci.github_repository,
                                        repository_id=ci.github_repository_id,

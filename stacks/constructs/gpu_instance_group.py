@@ -15,7 +15,8 @@ class GpuInstanceGroup(Construct):
                  gpu_type: str, gpu_count: int, nodes: int, spot: bool, boot_image: str, disk_gb: int,
                  disk_type: str, service_account: str, network: str, subnetwork: str | None,
                  labels: dict[str, str], metadata: dict[str, str], preconditions: list[dict] | None = None,
-                 secure_boot: bool = False, compact_placement: bool = True) -> None:
+                 secure_boot: bool = False, compact_placement: bool = True,
+                 network_tags: list[str] | None = None) -> None:
         super().__init__(scope, id)
         region = zone.rsplit("-", 1)[0]
         self.placement = None
@@ -40,6 +41,8 @@ class GpuInstanceGroup(Construct):
             # No access_config: no external IP. Egress to Google APIs goes through Private
             # Google Access (or Cloud NAT) on the subnetwork (README: Google Cloud setup).
             network_interface=[ComputeInstanceTemplateNetworkInterface(network=network, subnetwork=subnetwork)],
+            # The foundation's firewall rule lets VMs with this tag reach each other (multi-node runs).
+            tags=network_tags,
             # Secure Boot refuses kernel modules not signed by a key in the VM's UEFI db: on for
             # images with signed drivers (COS), off by default where the driver a Deep Learning VM
             # installs at first boot may not be (a refused driver fails every run). The switch is

@@ -8,7 +8,7 @@ from stacks.cdk import LocalBackend, TerraformOutput, TerraformStack, TerraformV
 from constructs import Construct
 
 from stacks.config import EnvConfig
-from stacks.naming import TRAINER_SA, group_name, sa_email, state_prefix
+from stacks.naming import TRAINER_SA, group_name, node_tag, sa_email, state_prefix
 
 
 @dataclass(frozen=True)
@@ -82,6 +82,7 @@ class TrainStack(TerraformStack):
         from stacks.cdk_google import GoogleProvider
         from trainer.vm.spec import VmSpec
 
+        from stacks.constructs.foundation_stack import provider_settings
         from stacks.constructs.gpu_instance_group import GpuInstanceGroup
         from stacks.constructs.quota_guard import QuotaGuard
         from stacks.constructs.run_identity import RunIdentity
@@ -92,8 +93,7 @@ class TrainStack(TerraformStack):
         boot_image = s.boot_image or default_boot_image(s.machine_type)
         region = gcp.zone.rsplit("-", 1)[0]
         name = group_name(config.env, lang)
-        GoogleProvider(self, "google", project=config.project, region=region,
-                       default_labels={"app": "trainstack", "env": config.env})
+        GoogleProvider(self, "google", **provider_settings(config, region))
         GcsBackend(self, bucket=config.state_bucket_name, prefix=state_prefix(config.env, self.node.id))
         run_id = RunIdentity(self, "run", run_id=self.run_id_expression, replace_on=self.run_id_var.string_value).run_id
         guard = QuotaGuard(self, "quota", project=config.project, region=region, metrics=gcp.quota_metrics,
@@ -101,6 +101,9 @@ class TrainStack(TerraformStack):
         metadata = {
             "startup-script": gcp.startup_script, "shutdown-script": gcp.shutdown_script,
             "enable-oslogin": "TRUE", "block-project-ssh-keys": "TRUE", "serial-port-enable": "FALSE",
+            # Container-Optimized OS ships its logs (journal, the start-up script, the containers) to
+            # Cloud Logging only when asked: without it first-boot failures show on the serial port only.
+            "google-logging-enabled": "true",
             # Deep Learning VM images install (or verify) the NVIDIA driver at first boot only when asked;
             # on Container-Optimized OS the start-up script installs this version (cos-extensions).
             "install-nvidia-driver": "True",
@@ -116,7 +119,7 @@ class TrainStack(TerraformStack):
             gpu_type=s.gpu.type, gpu_count=s.gpu.count, nodes=s.nodes, spot=s.spot, boot_image=boot_image,
             secure_boot=signed_driver(boot_image) if s.secure_boot is None else s.secure_boot,
             disk_gb=s.disk_gb, disk_type=s.disk_type, service_account=sa_email(TRAINER_SA, config.project),
-            network=config.network, subnetwork=config.subnetwork,
+            network=config.network, subnetwork=config.subnetwork, network_tags=[node_tag(config.env)],
             labels={"app": "trainstack", "env": config.env, "lang": lang, "run": run_id},
             metadata=metadata, preconditions=[guard.precondition], compact_placement=s.compact_placement,
         )

@@ -5,11 +5,14 @@ tests read it without loading the Google provider bindings (~10 s)."""
 PLANNER_ROLES = ["roles/compute.viewer", "roles/iam.securityReviewer", "roles/iam.serviceAccountViewer",
                  "roles/iam.workloadIdentityPoolViewer", "roles/artifactregistry.reader",
                  "roles/serviceusage.serviceUsageViewer", "roles/cloudquotas.viewer",
-                 "roles/storage.bucketViewer"]
+                 "roles/storage.bucketViewer",
+                 # The provider bills its calls to the project (user_project_override, foundation_stack.py).
+                 "roles/serviceusage.serviceUsageConsumer"]
 # The deployer applies and destroys `train-<lang>` stacks; the foundation stays an operator's
 # job (it grants IAM). Compute rights come from DEPLOYER_PERMISSIONS, not compute.instanceAdmin.v1
 # (which also creates, SSHes into and rewrites any VM, disk or snapshot of the project).
-DEPLOYER_ROLES = ["roles/cloudquotas.viewer", "roles/artifactregistry.reader", "roles/storage.bucketViewer"]
+DEPLOYER_ROLES = ["roles/cloudquotas.viewer", "roles/artifactregistry.reader", "roles/storage.bucketViewer",
+                  "roles/serviceusage.serviceUsageConsumer"]
 DEPLOYER_ROLE_ID = "trainstackDeployer"
 # What Terraform calls for the resources of a training stack (gpu_instance_group.py): the
 # instance template, the managed group (and the instance group it owns), per-instance configs

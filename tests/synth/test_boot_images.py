@@ -19,7 +19,7 @@ CI = ["ci.github_repository=acme/trainstack", "ci.github_repository_id=101", "ci
 def test_catalogue_covers_every_series_with_a_source_and_a_date():
     assert set(SERIES_IMAGES) == {"g2", "a2", "a3", "n1"}
     for row in SERIES_IMAGES.values():
-        assert row.source.startswith("https://cloud.google.com/") and row.read_on == "2026-11-25"
+        assert row.source.startswith("https://cloud.google.com/") and row.read_on in ("2026-11-25", "2026-11-27")
         assert boot_image_problem(f"{row.series}-x", row.default_image) is None  # defaults pass their own check
 
 
@@ -32,9 +32,10 @@ def test_g2_refuses_deep_learning_vm_images_and_names_the_doc():
     assert boot_image_problem("g2-standard-8", "projects/my-project/global/images/my-image") is None  # no claim
 
 
-def test_defaults_per_series_and_secure_boot():
-    assert default_boot_image("g2-standard-8") == COS_IMAGE
-    assert default_boot_image("a2-highgpu-1g") == default_boot_image("n1-standard-8") == DLVM_IMAGE
+def test_every_series_boots_container_optimized_os_which_ships_docker():
+    # Issue 38: the Deep Learning VM family on A2 had no written source for Docker; COS ships it.
+    for machine in ("g2-standard-8", "a2-highgpu-1g", "a3-highgpu-8g", "n1-standard-8", "x9-unknown-1"):
+        assert default_boot_image(machine) == COS_IMAGE
     assert signed_driver(COS_IMAGE) and not signed_driver(DLVM_IMAGE)
 
 
@@ -60,18 +61,20 @@ def test_shipped_envs_boot_images_their_series_supports(project):
 
 
 def test_g2_boots_cos_with_secure_boot_and_a_driver_version(project):
-    stacks = synth(project, "languages.en.machine_type=a2-highgpu-1g", "languages.en.gpu.type=nvidia-tesla-a100")
+    stacks = synth(project, "languages.en.machine_type=a2-highgpu-1g", "languages.en.gpu.type=nvidia-tesla-a100",
+                   f"languages.en.boot_image={DLVM_IMAGE}")
     fr, en = template(stacks["train-fr"]), template(stacks["train-en"])
     assert fr["disk"][0]["source_image"] == COS_IMAGE
     assert fr["shielded_instance_config"]["enable_secure_boot"] is True
     assert fr["metadata"]["trainstack-gpu-driver"] == "latest"
-    assert en["disk"][0]["source_image"] == DLVM_IMAGE
+    assert en["disk"][0]["source_image"] == DLVM_IMAGE  # chosen by the user: their image, their driver
     assert en["shielded_instance_config"]["enable_secure_boot"] is False
     assert "trainstack-gpu-driver" not in en["metadata"]
 
 
 def test_secure_boot_switch_and_pinned_driver(project):
     stacks = synth(project, "languages.en.machine_type=a2-highgpu-1g", "languages.en.gpu.type=nvidia-tesla-a100",
+                   f"languages.en.boot_image={DLVM_IMAGE}",
                    "languages.en.secure_boot=true", "languages.fr.gpu_driver=580.95.05")
     assert template(stacks["train-en"])["shielded_instance_config"]["enable_secure_boot"] is True
     assert template(stacks["train-fr"])["metadata"]["trainstack-gpu-driver"] == "580.95.05"
@@ -113,6 +116,8 @@ def test_gpu_driver_refuses_undocumented_forms_naming_the_documented_ones(projec
 
 @pytest.mark.parametrize(("settings", "wanted"), [
     (["machine_type=a3-ultragpu-8g", "gpu.type=nvidia-h200-141gb", "gpu.count=8"], "hyperdisk-balanced"),
+    # Issue 38: "pd-standard isn't supported on instances that use the G2 machine type".
+    (["disk_type=pd-standard"], "g2-limitations"),
     (["machine_type=a3-highgpu-2g", "gpu.type=nvidia-h100-80gb", "gpu.count=2", "spot=false"], "Spot or Flex-start"),
 ])
 def test_machine_types_that_refuse_a_setting_stop_before_apply(project, settings, wanted):
@@ -121,7 +126,8 @@ def test_machine_types_that_refuse_a_setting_stop_before_apply(project, settings
         args += ["--set", f"languages.fr.{setting}"]
     result = runner.invoke(app, args)
     assert result.exit_code == 2, result.output
-    assert wanted in result.output and "accelerator-optimized-machines" in result.output
+    text = " ".join(result.output.split())
+    assert wanted in text and "accelerator-optimized-machines" in text
 
 
 def test_machine_limits_pass_when_the_setting_fits(project):
@@ -130,4 +136,21 @@ def test_machine_limits_pass_when_the_setting_fits(project):
                     "disk_type=hyperdisk-balanced"]:
         args += ["--set", f"languages.fr.{setting}"]
     result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("gpu", ["nvidia-tesla-v100", "nvidia-tesla-p100", "nvidia-tesla-p4"])
+def test_gpus_the_image_cuda_dropped_are_refused_at_config_load_with_the_source(project, gpu):
+    result = runner.invoke(app, ["config", "show", "--env", "dev", "--set", "project=p1",
+                                 "--set", "languages.fr.machine_type=n1-standard-8",
+                                 "--set", f"languages.fr.gpu.type={gpu}", "--set", "languages.fr.gpu.count=1"])
+    assert result.exit_code == 2, result.output
+    text = " ".join(result.output.split())
+    assert f"{gpu} (compute capability" in text and "cuda-toolkit-release-notes" in text and "nvidia-tesla-t4" in text
+
+
+def test_a_t4_on_n1_still_passes(project):
+    result = runner.invoke(app, ["config", "show", "--env", "dev", "--set", "project=p1",
+                                 "--set", "languages.fr.machine_type=n1-standard-8",
+                                 "--set", "languages.fr.gpu.type=nvidia-tesla-t4", "--set", "languages.fr.gpu.count=1"])
     assert result.exit_code == 0, result.output

@@ -127,6 +127,33 @@ def test_multi_node_standard_language(synthesized):
     assert [i["quota_id"] for i in infos] == ["NVIDIA-L4-GPUS-per-project-region"]  # not Spot: on-demand only
 
 
+def test_every_stack_bills_provider_calls_to_its_project(synthesized):
+    # Issue 38: with user credentials the provider ignored the quota project and Cloud Quotas refused the
+    # quota guard's data source at plan time (terraform-provider-google #18337: the maintainers' fix).
+    _, stacks, _ = synthesized
+    for name, doc in stacks.items():
+        (provider,) = doc["provider"]["google"]
+        assert provider["user_project_override"] is True and provider["billing_project"] == "p1", name
+    members = resources(stacks["foundation"], "google_project_iam_member")
+    for account in ("ci_planner", "ci_deployer"):
+        assert any(m["role"] == "roles/serviceusage.serviceUsageConsumer" and f"google_service_account.{account}"
+                   in m["member"] for m in members), account
+
+
+def test_vms_log_to_cloud_logging_and_carry_the_tag_the_foundation_firewall_lets_meet(synthesized):
+    # Issue 38: COS sends nothing to Cloud Logging unless asked; on a custom VPC nodes could not meet.
+    _, stacks, _ = synthesized
+    (rule,) = resources(stacks["foundation"], "google_compute_firewall")
+    assert rule["direction"] == "INGRESS" and rule["network"] == "default"
+    assert sorted(a["protocol"] for a in rule["allow"]) == ["tcp", "udp"] and all("ports" not in a for a in rule["allow"])
+    assert rule["source_tags"] == rule["target_tags"] == ["trainstack-dev-trainer"]
+    assert "source_ranges" not in rule
+    for lang in ("fr", "en"):
+        template = resources(stacks[f"train-{lang}"], "google_compute_instance_template")[0]
+        assert template["metadata"]["google-logging-enabled"] == "true"
+        assert template["tags"] == rule["target_tags"]
+
+
 @pytest.mark.parametrize("sets, message", [
     ([], "sets no `project`"),
     (["project=p1", "defaults.gpu.type=nvidia-h900"], "unknown GPU type 'nvidia-h900'"),

@@ -455,6 +455,9 @@ def test_deployer_reads_run_folders_only_for_gc(foundation):
     assert may("fr/runs/20261125-010000-ab12/status.json") and may("en/runs/r/log.txt")
     for other in ("fr/data/train.csv", "fr/lm/CURRENT", "_cloudbuild/x.tgz", "de/runs/r/status.json"):
         assert not may(other), other
+    # Issue 38: objects.list (gc lists <run>/vm/) is checked on the bucket, not on an object.
+    assert all(condition_holds(g["condition"]["expression"], "storage.googleapis.com/Bucket",
+                               "projects/_/buckets/trainstack-dev-artifacts") for g in grants)
 
 
 # --- trainctl gc --summary: what the daily workflow lists -------------------------------------------
