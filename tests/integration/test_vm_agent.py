@@ -96,12 +96,15 @@ class Vm:
         self.metadata["instance/name"] = name
         self.gcs = gcs
         self.shutdown_flag = tmp_path / "state" / "shutting-down"  # shutdown.sh's, as mounted from the host
+        self.hardware = {"gpus": 1, "driver": "580.95.05"}
 
     def start(self, md: MetadataServer, api: RecordedApi, *action: str) -> subprocess.Popen:
         env = {**os.environ, "GCE_METADATA_HOST": md.host, "TRAINSTACK_COMPUTE_ENDPOINT": api.url,
                "STORAGE_EMULATOR_HOST": self.gcs, "GOOGLE_CLOUD_PROJECT": PROJECT, "TRAINSTACK_GRACE_S": "1",
                "TRAINSTACK_SETTLE_S": "0.5", "TRAINSTACK_REJOIN_PAUSE_S": "0",
                "TRAINSTACK_SHUTDOWN_FLAG": str(self.shutdown_flag),
+               # The node's GPUs as the agent's hardware check sees them (no GPU here).
+               "TRAINSTACK_GPU_PROBE": json.dumps(self.hardware),
                "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
         action = action or ("run", "--trainer-cmd", f"{sys.executable} {FAKE}")
         return subprocess.Popen([sys.executable, "-m", "trainer.vm", *action], cwd=REPO, env=env,
@@ -172,6 +175,28 @@ def test_sigterm_is_forwarded_and_leaves_the_group_alone(tmp_path, gcs_env, node
     assert vm.events()[-1] == "SIGTERM"
     status = vm.status()
     assert status.state == "RUNNING" and status.stage == "interrupted"  # resumable, not FAILED
+
+
+@pytest.mark.parametrize(("nodes", "name"), [(1, "train-fr-x7k2"), (2, "train-fr-1")])
+def test_a_driver_too_old_for_the_image_fails_the_run_at_once_and_stops_the_group(tmp_path, gcs_env, nodes, name):
+    # Issue 38: torch sees no GPU under a pre-580 driver and the trainer would train on the CPU at GPU prices.
+    vm = Vm(tmp_path, gcs_env, mode="succeed", nodes=nodes, name=name)
+    vm.hardware = {"gpus": 0, "driver": "570.172.08"}
+    code, out, resizes = vm.run()
+    assert code == 1, out
+    assert vm.events() == []  # the trainer never started
+    assert_one_resize_to_zero(resizes, out)  # from any node: every node has the same driver
+    status = vm.status()
+    assert status.state == FAILED and "NVIDIA driver 570.172.08" in status.error and "gpu_driver" in status.error
+
+
+def test_a_node_without_its_gpus_fails_the_run_naming_what_it_saw(tmp_path, gcs_env):
+    vm = Vm(tmp_path, gcs_env, mode="succeed")
+    vm.hardware = {"gpus": 0, "driver": None}
+    code, out, resizes = vm.run()
+    assert code == 1 and vm.events() == [], out
+    assert_one_resize_to_zero(resizes, out)
+    assert "sees 0 of the 1 GPU(s)" in vm.status().error and "no NVIDIA driver" in vm.status().error
 
 
 def test_rank_1_of_2_never_resizes(tmp_path, gcs_env):

@@ -39,6 +39,7 @@ from trainer.storage import open_bucket
 from trainer.launcher.supervisor import GRACE_S
 from trainer.vm import log
 from trainer.vm.group import stop_group
+from trainer.vm.hardware import probe, problem
 from trainer.vm.metadata import MetadataClient, MetadataError
 from trainer.vm.spec import JOIN_TIMEOUT_S, VmSpec, build_command, command_env, node_rank
 
@@ -296,6 +297,14 @@ def run_agent(md: MetadataClient, launcher: list[str] | None = None) -> int:
         if error:
             log(f"not starting the trainer: {error}")
             return exit_code(Outcome(code=1), end_run(spec, rank, error))
+    wrong = problem(probe(), spec.gpus_per_node)
+    if wrong:
+        # Every node alike: the same driver on each, and node 0 may be the one that cannot train.
+        log(f"not starting the trainer: {wrong}")
+        status = mark_failed(open_bucket(spec.bucket), spec.lang, spec.run_id, spec.env, wrong)
+        log(f"run {spec.run_id}: {status.state}")
+        stop_group(spec.project, spec.zone, spec.mig)
+        return TrainerExit.FAILED
     with Forwarder() as fwd:
         outcome = run_trainer(spec, rank, launcher, fwd)
     if outcome.signalled and not outcome.timed_out:
