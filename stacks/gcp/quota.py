@@ -42,6 +42,7 @@ class ZoneDecision:
     metric: str
     needed: int
     rows: tuple[QuotaRow, ...]
+    reported: bool = True  # False: regions.get gave no figure for the metric; the plan's quota guard decides
 
 
 class QuotaError(InfraError):
@@ -57,6 +58,7 @@ class RegionInfo:
     quotas: dict[str, tuple[float, float]]  # metric -> (limit, usage)
     zones: set[str]
     missing: bool = False  # regions.get answered 404
+    warning: str = ""  # quotaStatusWarning: fetching the quotas failed and `quotas` was left out
 
 
 @dataclass
@@ -85,9 +87,11 @@ class ComputeQuotas:
         if region not in self._regions:
             found = self._guard(f"region {region}", lambda: self._client("RegionsClient").get(
                 project=self.project, region=region, **_call_options()), none_if_missing=True)
+            warning = found.quota_status_warning if found is not None else None
             self._regions[region] = RegionInfo({}, set(), missing=True) if found is None else RegionInfo(
                 {q.metric: (q.limit, q.usage) for q in found.quotas},
-                {url.rsplit("/", 1)[-1] for url in found.zones})
+                {url.rsplit("/", 1)[-1] for url in found.zones},
+                warning=f"{warning.code}: {warning.message}".strip(": ") if warning else "")
         return self._regions[region]
 
     def offers(self, zone: str, accelerator: str) -> bool:
@@ -181,20 +185,27 @@ def choose_zone(config: EnvConfig, lang: str, *, compute: ComputeQuotas | None =
         info = compute.region(region)
         metric = governing_metric(gpu, settings.spot, info.quotas)
         limit, usage, ok = room(region, metric, info.quotas.get(metric))
+        # regions.get is documented as fail-open: `quotas` may be left out (quotaStatusWarning says
+        # why), so a metric without a figure is unknown, not zero. Like a missing GPUS_ALL_REGIONS it
+        # passes here; the plan's quota guard (Cloud Quotas limits, QuotaGuard) still checks it.
+        unknown = limit is None and not info.missing
         if info.missing:
             note = f"region {region} not found"
-        elif limit is None:
-            note = f"{metric} is not reported in {region}"
+        elif unknown:
+            ok = True
+            why = f"regions.get left quotas out ({info.warning})" if info.warning else f"{metric} is not reported"
+            note = f"{why} in {region}: the plan's quota guard checks the limit"
         elif not ok:
             note = f"{_num(max(limit - usage, 0))} free, needs {needed}"
             short[(region, metric)] = usage
-        elif info.zones and zone not in info.zones:
-            ok, note = False, f"no zone {zone} in {region}"
-        elif not compute.offers(zone, gpu.name):
-            ok, note = False, f"{gpu.name} not offered in {zone}"
-        else:
-            note = "chosen"
-        if settings.spot and metric == gpu.metric and not info.missing:
+        if ok:  # quota allows it (or is unknown): does the zone exist and offer the GPU?
+            if info.zones and zone not in info.zones:
+                ok, note = False, f"no zone {zone} in {region}"
+            elif not compute.offers(zone, gpu.name):
+                ok, note = False, f"{gpu.name} not offered in {zone}"
+            else:
+                note = "chosen" + (f"; {note}" if unknown else "")
+        if settings.spot and metric == gpu.metric and not info.missing and not unknown:
             note += "; no Spot quota in region, Spot VMs use on-demand quota"
         if reserved.get((region, metric)):
             note += f"; usage counts {reserved[(region, metric)]} for languages above"
@@ -202,7 +213,7 @@ def choose_zone(config: EnvConfig, lang: str, *, compute: ComputeQuotas | None =
         if ok:
             for key in (("global", GLOBAL_METRIC), (region, metric)):
                 reserved[key] = reserved.get(key, 0) + needed
-            return ZoneDecision(lang, zone, region, metric, needed, tuple(rows))
+            return ZoneDecision(lang, zone, region, metric, needed, tuple(rows), reported=not unknown)
 
     asks = [request_hint(config.project, m, region, usage + needed) for (region, m), usage in short.items()]
     asks.append(f"or add zones with room to `zones` / `fallback_zones` in envs/{config.env}.yaml")

@@ -97,7 +97,8 @@ class GcpTarget:
             raise InfraError(f"{boot.name}: {boot.detail}", hint=boot.fix)
         if reporter:
             reporter.info(f"{boot.name} ok: {boot.detail}")
-        return gcp_placement(config, lang, zone=decision.zone, metric=decision.metric)
+        # A metric regions.get did not report: the plan's guard accepts Spot or on-demand quota.
+        return gcp_placement(config, lang, zone=decision.zone, metric=decision.metric if decision.reported else None)
 
     def estimate(self, config, lang, bucket, reporter) -> None:
         from stacks.config.prices import estimate

@@ -207,3 +207,39 @@ def test_train_of_several_languages_checks_their_sum_before_applying(project, mo
             GCP.preflight_together(config, ["fr", "en"], None)
     assert "en would not fit beside fr; nothing was applied" in refused.value.message
     assert "--parallel 1" in refused.value.hint
+
+
+@pytest.mark.parametrize("warning", [True, False], ids=["quotaStatusWarning", "metric-absent"])
+def test_a_region_whose_quotas_regions_get_left_out_is_not_refused(project, warning):
+    # Issue 38: regions.get is fail-open (`quotas` may be absent, quotaStatusWarning says why); the
+    # preflight refused every zone as "not reported" while a missing GPUS_ALL_REGIONS passed.
+    ew4 = fixture("region_europe-west4.json")
+    if warning:
+        ew4 = {**{k: v for k, v in ew4.items() if k != "quotas"},
+               "quotaStatusWarning": {"code": "UNREACHABLE", "message": "quota data is temporarily unavailable"}}
+    else:
+        ew4 = with_quotas(ew4, PREEMPTIBLE_NVIDIA_L4_GPUS=None, NVIDIA_L4_GPUS=None)
+    with compute_api(ew4=ew4) as api:
+        decision = choose_zone(dev_config(), "fr", compute=ComputeQuotas("p1", api.url))
+        asked = paths(api, ACCEL_ANY)
+    assert decision.zone == "europe-west4-a" and decision.reported is False
+    row = decision.rows[1]
+    assert row.ok and row.limit is None and "the plan's quota guard checks the limit" in row.note
+    assert ("quota data is temporarily unavailable" in row.note) is warning
+    assert asked == [ACCEL.format("europe-west4-a")]  # the zone's offer is still checked
+
+
+def test_an_unreported_metric_leaves_the_plan_guard_both_metrics(project, monkeypatch):
+    from types import SimpleNamespace
+
+    from stacks.gcp import doctor, image
+    from stacks.targets.gcp import GcpTarget
+
+    ew4 = with_quotas(fixture("region_europe-west4.json"), PREEMPTIBLE_NVIDIA_L4_GPUS=None, NVIDIA_L4_GPUS=None)
+    with compute_api(ew4=ew4) as api:
+        decision = choose_zone(dev_config(), "fr", compute=ComputeQuotas("p1", api.url))
+    monkeypatch.setattr(image, "require_image", lambda ref, env: None)  # no registry here
+    monkeypatch.setattr(doctor, "check_boot_image", lambda config, lang: SimpleNamespace(ok=True, name="boot", detail=""))
+    placement = GcpTarget().preflight(dev_config(), "fr", None, decided=decision)
+    assert placement.zone == "europe-west4-a"
+    assert placement.quota_metrics == ["PREEMPTIBLE_NVIDIA_L4_GPUS", "NVIDIA_L4_GPUS"]
