@@ -64,3 +64,30 @@ def test_c_is_chosen_by_cross_validated_log_loss():
     assert P.fit_probe(x, y, multi_label=False, seed=0).c <= P.C_GRID[1]
     x, t = _data(n=200, d=5, labels=2)  # clean signal in few dimensions: a weak penalty
     assert P.fit_probe(x, t, multi_label=False, seed=0).c >= 0.3
+
+
+def test_a_multi_label_probe_gives_the_probabilities_of_the_classifier_loss_not_of_its_class_weights():
+    # A rare label (6 % of rows) with a weak signal: a balanced fit's probabilities of it were inflated, so
+    # its validation BCE lost to fine-tuned epochs (unweighted BCE) that ranked worse (issue 37, fr_mlma_hate).
+    from trainer.classification.probe import fit_probe
+
+    rng = np.random.default_rng(1)
+    n, d = 1200, 10
+    x = rng.normal(0, 1, (n, d))
+    rare = (x[:, 0] + rng.normal(0, 1.5, n) > 2.8).astype(float)
+    common = (x[:, 1] + rng.normal(0, 1, n) > 0).astype(float)
+    t = np.column_stack([rare, common])
+    train, held = slice(0, 800), slice(800, None)
+    unweighted = fit_probe(x[train], t[train], multi_label=True, seed=0)  # trainer.class_weights none
+    balanced = fit_probe(x[train], t[train], multi_label=True, seed=0, loss_power=1.0)
+    p0, p1 = unweighted.probabilities(x[held]), balanced.probabilities(x[held])
+    assert 0.03 < rare.mean() < 0.1
+    assert abs(p0[:, 0].mean() - rare[held].mean()) < 0.03 < p1[:, 0].mean() - rare[held].mean()
+
+    def bce(p, y):
+        p = np.clip(p, 1e-7, 1 - 1e-7)
+        return float(-(y * np.log(p) + (1 - y) * np.log(1 - p)).mean())
+
+    assert bce(p0[:, 0], rare[held]) < bce(p1[:, 0], rare[held]) - 0.05
+    if unweighted.c == balanced.c:  # same fit, moved intercepts: the ranking thresholds choose from is the same
+        assert (np.argsort(p0[:, 0], kind="stable") == np.argsort(p1[:, 0], kind="stable")).all()

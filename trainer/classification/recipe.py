@@ -51,6 +51,9 @@ def lm_finetune_phases(lr: float, epochs: int) -> list[tuple]:
     return [p for p in phases if p[1] > 0]
 
 
+WEIGHT_POWER = {"none": 0.0, "sqrt": 0.5, "balanced": 1.0}  # trainer.class_weights -> the power below
+
+
 def label_weights(targets, *, multi_label: bool, how: str):
     """Loss weights against imbalance, from the training rows' 0/1 targets (rows, labels), or None.
 
@@ -61,7 +64,7 @@ def label_weights(targets, *, multi_label: bool, how: str):
 
     if how == "none":
         return None
-    power = {"sqrt": 0.5, "balanced": 1.0}[how]
+    power = WEIGHT_POWER[how]
     t = np.asarray(targets, dtype=float)
     pos = np.maximum(t.sum(axis=0), 1.0)
     if multi_label:

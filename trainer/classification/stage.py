@@ -10,7 +10,7 @@ from fastai.text.all import (
 from trainer import distributed as D
 from trainer.job import precision as P
 from trainer.classification.probe import fit_probe, install, linear_head, pooled_features
-from trainer.classification.recipe import classifier_epochs, classifier_phases, label_weights
+from trainer.classification.recipe import WEIGHT_POWER, classifier_epochs, classifier_phases, label_weights
 from trainer.job.fitting import stage_name
 from trainer.lm.finetune import Encoder
 from trainer.text.loaders import classifier_dataloaders
@@ -119,7 +119,8 @@ def start_from_probe(rc, fit, prep, learn, tokens: TokenIds, stage: str) -> None
     targets = np.array([[int(l in data.labels[i]) for l in data.label_names] for i in range(len(data.labels))])
     feats = {name: pooled_features(model, tokens, rows, bs=a.bs, seq_len=a.seq_len)
              for name, rows in (("train", prep.train_idx), ("valid", prep.valid_idx), ("test", prep.test_idx))}
-    probe = fit_probe(feats["train"], targets[prep.train_idx], multi_label=data.multi_label, seed=a.seed)
+    probe = fit_probe(feats["train"], targets[prep.train_idx], multi_label=data.multi_label, seed=a.seed,
+                      loss_power=WEIGHT_POWER[a.class_weights])
     install(model[1], probe)
     logits = torch.as_tensor(probe.logits(feats["valid"]), dtype=torch.float32)
     y = torch.as_tensor(targets[prep.valid_idx] if data.multi_label else targets[prep.valid_idx].argmax(axis=1))
