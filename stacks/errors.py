@@ -65,3 +65,11 @@ class TerraformError(InfraError):
 
 class RunNotFoundError(TrainstackError):
     pass
+
+
+class VmCreationError(InfraError):
+    """No VM of a run could be created for `minutes` (only errors from its group, no status.json)."""
+
+    def __init__(self, run_id: str, minutes: float, last: str, *, hint: str):
+        super().__init__(f"no VM of run {run_id} could be created in {minutes:g} min: {last}", hint=hint)
+        self.run_id, self.minutes, self.last = run_id, minutes, last

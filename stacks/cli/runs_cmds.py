@@ -42,19 +42,44 @@ def status(lang: LangArg, env: EnvOpt = "local", sets: SetOpt = None, run: RunOp
     data = {k: getattr(s, k) for k in STATUS_KEYS} if s else {**dict.fromkeys(STATUS_KEYS), "run_id": run_id,
                                                               "lang": lang, "env": env, "resumed": 0}
     data.update(state=state, url=bucket.url(f"{lang}/runs/{run_id}"))
+    errors = creation_errors(config, bucket, lang, run_id) if state in ("STARTING", "RUNNING") else []
+    data["vm_errors"] = [e.line() for e in errors]
     if as_json:
         emit_json(data)
         return
     if s is None:
         console.print(f"run {run_id} ({lang}, env {env}): [bold]{state}[/] · no status.json yet "
                       f"(the trainer has not started)", soft_wrap=True)
-        return
-    console.print(f"run {s.run_id} ({s.lang}, env {s.env}): [bold]{s.state}[/] · stage {s.stage}"
-                  + (f" · {s.position()}" if s.epochs else ""), soft_wrap=True)
-    console.print(f"  started {s.started_at} · updated {s.updated_at}"
-                  + (f" · finished {s.finished_at}" if s.finished_at else "") + f" · resumed {s.resumed}x")
-    if s.error:
-        console.print(f"  [red]error:[/] {escape(s.error)}", soft_wrap=True)
+    else:
+        console.print(f"run {s.run_id} ({s.lang}, env {s.env}): [bold]{s.state}[/] · stage {s.stage}"
+                      + (f" · {s.position()}" if s.epochs else ""), soft_wrap=True)
+        console.print(f"  started {s.started_at} · updated {s.updated_at}"
+                      + (f" · finished {s.finished_at}" if s.finished_at else "") + f" · resumed {s.resumed}x")
+        if s.error:
+            console.print(f"  [red]error:[/] {escape(s.error)}", soft_wrap=True)
+    if errors:
+        console.print("  VM creation errors (the group keeps retrying):")
+        for error in errors:
+            console.print(f"    {escape(error.line())}", soft_wrap=True)
+        console.print(f"  what to do: {escape(errors[-1].hint)}", soft_wrap=True)
+
+
+def creation_errors(config, bucket, lang: str, run_id: str) -> list:
+    """The errors the target met creating the run's machines (gcp: its group's error list), in the zone the run
+    was applied in (metadata/trainctl.json); [] where the target has none to tell."""
+    from types import SimpleNamespace
+
+    from stacks.targets import target_of
+    from trainer.records.runs import TRAINCTL_META, run_key
+
+    try:
+        zone = json.loads(bucket.read_bytes(run_key(lang, run_id, TRAINCTL_META))).get("zone")
+    except Exception:  # no metadata: the first preferred zone, as the stack without a preflight decision
+        zone = None
+    reporter = SimpleNamespace(warn=lambda message: console.print(f"[yellow]warning:[/] {escape(message)}",
+                                                                  soft_wrap=True))
+    poll = target_of(config).creation_errors(config, lang, SimpleNamespace(zone=zone) if zone else None, reporter)
+    return poll() if poll else []
 
 
 class JsonLinesReporter:

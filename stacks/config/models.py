@@ -82,6 +82,9 @@ class LanguageSettings(StrictModel):
                        "(`train --parallel N` sets each run's share)")
     max_restarts: int = Field(3, ge=0, le=100, description="times an interrupted (preempted) run is resumed")
     max_run_hours: float = Field(6, gt=0, le=168)
+    creation_error_minutes: float = Field(10, gt=0, le=1440, description="gcp: while a run has no status.json, how "
+                                          "long its group may fail to create VMs (each error printed once) before "
+                                          "`trainctl train` destroys the stack and exits 3")
     disk_gb: int = Field(100, ge=10)
     disk_type: str = Field("pd-balanced", description="boot disk type (pd-balanced, pd-ssd, hyperdisk-balanced)")
     shm_size: str = Field("16g", pattern=r"^\d+[kmg]?$")

@@ -8,6 +8,7 @@ from __future__ import annotations
 from contextlib import nullcontext
 from typing import TYPE_CHECKING, Callable
 
+from stacks.errors import VmCreationError
 from stacks.runs import stack_ops, watch
 from stacks.runs.language_run import LanguageRun, resolve
 from stacks.runs.preflight import report_preflight
@@ -64,9 +65,18 @@ def run_language(project: "Project", config: "EnvConfig", lang: str, *, job: str
     if note:
         rep.info(note)
     alive = target.launcher_alive(project, run.env, run.run_id)
-    run.status = watch.follow(run.bucket, lang, run.run_id, rep, launcher_alive=alive, poll_s=target.poll_s,
-                              appear_timeout_s=target.status_appear_timeout_s,
-                              give_up_at=watch.give_up_time(run.run_id, run.settings.max_run_hours))
+    try:
+        run.status = watch.follow(
+            run.bucket, lang, run.run_id, rep, launcher_alive=alive, poll_s=target.poll_s,
+            appear_timeout_s=target.status_appear_timeout_s,
+            give_up_at=watch.give_up_time(run.run_id, run.settings.max_run_hours),
+            creation_errors=target.creation_errors(config, lang, run.placement, rep),
+            creation_error_limit_s=run.settings.creation_error_minutes * 60)
+    except VmCreationError:
+        # Nothing ran: the group would keep retrying (and a late VM start billing) unless torn down.
+        track(DESTROYING)
+        stack_ops.teardown(run, rep)
+        raise
     track(DESTROYING)
     stack_ops.teardown(run, rep)
     record_cost(run, rep)

@@ -5,9 +5,17 @@ import itertools
 import time
 from typing import Callable, Protocol
 
-from stacks.errors import InfraError
+from stacks.errors import InfraError, VmCreationError
 from trainer.records.runs import RunStatus, read_status, run_key, run_started_at
 from trainer.storage import Bucket
+
+
+class CreationProblem(Protocol):
+    """One error the target met creating the run's machines (gcp: an entry of the group's error list)."""
+
+    hint: str
+
+    def line(self) -> str: ...
 
 
 class Reporter(Protocol):
@@ -42,15 +50,18 @@ class LogTail:
 def follow(bucket: Bucket, lang: str, run_id: str, reporter: Reporter, *, poll_s: float = 1.0,
            launcher_alive: Callable[[], bool] | None = None, print_log: bool = True,
            appear_timeout_s: float = 180, give_up_at: float | None = None,
-           notes_every: int = 12) -> RunStatus:
+           notes_every: int = 12, creation_errors: Callable[[], list[CreationProblem]] | None = None,
+           creation_error_limit_s: float = 600) -> RunStatus:
     """Print log lines and progress until the run ends; return its final status.
 
     `give_up_at` (epoch s): past it a run without a final status is reported instead of
     followed forever (the VM side stops at max_run_hours and marks the run FAILED).
+    `creation_errors`: new errors creating the run's machines, each warned once; after
+    `creation_error_limit_s` of only errors and no status.json, VmCreationError.
     """
     tail = LogTail(bucket, lang, run_id)
     started = time.monotonic()
-    dead_since = None
+    dead_since = errors_since = None
     for poll in itertools.count():
         for line in tail.new_lines() if print_log else []:
             reporter.log_line(line)
@@ -61,6 +72,16 @@ def follow(bucket: Bucket, lang: str, run_id: str, reporter: Reporter, *, poll_s
                 for line in tail.new_lines() if print_log else []:
                     reporter.log_line(line)
                 return status
+        if creation_errors is not None and (status is None or poll % notes_every == 0):
+            problems = creation_errors()
+            for problem in problems:
+                reporter.warn(problem.line())
+            if status is not None:
+                errors_since = None
+            elif problems:
+                errors_since, last = errors_since or time.monotonic(), problems[-1]
+            if errors_since is not None and time.monotonic() - errors_since >= creation_error_limit_s:
+                raise VmCreationError(run_id, round(creation_error_limit_s / 60, 2), last.line(), hint=last.hint)
         # A VM that cannot (re)start the trainer leaves a note and stops its group.
         if (status is None or poll % notes_every == 0) and (note := vm_startup_error(bucket, lang, run_id)):
             raise InfraError(f"run {run_id} stopped on its VM: {note}",

@@ -42,6 +42,9 @@ class Target(Protocol):
     def waiting_note(self, config: "EnvConfig", lang: str, placement) -> str | None:
         """What the operator waits for between the apply and the run's first status."""
 
+    def creation_errors(self, config: "EnvConfig", lang: str, placement, reporter) -> Callable[[], list] | None:
+        """New errors creating the run's machines at each call (stacks.runs.watch.CreationProblem), or None."""
+
     def launcher_alive(self, project: "Project", env: str, run_id: str) -> Callable[[], bool] | None:
         """A check that whatever runs the trainer is still there (None: the target cannot tell)."""
 

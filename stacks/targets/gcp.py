@@ -118,6 +118,12 @@ class GcpTarget:
                 f"watch it: gcloud compute instance-groups managed list-instances "
                 f"{group_name(config.env, lang)} --zone {zone} --project {config.project}")
 
+    def creation_errors(self, config, lang, placement, reporter):
+        from stacks.gcp.group_errors import group_error_poller
+
+        zone = placement.zone if placement else config.zones[0]
+        return group_error_poller(config, lang, zone, reporter)
+
     def launcher_alive(self, project, env, run_id):
         return None  # the instance group recreates VMs; the run's status and the deadline tell
 

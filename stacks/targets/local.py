@@ -44,6 +44,9 @@ class LocalTarget:
     def estimate(self, config, lang, bucket, reporter) -> None:
         return None
 
+    def creation_errors(self, config, lang, placement, reporter):
+        return None  # the supervisor's own status and exit code tell
+
     def waiting_note(self, config, lang, placement) -> str | None:
         return None
 

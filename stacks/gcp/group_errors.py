@@ -1,0 +1,118 @@
+"""What the managed instance group could not do: its VM creation errors (instanceGroupManagers.listErrors).
+
+The group is created without waiting for its VMs (Spot capacity may take a while), so no Spot
+capacity, a CPU or disk quota, or an org policy refusing the boot image shows nowhere but in the
+group's error list, while the group keeps retrying and `trainctl train` waits for a status.json
+that never comes. `trainctl train` and `trainctl status` print each error once from here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# Codes Compute Engine reports when it cannot create a VM, and what to do about each kind.
+CAPACITY = ("ZONE_RESOURCE_POOL_EXHAUSTED", "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS", "STOCKOUT",
+            "RESOURCE_POOL_EXHAUSTED")
+QUOTA = ("QUOTA_EXCEEDED",)
+POLICY = ("CONDITION_NOT_MET", "RESOURCE_NOT_ALLOWED")
+
+
+@dataclass(frozen=True)
+class GroupError:
+    """One entry of the group's error list."""
+
+    zone: str
+    code: str
+    message: str
+    instance: str = ""
+    timestamp: str = ""
+
+    def line(self) -> str:
+        vm = f" ({self.instance.rsplit('/', 1)[-1]})" if self.instance else ""
+        return f"VM creation failed in {self.zone}{vm}: {self.code}: {self.message}"
+
+
+def advice(error: GroupError, *, project: str, env: str, spot: bool) -> str:
+    """What the operator can change for this kind of error."""
+    env_file = f"envs/{env}.yaml"
+    if error.code in CAPACITY:
+        return (f"no capacity for this machine in {error.zone}: list other zones (or regions) first in `zones` / "
+                f"`fallback_zones` of {env_file}" + (", or set spot: false (on-demand capacity)" if spot else "")
+                + "; `trainctl quota` shows where quota allows it")
+    if error.code in QUOTA:
+        return (f"request the quota the message names: https://console.cloud.google.com/iam-admin/quotas?project="
+                f"{project} (or move to a region with room: `zones` in {env_file}; `trainctl quota`)")
+    if error.code in POLICY:
+        return ("an organization policy refuses part of the VM (boot image project, external IP, Shielded VM, ...): "
+                f"`trainctl doctor --env {env}` names the settings (boot_image, secure_boot, network)")
+    return f"`trainctl doctor --env {env}`, then `trainctl destroy` and train again"
+
+
+@dataclass
+class GroupErrors:
+    """New entries of one group's error list at each call (each entry once)."""
+
+    project: str
+    zone: str
+    group: str
+    endpoint: str | None = None
+    seen: set = field(default_factory=set)
+    _client: object = None
+
+    def new(self) -> list[GroupError]:
+        """The entries not returned before, oldest first; [] while the group is missing (not applied yet)."""
+        from google.api_core import exceptions as gexc
+
+        from stacks.gcp import api
+
+        if self._client is None:
+            self._client = api.compute_client("InstanceGroupManagersClient", self.endpoint)
+        try:
+            items = list(self._client.list_errors(project=self.project, zone=self.zone,
+                                                  instance_group_manager=self.group, timeout=30))
+        except gexc.NotFound:
+            return []
+        fresh = []
+        for item in items:
+            error = GroupError(self.zone, item.error.code or "UNKNOWN", item.error.message or "",
+                               item.instance_action_details.instance or "", item.timestamp or "")
+            key = (error.timestamp, error.code, error.message, error.instance)
+            if key not in self.seen:
+                self.seen.add(key)
+                fresh.append(error)
+        return sorted(fresh, key=lambda e: e.timestamp)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A group error as `follow` reports it: its line and what to do (stacks.runs.watch.CreationProblem)."""
+
+    error: GroupError
+    hint: str
+
+    def line(self) -> str:
+        return self.error.line()
+
+
+def group_error_poller(config, lang: str, zone: str, reporter):
+    """A callable returning the new errors of `lang`'s group as Problems; a failure to read the list is
+    warned once and reading stops (the run is still followed through its bucket)."""
+    from stacks.gcp import api
+    from stacks.naming import group_name
+
+    errors = GroupErrors(config.project, zone, group_name(config.env, lang))
+    spot = config.language(lang).spot
+    broken: list[str] = []
+
+    def new() -> list[Problem]:
+        if broken:
+            return []
+        try:
+            found = errors.new()
+        except api.client_failures() as exc:
+            broken.append(str(exc))
+            reporter.warn(f"could not read the errors of group {errors.group} (VM creation problems will not be "
+                          f"shown; needs compute.instanceGroupManagers.get): {exc}")
+            return []
+        return [Problem(e, advice(e, project=config.project, env=config.env, spot=spot)) for e in found]
+
+    return new
