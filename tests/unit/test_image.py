@@ -9,6 +9,7 @@ import io
 import json
 import os
 import shutil
+import re
 import subprocess
 import sys
 import tarfile
@@ -385,3 +386,12 @@ def test_cli_image_build_on_local_env_is_bad_usage(project):
     assert result.exit_code == ExitStatus.BAD_INPUT
     assert "image build applies to gcp environments" in result.output
     assert "the local target runs the trainer from this checkout" in result.output
+
+
+def test_the_base_is_pinned_by_digest_and_no_apt_package_by_a_version_that_rots():
+    # Issue 38: python3.12=3.12.3-1ubuntu0.17 stopped installing at Ubuntu's next python3.12 update.
+    text = (REPO / DOCKERFILE).read_text()
+    (base,) = [line for line in text.splitlines() if line.startswith("ARG CUDA_BASE=")]
+    assert re.fullmatch(r"ARG CUDA_BASE=nvidia/cuda:13\.0\.\d+-base-ubuntu24\.04@sha256:[0-9a-f]{64}", base)
+    installs = [line for line in text.splitlines() if "apt-get install" in line or line.strip().startswith("python3")]
+    assert installs and not any(re.search(r"\bpython3[.\w-]*=", line) for line in installs)
