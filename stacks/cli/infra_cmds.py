@@ -138,6 +138,11 @@ def apply(reviewed: Annotated[Path, typer.Option(
         raise TrainstackError("the plan is no longer the reviewed one; nothing applied:\n  " + "\n  ".join(stale),
                               hint="review the new plan (a pull request, or the plan workflow on main), then rerun")
     changed = [r for r in results if r.plan.has_changes]
+    if changed:
+        from stacks.targets import target_of
+
+        config = load(env, sets)[1]
+        target_of(config).require_artifacts(config)  # before anything is applied
     for r in changed:
         console.print(f"applying the reviewed plan of {r.plan.stack}")
         console.print(r.tf.apply_saved(r.tf.workdir / PLANFILE), markup=False)

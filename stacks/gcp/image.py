@@ -44,7 +44,8 @@ class ImageNotBuiltError(InfraError):
 
     def __init__(self, ref: str, env: str | None = None):
         super().__init__(f"the trainer image {ref} is not in the registry (never built for this tree)",
-                         hint=f"build it: trainctl image build --env {env or '<env>'}")
+                         hint=f"build it: trainctl image build --env {env or '<env>'} (an operator: the CI "
+                              "deployer may read the registry, not run Cloud Build), then rerun")
         self.ref = ref
 
 

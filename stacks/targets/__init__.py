@@ -42,6 +42,9 @@ class Target(Protocol):
     def waiting_note(self, config: "EnvConfig", lang: str, placement) -> str | None:
         """What the operator waits for between the apply and the run's first status."""
 
+    def require_artifacts(self, config: "EnvConfig") -> None:
+        """Raise (exit 3) unless what a stack applied without a preflight needs is in place (`apply --reviewed`)."""
+
     def creation_errors(self, config: "EnvConfig", lang: str, placement, reporter) -> Callable[[], list] | None:
         """New errors creating the run's machines at each call (stacks.runs.watch.CreationProblem), or None."""
 

@@ -118,6 +118,13 @@ class GcpTarget:
                 f"watch it: gcloud compute instance-groups managed list-instances "
                 f"{group_name(config.env, lang)} --zone {zone} --project {config.project}")
 
+    def require_artifacts(self, config) -> None:
+        """The trainer image of this tree (the reviewed plan's): without it every VM would pull five times and
+        fail while its GPU is billed. The CI deployer may read the registry, not build (Cloud Build)."""
+        from stacks.gcp.image import image_ref, require_image
+
+        require_image(image_ref(config, SOURCE_ROOT), env=config.env)
+
     def creation_errors(self, config, lang, placement, reporter):
         from stacks.gcp.group_errors import group_error_poller
 

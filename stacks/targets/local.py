@@ -44,6 +44,9 @@ class LocalTarget:
     def estimate(self, config, lang, bucket, reporter) -> None:
         return None
 
+    def require_artifacts(self, config) -> None:
+        return None  # the local trainer runs from this checkout
+
     def creation_errors(self, config, lang, placement, reporter):
         return None  # the supervisor's own status and exit code tell
 

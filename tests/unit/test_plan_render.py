@@ -432,3 +432,41 @@ def test_an_expected_env_without_plans_is_shown_as_failed(tmp_path):
 def test_apply_never_touches_the_foundation(project, tmp_path):
     result = invoke("apply", "--env", "local", "--stack", "foundation", "--reviewed", str(tmp_path))
     assert result.exit_code == 2 and "applied by an operator" in result.output
+
+
+@needs_terraform
+def test_apply_checks_the_target_artifacts_before_applying_anything(reviewed_stack, monkeypatch):
+    # Issue 38: the CI deploy could start a run whose image was never built (the VM then pulls and fails, billed).
+    from stacks.errors import InfraError
+    from stacks.targets.local import LOCAL
+
+    workdir, review = reviewed_stack
+
+    def missing(self, config):
+        raise InfraError("the trainer image X is not in the registry", hint="build it")
+
+    monkeypatch.setattr(type(LOCAL), "require_artifacts", missing)
+    result = invoke("apply", "--env", "local", "--stack", "train-fr", "--reviewed", str(review))
+    assert result.exit_code == 3 and "not in the registry" in result.output, result.output
+    state = workdir / "terraform.tfstate"
+    assert not state.exists() or "terraform_data" not in state.read_text()
+
+
+@pytest.mark.parametrize(("answer", "built"), [(404, False), (200, True)])
+def test_a_gcp_env_requires_the_image_of_this_tree_in_the_registry(project, monkeypatch, answer, built):
+    from stacks.gcp.image import REGISTRY_ENDPOINT_ENV, ImageNotBuiltError
+    from stacks.project import Project
+    from stacks.targets.gcp import GCP
+    from tests.support.recorded_api import RecordedApi
+
+    config = Project.discover().load("dev", ["project=p1"])
+    body = {"errors": [{"code": "MANIFEST_UNKNOWN"}]} if answer == 404 else {}
+    with RecordedApi({("HEAD", "/v2/p1/trainstack/trainer/manifests/[^/]+"): (answer, body)}) as api:
+        monkeypatch.setenv(REGISTRY_ENDPOINT_ENV, api.url)
+        if built:
+            GCP.require_artifacts(config)
+        else:
+            with pytest.raises(ImageNotBuiltError) as err:
+                GCP.require_artifacts(config)
+            assert "trainctl image build --env dev" in err.value.hint and "deployer" in err.value.hint
+        assert len(api.requests("HEAD", ".*")) == 1
