@@ -22,7 +22,8 @@ class LocalTarget:
         for check in (_terraform_check, _node_check, _trainer_check, lambda: _bucket_check(config.bucket)):
             checks.append(check())
             echo(checks[-1])
-        return checks, "the data (trainctl data check LANG) and the base LM (trainctl lm list)"
+        return checks, ("the data (checked by `trainctl data push LANG DIR` and when `trainctl train` starts) and the "
+                        "base LM (trainctl lm list)")
 
     def check_config(self, config, origin) -> None:
         return None  # the schema's checks are all a local env needs

@@ -347,11 +347,14 @@ def test_plan_workflow_comments_once_also_on_failure_and_never_for_forks():
     upload = next(s for s in plan["steps"] if "upload-artifact" in s.get("uses", ""))
     assert upload["if"] == "always()"
     comment = next(s for s in review["steps"] if "github_comment" in s.get("run", ""))
-    assert comment["if"] == "github.event.pull_request.head.repo.full_name == github.repository"
+    assert comment["if"] == ("github.event.pull_request.head.repo.full_name == github.repository && "
+                             "github.actor != 'dependabot[bot]'")
     summary = next(s for s in review["steps"] if "GITHUB_STEP_SUMMARY" in s.get("run", ""))
     assert "if" not in summary  # forks get the review in the job summary
     envs_run = doc["jobs"]["envs"]["steps"][-1]["run"]
     assert '"$HEAD_REPOSITORY" != "$GITHUB_REPOSITORY"' in envs_run and "--no-credentials" in envs_run
+    # Issue 38: Dependabot's pull requests get no OIDC token either (treated like a fork's).
+    assert '[ "$GITHUB_ACTOR" = "dependabot[bot]" ]' in envs_run
     plan_run = next(s for s in plan["steps"] if s.get("name") == "Plan")["run"]
     assert '[ "$status" -ne 4 ]' in plan_run  # changes present is not a failure
 
