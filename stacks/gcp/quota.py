@@ -141,6 +141,34 @@ def governing_metric(gpu: GpuType, spot: bool, quotas: dict[str, tuple[float, fl
     return gpu.metric
 
 
+# Besides GPUs a VM draws on CPU and disk quota (issue 38: a short CPUS, PREEMPTIBLE_CPUS, A2_CPUS or
+# SSD_TOTAL_GB quota only showed as the group's silent creation errors). Spot VMs use PREEMPTIBLE_CPUS
+# where the project has some, else the family's own CPU quota (G2_CPUS, A2_CPUS, ...) where the region
+# reports one, else CPUS; pd-balanced and pd-ssd boot disks count against SSD_TOTAL_GB, pd-standard
+# against DISKS_TOTAL_GB (https://cloud.google.com/compute/resource-usage, read 2026-11-27).
+DISK_METRICS = {"pd-balanced": "SSD_TOTAL_GB", "pd-ssd": "SSD_TOTAL_GB", "pd-standard": "DISKS_TOTAL_GB"}
+
+
+def cpu_metric(machine_type: str, spot: bool, quotas: dict[str, tuple[float, float]]) -> str:
+    if spot and quotas.get("PREEMPTIBLE_CPUS", (0.0, 0.0))[0] > 0:
+        return "PREEMPTIBLE_CPUS"
+    family = f"{machine_type.split('-', 1)[0].upper()}_CPUS"
+    return family if family in quotas else "CPUS"
+
+
+def other_needs(compute: "ComputeQuotas", zone: str, settings, quotas) -> dict[str, int]:
+    """{metric: amount} of the CPU and disk quota the language's VMs need in `zone` (a metric the region does
+    not report, or a machine type whose shape is unknown, is left to Compute Engine)."""
+    needs = {}
+    shape = compute.machine_shape(zone, settings.machine_type)
+    if shape:
+        needs[cpu_metric(settings.machine_type, settings.spot, quotas)] = settings.nodes * shape["vcpus"]
+    disk = DISK_METRICS.get(settings.disk_type)
+    if disk:
+        needs[disk] = settings.nodes * settings.disk_gb
+    return {metric: amount for metric, amount in needs.items() if metric in quotas}
+
+
 def candidate_zones(config: EnvConfig) -> list[str]:
     return list(dict.fromkeys([*config.zones, *config.fallback_zones]))
 
@@ -179,7 +207,7 @@ def choose_zone(config: EnvConfig, lang: str, *, compute: ComputeQuotas | None =
             f"usage {_num(usage)}, needs {needed}; no zone in any region can start its GPUs",
             rows, hint=request_hint(config.project, GLOBAL_METRIC, None, usage + needed))
 
-    short: dict[tuple[str, str], float] = {}  # (region, metric) -> usage, in preference order: what to ask for
+    short: dict[tuple[str, str], float] = {}  # (region, metric) -> the limit to ask for, in preference order
     for zone in candidate_zones(config):
         region = region_of(zone)
         info = compute.region(region)
@@ -197,14 +225,25 @@ def choose_zone(config: EnvConfig, lang: str, *, compute: ComputeQuotas | None =
             note = f"{why} in {region}: the plan's quota guard checks the limit"
         elif not ok:
             note = f"{_num(max(limit - usage, 0))} free, needs {needed}"
-            short[(region, metric)] = usage
-        if ok:  # quota allows it (or is unknown): does the zone exist and offer the GPU?
+            short[(region, metric)] = usage + needed
+        others: dict[str, int] = {}
+        if ok:  # quota allows it (or is unknown): does the zone exist and offer the GPU? CPUs and disk?
             if info.zones and zone not in info.zones:
                 ok, note = False, f"no zone {zone} in {region}"
             elif not compute.offers(zone, gpu.name):
                 ok, note = False, f"{gpu.name} not offered in {zone}"
             else:
-                note = "chosen" + (f"; {note}" if unknown else "")
+                others = other_needs(compute, zone, settings, info.quotas)
+                lacking = [(m, info.quotas[m][0] - info.quotas[m][1] - reserved.get((region, m), 0), need)
+                           for m, need in others.items()
+                           if info.quotas[m][0] - info.quotas[m][1] - reserved.get((region, m), 0) < need]
+                if lacking:
+                    ok = False
+                    note = "; ".join(f"{m} {_num(max(free, 0))} free, needs {need}" for m, free, need in lacking)
+                    for m, free, need in lacking:
+                        short[(region, m)] = info.quotas[m][0] - free + need
+                else:
+                    note = "chosen" + (f"; {note}" if unknown else "")
         if settings.spot and metric == gpu.metric and not info.missing and not unknown:
             note += "; no Spot quota in region, Spot VMs use on-demand quota"
         if reserved.get((region, metric)):
@@ -213,9 +252,11 @@ def choose_zone(config: EnvConfig, lang: str, *, compute: ComputeQuotas | None =
         if ok:
             for key in (("global", GLOBAL_METRIC), (region, metric)):
                 reserved[key] = reserved.get(key, 0) + needed
+            for m, need in others.items():
+                reserved[(region, m)] = reserved.get((region, m), 0) + need
             return ZoneDecision(lang, zone, region, metric, needed, tuple(rows), reported=not unknown)
 
-    asks = [request_hint(config.project, m, region, usage + needed) for (region, m), usage in short.items()]
+    asks = [request_hint(config.project, m, region, value) for (region, m), value in short.items()]
     asks.append(f"or add zones with room to `zones` / `fallback_zones` in envs/{config.env}.yaml")
     kind = "Spot, " if settings.spot else ""
     raise QuotaError(

@@ -10,6 +10,7 @@ PROJECT = "/compute/v1/projects/p1"
 REGION = PROJECT + "/regions/{}"
 ACCEL = PROJECT + "/zones/{}/acceleratorTypes/nvidia-l4"
 ACCEL_ANY = PROJECT + "/zones/[^/]+/acceleratorTypes/[^/]+"
+MACHINE = PROJECT + "/zones/{}/machineTypes/{}"
 DEV = ["project=p1", "fallback_zones=[europe-west1-b, europe-west1-c]"]
 
 
@@ -31,6 +32,11 @@ def accelerator(zone: str) -> dict:
     return json.loads(json.dumps(doc).replace("europe-west4-a", zone))
 
 
+def machine_type(zone: str, name: str) -> dict:
+    doc = fixture(f"machine_type_{name}.json")
+    return json.loads(json.dumps(doc).replace("europe-west4-a", zone))
+
+
 def compute_api(*, project=None, ew4=None, ew1=None, not_offered=()) -> RecordedApi:
     """Routes for p1: projects.get, regions.get of two regions, acceleratorTypes.get per zone."""
     routes = {("GET", PROJECT): (200, project or fixture("project_p1.json")),
@@ -40,4 +46,6 @@ def compute_api(*, project=None, ew4=None, ew1=None, not_offered=()) -> Recorded
         routes[("GET", ACCEL.format(zone))] = (404, "compute/error_404_accelerator_type.json")
     for zone in ("europe-west4-a", "europe-west4-b", "europe-west4-c", "europe-west1-b", "europe-west1-c"):
         routes.setdefault(("GET", ACCEL.format(zone)), (200, accelerator(zone)))
+        for machine in ("g2-standard-8", "a2-highgpu-1g"):
+            routes.setdefault(("GET", MACHINE.format(zone, machine)), (200, machine_type(zone, machine)))
     return RecordedApi(routes)

@@ -17,6 +17,7 @@ SETS = ["project=p1", "ci.github_repository=acme/trainstack", "ci.github_reposit
 SERVICES = "/v1/projects/p1/services"
 MANIFEST = "/v2/p1/trainstack/trainer/manifests/[^/]+"
 COS_FAMILY = "/compute/v1/projects/cos-cloud/global/images/family/cos-stable"
+DLVM = "projects/deeplearning-platform-release/global/images/family/common-cu129-ubuntu-2204-nvidia-580"
 SUBNET = "/compute/v1/projects/p1/regions/europe-west4/subnetworks/default"
 ORG_POLICY = "/v1/projects/p1:getEffectiveOrgPolicy"
 PROJECT = "/compute/v1/projects/p1"
@@ -175,8 +176,8 @@ def test_all_ok(project, monkeypatch):
 def test_each_problem_says_what_to_do_and_exits_3(project, monkeypatch, case, change, expected, fix):
     routes = healthy()
     change(routes)
-    sets = ["languages.en.machine_type=a2-highgpu-1g", "languages.en.gpu.type=nvidia-tesla-a100"] \
-        if case == "shielded-vm" else []  # en on a Deep Learning VM image: Secure Boot off
+    sets = ["languages.en.machine_type=a2-highgpu-1g", "languages.en.gpu.type=nvidia-tesla-a100",
+            f"languages.en.boot_image={DLVM}"] if case == "shielded-vm" else []  # a Deep Learning VM: Secure Boot off
     result, _, text = doctor(project, monkeypatch, routes, *sets)
     assert result.exit_code == 3, result.output
     assert "problem" in text and expected in text and fix in text

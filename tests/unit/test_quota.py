@@ -10,7 +10,8 @@ from stacks.cli import quota_cmd
 from stacks.cli.main import app
 from stacks.gcp.quota import ENDPOINT_ENV, ComputeQuotas, QuotaError, choose_zone, choose_zones, quota_id
 from stacks.project import Project
-from tests.support.compute_api import ACCEL, ACCEL_ANY, DEV, PROJECT, REGION, compute_api, fixture, with_quotas
+from tests.support.compute_api import (ACCEL, ACCEL_ANY, DEV, MACHINE, PROJECT, REGION, compute_api, fixture,
+                                       with_quotas)
 from tests.support.recorded_api import RecordedApi
 
 runner = CliRunner()
@@ -40,7 +41,8 @@ def test_enough_quota_picks_first_zone_with_spot_metric(project, monkeypatch):
     glob, zone = decision.rows
     assert (glob.scope, glob.metric, glob.limit, glob.usage, glob.ok) == ("global", "GPUS_ALL_REGIONS", 8, 3, True)
     assert (zone.zone, zone.limit, zone.usage, zone.ok, zone.note) == ("europe-west4-a", 8, 2, True, "chosen")
-    assert sent == [PROJECT, REGION.format("europe-west4"), ACCEL.format("europe-west4-a")]
+    assert sent == [PROJECT, REGION.format("europe-west4"), ACCEL.format("europe-west4-a"),
+                    MACHINE.format("europe-west4-a", "g2-standard-8")]  # its vCPUs, for the CPU quota
     assert all(s.headers.get("Authorization") is None for s in api.seen)  # anonymous on an override
     # the CLI: a table and a decision per language, one regions.get for both
     assert r.exit_code == 0, r.output
@@ -243,3 +245,33 @@ def test_an_unreported_metric_leaves_the_plan_guard_both_metrics(project, monkey
     placement = GcpTarget().preflight(dev_config(), "fr", None, decided=decision)
     assert placement.zone == "europe-west4-a"
     assert placement.quota_metrics == ["PREEMPTIBLE_NVIDIA_L4_GPUS", "NVIDIA_L4_GPUS"]
+
+
+
+@pytest.mark.parametrize(("quotas", "short"), [
+    ({"G2_CPUS": (48, 44)}, "G2_CPUS 4 free, needs 8"),  # the family's own CPU quota
+    ({"PREEMPTIBLE_CPUS": (16, 12)}, "PREEMPTIBLE_CPUS 4 free, needs 8"),  # Spot VMs draw on it where it exists
+    ({"SSD_TOTAL_GB": (2048, 2000)}, "SSD_TOTAL_GB 48 free, needs 100"),  # pd-balanced boot disks
+])
+def test_cpu_and_disk_quota_join_the_gpu_quota(project, quotas, short):
+    # Issue 38: a short CPU or disk quota only showed as the group's creation errors, while train waited 45 min.
+    ew4 = with_quotas(fixture("region_europe-west4.json"), **quotas)
+    with compute_api(ew4=ew4) as api:
+        decision = choose_zone(dev_config(), "fr", compute=ComputeQuotas("p1", api.url))
+    assert decision.zone == "europe-west1-b"
+    assert [(r.zone, r.ok, r.note) for r in decision.rows[1:4]] == [(z, False, short) for z in (
+        "europe-west4-a", "europe-west4-b", "europe-west4-c")]
+    with compute_api(ew4=ew4, ew1=with_quotas(fixture("region_europe-west1.json"), **quotas)) as api:
+        with pytest.raises(QuotaError) as err:
+            choose_zone(dev_config(), "fr", compute=ComputeQuotas("p1", api.url))
+    metric = short.split()[0]
+    assert f"raise {metric} in europe-west4 to >=" in err.value.hint and f"--quota-id={quota_id(metric)}" in err.value.hint
+
+
+def test_languages_together_count_each_others_cpus(project):
+    # 8 G2 CPUs free in europe-west4: fr's g2-standard-8 takes them, en goes to europe-west1.
+    ew4 = with_quotas(fixture("region_europe-west4.json"), G2_CPUS=(48, 40))
+    with compute_api(ew4=ew4) as api:
+        fr, en = choose_zones(dev_config(), ["fr", "en"], compute=ComputeQuotas("p1", api.url)).values()
+    assert (fr.zone, en.zone) == ("europe-west4-a", "europe-west1-b")
+    assert en.rows[1].note == "G2_CPUS 0 free, needs 8; usage counts 1 for languages above"  # the GPU note too
