@@ -137,6 +137,10 @@ class EnvConfig(StrictModel):
     fallback_zones: list[str] = Field([], description="zones of other regions, tried when `zones` lack GPU quota")
     bucket: str
     state_bucket: str | None = Field(None, description="Terraform state bucket (default <project>-trainstack-tfstate)")
+    kept_bucket: str | None = Field(None, description="gcp: where a VM copies a run's work folder when its artifacts "
+                                    "could not be uploaded (gs://BUCKET[/prefix]; the trainer account needs "
+                                    "roles/storage.objectCreator there); unset: <lang>/runs/<run-id>/kept/ of the bucket",
+                                    pattern=r"^gs://[a-z0-9][a-z0-9._-]{1,220}(/.*)?$")
     registry: str = Field("trainstack", description="Artifact Registry repository id")
     image: str | None = Field(None, description="trainer image; default: the registry's trainer at the tree's hash")
     network: str = Field("default", description="VPC network of the VMs; set it (and subnetwork) when the project "

@@ -112,7 +112,8 @@ class TrainStack(TerraformStack):
                 nodes=s.nodes, gpus_per_node=s.gpu.count, max_run_hours=s.max_run_hours, project=config.project,
                 zone=gcp.zone, mig=name, base_name=name, max_restarts=s.max_restarts, image=gcp.image,
                 shm_size=s.shm_size, docker_flags=tuple(s.docker_flags),
-                gpu_driver=s.gpu_driver if installs_driver_at_boot(boot_image) else None).to_metadata(),
+                gpu_driver=s.gpu_driver if installs_driver_at_boot(boot_image) else None,
+                kept_bucket=config.kept_bucket).to_metadata(),
         }
         self.vms = GpuInstanceGroup(
             self, "vms", project=config.project, name=name, zone=gcp.zone, machine_type=s.machine_type,

@@ -97,6 +97,7 @@ class Vm:
         self.gcs = gcs
         self.shutdown_flag = tmp_path / "state" / "shutting-down"  # shutdown.sh's, as mounted from the host
         self.hardware = {"gpus": 1, "driver": "580.95.05"}
+        self.work = tmp_path / "work" / self.run_id  # the trainer's --work-dir (trainer.vm.kept)
 
     def start(self, md: MetadataServer, api: RecordedApi, *action: str) -> subprocess.Popen:
         env = {**os.environ, "GCE_METADATA_HOST": md.host, "TRAINSTACK_COMPUTE_ENDPOINT": api.url,
@@ -105,6 +106,7 @@ class Vm:
                "TRAINSTACK_SHUTDOWN_FLAG": str(self.shutdown_flag),
                # The node's GPUs as the agent's hardware check sees them (no GPU here).
                "TRAINSTACK_GPU_PROBE": json.dumps(self.hardware),
+               "TRAINSTACK_WORK_ROOT": str(self.work.parent),
                "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
         action = action or ("run", "--trainer-cmd", f"{sys.executable} {FAKE}")
         return subprocess.Popen([sys.executable, "-m", "trainer.vm", *action], cwd=REPO, env=env,
@@ -136,7 +138,7 @@ def test_success_on_rank_0_resizes_once(tmp_path, gcs_env):
     assert_one_resize_to_zero(resizes, out)
     assert vm.status().state == SUCCEEDED
     argv = vm.events()[0]
-    assert argv[-2:] == ["--run-id", vm.run_id] and argv.count("--run-id") == 1
+    assert argv[-4:] == ["--run-id", vm.run_id, "--work-dir", str(vm.work)] and argv.count("--run-id") == 1
     assert "operation-1795342500000" in out  # the operation the API answered is logged
     (record,) = [k for k in vm.bucket.list(f"fr/runs/{vm.run_id}/metadata/instances/")]
     assert json.loads(vm.bucket.read_bytes(record))["rank"] == 0 and "/instances/" in record
@@ -197,6 +199,24 @@ def test_a_node_without_its_gpus_fails_the_run_naming_what_it_saw(tmp_path, gcs_
     assert code == 1 and vm.events() == [], out
     assert_one_resize_to_zero(resizes, out)
     assert "sees 0 of the 1 GPU(s)" in vm.status().error and "no NVIDIA driver" in vm.status().error
+
+
+@pytest.mark.parametrize("kept_bucket", [None, "gs://test-bucket/elsewhere"])
+def test_a_kept_work_folder_is_copied_before_the_group_stops(tmp_path, gcs_env, kept_bucket):
+    # Issue 38: what never reached the bucket died with the container when node 0 resized the group to 0.
+    vm = Vm(tmp_path, gcs_env, mode="kept", extra={"trainstack-kept-bucket": kept_bucket} if kept_bucket else None)
+    code, out, resizes = vm.run()
+    assert code == 1, out
+    assert_one_resize_to_zero(resizes, out)
+    if kept_bucket:
+        where, base = open_bucket(kept_bucket), f"fr/{vm.run_id}/train-fr-x7k2"
+    else:
+        where, base = vm.bucket, f"fr/runs/{vm.run_id}/kept/train-fr-x7k2"
+    assert where.read_bytes(f"{base}/models/model.pth") == b"weights that never reached the bucket"
+    assert b"model.pth" in where.read_bytes(f"{base}/UPLOAD_FAILED")
+    status = vm.status()
+    assert status.state == FAILED and status.error.startswith("StorageError: model.pth not uploaded")
+    assert where.url(base) in status.error and where.url(base) in out
 
 
 def test_rank_1_of_2_never_resizes(tmp_path, gcs_env):
@@ -326,7 +346,8 @@ def spec(nodes: int, gpus: int, base: str = "train-fr", max_restarts: int = 3) -
 
 
 def test_commands_for_one_and_many_gpus():
-    tail = ["-m", "trainer", "--lang", "fr", "--run-id", "20261122-101500-ab12"]
+    tail = ["-m", "trainer", "--lang", "fr", "--run-id", "20261122-101500-ab12", "--work-dir",
+            "/home/trainer/work/20261122-101500-ab12"]
     assert build_command(spec(1, 1), 0) == [sys.executable, *tail]
     assert command_env(spec(1, 1)) == {}
     # One VM: torchrun only for its GPUs; the group recreates the VM, torchrun restarts nothing.
@@ -343,7 +364,7 @@ def test_nodes_meet_through_an_elastic_c10d_rendezvous_on_node_0():
         sys.executable, "-m", "torch.distributed.run", "--rdzv-backend", "c10d", "--rdzv-endpoint", "train-fr-0:29500",
         "--rdzv-id", "20261122-101500-ab12", "--rdzv-conf", f"join_timeout={JOIN_TIMEOUT_S},is_host=0",
         "--nnodes", "3", "--nproc-per-node", "2", "--max-restarts", "5", *"-m trainer --lang fr".split(),
-        "--run-id", "20261122-101500-ab12"]
+        "--run-id", "20261122-101500-ab12", "--work-dir", "/home/trainer/work/20261122-101500-ab12"]
     assert JOIN_TIMEOUT_S >= 1800  # a recreated Spot VM boots, installs its driver and pulls the image first
     node_0 = build_command(three, 0)
     assert node_0[node_0.index("--rdzv-conf") + 1].endswith(",is_host=1")  # node 0 hosts the store
@@ -363,7 +384,7 @@ def test_torchrun_accepts_the_commands(monkeypatch):
         args = get_args_parser().parse_args(cmd[3:])
         config, entry, entry_args = config_from_args(args)
         assert args.module and args.training_script == "trainer"
-        assert entry_args[-4:] == ["--lang", "fr", "--run-id", vm_spec.run_id]
+        assert entry_args[-6:-2] == ["--lang", "fr", "--run-id", vm_spec.run_id]
         assert config.nproc_per_node == vm_spec.gpus_per_node
         if vm_spec.nodes == 1:
             assert args.standalone and config.max_restarts == 0

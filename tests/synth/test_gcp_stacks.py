@@ -20,7 +20,8 @@ from tests.support.project import REPO, make_project
 runner = CliRunner()
 CI_SETS = ["ci.github_repository=acme/trainstack", "ci.github_repository_id=101", "ci.github_repository_owner_id=202"]
 SETS = [*(a for s in CI_SETS for a in ("--set", s)), "--set", "project=p1", "--set", "languages.en.nodes=2", "--set", "languages.en.machine_type=g2-standard-24",
-        "--set", "languages.en.gpu.count=2", "--set", "languages.en.spot=false"]
+        "--set", "languages.en.gpu.count=2", "--set", "languages.en.spot=false",
+        "--set", "kept_bucket=gs://p1-kept/trainstack"]
 
 
 def synth(root: Path, outdir: str) -> dict[str, dict]:
@@ -205,6 +206,7 @@ def test_vm_metadata_round_trips_through_synth(synthesized):
         spec = VmSpec.from_metadata(SynthesizedMetadata(root="http://unused/"))
         assert (spec.lang, spec.env, spec.nodes, spec.project, spec.mig) == (lang, "dev", nodes, "p1", f"dev-train-{lang}")
         assert spec.args[:2] == ["--lang", lang] and spec.image and spec.docker_flags == ()
+        assert spec.kept_bucket == "gs://p1-kept/trainstack"  # where a kept work folder goes (trainer.vm.kept)
         assert spec.to_metadata() == {k: v for k, v in written.items() if k.startswith("trainstack-")}
     # startup.sh reads only attributes the stack writes
     read = set(re.findall(r"\bmd (trainstack-[a-z-]+)", (REPO / "images/trainer/startup.sh").read_text()))

@@ -10,11 +10,11 @@ from trainer import distributed as D
 from trainer.job import precision as P
 from trainer.job.callbacks import Preemption
 from trainer.checkpoints import CheckpointStore
-from trainer.records.runs import run_key
+from trainer.records.runs import KEPT_MARK, run_key
 from trainer.storage import StorageError
 
 UPLOAD_ROUNDS = 3  # an artifact's upload, each round under the storage policy's own retries
-KEPT_MARK = "UPLOAD_FAILED"  # in the work folder: an artifact did not reach the bucket, so the folder is kept
+__all__ = ["KEPT_MARK", "RunContext", "UPLOAD_ROUNDS"]
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ BWD_MODEL = "model_bwd.pth"  # the backward classifier (trainer.bidirectional), 
 
 
 TRAINCTL_META = "metadata/trainctl.json"  # written by trainctl at apply: the stack, placement, estimate
+KEPT_MARK = "UPLOAD_FAILED"  # in a work folder: an artifact did not reach the bucket, so the folder is kept
 
 
 def now_iso() -> str:

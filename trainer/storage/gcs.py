@@ -33,6 +33,11 @@ def _brief(exc: BaseException) -> str:
     return f"{code} {text}" if code else f"{type(exc).__name__}: {text}"
 
 
+# What `trainctl` and a run need in the bucket before anything is applied (objects.delete, for `gc` and
+# pruned checkpoints, is not asked: a run works without it).
+RUN_PERMISSIONS = ("storage.objects.list", "storage.objects.get", "storage.objects.create")
+
+
 class GcsBucket:
     """A gs:// bucket (optionally under a prefix)."""
 
@@ -110,9 +115,18 @@ class GcsBucket:
             raise
 
     def check_access(self, prefix: str) -> None:
-        """One listing under `prefix`: a missing bucket or a missing role is said now, before anything is built."""
+        """A listing under `prefix`, then the bucket's testIamPermissions for what a run writes: a missing
+        bucket or role is said now, before anything is built. A listing alone let an account holding only
+        objectViewer through, to fail at its first write after the apply (issue 38)."""
         full = join_key(self.prefix, prefix)
         self._run("list", prefix, lambda **kw: list(self._client.list_blobs(self.name, prefix=full, max_results=1, **kw)))
+        granted = self._run("check permissions on", prefix, lambda **kw: self._bucket.test_iam_permissions(
+            list(RUN_PERMISSIONS), timeout=kw["timeout"], retry=kw["retry"]))
+        missing = [p for p in RUN_PERMISSIONS if p not in (granted or [])]
+        if missing:
+            raise StorageError(f"this account lacks {', '.join(missing)} on gs://{self.name} (a run writes its "
+                               "metadata, status and artifacts there): grant it roles/storage.objectUser on the "
+                               "bucket", self.url(prefix), bad_input=True)
 
     def read_bytes(self, key: str) -> bytes:
         return self._run("read", key, self._blob(key).download_as_bytes)

@@ -40,6 +40,7 @@ from trainer.launcher.supervisor import GRACE_S
 from trainer.vm import log
 from trainer.vm.group import stop_group
 from trainer.vm.hardware import probe, problem
+from trainer.vm.kept import rescue
 from trainer.vm.metadata import MetadataClient, MetadataError
 from trainer.vm.spec import JOIN_TIMEOUT_S, VmSpec, build_command, command_env, node_rank
 
@@ -307,6 +308,8 @@ def run_agent(md: MetadataClient, launcher: list[str] | None = None) -> int:
         return TrainerExit.FAILED
     with Forwarder() as fwd:
         outcome = run_trainer(spec, rank, launcher, fwd)
+    if not (outcome.signalled and not outcome.timed_out):
+        rescue(spec, name)  # before node 0 stops the group (the VM, and the container's files, go with it)
     if outcome.signalled and not outcome.timed_out:
         log("stopped by a signal (preemption or shutdown): group left as is; the run resumes on the next VM")
         return EXIT_SIGNALLED

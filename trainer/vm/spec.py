@@ -44,11 +44,13 @@ class VmSpec:
     shm_size: str = ""
     docker_flags: tuple[str, ...] = ()
     gpu_driver: str | None = None  # COS images: the version startup.sh installs
+    kept_bucket: str | None = None  # where a work folder kept after failed uploads goes (trainer.vm.kept)
 
     def to_metadata(self) -> dict[str, str]:
         """The trainstack-* instance attributes: what the train stack writes and this VM reads."""
         return {
             **({"trainstack-gpu-driver": self.gpu_driver} if self.gpu_driver else {}),
+            **({"trainstack-kept-bucket": self.kept_bucket} if self.kept_bucket else {}),
             "trainstack-image": self.image, "trainstack-run-id": self.run_id,
             "trainstack-args": json.dumps(list(self.args)),
             "trainstack-lang": self.lang, "trainstack-env": self.env, "trainstack-bucket": self.bucket,
@@ -85,6 +87,7 @@ class VmSpec:
             base_name=(md.attribute("trainstack-base-name") or "").strip(), max_restarts=restarts,
             image=md.attribute("trainstack-image") or "", shm_size=md.attribute("trainstack-shm-size") or "",
             docker_flags=tuple(flags), gpu_driver=md.attribute("trainstack-gpu-driver"),
+            kept_bucket=md.attribute("trainstack-kept-bucket") or None,
         )
 
     def started_at(self) -> float:
@@ -144,7 +147,10 @@ def build_command(spec: VmSpec, rank: int, launcher: list[str] | None = None) ->
     """
     if "--run-id" in spec.args:
         log("trainstack-args contains --run-id; the one from trainstack-run-id is appended and wins")
-    tail = [*spec.args, "--run-id", spec.run_id]
+    from trainer.vm.kept import work_dir
+
+    # A work folder of a known place: what failed to upload is copied from it before the VM goes.
+    tail = [*spec.args, "--run-id", spec.run_id, "--work-dir", str(work_dir(spec.run_id))]
     if launcher is not None:
         return [*launcher, *tail]
     if spec.nodes == 1:
