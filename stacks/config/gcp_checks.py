@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from stacks.config.gpus import (
-    boot_image_problem, default_boot_image, gpu_problem, machine_limit_problems, region_of,
+    COS_GPU_DRIVERS, IMAGE_MIN_DRIVER, boot_image_problem, default_boot_image, gpu_problem, machine_limit_problems,
+    region_of,
 )
 from stacks.config.models import EnvConfig
 from stacks.errors import ConfigError
@@ -56,6 +57,12 @@ def check_gcp(config: EnvConfig, origin: dict[tuple, str]) -> None:
                               source=origin.get(("languages", lang, "boot_image")) or source("defaults", "boot_image"),
                               hint="leave boot_image unset (the GPU catalogue's image for the series) or pick one "
                                    "listed in stacks/config/gpus.py")
+        branch = settings.gpu_driver.removeprefix("R").split(".", 1)[0]
+        if branch.isdigit() and int(branch) < IMAGE_MIN_DRIVER:
+            raise ConfigError(f"languages.{lang}: gpu_driver {settings.gpu_driver} is older than the {IMAGE_MIN_DRIVER} "
+                              f"the trainer image's CUDA 13 needs ({COS_GPU_DRIVERS}): the run would train on the CPU",
+                              source=origin.get(("languages", lang, "gpu_driver")) or source("defaults", "gpu_driver"),
+                              hint=f"set gpu_driver: latest or R{IMAGE_MIN_DRIVER}")
         for setting, problem in machine_limit_problems(settings.machine_type, disk_type=settings.disk_type,
                                                        spot=settings.spot):
             raise ConfigError(f"languages.{lang}: {problem}",

@@ -2,7 +2,9 @@
 
 Checked here: the APIs the stacks need are enabled, the trainer image exists, each
 language's boot image family resolves (and the GPU catalogue accepts it for the machine
-type), the VMs' subnetwork has Private Google Access, the organisation policies that
+type), the VMs' subnetwork has Private Google Access, whoever plans may bill the provider's calls
+to the project, the NVIDIA driver the VMs install, the firewall rule multi-node runs meet
+through (stacks/gcp/deploy_checks.py), the organisation policies that
 break a first apply (Shielded VM, domain restricted sharing) against the env's switches,
 GPU quota (the preflight's own check), and the trainer and CI accounts' access as IAM evaluates
 it, conditions included (stacks/gcp/access.py, Policy Troubleshooter). Every call only reads,
@@ -190,12 +192,16 @@ def check_quota(config: EnvConfig) -> list[Check]:
 def run_checks(config: EnvConfig, echo: Callable[[Check], None]) -> list[Check]:
     """All checks, each reported as it completes; an API error becomes a problem line, not a crash."""
     from stacks.gcp.access import check_ci_access, check_trainer_access
+    from stacks.gcp.deploy_checks import check_billing_project, check_drivers, check_node_firewall
 
     region = config.region
     steps: list[tuple[str, Callable[[], Check | list[Check]]]] = [("APIs enabled", lambda: check_apis(config)),
                                                     ("trainer image", lambda: check_image(config))]
     steps += [(f"boot image ({lang})", lambda lang=lang: check_boot_image(config, lang)) for lang in config.languages]
     steps.append(("subnetwork", lambda: check_subnetwork(config, region)))
+    steps += [("provider billing project", lambda: check_billing_project(config)),
+              ("NVIDIA drivers", lambda: check_drivers(config)),
+              ("firewall between nodes", lambda: check_node_firewall(config))]
     steps += [("organisation policies", lambda: check_org_policies(config)), ("GPU quota", lambda: check_quota(config))]
     steps += [(f"trainer account ({lang})", lambda lang=lang: check_trainer_access(config, lang))
               for lang in config.languages]

@@ -154,3 +154,13 @@ def test_a_t4_on_n1_still_passes(project):
                                  "--set", "languages.fr.machine_type=n1-standard-8",
                                  "--set", "languages.fr.gpu.type=nvidia-tesla-t4", "--set", "languages.fr.gpu.count=1"])
     assert result.exit_code == 0, result.output
+
+
+
+@pytest.mark.parametrize("value", ["535.230.02", "R570"])
+def test_a_driver_older_than_the_image_needs_is_refused_at_config_load(project, value):
+    result = runner.invoke(app, ["config", "show", "--env", "dev", "--set", "project=p1",
+                                 "--set", f"defaults.gpu_driver={value}"])
+    assert result.exit_code == 2, result.output
+    text = " ".join(result.output.split())
+    assert f"gpu_driver {value} is older than the 580" in text and "R580" in text

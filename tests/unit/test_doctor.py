@@ -24,6 +24,8 @@ PROJECT = "/compute/v1/projects/p1"
 REGION = PROJECT + "/regions/europe-west4"
 ACCEL = PROJECT + "/zones/[^/]+/acceleratorTypes/nvidia-l4"
 TROUBLESHOOT = "/v3/iam:troubleshoot"
+TEST_PERMISSIONS = "/v1/projects/p1:testIamPermissions"
+FIREWALL = PROJECT + "/global/firewalls/trainstack-dev-trainer-nodes"
 
 
 def ci_grants(principal: str, resource: str, permission: str) -> bool:
@@ -84,7 +86,10 @@ def healthy() -> dict:
             ("GET", PROJECT): (200, fixture("project_p1.json")),
             ("GET", REGION): (200, fixture("region_europe-west4.json")),
             ("GET", ACCEL): (200, fixture("accelerator_type_nvidia-l4.json")),
-            ("POST", TROUBLESHOOT): (200, iam())}
+            ("POST", TROUBLESHOOT): (200, iam()),
+            ("POST", TEST_PERMISSIONS): (200, {"permissions": ["serviceusage.services.use"]}),
+            ("GET", FIREWALL): (200, {"name": "trainstack-dev-trainer-nodes", "sourceTags": ["trainstack-dev-trainer"],
+                                      "targetTags": ["trainstack-dev-trainer"], "direction": "INGRESS"})}
 
 
 def doctor(project, monkeypatch, routes, *sets):
@@ -116,7 +121,10 @@ def test_all_ok(project, monkeypatch):
     assert "trainer account (fr): resize dev-train-fr: compute.instanceGroupManagers.update: CAN_ACCESS" in text
     # Read-only: GETs, plus two reads that take a POST body (getEffectiveOrgPolicy, iam:troubleshoot).
     assert {(s.method, s.path) for s in api.seen if s.method not in ("GET", "HEAD")} == {
-        ("POST", ORG_POLICY), ("POST", TROUBLESHOOT)}
+        ("POST", ORG_POLICY), ("POST", TROUBLESHOOT), ("POST", TEST_PERMISSIONS)}
+    assert "provider billing project: the provider bills its calls to p1 (user_project_override)" in text
+    assert "NVIDIA driver (fr): cos-extensions installs latest" in text
+    assert "firewall between nodes: no language runs on several VMs" in text and not api.requests("GET", FIREWALL)
     tuples = [json.loads(s.body)["accessTuple"] for s in api.requests("POST", TROUBLESHOOT)]
     assert {t["principal"] for t in tuples} == {f"trainstack-{a}@p1.iam.gserviceaccount.com"
                                                 for a in ("trainer", "ci-plan", "ci-deploy")}
@@ -172,12 +180,21 @@ def test_all_ok(project, monkeypatch):
     ("troubleshooter-denied", lambda r: r.update({("POST", TROUBLESHOOT): (403, {"error": {"code": 403,
                                                                                     "message": "no"}})}),
      "Policy Troubleshooter answered HTTP 403", "roles/iam.securityReviewer) on the organization"),
+    # Issue 38: the first-deployment checks.
+    ("no-billing-permission", lambda r: r.update({("POST", TEST_PERMISSIONS): (200, {})}),
+     "you lack serviceusage.services.use on p1", "--role=roles/serviceusage.serviceUsageConsumer"),
+    ("default-driver", lambda r: None, "gpu_driver: default installs the COS milestone's default driver",
+     "set gpu_driver: latest (or R580) for fr"),
+    ("no-firewall", lambda r: r.pop(("GET", FIREWALL)),
+     "no firewall rule trainstack-dev-trainer-nodes: the nodes of en cannot reach", "npx cdktf deploy foundation"),
 ])
 def test_each_problem_says_what_to_do_and_exits_3(project, monkeypatch, case, change, expected, fix):
     routes = healthy()
     change(routes)
-    sets = ["languages.en.machine_type=a2-highgpu-1g", "languages.en.gpu.type=nvidia-tesla-a100",
-            f"languages.en.boot_image={DLVM}"] if case == "shielded-vm" else []  # a Deep Learning VM: Secure Boot off
+    sets = {"shielded-vm": ["languages.en.machine_type=a2-highgpu-1g", "languages.en.gpu.type=nvidia-tesla-a100",
+                            f"languages.en.boot_image={DLVM}"],  # a Deep Learning VM: Secure Boot off
+            "default-driver": ["languages.fr.gpu_driver=default"],
+            "no-firewall": ["languages.en.nodes=2"]}.get(case, [])
     result, _, text = doctor(project, monkeypatch, routes, *sets)
     assert result.exit_code == 3, result.output
     assert "problem" in text and expected in text and fix in text
@@ -229,3 +246,10 @@ def test_a_local_env_without_terraform_or_node_is_exit_3_with_the_install_hints(
     assert "problem terraform: not on PATH" in out and "install Terraform >= 1.5" in out
     assert "problem node: not on PATH" in out and "install Node.js 20" in out
     assert "ok trainer packages" in out  # the other checks still ran
+
+
+def test_a_multi_node_language_finds_the_foundation_firewall_rule(project, monkeypatch):
+    result, api, text = doctor(project, monkeypatch, healthy(), "languages.en.nodes=2")
+    assert result.exit_code == 0, result.output
+    assert "firewall between nodes: trainstack-dev-trainer-nodes lets trainstack-dev-trainer VMs of en reach" in text
+    assert len(api.requests("GET", FIREWALL)) == 1
