@@ -10,7 +10,8 @@ def register(app) -> None:
 
 @mapped_errors
 def bootstrap(env: EnvOpt = "local", sets: SetOpt = None):
-    """Create the env's Terraform state bucket (versioned); safe to run again."""
+    """Create the env's Terraform state bucket (versioned) and enable the APIs the stacks use; safe to run again."""
+    from stacks.gcp.services import enable_required_apis
     from stacks.gcp.state_bucket import ensure_state_bucket
     from stacks.naming import FOUNDATION
 
@@ -21,5 +22,8 @@ def bootstrap(env: EnvOpt = "local", sets: SetOpt = None):
     verb = "created" if state.created else "exists"
     console.print(f"state bucket gs://{state.name} {verb} ({state.location}, versioning "
                   f"{'on' if state.versioning else 'OFF'})")
+    enabled = enable_required_apis(config)
+    console.print(f"APIs: enabled {', '.join(enabled)}" if enabled else "APIs: every API the stacks use is on",
+                  soft_wrap=True)
     console.print(f"next: CHECKPOINT_DISABLE=1 TRAINCTL_ENV={env} npx cdktf deploy {FOUNDATION}   "
                   "(APIs, bucket, registry, identities; CHECKPOINT_DISABLE=1: no cdktf telemetry)", soft_wrap=True)

@@ -1,15 +1,39 @@
 """`trainctl bootstrap` creates the state bucket through the real GCS client (emulator on 127.0.0.1)."""
 from __future__ import annotations
 
+import json
+
+import pytest
 from google.cloud import storage
 from typer.testing import CliRunner
 
 from stacks.cli.main import app
+from stacks.gcp.doctor import REQUIRED_APIS
+from tests.support.recorded_api import RecordedApi
 
 runner = CliRunner()
+SERVICES = "/v1/projects/{}/services"
+BATCH_ENABLE = "/v1/projects/{}/services:batchEnable"
 
 
-def test_bootstrap_creates_the_state_bucket_once(project, gcs_env):
+def service_usage(project: str, enabled: list[str], *, operation: list[dict] | None = None) -> RecordedApi:
+    """Service Usage v1: the enabled services, batchEnable answering an operation, then its polls."""
+    listing = {"services": [{"name": f"projects/123/services/{n}", "config": {"name": n}, "state": "ENABLED"}
+                            for n in enabled]}
+    polls = iter(operation or [])
+    return RecordedApi({("GET", SERVICES.format(project)): (200, listing),
+                        ("POST", BATCH_ENABLE.format(project)): (200, {"name": "operations/acf.p2-1", "done": False}),
+                        ("GET", "/v1/operations/acf.p2-1"): (200, lambda body: (200, next(polls)))})  # each poll: the next
+
+
+@pytest.fixture
+def all_enabled(monkeypatch):
+    with service_usage("p-boot", [f"{a}.googleapis.com" for a in REQUIRED_APIS]) as api:
+        monkeypatch.setenv("TRAINSTACK_SERVICEUSAGE_ENDPOINT", api.url)
+        yield api
+
+
+def test_bootstrap_creates_the_state_bucket_once(project, gcs_env, all_enabled):
     args = ["bootstrap", "--env", "dev", "--set", "project=p-boot", "--set", "state_bucket=boot-state"]
     first = runner.invoke(app, args)
     assert first.exit_code == 0, first.output
@@ -17,13 +41,33 @@ def test_bootstrap_creates_the_state_bucket_once(project, gcs_env):
     assert storage.Client(project="p-boot").lookup_bucket("boot-state") is not None
     again = runner.invoke(app, args)
     assert again.exit_code == 0, again.output
-    assert "gs://boot-state exists" in again.output
+    assert "gs://boot-state exists" in again.output and "every API the stacks use is on" in again.output
+    assert not all_enabled.requests("POST", ".*")
 
 
-def test_bootstrap_default_name_derives_from_project(project, gcs_env):
-    result = runner.invoke(app, ["bootstrap", "--env", "dev", "--set", "project=acme-ml"])
+def test_bootstrap_default_name_derives_from_project(project, gcs_env, monkeypatch):
+    with service_usage("acme-ml", [f"{a}.googleapis.com" for a in REQUIRED_APIS]) as api:
+        monkeypatch.setenv("TRAINSTACK_SERVICEUSAGE_ENDPOINT", api.url)
+        result = runner.invoke(app, ["bootstrap", "--env", "dev", "--set", "project=acme-ml"])
     assert result.exit_code == 0, result.output
     assert "gs://acme-ml-trainstack-tfstate" in result.output
+
+
+def test_bootstrap_enables_the_apis_that_are_off_and_waits_for_them(project, gcs_env, monkeypatch):
+    # Issue 38: a first foundation apply enabled them itself and raced them (SERVICE_DISABLED, apply again).
+    on = ["storage.googleapis.com", "compute.googleapis.com"]
+    done = {"name": "operations/acf.p2-1", "done": True, "response": {"services": []}}
+    with service_usage("p-boot", on, operation=[{"name": "operations/acf.p2-1", "done": False}, done]) as api:
+        monkeypatch.setenv("TRAINSTACK_SERVICEUSAGE_ENDPOINT", api.url)
+        monkeypatch.setattr("stacks.gcp.services.time.sleep", lambda s: None)
+        result = runner.invoke(app, ["bootstrap", "--env", "dev", "--set", "project=p-boot"])
+        (enable,) = api.requests("POST", BATCH_ENABLE.format("p-boot"))
+        polls = api.requests("GET", "/v1/operations/acf.p2-1")
+    assert result.exit_code == 0, result.output
+    asked = json.loads(enable.body)["serviceIds"]
+    assert len(asked) == len(REQUIRED_APIS) - 2 and "cloudquotas.googleapis.com" in asked and not set(on) & set(asked)
+    assert len(polls) == 2  # waited until the operation was done
+    assert "APIs: enabled" in result.output and "cloudquotas.googleapis.com" in result.output
 
 
 def test_bootstrap_on_local_env_is_bad_usage(project):
