@@ -95,6 +95,9 @@ def test_access_log_grant_is_optional_and_the_network_configurable(project):
     assert "group:cloud-storage-analytics@google.com" not in members
     nic = template(stacks["train-fr"])["network_interface"][0]
     assert nic["network"] == "projects/p1/global/networks/train"
+    # multi-node runs meet through the foundation's rule on that same (custom) network (issue 38)
+    (rule,) = stacks["foundation"]["resource"]["google_compute_firewall"].values()
+    assert rule["network"] == nic["network"] and rule["target_tags"] == template(stacks["train-fr"])["tags"]
     assert nic["subnetwork"] == "projects/p1/regions/europe-west4/subnetworks/train-eu"
     assert "access_config" not in nic
 
