@@ -8,7 +8,7 @@ from stacks.config.gpus import IMAGE_MIN_DRIVER, default_boot_image, installs_dr
 from stacks.config.models import EnvConfig
 from stacks.errors import InfraError
 from stacks.gcp import api
-from stacks.gcp.doctor import RESOURCEMANAGER_API, RESOURCEMANAGER_ENDPOINT_ENV, _lookup_failure, _not_found
+from stacks.gcp.lookups import RESOURCEMANAGER_API, RESOURCEMANAGER_ENDPOINT_ENV, lookup_failure, not_found
 from stacks.naming import node_firewall_name, node_tag
 from stacks.targets.checks import Check
 
@@ -66,11 +66,11 @@ def check_node_firewall(config: EnvConfig, firewalls=None) -> Check:
     try:
         found = firewalls.get(project=config.project, firewall=rule)
     except api.client_failures() as exc:
-        if _not_found(exc):
+        if not_found(exc):
             return Check(name, False, f"no firewall rule {rule}: the nodes of {', '.join(many)} cannot reach each "
                                       "other on a network without default-allow-internal",
                          f"apply the foundation (TRAINCTL_ENV={config.env} npx cdktf deploy foundation)")
-        return _lookup_failure(exc, name, f"reading firewall rule {rule}", config)
+        return lookup_failure(exc, name, f"reading firewall rule {rule}", config)
     tag = node_tag(config.env)
     if tag not in list(found.target_tags) or tag not in list(found.source_tags):
         return Check(name, False, f"{rule} does not connect instances tagged {tag}",

@@ -20,12 +20,11 @@ from stacks.config.gpus import boot_image_problem, default_boot_image, signed_dr
 from stacks.config.models import EnvConfig
 from stacks.errors import InfraError
 from stacks.gcp import api
+from stacks.gcp.lookups import RESOURCEMANAGER_API, RESOURCEMANAGER_ENDPOINT_ENV, lookup_failure, not_found
 from stacks.targets.checks import Check
 
 SERVICEUSAGE_ENDPOINT_ENV = "TRAINSTACK_SERVICEUSAGE_ENDPOINT"
 SERVICEUSAGE_API = "https://serviceusage.googleapis.com"
-RESOURCEMANAGER_ENDPOINT_ENV = "TRAINSTACK_RESOURCEMANAGER_ENDPOINT"
-RESOURCEMANAGER_API = "https://cloudresourcemanager.googleapis.com"
 # What the foundation enables (stacks/constructs/project_services.py, kept equal by a test):
 # importing it here would load cdktf for a read-only command.
 REQUIRED_APIS = ("compute", "storage", "artifactregistry", "iam", "logging", "monitoring", "cloudbuild",
@@ -71,19 +70,6 @@ def check_image(config: EnvConfig) -> Check:
     return Check("trainer image", False, f"{ref} is not in the registry", f"trainctl image build --env {config.env}")
 
 
-def _not_found(exc: Exception) -> bool:
-    from google.api_core.exceptions import NotFound
-
-    return isinstance(exc, NotFound)
-
-
-def _lookup_failure(exc: Exception, title: str, doing: str, config: EnvConfig) -> Check:
-    """A failed Compute look-up as a problem line (a doctor reports, never crashes)."""
-    err = api.google_error(exc, doing, project=config.project, api_name="Compute Engine API",
-                           service="compute.googleapis.com", role="roles/compute.viewer")
-    return Check(title, False, err.message, err.hint or "")
-
-
 def check_boot_image(config: EnvConfig, lang: str, images=None) -> Check:
     """The language's boot image (family) resolves to a READY image the machine series accepts."""
     s = config.language(lang)
@@ -102,10 +88,10 @@ def check_boot_image(config: EnvConfig, lang: str, images=None) -> Check:
         else:
             found = images.get(project=parts[1], image=parts[4])
     except api.client_failures() as exc:
-        if _not_found(exc):
+        if not_found(exc):
             return Check(name, False, f"{image} does not resolve", "check the project and family name "
                          f"(gcloud compute images describe-from-family ... --project {parts[1]})")
-        return _lookup_failure(exc, name, f"looking up {image}", config)
+        return lookup_failure(exc, name, f"looking up {image}", config)
     deprecated = getattr(getattr(found, "deprecated", None), "state", "") or ""
     if found.status != "READY" or deprecated in ("OBSOLETE", "DELETED"):
         return Check(name, False, f"{image} -> {found.name}: {found.status} {deprecated}".strip(),
@@ -124,10 +110,10 @@ def check_subnetwork(config: EnvConfig, region: str, subnetworks=None) -> Check:
     try:
         found = subnetworks.get(project=project, region=region, subnetwork=name)
     except api.client_failures() as exc:
-        if _not_found(exc):
+        if not_found(exc):
             return Check(title, False, f"{link} does not exist (no `default` network in the project?)",
                          "set `network:` and `subnetwork:` in the env (README, Google Cloud: organisation policies)")
-        return _lookup_failure(exc, title, f"reading {link}", config)
+        return lookup_failure(exc, title, f"reading {link}", config)
     if not found.private_ip_google_access:
         return Check(title, False, "Private Google Access is off: VMs without external IP cannot reach the bucket, "
                      "the registry or the Compute API", f"gcloud compute networks subnets update {name} --region "
