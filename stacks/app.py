@@ -14,7 +14,8 @@ from stacks.cdk import App, TerraformStack
 from stacks.config import EnvConfig
 from stacks.naming import stack_name
 from stacks.project import Project
-from stacks.constructs.train_stack import GcpPlacement, TrainStack
+from stacks.constructs.train_stack import TrainStack
+from stacks.targets.gcp.placement import GcpPlacement
 
 def interpreter() -> str:
     """This environment's python, spelled the same whether started as python or python3."""

@@ -3,7 +3,7 @@
 Both have the same API and synthesize the same JSON for our stacks (docs/research/cdk-terrain.md),
 so the stacks import from here. TRAINSTACK_CDK=cdktf|cdktn picks one; unset: cdktf when it is
 installed (the `cli` extra), else cdktn (the `cli-cdktn` extra). The google provider classes are
-in stacks.cdk_google, imported only by gcp code: a local synth never loads that assembly.
+in stacks.targets.gcp.cdk_google, imported only by gcp code: a local synth never loads that assembly.
 """
 from __future__ import annotations
 

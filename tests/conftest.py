@@ -61,6 +61,6 @@ def gcs_env(gcs_proxy, monkeypatch):
 def no_live_billing_catalog(monkeypatch):
     """Costs on gcp read the Cloud Billing Catalog: never the real one from a test (a closed
     local port, so the price book falls back at once); tests of the catalog serve recordings."""
-    from stacks.gcp.pricing import ENDPOINT_ENV
+    from stacks.targets.gcp.pricing import ENDPOINT_ENV
 
     monkeypatch.setenv(ENDPOINT_ENV, "http://127.0.0.1:9")

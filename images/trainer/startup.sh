@@ -216,7 +216,7 @@ read_run || fatal "cannot read the trainstack-* instance metadata"
 GPU_DRIVER=$(md trainstack-gpu-driver 2>/dev/null) || GPU_DRIVER=''
 log "run $RUN_ID ($TS_LANG), image $IMAGE, group $MIG, max_run_hours $MAX_HOURS"
 
-command -v docker >/dev/null || fatal "the boot image has no docker: pick a boot image from the GPU catalogue (stacks/config/gpus.py)"
+command -v docker >/dev/null || fatal "the boot image has no docker: pick a boot image from the GPU catalogue (stacks/targets/gcp/gpus.py)"
 prepare_gpu_runtime || fatal "could not install or mount the GPU driver (cos-extensions install gpu -- -version=${GPU_DRIVER:-latest})"
 
 # Pull first: a Deep Learning VM installs its driver meanwhile, and the image can then

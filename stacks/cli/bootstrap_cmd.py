@@ -11,8 +11,8 @@ def register(app) -> None:
 @mapped_errors
 def bootstrap(env: EnvOpt = "local", sets: SetOpt = None):
     """Create the env's Terraform state bucket (versioned) and enable the APIs the stacks use; safe to run again."""
-    from stacks.gcp.services import enable_required_apis
-    from stacks.gcp.state_bucket import ensure_state_bucket
+    from stacks.targets.gcp.services import enable_required_apis
+    from stacks.targets.gcp.state_bucket import ensure_state_bucket
     from stacks.naming import FOUNDATION
 
     _, config = load(env, sets)

@@ -21,7 +21,7 @@ def build(env: EnvOpt = "local", sets: SetOpt = None):
     changes what the image holds gets a new tag, and so a new build).
     Prints the image reference on stdout and the progress on stderr.
     """
-    from stacks.gcp.image import SOURCE_ROOT, submit_build
+    from stacks.targets.gcp.image import SOURCE_ROOT, submit_build
 
     _, config = load(env, sets)
     config.require_target("gcp", f"env {env!r} has target {config.target!r}: image build applies to gcp environments; "

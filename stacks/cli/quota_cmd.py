@@ -20,8 +20,8 @@ def register(app: typer.Typer) -> None:
 def quota(env: EnvOpt = "local", lang: LangOpt = None, sets: SetOpt = None,
           as_json: Annotated[bool, typer.Option("--json", help="print the decisions as JSON (see the README)")] = False):
     """Check GPU quota (Spot quota for Spot VMs) and pick each language's zone (gcp envs)."""
-    from stacks.config.prices import estimate
-    from stacks.gcp.quota import ComputeQuotas, QuotaError, choose_zones
+    from stacks.targets.gcp.prices import estimate
+    from stacks.targets.gcp.quota import ComputeQuotas, QuotaError, choose_zones
 
     _, config = load(env, sets)
     compute = ComputeQuotas(config.project)
@@ -34,7 +34,7 @@ def quota(env: EnvOpt = "local", lang: LangOpt = None, sets: SetOpt = None,
         if as_json:
             data = dataclasses.asdict(decision)
             if book is None:
-                from stacks.gcp.pricing import price_book
+                from stacks.targets.gcp.pricing import price_book
                 from trainer.storage import open_bucket
 
                 book = price_book(config, open_bucket(config.bucket),
@@ -52,7 +52,7 @@ def print_decision(decision) -> None:
     from rich.table import Table
 
     from stacks.cli.report import print_table
-    from stacks.gcp.quota import HEADERS, row_cells
+    from stacks.targets.gcp.quota import HEADERS, row_cells
 
     table = Table(*HEADERS, title=f"train-{decision.lang}: {decision.needed} GPU(s)", title_justify="left")
     for row in decision.rows:

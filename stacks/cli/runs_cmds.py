@@ -65,20 +65,14 @@ def status(lang: LangArg, env: EnvOpt = "local", sets: SetOpt = None, run: RunOp
 
 
 def creation_errors(config, bucket, lang: str, run_id: str) -> list:
-    """The errors the target met creating the run's machines (gcp: its group's error list), in the zone the run
-    was applied in (metadata/trainctl.json); [] where the target has none to tell."""
+    """The errors the target met creating the run's machines (gcp: its group's error list); [] where it has none."""
     from types import SimpleNamespace
 
     from stacks.targets import target_of
-    from trainer.records.runs import TRAINCTL_META, run_key
 
-    try:
-        zone = json.loads(bucket.read_bytes(run_key(lang, run_id, TRAINCTL_META))).get("zone")
-    except Exception:  # no metadata: the first preferred zone, as the stack without a preflight decision
-        zone = None
     reporter = SimpleNamespace(warn=lambda message: console.print(f"[yellow]warning:[/] {escape(message)}",
                                                                   soft_wrap=True))
-    poll = target_of(config).creation_errors(config, lang, SimpleNamespace(zone=zone) if zone else None, reporter)
+    poll = target_of(config).creation_errors(config, lang, reporter, bucket=bucket, run_id=run_id)
     return poll() if poll else []
 
 

@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 from stacks.errors import ConfigError
 from trainer.job.params import PARAMS
 
-# Boot images: chosen per machine series from the GPU catalogue (stacks/config/gpus.py)
+# Boot images: chosen per machine series from the GPU catalogue (stacks/targets/gcp/gpus.py)
 # unless a language sets `boot_image`.
 
 
@@ -89,7 +89,7 @@ class LanguageSettings(StrictModel):
     disk_type: str = Field("pd-balanced", description="boot disk type (pd-balanced, pd-ssd, hyperdisk-balanced)")
     shm_size: str = Field("16g", pattern=r"^\d+[kmg]?$")
     boot_image: str | None = Field(None, description="VM boot image or image family (gcp); default: the machine "
-                                   "series' image in the GPU catalogue (stacks/config/gpus.py)")
+                                   "series' image in the GPU catalogue (stacks/targets/gcp/gpus.py)")
     gpu_driver: str = Field("latest", description="NVIDIA driver Container-Optimized OS installs at boot (gcp, COS "
                             "images): default, latest, an exact version (580.95.05) or a branch (R580)")
     secure_boot: bool | None = Field(None, description="Shielded VM Secure Boot (gcp); default: on where the boot "
@@ -100,16 +100,10 @@ class LanguageSettings(StrictModel):
 
     @field_validator("gpu_driver", mode="before")
     @classmethod
-    def _documented_driver_form(cls, value):
-        from stacks.config.gpus import COS_GPU_DRIVERS, DRIVER_FORM
-
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            value = str(value)  # YAML reads `gpu_driver: 580` as a number: refuse it for what it says
-        if isinstance(value, str) and not DRIVER_FORM.fullmatch(value):
-            raise ValueError(f"gpu_driver {value!r} is not a form `cos-extensions install gpu -- -version=` takes: "
-                             "default, latest, an exact version (580.95.05) or a branch (R580, cos-gpu-installer "
-                             f">= 2.2.1) ({COS_GPU_DRIVERS}); to pin the 580 branch write R580")
-        return value
+    def _driver_as_written(cls, value):
+        # YAML reads `gpu_driver: 580` as a number: keep it as written, for the gcp check to refuse
+        # for what it says (stacks/targets/gcp/config_checks.py)
+        return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
 
 
 class CiSettings(StrictModel):

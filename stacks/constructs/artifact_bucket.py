@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from stacks.cdk import ITerraformDependable
-from stacks.cdk_google import StorageBucket, StorageBucketLifecycleRule, StorageBucketIamMember
+from stacks.targets.gcp.cdk_google import StorageBucket, StorageBucketLifecycleRule, StorageBucketIamMember
 from constructs import Construct
 
 # The trainer names every checkpoint object `*.ckpt.<ext>` (trainer/job/callbacks.py, pipeline.py).

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from stacks.cdk import ITerraformDependable
-from stacks.cdk_google import (
+from stacks.targets.gcp.cdk_google import (
     ArtifactRegistryRepository, ArtifactRegistryRepositoryIamMember, ProjectIamMember, ServiceAccount,
     StorageBucket, StorageBucketIamMember)
 from constructs import Construct

@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 from stacks.cdk import ITerraformDependable
-from stacks.cdk_google import (
+from stacks.targets.gcp.cdk_google import (
     ProjectIamCustomRole, ProjectIamMember, ServiceAccount, ServiceAccountIamMember, StorageBucket,
     StorageBucketIamMember)
 from constructs import Construct
 
-from stacks.gcp.iam_grants import DEPLOYER_PERMISSIONS, DEPLOYER_ROLE_ID, DEPLOYER_ROLES, PLANNER_ROLES
+from stacks.targets.gcp.iam_grants import DEPLOYER_PERMISSIONS, DEPLOYER_ROLE_ID, DEPLOYER_ROLES, PLANNER_ROLES
 from stacks.naming import DEPLOYER_SA, PLANNER_SA
 
 OBJECT, BUCKET = "storage.googleapis.com/Object", "storage.googleapis.com/Bucket"

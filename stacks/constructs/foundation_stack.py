@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from stacks.cdk import GcsBackend, TerraformOutput, TerraformStack
-from stacks.cdk_google import GoogleProvider
+from stacks.targets.gcp.cdk_google import GoogleProvider
 from constructs import Construct
 
 from stacks.config import EnvConfig

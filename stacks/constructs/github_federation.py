@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from stacks.cdk import ITerraformDependable
-from stacks.cdk_google import (
+from stacks.targets.gcp.cdk_google import (
     IamWorkloadIdentityPool, IamWorkloadIdentityPoolProvider, ServiceAccount, ServiceAccountIamMember)
 from constructs import Construct
 

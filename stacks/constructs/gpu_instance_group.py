@@ -1,7 +1,7 @@
 """GpuInstanceGroup: a Spot GPU instance template and the zonal managed group that runs it."""
 from __future__ import annotations
 
-from stacks.cdk_google import (
+from stacks.targets.gcp.cdk_google import (
     ComputeInstanceGroupManager, ComputeInstanceGroupManagerVersion, ComputeInstanceTemplate,
     ComputeInstanceTemplateDisk, ComputeInstanceTemplateGuestAccelerator, ComputeInstanceTemplateNetworkInterface,
     ComputePerInstanceConfig, ComputeResourcePolicy)

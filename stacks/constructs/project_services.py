@@ -1,7 +1,7 @@
 """ProjectServices: the Google APIs the stacks and the trainer call, enabled on the project."""
 from __future__ import annotations
 
-from stacks.cdk_google import ProjectService
+from stacks.targets.gcp.cdk_google import ProjectService
 from constructs import Construct
 
 APIS = ("compute", "storage", "artifactregistry", "iam", "logging", "monitoring", "cloudbuild",

@@ -7,10 +7,10 @@ Cloud Quotas reports limits, not usage: the guard catches "this project has no
 from __future__ import annotations
 
 from stacks.cdk import TerraformLocal
-from stacks.cdk_google import DataGoogleCloudQuotasQuotaInfo
+from stacks.targets.gcp.cdk_google import DataGoogleCloudQuotasQuotaInfo
 from constructs import Construct
 
-from stacks.gcp.quota import quota_id
+from stacks.targets.gcp.quota import quota_id
 
 
 class QuotaGuard(Construct):

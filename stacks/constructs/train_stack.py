@@ -1,36 +1,13 @@
 """`train-<lang>`: the infrastructure of one language's training run."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
-
 from stacks.cdk import LocalBackend, TerraformOutput, TerraformStack, TerraformVariable
 from constructs import Construct
 
 from stacks.config import EnvConfig
+from stacks.targets.gcp.placement import GcpPlacement
+from stacks.targets.local.host import LocalHost
 from stacks.naming import TRAINER_SA, group_name, node_tag, sa_email, state_prefix
-
-
-@dataclass(frozen=True)
-class LocalHost:
-    """What the local target needs to know about this machine (passed in, never read here)."""
-
-    python: str
-    workdir: Path
-    procs_dir: Path
-    state_file: Path
-    cores_dir: Path
-
-
-@dataclass(frozen=True)
-class GcpPlacement:
-    """Decided before synth: the zone (quota preflight), the image (content hash), the VM scripts."""
-
-    zone: str
-    image: str
-    quota_metrics: list[str]  # the preflight's governing metric, or the candidates when none was decided
-    startup_script: str
-    shutdown_script: str
 
 
 def trainer_args(config: EnvConfig, lang: str) -> list[str]:
@@ -79,7 +56,7 @@ class TrainStack(TerraformStack):
 
     def _gcp(self, config: EnvConfig, lang: str, gcp: GcpPlacement) -> None:
         from stacks.cdk import GcsBackend
-        from stacks.cdk_google import GoogleProvider
+        from stacks.targets.gcp.cdk_google import GoogleProvider
         from trainer.vm.spec import VmSpec
 
         from stacks.constructs.foundation_stack import provider_settings
@@ -87,7 +64,7 @@ class TrainStack(TerraformStack):
         from stacks.constructs.quota_guard import QuotaGuard
         from stacks.constructs.run_identity import RunIdentity
 
-        from stacks.config.gpus import default_boot_image, installs_driver_at_boot, signed_driver
+        from stacks.targets.gcp.gpus import default_boot_image, installs_driver_at_boot, signed_driver
 
         s = config.language(lang)
         boot_image = s.boot_image or default_boot_image(s.machine_type)

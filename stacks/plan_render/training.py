@@ -3,7 +3,7 @@
 Read from the planned instance template and group (any plan JSON carries them), never from
 the live configuration, so a saved plan renders the same anywhere. Priced by the quote
 `trainctl plan` stored with the plan (its price book: the Cloud Billing Catalog on gcp), else
-by the fallback table in stacks/config/prices.yaml; the line names which.
+by the fallback table in stacks/targets/gcp/prices.yaml; the line names which.
 """
 from __future__ import annotations
 
@@ -82,7 +82,7 @@ def quote(facts: TrainingFacts, book) -> dict:
 def cost_line(facts: TrainingFacts, prices: dict | None = None) -> str:
     """What runs where, and the Spot and on-demand cost of one run at its max_run_hours."""
     if prices is None:
-        from stacks.config.prices import fallback_book
+        from stacks.targets.gcp.prices import fallback_book
 
         prices = quote(facts, fallback_book())
     gpus = f"{facts.gpu_count} x {facts.gpu_type}" if facts.gpu_type and facts.gpu_count else "no GPU"

@@ -1,7 +1,7 @@
 """Runs as trainctl reads them back: every language's run folders, their state, VMs and cost.
 
 Read-only over the bucket layout of trainer/records/runs.py (stdlib only): `<lang>/runs/<run-id>/status.json`,
-`metadata/trainctl.json` (written at apply); a gcp run's VM boot records: stacks/targets/gcp_cost.py.
+`metadata/trainctl.json` (written at apply); a gcp run's VM boot records: stacks/targets/gcp/cost.py.
 """
 from __future__ import annotations
 

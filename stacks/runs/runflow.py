@@ -70,7 +70,7 @@ def run_language(project: "Project", config: "EnvConfig", lang: str, *, job: str
             run.bucket, lang, run.run_id, rep, launcher_alive=alive, poll_s=target.poll_s,
             appear_timeout_s=target.status_appear_timeout_s,
             give_up_at=watch.give_up_time(run.run_id, run.settings.max_run_hours),
-            creation_errors=target.creation_errors(config, lang, run.placement, rep),
+            creation_errors=target.creation_errors(config, lang, rep, placement=run.placement),
             creation_error_limit_s=run.settings.creation_error_minutes * 60)
     except VmCreationError:
         # Nothing ran: the group would keep retrying (and a late VM start billing) unless torn down.

@@ -96,16 +96,7 @@ def write_run_metadata(run: LanguageRun) -> None:
     meta.update(target=run.config.target, machine_type=settings.machine_type,
                 gpu={"type": settings.gpu.type, "count": settings.gpu.count}, spot=settings.spot,
                 nodes=settings.nodes, max_run_hours=settings.max_run_hours)
-    if run.placement is not None:
-        from stacks.config.gpus import region_of
-
-        region = region_of(run.placement.zone)
-        meta.update(image=run.placement.image, zone=run.placement.zone, region=region,
-                    quota_metric=run.placement.quota_metrics[0])
-        try:  # bookkeeping after the apply: a pricing failure must not lose the run's metadata
-            meta["cost_estimate"] = target_of(run.config).estimate_record(run.config, run.lang, region, bucket)
-        except Exception as exc:
-            meta["cost_estimate"] = {"note": f"cost unknown: {exc}"}
+    meta.update(target_of(run.config).run_metadata(run.config, run.lang, run.placement, bucket))
     prefix = "metadata/"
     bucket.write_bytes(run_key(run.lang, run_id, prefix + "config.json"),
                        run.config.model_dump_json(indent=2).encode())

@@ -45,8 +45,10 @@ class Target(Protocol):
     def require_artifacts(self, config: "EnvConfig") -> None:
         """Raise (exit 3) unless what a stack applied without a preflight needs is in place (`apply --reviewed`)."""
 
-    def creation_errors(self, config: "EnvConfig", lang: str, placement, reporter) -> Callable[[], list] | None:
-        """New errors creating the run's machines at each call (stacks.runs.watch.CreationProblem), or None."""
+    def creation_errors(self, config: "EnvConfig", lang: str, reporter, *, placement=None,
+                        bucket: "Bucket | None" = None, run_id: str | None = None) -> Callable[[], list] | None:
+        """New errors creating the run's machines at each call (stacks.runs.watch.CreationProblem), or None;
+        where they are is the `placement`'s, else what the run's metadata in `bucket` recorded."""
 
     def launcher_alive(self, project: "Project", env: str, run_id: str) -> Callable[[], bool] | None:
         """A check that whatever runs the trainer is still there (None: the target cannot tell)."""
@@ -57,8 +59,9 @@ class Target(Protocol):
     def cost_note(self, cost: dict) -> str | None:
         """The line `train` prints about a finished run's cost."""
 
-    def estimate_record(self, config: "EnvConfig", lang: str, region: str | None, bucket: "Bucket") -> dict:
-        """The cost estimate metadata/trainctl.json keeps for the run."""
+    def run_metadata(self, config: "EnvConfig", lang: str, placement, bucket: "Bucket") -> dict:
+        """What metadata/trainctl.json keeps of where the run was placed (gcp: image, zone, region, quota metric,
+        cost estimate); {} where there is nothing to say."""
 
     def prices_for_plan(self, config: "EnvConfig"):
         """The price book a plan review quotes, or None (no cloud cost)."""
@@ -74,11 +77,11 @@ class Target(Protocol):
 
 def by_name(name: str) -> Target:
     if name == "gcp":
-        from stacks.targets.gcp import GCP
+        from stacks.targets.gcp.target import GCP
 
         return GCP
     if name == "local":
-        from stacks.targets.local import LOCAL
+        from stacks.targets.local.target import LOCAL
 
         return LOCAL
     raise ValueError(f"no target {name!r} in stacks/targets (see the checklist in its docstring)")

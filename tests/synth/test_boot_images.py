@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from stacks.cli.main import app
-from stacks.config.gpus import (COS_IMAGE, DLVM_IMAGE, G2_LIMITATIONS, SERIES_IMAGES, boot_image_problem,
+from stacks.targets.gcp.gpus import (COS_IMAGE, DLVM_IMAGE, G2_LIMITATIONS, SERIES_IMAGES, boot_image_problem,
                                 default_boot_image, signed_driver)
 
 runner = CliRunner()

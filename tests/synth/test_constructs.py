@@ -6,7 +6,7 @@ import json
 
 from stacks import cdk
 from stacks.cdk import TerraformStack
-from stacks.cdk_google import GoogleProvider
+from stacks.targets.gcp.cdk_google import GoogleProvider
 from stacks.constructs.artifact_bucket import CHECKPOINT_SUFFIXES, ArtifactBucket
 from stacks.constructs.ci_identities import CiIdentities
 from stacks.constructs.container_registry import ContainerRegistry
@@ -44,7 +44,7 @@ def group(nodes: int, spot: bool = True, preconditions=None, compact_placement: 
 
 
 def test_doctor_requires_the_apis_the_foundation_enables():
-    from stacks.gcp.doctor import REQUIRED_APIS
+    from stacks.targets.gcp.doctor import REQUIRED_APIS
 
     assert tuple(REQUIRED_APIS) == tuple(APIS)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from stacks.targets.gcp import VM_SCRIPTS
+from stacks.targets.gcp.target import VM_SCRIPTS
 from stacks.cli.main import app
 from tests.support.project import REPO, make_project
 

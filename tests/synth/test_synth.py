@@ -106,7 +106,7 @@ def test_local_synth_never_loads_the_google_provider(tmp_path):
     code = ("import sys\nfrom stacks.app import synth\nfrom stacks.project import Project\n"
             "from pathlib import Path\nproject = Project(Path.cwd())\nsynth(project.load('local'), project, project.root / 'out')\n"
             "from stacks.cdk import GOOGLE_PACKAGE, KIND\n"
-            "print(KIND, sorted(m for m in sys.modules if m.startswith(GOOGLE_PACKAGE) or m == 'stacks.cdk_google'))")
+            "print(KIND, sorted(m for m in sys.modules if m.startswith(GOOGLE_PACKAGE) or m == 'stacks.targets.gcp.cdk_google'))")
     done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     kind, loaded = done.stdout.split(" ", 1)

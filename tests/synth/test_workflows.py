@@ -399,7 +399,7 @@ def deployer_grants(doc: dict, kind: str) -> list[dict]:
 
 
 def test_deployer_compute_rights_are_a_custom_role_covering_the_training_stacks(foundation, synthesized_dev):
-    from stacks.gcp.iam_grants import DEPLOYER_PERMISSIONS
+    from stacks.targets.gcp.iam_grants import DEPLOYER_PERMISSIONS
 
     roles = {g["role"] for g in deployer_grants(foundation, "google_project_iam_member")}
     assert not any("compute." in r or r.endswith(("admin", "Admin", "editor", "owner")) for r in roles), roles

@@ -8,7 +8,7 @@ from google.cloud import storage
 from typer.testing import CliRunner
 
 from stacks.cli.main import app
-from stacks.gcp.doctor import REQUIRED_APIS
+from stacks.targets.gcp.doctor import REQUIRED_APIS
 from tests.support.recorded_api import RecordedApi
 
 runner = CliRunner()
@@ -59,7 +59,7 @@ def test_bootstrap_enables_the_apis_that_are_off_and_waits_for_them(project, gcs
     done = {"name": "operations/acf.p2-1", "done": True, "response": {"services": []}}
     with service_usage("p-boot", on, operation=[{"name": "operations/acf.p2-1", "done": False}, done]) as api:
         monkeypatch.setenv("TRAINSTACK_SERVICEUSAGE_ENDPOINT", api.url)
-        monkeypatch.setattr("stacks.gcp.services.time.sleep", lambda s: None)
+        monkeypatch.setattr("stacks.targets.gcp.services.time.sleep", lambda s: None)
         result = runner.invoke(app, ["bootstrap", "--env", "dev", "--set", "project=p-boot"])
         (enable,) = api.requests("POST", BATCH_ENABLE.format("p-boot"))
         polls = api.requests("GET", "/v1/operations/acf.p2-1")

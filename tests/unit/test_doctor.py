@@ -7,8 +7,8 @@ import pytest
 from typer.testing import CliRunner
 
 from stacks.cli.main import app
-from stacks.gcp.iam_grants import DEPLOYER_PERMISSIONS
-from stacks.gcp.doctor import REQUIRED_APIS
+from stacks.targets.gcp.iam_grants import DEPLOYER_PERMISSIONS
+from stacks.targets.gcp.doctor import REQUIRED_APIS
 from tests.support.recorded_api import FIXTURES, RecordedApi
 
 runner = CliRunner()
@@ -29,7 +29,7 @@ FIREWALL = PROJECT + "/global/firewalls/trainstack-dev-trainer-nodes"
 
 
 def ci_grants(principal: str, resource: str, permission: str) -> bool:
-    """What the foundation grants the CI accounts (stacks/gcp/iam_grants.py), as IAM would answer."""
+    """What the foundation grants the CI accounts (stacks/targets/gcp/iam_grants.py), as IAM would answer."""
     if principal.startswith("trainstack-ci-plan@"):
         return permission.endswith((".get", ".list"))
     read_runs = permission == "storage.objects.get" and "/runs/" in resource
@@ -212,7 +212,7 @@ def test_ci_accounts_are_not_probed_without_a_ci_repository(project, monkeypatch
 
 def test_an_unsupported_boot_image_is_a_problem_without_a_lookup(project):
     from stacks.config import load_config
-    from stacks.gcp.doctor import check_boot_image
+    from stacks.targets.gcp.doctor import check_boot_image
 
     dlvm = "projects/deeplearning-platform-release/global/images/family/common-cu129-ubuntu-2204-nvidia-580"
     config = load_config(project / "envs", "dev", SETS)

@@ -8,8 +8,8 @@ from __future__ import annotations
 from typer.testing import CliRunner
 
 from stacks.cli.main import app
-from stacks.gcp.image import REGISTRY_ENDPOINT_ENV
-from stacks.gcp.quota import ENDPOINT_ENV
+from stacks.targets.gcp.image import REGISTRY_ENDPOINT_ENV
+from stacks.targets.gcp.quota import ENDPOINT_ENV
 from tests.support.project import SAMPLE
 from tests.support.compute_api import PROJECT, compute_api, fixture, with_quotas
 
@@ -65,7 +65,7 @@ def test_run_metadata_records_the_image_zone_and_quota_metric(project, tmp_path)
     from stacks.runs.language_run import resolve
     from stacks.runs.stack_ops import write_run_metadata
     from stacks.project import Project
-    from stacks.constructs.train_stack import GcpPlacement
+    from stacks.targets.gcp.placement import GcpPlacement
     from trainer.storage import LocalBucket
 
     proj = Project(project)

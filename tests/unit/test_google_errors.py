@@ -1,4 +1,4 @@
-"""stacks.gcp.api.google_error: the one translation of a Google client library's failures (quota look-ups,
+"""stacks.targets.gcp.api.google_error: the one translation of a Google client library's failures (quota look-ups,
 doctor's checks, the build context upload, the state bucket) into one line and what to do next."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from google.auth import exceptions as auth_exc  # noqa: E402
 import requests  # noqa: E402
 
 from stacks.errors import InfraError  # noqa: E402
-from stacks.gcp import api  # noqa: E402
+from stacks.targets.gcp import api  # noqa: E402
 
 KW = dict(project="p1", api_name="Compute Engine API", service="compute.googleapis.com", role="roles/compute.viewer")
 DISABLED = [{"reason": "accessNotConfigured", "message": "Compute Engine API has not been used in project p1"}]

@@ -25,7 +25,7 @@ from typer.testing import CliRunner
 from stacks.cli import image_cmd
 from stacks.config import load_config
 from stacks.errors import ExitStatus, InfraError
-from stacks.gcp.image import (CLOUDBUILD_ENDPOINT_ENV, DOCKERFILE, REGISTRY_ENDPOINT_ENV, ImageNotBuiltError,
+from stacks.targets.gcp.image import (CLOUDBUILD_ENDPOINT_ENV, DOCKERFILE, REGISTRY_ENDPOINT_ENV, ImageNotBuiltError,
                               content_hash, context_files, context_tarball, image_exists, image_ref,
                               require_image, submit_build)
 from tests.support.recorded_api import RecordedApi
@@ -294,7 +294,7 @@ def blob(name: str):
 
 
 def test_a_context_with_the_same_crc32c_is_reused_at_its_generation(apis):
-    from stacks.gcp.image import context_tarball, upload_context
+    from stacks.targets.gcp.image import context_tarball, upload_context
 
     config = load_config(REPO / "envs", "dev", GCP_SETS)
     tag = f"{content_hash(REPO)}-{os.getpid()}-reuse"  # a name no other test uploaded
@@ -307,7 +307,7 @@ def test_a_context_with_the_same_crc32c_is_reused_at_its_generation(apis):
 def test_a_planted_context_is_replaced_and_the_build_pinned_to_ours(apis):
     from google.cloud import storage
 
-    from stacks.gcp.image import crc32c_of, upload_context
+    from stacks.targets.gcp.image import crc32c_of, upload_context
 
     config = load_config(REPO / "envs", "dev", GCP_SETS)
     tag = content_hash(REPO)

@@ -111,7 +111,7 @@ def test_runs_show_and_logs_json(bucket):
 
 
 def test_gcp_run_cost_from_the_vm_boot_records(project, tmp_path, monkeypatch):
-    from stacks.config.prices import fallback_book
+    from stacks.targets.gcp.prices import fallback_book
     from stacks.project import Project
     from stacks.runs.records import record_cost, run_row
 
@@ -132,7 +132,7 @@ def test_gcp_run_cost_from_the_vm_boot_records(project, tmp_path, monkeypatch):
     # the suite's catalog is a closed port: the dated fallback table prices it, and says so
     per_hour, note = fallback_book().vm_per_hour("europe-west4", "g2-standard-8", "nvidia-l4", 1, True)
     assert note == "" and per_hour and row["vm_per_hour"] == per_hour
-    assert row["prices_source"] == "fallback table of 2026-07-30 (stacks/config/prices.yaml)"
+    assert row["prices_source"] == "fallback table of 2026-07-30 (stacks/targets/gcp/prices.yaml)"
     assert row["vm_boots"] == 2 and row["billed_vm_s"] == 7200
     assert row["est_cost"] == pytest.approx(2 * per_hour) and row["spot"] is True
     cost = record_cost(b, config, "fr", run_id)
@@ -146,12 +146,12 @@ def test_gcp_run_cost_from_the_vm_boot_records(project, tmp_path, monkeypatch):
     monkeypatch.setattr(runs_cmds, "open_env", lambda *a, **k: (config, b))  # a gcp env over a folder bucket
     listed = runner.invoke(app, ["runs", "--env", "dev"])
     assert listed.exit_code == 0, listed.output
-    assert "costs priced from the fallback table of 2026-07-30 (stacks/config/prices.yaml)" in listed.output
+    assert "costs priced from the fallback table of 2026-07-30 (stacks/targets/gcp/prices.yaml)" in listed.output
 
 
 @pytest.mark.parametrize("env", ["dev", "prod"])
 def test_fallback_table_knows_every_configured_machine(project, env):
-    from stacks.config.prices import estimate, fallback_book
+    from stacks.targets.gcp.prices import estimate, fallback_book
     from stacks.project import Project
 
     book = fallback_book()

@@ -161,7 +161,7 @@ def test_training_stack_shows_gpus_zone_and_cost_of_one_run():
     # europe-west4 g2-standard-8 with its L4: 0.4708 Spot x 4 h = 1.88; on-demand 0.8972 x 4 h = 3.59.
     assert "1 x g2-standard-8 with 1 x nvidia-l4 each, zone europe-west4-b" in line
     assert "Spot (planned) $1.88" in line and "on-demand $3.59" in line
-    assert "(list prices: fallback table of 2026-07-30 (stacks/config/prices.yaml); estimate)" in line
+    assert "(list prices: fallback table of 2026-07-30 (stacks/targets/gcp/prices.yaml); estimate)" in line
     assert "echo step" not in text and "metadata.startup-script = (202 lines" in text
 
 
@@ -438,7 +438,7 @@ def test_apply_never_touches_the_foundation(project, tmp_path):
 def test_apply_checks_the_target_artifacts_before_applying_anything(reviewed_stack, monkeypatch):
     # Issue 38: the CI deploy could start a run whose image was never built (the VM then pulls and fails, billed).
     from stacks.errors import InfraError
-    from stacks.targets.local import LOCAL
+    from stacks.targets.local.target import LOCAL
 
     workdir, review = reviewed_stack
 
@@ -454,9 +454,9 @@ def test_apply_checks_the_target_artifacts_before_applying_anything(reviewed_sta
 
 @pytest.mark.parametrize(("answer", "built"), [(404, False), (200, True)])
 def test_a_gcp_env_requires_the_image_of_this_tree_in_the_registry(project, monkeypatch, answer, built):
-    from stacks.gcp.image import REGISTRY_ENDPOINT_ENV, ImageNotBuiltError
+    from stacks.targets.gcp.image import REGISTRY_ENDPOINT_ENV, ImageNotBuiltError
     from stacks.project import Project
-    from stacks.targets.gcp import GCP
+    from stacks.targets.gcp.target import GCP
     from tests.support.recorded_api import RecordedApi
 
     config = Project.discover().load("dev", ["project=p1"])

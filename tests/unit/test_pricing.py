@@ -8,9 +8,9 @@ from datetime import datetime, timedelta, timezone
 import pytest
 import yaml
 
-from stacks.config.prices import PRICES_FILE, PriceTable, estimate, fallback_book
-from stacks.gcp import pricing
-from stacks.gcp.quota import ENDPOINT_ENV as COMPUTE_ENDPOINT_ENV
+from stacks.targets.gcp.prices import PRICES_FILE, PriceTable, estimate, fallback_book
+from stacks.targets.gcp import pricing
+from stacks.targets.gcp.quota import ENDPOINT_ENV as COMPUTE_ENDPOINT_ENV
 from stacks.project import Project
 from tests.support.recorded_api import FIXTURES, RecordedApi
 from trainer.storage import LocalBucket
@@ -127,7 +127,7 @@ def test_unreadable_catalog_falls_back_to_the_dated_table_with_a_warning(dev, mo
     with RecordedApi({("GET", SKUS): (status, error)}) as api:
         monkeypatch.setenv(pricing.ENDPOINT_ENV, api.url)
         book = pricing.price_book(dev, None, ["g2-standard-8"])
-    assert book.source == "fallback table of 2026-07-30 (stacks/config/prices.yaml)"
+    assert book.source == "fallback table of 2026-07-30 (stacks/targets/gcp/prices.yaml)"
     assert f"HTTP {status}: Cloud Billing API has not been used in project p1" in book.warning and words in book.warning
     assert book.vm_per_hour("europe-west4", "g2-standard-8", "nvidia-l4", 1, True) == (0.4708, "")
 
@@ -153,7 +153,7 @@ def test_fallback_table_is_dated_and_every_figure_names_its_source():
 
 def test_plan_stores_the_catalog_quote_its_review_renders(dev, monkeypatch, gcs_env):
     from stacks.plan_render.review import quote_prices
-    from stacks.targets.gcp import GCP
+    from stacks.targets.gcp.target import GCP
     from stacks.plan_render import plan_from_document
     from stacks.plan_render.summary import training_lines
 

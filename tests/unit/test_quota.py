@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from stacks.cli import quota_cmd
 from stacks.cli.main import app
-from stacks.gcp.quota import ENDPOINT_ENV, ComputeQuotas, QuotaError, choose_zone, choose_zones, quota_id
+from stacks.targets.gcp.quota import ENDPOINT_ENV, ComputeQuotas, QuotaError, choose_zone, choose_zones, quota_id
 from stacks.project import Project
 from tests.support.compute_api import (ACCEL, ACCEL_ANY, DEV, MACHINE, PROJECT, REGION, compute_api, fixture,
                                        with_quotas)
@@ -195,7 +195,7 @@ def test_quota_ids_follow_cloud_quotas_naming():
 def test_train_of_several_languages_checks_their_sum_before_applying(project, monkeypatch):
     # nodes=3: europe-west4 has 2 Spot L4 free, europe-west1 4: fr fits alone, en fits alone, not both.
     ew4 = with_quotas(fixture("region_europe-west4.json"), PREEMPTIBLE_NVIDIA_L4_GPUS=(8, 6))
-    from stacks.targets.gcp import GCP
+    from stacks.targets.gcp.target import GCP
 
     config = dev_config("defaults.nodes=3")
     with compute_api(ew4=ew4) as api:
@@ -234,8 +234,8 @@ def test_a_region_whose_quotas_regions_get_left_out_is_not_refused(project, warn
 def test_an_unreported_metric_leaves_the_plan_guard_both_metrics(project, monkeypatch):
     from types import SimpleNamespace
 
-    from stacks.gcp import doctor, image
-    from stacks.targets.gcp import GcpTarget
+    from stacks.targets.gcp import doctor, image
+    from stacks.targets.gcp.target import GcpTarget
 
     ew4 = with_quotas(fixture("region_europe-west4.json"), PREEMPTIBLE_NVIDIA_L4_GPUS=None, NVIDIA_L4_GPUS=None)
     with compute_api(ew4=ew4) as api:

@@ -8,11 +8,11 @@ import pytest
 from typer.testing import CliRunner
 
 from stacks.cli.main import app
-from stacks.gcp.group_errors import GroupErrors
-from stacks.gcp.image import REGISTRY_ENDPOINT_ENV
-from stacks.gcp.quota import ENDPOINT_ENV
+from stacks.targets.gcp.group_errors import GroupErrors
+from stacks.targets.gcp.image import REGISTRY_ENDPOINT_ENV
+from stacks.targets.gcp.quota import ENDPOINT_ENV
 from stacks.runs import runflow, stack_ops
-from stacks.targets.gcp import GCP
+from stacks.targets.gcp.target import GCP
 from tests.support.compute_api import compute_api, fixture
 from tests.support.project import SAMPLE
 from tests.support.recorded_api import RecordedApi

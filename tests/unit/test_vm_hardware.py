@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from stacks.config.gpus import IMAGE_MIN_DRIVER
+from stacks.targets.gcp.gpus import IMAGE_MIN_DRIVER
 from trainer.vm import hardware
 from trainer.vm.hardware import Hardware, problem
 

@@ -14,7 +14,7 @@ import subprocess
 from dataclasses import dataclass
 
 # The image's torch is built for CUDA 13.0: NVIDIA driver branch 580 or newer
-# (stacks/config/gpus.py IMAGE_MIN_DRIVER; a test keeps the two equal).
+# (stacks/targets/gcp/gpus.py IMAGE_MIN_DRIVER; a test keeps the two equal).
 MIN_DRIVER = 580
 # Container-Optimized OS: startup.sh mounts the host's driver tools here.
 NVIDIA_BIN_DIRS = ("/usr/local/nvidia/bin",)

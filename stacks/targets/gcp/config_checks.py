@@ -1,12 +1,12 @@
 """Checks that only make sense on target gcp, with errors that name the key and its file."""
 from __future__ import annotations
 
-from stacks.config.gpus import (
-    COS_GPU_DRIVERS, IMAGE_MIN_DRIVER, boot_image_problem, default_boot_image, gpu_problem, machine_limit_problems,
-    region_of,
-)
 from stacks.config.models import EnvConfig
 from stacks.errors import ConfigError
+from stacks.targets.gcp.gpus import (
+    COS_GPU_DRIVERS, DRIVER_FORM, IMAGE_MIN_DRIVER, boot_image_problem, default_boot_image, gpu_problem,
+    machine_limit_problems, region_of,
+)
 
 
 def check_gcp(config: EnvConfig, origin: dict[tuple, str]) -> None:
@@ -56,7 +56,13 @@ def check_gcp(config: EnvConfig, origin: dict[tuple, str]) -> None:
             raise ConfigError(f"languages.{lang}: {problem}",
                               source=origin.get(("languages", lang, "boot_image")) or source("defaults", "boot_image"),
                               hint="leave boot_image unset (the GPU catalogue's image for the series) or pick one "
-                                   "listed in stacks/config/gpus.py")
+                                   "listed in stacks/targets/gcp/gpus.py")
+        if not DRIVER_FORM.fullmatch(settings.gpu_driver):
+            raise ConfigError(f"languages.{lang}: gpu_driver {settings.gpu_driver!r} is not a form `cos-extensions "
+                              "install gpu -- -version=` takes: default, latest, an exact version (580.95.05) or a "
+                              f"branch (R580, cos-gpu-installer >= 2.2.1) ({COS_GPU_DRIVERS})",
+                              source=origin.get(("languages", lang, "gpu_driver")) or source("defaults", "gpu_driver"),
+                              hint="to pin the 580 branch write R580")
         branch = settings.gpu_driver.removeprefix("R").split(".", 1)[0]
         if branch.isdigit() and int(branch) < IMAGE_MIN_DRIVER:
             raise ConfigError(f"languages.{lang}: gpu_driver {settings.gpu_driver} is older than the {IMAGE_MIN_DRIVER} "

@@ -4,10 +4,10 @@ Checked here: the APIs the stacks need are enabled, the trainer image exists, ea
 language's boot image family resolves (and the GPU catalogue accepts it for the machine
 type), the VMs' subnetwork has Private Google Access, whoever plans may bill the provider's calls
 to the project, the NVIDIA driver the VMs install, the firewall rule multi-node runs meet
-through (stacks/gcp/deploy_checks.py), the organisation policies that
+through (stacks/targets/gcp/deploy_checks.py), the organisation policies that
 break a first apply (Shielded VM, domain restricted sharing) against the env's switches,
 GPU quota (the preflight's own check), and the trainer and CI accounts' access as IAM evaluates
-it, conditions included (stacks/gcp/access.py, Policy Troubleshooter). Every call only reads,
+it, conditions included (stacks/targets/gcp/access.py, Policy Troubleshooter). Every call only reads,
 with the user's credentials; TRAINSTACK_SERVICEUSAGE_ENDPOINT / TRAINSTACK_RESOURCEMANAGER_ENDPOINT /
 TRAINSTACK_COMPUTE_ENDPOINT / TRAINSTACK_REGISTRY_ENDPOINT / TRAINSTACK_POLICYTROUBLESHOOTER_ENDPOINT
 point them at recorded responses.
@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from typing import Callable
 
-from stacks.config.gpus import boot_image_problem, default_boot_image, signed_driver
+from stacks.targets.gcp.gpus import boot_image_problem, default_boot_image, signed_driver
 from stacks.config.models import EnvConfig
 from stacks.errors import InfraError
-from stacks.gcp import api
-from stacks.gcp.lookups import RESOURCEMANAGER_API, RESOURCEMANAGER_ENDPOINT_ENV, lookup_failure, not_found
+from stacks.targets.gcp import api
+from stacks.targets.gcp.lookups import RESOURCEMANAGER_API, RESOURCEMANAGER_ENDPOINT_ENV, lookup_failure, not_found
 from stacks.targets.checks import Check
 
 SERVICEUSAGE_ENDPOINT_ENV = "TRAINSTACK_SERVICEUSAGE_ENDPOINT"
@@ -62,7 +62,7 @@ def check_apis(config: EnvConfig) -> Check:
 
 
 def check_image(config: EnvConfig) -> Check:
-    from stacks.gcp.image import image_exists, image_ref
+    from stacks.targets.gcp.image import image_exists, image_ref
 
     ref = image_ref(config)
     if image_exists(ref):
@@ -77,7 +77,7 @@ def check_boot_image(config: EnvConfig, lang: str, images=None) -> Check:
     name = f"boot image ({lang}, {s.machine_type})"
     problem = boot_image_problem(s.machine_type, image)
     if problem:
-        return Check(name, False, problem, "leave boot_image unset or pick an image from stacks/config/gpus.py")
+        return Check(name, False, problem, "leave boot_image unset or pick an image from stacks/targets/gcp/gpus.py")
     parts = image.removeprefix("https://www.googleapis.com/compute/v1/").split("/")
     if len(parts) < 5 or parts[0] != "projects" or parts[2:4] not in (["global", "images"],):
         return Check(name, True, f"{image} (not a projects/P/global/images/... path: not looked up)")
@@ -164,7 +164,7 @@ def check_org_policies(config: EnvConfig) -> list[Check]:
 
 def check_quota(config: EnvConfig) -> list[Check]:
     """The preflight's quota decision per language, as if all runs were up at once."""
-    from stacks.gcp.quota import QuotaError, choose_zones
+    from stacks.targets.gcp.quota import QuotaError, choose_zones
 
     checks = []
     for lang, d in choose_zones(config, list(config.languages)).items():
@@ -177,8 +177,8 @@ def check_quota(config: EnvConfig) -> list[Check]:
 
 def run_checks(config: EnvConfig, echo: Callable[[Check], None]) -> list[Check]:
     """All checks, each reported as it completes; an API error becomes a problem line, not a crash."""
-    from stacks.gcp.access import check_ci_access, check_trainer_access
-    from stacks.gcp.deploy_checks import check_billing_project, check_drivers, check_node_firewall
+    from stacks.targets.gcp.access import check_ci_access, check_trainer_access
+    from stacks.targets.gcp.deploy_checks import check_billing_project, check_drivers, check_node_firewall
 
     region = config.region
     steps: list[tuple[str, Callable[[], Check | list[Check]]]] = [("APIs enabled", lambda: check_apis(config)),

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 from stacks.config import EnvConfig
 from stacks.errors import InfraError
-from stacks.gcp import api
+from stacks.targets.gcp import api
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from stacks.config.models import EnvConfig
-from stacks.gcp import api
+from stacks.targets.gcp import api
 from stacks.targets.checks import Check
 
 RESOURCEMANAGER_ENDPOINT_ENV = "TRAINSTACK_RESOURCEMANAGER_ENDPOINT"

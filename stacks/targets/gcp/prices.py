@@ -1,7 +1,7 @@
 """Price books (what a VM costs per hour) and the cost estimates of a run's VMs.
 
-Two books answer the same question: the Cloud Billing Catalog (stacks/gcp/pricing.py, the
-source on gcp) and the dated fallback table in stacks/config/prices.yaml, used only when the
+Two books answer the same question: the Cloud Billing Catalog (stacks/targets/gcp/pricing.py, the
+source on gcp) and the dated fallback table in stacks/targets/gcp/prices.yaml, used only when the
 catalog cannot be read (with a warning) or where nothing may call an API (`plan --from-json`).
 Estimates only: list prices, no discounts, disks or network. What a book cannot price gives
 an estimate of None with a reason, never an error.
@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 from pydantic import Field, ValidationError, model_validator
 
-from stacks.config.gpus import fixed_gpu_count
+from stacks.targets.gcp.gpus import fixed_gpu_count
 from stacks.config.models import LanguageSettings, StrictModel
 from stacks.errors import ConfigError
 
@@ -69,7 +69,7 @@ class TableBook(PriceBook):
 
     @property
     def source(self) -> str:
-        return f"fallback table of {self.table.taken} (stacks/config/{PRICES_FILE.name})"
+        return f"fallback table of {self.table.taken} (stacks/targets/gcp/{PRICES_FILE.name})"
 
     def vm_per_hour(self, region, machine_type, gpu_type, gpu_count, spot):
         prices = self.table.regions.get(region or "")

@@ -12,8 +12,8 @@ import time
 
 from stacks.config import EnvConfig
 from stacks.errors import InfraError
-from stacks.gcp import api
-from stacks.gcp.doctor import REQUIRED_APIS, SERVICEUSAGE_API, SERVICEUSAGE_ENDPOINT_ENV, enabled_apis
+from stacks.targets.gcp import api
+from stacks.targets.gcp.doctor import REQUIRED_APIS, SERVICEUSAGE_API, SERVICEUSAGE_ENDPOINT_ENV, enabled_apis
 
 BATCH = 20  # services:batchEnable takes at most 20 services per call
 WAIT_S = 600

@@ -30,7 +30,7 @@ class LocalTarget:
 
     def stack_host(self, config, project, lang, *, python, placement) -> dict:
         from stacks.naming import stack_name
-        from stacks.constructs.train_stack import LocalHost
+        from stacks.targets.local.host import LocalHost
 
         name = stack_name(lang)
         return {"local": LocalHost(python=python, workdir=project.root, procs_dir=project.procs_dir(config.env),
@@ -48,8 +48,11 @@ class LocalTarget:
     def require_artifacts(self, config) -> None:
         return None  # the local trainer runs from this checkout
 
-    def creation_errors(self, config, lang, placement, reporter):
+    def creation_errors(self, config, lang, reporter, *, placement=None, bucket=None, run_id=None):
         return None  # the supervisor's own status and exit code tell
+
+    def run_metadata(self, config, lang, placement, bucket) -> dict:
+        return {}
 
     def waiting_note(self, config, lang, placement) -> str | None:
         return None
@@ -74,9 +77,6 @@ class LocalTarget:
 
     def cost_note(self, cost: dict) -> str | None:
         return None
-
-    def estimate_record(self, config, lang, region, bucket) -> dict:
-        return {}
 
     def prices_for_plan(self, config):
         return None

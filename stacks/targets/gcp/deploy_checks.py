@@ -4,11 +4,11 @@ Read-only, like the rest of doctor; the endpoints are overridable for recorded r
 """
 from __future__ import annotations
 
-from stacks.config.gpus import IMAGE_MIN_DRIVER, default_boot_image, installs_driver_at_boot
+from stacks.targets.gcp.gpus import IMAGE_MIN_DRIVER, default_boot_image, installs_driver_at_boot
 from stacks.config.models import EnvConfig
 from stacks.errors import InfraError
-from stacks.gcp import api
-from stacks.gcp.lookups import RESOURCEMANAGER_API, RESOURCEMANAGER_ENDPOINT_ENV, lookup_failure, not_found
+from stacks.targets.gcp import api
+from stacks.targets.gcp.lookups import RESOURCEMANAGER_API, RESOURCEMANAGER_ENDPOINT_ENV, lookup_failure, not_found
 from stacks.naming import node_firewall_name, node_tag
 from stacks.targets.checks import Check
 

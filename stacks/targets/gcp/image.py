@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from stacks.errors import InfraError, TrainstackError
-from stacks.gcp import api
+from stacks.targets.gcp import api
 from stacks import SOURCE_ROOT
 
 if TYPE_CHECKING:

@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from urllib.parse import quote
 
-from stacks.config.gpus import GLOBAL_METRIC, GPU_TYPES, GpuType, region_of
+from stacks.targets.gcp.gpus import GLOBAL_METRIC, GPU_TYPES, GpuType, region_of
 from stacks.config.models import EnvConfig
 from stacks.errors import InfraError, UnknownLanguageError
-from stacks.gcp import api
+from stacks.targets.gcp import api
 # The same client factory the VM agent uses; ENDPOINT_ENV points it at a test server.
 from trainer.vm.group import ENDPOINT_ENV, compute_endpoint
 

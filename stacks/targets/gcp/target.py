@@ -1,7 +1,7 @@
 """The gcp target: a Spot (or on-demand) GPU instance group per run, the bucket in GCS.
 
 Everything that differs from the local target on the operator side is here; the Google API
-plumbing it uses lives in stacks/gcp/.
+plumbing it uses lives in stacks/targets/gcp/.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from stacks.naming import FOUNDATION
 
 if TYPE_CHECKING:
     from stacks.config import EnvConfig
-    from stacks.constructs.train_stack import GcpPlacement
+    from stacks.targets.gcp.placement import GcpPlacement
 
 VM_SCRIPTS = SOURCE_ROOT / "images" / "trainer"  # the VMs' start-up and shutdown scripts
 
@@ -22,9 +22,9 @@ VM_SCRIPTS = SOURCE_ROOT / "images" / "trainer"  # the VMs' start-up and shutdow
 def gcp_placement(config: "EnvConfig", lang: str, zone: str | None = None,
                   metric: str | None = None) -> "GcpPlacement":
     """Where and what a language's VMs run; without a quota decision: the first preferred zone."""
-    from stacks.config.gpus import GPU_TYPES
-    from stacks.gcp.image import image_ref
-    from stacks.constructs.train_stack import GcpPlacement
+    from stacks.targets.gcp.gpus import GPU_TYPES
+    from stacks.targets.gcp.image import image_ref
+    from stacks.targets.gcp.placement import GcpPlacement
 
     s = config.language(lang)
     gpu = GPU_TYPES[s.gpu.type]
@@ -46,7 +46,7 @@ class GcpTarget:
     def preflight_together(self, config, langs, reporter) -> dict:
         """The GPU quota for every language's run at once (each counts the GPUs of those before it)
         -> each language's zone decision, so each stack is placed where the sum was found to fit."""
-        from stacks.gcp.quota import QuotaError, choose_zones
+        from stacks.targets.gcp.quota import QuotaError, choose_zones
 
         decided, short, rows, hint = {}, [], [], ""
         for lang, decision in choose_zones(config, langs).items():
@@ -66,12 +66,12 @@ class GcpTarget:
         return decided
 
     def doctor(self, config, echo):
-        from stacks.gcp.doctor import NOT_CHECKED, run_checks
+        from stacks.targets.gcp.doctor import NOT_CHECKED, run_checks
 
         return run_checks(config, echo), NOT_CHECKED
 
     def check_config(self, config, origin) -> None:
-        from stacks.config.gcp_checks import check_gcp
+        from stacks.targets.gcp.config_checks import check_gcp
 
         check_gcp(config, origin)
 
@@ -80,9 +80,9 @@ class GcpTarget:
 
     def preflight(self, config, lang, reporter, decided=None):
         """Quota (zone choice) and image checks of a gcp run -> the GcpPlacement to synthesize with."""
-        from stacks.gcp.doctor import check_boot_image
-        from stacks.gcp.image import image_ref, require_image
-        from stacks.gcp.quota import choose_zone
+        from stacks.targets.gcp.doctor import check_boot_image
+        from stacks.targets.gcp.image import image_ref, require_image
+        from stacks.targets.gcp.quota import choose_zone
 
         decision = decided or choose_zone(config, lang)
         if reporter:
@@ -101,8 +101,8 @@ class GcpTarget:
         return gcp_placement(config, lang, zone=decision.zone, metric=decision.metric if decision.reported else None)
 
     def estimate(self, config, lang, bucket, reporter) -> None:
-        from stacks.config.prices import estimate
-        from stacks.gcp.pricing import price_book
+        from stacks.targets.gcp.prices import estimate
+        from stacks.targets.gcp.pricing import price_book
 
         settings = config.language(lang)
         book = price_book(config, bucket, [settings.machine_type])
@@ -121,29 +121,46 @@ class GcpTarget:
     def require_artifacts(self, config) -> None:
         """The trainer image of this tree (the reviewed plan's): without it every VM would pull five times and
         fail while its GPU is billed. The CI deployer may read the registry, not build (Cloud Build)."""
-        from stacks.gcp.image import image_ref, require_image
+        from stacks.targets.gcp.image import image_ref, require_image
 
         require_image(image_ref(config, SOURCE_ROOT), env=config.env)
 
-    def creation_errors(self, config, lang, placement, reporter):
-        from stacks.gcp.group_errors import group_error_poller
+    def creation_errors(self, config, lang, reporter, *, placement=None, bucket=None, run_id=None):
+        from stacks.targets.gcp.group_errors import group_error_poller
 
-        zone = placement.zone if placement else config.zones[0]
-        return group_error_poller(config, lang, zone, reporter)
+        zone = placement.zone if placement else None
+        if zone is None and bucket is not None and run_id:
+            zone = recorded_zone(bucket, lang, run_id)
+        return group_error_poller(config, lang, zone or config.zones[0], reporter)
+
+    def run_metadata(self, config, lang, placement, bucket) -> dict:
+        from stacks.targets.gcp.gpus import region_of
+
+        if placement is None:
+            return {}
+        region = region_of(placement.zone)
+        meta = {"image": placement.image, "zone": placement.zone, "region": region,
+                "quota_metric": placement.quota_metrics[0]}
+        try:  # bookkeeping after the apply: a pricing failure must not lose the run's metadata
+            meta["cost_estimate"] = self._estimate_record(config, lang, region, bucket)
+        except Exception as exc:
+            meta["cost_estimate"] = {"note": f"cost unknown: {exc}"}
+        return meta
 
     def launcher_alive(self, project, env, run_id):
         return None  # the instance group recreates VMs; the run's status and the deadline tell
 
     def run_cost(self, bucket, config, lang, run_id, status) -> dict:
-        from stacks.gcp.pricing import price_book
-        from stacks.targets.gcp_cost import vm_cost
+        from stacks.targets.gcp.pricing import price_book
+        from stacks.targets.gcp.cost import vm_cost
 
         return vm_cost(bucket, config, lang, run_id, status, lambda machine: price_book(config, bucket, [machine]))
 
-    def estimate_record(self, config, lang, region, bucket) -> dict:
+    @staticmethod
+    def _estimate_record(config, lang, region, bucket) -> dict:
         """The estimate metadata/trainctl.json keeps (the book the estimate before apply used)."""
-        from stacks.config.prices import estimate
-        from stacks.gcp.pricing import price_book
+        from stacks.targets.gcp.prices import estimate
+        from stacks.targets.gcp.pricing import price_book
 
         settings = config.language(lang)
         return estimate(settings, region, price_book(config, bucket, [settings.machine_type])).as_dict()
@@ -153,7 +170,7 @@ class GcpTarget:
         return f"VM time {cost['billed_vm_s'] / 3600:.2f}h over {cost['vm_boots']} boot(s): {est}"
 
     def prices_for_plan(self, config):
-        from stacks.gcp.pricing import price_book
+        from stacks.targets.gcp.pricing import price_book
         from trainer.storage import open_bucket
 
         try:
@@ -164,3 +181,15 @@ class GcpTarget:
 
 
 GCP = GcpTarget()
+
+
+def recorded_zone(bucket, lang: str, run_id: str) -> str | None:
+    """The zone metadata/trainctl.json recorded at apply (None: no record)."""
+    import json
+
+    from trainer.records.runs import TRAINCTL_META, run_key
+
+    try:
+        return json.loads(bucket.read_bytes(run_key(lang, run_id, TRAINCTL_META))).get("zone")
+    except Exception:  # no metadata: the first preferred zone, as a stack without a preflight decision
+        return None

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from stacks.config.models import EnvConfig
 from stacks.errors import InfraError
-from stacks.gcp import api
+from stacks.targets.gcp import api
 from stacks.targets.checks import Check
 from stacks.naming import DEPLOYER_SA, FOUNDATION, PLANNER_SA, TRAINER_SA, group_name, sa_email, state_prefix
 from stacks.naming import stack_name

@@ -62,7 +62,7 @@ class GroupErrors:
         """The entries not returned before, oldest first; [] while the group is missing (not applied yet)."""
         from google.api_core import exceptions as gexc
 
-        from stacks.gcp import api
+        from stacks.targets.gcp import api
 
         if self._client is None:
             self._client = api.compute_client("InstanceGroupManagersClient", self.endpoint)
@@ -96,7 +96,7 @@ class Problem:
 def group_error_poller(config, lang: str, zone: str, reporter):
     """A callable returning the new errors of `lang`'s group as Problems; a failure to read the list is
     warned once and reading stops (the run is still followed through its bucket)."""
-    from stacks.gcp import api
+    from stacks.targets.gcp import api
     from stacks.naming import group_name
 
     errors = GroupErrors(config.project, zone, group_name(config.env, lang))

@@ -8,7 +8,7 @@ and an anchored description ("G2 Instance Core running in …", "Nvidia L4 GPU a
 Preemptible VMs running in …"), never by the location words. A key that more than one SKU
 matches is left unpriced rather than guessed. vCPUs and memory come from Compute's
 machineTypes.get. When the API cannot be read, the dated fallback table
-(stacks/config/prices.yaml) prices the run, with a warning.
+(stacks/targets/gcp/prices.yaml) prices the run, with a warning.
 
 TRAINSTACK_CLOUDBILLING_ENDPOINT points the catalog reader at recorded responses (tests).
 """
@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Iterable
 
-from stacks.config.prices import PriceBook, fallback_book
+from stacks.targets.gcp.prices import PriceBook, fallback_book
 from stacks.errors import InfraError
-from stacks.gcp import api
+from stacks.targets.gcp import api
 
 if TYPE_CHECKING:
     from stacks.config.models import EnvConfig
@@ -226,7 +226,7 @@ def catalog_book(config: "EnvConfig", bucket: "Bucket | None", machine_types: It
         _save(bucket, book)  # the rates are good whatever the shapes do
     missing = sorted({m for m in machine_types if m and m not in book.shapes})
     if missing:
-        from stacks.gcp.quota import ComputeQuotas, candidate_zones
+        from stacks.targets.gcp.quota import ComputeQuotas, candidate_zones
 
         compute = compute or ComputeQuotas(config.project)
         for machine_type in missing:
