@@ -81,7 +81,9 @@ def test_sigterm_in_the_backward_classifier_resumes_with_the_forward_model_carri
     last = torch.load(io.BytesIO(bucket.read_bytes(f"fr/runs/whole/{pointer['key']}")), weights_only=False)
     assert pointer["position"]["stage"] == "classifier_bwd"
     # (and each classifier's linear probe, whose figures metrics.json reports: trainer.classification.probe)
-    assert set(last["carry"]) == {"classifier", "classifier_bwd_best", "classifier_probe", "classifier_bwd_probe"}
+    # the encoder the backward probe read rides along until the stage ends (stage.confirm_over_probe)
+    assert set(last["carry"]) == {"classifier", "classifier_bwd_best", "classifier_probe", "classifier_bwd_probe",
+                                  "classifier_bwd_start_encoder"}
 
     proc = trainer(uri, "r1", *args, start_new_session=True)
     sigterm_at(bucket, "r1", proc, "classifier_bwd", 3)

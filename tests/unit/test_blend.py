@@ -93,4 +93,4 @@ def test_the_lower_validation_log_loss_decides():
     (np.array([0.5]), False),                        # one row decides nothing
 ])
 def test_a_weight_is_kept_only_for_a_clear_gain_on_the_rows_it_was_checked_on(gains, clear):
-    assert blend._clear_gain(gains) is clear
+    assert blend.clear_gain(gains) is clear

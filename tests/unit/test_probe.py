@@ -91,3 +91,20 @@ def test_a_multi_label_probe_gives_the_probabilities_of_the_classifier_loss_not_
     assert bce(p0[:, 0], rare[held]) < bce(p1[:, 0], rare[held]) - 0.05
     if unweighted.c == balanced.c:  # same fit, moved intercepts: the ranking thresholds choose from is the same
         assert (np.argsort(p0[:, 0], kind="stable") == np.argsort(p1[:, 0], kind="stable")).all()
+
+
+def test_fine_tuning_replaces_the_probe_only_when_clearly_better_row_by_row():
+    from trainer.classification.probe import fine_tuning_confirmed
+
+    rng = np.random.default_rng(0)
+    y = np.eye(4)[rng.integers(0, 4, 80)]
+    probe = np.clip(y * 0.5 + rng.uniform(0, 0.3, y.shape), 1e-3, 1)
+    probe /= probe.sum(axis=1, keepdims=True)
+    noisy = np.clip(probe + rng.normal(0, 0.05, y.shape), 1e-3, 1)  # as good, give or take: a lower mean by luck
+    noisy /= noisy.sum(axis=1, keepdims=True)
+    better = np.clip(y * 0.9 + 0.025, 1e-3, 1)
+    better /= better.sum(axis=1, keepdims=True)
+    assert fine_tuning_confirmed(probe, better, y, multi_label=False)[0]
+    confirmed, gain = fine_tuning_confirmed(probe, noisy, y, multi_label=False)
+    assert not confirmed and abs(gain) < 0.05
+    assert not fine_tuning_confirmed(probe[:1], better[:1], y[:1], multi_label=False)[0]  # one row tells nothing

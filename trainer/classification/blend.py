@@ -66,9 +66,9 @@ def _lowest(losses: dict[float, np.ndarray], rows: np.ndarray, weights) -> float
     return max(weights, key=lambda w: (-round(float(losses[w][rows].mean()), 12), w))
 
 
-def _clear_gain(gains: np.ndarray) -> bool:
-    """The mean per-row gain over TF-IDF alone is above zero with 90 % confidence (one-sided, a seeded
-    paired bootstrap of the rows); two rows at least."""
+def clear_gain(gains: np.ndarray) -> bool:
+    """The mean per-row gain (over TF-IDF alone; over the probe's head, trainer.classification.stage) is
+    above zero with 90 % confidence (one-sided, a seeded paired bootstrap of the rows); two rows at least."""
     if len(gains) < 2:
         return False
     resampled = gains[np.random.default_rng(0).integers(0, len(gains), (RESAMPLES, len(gains)))].mean(axis=1)
@@ -87,7 +87,7 @@ def choose(clf_valid: np.ndarray, tfidf_valid: np.ndarray | None, targets: np.nd
     rows = np.arange(len(targets))
     chosen_on, checked_on = rows[0::2], rows[1::2]
     w = chosen = _lowest(losses, chosen_on, WEIGHTS)
-    confirmed = _clear_gain(losses[0.0][checked_on] - losses[w][checked_on])
+    confirmed = clear_gain(losses[0.0][checked_on] - losses[w][checked_on])
     if not confirmed:
         w = 0.0
     shown = w if w < 1 else _lowest(losses, rows, WEIGHTS[:-1])  # the blend column: the best blend below 1

@@ -196,3 +196,18 @@ def linear_head(model) -> None:
     block = model[1].layers[0]
     old = block[-1]
     block[-1] = nn.Linear(old.in_features, old.out_features, bias=True)
+
+
+def fine_tuning_confirmed(probe_probs: np.ndarray, clf_probs: np.ndarray, targets: np.ndarray, *,
+                          multi_label: bool) -> tuple[bool, float]:
+    """Whether the fine-tuned classifier's validation loss is clearly below the probe's, row by row (the
+    blend's rule: a 90 % one-sided paired bootstrap bound above zero) -> (confirmed, mean gain per row).
+
+    Best-epoch selection took any lower validation loss, and on 75-99 validation rows that lost to the
+    probe on test rows in 2 of 15 SIB-200 cells (ja 300: -0.031 macro-F1, es 701: -0.018): the mean
+    log loss of so few rows moves by more than the epochs differ."""
+    from trainer.classification.blend import clear_gain, row_losses
+
+    gains = (row_losses(probe_probs, targets, multi_label=multi_label)
+             - row_losses(clf_probs, targets, multi_label=multi_label))
+    return clear_gain(gains), float(gains.mean()) if len(gains) else 0.0

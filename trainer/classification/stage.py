@@ -1,6 +1,7 @@
 """ULMFiT's third stage: the classifier on the fine-tuned encoder, unfrozen gradually."""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from fastai.text.all import (
@@ -9,7 +10,9 @@ from fastai.text.all import (
 
 from trainer import distributed as D
 from trainer.job import precision as P
-from trainer.classification.probe import fit_probe, install, linear_head, pooled_features
+from trainer.classification.probe import (
+    Probe, fine_tuning_confirmed, fit_probe, install, linear_head, pooled_features,
+)
 from trainer.classification.recipe import WEIGHT_POWER, classifier_epochs, classifier_phases, label_weights
 from trainer.job.fitting import stage_name
 from trainer.lm.finetune import Encoder
@@ -101,11 +104,49 @@ def train_classifier(rc, fit, prep, encoder: Encoder) -> TrainedClassifier:
             fit.fit_phases(learn, stage, phases,
                            metrics="multi" if data.multi_label else "single", keep_best=a.best_epoch)
             best = fit.restore_best(learn, stage, epochs) if a.best_epoch else None
-    if a.bidirectional and not backwards:
-        fit.keep(stage, learn, encoder.vocab, best)
     # Evaluation is rank 0's alone: no more collectives (get_preds fires before_fit too).
     fit.detach(learn)
-    return TrainedClassifier(learn, dls, tokens, encoder.vocab, backwards, best, fit.carry.get(f"{stage}_probe"))
+    probe = fit.carry.get(f"{stage}_probe")
+    if best and best["epoch"] > 0 and probe is not None and probe.get("head") is not None:
+        best = confirm_over_probe(rc, fit, learn, dls, prep, probe, best, stage)
+    fit.drop_carried(f"{stage}_start_encoder")
+    if a.bidirectional and not backwards:
+        fit.keep(stage, learn, encoder.vocab, best)
+    return TrainedClassifier(learn, dls, tokens, encoder.vocab, backwards, best, probe)
+
+
+def _encoder_module(learn):
+    """The AWD-LSTM inside the classifier's SentenceEncoder (what fastai's load_encoder loads into)."""
+    encoder = D.unwrap(learn.model)[0]
+    return getattr(encoder, "module", encoder)
+
+
+def confirm_over_probe(rc, fit, learn, dls, prep, probe: dict, best: dict, stage: str) -> dict:
+    """The fine-tuned epoch stays only when its validation loss is clearly below the probe head's, row by row
+    (probe.fine_tuning_confirmed); else the encoder before fine-tuning and the probe's head come back."""
+    import numpy as np
+
+    data = prep.data
+    targets = np.array([[int(l in data.labels[i]) for l in data.label_names] for i in prep.valid_idx], dtype=float)
+    probs, _ = learn.get_preds(dl=dls.valid)  # reordered to the validation rows' order
+    confirmed, gain = fine_tuning_confirmed(probe["valid_probs"], probs.float().numpy(), targets,
+                                            multi_label=data.multi_label)
+    rows = len(prep.valid_idx)
+    if confirmed:
+        rc.log.line(f"{stage}: epoch {best['epoch']} clearly beats the probe's head on the {rows} validation rows "
+                    f"(mean gain {gain:.4f} per row, 90 % bound above zero): kept")
+        return best
+    start = fit.carry.get(f"{stage}_start_encoder")
+    if start is None:  # a checkpoint from before this rule: nothing to come back to
+        rc.log.line(f"{stage}: epoch {best['epoch']} is not clearly better than the probe's head (mean gain "
+                    f"{gain:.4f} per row), but the encoder before fine-tuning was not kept: the epoch stays")
+        return best
+    _encoder_module(learn).load_state_dict(start)
+    install(D.unwrap(learn.model)[1], Probe(**probe["head"]))
+    rc.log.line(f"{stage}: epoch {best['epoch']} is not clearly better than the probe's head on the {rows} "
+                f"validation rows (mean gain {gain:.4f} per row, 90 % bound not above zero): the probe's head on "
+                "the encoder before fine-tuning is kept")
+    return {"epoch": 0, "of": best["of"], "valid_loss": probe["valid_loss"], "unconfirmed_epoch": best["epoch"]}
 
 
 def start_from_probe(rc, fit, prep, learn, tokens: TokenIds, stage: str) -> None:
@@ -129,7 +170,12 @@ def start_from_probe(rc, fit, prep, learn, tokens: TokenIds, stage: str) -> None
                 f"{len(prep.train_idx)} training rows); validation loss {loss:.4f} (epoch 0)")
     if a.best_epoch:
         fit.keep_best_start(learn, stage, loss)
+        # The encoder the probe read, carried in the stage's checkpoints: a fine-tuned epoch that is not clearly
+        # better comes back to it (confirm_over_probe), after a resume as without one.
+        fit.remember(f"{stage}_start_encoder", {k: v.detach().cpu().clone()
+                                                for k, v in _encoder_module(learn).state_dict().items()})
     fit.remember(f"{stage}_probe", {
         "c": probe.c, "cv_loss": round(probe.cv_loss, 5), "valid_loss": round(loss, 5),
         "valid_probs": probe.probabilities(feats["valid"]).astype(np.float32),
-        "test_probs": probe.probabilities(feats["test"]).astype(np.float32) if prep.test_idx else None})
+        "test_probs": probe.probabilities(feats["test"]).astype(np.float32) if prep.test_idx else None,
+        "head": dataclasses.asdict(probe)})  # to come back to when fine-tuning is not clearly better
