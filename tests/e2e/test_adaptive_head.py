@@ -31,7 +31,7 @@ def test_an_adaptive_pretrain_resumes_mid_epoch_exactly_and_publishes_the_full_l
     for bucket in (whole, cut):
         stage_sample(bucket)
     proc = trainer(uri["whole"], "p", *PRETRAIN)
-    out, _ = proc.communicate(timeout=300)
+    out, _ = proc.communicate(timeout=900)
     assert proc.returncode == 0, out
 
     proc = trainer(uri["cut"], "p", *PRETRAIN, "--progress-seconds", "0", start_new_session=True)
@@ -44,7 +44,7 @@ def test_an_adaptive_pretrain_resumes_mid_epoch_exactly_and_publishes_the_full_l
     assert pointer["stage"] == "base_lm" and pointer["batch"] > 0  # inside an epoch
     # resumed without the setting (full by default): the run keeps the head its checkpoint was trained with
     proc = trainer(uri["cut"], "p", *[a for a in PRETRAIN if a not in ("--lm-head", "adaptive")])
-    out, _ = proc.communicate(timeout=300)
+    out, _ = proc.communicate(timeout=900)
     assert proc.returncode == 0, out
     log = cut.read_appended("fr/runs/p/log.txt")[0].decode()
     assert "base_lm: resumed at" in log and "LM head: adaptive softmax, a shortlist of" in log

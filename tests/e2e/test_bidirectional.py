@@ -65,7 +65,7 @@ def test_sigterm_in_the_backward_classifier_resumes_with_the_forward_model_carri
     stage_sample(bucket)
     args = (*BIDIRECTIONAL, "--base-lm", "pretrain-inline", "--epochs-clf", "7", "--checkpoint-minutes", "0")
     proc = trainer(uri, "whole", *args)
-    out, _ = proc.communicate(timeout=300)
+    out, _ = proc.communicate(timeout=900)
     assert proc.returncode == 0, out
     [inline] = {k.split("/")[2] for k in bucket.list("fr/lm/")}
     meta = json.loads(bucket.read_bytes(f"fr/lm/{inline}/meta.json"))
@@ -90,7 +90,7 @@ def test_sigterm_in_the_backward_classifier_resumes_with_the_forward_model_carri
     pointer = json.loads(bucket.read_bytes("fr/runs/r1/checkpoints/LATEST.ckpt.json"))
     assert pointer["position"]["stage"] == "classifier_bwd"
     proc = trainer(uri, "r1", *args)
-    out, _ = proc.communicate(timeout=300)
+    out, _ = proc.communicate(timeout=900)
     assert proc.returncode == 0, out
     log = bucket.read_appended("fr/runs/r1/log.txt")[0].decode()
     for line in ("lm_finetune: finished before the interruption", "classifier: finished before the interruption",
@@ -157,7 +157,7 @@ def test_pretrain_publishes_a_backward_lm_and_resumes_it(tmp_path):
                                 stderr=subprocess.STDOUT, text=True, **popen)
 
     def finish(proc):
-        out, _ = proc.communicate(timeout=300)
+        out, _ = proc.communicate(timeout=900)
         assert proc.returncode == 0, out
 
     finish(pretrain("fwd"))

@@ -24,7 +24,7 @@ def test_trainer_on_gcs_bucket_and_same_seed_same_metrics(gcs_env, gcs_proxy, tm
             gcs_proxy.add("cut", r"^POST .*@.*/runs/b/checkpoints/000001-")
             gcs_proxy.add("status", r"^POST .*@.*/runs/b/log\.txt\.parts/", times=1, status=429)
         proc = trainer(uri, run_id, "--base-lm", "pretrain-inline")
-        outs[run_id], _ = proc.communicate(timeout=300)
+        outs[run_id], _ = proc.communicate(timeout=900)
         assert proc.returncode == 0, outs[run_id]
     assert [f.hits for f in gcs_proxy.faults] == [3, 1, 1]
     assert outs["b"].count("storage: upload") == 3 and "model.pth: 503" in outs["b"]
@@ -59,7 +59,7 @@ def test_sigterm_mid_classifier_resumes_exactly(tmp_path):
     # epochs enough for an interruption point at epoch 3 with room to spare, no more (the suite's time)
     args = ("--epochs-clf", "8", "--checkpoint-minutes", "0")
     proc = trainer(uri, "whole", *args)
-    out, _ = proc.communicate(timeout=300)
+    out, _ = proc.communicate(timeout=900)
     assert proc.returncode == 0, out
     # progress after every batch (logging only): the interruption must not leave it behind
     proc = trainer(uri, "r1", *args, "--progress-seconds", "0", start_new_session=True)
@@ -71,7 +71,7 @@ def test_sigterm_mid_classifier_resumes_exactly(tmp_path):
     # One object per save, the newest 3 kept.
     assert len([k for k in bucket.list("fr/runs/r1/checkpoints/") if k.endswith(".ckpt.pt")]) == 3
     proc = trainer(uri, "r1", *args)
-    out, _ = proc.communicate(timeout=300)
+    out, _ = proc.communicate(timeout=900)
     assert proc.returncode == 0, out
     status = json.loads(bucket.read_bytes("fr/runs/r1/status.json"))
     assert status["state"] == "SUCCEEDED" and status["resumed"] == 1
@@ -101,7 +101,7 @@ def test_test_split_scores_test_rows_with_thresholds_tuned_on_valid_rows(tmp_pat
     bucket.write_bytes("fr/data/train.csv", ("\n".join(lines[:301]) + "\n").encode())
     bucket.write_bytes("fr/data/test.csv", ("\n".join(lines[:1] + lines[301:]) + "\n").encode())
     proc = trainer(uri, "t1")
-    out, _ = proc.communicate(timeout=300)
+    out, _ = proc.communicate(timeout=900)
     assert proc.returncode == 0, out
     m = json.loads(bucket.read_bytes("fr/runs/t1/metrics.json"))
     assert m["rows"] == {"fit": "train", "thresholds": "valid", "scores": "test"} and m["n_test"] == 80
