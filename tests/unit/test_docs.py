@@ -29,3 +29,15 @@ def test_relative_links_in_the_docs_resolve():
             if not path.is_relative_to(REPO) or not path.exists():
                 dead.append(f"{doc.relative_to(REPO)} -> {target}")
     assert not dead, dead
+
+
+def test_the_cli_reference_is_the_cli():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("cli_reference", REPO / "docs" / "cli_reference.py")
+    reference = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(reference)
+    rendered = reference.render()
+    assert "## `trainctl train`" in rendered and "## `trainctl runs compare`" in rendered
+    assert (REPO / "docs" / "cli.md").read_text() == rendered, \
+        "docs/cli.md is not the CLI's: python docs/cli_reference.py > docs/cli.md"
