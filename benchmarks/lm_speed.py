@@ -69,7 +69,7 @@ def main() -> None:
     args = parser.parse_args()
     import torch
 
-    from trainer.job.precision import cpu_bf16
+    from trainer.runtime.precision import cpu_bf16
 
     print(f"# {platform.machine()}, {torch.get_num_threads()} torch threads, torch {torch.__version__}, "
           f"bs {args.bs} x seq_len {args.seq_len}, {args.batches} timed batches")

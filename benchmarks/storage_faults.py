@@ -184,8 +184,8 @@ def run_cell(cell: Cell, base: Path, proxy: GcsProxy, env: dict, baseline: dict[
 
 def log_bytes(lines: int, proxy: GcsProxy) -> dict:
     """Bytes sent to write an N-line run log flushed every 10 lines: pieces (today) and whole rewrites (before)."""
-    from trainer.records.runs import RunStatus
-    from trainer.job.runlog import RunLog
+    from trainer.runfiles.status_file import RunStatus
+    from trainer.runtime.runlog import RunLog
 
     out = {}
     bucket = open_bucket("gs://test-bucket/log-bytes")

@@ -59,7 +59,7 @@ def epoch_before_after(csv_path: Path, work: Path, args) -> dict:
     from fastai.text.all import (AWD_LSTM, ColReader, Datasets, MultiCategorize, Numericalize, OneHotEncode,
                                  Pad_Chunk, ProgressCallback, SortedDL, awd_lstm_clas_config, text_classifier_learner)
 
-    from trainer.checkpoints import CheckpointStore, Position, rng_state
+    from trainer.runtime.checkpoints import CheckpointStore, Position, rng_state
     from trainer.data.labelled import parse_labelled_csv
     from trainer.data.splits import make_splits
     from trainer.storage import open_bucket
@@ -160,7 +160,7 @@ def gpu_precision(csv_path: Path) -> dict:
     from fastai.text.all import (AWD_LSTM, ProgressCallback, awd_lstm_clas_config, awd_lstm_lm_config,
                                  language_model_learner, text_classifier_learner)
 
-    from trainer.job import precision as P
+    from trainer.runtime import precision as P
     from trainer.data.labelled import parse_labelled_csv
     from trainer.data.splits import make_splits
     from trainer.text.loaders import classifier_dataloaders, lm_dataloaders

@@ -58,8 +58,8 @@ def label_row(lang: str, line: str) -> tuple[str, str] | None:
 
 
 def held_out_lines(path: Path, seed: int) -> list[str]:
-    """The corpus lines `trainctl lm pretrain` holds out for perplexity (trainer.lm.pretrain, one file)."""
-    from trainer.lm.pretrain import VALID_PCT
+    """The corpus lines `trainctl lm pretrain` holds out for perplexity (trainer.jobs.pretrain_lm, one file)."""
+    from trainer.jobs.pretrain_lm import VALID_PCT
     from trainer.text.cache import corpus_lines
     from trainer.text.loaders import split_documents
 

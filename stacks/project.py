@@ -42,7 +42,7 @@ class Project:
         return self.env_dir(env) / "procs"
 
     def cores_dir(self) -> Path:
-        """The ledger of CPU cores held by the local runs of this project, whatever their env (trainer.launcher.cores)."""
+        """The ledger of CPU cores held by the local runs of this project, whatever their env (trainer.launchers.local.cores)."""
         return self.root / ".trainstack" / "cores"
 
     def work_outdir(self, env: str) -> Path:

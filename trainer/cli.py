@@ -1,6 +1,6 @@
 """`python -m trainer`: train one language's ULMFiT classifier from a bucket.
 
-Argument parsing only; the work is in trainer.pipeline (imported after parsing,
+Argument parsing only; the work is in trainer.jobs.harness (imported after parsing,
 so `--help` is instant and the supervisor can reuse the parser).
 """
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from trainer.job.params import PARAMS
+from trainer.params import JOBS, PARAMS, Job
 
 
 def _flag(text: str) -> bool:
@@ -53,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a 0/1 column per label instead of --label-col (repeat for each label)")
     p.add_argument("--task", default="auto", choices=("auto", "single_label", "multi_label"),
                    help="auto: multi-label when a row has several labels")
-    p.add_argument("--job", default="classifier", choices=("classifier", "pretrain-lm"),
+    p.add_argument("--job", default=Job.CLASSIFIER.value, choices=JOBS,
                    help="classifier: the ULMFiT run; pretrain-lm: pretrain a base LM on <lang>/data/corpus/ "
                         "and publish it to <lang>/lm/<id>/ (CURRENT)")
     p.add_argument("--work-dir", default=None, help="local scratch folder (default: a temp dir)")
@@ -65,9 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from trainer.pipeline import run_training
+    from trainer.jobs.harness import run_job
 
-    return run_training(args)
+    return run_job(args)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@
 # Starts a max_run_hours backstop first, then reads the run from the instance metadata,
 # prepares the GPU container runtime (Deep Learning VM: the NVIDIA container toolkit;
 # Container-Optimized OS: its GPU driver installer), pulls the trainer image and runs
-# `python -m trainer.vm run` in it (the agent, which does the real work: trainer/vm/).
+# `python -m trainer.launchers.vm run` in it (the agent, which does the real work: trainer/launchers/vm/).
 # Google APIs are called with curl and the VM account's token from the metadata server, so
 # no gcloud is needed (COS has none). Container exit codes: 0 = the run ended and the agent
 # handled it; 143 = stopped by shutdown.sh (Spot preemption): nothing to do, the group
@@ -120,7 +120,7 @@ fatal() {
   # The image, when this VM has it, can mark the run FAILED (the watchdog runs in a subshell
   # forked before the pull, so ask docker rather than a variable).
   if [[ -n $IMAGE ]] && docker image inspect "$IMAGE" >/dev/null 2>&1; then
-    timeout 120 docker run --rm --network host --entrypoint python "$IMAGE" -m trainer.vm fail "$*" ||
+    timeout 120 docker run --rm --network host --entrypoint python "$IMAGE" -m trainer.launchers.vm fail "$*" ||
       log "could not mark the run FAILED"
   fi
   stop_billing
@@ -243,7 +243,7 @@ docker rm -f "$NAME" >/dev/null 2>&1 # a container left by an earlier boot of th
 # alongside the shutdown script), the trainer still gets the Spot notice to checkpoint.
 docker run --rm --name "$NAME" --init --stop-timeout 25 "${GPU_FLAGS[@]}" --shm-size "$SHM" --network host \
   --volume "$STATE_DIR:/run/trainstack:ro" "${FLAGS[@]}" \
-  -e PYTHONUNBUFFERED=1 --entrypoint python "$IMAGE" -m trainer.vm run
+  -e PYTHONUNBUFFERED=1 --entrypoint python "$IMAGE" -m trainer.launchers.vm run
 code=$?
 case $code in
 0) log "the run ended; the agent has handled it" ;;

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from stacks.cli.common import EnvOpt, LangArg, SetOpt, STATE, console, load, mapped_errors
-from stacks.cli.report import ConsoleReporter
+from stacks.cli.run_console import ConsoleReporter
 from stacks.errors import ConfigError, ExitStatus, TrainstackError
 
 
@@ -155,7 +155,7 @@ def destroy(lang: LangArg, env: EnvOpt = "local", sets: SetOpt = None):
     from stacks.runs import stack_ops
     from stacks.runs.language_run import resolve
     from stacks.runs.runflow import record_cost
-    from trainer.records.runs import read_status
+    from trainer.runfiles.status_file import read_status
 
     project, config = load(env, sets)
     run = stack_ops.open_stack(resolve(project, config, lang))

@@ -15,6 +15,7 @@ from rich.table import Table
 
 from stacks.cli.common import EnvOpt, LangArg, SetOpt, console, emit_json, fail, load, mapped_errors
 from stacks.errors import ExitStatus
+from trainer.params import Job
 
 app = typer.Typer(help="Base language models per language", no_args_is_help=True)
 JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON (stable keys, see the README)")]
@@ -35,7 +36,7 @@ def pretrain(lang: LangArg, env: EnvOpt = "local", sets: SetOpt = None,
     Epochs, arch and batch size come from trainer.epochs_base_lm, emb_sz/n_hid/n_layers, bs."""
     from stacks.cli.run_view import run_command
 
-    run_command([lang], env, sets, detach, job="pretrain-lm")
+    run_command([lang], env, sets, detach, job=Job.PRETRAIN_LM)
 
 
 def _open(env: str, sets, lang: str):
@@ -122,7 +123,7 @@ def _row(lm, current: str | None) -> dict:
 @mapped_errors
 def list_(lang: LangArg, env: EnvOpt = "local", sets: SetOpt = None, as_json: JsonOpt = False):
     """Published base LMs of a language (oldest first) and which one training runs use (CURRENT)."""
-    from stacks.cli.report import print_table
+    from stacks.cli.run_console import print_table
     from trainer.lm import store
 
     _, _, bucket = _open(env, sets, lang)

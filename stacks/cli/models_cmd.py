@@ -46,7 +46,7 @@ class ServedModel:
 
     def __init__(self, bucket, lang: str, run_id: str, tmp: Path, *, forward_only: bool):
         from trainer.serving.predict import load_model, load_tfidf
-        from trainer.records.runs import BWD_MODEL, TFIDF_FILES, read_metrics, run_key
+        from trainer.runfiles.status_file import BWD_MODEL, TFIDF_FILES, read_metrics, run_key
 
         self.run_id, self.metrics = run_id, read_metrics(bucket, lang, run_id)
         bucket.download(run_key(lang, run_id, "model.pth"), tmp / "model.pth")

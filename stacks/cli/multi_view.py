@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from stacks.cli.common import console, err_console
-from stacks.cli.report import print_table
+from stacks.cli.run_console import print_table
 
 class LiveBoard:
     """The shared view; one LanguageReporter per language writes into it (from worker threads)."""

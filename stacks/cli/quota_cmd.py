@@ -51,7 +51,7 @@ def quota(env: EnvOpt = "local", lang: LangOpt = None, sets: SetOpt = None,
 def print_decision(decision) -> None:
     from rich.table import Table
 
-    from stacks.cli.report import print_table
+    from stacks.cli.run_console import print_table
     from stacks.targets.gcp.quota import HEADERS, row_cells
 
     table = Table(*HEADERS, title=f"train-{decision.lang}: {decision.needed} GPU(s)", title_justify="left")

@@ -13,8 +13,9 @@ import typer
 from rich.markup import escape
 
 from stacks.cli.common import STATE, console, describe_error, err_console, load, print_error
-from stacks.cli.report import ConsoleReporter, metrics_table, print_table
+from stacks.cli.run_console import ConsoleReporter, metrics_table, print_table
 from stacks.errors import ExitStatus
+from trainer.params import Job
 
 
 def run_command(langs: list[str] | None, env: str, sets, detach: bool, *, job: str, parallel: int | None = None,
@@ -84,7 +85,7 @@ class StreamView(ConsoleReporter):
 
 def render(outcome) -> None:
     """The end of a followed run: its failure, the base LM it published, or its metrics and artifacts."""
-    from trainer.records.runs import ARTIFACTS, BWD_MODEL, SUCCEEDED, read_metrics
+    from trainer.runfiles.status_file import ARTIFACTS, BWD_MODEL, SUCCEEDED, read_metrics
 
     lang, run_id, bucket, status = outcome.lang, outcome.run_id, outcome.bucket, outcome.status
     if status.state != SUCCEEDED:
@@ -97,7 +98,7 @@ def render(outcome) -> None:
         err_console.print(f"note: run {run_id} was a {ran} run, already active when this command started; "
                           "nothing of what you asked has run yet: start it again now")
     # By what the run was, not what was asked: `train` may attach to a running `lm pretrain` and back.
-    if ran == "pretrain-lm":
+    if ran == Job.PRETRAIN_LM:
         from trainer.lm import store
 
         lm = metrics.base_lm

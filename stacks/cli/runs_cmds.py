@@ -99,7 +99,7 @@ def logs(lang: LangArg, env: EnvOpt = "local", sets: SetOpt = None, run: RunOpt 
          follow: Annotated[bool, typer.Option("--follow", "-f", help="keep printing until the run ends")] = False,
          as_json: Annotated[bool, typer.Option("--json", help='JSON lines: {"run_id", "lang", "line"} per log line')] = False):
     """Print a run's log.txt."""
-    from stacks.cli.report import ConsoleReporter
+    from stacks.cli.run_console import ConsoleReporter
     from stacks.runs.watch import LogTail, follow as follow_run
 
     from stacks.targets import target_of
@@ -135,7 +135,7 @@ def runs(ctx: typer.Context, env: EnvOpt = "local", sets: SetOpt = None,
     baseline's on the same rows, resumes, est. cost."""
     if ctx.invoked_subcommand is not None:
         return
-    from stacks.cli.report import print_table
+    from stacks.cli.run_console import print_table
     from stacks.runs.records import bucket_languages, run_ids, run_row
 
     config, bucket = open_env(env, sets, lang, configured=False)
@@ -180,12 +180,12 @@ def show(run_id: Annotated[str, typer.Argument(help="run id (see `trainctl runs`
                                                      "(self-contained: open it in a browser)")] = None):
     """One run in full: status, metrics summary, machine and cost, artifact URIs."""
     from stacks.runs.records import run_row
-    from trainer.records.runs import ARTIFACTS, BWD_MODEL, TRAINCTL_META, read_metrics, run_key
+    from trainer.runfiles.status_file import ARTIFACTS, BWD_MODEL, TRAINCTL_META, read_metrics, run_key
 
     config, bucket = open_env(env, sets, lang, configured=False)
     code = find_run(bucket, run_id, lang)
     if report is not None:
-        from trainer.records.run_report import render_run
+        from trainer.runfiles.report_html import render_run
 
         report.write_bytes(render_run(bucket, code, run_id))
         console.print(f"report: {report.resolve()}", soft_wrap=True, markup=False)
@@ -224,7 +224,7 @@ def show(run_id: Annotated[str, typer.Argument(help="run id (see `trainctl runs`
         if row.get(key) not in (None, ""):
             console.print(f"  {key:14} {escape(str(row[key]))}", soft_wrap=True)
     if typed and typed.model is not None:  # a classifier run: per label, with both baselines
-        from stacks.cli.report import metrics_table, print_table
+        from stacks.cli.run_console import metrics_table, print_table
 
         print_table(metrics_table(typed))
     for name, url in data["artifacts"].items():
@@ -236,7 +236,7 @@ def show(run_id: Annotated[str, typer.Argument(help="run id (see `trainctl runs`
 def compare(run_a: Annotated[str, typer.Argument(help="a run id")], run_b: Annotated[str, typer.Argument(help="another")],
             env: EnvOpt = "local", sets: SetOpt = None, as_json: JsonOpt = False):
     """Per-label F1 of two runs side by side, on the rows both scored (refused when those differ)."""
-    from stacks.cli.report import print_table
+    from stacks.cli.run_console import print_table
     from stacks.runs.promotion import compare as compare_runs
 
     _, bucket = open_env(env, sets, None, configured=False)

@@ -8,6 +8,7 @@ import typer
 from stacks.cli.common import EnvOpt, SetOpt, fail, mapped_errors
 from stacks.cli.run_view import run_command
 from stacks.errors import ExitStatus
+from trainer.params import Job
 
 DetachOpt = Annotated[bool, typer.Option("--detach", help="return once the stack is applied")]
 LangsArg = Annotated[list[str] | None, typer.Argument(help="language codes, e.g. fr en es", show_default=False)]
@@ -34,5 +35,5 @@ def train(langs: LangsArg = None, all_langs: AllOpt = False, env: EnvOpt = "loca
     if promote_if_better and detach:
         fail("--promote-if-better needs the run's result: it cannot go with --detach",
              "promote later: trainctl promote LANG RUN", ExitStatus.BAD_INPUT)
-    run_command(list(dict.fromkeys(langs)) if langs else None, env, sets, detach, job="classifier", parallel=parallel,
+    run_command(list(dict.fromkeys(langs)) if langs else None, env, sets, detach, job=Job.CLASSIFIER, parallel=parallel,
                 promote=promote_if_better)

@@ -6,7 +6,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
 
 from stacks.errors import ConfigError
-from trainer.job.params import PARAMS
+from trainer.params import JOBS, PARAMS, Job
 
 # Boot images: chosen per machine series from the GPU catalogue (stacks/targets/gcp/gpus.py)
 # unless a language sets `boot_image`.
@@ -33,13 +33,13 @@ class DataSettings(StrictModel):
 
 
 def _trainer_fields() -> dict:
-    """The fields of TrainerSettings from trainer.job.params (the trainer's flags: one definition), and
+    """The fields of TrainerSettings from trainer.params (the trainer's flags: one definition), and
     `job`, which a stack sets; in the order the trainer's arguments have always had."""
     fields = {}
     for name, p in PARAMS.items():
         if name == "base_lm":
-            fields["job"] = (Literal["classifier", "pretrain-lm"], Field(
-                "classifier", description="what a run of the stack does; `trainctl lm pretrain` sets pretrain-lm"))
+            fields["job"] = (Literal[JOBS], Field(
+                Job.CLASSIFIER.value, description="what a run of the stack does; `trainctl lm pretrain` sets pretrain-lm"))
         kind = Literal[p.choices] if p.choices else type(p.default)
         fields[name] = (kind, Field(p.default, ge=p.ge, gt=p.gt, lt=p.lt, pattern=p.pattern, description=p.help))
     return fields
@@ -62,7 +62,7 @@ class _TrainerChecks(StrictModel):
 
 
 TrainerSettings = create_model("TrainerSettings", __base__=_TrainerChecks, **_trainer_fields())
-TrainerSettings.__doc__ = "Hyper-parameters passed to `python -m trainer` (fields, defaults, bounds, help: trainer.job.params)."
+TrainerSettings.__doc__ = "Hyper-parameters passed to `python -m trainer` (fields, defaults, bounds, help: trainer.params)."
 
 
 class LanguageSettings(StrictModel):

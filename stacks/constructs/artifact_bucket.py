@@ -5,7 +5,7 @@ from stacks.cdk import ITerraformDependable
 from stacks.targets.gcp.cdk_google import StorageBucket, StorageBucketLifecycleRule, StorageBucketIamMember
 from constructs import Construct
 
-# The trainer names every checkpoint object `*.ckpt.<ext>` (trainer/job/callbacks.py, pipeline.py).
+# The trainer names every checkpoint object `*.ckpt.<ext>` (trainer/runtime/callbacks.py, pipeline.py).
 CHECKPOINT_SUFFIXES = [".ckpt.pth", ".ckpt.json", ".ckpt.pkl"]
 BUILD_SOURCES = "_cloudbuild/"
 

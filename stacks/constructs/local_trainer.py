@@ -22,7 +22,7 @@ class LocalTrainer(Construct):
                  procs_dir: Path, max_run_hours: float, trainer_args: list[str], processes: int = 1,
                  max_restarts: int = 3, cores: int = 0, cores_dir: Path | None = None) -> None:
         super().__init__(scope, id)
-        supervisor = [python, "-m", "trainer.launcher.supervisor"]
+        supervisor = [python, "-m", "trainer.launchers.local.supervisor"]
         # Destroy-time provisioners may only reference `self`: the run id is its output.
         state_dir = f"{shlex.quote(str(procs_dir))}/${{self.output.run_id}}"
         start = " ".join([

@@ -57,7 +57,7 @@ class TrainStack(TerraformStack):
     def _gcp(self, config: EnvConfig, lang: str, gcp: GcpPlacement) -> None:
         from stacks.cdk import GcsBackend
         from stacks.targets.gcp.cdk_google import GoogleProvider
-        from trainer.vm.spec import VmSpec
+        from trainer.launchers.vm.spec import VmSpec
 
         from stacks.constructs.foundation_stack import provider_settings
         from stacks.constructs.gpu_instance_group import GpuInstanceGroup

@@ -12,14 +12,15 @@ from stacks.runs.preflight import language_settings
 if TYPE_CHECKING:
     from stacks.config.models import EnvConfig, LanguageSettings
     from stacks.project import Project
-    from trainer.records.runs import RunStatus
+    from trainer.params import Job
+    from trainer.runfiles.status_file import RunStatus
     from trainer.storage import Bucket
 
 
 @dataclass
 class LanguageRun:
     """Resolved once (`resolve`): the project, the env's config, the language and its settings, the bucket,
-    what was asked (`job`). Then: the stack's Terraform runner and the target's placement (stack_ops.
+    the job its settings ask (`job`). Then: the stack's Terraform runner and the target's placement (stack_ops.
     open_stack), the run id (stack_ops.launch, or the run a stack holds), the final status (None when
     the command detached after the apply)."""
 
@@ -28,7 +29,6 @@ class LanguageRun:
     lang: str
     settings: "LanguageSettings"
     opened_bucket: "Bucket | None" = None
-    job: str = ""
     tf: object | None = None
     placement: object | None = None
     run_id: str | None = None
@@ -44,6 +44,13 @@ class LanguageRun:
         return self.opened_bucket
 
     @property
+    def job(self) -> "Job":
+        """What the run does: the language's trainer.job, set by the command (stacks.runs.orchestrate)."""
+        from trainer.params import Job
+
+        return Job(self.settings.trainer.job)
+
+    @property
     def env(self) -> str:
         return self.config.env
 
@@ -53,18 +60,17 @@ class LanguageRun:
 
     @property
     def run_url(self) -> str:
-        from trainer.records.runs import run_prefix
+        from trainer.runfiles.status_file import run_prefix
 
         return self.bucket.url(run_prefix(self.lang, self.run_id))
 
     def url(self, name: str) -> str:
         """Where one of the run's files is (a local bucket's URL of a folder has no trailing /)."""
-        from trainer.records.runs import run_key
+        from trainer.runfiles.status_file import run_key
 
         return self.bucket.url(run_key(self.lang, self.run_id, name))
 
 
-def resolve(project: "Project", config: "EnvConfig", lang: str, *, job: str = "",
-            bucket: "Bucket | None" = None) -> LanguageRun:
+def resolve(project: "Project", config: "EnvConfig", lang: str, *, bucket: "Bucket | None" = None) -> LanguageRun:
     """The language's run before anything is checked or created; an unconfigured language fails here (exit 2)."""
-    return LanguageRun(project, config, lang, language_settings(config, lang), bucket, job)
+    return LanguageRun(project, config, lang, language_settings(config, lang), bucket)

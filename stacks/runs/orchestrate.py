@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Callable, Protocol
 from stacks.errors import ExitStatus, TrainstackError
 from stacks.runs import promotion, runflow
 from stacks.runs.runflow import DONE, PREPARING, WAITING
+from trainer.params import Job
 
 if TYPE_CHECKING:
     from stacks.config.models import EnvConfig
@@ -65,22 +66,23 @@ def exit_status(results: list[LanguageResult]) -> int:
     return next((r.exit_status for r in results if not r.ok), ExitStatus.SUCCESS)
 
 
-def prepared_config(project: "Project", config: "EnvConfig", sets: list[str], langs: list[str], *, job: str,
+def prepared_config(project: "Project", config: "EnvConfig", sets: list[str], langs: list[str], *, job: Job,
                     parallel: int) -> "EnvConfig":
     """The env's config for this command: runs side by side share the local cores (the user's --set wins),
     and a job other than training is set on each configured language (an unknown one fails as itself)."""
-    from trainer.launcher.cores import share
+    from trainer.launchers.local.cores import share
 
     first = [f"defaults.cores={share(min(parallel, len(langs)))}"] if parallel > 1 else []
     last = [f"languages.{lang}.trainer.job={job}" for lang in langs if lang in config.languages] \
-        if job != "classifier" else []
+        if job != Job.CLASSIFIER else []
     return project.load(config.env, [*first, *sets, *last]) if first or last else config
 
 
-def run_languages(project: "Project", config: "EnvConfig", langs: list[str], *, job: str, detach: bool,
+def run_languages(project: "Project", config: "EnvConfig", langs: list[str], *, job: Job, detach: bool,
                   view: RunView, describe_error: Callable, sets: list[str] | None = None,
                   parallel: int | None = None, promote: bool = False) -> list[LanguageResult]:
-    """Run every language's job; results in the order of `langs`. `parallel`: runs at a time (default:
+    """Run every language's `job` (set here, once, on each language's config: the stacks and runs read it
+    there); results in the order of `langs`. `parallel`: runs at a time (default:
     all where the target runs them side by side, else one); `describe_error(exc)` -> (message, hint, code);
     `promote`: promote each successful run that beats the promoted model (a problem there is a note)."""
     from stacks.targets import target_of
@@ -90,15 +92,15 @@ def run_languages(project: "Project", config: "EnvConfig", langs: list[str], *, 
     config = prepared_config(project, config, list(sets or []), langs, job=job, parallel=parallel)
     together = [lang for lang in langs if lang in config.languages][:parallel]
     decided = target.preflight_together(config, together, None) if len(together) > 1 else {}
-    return run_in_workers(project, config, langs, job=job, detach=detach, parallel=parallel, view=view,
+    return run_in_workers(project, config, langs, detach=detach, parallel=parallel, view=view,
                           describe_error=describe_error, promote=promote, decided=decided)
 
 
-def run_in_workers(project, config, langs: list[str], *, job: str, detach: bool, parallel: int, view: RunView,
+def run_in_workers(project, config, langs: list[str], *, detach: bool, parallel: int, view: RunView,
                    describe_error: Callable, promote: bool = False, decided: dict | None = None) -> list[LanguageResult]:
     """`parallel` worker threads take the languages in order. Ctrl-C reaches this (main) thread and raises
     RunsInterrupted, leaving the runs as they are (daemon workers: nothing waits for them)."""
-    from trainer.records.runs import SUCCEEDED
+    from trainer.runfiles.status_file import SUCCEEDED
 
     start_lock = threading.Lock()
     todo: queue.Queue[str] = queue.Queue()
@@ -117,7 +119,7 @@ def run_in_workers(project, config, langs: list[str], *, job: str, detach: bool,
 
         try:
             rep = reporters[lang] = view.reporter(lang)
-            outcome = runflow.run_language(project, config, lang, job=job, detach=detach, rep=rep, echo=view.echo,
+            outcome = runflow.run_language(project, config, lang, detach=detach, rep=rep, echo=view.echo,
                                            start_lock=start_lock, decided=(decided or {}).get(lang), track=track)
         except Exception as exc:  # this language's error, reported with it; the others go on
             message, hint, code = describe_error(exc)

@@ -8,6 +8,7 @@ from stacks.config import EnvConfig, LanguageSettings
 from stacks.errors import UnknownLanguageError
 from trainer.data.labelled import LabelledData, load_labelled, unlabelled_key, unlabelled_texts
 from stacks.targets import target_of
+from trainer.params import Job
 from trainer.storage import Bucket
 
 if TYPE_CHECKING:
@@ -61,7 +62,7 @@ def report_preflight(run: "LanguageRun", rep) -> None:
     """The data (or corpus) check and, on gcp, the cost estimate: before anything is created or billed."""
     config, lang, settings, bucket = run.config, run.lang, run.settings, run.bucket
     bucket.check_access(f"{lang}/")  # no such bucket, no role on it: exit 2 now, not a "no train.csv" later
-    if run.job == "classifier":
+    if run.job == Job.CLASSIFIER:
         data = preflight_data(bucket, lang, settings)
         for warning in data.warnings:
             rep.warn(warning)

@@ -14,8 +14,8 @@ import socket
 from datetime import datetime, timezone
 
 from stacks.errors import TrainstackError
-from trainer.records.run_metrics import RunMetrics
-from trainer.records.runs import SUCCEEDED, now_iso, read_metrics, read_status, scored_predictions
+from trainer.runfiles.metrics_file import RunMetrics
+from trainer.runfiles.status_file import SUCCEEDED, now_iso, read_metrics, read_status, scored_predictions
 from trainer.storage import Bucket
 
 

@@ -1,6 +1,6 @@
 """Runs as trainctl reads them back: every language's run folders, their state, VMs and cost.
 
-Read-only over the bucket layout of trainer/records/runs.py (stdlib only): `<lang>/runs/<run-id>/status.json`,
+Read-only over the bucket layout of trainer/runfiles/status_file.py (stdlib only): `<lang>/runs/<run-id>/status.json`,
 `metadata/trainctl.json` (written at apply); a gcp run's VM boot records: stacks/targets/gcp/cost.py.
 """
 from __future__ import annotations
@@ -9,7 +9,7 @@ import json
 from typing import TYPE_CHECKING
 
 from stacks.errors import RunNotFoundError
-from trainer.records.runs import parse_time, read_metrics, read_status, run_key
+from trainer.runfiles.status_file import parse_time, read_metrics, read_status, run_key
 from trainer.storage import Bucket
 
 if TYPE_CHECKING:  # the config models take ~0.3 s to import: `trainctl --help` reads this module
@@ -82,7 +82,7 @@ def record_cost(bucket: Bucket, config: EnvConfig, lang: str, run_id: str) -> di
 
 def pick_run(bucket: Bucket, lang: str, run_id: str | None, *, succeeded: bool = False) -> str:
     """`run_id` if the language has it, else its newest (successful) run; RunNotFoundError (exit 2) else."""
-    from trainer.records.runs import SUCCEEDED
+    from trainer.runfiles.status_file import SUCCEEDED
 
     ids = run_ids(bucket, lang)
     if run_id:

@@ -29,7 +29,7 @@ def resume_hint(lang: str, env: str) -> str:
             f"  stop it and tear down: trainctl destroy {lang} --env {env}")
 
 
-def run_language(project: "Project", config: "EnvConfig", lang: str, *, job: str, detach: bool, rep,
+def run_language(project: "Project", config: "EnvConfig", lang: str, *, detach: bool, rep,
                  echo: Callable | None = None, start_lock=None, decided=None,
                  track: Callable[..., None] = lambda phase, run_id=None: None) -> LanguageRun:
     """Apply the language's stack, follow its run to the end and destroy the stack (unless `detach`).
@@ -39,10 +39,10 @@ def run_language(project: "Project", config: "EnvConfig", lang: str, *, job: str
     `decided`: the target's placement decision from `preflight_together` (gcp: the zone).
     `track(phase, run_id)`: told as the run moves on (the phases above), for what a Ctrl-C leaves.
     -> the run, its status None when the command detached."""
-    from stacks.runs.terraform import terraform_binary
-    from trainer.records.runs import read_status
+    from stacks.terraform import terraform_binary
+    from trainer.runfiles.status_file import read_status
 
-    run = resolve(project, config, lang, job=job)
+    run = resolve(project, config, lang)
     terraform_binary()  # no terraform: say so before the data check reads the bucket
     with start_lock or nullcontext():
         report_preflight(run, rep)
@@ -51,7 +51,7 @@ def run_language(project: "Project", config: "EnvConfig", lang: str, *, job: str
         attached = stack_ops.launch(run, rep)
     if attached:
         running = read_status(run.bucket, lang, run.run_id)
-        if running is not None and running.job != job:
+        if running is not None and running.job != run.job:
             rep.warn(f"run {run.run_id} of {lang} is a {running.job} run, already active: following it to its end "
                      f"(one run per language at a time); start this one afterwards")
     track(FOLLOWING, run.run_id)
@@ -97,7 +97,7 @@ def record_cost(run: LanguageRun, rep) -> None:
         if note:
             rep.info(note)
     try:  # the report again, now with the final state (and the cost)
-        from trainer.records.run_report import write_report
+        from trainer.runfiles.report_html import write_report
 
         write_report(bucket, lang, run_id)
     except Exception as exc:

@@ -14,15 +14,15 @@ from stacks.config import EnvConfig
 from stacks.errors import InfraError
 from stacks.project import Project
 from stacks.runs.language_run import LanguageRun
-from stacks.runs.terraform import terraform_version
+from stacks.terraform import terraform_version
 from stacks.runs.watch import Reporter, live_state
 from stacks.targets import target_of
-from trainer.records.runs import TRAINCTL_META, new_run_id, run_key
+from trainer.runfiles.status_file import TRAINCTL_META, new_run_id, run_key
 
 
 def synth_and_init(project: Project, config: EnvConfig, name: str, echo=None, placements=None):
     """Synthesize stack `name` and `terraform init` it -> its Terraform runner."""
-    from stacks.runs.terraform import Terraform, terraform_binary
+    from stacks.terraform import Terraform, terraform_binary
 
     terraform_binary()  # fail fast (exit 3) before the slower synth
     from stacks.app import synth
@@ -38,7 +38,7 @@ def open_stack(run: LanguageRun, echo=None, *, preflight: bool = False, reporter
                decided=None) -> LanguageRun:
     """Synthesize (after the target's preflight when asked: gcp quota, image, boot image) and
     `terraform init` a language's stack -> the run, with its Terraform runner and placement."""
-    from stacks.runs.terraform import terraform_binary
+    from stacks.terraform import terraform_binary
 
     terraform_binary()  # before the target's preflight and its cloud calls (plan, destroy, gc; train looked earlier)
     config, lang = run.config, run.lang

@@ -6,7 +6,7 @@ import time
 from typing import Callable, Protocol
 
 from stacks.errors import InfraError, VmCreationError
-from trainer.records.runs import RunStatus, read_status, run_key, run_started_at
+from trainer.runfiles.status_file import RunStatus, read_status, run_key, run_started_at
 from trainer.storage import Bucket
 
 

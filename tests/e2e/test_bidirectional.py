@@ -106,7 +106,7 @@ def test_sigterm_in_the_backward_classifier_resumes_with_the_forward_model_carri
 
     # model_bwd.pth predicts plain strings: the exported pipeline reverses the ids, as training did.
     from trainer.serving.predict import load_model, load_tfidf, predict_texts
-    from trainer.records.run_metrics import RunMetrics
+    from trainer.runfiles.metrics_file import RunMetrics
 
     for name in ("model.pth", "model_bwd.pth"):
         (tmp_path / name).write_bytes(bucket.read_bytes(f"fr/runs/r1/{name}"))

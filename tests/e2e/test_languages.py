@@ -49,7 +49,7 @@ def _stage(bucket, key: str, lang: str) -> list[str]:
                                                   ("gr", "el", "fastai-spacy-blank-el-")])
 def test_a_language_trains_end_to_end_and_its_model_predicts_strings(tmp_path, key, lang, tokenizer):
     from trainer.serving.predict import load_model, load_tfidf, predict_texts
-    from trainer.records.run_metrics import RunMetrics
+    from trainer.runfiles.metrics_file import RunMetrics
 
     uri = f"file://{tmp_path / 'bucket'}"
     bucket = open_bucket(uri)

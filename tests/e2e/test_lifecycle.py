@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tests.support.project import TINY_SETS
 from tests.support.trainctl import assert_nothing_left, only_run, run_dir, start_trainctl, trainctl, wait_for
-from trainer.launcher import supervisor
+from trainer.launchers.local import supervisor
 
 LOG_LINE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ ")  # a line of the run's log.txt
 

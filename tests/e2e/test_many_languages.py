@@ -63,7 +63,7 @@ def test_ctrl_c_detaches_from_every_run(staged):
     import threading
 
     from tests.support.trainctl import start_trainctl, wait_for
-    from trainer.launcher import supervisor
+    from trainer.launchers.local import supervisor
 
     assert trainctl(staged, "data", "push", "en", str(SAMPLE / "en")).returncode == 0
     proc = start_trainctl(staged, "train", "fr", "en", "--parallel", "2", *SLOW)

@@ -143,7 +143,7 @@ def test_test_split_scores_test_rows_with_thresholds_tuned_on_valid_rows(tmp_pat
     # predict serves the kept blend: model.pth's probabilities mixed with tfidf.json/tfidf.npz's reproduce the
     # scored rows' probabilities.
     from trainer.serving.predict import load_model, load_tfidf, predict_texts
-    from trainer.records.run_metrics import RunMetrics
+    from trainer.runfiles.metrics_file import RunMetrics
 
     bucket.download("fr/runs/t1/model.pth", tmp_path / "model.pth")
     tfidf = load_tfidf(*(bucket.read_bytes(f"fr/runs/t1/{n}") for n in ("tfidf.json", "tfidf.npz")))

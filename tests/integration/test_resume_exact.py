@@ -18,9 +18,10 @@ from fastai.losses import CrossEntropyLossFlat
 from fastai.torch_core import set_seed
 from torch import nn
 
-from trainer import distributed as D
-from trainer.job.callbacks import CheckpointCallback, Phase, Preemption, ResumeCallback
-from trainer.checkpoints import set_rng_state
+from trainer.runtime import distributed as D
+from trainer.runtime.callbacks import CheckpointCallback, Phase, ResumeCallback
+from trainer.runtime.preemption import Preemption
+from trainer.runtime.checkpoints import set_rng_state
 
 N, BS, EPOCHS = 48, 8, 2  # 6 training batches per epoch
 
@@ -101,7 +102,7 @@ def test_killed_mid_epoch_resumes_from_the_epoch_end_checkpoint_exactly():
 
 
 def test_rng_state_round_trips():
-    from trainer.checkpoints import rng_state
+    from trainer.runtime.checkpoints import rng_state
 
     state = rng_state()
     a = torch.rand(3)

@@ -1,4 +1,4 @@
-"""The VM agent (`python -m trainer.vm`) against a text metadata server, a recorded Compute API
+"""The VM agent (`python -m trainer.launchers.vm`) against a text metadata server, a recorded Compute API
 and the GCS emulator, with a fake trainer instead of fastai (tests/fixtures/vm/fake_trainer.py)."""
 from __future__ import annotations
 
@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from tests.support.recorded_api import FIXTURES, RecordedApi
-from trainer.records.runs import FAILED, RUNNING, SUCCEEDED, RunStatus, now_iso, read_status, write_status
+from trainer.runfiles.status_file import FAILED, RUNNING, SUCCEEDED, RunStatus, now_iso, read_status, write_status
 from trainer.storage import open_bucket
-from trainer.vm.agent import end_reason
-from trainer.vm.metadata import MetadataClient, MetadataError
-from trainer.vm.spec import JOIN_TIMEOUT_S, VmSpec, build_command, command_env, node_rank
+from trainer.launchers.vm.agent import end_reason
+from trainer.launchers.vm.metadata import MetadataClient, MetadataError
+from trainer.launchers.vm.spec import JOIN_TIMEOUT_S, VmSpec, build_command, command_env, node_rank
 
 from tests.support.project import REPO  # noqa: E402
 FAKE = FIXTURES / "vm" / "fake_trainer.py"
@@ -97,7 +97,7 @@ class Vm:
         self.gcs = gcs
         self.shutdown_flag = tmp_path / "state" / "shutting-down"  # shutdown.sh's, as mounted from the host
         self.hardware = {"gpus": 1, "driver": "580.95.05"}
-        self.work = tmp_path / "work" / self.run_id  # the trainer's --work-dir (trainer.vm.kept)
+        self.work = tmp_path / "work" / self.run_id  # the trainer's --work-dir (trainer.launchers.vm.kept)
 
     def start(self, md: MetadataServer, api: RecordedApi, *action: str) -> subprocess.Popen:
         env = {**os.environ, "GCE_METADATA_HOST": md.host, "TRAINSTACK_COMPUTE_ENDPOINT": api.url,
@@ -109,7 +109,7 @@ class Vm:
                "TRAINSTACK_WORK_ROOT": str(self.work.parent),
                "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
         action = action or ("run", "--trainer-cmd", f"{sys.executable} {FAKE}")
-        return subprocess.Popen([sys.executable, "-m", "trainer.vm", *action], cwd=REPO, env=env,
+        return subprocess.Popen([sys.executable, "-m", "trainer.launchers.vm", *action], cwd=REPO, env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
     def run(self, *action: str, timeout: float = 60) -> tuple[int, str, list]:
@@ -480,7 +480,7 @@ def test_trainer_death_on_a_vm_that_stays_is_still_a_failure(tmp_path, gcs_env):
 
 
 def test_going_away_answers_even_without_a_metadata_server(monkeypatch, tmp_path):
-    from trainer.vm.agent import going_away
+    from trainer.launchers.vm.agent import going_away
 
     monkeypatch.setenv("TRAINSTACK_SHUTDOWN_FLAG", str(tmp_path / "absent"))
     with MetadataServer({}) as md:

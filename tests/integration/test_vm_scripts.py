@@ -153,7 +153,7 @@ def test_agent_exit_0_leaves_the_group_to_the_agent(host):
     assert h.lines("docker run") == [
         "docker run --rm --name trainstack-trainer --init --stop-timeout 25 --gpus all --shm-size 16g --network host "
         f"--volume {h.tmp}/state:/run/trainstack:ro "
-        f"--ulimit memlock=-1 -e PYTHONUNBUFFERED=1 --entrypoint python {IMAGE} -m trainer.vm run"]
+        f"--ulimit memlock=-1 -e PYTHONUNBUFFERED=1 --entrypoint python {IMAGE} -m trainer.launchers.vm run"]
     assert "curl -sSf --retry 5 --retry-connrefused -H Metadata-Flavor: Google " \
         "http://metadata.google.internal/computeMetadata/v1/instance/attributes/trainstack-image" in h.lines("curl")
     assert h.lines("cos-extensions") == [] and h.lines("shutdown") == []
@@ -179,7 +179,7 @@ def test_agent_crash_stops_the_group(host):
     assert any("-H Authorization: Bearer ya29.fake" in line for line in h.lines("curl"))
     assert "exited with code 1" in (h.tmp / "calls.log.notes").read_text()
     fail = h.lines("docker run --rm --network host --entrypoint python")
-    assert len(fail) == 1 and "-m trainer.vm fail container trainstack-trainer exited with code 1" in fail[0]
+    assert len(fail) == 1 and "-m trainer.launchers.vm fail container trainstack-trainer exited with code 1" in fail[0]
 
 
 def test_pull_failure_stops_the_group_without_running_the_agent(host):
@@ -187,7 +187,7 @@ def test_pull_failure_stops_the_group_without_running_the_agent(host):
     result = h.run(STARTUP, FAKE_PULL_CODE="1", TRAINSTACK_PULL_TRIES="3")
     assert result.returncode == 1
     assert len(h.lines("docker pull")) == 3
-    assert h.lines("docker run") == []  # no agent, and no `trainer.vm fail` without the image
+    assert h.lines("docker run") == []  # no agent, and no `trainer.launchers.vm fail` without the image
     assert h.resizes() == [RESIZE]
 
 
@@ -196,7 +196,7 @@ def test_missing_gpu_driver_marks_failed_and_stops_the_group(host):
     result = h.run(STARTUP, FAKE_NVIDIA_FAILS="1000000", TRAINSTACK_DRIVER_WAIT_S="0")
     assert result.returncode == 1
     runs = h.lines("docker run")
-    assert len(runs) == 1 and "trainer.vm fail GPU driver not ready after 0s" in runs[0]
+    assert len(runs) == 1 and "trainer.launchers.vm fail GPU driver not ready after 0s" in runs[0]
     assert h.resizes() == [RESIZE]
 
 
@@ -239,7 +239,7 @@ def test_bad_docker_flags_are_fatal(host, flags):
     result = h.run(STARTUP)
     assert result.returncode == 1 and "not a JSON list" in result.stdout
     assert h.resizes() == [RESIZE]
-    assert not [line for line in h.lines("docker run") if line.endswith("-m trainer.vm run")]  # no agent
+    assert not [line for line in h.lines("docker run") if line.endswith("-m trainer.launchers.vm run")]  # no agent
 
 
 def test_watchdog_stops_the_group_at_the_deadline_whatever_the_container_does(host):
@@ -306,7 +306,7 @@ def test_container_exit_while_the_vm_goes_away_is_an_interruption(host, how, cod
     assert result.returncode == 0, result.stdout + result.stderr
     assert h.resizes() == [] and h.lines("shutdown") == []
     assert not (h.tmp / "calls.log.notes").exists()  # no start-up error note
-    assert h.lines("docker run --rm --network host") == []  # no `trainer.vm fail`
+    assert h.lines("docker run --rm --network host") == []  # no `trainer.launchers.vm fail`
     assert f"not fatal, {GOING_AWAY[how][1]}: container trainstack-trainer exited with code {code}" in result.stdout
 
 

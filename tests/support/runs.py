@@ -6,7 +6,7 @@ import io
 import json
 from pathlib import Path
 
-from trainer.records.runs import RunStatus
+from trainer.runfiles.status_file import RunStatus
 
 
 def write(root: Path, key: str, data) -> None:

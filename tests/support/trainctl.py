@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from trainer.launcher import supervisor
+from trainer.launchers.local import supervisor
 
 TRAINCTL = str(Path(sys.prefix) / "bin" / "trainctl")
 

@@ -192,8 +192,8 @@ def test_cdktf_app_without_ci_settings_leaves_the_foundation_out_and_maps_errors
 
 def test_vm_metadata_round_trips_through_synth(synthesized):
     """What the stack writes is what the VM reads: VmSpec from the synthesized template's metadata."""
-    from trainer.vm.metadata import MetadataClient
-    from trainer.vm.spec import VmSpec
+    from trainer.launchers.vm.metadata import MetadataClient
+    from trainer.launchers.vm.spec import VmSpec
 
     _, stacks, _ = synthesized
     for lang, nodes in (("fr", 1), ("en", 2)):
@@ -206,7 +206,7 @@ def test_vm_metadata_round_trips_through_synth(synthesized):
         spec = VmSpec.from_metadata(SynthesizedMetadata(root="http://unused/"))
         assert (spec.lang, spec.env, spec.nodes, spec.project, spec.mig) == (lang, "dev", nodes, "p1", f"dev-train-{lang}")
         assert spec.args[:2] == ["--lang", lang] and spec.image and spec.docker_flags == ()
-        assert spec.kept_bucket == "gs://p1-kept/trainstack"  # where a kept work folder goes (trainer.vm.kept)
+        assert spec.kept_bucket == "gs://p1-kept/trainstack"  # where a kept work folder goes (trainer.launchers.vm.kept)
         assert spec.to_metadata() == {k: v for k, v in written.items() if k.startswith("trainstack-")}
     # startup.sh reads only attributes the stack writes
     read = set(re.findall(r"\bmd (trainstack-[a-z-]+)", (REPO / "images/trainer/startup.sh").read_text()))

@@ -446,7 +446,7 @@ def test_only_the_builder_reads_build_contexts_and_no_account_of_the_stacks_writ
 def test_the_resize_role_carries_what_the_stop_path_calls():
     from stacks.constructs.trainer_identity import RESIZE_PERMISSIONS
 
-    # trainer/vm/group.py (instanceGroupManagers.resize) and startup.sh's
+    # trainer/launchers/vm/group.py (instanceGroupManagers.resize) and startup.sh's
     # `gcloud compute instance-groups managed resize`, which waits on the zone operation.
     assert set(RESIZE_PERMISSIONS) == {"compute.instanceGroupManagers.get", "compute.instanceGroupManagers.update",
                                        "compute.zoneOperations.get"}

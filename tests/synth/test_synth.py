@@ -42,10 +42,10 @@ def test_local_stack_is_terraform_data_with_both_provisioners(synthesized):
     assert "provider" not in doc and "required_providers" not in doc.get("terraform", {})
     (res,) = doc["resource"]["terraform_data"].values()
     create, destroy = (p["local-exec"] for p in res["provisioner"])
-    assert "trainer.launcher.supervisor start" in create["command"] and "--lang fr" in create["command"]
+    assert "trainer.launchers.local.supervisor start" in create["command"] and "--lang fr" in create["command"]
     assert "--cores 0 --cores-dir" in create["command"]  # pinned to cores the project's local runs share
     assert "--run-id ${self.output.run_id}" in create["command"]
-    assert destroy["when"] == "destroy" and "trainer.launcher.supervisor stop" in destroy["command"]
+    assert destroy["when"] == "destroy" and "trainer.launchers.local.supervisor stop" in destroy["command"]
     assert res["triggers_replace"] == {"run_id": "${var.run_id}"}
     assert doc["terraform"]["backend"]["local"]["path"] == str(root / ".trainstack/local/state/train-fr.tfstate")
     assert doc["variable"]["run_id"]["default"] == ""

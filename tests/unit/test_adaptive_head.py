@@ -107,14 +107,14 @@ def test_the_published_layout_loads_into_fastais_full_softmax_language_model():
 
 
 def test_fine_tuning_under_the_adaptive_head_loads_the_base_encoder(tmp_path):
-    """trainer.lm.base.load_weights: a full-softmax base LM's encoder arrives (words matched by the vocabulary),
+    """trainer.stages.base_lm.load_weights: a full-softmax base LM's encoder arrives (words matched by the vocabulary),
     the adaptive head scores words against it; its biases and cluster scorers stay as initialised."""
     import pickle
     from types import SimpleNamespace
 
     from fastai.text.all import AWD_LSTM, awd_lstm_lm_config, get_language_model
 
-    from trainer.lm.base import load_weights
+    from trainer.stages.base_lm import load_weights
 
     config = {**awd_lstm_lm_config, "emb_sz": 16, "n_hid": 32, "n_layers": 2}
     base_vocab = ["xxunk", "xxpad", "xxbos", *[f"w{i}" for i in range(3, 40)]]

@@ -82,3 +82,50 @@ def test_each_side_keeps_at_most_six_loose_modules_the_rest_in_packages_named_fo
         for sub in (REPO / package).iterdir():
             if (sub / "__init__.py").is_file():
                 assert ast.get_docstring(ast.parse((sub / "__init__.py").read_text())), f"{sub} says what it holds"
+
+
+def layers(design: Path = REPO / "docs" / "design.md") -> list[set[str]]:
+    """The written layer order (docs/design.md, "## Layers"): top line first, packages of one line together."""
+    text = design.read_text()
+    section = text[text.index("## Layers"):].split("\n## ", 1)[0]
+    return [set(line.split()) for line in section.splitlines() if line.startswith("    ") and line.strip()]
+
+
+def package_of(module: str) -> str:
+    """The package a module counts under: its top two names (stacks.targets.gcp.quota -> stacks.targets)."""
+    return ".".join(module.split(".")[:2])
+
+
+def layer_breaks(graph: dict[str, set[str]], order: list[set[str]]) -> list[str]:
+    """Imports between packages that do not go down the layer order (a loop needs one), and unplaced packages."""
+    tier = {pkg: i for i, line in enumerate(order) for pkg in line}
+    found = sorted({f"{package_of(m)} is in no layer of docs/design.md" for m in graph if package_of(m) not in tier})
+    for module, targets in sorted(graph.items()):
+        for target in sorted(targets):
+            a, b = package_of(module), package_of(target)
+            if a != b and a in tier and b in tier and tier[a] >= tier[b]:
+                found.append(f"{module} imports {target}: {a} is not above {b}")
+    return found
+
+
+def test_packages_import_only_down_the_written_layer_order():
+    order = layers()
+    assert len(order) >= 15 and {"stacks.cli", "trainer.stages", "trainer.runtime"} <= set().union(*order)
+    found = layer_breaks(import_graph(), order)
+    assert not found, "\n".join(found)
+
+
+def test_the_layer_check_fails_on_a_loop_added_inside_a_function(tmp_path):
+    """A copy of the real tree, plus one function-level import that closes a loop (storage -> stages)."""
+    import shutil
+
+    for pkg in PACKAGES:
+        shutil.copytree(REPO / pkg, tmp_path / pkg, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    assert not layer_breaks(import_graph(tmp_path), layers())  # the copy is as clean as the tree
+    policy = tmp_path / "trainer" / "storage" / "policy.py"
+    policy.write_text(policy.read_text() + "\n\ndef _late():\n    from trainer.stages import upload\n")
+    assert layer_breaks(import_graph(tmp_path), layers()) == [
+        "trainer.storage.policy imports trainer.stages.upload: trainer.storage is not above trainer.stages"]
+    (tmp_path / "trainer" / "newpkg").mkdir()
+    (tmp_path / "trainer" / "newpkg" / "__init__.py").write_text('"""x"""\n')
+    assert "trainer.newpkg is in no layer of docs/design.md" in layer_breaks(import_graph(tmp_path), layers())

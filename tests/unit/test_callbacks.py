@@ -1,4 +1,4 @@
-"""trainer.job.callbacks: the order fastai runs them in comes from what each declares it runs after or before."""
+"""trainer.runtime.callbacks: the order fastai runs them in comes from what each declares it runs after or before."""
 from __future__ import annotations
 
 import pytest
@@ -6,7 +6,7 @@ from fastai.callback.core import Callback, TrainEvalCallback
 from fastai.callback.schedule import ParamScheduler
 from fastai.learner import Recorder
 
-from trainer.job.callbacks import (
+from trainer.runtime.callbacks import (
     BatchProgressCallback, CheckpointCallback, EpochLogCallback, HeapTrimCallback, Phase, ResumeCallback,
     StatusCallback, place,
 )
@@ -74,9 +74,9 @@ def test_patience_stops_the_fit_after_epochs_without_a_lower_validation_loss():
 
     from fastai.callback.core import CancelFitException
 
-    from trainer.job.callbacks import Phase, PatienceCallback
+    from trainer.runtime.callbacks import Phase, PatienceCallback
 
-    from trainer import distributed as D
+    from trainer.runtime import distributed as D
 
     one = D.Context(rank=0, world=1, local_rank=0)  # a single process: broadcast returns its own decision
     best_epoch = {"classifier": 3}

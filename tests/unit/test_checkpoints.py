@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from trainer.checkpoints import CheckpointStore, Position
+from trainer.runtime.checkpoints import CheckpointStore, Position
 from trainer.errors import DataError
 from trainer.storage import open_bucket
 

@@ -81,10 +81,10 @@ def test_config_show_error_exit_2(project):
 
 @pytest.mark.parametrize("name", ["bs", "valid_pct", "lr", "precision", "base_lm"])
 def test_trainer_parameters_have_one_definition(name):
-    """The config model and the trainer's flags come from trainer.job.params: same default, same refusals."""
+    """The config model and the trainer's flags come from trainer.params: same default, same refusals."""
     from stacks.config.models import TrainerSettings
     from trainer.cli import build_parser
-    from trainer.job.params import PARAMS
+    from trainer.params import PARAMS
 
     assert set(PARAMS) == set(TrainerSettings.model_fields) - {"job"}
     field = TrainerSettings.model_fields[name]

@@ -8,9 +8,9 @@ import threading
 import time
 from types import SimpleNamespace
 
-from trainer.launcher import supervisor
-from trainer.launcher.cores import CoreLedger, describe, share
-from trainer.records.runs import PENDING, QUEUED, read_status
+from trainer.launchers.local import supervisor
+from trainer.launchers.local.cores import CoreLedger, describe, share
+from trainer.runfiles.status_file import PENDING, QUEUED, read_status
 from trainer.storage import LocalBucket
 
 

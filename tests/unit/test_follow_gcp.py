@@ -35,7 +35,7 @@ def test_no_status_and_no_note_times_out(gcs_env):
 
 
 def test_note_left_after_the_run_started_is_seen_too(gcs_env):
-    from trainer.records.runs import RunStatus, write_status
+    from trainer.runfiles.status_file import RunStatus, write_status
 
     bucket = open_bucket("gs://test-bucket/follow3")
     write_status(bucket, RunStatus(run_id="r2", lang="fr", env="dev", state="RUNNING"))
@@ -46,7 +46,7 @@ def test_note_left_after_the_run_started_is_seen_too(gcs_env):
 
 
 def test_past_max_run_hours_without_final_status_stops_following(gcs_env):
-    from trainer.records.runs import RunStatus, write_status
+    from trainer.runfiles.status_file import RunStatus, write_status
 
     bucket = open_bucket("gs://test-bucket/follow4")
     write_status(bucket, RunStatus(run_id="20260101-000000-ab12", lang="fr", env="dev", state="RUNNING"))
@@ -57,7 +57,7 @@ def test_past_max_run_hours_without_final_status_stops_following(gcs_env):
 
 
 def test_a_starting_run_is_live_until_its_status_may_appear(gcs_env):
-    from trainer.records.runs import new_run_id
+    from trainer.runfiles.status_file import new_run_id
 
     bucket = open_bucket("gs://test-bucket/follow5")
     fresh = new_run_id()

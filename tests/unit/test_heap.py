@@ -1,4 +1,4 @@
-"""trainer.job.heap: freed heap pages go back to the OS (the LM pretrain's memory growth, issue 17)."""
+"""trainer.runtime.heap: freed heap pages go back to the OS (the LM pretrain's memory growth, issue 17)."""
 import os
 import sys
 from types import SimpleNamespace
@@ -6,10 +6,10 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from trainer.job import heap
-from trainer.job.callbacks import HeapTrimCallback
-from trainer.job.fitting import Fitter
-from trainer.job.runlog import QuietLog
+from trainer.runtime import heap
+from trainer.runtime.callbacks import HeapTrimCallback
+from trainer.runtime.fitting import Fitter
+from trainer.runtime.runlog import QuietLog
 
 
 def resident_mb() -> float:

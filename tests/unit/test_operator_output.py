@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from stacks.cli.main import app
-from trainer.records.runs import RunStatus, new_run_id
+from trainer.runfiles.status_file import RunStatus, new_run_id
 from trainer.storage import LocalBucket
 
 runner = CliRunner()

@@ -32,7 +32,7 @@ def succeeded(lang, **_):
 
 
 def run(langs, parallel=1, **kwargs):
-    return run_in_workers(None, None, langs, job="classifier", detach=False, parallel=parallel,
+    return run_in_workers(None, None, langs, detach=False, parallel=parallel,
                           describe_error=describe_error, **{"view": View(), **kwargs})
 
 
@@ -140,7 +140,7 @@ def test_every_command_that_runs_languages_goes_through_the_one_orchestration(pr
 
 def test_the_table_shows_each_language_s_last_epoch_from_its_status_not_its_log():
     from stacks.cli.multi_view import TableView
-    from trainer.records.runs import RUNNING, RunStatus
+    from trainer.runfiles.status_file import RUNNING, RunStatus
 
     board = TableView(["fr"])
     rep = board.reporter("fr")

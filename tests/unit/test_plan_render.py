@@ -322,7 +322,7 @@ class _Handle:
 @pytest.mark.parametrize("case, code", [("no-changes", 0), ("broken", 3)])
 def test_plan_exit_codes(project, tmp_path, monkeypatch, case, code):
     from stacks.runs import stack_ops
-    from stacks.runs.terraform import Terraform
+    from stacks.terraform import Terraform
 
     workdir = tmp_path / case
     workdir.mkdir()
@@ -349,7 +349,7 @@ def test_plan_exit_codes(project, tmp_path, monkeypatch, case, code):
 def reviewed_stack(project, tmp_path, monkeypatch):
     """A real Terraform stack in place of train-fr, planned once with --json-out (the review)."""
     from stacks.runs import stack_ops
-    from stacks.runs.terraform import Terraform
+    from stacks.terraform import Terraform
 
     workdir = tmp_path / "stack"
     workdir.mkdir()

@@ -1,10 +1,10 @@
-"""trainer.job.precision: which precision a run uses on a CPU, and bf16 autocast around CPU batches."""
+"""trainer.runtime.precision: which precision a run uses on a CPU, and bf16 autocast around CPU batches."""
 from __future__ import annotations
 
 import pytest
 import torch
 
-from trainer.job import precision as P
+from trainer.runtime import precision as P
 
 fastai_learner = pytest.importorskip("fastai.learner")
 

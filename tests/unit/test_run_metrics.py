@@ -1,12 +1,13 @@
-"""metrics.json as one typed document, and the restart count as one rule (trainer.records.runs)."""
+"""metrics.json as one typed document, and the restart count as one rule (trainer.runfiles.status_file)."""
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from trainer.records.run_metrics import MetricsError, RunMetrics
-from trainer.records.runs import RunStatus, interruption, restarts_exhausted
+from trainer.runfiles.metrics_file import MetricsError, RunMetrics
+from trainer.launchers.interruptions import interruption, restarts_exhausted
+from trainer.runfiles.status_file import RunStatus
 
 
 def figures(f1: float, *labels: str, threshold: float | None = None) -> dict:

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from tests.support.html_page import parse
 from tests.support.runs import fake_run, write
-from trainer.records.run_report import render_run
+from trainer.runfiles.report_html import render_run
 from trainer.storage import LocalBucket
 
 RUN = "20260101-100000-aaaa"

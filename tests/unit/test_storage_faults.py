@@ -141,7 +141,7 @@ def test_a_download_onto_a_full_disk_leaves_no_partial_file(gcs_env, tmp_path, m
 @pytest.mark.parametrize("scheme", ["file", "gs"])
 def test_mark_failed_never_replaces_a_success_written_meanwhile(tmp_path, request, scheme):
     """The supervisor (or VM agent) gives up on a run just as the trainer writes SUCCEEDED."""
-    from trainer.records.runs import FAILED, RUNNING, SUCCEEDED, RunStatus, mark_failed, read_status, write_status
+    from trainer.runfiles.status_file import FAILED, RUNNING, SUCCEEDED, RunStatus, mark_failed, read_status, write_status
     from trainer.storage import open_bucket
 
     if scheme == "gs":
@@ -165,8 +165,8 @@ def test_mark_failed_never_replaces_a_success_written_meanwhile(tmp_path, reques
 
 
 def test_retry_notes_reach_the_run_log_and_a_failed_flush_loses_no_line(tmp_path):
-    from trainer.job.runlog import RunLog
-    from trainer.records.runs import RunStatus
+    from trainer.runtime.runlog import RunLog
+    from trainer.runfiles.status_file import RunStatus
     from trainer.storage import LocalBucket
     from trainer.storage.policy import report_retry
 
@@ -210,8 +210,8 @@ def test_a_log_written_whole_before_pieces_keeps_its_lines(gcs_env, tmp_path):
 def test_a_final_status_is_tried_again_and_a_success_is_never_recorded_as_failure(tmp_path):
     from types import SimpleNamespace
 
-    from trainer.job.runlog import RunLog
-    from trainer.records.runs import RunStatus, read_status
+    from trainer.runtime.runlog import RunLog
+    from trainer.runfiles.status_file import RunStatus, read_status
     from trainer.storage import LocalBucket
 
     class Flaky(LocalBucket):

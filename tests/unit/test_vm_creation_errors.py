@@ -97,7 +97,7 @@ def test_train_prints_each_creation_error_once_then_destroys_the_stack_and_exits
 def test_status_shows_the_group_errors_of_a_starting_run(project, gcs_env, monkeypatch):
     import json
 
-    from trainer.records.runs import TRAINCTL_META, new_run_id, run_key
+    from trainer.runfiles.status_file import TRAINCTL_META, new_run_id, run_key
     from trainer.storage import open_bucket
 
     uri = "gs://test-bucket/creation-status"

@@ -1,11 +1,11 @@
-"""The VM agent's hardware check (trainer/vm/hardware.py): what it refuses and what it lets train."""
+"""The VM agent's hardware check (trainer/launchers/vm/hardware.py): what it refuses and what it lets train."""
 from __future__ import annotations
 
 import pytest
 
 from stacks.targets.gcp.gpus import IMAGE_MIN_DRIVER
-from trainer.vm import hardware
-from trainer.vm.hardware import Hardware, problem
+from trainer.launchers.vm import hardware
+from trainer.launchers.vm.hardware import Hardware, problem
 
 
 def test_the_agent_and_the_gpu_catalogue_need_the_same_driver():

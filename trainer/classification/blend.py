@@ -67,7 +67,7 @@ def _lowest(losses: dict[float, np.ndarray], rows: np.ndarray, weights) -> float
 
 
 def clear_gain(gains: np.ndarray) -> bool:
-    """The mean per-row gain (over TF-IDF alone; over the probe's head, trainer.classification.stage) is
+    """The mean per-row gain (over TF-IDF alone; over the probe's head, trainer.stages.classifier) is
     above zero with 90 % confidence (one-sided, a seeded paired bootstrap of the rows); two rows at least."""
     if len(gains) < 2:
         return False

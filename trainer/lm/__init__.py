@@ -1,3 +1,3 @@
-"""Language models: pretraining a base LM on a corpus (pretrain.py) and the published LMs (store.py,
-importer.py: `lm import`), the base LM a run starts from (base.py), fine-tuning it on the task's texts
-(finetune.py, domain.py: unlabelled text), the learners (train.py) and the adaptive softmax head (adaptive.py)."""
+"""Language-model parts the stages and jobs use: the published LMs (store.py, importer.py: `lm import`),
+unlabelled text for fine-tuning (domain.py), the learners (train.py, parts.py) and the adaptive softmax
+head (adaptive.py). The stages themselves are in trainer/stages/, the pretrain job in trainer/jobs/."""

@@ -6,8 +6,8 @@ from fastai.text.all import (
     AWD_LSTM, LMLearner, Perplexity, accuracy, awd_lstm_lm_config, awd_lstm_lm_split, language_model_learner,
 )
 
-from trainer import distributed as D
-from trainer.job import precision as P
+from trainer.runtime import distributed as D
+from trainer.runtime import precision as P
 from trainer.lm import adaptive
 from trainer.lm.parts import PartPlan
 from trainer.text.loaders import lm_dataloaders, lm_part_dataloaders

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from trainer.records.run_metrics import RunMetrics
+from trainer.runfiles.metrics_file import RunMetrics
 
 
 def load_model(path: Path):

@@ -73,7 +73,7 @@ def compute_client(name: str, endpoint: str | None = None):
     TRAINSTACK_COMPUTE_ENDPOINT or `endpoint` (tests' recorded responses)."""
     from google.cloud import compute_v1
 
-    from trainer.vm.group import compute_client_kwargs
+    from trainer.launchers.vm.group import compute_client_kwargs
 
     return getattr(compute_v1, name)(**compute_client_kwargs(endpoint))
 

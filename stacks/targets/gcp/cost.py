@@ -4,7 +4,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from stacks.config import EnvConfig
-from trainer.records.runs import TRAINCTL_META, parse_time, read_json, run_key
+from trainer.runfiles.status_file import TRAINCTL_META, parse_time, read_json, run_key
 from trainer.storage import Bucket
 
 

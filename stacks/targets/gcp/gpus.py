@@ -96,7 +96,7 @@ def region_of(zone: str) -> str:
 # Which boot images a series' GPUs work with and the image every shipped env uses. Sources were
 # read on the date given; re-check them when a series or the trainer image's CUDA changes (the
 # image's torch is built for CUDA 13: driver >= 580, IMAGE_MIN_DRIVER; the VM agent refuses an
-# older driver before the trainer starts, trainer/vm/hardware.py).
+# older driver before the trainer starts, trainer/launchers/vm/hardware.py).
 #
 # | series | GPUs      | min. driver (GPU) | refused boot images    | default boot image
 # |--------|-----------|-------------------|------------------------|------------------------------------------

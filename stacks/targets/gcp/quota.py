@@ -15,7 +15,7 @@ from stacks.config.models import EnvConfig
 from stacks.errors import InfraError, UnknownLanguageError
 from stacks.targets.gcp import api
 # The same client factory the VM agent uses; ENDPOINT_ENV points it at a test server.
-from trainer.vm.group import ENDPOINT_ENV, compute_endpoint
+from trainer.launchers.vm.group import ENDPOINT_ENV, compute_endpoint
 
 CALL_TIMEOUT_S = 30.0
 

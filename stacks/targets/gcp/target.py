@@ -187,7 +187,7 @@ def recorded_zone(bucket, lang: str, run_id: str) -> str | None:
     """The zone metadata/trainctl.json recorded at apply (None: no record)."""
     import json
 
-    from trainer.records.runs import TRAINCTL_META, run_key
+    from trainer.runfiles.status_file import TRAINCTL_META, run_key
 
     try:
         return json.loads(bucket.read_bytes(run_key(lang, run_id, TRAINCTL_META))).get("zone")

@@ -37,7 +37,7 @@ class LocalTarget:
                                    state_file=project.state_file(config.env, name), cores_dir=project.cores_dir())}
 
     def preflight_together(self, config, langs, reporter) -> dict:
-        return {}  # the core ledger (trainer.launcher.cores) queues local runs that would not fit
+        return {}  # the core ledger (trainer.launchers.local.cores) queues local runs that would not fit
 
     def preflight(self, config, lang, reporter, decided=None):
         return None  # nothing to place: the data preflight is the same on every target
@@ -58,7 +58,7 @@ class LocalTarget:
         return None
 
     def launcher_alive(self, project, env, run_id):
-        from trainer.launcher import supervisor
+        from trainer.launchers.local import supervisor
 
         state_dir = project.procs_dir(env) / run_id
         first_seen = time.monotonic()
@@ -86,7 +86,7 @@ LOCAL = LocalTarget()
 
 
 def _terraform_check():
-    from stacks.runs.terraform import INSTALL_HINT, terraform_version
+    from stacks.terraform import INSTALL_HINT, terraform_version
     from stacks.targets.checks import Check
 
     path = shutil.which("terraform")

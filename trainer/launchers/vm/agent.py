@@ -1,0 +1,334 @@
+"""The agent: run the trainer, forward SIGTERM, enforce max_run_hours, end the run, stop the group.
+
+Exit codes (startup.sh acts on them): 143 = stopped by SIGTERM/SIGINT
+(preemption or shutdown; the group is left alone so the MIG recreates the VM
+and the run resumes); 124 = max_run_hours passed; otherwise the trainer's own
+code once the run has a final status (0 = SUCCEEDED). A trainer code of 143
+that the agent did not cause by forwarding a signal is reported as 1, so the
+host never mistakes it for a preemption.
+
+Nothing is a failure while the VM is going away: before recording one, the agent
+asks the metadata server whether Compute Engine preempted the VM and looks for
+the flag shutdown.sh drops (mounted from the host); either way the run stays
+resumable and the agent exits 143, like a forwarded SIGTERM.
+
+Several VMs: when another node is preempted the trainer here stops too (status
+stage "interrupted") and torchrun restarts it in the same rendezvous; when
+torchrun gives up instead (node 0, the rendezvous host, was the one preempted),
+the agent starts it again to rejoin, until the run has been interrupted more
+than max_restarts times or the nodes have not met again within the join timeout.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from trainer.errors import TrainerExit
+from trainer.launchers.interruptions import checkpointed, interruption, restarts_exhausted
+from trainer.launchers.trainer_process import GRACE_S
+from trainer.runfiles.status_file import FAILED, SUCCEEDED, RunStatus, mark_failed, read_status, run_key
+from trainer.storage import open_bucket
+from trainer.launchers.vm import log
+from trainer.launchers.vm.group import stop_group
+from trainer.launchers.vm.hardware import probe, problem
+from trainer.launchers.vm.kept import rescue
+from trainer.launchers.vm.metadata import MetadataClient, MetadataError
+from trainer.launchers.vm.spec import JOIN_TIMEOUT_S, VmSpec, build_command, command_env, node_rank
+
+EXIT_SIGNALLED, EXIT_DEADLINE = TrainerExit.INTERRUPTED, TrainerExit.DEADLINE
+# Rank 0 may live on another node and still be saving when torchrun here gives up.
+SETTLE_S = 40
+REJOIN_PAUSE_S = 10  # between two torchrun starts while node 0 is being recreated
+# shutdown.sh's flag, as startup.sh mounts the host's /run/trainstack into the container.
+SHUTDOWN_FLAG = "/run/trainstack/shutting-down"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How the trainer ended: exit status (128+N for signal N), why, and the error to record if any."""
+
+    code: int
+    signalled: bool = False
+    timed_out: bool = False
+    error: str | None = None
+
+
+def _env_s(name: str, default: float) -> float:
+    return float(os.environ.get(name, default))
+
+
+def grace_s() -> float:
+    """Seconds between SIGTERM and SIGKILL at the deadline (TRAINSTACK_GRACE_S for tests)."""
+    return _env_s("TRAINSTACK_GRACE_S", GRACE_S)
+
+
+def _status_code(returncode: int) -> int:
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def _terminate(child: subprocess.Popen, grace: float) -> int:
+    child.send_signal(signal.SIGTERM)
+    try:
+        return child.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        log(f"trainer still running {grace:g}s after SIGTERM: killing it")
+        child.kill()
+        return child.wait()
+
+
+class Forwarder:
+    """SIGTERM/SIGINT handlers for the agent's whole run: remember the signal, pass SIGTERM to the trainer."""
+
+    def __init__(self) -> None:
+        self.child: subprocess.Popen | None = None
+        self.event = threading.Event()
+
+    @property
+    def signalled(self) -> bool:
+        return self.event.is_set()
+
+    def _forward(self, signum, _frame) -> None:
+        self.event.set()
+        log(f"got {signal.Signals(signum).name}: forwarding SIGTERM to the trainer (it saves a checkpoint)")
+        if self.child is not None and self.child.poll() is None:
+            self.child.send_signal(signal.SIGTERM)
+
+    def __enter__(self) -> "Forwarder":
+        self._previous = {sig: signal.signal(sig, self._forward) for sig in (signal.SIGTERM, signal.SIGINT)}
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+    def sleep(self, seconds: float) -> bool:
+        """Waits; True when a signal came meanwhile."""
+        return self.event.wait(max(seconds, 0))
+
+
+def supervise(cmd: list[str], deadline: float, grace: float, fwd: Forwarder, env: dict | None = None) -> Outcome:
+    """Runs `cmd` until it exits or the deadline passes; `fwd` passes SIGTERM/SIGINT on to it."""
+    log(f"starting: {shlex.join(cmd)}")
+    child = fwd.child = subprocess.Popen(cmd, env={**os.environ, **env} if env else None)
+    if fwd.signalled:  # the signal arrived while the child was being started
+        child.send_signal(signal.SIGTERM)
+    try:
+        code = child.wait(timeout=max(deadline - time.time(), 0))
+        timed_out = False
+    except subprocess.TimeoutExpired:
+        log("max_run_hours reached: stopping the trainer")
+        code, timed_out = _terminate(child, grace), True
+    finally:
+        fwd.child = None
+    log(f"trainer exited with code {_status_code(code)}")
+    return Outcome(_status_code(code), fwd.signalled, timed_out)
+
+
+def _epoch(iso: str | None) -> float | None:
+    try:
+        return datetime.fromisoformat(iso).timestamp() if iso else None
+    except ValueError:
+        return None
+
+
+def end_reason(spec: VmSpec, status: RunStatus, now: float) -> str | None:
+    """Why an interrupted multi-node run must end rather than rejoin the rendezvous (None: rejoin).
+
+    The count is the run's (trainer.launchers.interruptions.interruption), whichever node was preempted and whoever counts.
+    """
+    count = interruption(status)
+    exhausted = restarts_exhausted(count, spec.max_restarts)
+    if exhausted:
+        return exhausted
+    since = _epoch(status.updated_at)
+    if since is not None and now - since > JOIN_TIMEOUT_S:
+        return (f"the {spec.nodes} nodes did not meet again within {JOIN_TIMEOUT_S // 60} min of "
+                f"interruption {count} (a preempted VM not recreated: Spot capacity?)")
+    return None
+
+
+def _describe(status: RunStatus | None) -> str:
+    if status is None:
+        return "no status.json"
+    return f"status.json: {status.state}, stage {status.stage!r}, resumed {status.resumed} time(s)"
+
+
+def read_settled(spec: VmSpec, fwd: Forwarder) -> RunStatus | None:
+    """The status once rank 0 (maybe on another node) has had time to write its last word."""
+    bucket = open_bucket(spec.bucket)
+    status = read_status(bucket, spec.lang, spec.run_id)
+    if spec.nodes > 1:
+        until = time.monotonic() + _env_s("TRAINSTACK_SETTLE_S", SETTLE_S)
+        while not (status is None or status.terminal or checkpointed(status)) and time.monotonic() < until:
+            if fwd.sleep(1):
+                break
+            status = read_status(bucket, spec.lang, spec.run_id)
+    log(_describe(status))
+    return status
+
+
+def run_trainer(spec: VmSpec, rank: int, launcher: list[str] | None, fwd: Forwarder) -> Outcome:
+    """Runs this node's trainer; on several VMs, starts it again to rejoin after an interruption elsewhere."""
+    cmd, env, deadline = build_command(spec, rank, launcher), command_env(spec), spec.deadline()
+    while True:
+        if time.time() >= deadline:
+            log("max_run_hours already passed: not starting the trainer")
+            return Outcome(code=0, timed_out=True)
+        outcome = supervise(cmd, deadline, grace_s(), fwd, env)
+        if outcome.signalled or outcome.timed_out or outcome.code == 0:
+            return outcome
+        status = read_settled(spec, fwd)
+        if fwd.signalled:
+            return replace(outcome, signalled=True)
+        if not checkpointed(status):
+            return replace(outcome, error=_failure(outcome, spec, status))
+        if spec.nodes == 1:
+            return replace(outcome, error=(
+                f"the trainer stopped as interrupted (exit {outcome.code}) but no SIGTERM reached this VM's "
+                "agent: not a preemption, so nothing would resume it (see log.txt)"))
+        error = end_reason(spec, status, time.time())
+        if error:
+            return replace(outcome, error=error)
+        # torchrun gives up without restarting when the rendezvous store (node 0's torchrun)
+        # went away: start it again to meet the recreated node 0.
+        log(f"the run was interrupted elsewhere and torchrun gave up (exit {outcome.code}): "
+            f"rejoining the rendezvous on {spec.base_name}-0")
+        if fwd.sleep(_env_s("TRAINSTACK_REJOIN_PAUSE_S", REJOIN_PAUSE_S)):
+            return Outcome(EXIT_SIGNALLED, signalled=True)
+
+
+def end_run(spec: VmSpec, rank: int, error: str) -> RunStatus:
+    """Makes the run's status final (FAILED with `error` unless it already ended); node 0 stops the group."""
+    status = mark_failed(open_bucket(spec.bucket), spec.lang, spec.run_id, spec.env, error)
+    log(f"run {spec.run_id}: {status.state}" + (f" ({status.error})" if status.error else ""))
+    if rank == 0:
+        stop_group(spec.project, spec.zone, spec.mig)
+    else:
+        log(f"node {rank}: node 0 stops the group")
+    return status
+
+
+def _failure(outcome: Outcome, spec: VmSpec, status: RunStatus | None = None) -> str:
+    if outcome.timed_out:
+        return f"stopped after max_run_hours={spec.max_run_hours:g}"
+    text = f"trainer exited with code {outcome.code} without writing a final status"
+    if outcome.code > 128:
+        text += f" (signal {outcome.code - 128})"
+    elif outcome.code == 1 and spec.nodes * spec.gpus_per_node > 1:
+        text += " (torchrun: a worker process failed)"
+    if status is not None:
+        text += f"; it was at stage {status.stage!r}"
+    return text
+
+
+def exit_code(outcome: Outcome, status: RunStatus) -> int:
+    """The agent's exit code once the run has a final status (see the module docstring)."""
+    if outcome.timed_out and status.state == FAILED:
+        return EXIT_DEADLINE
+    if outcome.code == TrainerExit.SUCCEEDED and status.state != SUCCEEDED:
+        return TrainerExit.FAILED
+    return TrainerExit.FAILED if outcome.code == EXIT_SIGNALLED else outcome.code
+
+
+def going_away(md: MetadataClient) -> str | None:
+    """Why this VM is going away (preemption, shutdown), or None while it is not.
+
+    Asked once, quickly: during a preemption only ~30 s are left, and an unanswered
+    question must not turn into a failure either way.
+    """
+    flag = os.environ.get("TRAINSTACK_SHUTDOWN_FLAG", SHUTDOWN_FLAG)
+    if os.path.exists(flag):
+        return "the shutdown script has started"
+    try:
+        quick = MetadataClient(root=md.root, tries=1, timeout_s=3)
+        if (quick.get("instance/preempted") or "").strip().upper() == "TRUE":
+            return "Compute Engine preempted this Spot VM"
+    except MetadataError as exc:
+        log(f"could not ask whether this VM was preempted: {exc}")
+    return None
+
+
+def record_instance(md: MetadataClient, spec: VmSpec, name: str, rank: int) -> None:
+    """One record per boot under <run>/metadata/instances/: which VMs ran the run (and preemptions)."""
+    now = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    record = {"name": name, "id": md.get("instance/id"), "zone": spec.zone, "rank": rank,
+              "machine_type": (md.get("instance/machine-type") or "").rsplit("/", 1)[-1] or None,
+              "image": md.attribute("trainstack-image"), "booted_at": now}
+    try:
+        open_bucket(spec.bucket).write_bytes(run_key(spec.lang, spec.run_id, f"metadata/instances/{name}/{now}.json"),
+                                             json.dumps(record, indent=2).encode())
+    except Exception as exc:  # a missing record must never stop a run
+        log(f"could not record this instance in the run's metadata: {exc}")
+
+
+def run_agent(md: MetadataClient, launcher: list[str] | None = None) -> int:
+    """The whole VM-side run; `launcher` replaces `python -m trainer` / torchrun (test hook)."""
+    spec = VmSpec.from_metadata(md)
+    name = md.get("instance/name") or socket.gethostname()
+    rank = node_rank(spec, name, md.attribute("trainstack-rank"))
+    log(f"run {spec.run_id} ({spec.lang}, env {spec.env}) on {name}: node {rank} of {spec.nodes}, "
+        f"{spec.gpus_per_node} GPU(s) per node, max_run_hours={spec.max_run_hours:g}"
+        + (f", max_restarts={spec.max_restarts}" if spec.nodes > 1 else ""))
+    record_instance(md, spec, name, rank)
+    status = read_status(open_bucket(spec.bucket), spec.lang, spec.run_id)
+    if status is not None and status.terminal:
+        # A VM recreated after the end (or a group that was not stopped): finish the job.
+        log(f"run already ended ({status.state}): not starting the trainer")
+        end_run(spec, rank, "unused: the run already ended")
+        return 0
+    if spec.nodes > 1 and checkpointed(status):
+        # Every interruption brings a new VM here: the budget holds even where torchrun's own
+        # restart count started afresh (node 0 recreated).
+        error = end_reason(spec, status, time.time())
+        if error:
+            log(f"not starting the trainer: {error}")
+            return exit_code(Outcome(code=1), end_run(spec, rank, error))
+    wrong = problem(probe(), spec.gpus_per_node)
+    if wrong:
+        # Every node alike: the same driver on each, and node 0 may be the one that cannot train.
+        log(f"not starting the trainer: {wrong}")
+        status = mark_failed(open_bucket(spec.bucket), spec.lang, spec.run_id, spec.env, wrong)
+        log(f"run {spec.run_id}: {status.state}")
+        stop_group(spec.project, spec.zone, spec.mig)
+        return TrainerExit.FAILED
+    with Forwarder() as fwd:
+        outcome = run_trainer(spec, rank, launcher, fwd)
+    if not (outcome.signalled and not outcome.timed_out):
+        rescue(spec, name)  # before node 0 stops the group (the VM, and the container's files, go with it)
+    if outcome.signalled and not outcome.timed_out:
+        log("stopped by a signal (preemption or shutdown): group left as is; the run resumes on the next VM")
+        return EXIT_SIGNALLED
+    if outcome.code != 0 and not outcome.timed_out:
+        why = going_away(md)
+        if why:
+            # Before any SIGTERM reached us (dockerd stopping first, or the trainer dying with
+            # the network): an interruption, not a failure. The next VM resumes the run.
+            log(f"trainer exited with code {outcome.code} ({why}): counted as an interruption; "
+                "group left as is, the run resumes on the next VM")
+            return EXIT_SIGNALLED
+    if rank != 0 and outcome.code == 0 and not outcome.timed_out:
+        # A worker may finish before node 0 has written SUCCEEDED: node 0 owns the final status.
+        log(f"node {rank}: trainer done; node 0 writes the final status and stops the group")
+        return 0
+    return exit_code(outcome, end_run(spec, rank, outcome.error or _failure(outcome, spec)))
+
+
+def fail_run(md: MetadataClient, reason: str) -> int:
+    """Marks the run FAILED with `reason` (unless it ended) and stops the group, from any node."""
+    try:
+        bucket = open_bucket(md.require("trainstack-bucket"))
+        lang, run_id, env = (md.require(f"trainstack-{k}") for k in ("lang", "run-id", "env"))
+        status = mark_failed(bucket, lang, run_id, env, reason)
+        log(f"run {run_id}: {status.state}" + (f" ({status.error})" if status.error else ""))
+    finally:
+        # Billing stops even if the status could not be written.
+        stop_group(md.require("trainstack-project"), md.require("trainstack-zone"), md.require("trainstack-mig"))
+    return 0

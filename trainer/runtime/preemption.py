@@ -1,0 +1,36 @@
+"""SIGTERM for the whole trainer process: a flag inside fit() (a checkpoint is saved first), `Interrupted` outside it."""
+from __future__ import annotations
+
+import signal
+
+from trainer.runtime import distributed as D
+
+
+class Interrupted(Exception):
+    """SIGTERM arrived (Spot notice, destroy) or a peer rank went away; what could be saved is saved."""
+
+
+class Preemption:
+    """SIGTERM handling for the whole process: inside fit() a flag the batch loop polls (so a
+    checkpoint can be written), outside it an immediate `Interrupted` (rank 0) or death (other
+    ranks: nothing to save, and they may be blocked in a collective where Python cannot run)."""
+
+    def __init__(self, ctx: D.Context):
+        self.ctx, self.requested, self.in_fit = ctx, False, False
+
+    def install(self) -> None:
+        signal.signal(signal.SIGTERM, self._on_signal)
+
+    def _on_signal(self, signum, _frame):
+        self.requested = True
+        if self.in_fit:
+            return
+        if not self.ctx.main:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            signal.raise_signal(signal.SIGTERM)
+        raise Interrupted("SIGTERM")
+
+    def check(self) -> None:
+        """Raise at a safe point if a signal arrived meanwhile."""
+        if self.requested:
+            raise Interrupted("SIGTERM")

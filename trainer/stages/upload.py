@@ -1,0 +1,63 @@
+"""The end of a run (rank 0): upload the models, predictions, plots and metadata, metrics.json last."""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import time
+
+import fastai
+import torch
+
+from trainer.classification import plots
+from trainer.stages.evaluate import Evaluation
+from trainer.stages.classifier import TrainedClassifier
+from trainer.runfiles.metrics_file import RunMetrics
+from trainer.runfiles.report_html import render_run
+from trainer.runfiles.status_file import BWD_MODEL
+from trainer.text.loaders import raw_text_dataloaders
+
+
+def upload(rc, fit, prep, clf: TrainedClassifier, bwd: TrainedClassifier | None, evaluation: Evaluation,
+           started: float) -> None:
+    a, put, work, data = rc.a, rc.put, rc.work, prep.data
+    result = evaluation.figures
+    rc.stage("uploading")
+    # model.pth predicts raw strings: export with the tokenizer pipeline, not the cached ids.
+    exports = [("model.pth", clf)]
+    if bwd is not None:  # trainctl predict averages the two when both are there
+        exports.append((BWD_MODEL, bwd))
+    for name, trained in exports:
+        learn, dls = trained.learn, trained.dls
+        learn.dls = raw_text_dataloaders(dls, prep.tokenizer, trained.vocab, data.label_names,
+                                         data.multi_label, scratch=work, backwards=trained.backwards)
+        learn.export(work / name)
+        learn.dls = dls
+        put(work / name, name)
+    for name, blob in (evaluation.tfidf_files or {}).items():  # the kept blend's TF-IDF part
+        put(blob, name)
+    for name, table in evaluation.predictions.items():
+        put(table, name)
+    plot = plots.history(fit.history, work / "history.png")
+    if plot:
+        put(plot, "plots/history.png")
+    put(plots.per_label_f1(result, work / "per_label_f1.png"), "plots/per_label_f1.png")
+    if not data.multi_label:
+        true_idx, pred_idx = evaluation.confusion
+        put(plots.confusion(true_idx, pred_idx, result["labels"], work / "confusion.png", result["rows"]["scores"]),
+            "plots/confusion_matrix.png")
+    meta = {"args": vars(a), "data_hash": prep.data_hash, "arch": fit.arch, "python": sys.version.split()[0],
+            "torch": torch.__version__, "fastai": fastai.__version__, "platform": platform.platform(),
+            "device": str(rc.ctx.device), "precision": rc.precision, "world_size": rc.ctx.world,
+            "image": os.environ.get("TRAINSTACK_IMAGE"), "base_lm": result["base_lm"]}
+    put(json.dumps(meta, indent=2, default=str).encode(), "metadata/trainer.json")
+    metrics = RunMetrics.from_document({"run_id": a.run_id, "lang": a.lang, **result,
+                                        "duration_s": round(time.time() - started, 1), "history": fit.history})
+    # report.html from the figures in memory (trainctl renders it again with the cost once the stack is gone)
+    try:
+        put(render_run(rc.bucket, a.lang, a.run_id, metrics=metrics), "report.html", optional=True)
+    except Exception as exc:  # a page must never fail a run that trained: trainctl renders it again later
+        rc.log.line(f"warning: report.html not written: {exc!r}")
+    # metrics.json last: its presence means every other artifact is in place.
+    put(metrics.to_json(), "metrics.json")
