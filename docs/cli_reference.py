@@ -23,6 +23,39 @@ Generated from the CLI (`python docs/cli_reference.py > docs/cli.md`; a test fai
 """
 
 
+FOOTER = """## Output for logs and scripts
+
+**Logs and scripts.** Without a terminal (`> run.log`, `| tee`, CI) nothing is wrapped or
+coloured: every path and URI sits whole on one line, and tables print as a title line, a
+tab-separated header and rows, and a caption line. Runs of languages that are not in the
+env's config are listed too (`fr (not in env dev)`).
+
+**JSON output** (stable keys; new keys may be added, none renamed):
+- `runs --json`: a list, one object per run: `run_id, lang, configured, state` (PENDING, RUNNING,
+  SUCCEEDED, FAILED, STARTING = applied without a status yet, UNKNOWN = no status and too old to be
+  starting), `stage, started_at, finished_at, duration_s, macro_f1, tfidf_macro_f1` (the TF-IDF
+  baseline on the same rows) `, scored_rows` (valid or test) `, resumed, error, url,
+  machine_type, gpu_type, gpu_count, spot, nodes, vm_boots, billed_vm_s, vm_per_hour, est_cost`
+  (USD; 0 for local runs, null when unknown) `, cost_note, prices_source, promoted` (the model
+  `predict` uses for its language) `, kept` (`classifier` or `blend`; null for runs without metrics).
+- `runs compare A B --json`: `a, b, rows` (the fingerprint of the rows both scored) `, n_rows, scored_rows,
+  per_label{label: {a, b, support}}, macro_f1{a, b}, tfidf_macro_f1{a, b}`.
+- `runs show RUN --json`: `{run: <as above>, metrics: {labels, macro_f1, micro_f1, accuracy, n_train,
+  n_valid, n_test, rows, duration_s} | null, baselines: {baseline_tfidf, baseline: {macro_f1, micro_f1, accuracy}} | null,
+  kept: {kept, blend_weight, classifier: {…}, blend: {…}} | null, metadata: <metadata/trainctl.json> | null, artifacts: {name: uri}}`.
+- `status LANG --json`: `run_id, lang, env, state, stage, epoch, epochs, started_at, updated_at,
+  finished_at, error, resumed, job, progress, url` (`job`: `classifier`, or `pretrain-lm` for `lm pretrain`;
+  `progress`: inside a long epoch `{epoch, batch, batches, tokens_per_s, eta_s, stage_eta_s}`, else null).
+- `logs LANG --json`: JSON lines, one `{run_id, lang, line}` per log line (also with `--follow`).
+- `quota --json`: a list, one object per language: `lang, zone, region, metric, needed, rows[{scope,
+  zone, metric, limit, usage, needed, ok, note}], cost_estimate{region, spot, nodes, vm_per_hour,
+  per_hour, max_run_hours, at_max_run_hours, prices_source, note, prices_warning}`.
+- `lm list LANG --json`: a list, oldest first, one object per base LM: its meta.json (`id, source, tokenizer,
+  arch, vocab_size, tokens, corpus_hash, perplexity, run_id, created_at, origin`) plus `current, small`.
+- `config show --json`: the effective config.
+"""
+
+
 def _cell(text: str | None) -> str:
     return " ".join((text or "").split()).replace("|", "\\\\|")
 
@@ -53,7 +86,7 @@ def render() -> str:
                 name = " / ".join(p.opts) if p.param_type_name == "option" else p.name.upper()
                 out.append(f"| `{name}` | {_cell(getattr(p, 'help', None))} |")
             out.append("")
-    return "\n".join(out).rstrip() + "\n"
+    return "\n".join(out).rstrip() + "\n\n" + FOOTER
 
 
 if __name__ == "__main__":

@@ -103,7 +103,7 @@ def load(env: str, sets: list[str] | None):
 
 def open_env(env: str, sets, lang: str | None, *, configured: bool = True):
     """(config, bucket); a language must be configured unless it has runs in the bucket."""
-    from stacks.runs.preflight import language_settings
+    from stacks.runs.language_run import language_settings
     from trainer.storage import open_bucket
     from stacks.runs.records import bucket_languages
 

@@ -97,7 +97,7 @@ def push(lang: LangArg,
          env: EnvOpt = "local", sets: SetOpt = None,
          replace: Annotated[bool, typer.Option("--replace", help="replace differing files (old ones are kept under data/previous/)")] = False):
     """Validate and upload a language's data to <bucket>/<lang>/."""
-    from stacks.runs.preflight import language_settings
+    from stacks.runs.language_run import language_settings
     from trainer.storage import open_bucket
     from trainer.data.labelled import parse_labelled
 

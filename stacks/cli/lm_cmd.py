@@ -41,7 +41,7 @@ def pretrain(lang: LangArg, env: EnvOpt = "local", sets: SetOpt = None,
 
 def _open(env: str, sets, lang: str):
     """(config, the language's settings, bucket); the language must be configured."""
-    from stacks.runs.preflight import language_settings
+    from stacks.runs.language_run import language_settings
     from trainer.storage import open_bucket
 
     _, config = load(env, sets)

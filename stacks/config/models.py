@@ -20,13 +20,13 @@ class StrictModel(BaseModel):
 
 class GpuSettings(StrictModel):
     type: str | None = Field(None, description="accelerator type, e.g. nvidia-l4")
-    count: int = Field(0, ge=0, le=16)
+    count: int = Field(0, ge=0, le=16, description="accelerators per VM (0: none)")
 
 
 class DataSettings(StrictModel):
-    text_col: str = "text"
-    label_col: str = "labels"
-    label_sep: str = Field(";", min_length=1)
+    text_col: str = Field("text", description="the text column of the labelled data")
+    label_col: str = Field("labels", description="the label column: a label, labels joined by label_sep, or a list")
+    label_sep: str = Field(";", min_length=1, description="what separates several labels in one cell (multi-label)")
     label_cols: list[str] = Field([], description="one 0/1 column per label, instead of label_col")
     task: Literal["auto", "single_label", "multi_label"] = Field(
         "auto", description="auto: multi-label when a row has several labels (warned when under 1 % of rows)")
@@ -70,10 +70,10 @@ class LanguageSettings(StrictModel):
 
     code: str | None = Field(None, description="ISO 639-1 code of the language (default: its key), e.g. el for gr")
 
-    machine_type: str = "g2-standard-8"
+    machine_type: str = Field("g2-standard-8", description="gcp: the VM's machine type")
     gpu: GpuSettings = GpuSettings(type="nvidia-l4", count=1)
-    spot: bool = True
-    nodes: int = Field(1, ge=1, le=64)
+    spot: bool = Field(True, description="gcp: Spot VMs (preemptible, resumed from checkpoints) or on-demand")
+    nodes: int = Field(1, ge=1, le=64, description="gcp: VMs of one run (data parallel over all their GPUs)")
     compact_placement: bool = Field(True, description="nodes > 1 (gcp): a best-effort COLLOCATED placement policy "
                                     "for lower latency between nodes; off: nodes go wherever capacity is")
     processes: int = Field(1, ge=1, le=64, description="local target: trainer ranks (gloo, CPU) on this machine")
@@ -81,13 +81,13 @@ class LanguageSettings(StrictModel):
                        "the machine's); a local run finding fewer free cores queues until runs holding them end "
                        "(`train --parallel N` sets each run's share)")
     max_restarts: int = Field(3, ge=0, le=100, description="times an interrupted (preempted) run is resumed")
-    max_run_hours: float = Field(6, gt=0, le=168)
+    max_run_hours: float = Field(6, gt=0, le=168, description="a run is stopped (checkpoint, FAILED) this long after it started")
     creation_error_minutes: float = Field(10, gt=0, le=1440, description="gcp: while a run has no status.json, how "
                                           "long its group may fail to create VMs (each error printed once) before "
                                           "`trainctl train` destroys the stack and exits 3")
-    disk_gb: int = Field(100, ge=10)
+    disk_gb: int = Field(100, ge=10, description="gcp: boot disk size of each VM")
     disk_type: str = Field("pd-balanced", description="boot disk type (pd-balanced, pd-ssd, hyperdisk-balanced)")
-    shm_size: str = Field("16g", pattern=r"^\d+[kmg]?$")
+    shm_size: str = Field("16g", pattern=r"^\d+[kmg]?$", description="gcp: /dev/shm of the trainer container (data loader workers)")
     boot_image: str | None = Field(None, description="VM boot image or image family (gcp); default: the machine "
                                    "series' image in the GPU catalogue (stacks/targets/gcp/gpus.py)")
     gpu_driver: str = Field("latest", description="NVIDIA driver Container-Optimized OS installs at boot (gcp, COS "
@@ -124,12 +124,12 @@ class EnvConfig(StrictModel):
     """One environment's effective configuration."""
 
     env: str = Field(description="environment name (the overlay file's stem)")
-    target: Literal["local", "gcp"] = "local"
-    project: str | None = None
-    region: str | None = None
+    target: Literal["local", "gcp"] = Field("local", description="where runs go: local (this machine) or gcp")
+    project: str | None = Field(None, description="gcp: the Google Cloud project id")
+    region: str | None = Field(None, description="gcp: the region of the bucket, registry and VMs")
     zones: list[str] = Field([], description="zones of `region`, in order of preference")
     fallback_zones: list[str] = Field([], description="zones of other regions, tried when `zones` lack GPU quota")
-    bucket: str
+    bucket: str = Field(description="the env's bucket: file://PATH (local) or gs://NAME (gcp)")
     state_bucket: str | None = Field(None, description="Terraform state bucket (default <project>-trainstack-tfstate)")
     kept_bucket: str | None = Field(None, description="gcp: where a VM copies a run's work folder when its artifacts "
                                     "could not be uploaded (gs://BUCKET[/prefix]; the trainer account needs "

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from stacks.errors import UnknownLanguageError
 from stacks.naming import stack_name
-from stacks.runs.preflight import language_settings
 
 if TYPE_CHECKING:
     from stacks.config.models import EnvConfig, LanguageSettings
@@ -69,6 +69,13 @@ class LanguageRun:
         from trainer.runfiles.status_file import run_key
 
         return self.bucket.url(run_key(self.lang, self.run_id, name))
+
+
+def language_settings(config: "EnvConfig", lang: str) -> "LanguageSettings":
+    """The language's settings (defaults, then languages.<lang>); an unconfigured language: exit 2."""
+    if lang not in config.languages:
+        raise UnknownLanguageError(lang, config.env, sorted(config.languages))
+    return config.language(lang)
 
 
 def resolve(project: "Project", config: "EnvConfig", lang: str, *, bucket: "Bucket | None" = None) -> LanguageRun:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from stacks.config import EnvConfig, LanguageSettings
-from stacks.errors import UnknownLanguageError
+from stacks.config import LanguageSettings
 from trainer.data.labelled import LabelledData, load_labelled, unlabelled_key, unlabelled_texts
 from stacks.targets import target_of
 from trainer.params import Job
@@ -13,12 +12,6 @@ from trainer.storage import Bucket
 
 if TYPE_CHECKING:
     from stacks.runs.language_run import LanguageRun
-
-
-def language_settings(config: EnvConfig, lang: str) -> LanguageSettings:
-    if lang not in config.languages:
-        raise UnknownLanguageError(lang, config.env, sorted(config.languages))
-    return config.language(lang)
 
 
 def preflight_data(bucket: Bucket, lang: str, settings: LanguageSettings) -> LabelledData:

@@ -129,3 +129,13 @@ def test_the_layer_check_fails_on_a_loop_added_inside_a_function(tmp_path):
     (tmp_path / "trainer" / "newpkg").mkdir()
     (tmp_path / "trainer" / "newpkg" / "__init__.py").write_text('"""x"""\n')
     assert "trainer.newpkg is in no layer of docs/design.md" in layer_breaks(import_graph(tmp_path), layers())
+
+
+def test_a_module_over_300_lines_says_why_in_its_docstring():
+    long = []
+    for pkg in PACKAGES:
+        for path in (REPO / pkg).rglob("*.py"):
+            text = path.read_text(encoding="utf-8")
+            if text.count("\n") > 300 and "Size: over 300 lines because" not in (ast.get_docstring(ast.parse(text)) or ""):
+                long.append(f"{path.relative_to(REPO)}: {text.count(chr(10))} lines")
+    assert not long, long

@@ -41,3 +41,50 @@ def test_the_cli_reference_is_the_cli():
     assert "## `trainctl train`" in rendered and "## `trainctl runs compare`" in rendered
     assert (REPO / "docs" / "cli.md").read_text() == rendered, \
         "docs/cli.md is not the CLI's: python docs/cli_reference.py > docs/cli.md"
+
+
+def _reference(name: str):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, REPO / "docs" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_config_reference_is_the_models_and_the_envs():
+    reference = _reference("config_reference")
+    doc = (REPO / "docs" / "config.md").read_text()
+    assert "| `defaults.trainer.epochs_clf` |" in doc and "| `defaults.data.label_sep` |" in doc
+    assert reference.rendered(doc) == doc, \
+        "docs/config.md's settings are not the models' and envs': python docs/config_reference.py --write"
+
+
+SETTING = re.compile(r"`(?:languages\.[a-z]+\.|defaults\.)?((?:trainer|data|gpu|ci)\.[a-z_]+)(?:[:=][^`]*)?`")
+
+
+def test_every_setting_the_docs_name_exists():
+    """A setting named in the docs (`trainer.x`, `data.x`, `languages.fr.trainer.x=...`) is one the models
+    have; module names (trainer.runtime.heap) are told apart by the file they name."""
+    from stacks.config.models import EnvConfig, LanguageSettings
+
+    def leaves(model, prefix=""):
+        for name, field in model.model_fields.items():
+            kind = field.annotation
+            if isinstance(kind, type) and hasattr(kind, "model_fields"):
+                yield from leaves(kind, f"{prefix}{name}.")
+            else:
+                yield f"{prefix}{name}"
+
+    known = set(leaves(LanguageSettings)) | set(leaves(EnvConfig))
+    docs = [REPO / "README.md", *(REPO / "docs").glob("*.md")]
+    unknown, named = [], set()
+    for doc in docs:
+        if doc.name in ("DECISIONS.md", "BENCHMARKS.md"):  # records of their time; they name what was then
+            continue
+        for name in SETTING.findall(doc.read_text()):
+            named.add(name)
+            module = REPO / name.replace(".", "/")
+            if name not in known and not module.with_suffix(".py").exists() and not module.is_dir():
+                unknown.append(f"{doc.relative_to(REPO)}: {name}")
+    assert len(named & known) >= 20 and not unknown, unknown

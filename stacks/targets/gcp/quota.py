@@ -4,6 +4,9 @@ A zone fits when its region's governing GPU metric (Spot quota for Spot VMs when
 project has any, else on-demand quota) and the global GPUS_ALL_REGIONS both have room
 for nodes x gpu.count, and the zone offers the accelerator type. Google client imports
 stay inside functions so `trainctl --help` never pays for them.
+
+Size: over 300 lines because the zone decision and the rows `trainctl quota` shows for it are one
+reading of the same metrics; split, what it prints and what it decides could disagree.
 """
 from __future__ import annotations
 

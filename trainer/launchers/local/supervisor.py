@@ -3,7 +3,7 @@
 The local target's launcher (what a VM's start-up script is on GCP):
 
     python -m trainer.launchers.local.supervisor start --state-dir D [--max-run-hours H] [--processes N]
-                                       [--max-restarts R] [--cores C --cores-dir L] -- <trainer args>
+        [--max-restarts R] [--cores C --cores-dir L] -- <trainer args>
     python -m trainer.launchers.local.supervisor stop  --state-dir D [--timeout 25]
 
 `start` returns at once, leaving a supervisor in its own process session that
@@ -12,8 +12,8 @@ SIGTERM to it, enforces max_run_hours, and marks the run FAILED if the trainer
 died without saying so. Like the instance group that recreates a preempted VM,
 it starts the trainer again for the same run id when it was interrupted (exit
 143, or death by a signal) without a final status, up to R times; a data or
-code failure (exit 1 or 2, or a FAILED status) is never restarted. Nothing here
-depends on the process that called `start`.
+code failure (exit 1 or 2, or a FAILED status) is never restarted (the rule:
+trainer.launchers.interruptions). Nothing here depends on the process that called `start`.
 
 With `--cores-dir`, the trainer is pinned to C cores (0: all) claimed in that ledger
 (trainer.launchers.local.cores), shared by every run the project launched locally; while other runs hold
@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from trainer.launchers.interruptions import interruption, restarts_exhausted, resumable
-from trainer.launchers.trainer_process import GRACE_S
+from trainer.launchers.trainer_process import GRACE_S, one_machine_command
 
 PID_FILE, OUT_FILE, EXIT_FILE, CANCEL_FILE = "supervisor.pid", "trainer.out", "exit_code", "cancelled"
 TRAINER_PID_FILE = "trainer.pid"  # the current launch (python -m trainer, or torchrun and its ranks)
@@ -110,8 +110,6 @@ def _finalize(trainer_args: list[str], error: str) -> None:
 
 
 def _launch(state_dir: Path, trainer_args: list[str], processes: int, cores: list[int] | None) -> subprocess.Popen:
-    from trainer.launchers.trainer_process import one_machine_command
-
     env = None
     if cores:  # torch, OpenMP and the tokenizer workers size their pools from the affinity mask
         env = {**os.environ, "OMP_NUM_THREADS": str(max(1, len(cores) // processes))}

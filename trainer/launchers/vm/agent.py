@@ -16,7 +16,11 @@ Several VMs: when another node is preempted the trainer here stops too (status
 stage "interrupted") and torchrun restarts it in the same rendezvous; when
 torchrun gives up instead (node 0, the rendezvous host, was the one preempted),
 the agent starts it again to rejoin, until the run has been interrupted more
-than max_restarts times or the nodes have not met again within the join timeout.
+than max_restarts times or the nodes have not met again within the join timeout
+(the rule: trainer.launchers.interruptions).
+
+Size: over 300 lines because every way out of a VM's run (success, failure, deadline, preemption,
+rejoin, rescue of unuploaded files, stopping the group) must be read together: each ends the run once.
 """
 from __future__ import annotations
 
