@@ -1,7 +1,8 @@
-"""Where a run executes. One implementation per target (local.py, gcp.py), chosen here: the
-rest of the operator side asks `target_of(config)` instead of testing `config.target`.
+"""Where a run executes. One package per target (local/, gcp/: everything of that target), one interface
+(`Target`), chosen here: the rest of the operator side asks `target_of(config)` instead of testing
+`config.target`.
 
-Adding a target (docs/DECISIONS.md has the checklist): a module here implementing Target, its
+Adding a target (docs/DECISIONS.md has the checklist): a package here implementing Target, its
 name in `stacks.config.models.EnvConfig.target` and BUCKET_SCHEMES, in `by_name`, its bucket in
 trainer/storage.open_bucket, and its stack composition in stacks/constructs/train_stack.py.
 """
