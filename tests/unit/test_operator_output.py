@@ -169,7 +169,7 @@ def test_cdktf_and_terraform_telemetry_off():
     import stacks  # noqa: F401  (sets it for every cdktf/terraform call of the process)
 
     assert os.environ["CHECKPOINT_DISABLE"] == "1"
-    assert '"CHECKPOINT_DISABLE": "1"' in (Path(stacks.__file__).parent / "runs" / "terraform.py").read_text()
+    assert '"CHECKPOINT_DISABLE": "1"' in (Path(stacks.__file__).parent / "terraform.py").read_text()
 
 
 def test_languages_and_runs_found_in_a_gcs_bucket(gcs_env):
