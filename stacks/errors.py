@@ -73,3 +73,11 @@ class VmCreationError(InfraError):
     def __init__(self, run_id: str, minutes: float, last: str, *, hint: str):
         super().__init__(f"no VM of run {run_id} could be created in {minutes:g} min: {last}", hint=hint)
         self.run_id, self.minutes, self.last = run_id, minutes, last
+
+
+class TrackerUnavailable(InfraError):
+    """The MLflow tracking server could not be reached or refused a request; `reason` in a few words."""
+
+    def __init__(self, uri: str, reason: str, *, hint: str | None = None):
+        super().__init__(f"MLflow at {uri}: {reason}", hint=hint)
+        self.uri, self.reason = uri, reason

@@ -30,7 +30,7 @@ def promote(lang: LangArg, run_id: RunArg, env: EnvOpt = "local", sets: SetOpt =
     Refuses a run that did not succeed, and one below the promoted model's macro-F1 on the same rows."""
     from stacks.runs.promotion import promote as write_promotion
 
-    _, bucket = open_env(env, sets, lang, configured=False)
+    config, bucket = open_env(env, sets, lang, configured=False)
     pick_run(bucket, lang, run_id)
     record = write_promotion(bucket, lang, run_id, force=force)
     replaced = f"; replaces run {record['replaces']}" if record["replaces"] else ""
@@ -39,6 +39,9 @@ def promote(lang: LangArg, run_id: RunArg, env: EnvOpt = "local", sets: SetOpt =
                   soft_wrap=True)
     console.print(f"  {bucket.url(f'{lang}/models/CURRENT')} · `trainctl predict {lang}` uses it", soft_wrap=True,
                   markup=False)
+    from stacks.cli.export_cmd import mirror_finished
+
+    mirror_finished(config, bucket, [(lang, run_id)], champions=[lang])  # the registry's alias follows CURRENT
 
 
 class ServedModel:

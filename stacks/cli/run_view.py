@@ -36,6 +36,12 @@ def run_command(langs: list[str] | None, env: str, sets, detach: bool, *, job: s
             view.interrupted(stop, env)
             raise typer.Exit(ExitStatus.INTERRUPTED) from None
     view.summary(results, config)
+    ended = [r for r in results if r.outcome is not None and r.outcome.status is not None and r.outcome.status.terminal]
+    if ended:  # the tracker mirrors what the bucket holds now; a tracker that fails costs one line
+        from stacks.cli.export_cmd import mirror_finished
+
+        mirror_finished(config, ended[0].outcome.bucket, [(r.lang, r.outcome.run_id) for r in ended],
+                        champions=[r.lang for r in ended if (r.promotion or "").startswith("promoted")])
     if STATE["debug"]:
         err_console.print(f"exit status: {exit_status(results)}")
     raise typer.Exit(exit_status(results))

@@ -14,6 +14,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from stacks.cli import export_cmd
 from stacks.cli.common import EnvOpt, LangArg, SetOpt, console, emit_json, mapped_errors, open_env
 from stacks.runs.records import find_run, pick_run
 
@@ -29,6 +30,7 @@ def register(app: typer.Typer) -> None:
     app.command("status")(status)
     app.command("logs")(logs)
     app.add_typer(runs_app, name="runs")
+    export_cmd.register(runs_app)
 
 
 @mapped_errors

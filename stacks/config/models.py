@@ -106,6 +106,24 @@ class LanguageSettings(StrictModel):
         return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
 
 
+class MlflowSettings(StrictModel):
+    """The team's MLflow server, which mirrors every run (credentials: MLflow's own variables, never here)."""
+
+    uri: str | None = Field(None, description="tracking server URI (http(s)://HOST[:PORT], databricks, ...); "
+                            "unset: no mirroring")
+    experiment: str | None = Field(None, description="experiment of this env's runs (default: trainstack-<env>)")
+    registered_model: str = Field("trainstack-{lang}", min_length=1,
+                                  description="registered model a promoted run becomes a version of ({lang}: its language)")
+    alias: str = Field("champion", pattern=r"^[A-Za-z_][A-Za-z0-9_-]*$",
+                       description="alias on the promoted run's version (moved at every promotion)")
+
+
+class TrackingSettings(StrictModel):
+    """Where runs are mirrored besides the bucket (the bucket stays the source of truth)."""
+
+    mlflow: MlflowSettings = MlflowSettings()
+
+
 class CiSettings(StrictModel):
     """Who may act as the CI service accounts (Workload Identity Federation)."""
 
@@ -143,6 +161,7 @@ class EnvConfig(StrictModel):
                                    "bucket; false under domain restricted sharing (no usage logs then)")
     subnetwork: str | None = Field(None, description="subnetwork self-link (needs Private Google Access)")
     ci: CiSettings = CiSettings()
+    tracking: TrackingSettings = TrackingSettings()
     defaults: LanguageSettings = LanguageSettings()
     languages: dict[str, LanguageSettings]
 

@@ -18,10 +18,13 @@ from trainer.launchers.local import supervisor
 LOG_LINE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ ")  # a line of the run's log.txt
 
 
-def test_train_end_to_end(staged):
-    r = trainctl(staged, "train", "fr", *TINY_SETS)
+def test_train_end_to_end(trained_fr):
+    staged, run_id, r = trained_fr
     assert r.returncode == 0, r.stdout + r.stderr
-    run_id = only_run(staged, "fr")
+    # Its tracker was down: one line says what was not mirrored and how to catch up; nothing else changes.
+    [warning] = [line for line in r.stderr.splitlines() if "not mirrored to MLflow" in line]
+    assert f"fr {run_id}" in warning and "unreachable" in warning
+    assert f"catch up: trainctl runs export fr {run_id} --env local" in warning
     folder = run_dir(staged, "fr", run_id)
     for name in ("model.pth", "metrics.json", "valid_predictions.csv", "status.json", "log.txt",
                  "metadata/config.json", "metadata/stack.json", "metadata/trainer.json", "plots/history.png",

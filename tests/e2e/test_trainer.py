@@ -66,6 +66,14 @@ def test_sigterm_mid_classifier_resumes_exactly(tmp_path):
     sigterm_at(bucket, "r1", proc, "classifier", 3)
     status = json.loads(bucket.read_bytes("fr/runs/r1/status.json"))
     assert status["state"] == "RUNNING" and status["stage"] == "interrupted" and status["progress"] is None
+    # TensorBoard of a run not finished: the epochs so far, every stage so far (TensorBoard's own loader).
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    curves = tmp_path / "bucket/fr/runs/r1/tensorboard"
+    assert sorted(p.name for p in curves.iterdir()) == ["classifier", "lm_finetune"]  # r1 reused whole's base LM
+    seen = EventAccumulator(str(curves / "classifier")).Reload()
+    assert [e.step for e in seen.Scalars("valid_loss")] == list(range(1, len(seen.Scalars("valid_loss")) + 1))
+    assert 3 <= len(seen.Scalars("valid_loss")) < 8
     pointer = json.loads(bucket.read_bytes("fr/runs/r1/checkpoints/LATEST.ckpt.json"))
     assert pointer["position"]["stage"] == "classifier" and pointer["key"].endswith("-classifier.ckpt.pt")
     # One object per save, the newest 3 kept.

@@ -50,7 +50,7 @@ def test_every_learner_trims_its_heap(tmp_path):
 
     args = SimpleNamespace(emb_sz=8, n_hid=8, n_layers=1, checkpoint_minutes=0, progress_seconds=60, patience=10,
                            lm_head="full")
-    rc = SimpleNamespace(a=args, ctx=SimpleNamespace(distributed=False, world=1), log=QuietLog(), precision="fp32",
+    rc = SimpleNamespace(a=args, ctx=SimpleNamespace(distributed=False, world=1, main=False), log=QuietLog(), precision="fp32",
                          preemption=None)
     learn = Fitter(rc).setup(Learner())
     assert [type(cb) for cb in learn.cbs] == [HeapTrimCallback]

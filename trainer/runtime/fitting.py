@@ -14,10 +14,11 @@ from fastai.text.all import ProgressCallback
 from trainer.runtime import distributed as D
 from trainer.runtime import precision as P
 from trainer.runtime.callbacks import (
-    BatchProgressCallback, BestEpochCallback, CheckpointCallback, EpochLogCallback, HeapTrimCallback, PatienceCallback,
-    Phase, ResumeCallback, StatusCallback,
+    BatchProgressCallback, BestEpochCallback, BoardCallback, CheckpointCallback, EpochLogCallback, HeapTrimCallback,
+    PatienceCallback, Phase, ResumeCallback, StatusCallback,
 )
 from trainer.runtime.preemption import Interrupted
+from trainer.runtime.board import FOLDER, Board
 from trainer.runtime.checkpoints import Checkpoint, Position
 from trainer.storage import StorageError
 
@@ -57,10 +58,12 @@ class Fitter:
         self.progress_cb = BatchProgressCallback(rc.log, every_s=a.progress_seconds, world=rc.ctx.world)
         self.best_cb = BestEpochCallback(self._keep_best)
         self.patience_cb = PatienceCallback(rc.ctx, self._stale, a.patience)
+        self.board = Board(rc.bucket, a.lang, a.run_id, rc.work / FOLDER, rc.log) if rc.ctx.main else None
+        self.board_cb = BoardCallback(self.board, self.history, world=rc.ctx.world)
 
     @property
     def callbacks(self) -> list:
-        return [self.epoch_log, self.status_cb, self.ckpt_cb, self.progress_cb]
+        return [self.epoch_log, self.status_cb, self.ckpt_cb, self.progress_cb, self.board_cb]
 
     def find_resume(self) -> Checkpoint | None:
         """The newest complete checkpoint of this run id (before the tokenizer: a resumed run keeps its base LM's)."""

@@ -1,0 +1,75 @@
+"""The team's tracker as a mirror of the bucket: MLflow runs, the logged model, the registry's alias.
+
+record.py turns a run folder into what MLflow shows (pure), client.py opens the server quick to give up,
+export.py writes a run idempotently, model.py logs the pyfunc model, registry.py moves the alias to the
+promoted run. The bucket stays the source of truth: a tracker that is down costs one line and a
+catch-up command (`trainctl runs export`), never a run or an exit status.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from stacks.errors import TrackerUnavailable
+
+CHAMPION = "models/CURRENT"  # in `missed`: the language's alias could not be moved to its promoted run
+
+
+@dataclass
+class MirrorResult:
+    exported: list = field(default_factory=list)  # export.Exported, in the order asked
+    champions: dict[str, int] = field(default_factory=dict)  # lang -> the registered version the alias names
+    missed: list[tuple[str, str]] = field(default_factory=list)  # (lang, run id) not mirrored
+    reason: str | None = None  # why they were not
+
+
+def mlflow_settings(config):
+    """The env's MLflow settings when tracking is on (a URI set), else None."""
+    settings = config.tracking.mlflow
+    return settings if settings.uri else None
+
+
+def experiment_name(config) -> str:
+    return config.tracking.mlflow.experiment or f"trainstack-{config.env}"
+
+
+def catch_up(config, missed: list[tuple[str, str]]) -> str:
+    """The command that mirrors what was missed."""
+    langs = sorted({lang for lang, _ in missed})
+    named = [run_id for _, run_id in missed if run_id != CHAMPION]
+    runs = " ".join(named) if len(langs) == 1 and len(named) == len(missed) else ""
+    return " ".join(part for part in ("trainctl runs export", langs[0] if len(langs) == 1 else "", runs,
+                                      f"--env {config.env}") if part)
+
+
+def mirror(config, bucket, runs: list[tuple[str, str]], *, champions: list[str] = ()) -> MirrorResult:
+    """Mirror `runs` ((lang, run id) pairs) and move the alias of each language in `champions` to its
+    promoted run. The first call the server refuses ends the mirror: the rest is `missed`, with the reason.
+    Raises nothing but TrackerUnavailable when tracking is off is not asked for (check mlflow_settings)."""
+    from stacks.tracking.client import open_tracker, why
+    from stacks.tracking.export import export_run
+    from stacks.tracking.registry import model_name, sync_champion
+
+    settings = mlflow_settings(config)
+    result = MirrorResult()
+    try:
+        tracker = open_tracker(settings.uri, experiment_name(config))
+    except TrackerUnavailable as exc:
+        result.missed, result.reason = list(runs), exc.reason
+        return result
+    for index, (lang, run_id) in enumerate(runs):
+        try:
+            result.exported.append(export_run(tracker, bucket, lang, run_id, env=config.env))
+        except Exception as exc:  # the server went away or refused mid-way: the rest waits for a catch-up
+            result.missed, result.reason = list(runs[index:]), why(exc)
+            return result
+    for lang in dict.fromkeys(champions):
+        try:
+            version = sync_champion(tracker, bucket, lang, name=model_name(settings.registered_model, lang),
+                                    alias=settings.alias)
+        except Exception as exc:
+            result.reason = result.reason or why(exc)
+            result.missed.append((lang, CHAMPION))
+            continue
+        if version is not None:
+            result.champions[lang] = version
+    return result

@@ -1,0 +1,106 @@
+"""The MLflow tracking server as trainstack talks to it: quick to give up, and one error that says why.
+
+The tracker is a mirror of the bucket: a server that is down, slow or refusing must never hold a
+training command up, so requests get a short timeout and one retry unless the user set MLflow's own
+variables (MLFLOW_HTTP_REQUEST_TIMEOUT, _MAX_RETRIES, _BACKOFF_FACTOR); credentials come the way MLflow
+documents them (MLFLOW_TRACKING_TOKEN, MLFLOW_TRACKING_USERNAME/PASSWORD), never from the config or the bucket.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import os
+import warnings
+
+from stacks.errors import TrackerUnavailable, TrainstackError
+
+# What a mirror waits for at most per request (MLflow's defaults: 120 s, 7 retries with backoff 2).
+QUICK = {"MLFLOW_HTTP_REQUEST_TIMEOUT": "10", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1",
+         "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1", "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER": "0",
+         "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false"}
+
+
+def why(exc: BaseException) -> str:
+    """A failed MLflow call in a few words: unreachable, credentials refused, forbidden, a server error."""
+    text = str(exc)
+    for code, words in (("401", "refused the credentials (401): set MLFLOW_TRACKING_TOKEN or "
+                                "MLFLOW_TRACKING_USERNAME/PASSWORD"),
+                        ("403", "forbids this account (403)"), ("UNAUTHENTICATED", "refused the credentials"),
+                        ("PERMISSION_DENIED", "forbids this account")):
+        if code in text:
+            return words
+    for code in ("500", "502", "503", "504"):
+        if f"code {code}" in text or f"status code {code}" in text or f" {code} " in text or f"{code} Server Error" in text:
+            return f"server error ({code})"
+    if any(word in text for word in ("Connection", "connection", "Max retries", "timed out", "Timeout")):
+        return "unreachable (connection failed or timed out)"
+    return f"{type(exc).__name__}: {text.splitlines()[0][:200] if text else ''}"
+
+
+def quick_requests() -> None:
+    """MLflow's HTTP retry settings for a mirror, where the user has not set their own."""
+    for name, value in QUICK.items():
+        os.environ.setdefault(name, value)
+
+
+@contextlib.contextmanager
+def quiet():
+    """MLflow's own chatter while logging (links to the run, advice on type hints and input examples): the
+    command prints what happened in one line of its own."""
+    loggers = [logging.getLogger(name) for name in ("mlflow", "mlflow.pyfunc", "mlflow.tracking")]
+    levels = [logger.level for logger in loggers]
+    # MLflow sets its own warning filters inside (so ignoring them is not enough): its chatter goes nowhere
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
+            contextlib.redirect_stderr(io.StringIO()):
+        warnings.simplefilter("ignore")
+        for logger in loggers:
+            logger.setLevel(logging.ERROR)
+        try:
+            yield
+        finally:
+            for logger, level in zip(loggers, levels):
+                logger.setLevel(level)
+
+
+class Tracker:
+    """One experiment of one MLflow server, opened once per command (`open_tracker`)."""
+
+    def __init__(self, uri: str, experiment: str):
+        quick_requests()
+        from mlflow import MlflowClient
+
+        self.uri, self.experiment_name = uri, experiment
+        self.client = MlflowClient(tracking_uri=uri, registry_uri=uri)
+        self.experiment_id = self._experiment(experiment)
+
+    def _experiment(self, name: str) -> str:
+        found = self.client.get_experiment_by_name(name)
+        if found is not None:
+            if found.lifecycle_stage == "deleted":
+                self.client.restore_experiment(found.experiment_id)
+            return found.experiment_id
+        try:
+            return self.client.create_experiment(name, tags={"trainstack.experiment": name})
+        except Exception:  # created meanwhile by another command
+            found = self.client.get_experiment_by_name(name)
+            if found is None:
+                raise
+            return found.experiment_id
+
+    def find(self, run_id: str, lang: str):
+        """The MLflow run mirroring trainstack run `run_id` of `lang`, or None."""
+        found = self.client.search_runs(
+            [self.experiment_id], max_results=2,
+            filter_string=f"tags.`trainstack.run_id` = '{run_id}' and tags.`trainstack.lang` = '{lang}'")
+        return found[0] if found else None
+
+
+def open_tracker(uri: str, experiment: str) -> Tracker:
+    """The experiment on that server (created when absent); TrackerUnavailable when it cannot be used."""
+    try:
+        return Tracker(uri, experiment)
+    except TrainstackError:
+        raise
+    except Exception as exc:  # MLflow raises MlflowException and requests' errors alike
+        raise TrackerUnavailable(uri, why(exc)) from exc

@@ -1,0 +1,90 @@
+"""Mirror runs into MLflow: one MLflow run per trainstack run, found again by its run-id tag.
+
+Idempotent by construction: a run's mirror is looked up by `trainstack.run_id` (+ lang) before anything
+is created; params are written once (MLflow's are immutable), metric points only for the (key, step)
+pairs it lacks, files overwrite their own path, and `trainstack.source_sha` is written last: a mirror
+cut short is completed by the next export, one that is complete and unchanged is left alone.
+"""
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from stacks.tracking.record import SOURCE_TAG, Mirror, read_mirror
+from trainer.runfiles.status_file import run_key
+from trainer.storage import Bucket
+
+BATCH = {"metrics": 1000, "params": 100, "tags": 100}  # MLflow's log_batch limits
+MODEL_TAG = "trainstack.model_uri"
+
+
+@dataclass(frozen=True)
+class Exported:
+    lang: str
+    run_id: str
+    action: str  # created, updated, unchanged
+    mlflow_run_id: str
+
+
+def _chunks(items: list, size: int):
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
+
+
+def _present_points(client, mlflow_run_id: str, keys: set[str]) -> set[tuple[str, int]]:
+    return {(key, point.step) for key in keys for point in client.get_metric_history(mlflow_run_id, key)}
+
+
+def _write_values(client, mlflow_run_id: str, mirror: Mirror, found) -> None:
+    from mlflow.entities import Metric, Param, RunTag
+
+    have_params = found.data.params if found is not None else {}
+    params = [Param(k, v[:6000]) for k, v in mirror.params.items() if k not in have_params]
+    present = _present_points(client, mlflow_run_id, {m.key for m in mirror.metrics}) if found is not None else set()
+    metrics = [Metric(m.key, m.value, m.timestamp_ms, m.step) for m in mirror.metrics if (m.key, m.step) not in present]
+    tags = [RunTag(k, v) for k, v in mirror.tags.items() if k != SOURCE_TAG]
+    for chunk in _chunks(params, BATCH["params"]):
+        client.log_batch(mlflow_run_id, params=chunk)
+    for chunk in _chunks(tags, BATCH["tags"]):
+        client.log_batch(mlflow_run_id, tags=chunk)
+    for chunk in _chunks(metrics, BATCH["metrics"]):
+        client.log_batch(mlflow_run_id, metrics=chunk)
+
+
+def _write_files(client, bucket: Bucket, mirror: Mirror, mlflow_run_id: str) -> None:
+    with tempfile.TemporaryDirectory(prefix="trainstack-mirror-") as tmp:
+        for name in mirror.files:
+            local = Path(tmp) / name
+            local.parent.mkdir(parents=True, exist_ok=True)
+            bucket.download(run_key(mirror.lang, mirror.run_id, name), local)
+            folder = str(PurePosixPath(name).parent)
+            client.log_artifact(mlflow_run_id, str(local), artifact_path=None if folder == "." else folder)
+
+
+def export_run(tracker, bucket: Bucket, lang: str, run_id: str, *, env: str) -> Exported:
+    """Create or complete the MLflow run of one trainstack run; TrackerUnavailable-worthy errors propagate."""
+    mirror = read_mirror(bucket, lang, run_id, env=env)
+    client = tracker.client
+    found = tracker.find(run_id, lang)
+    if found is not None and found.data.tags.get(SOURCE_TAG) == mirror.source_sha:
+        return Exported(lang, run_id, "unchanged", found.info.run_id)
+    if found is None:
+        created = client.create_run(tracker.experiment_id, start_time=mirror.start_ms, run_name=mirror.name,
+                                    tags={k: v for k, v in mirror.tags.items() if k != SOURCE_TAG})
+        mlflow_run_id = created.info.run_id
+    else:
+        mlflow_run_id = found.info.run_id
+    _write_values(client, mlflow_run_id, mirror, found)
+    _write_files(client, bucket, mirror, mlflow_run_id)
+    if mirror.model and (found is None or MODEL_TAG not in found.data.tags):
+        from stacks.tracking.model import log_model
+
+        client.set_tag(mlflow_run_id, MODEL_TAG, log_model(tracker, bucket, lang, run_id, mlflow_run_id))
+    if mirror.end_ms is not None:
+        from stacks.tracking.client import quiet
+
+        with quiet():  # it prints links to the run on stdout
+            client.set_terminated(mlflow_run_id, status=mirror.mlflow_status, end_time=mirror.end_ms)
+    client.set_tag(mlflow_run_id, SOURCE_TAG, mirror.source_sha)  # last: the mirror is complete
+    return Exported(lang, run_id, "created" if found is None else "updated", mlflow_run_id)

@@ -1,0 +1,75 @@
+"""A run's model logged to MLflow as a pyfunc (trainer.serving.mlflow_pyfunc), loadable without trainctl.
+
+The model carries model.pth (the exported fastai learner, tokenizer inside), metrics.json (labels,
+thresholds, what was kept), the backward model and the TF-IDF part when the run has them, and the
+`trainer` package as its code; its requirements are pinned to what the run trained with
+(metadata/trainer.json), so `mlflow models serve` builds the same environment. Nothing here needs torch:
+the operator's CLI logs the files, it never loads them.
+"""
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+import trainer
+from trainer.runfiles.status_file import BWD_MODEL, TFIDF_FILES, run_key
+from trainer.storage import Bucket
+
+MODEL_CODE = Path(trainer.__file__).parent / "serving" / "mlflow_model_code.py"  # MLflow's "models from code"
+ARTIFACTS = {"model": "model.pth", "metrics": "metrics.json", "model_bwd": BWD_MODEL,
+             "tfidf_json": TFIDF_FILES[0], "tfidf_npz": TFIDF_FILES[1]}
+
+
+def requirements(trainer_meta: dict, metrics: dict) -> list[str]:
+    """pip requirements pinned to the run's own torch and fastai (a local build tag like +cu130 dropped)."""
+    import mlflow
+
+    def version(name: str) -> str | None:
+        value = trainer_meta.get(name)
+        return str(value).split("+", 1)[0] if value else None
+
+    pins = [f"mlflow=={mlflow.__version__}"]
+    pins += [f"{name}=={v}" if (v := version(name)) else name for name in ("torch", "fastai")]
+    pins += ["pandas", "numpy", "scikit-learn", "scipy"]
+    if str(metrics.get("tokenizer", "")).startswith("sentencepiece"):
+        pins.append("sentencepiece")
+    return pins
+
+
+def _trainer_code(dest: Path) -> str:
+    """The trainer package as the model's code, without compiled caches."""
+    import shutil
+
+    shutil.copytree(Path(trainer.__file__).parent, dest / "trainer", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    return str(dest / "trainer")
+
+
+def log_model(tracker, bucket: Bucket, lang: str, run_id: str, mlflow_run_id: str) -> str:
+    """Logs the run's model under its MLflow run; returns the model's URI (models:/...)."""
+    import mlflow
+    from mlflow.models import ModelSignature
+    from mlflow.types import ColSpec, Schema
+
+    from stacks.tracking.client import quiet
+
+    metrics = json.loads(bucket.read_bytes(run_key(lang, run_id, "metrics.json")))
+    meta_key = run_key(lang, run_id, "metadata/trainer.json")
+    trainer_meta = json.loads(bucket.read_bytes(meta_key)) if bucket.exists(meta_key) else {}
+    with tempfile.TemporaryDirectory(prefix="trainstack-model-") as tmp:
+        files = {}
+        for name, file in ARTIFACTS.items():
+            if bucket.exists(run_key(lang, run_id, file)):
+                bucket.download(run_key(lang, run_id, file), Path(tmp) / file)
+                files[name] = str(Path(tmp) / file)
+        mlflow.set_tracking_uri(tracker.uri)
+        mlflow.set_registry_uri(tracker.uri)
+        with quiet(), mlflow.start_run(run_id=mlflow_run_id):
+            from trainer.serving.mlflow_pyfunc import TEXT_COLUMN  # defining the model class warns (type hints)
+
+            info = mlflow.pyfunc.log_model(
+                name="model", python_model=str(MODEL_CODE), artifacts=files,
+                code_paths=[_trainer_code(Path(tmp) / "code")],
+                pip_requirements=requirements(trainer_meta, metrics),
+                signature=ModelSignature(inputs=Schema([ColSpec("string", TEXT_COLUMN)])))
+    return info.model_uri

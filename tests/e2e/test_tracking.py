@@ -1,0 +1,197 @@
+"""Runs mirrored into a real MLflow tracking server (`mlflow server`, SQLite, local artifacts, 127.0.0.1):
+export, the registry's alias, the pyfunc model, and a tracker that fails mid-export.
+
+The run is the session's (tests/e2e/conftest.py `trained_fr`, whose `train` met a tracker that was down:
+tests/e2e/test_lifecycle.py checks that line); copies of its folder with other figures give the registry a
+worse and a better run without training again.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+
+import pytest
+
+from tests.support.mlflow_server import start_mlflow
+from tests.support.project import SAMPLE, make_project
+from tests.support.trainctl import run_dir
+
+mlflow = pytest.importorskip("mlflow", reason="the dev install brings mlflow (pyproject [dev]); the CLI alone "
+                                              "has mlflow-skinny, which has no server")
+
+EXPERIMENT = "trainstack-local"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    srv = start_mlflow(tmp_path_factory.mktemp("mlflow"))
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, trained_fr):
+    """A project of its own holding a copy of the session's trained French run (tests/e2e/conftest.py)."""
+    source, run_id, _ = trained_fr
+    root = make_project(tmp_path_factory.mktemp("tracking") / "proj")
+    shutil.copytree(run_dir(source, "fr", run_id), run_dir(root, "fr", run_id))
+    return root, run_id
+
+
+def cli(root, *args: str):
+    """trainctl in this process (typer's CliRunner), in the project's folder: no interpreter start per call."""
+    from typer.testing import CliRunner
+
+    from stacks.cli.main import app
+
+    here = os.getcwd()
+    os.chdir(root)
+    try:
+        return CliRunner().invoke(app, list(args))
+    finally:
+        os.chdir(here)
+
+
+def sets(server, url: str | None = None) -> list[str]:
+    return ["--set", f"tracking.mlflow.uri={url or server.url}"]
+
+
+def client(server):
+    return mlflow.MlflowClient(tracking_uri=server.url, registry_uri=server.url)
+
+
+def mirrored(server, run_id: str | None = None) -> list:
+    exp = client(server).get_experiment_by_name(EXPERIMENT)
+    if exp is None:
+        return []
+    flt = f"tags.`trainstack.run_id` = '{run_id}'" if run_id else ""
+    return client(server).search_runs([exp.experiment_id], filter_string=flt, max_results=1000)
+
+
+def history_lengths(server, mlflow_run) -> dict[str, int]:
+    return {key: len(client(server).get_metric_history(mlflow_run.info.run_id, key)) for key in mlflow_run.data.metrics}
+
+
+def test_export_mirrors_a_run_once_however_often_it_runs(server, trained):
+    root, run_id = trained
+    assert mirrored(server, run_id) == []
+    r = cli(root, "runs", "export", "fr", run_id, *sets(server))
+    assert r.exit_code == 0, r.output
+    assert "1 created, 0 updated, 0 unchanged" in r.output
+    [run] = mirrored(server, run_id)
+    metrics = json.loads((run_dir(root, "fr", run_id) / "metrics.json").read_text())
+    tags, params, values = run.data.tags, run.data.params, run.data.metrics
+    assert tags["trainstack.lang"] == "fr" and tags["trainstack.env"] == "local" and tags["trainstack.job"] == "classifier"
+    assert tags["trainstack.run_url"].endswith(f"/fr/runs/{run_id}") and len(tags["trainstack.git_sha"]) >= 7
+    assert tags["trainstack.base_lm"] == metrics["base_lm"]["id"] and tags["trainstack.kept"] == metrics["kept"]
+    assert params["epochs_clf"] == "2" and params["n_train"] == str(metrics["n_train"]) and params["data_hash"]
+    assert values["macro_f1"] == pytest.approx(metrics["macro_f1"]) and "tfidf/macro_f1" in values
+    assert all(f"f1/{label}" in values for label in metrics["labels"])
+    assert run.info.status == "FINISHED" and run.info.end_time
+    epochs = client(server).get_metric_history(run.info.run_id, "classifier/valid_loss")
+    assert len(epochs) == sum(1 for h in metrics["history"] if h["stage"] == "classifier")
+    files = {f.path for f in client(server).list_artifacts(run.info.run_id)}
+    assert {"metrics.json", "log.txt", "report.html", "valid_predictions.csv", "plots"} <= files
+    assert tags["trainstack.model_uri"].startswith("models:/")
+
+    again = cli(root, "runs", "export", *sets(server))
+    assert again.exit_code == 0 and "0 created, 0 updated, 1 unchanged" in again.output
+    [same] = mirrored(server)
+    assert same.info.run_id == run.info.run_id and history_lengths(server, same) == history_lengths(server, run)
+
+
+@pytest.mark.parametrize("fault,suffix", [("status-401", "a401"), ("status-503", "a503"), ("cut", "acc0")])
+def test_a_tracker_failing_mid_export_is_completed_later_with_nothing_twice(server, trained, capsys, fault, suffix):
+    """What a training command calls at its end (mirror_finished), the server refusing (401), failing (503) or
+    dying (a cut connection) after the MLflow run was created: one line, no exception; then a catch-up."""
+    from stacks.cli.export_cmd import mirror_finished
+    from stacks.project import Project
+    from trainer.storage import open_bucket
+
+    root, run_id = trained
+    cli(root, "runs", "export", "fr", run_id, *sets(server))  # the original, to compare with (idempotent)
+    copy = _copy_run(root, run_id, f"{run_id[:-4]}{suffix}", f1_delta=0.0)
+    kind, _, status = fault.partition("-")
+    server.proxy.add(kind, r"log-batch", times=10_000, status=int(status or 503), skip=1)  # the params go, then none
+    config = Project.discover(root).load("local", [f"tracking.mlflow.uri={server.proxy.url}"])
+    try:
+        mirror_finished(config, open_bucket(config.bucket), [("fr", copy)])
+    finally:
+        server.proxy.clear()
+    lines = [line for line in capsys.readouterr().err.splitlines() if "not mirrored to MLflow" in line]
+    assert len(lines) == 1 and f"fr {copy}" in lines[0] and f"trainctl runs export fr {copy}" in lines[0]
+    [partial] = mirrored(server, copy)  # created before the fault: found again, never created twice
+    r = cli(root, "runs", "export", "fr", copy, *sets(server))
+    assert r.exit_code == 0 and "0 created, 1 updated" in r.output, r.output
+    [done] = mirrored(server, copy)
+    assert done.info.run_id == partial.info.run_id and done.info.status == "FINISHED"
+    [original] = mirrored(server, run_id)
+    assert history_lengths(server, done) == history_lengths(server, original)
+
+
+def _copy_run(root, run_id: str, new_id: str, *, f1_delta: float) -> str:
+    """The run's folder under another id, its decisive macro-F1 moved by `f1_delta` (same rows, same model)."""
+    src, dst = run_dir(root, "fr", run_id), run_dir(root, "fr", new_id)
+    if not dst.exists():
+        shutil.copytree(src, dst)
+        for name in ("status.json", "metrics.json", "metadata/trainer.json"):
+            path = dst / name
+            doc = json.loads(path.read_text())
+            if "run_id" in doc:
+                doc["run_id"] = new_id
+            if name == "metrics.json":
+                doc["macro_f1"] = round(doc["macro_f1"] + f1_delta, 4)
+            if name == "metadata/trainer.json":
+                doc["args"]["run_id"] = new_id
+            path.write_text(json.dumps(doc))
+    return new_id
+
+
+def test_promote_moves_the_alias_and_the_pyfunc_model_predicts_as_trainctl(server, trained, tmp_path):
+    root, run_id = trained
+    worse = _copy_run(root, run_id, f"{run_id[:-4]}wrse", f1_delta=-0.2)
+    name = "trainstack-fr"
+    assert cli(root, "promote", "fr", worse, *sets(server)).exit_code == 0
+    registry = client(server)
+    assert registry.get_model_version_by_alias(name, "champion").version == "1"
+    p = cli(root, "promote", "fr", run_id, *sets(server))
+    assert p.exit_code == 0 and f"{name} version 2 is @champion" in p.output, p.output
+    refused = cli(root, "promote", "fr", worse, *sets(server))
+    assert refused.exit_code == 2
+    assert registry.get_model_version_by_alias(name, "champion").version == "2"
+    assert len(registry.search_model_versions(f"name = '{name}'")) == 2
+
+    texts = [row["text"] for row in csv.DictReader(open(SAMPLE / "fr" / "train.csv", encoding="utf-8"))][:20]
+    mlflow.set_tracking_uri(server.url)
+    model = mlflow.pyfunc.load_model(f"models:/{name}@champion")
+    import pandas as pd
+
+    served = model.predict(pd.DataFrame({"text": texts}))
+    with open(tmp_path / "in.csv", "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["id", "text"])
+        writer.writerows(enumerate(texts))
+    r = cli(root, "predict", "fr", "--input", str(tmp_path / "in.csv"), "--output", str(tmp_path / "out.csv"))
+    assert r.exit_code == 0, r.output
+    expected = [sorted(filter(None, row["labels"].split(";"))) for row in csv.DictReader(open(tmp_path / "out.csv"))]
+    assert [sorted(json.loads(cell)) for cell in served["labels"]] == expected
+
+
+def test_tensorboard_reads_every_stage_curve_of_the_run(trained):
+    """What `tensorboard --logdir <bucket>/fr/runs` shows, read with TensorBoard's own loader."""
+    from tensorboard.backend.event_processing.event_multiplexer import EventMultiplexer
+
+    root, run_id = trained
+    folder = run_dir(root, "fr", run_id)
+    history = json.loads((folder / "metrics.json").read_text())["history"]
+    board = EventMultiplexer().AddRunsFromDirectory(str(folder.parent)).Reload()
+    scalars = {run: set(tags["scalars"]) for run, tags in board.Runs().items()}
+    for stage in {h["stage"] for h in history}:
+        run = f"{run_id}/tensorboard/{stage}"
+        assert {"train_loss", "valid_loss"} <= scalars[run], scalars
+        epochs = [event.step for event in board.Scalars(run, "valid_loss")]
+        assert epochs == [h["epoch"] for h in history if h["stage"] == stage]
+    assert "tokens_per_s" in scalars[f"{run_id}/tensorboard/lm_finetune"]
+    assert "tokens_per_s" not in scalars[f"{run_id}/tensorboard/classifier"]

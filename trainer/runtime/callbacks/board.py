@@ -1,0 +1,48 @@
+"""TensorBoard curves: each epoch's figures (as its log line has them) and, in LM stages, tokens/s."""
+from __future__ import annotations
+
+import time
+
+from fastai.callback.core import Callback
+
+from trainer.runtime.callbacks.core import skipped
+from trainer.runtime.callbacks.progress import EpochLogCallback
+
+LM_STAGES = ("base_lm", "lm_finetune")
+
+
+class BoardCallback(Callback):
+    """Writes the epoch's record (trainer.runtime.board) after its log line; rank 0 (`board` None elsewhere)."""
+
+    run_after = EpochLogCallback  # the epoch's record is in `history`
+
+    def __init__(self, board, history: list[dict], *, world: int = 1):
+        self.board, self.history, self.world = board, history, world
+        self.seen = len(history)
+
+    def begin_phase(self, phase) -> None:
+        """Nothing to keep: each record names its stage and epoch."""
+
+    def before_train(self):
+        self.tokens, self.started = 0, None
+
+    def after_batch(self):
+        if self.board is None or not self.training or len(self.learn.yb) == 0:
+            return
+        if self.started is None:
+            self.started = time.monotonic()  # from the end of the first batch: its set-up is not throughput
+            return
+        self.tokens += self.learn.xb[0].numel() * self.world
+
+    def after_epoch(self):
+        if self.board is None or skipped(self.learn, self.epoch) or len(self.history) <= self.seen:
+            return
+        self.seen = len(self.history)
+        record = self.history[-1]
+        stage, step = record["stage"], record["epoch"]
+        for name, value in record.items():
+            if name not in ("stage", "phase", "epoch") and isinstance(value, (int, float)):
+                self.board.scalar(stage, name, float(value), step)
+        if stage.startswith(LM_STAGES) and self.started is not None and self.tokens:
+            self.board.scalar(stage, "tokens_per_s", self.tokens / max(time.monotonic() - self.started, 1e-9), step)
+        self.board.sync(force=True)
