@@ -3,6 +3,7 @@ a local artifact root, and the fault proxy (tests/support/gcs_proxy.py) in front
 connection cut mid-export. No mock of the client: trainctl talks HTTP to the server MLflow ships."""
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -44,7 +45,9 @@ def start_mlflow(root: Path, *, timeout_s: float = 120) -> MlflowServer:
     proc = subprocess.Popen([str(exe), "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
                              "--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}",
                              "--artifacts-destination", str(root / "artifacts")],
-                            cwd=root, stdout=log, stderr=subprocess.STDOUT)
+                            cwd=root, stdout=log, stderr=subprocess.STDOUT,
+                            # the GenAI job runners (huey consumers, ~10 processes): nothing here uses them
+                            env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"})
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

@@ -92,3 +92,18 @@ def test_the_alias_must_be_one_mlflow_accepts(project):
         Project.discover().load("local", ["tracking.mlflow.alias=no spaces"])
     config = Project.discover().load("local", ["tracking.mlflow.uri=http://127.0.0.1:5000"])
     assert config.tracking.mlflow.alias == "champion" and config.tracking.mlflow.registered_model == "trainstack-{lang}"
+
+
+def test_a_pretrain_run_mirrors_its_perplexity_curve_and_tokens_and_no_model(tmp_path):
+    bucket = stage_run(tmp_path)
+    metrics = tmp_path / "fr/runs" / RUN / "metrics.json"
+    metrics.write_text(json.dumps({"run_id": RUN, "lang": "fr", "job": "pretrain-lm", "perplexity": 42.4,
+                                   "base_lm": {"id": "pt-9", "tokens": 1_000_000},
+                                   "history": [{"stage": "base_lm", "phase": "1/1", "epoch": 1, "perplexity": 60.0},
+                                               {"stage": "base_lm", "phase": "1/1", "epoch": 2, "perplexity": 45.0}]}))
+    mirror = read_mirror(bucket, "fr", RUN, env="local")
+    points = {(m.key, m.step): m.value for m in mirror.metrics}
+    assert points[("base_lm/perplexity", 1)] == 60.0 and points[("base_lm/perplexity", 2)] == 45.0
+    assert points[("perplexity", 2)] == 42.4 and points[("tokens", 2)] == 1_000_000
+    assert mirror.tags["trainstack.job"] == "pretrain-lm" and mirror.tags["trainstack.base_lm"] == "pt-9"
+    assert not mirror.model  # a base LM is published to <lang>/lm/, not served
