@@ -59,10 +59,20 @@ def export(lang: Annotated[str | None, typer.Argument(help="only this language (
     for code, version in result.champions.items():
         console.print(f"  {code}: {settings.alias} -> {escape(settings.registered_model.replace('{lang}', code))} "
                       f"version {version}", soft_wrap=True)
+    _say_unreadable(result)
     if result.missed:
         raise TrackerUnavailable(settings.uri, result.reason or "refused",
                                  hint=f"{len(result.missed)} not mirrored; once it answers: "
                                       f"{tracking.catch_up(config, result.missed)}")
+    if result.unreadable:
+        fail(f"{len(result.unreadable)} run folder(s) could not be read (above); every other run is mirrored",
+             "fix or remove those folders' files, then export again", ExitStatus.BAD_INPUT)
+
+
+def _say_unreadable(result) -> None:
+    for lang, run_id, why in result.unreadable:
+        err_console.print(f"warning: {lang} {run_id} not mirrored: its run folder cannot be read ({escape(why)})",
+                          soft_wrap=True)
 
 
 def mirror_finished(config, bucket, runs: list[tuple[str, str]], *, champions: list[str] = ()) -> None:
@@ -79,6 +89,7 @@ def mirror_finished(config, bucket, runs: list[tuple[str, str]], *, champions: l
     for code, version in result.champions.items():
         console.print(f"MLflow registry: {settings.registered_model.replace('{lang}', code)} version {version} "
                       f"is @{settings.alias}", soft_wrap=True, markup=False)
+    _say_unreadable(result)
     if result.missed:
         names = ", ".join(f"{lang} {run_id}" for lang, run_id in result.missed)
         err_console.print(f"warning: not mirrored to MLflow ({escape(result.reason or 'refused')}): {escape(names)}; "

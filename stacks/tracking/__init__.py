@@ -20,6 +20,7 @@ class MirrorResult:
     champions: dict[str, int] = field(default_factory=dict)  # lang -> the registered version the alias names
     missed: list[tuple[str, str]] = field(default_factory=list)  # (lang, run id) not mirrored
     reason: str | None = None  # why they were not
+    unreadable: list[tuple[str, str, str]] = field(default_factory=list)  # (lang, run id, why): its folder
 
 
 def mlflow_settings(config):
@@ -47,6 +48,7 @@ def mirror(config, bucket, runs: list[tuple[str, str]], *, champions: list[str] 
     Raises nothing but TrackerUnavailable when tracking is off is not asked for (check mlflow_settings)."""
     from stacks.tracking.client import open_tracker, why
     from stacks.tracking.export import export_run
+    from stacks.tracking.record import read_mirror
     from stacks.tracking.registry import model_name, sync_champion
 
     settings = mlflow_settings(config)
@@ -58,7 +60,12 @@ def mirror(config, bucket, runs: list[tuple[str, str]], *, champions: list[str] 
         return result
     for index, (lang, run_id) in enumerate(runs):
         try:
-            result.exported.append(export_run(tracker, bucket, lang, run_id, env=config.env))
+            record = read_mirror(bucket, lang, run_id, env=config.env)
+        except Exception as exc:  # the run's folder (a half-written file, storage): that run alone is skipped
+            result.unreadable.append((lang, run_id, f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"))
+            continue
+        try:
+            result.exported.append(export_run(tracker, bucket, record))
         except Exception as exc:  # the server went away or refused mid-way: the rest waits for a catch-up
             result.missed, result.reason = list(runs[index:]), why(exc)
             return result

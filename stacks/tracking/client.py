@@ -11,6 +11,7 @@ import contextlib
 import io
 import logging
 import os
+import re
 import warnings
 
 from stacks.errors import TrackerUnavailable, TrainstackError
@@ -18,21 +19,22 @@ from stacks.errors import TrackerUnavailable, TrainstackError
 # What a mirror waits for at most per request (MLflow's defaults: 120 s, 7 retries with backoff 2).
 QUICK = {"MLFLOW_HTTP_REQUEST_TIMEOUT": "10", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1",
          "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1", "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER": "0",
-         "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false"}
+         "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",
+         # a 503/429 with Retry-After: 3600 would otherwise hold the command for an hour (urllib3 sleeps it)
+         "MLFLOW_HTTP_RESPECT_RETRY_AFTER_HEADER": "false"}
 
 
 def why(exc: BaseException) -> str:
     """A failed MLflow call in a few words: unreachable, credentials refused, forbidden, a server error."""
     text = str(exc)
-    for code, words in (("401", "refused the credentials (401): set MLFLOW_TRACKING_TOKEN or "
-                                "MLFLOW_TRACKING_USERNAME/PASSWORD"),
-                        ("403", "forbids this account (403)"), ("UNAUTHENTICATED", "refused the credentials"),
-                        ("PERMISSION_DENIED", "forbids this account")):
-        if code in text:
-            return words
-    for code in ("500", "502", "503", "504"):
-        if f"code {code}" in text or f"status code {code}" in text or f" {code} " in text or f"{code} Server Error" in text:
-            return f"server error ({code})"
+    status = re.search(r"(?:code|status|too many) (\d{3})\b|\b(\d{3}) (?:Client|Server) Error", text)
+    code = (status.group(1) or status.group(2)) if status else None
+    if code == "401" or "UNAUTHENTICATED" in text:
+        return "refused the credentials (401): set MLFLOW_TRACKING_TOKEN or MLFLOW_TRACKING_USERNAME/PASSWORD"
+    if code == "403" or "PERMISSION_DENIED" in text:
+        return "forbids this account (403)"
+    if code and code.startswith("5"):
+        return f"server error ({code})"
     if any(word in text for word in ("Connection", "connection", "Max retries", "timed out", "Timeout")):
         return "unreachable (connection failed or timed out)"
     return f"{type(exc).__name__}: {text.splitlines()[0][:200] if text else ''}"
@@ -89,11 +91,18 @@ class Tracker:
             return found.experiment_id
 
     def find(self, run_id: str, lang: str):
-        """The MLflow run mirroring trainstack run `run_id` of `lang`, or None."""
+        """The MLflow run mirroring trainstack run `run_id` of `lang`, or None. Where there are several (a
+        create_run retried after the server had committed it, two commands mirroring at once), the oldest
+        is the mirror and the others are deleted, so a duplicate never outlives the next export."""
         found = self.client.search_runs(
-            [self.experiment_id], max_results=2,
+            [self.experiment_id], max_results=50,
             filter_string=f"tags.`trainstack.run_id` = '{run_id}' and tags.`trainstack.lang` = '{lang}'")
-        return found[0] if found else None
+        if not found:
+            return None
+        keep, *extra = sorted(found, key=lambda run: (run.info.start_time or 0, run.info.run_id))
+        for duplicate in extra:
+            self.client.delete_run(duplicate.info.run_id)
+        return keep
 
 
 def open_tracker(uri: str, experiment: str) -> Tracker:

@@ -11,7 +11,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from stacks.tracking.record import SOURCE_TAG, Mirror, read_mirror
+from stacks.tracking.record import SOURCE_TAG, Mirror
 from trainer.runfiles.status_file import run_key
 from trainer.storage import Bucket
 
@@ -62,17 +62,17 @@ def _write_files(client, bucket: Bucket, mirror: Mirror, mlflow_run_id: str) -> 
             client.log_artifact(mlflow_run_id, str(local), artifact_path=None if folder == "." else folder)
 
 
-def export_run(tracker, bucket: Bucket, lang: str, run_id: str, *, env: str) -> Exported:
-    """Create or complete the MLflow run of one trainstack run; TrackerUnavailable-worthy errors propagate."""
-    mirror = read_mirror(bucket, lang, run_id, env=env)
-    client = tracker.client
+def export_run(tracker, bucket: Bucket, mirror: Mirror) -> Exported:
+    """Create or complete the MLflow run of one trainstack run (`mirror`: record.read_mirror); MLflow's
+    errors propagate."""
+    lang, run_id, client = mirror.lang, mirror.run_id, tracker.client
     found = tracker.find(run_id, lang)
     if found is not None and found.data.tags.get(SOURCE_TAG) == mirror.source_sha:
         return Exported(lang, run_id, "unchanged", found.info.run_id)
     if found is None:
-        created = client.create_run(tracker.experiment_id, start_time=mirror.start_ms, run_name=mirror.name,
-                                    tags={k: v for k, v in mirror.tags.items() if k != SOURCE_TAG})
-        mlflow_run_id = created.info.run_id
+        client.create_run(tracker.experiment_id, start_time=mirror.start_ms, run_name=mirror.name,
+                          tags={k: v for k, v in mirror.tags.items() if k != SOURCE_TAG})
+        mlflow_run_id = tracker.find(run_id, lang).info.run_id  # the oldest, if a retried create made two
     else:
         mlflow_run_id = found.info.run_id
     _write_values(client, mlflow_run_id, mirror, found)
@@ -80,11 +80,16 @@ def export_run(tracker, bucket: Bucket, lang: str, run_id: str, *, env: str) -> 
     if mirror.model and (found is None or MODEL_TAG not in found.data.tags):
         from stacks.tracking.model import log_model
 
+        from stacks.tracking.model import code_version
+
+        client.set_tag(mlflow_run_id, "trainstack.model_code", code_version())
         client.set_tag(mlflow_run_id, MODEL_TAG, log_model(tracker, bucket, lang, run_id, mlflow_run_id))
     if mirror.end_ms is not None:
         from stacks.tracking.client import quiet
 
         with quiet():  # it prints links to the run on stdout
             client.set_terminated(mlflow_run_id, status=mirror.mlflow_status, end_time=mirror.end_ms)
+    elif found is not None and found.info.status != "RUNNING":
+        client.update_run(mlflow_run_id, status="RUNNING")  # a FAILED run resumed under the same id
     client.set_tag(mlflow_run_id, SOURCE_TAG, mirror.source_sha)  # last: the mirror is complete
     return Exported(lang, run_id, "created" if found is None else "updated", mlflow_run_id)

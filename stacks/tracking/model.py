@@ -45,8 +45,40 @@ def _trainer_code(dest: Path) -> str:
     return str(dest / "trainer")
 
 
+def code_version() -> str:
+    """Which trainer code the model carries: the checkout's commit, else the installed package's version.
+    (The model's code is the exporting trainctl's `trainer`; a run trained by another commit is told apart by
+    this tag next to `trainstack.git_sha`.)"""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from stacks.runs.stack_ops import git_sha
+
+    try:
+        sha = git_sha(Path(trainer.__file__).resolve().parents[1])
+    except OSError:  # no git on this machine
+        sha = None
+    if sha:
+        return sha
+    try:
+        return f"trainstack {version('trainstack')}"
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def logged_before(tracker, mlflow_run_id: str) -> str | None:
+    """The URI of the model a previous export logged for this run (one cut short before it said so), or None."""
+    from mlflow.entities import LoggedModelStatus
+
+    models = tracker.client.search_logged_models(
+        [tracker.experiment_id], filter_string=f"source_run_id = '{mlflow_run_id}' AND name = 'model'")
+    ready = [m for m in models if m.status == LoggedModelStatus.READY]
+    return ready[0].model_uri if ready else None
+
+
 def log_model(tracker, bucket: Bucket, lang: str, run_id: str, mlflow_run_id: str) -> str:
-    """Logs the run's model under its MLflow run; returns the model's URI (models:/...)."""
+    """Logs the run's model under its MLflow run, once; returns the model's URI (models:/...)."""
+    if (uri := logged_before(tracker, mlflow_run_id)) is not None:
+        return uri
     import mlflow
     from mlflow.models import ModelSignature
     from mlflow.types import ColSpec, Schema

@@ -96,10 +96,35 @@ def test_export_mirrors_a_run_once_however_often_it_runs(server, trained):
     assert {"metrics.json", "log.txt", "report.html", "valid_predictions.csv", "plots"} <= files
     assert tags["trainstack.model_uri"].startswith("models:/")
 
-    again = cli(root, "runs", "export", *sets(server))
+    lengths = history_lengths(server, run)
+    again = cli(root, "runs", "export", "fr", run_id, *sets(server))
     assert again.exit_code == 0 and "0 created, 0 updated, 1 unchanged" in again.output
-    [same] = mirrored(server)
-    assert same.info.run_id == run.info.run_id and history_lengths(server, same) == history_lengths(server, run)
+    # Forget that the mirror is complete: the next export compares point by point and writes none twice.
+    client(server).delete_tag(run.info.run_id, "trainstack.source_sha")
+    server.proxy.clear()
+    redo = cli(root, "runs", "export", "fr", run_id, *sets(server, server.proxy.url))
+    assert redo.exit_code == 0 and "0 created, 1 updated" in redo.output, redo.output
+    batches = [seen for seen in server.proxy.requests if "log-batch" in seen.target]
+    assert len(batches) == 1  # the tags; no params, no metric point (all there), and no second run or model
+    created = [seen.target for seen in server.proxy.requests if seen.method == "POST"
+               and (seen.target.endswith("/runs/create") or seen.target.endswith("/logged-models"))]
+    assert created == []
+    [same] = mirrored(server, run_id)
+    assert same.info.run_id == run.info.run_id and history_lengths(server, same) == lengths
+
+
+def test_a_second_mirror_of_one_run_is_removed_by_the_next_export(server, trained):
+    """Two MLflow runs for one trainstack run (a create_run retried after the server had committed it, or two
+    commands mirroring at once): the oldest stays the mirror, the other is deleted."""
+    root, run_id = trained
+    assert cli(root, "runs", "export", "fr", run_id, *sets(server)).exit_code == 0
+    [original] = mirrored(server, run_id)
+    client(server).create_run(original.info.experiment_id, start_time=original.info.start_time + 1,
+                              tags={"trainstack.run_id": run_id, "trainstack.lang": "fr"})
+    assert len(mirrored(server, run_id)) == 2
+    r = cli(root, "runs", "export", "fr", run_id, *sets(server))
+    assert r.exit_code == 0 and "1 unchanged" in r.output, r.output
+    assert [run.info.run_id for run in mirrored(server, run_id)] == [original.info.run_id]
 
 
 @pytest.mark.parametrize("fault,suffix", [("status-401", "a401"), ("status-503", "a503"), ("cut", "acc0")])

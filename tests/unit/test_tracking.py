@@ -79,7 +79,11 @@ def test_the_catch_up_command_names_what_was_missed(tmp_path):
     ("API request to endpoint /api/2.0/mlflow/runs/log-batch failed with error code 401 != 200", "(401)"),
     ("API request to endpoint x failed with error code 503 != 200. Response body: ''", "server error (503)"),
     ("HTTPConnectionPool(host='127.0.0.1', port=9): Max retries exceeded (Caused by NewConnectionError)", "unreachable"),
-    ("PERMISSION_DENIED: no", "forbids")])
+    ("PERMISSION_DENIED: no", "forbids"),
+    ("HTTPConnectionPool(host='h', port=8403): Max retries exceeded (Caused by ResponseError('too many 503 error "
+     "responses'))", "server error (503)"),
+    ("HTTPConnectionPool(host='h', port=8401): Max retries exceeded (Caused by NewConnectionError: refused)",
+     "unreachable")])
 def test_a_failed_call_is_said_in_a_few_words(message, reason):
     assert reason in why(RuntimeError(message))
 

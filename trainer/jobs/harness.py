@@ -58,7 +58,7 @@ def run_job(args) -> int:
     preemption = Preemption(ctx)
     preemption.install()
     started = time.time()
-    log, rc, stop_notes, interrupted = QuietLog(), None, lambda: None, False
+    log, rc, fit, stop_notes, interrupted = QuietLog(), None, None, lambda: None, False
     try:
         D.init(ctx)
         log, _ = _log_for(ctx, bucket, args)
@@ -106,6 +106,8 @@ def run_job(args) -> int:
             mark_failed(bucket, args.lang, args.run_id, args.env, f"rank {ctx.rank}: {type(exc).__name__}: {exc}")
         return TrainerExit.FAILED
     finally:
+        if fit is not None and fit.board is not None:
+            fit.board.close()  # the curves' last points, whatever ended the run
         stop_notes()
         log.close(seal=not interrupted)
         D.shutdown(ctx)

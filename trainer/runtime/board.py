@@ -54,12 +54,16 @@ class Board:
             try:
                 self.bucket.upload(path, key)
             except StorageError as exc:
-                print(f"TensorBoard file not uploaded ({exc}); the next sync tries again", flush=True)
+                self.log.line(f"TensorBoard file not uploaded ({exc}); the next sync tries again")
                 continue
             self.sent[path] = size
         self._last_sync = time.monotonic()
 
     def close(self) -> None:
-        self.sync(force=True)
-        for writer in self.writers.values():
-            writer.close()
+        """The last sync, then the writers closed; never raises (it runs however the run ended)."""
+        try:
+            self.sync(force=True)
+            for writer in self.writers.values():
+                writer.close()
+        except Exception as exc:  # noqa: BLE001 - the curves are a view: the run's end must not depend on them
+            print(f"TensorBoard files not closed ({type(exc).__name__}: {exc})", flush=True)
