@@ -45,4 +45,4 @@ class BoardCallback(Callback):
                 self.board.scalar(stage, name, float(value), step)
         if stage.startswith(LM_STAGES) and self.started is not None and self.tokens:
             self.board.scalar(stage, "tokens_per_s", self.tokens / max(time.monotonic() - self.started, 1e-9), step)
-        self.board.sync(force=True)
+        self.board.sync()  # at most every few seconds; the run's end closes the board with a last sync
