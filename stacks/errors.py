@@ -68,11 +68,22 @@ class RunNotFoundError(TrainstackError):
 
 
 class VmCreationError(InfraError):
-    """No VM of a run could be created for `minutes` (only errors from its group, no status.json)."""
+    """No VM of a run could be created for `minutes` (only errors from its group, no VM running);
+    `kinds`: of the errors (capacity, quota, other)."""
 
-    def __init__(self, run_id: str, minutes: float, last: str, *, hint: str):
+    def __init__(self, run_id: str, minutes: float, last: str, *, hint: str, kinds: frozenset = frozenset()):
         super().__init__(f"no VM of run {run_id} could be created in {minutes:g} min: {last}", hint=hint)
-        self.run_id, self.minutes, self.last = run_id, minutes, last
+        self.run_id, self.minutes, self.last, self.kinds = run_id, minutes, last, kinds
+
+    @property
+    def movable(self) -> bool:
+        """Only capacity or quota was missing: another zone may have it."""
+        return bool(self.kinds) and self.kinds <= {"capacity", "quota"}
+
+
+class NoCapacityError(InfraError):
+    """Every placement lacked capacity (or quota) for `capacity_wait_minutes`: the stack is destroyed, the run
+    resumable."""
 
 
 class TrackerUnavailable(InfraError):

@@ -19,7 +19,7 @@ from trainer.params import Job
 
 
 def run_command(langs: list[str] | None, env: str, sets, detach: bool, *, job: str, parallel: int | None = None,
-                promote: bool = False) -> None:
+                promote: bool = False, resume: dict[str, str] | None = None) -> None:
     """Run the languages' jobs (None: every language of the env), render them, exit with the command's
     status (0: every language succeeded)."""
     from stacks.cli.multi_view import TableView
@@ -31,7 +31,7 @@ def run_command(langs: list[str] | None, env: str, sets, detach: bool, *, job: s
     with view:
         try:
             results = run_languages(project, config, langs, job=job, detach=detach, view=view, sets=list(sets or []),
-                                    parallel=parallel, promote=promote, describe_error=_described)
+                                    parallel=parallel, promote=promote, describe_error=_described, resume=resume)
         except RunsInterrupted as stop:
             view.interrupted(stop, env)
             raise typer.Exit(ExitStatus.INTERRUPTED) from None

@@ -15,6 +15,9 @@ LangsArg = Annotated[list[str] | None, typer.Argument(help="language codes, e.g.
 AllOpt = Annotated[bool, typer.Option("--all", help="every language of the env")]
 ParallelOpt = Annotated[int | None, typer.Option(
     "--parallel", min=1, help="runs at a time (gcp default: all; local default: 1, and N shares the cores N ways)")]
+ResumeOpt = Annotated[str | None, typer.Option(
+    "--resume", metavar="RUN_ID", help="continue this stopped run of the one language named (no capacity, "
+    "max_run_hours, destroyed) from its checkpoints, with the same data")]
 PromoteOpt = Annotated[bool, typer.Option(
     "--promote-if-better", help="promote each run that beats the promoted model on the same rows (trainctl promote)")]
 
@@ -25,7 +28,8 @@ def register(app: typer.Typer) -> None:
 
 @mapped_errors
 def train(langs: LangsArg = None, all_langs: AllOpt = False, env: EnvOpt = "local", sets: SetOpt = None,
-          detach: DetachOpt = False, parallel: ParallelOpt = None, promote_if_better: PromoteOpt = False):
+          detach: DetachOpt = False, parallel: ParallelOpt = None, promote_if_better: PromoteOpt = False,
+          resume: ResumeOpt = None):
     """Apply train-LANG, follow the run, destroy the stack, print metrics and artifact URIs.
     Several languages (or --all): one live view, each stack destroyed as its run ends, one summary;
     exit 0 only when every language succeeded."""
@@ -35,5 +39,8 @@ def train(langs: LangsArg = None, all_langs: AllOpt = False, env: EnvOpt = "loca
     if promote_if_better and detach:
         fail("--promote-if-better needs the run's result: it cannot go with --detach",
              "promote later: trainctl promote LANG RUN", ExitStatus.BAD_INPUT)
+    if resume and (all_langs or len(set(langs or [])) != 1):
+        fail("--resume continues one run: name its one language", f"e.g. trainctl train fr --resume {resume}",
+             ExitStatus.BAD_INPUT)
     run_command(list(dict.fromkeys(langs)) if langs else None, env, sets, detach, job=Job.CLASSIFIER, parallel=parallel,
-                promote=promote_if_better)
+                promote=promote_if_better, resume={langs[0]: resume} if resume else None)

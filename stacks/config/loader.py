@@ -70,6 +70,21 @@ def parse_set(expr: str) -> tuple[list[str], Any]:
     return parts, value
 
 
+def _env_files(envs_dir: Path, env: str, seen: list[str]) -> list[Path]:
+    """The env's file after the files of the envs it `extends` (an overlay of an overlay: envs/local-spot.yaml)."""
+    path = envs_dir / f"{env}.yaml"
+    label = f"envs/{path.name}"
+    parent = _read_yaml(path, label).get("extends")
+    if parent is None:
+        return [path]
+    if not isinstance(parent, str) or parent == "base" or not (envs_dir / f"{parent}.yaml").is_file():
+        raise ConfigError(f"extends: {parent!r} is not an environment of {envs_dir.name}/",
+                          source=label, hint=f"name one of: {', '.join(available_envs(envs_dir))}")
+    if parent in seen or parent == env:
+        raise ConfigError(f"extends goes round in a circle: {' -> '.join([*seen, env, parent])}", source=label)
+    return [*_env_files(envs_dir, parent, [*seen, env]), path]
+
+
 def merged_document(envs_dir: Path, env: str, overrides: list[str]) -> tuple[dict, dict[tuple, str]]:
     base_path = envs_dir / "base.yaml"
     env_path = envs_dir / f"{env}.yaml"
@@ -81,10 +96,11 @@ def merged_document(envs_dir: Path, env: str, overrides: list[str]) -> tuple[dic
         )
     origin: dict[tuple, str] = {}
     doc: dict = {}
-    for path in (base_path, env_path):
+    for path in (base_path, *_env_files(envs_dir, env, [])):
         if path.is_file():
             label = f"envs/{path.name}"
             doc = deep_merge(doc, _read_yaml(path, label), origin, label)
+    doc.pop("extends", None)
     for expr in overrides:
         parts, value = parse_set(expr)
         nested: Any = value

@@ -82,9 +82,16 @@ class LanguageSettings(StrictModel):
                        "(`train --parallel N` sets each run's share)")
     max_restarts: int = Field(3, ge=0, le=100, description="times an interrupted (preempted) run is resumed")
     max_run_hours: float = Field(6, gt=0, le=168, description="a run is stopped (checkpoint, FAILED) this long after it started")
-    creation_error_minutes: float = Field(10, gt=0, le=1440, description="gcp: while a run has no status.json, how "
-                                          "long its group may fail to create VMs (each error printed once) before "
-                                          "`trainctl train` destroys the stack and exits 3")
+    creation_error_minutes: float = Field(10, gt=0, le=1440, description="while a run has no VM (before its first "
+                                          "status.json, or after a preemption) how long its group may fail to create "
+                                          "one (each error printed once) before `trainctl train` moves the run to its "
+                                          "next zone (no capacity or quota) or destroys the stack and exits 3 (any "
+                                          "other error)")
+    capacity_wait_minutes: float = Field(60, ge=0, le=10080, description="when every zone lacks capacity: how long "
+                                         "`trainctl train` keeps trying them again (backoff) before it destroys the "
+                                         "stack and exits 3, the run resumable (`train LANG --resume RUN_ID`)")
+    on_demand_fallback: bool = Field(False, description="gcp, spot: take on-demand VMs once every zone lacked Spot "
+                                     "capacity (at the on-demand price; said with the difference)")
     disk_gb: int = Field(100, ge=10, description="gcp: boot disk size of each VM")
     disk_type: str = Field("pd-balanced", description="boot disk type (pd-balanced, pd-ssd, hyperdisk-balanced)")
     shm_size: str = Field("16g", pattern=r"^\d+[kmg]?$", description="gcp: /dev/shm of the trainer container (data loader workers)")
@@ -138,6 +145,58 @@ class CiSettings(StrictModel):
 BUCKET_SCHEMES = {"local": "file", "gcp": "gs"}
 
 
+class SimOutage(StrictModel):
+    """A window of a simulated zone without Spot capacity, in market seconds since the run started."""
+
+    start_s: float = Field(0, ge=0, description="when the zone runs dry")
+    end_s: float | None = Field(None, gt=0, description="when capacity is back (unset: never)")
+
+
+class SimZone(StrictModel):
+    outages: list[SimOutage] = Field([], description="windows without capacity")
+
+
+class SimPreemption(StrictModel):
+    """A preemption of the VM in `zone`: at a market time, or when the run reaches `epoch` of `stage`."""
+
+    zone: str
+    at_s: float | None = Field(None, ge=0, description="market seconds since the run started")
+    stage: str | None = Field(None, description="or: once the run's status shows this stage ...")
+    epoch: int = Field(1, ge=0, description="... at this epoch or later")
+    outage_s: float | None = Field(0, ge=0, description="the zone is dry this long after it (unset: for good)")
+
+    @model_validator(mode="after")
+    def _one_trigger(self) -> "SimPreemption":
+        if (self.at_s is None) == (self.stage is None):
+            raise ValueError(f"a preemption of {self.zone} needs at_s or stage (one of them)")
+        return self
+
+
+class SpotMarketSettings(StrictModel):
+    """local target: a simulated Spot market (trainer/launchers/local/market.py), its zones tried in this order."""
+
+    speedup: float = Field(1, gt=0, description="market seconds per wall-clock second")
+    zones: dict[str, SimZone] = Field(min_length=1, description="simulated zones, in order of preference")
+    preemptions: list[SimPreemption] = Field([], description="when VMs are taken back")
+
+    @model_validator(mode="after")
+    def _known_zones(self) -> "SpotMarketSettings":
+        unknown = sorted({p.zone for p in self.preemptions} - set(self.zones))
+        if unknown:
+            raise ValueError(f"preemptions name zones the market lacks: {', '.join(unknown)} "
+                             f"(zones: {', '.join(self.zones)})")
+        return self
+
+    def to_json(self) -> str:
+        """What the local launcher reads (trainer.launchers.local.market.Market.from_json)."""
+        import json
+
+        return json.dumps({
+            "speedup": self.speedup,
+            "zones": {z: [[o.start_s, o.end_s] for o in zone.outages] for z, zone in self.zones.items()},
+            "preemptions": [p.model_dump() for p in self.preemptions]}, separators=(",", ":"))
+
+
 class EnvConfig(StrictModel):
     """One environment's effective configuration."""
 
@@ -162,6 +221,8 @@ class EnvConfig(StrictModel):
     subnetwork: str | None = Field(None, description="subnetwork self-link (needs Private Google Access)")
     ci: CiSettings = CiSettings()
     tracking: TrackingSettings = TrackingSettings()
+    spot_market: SpotMarketSettings | None = Field(None, description="local target: simulate Spot capacity and "
+                                                   "preemptions (envs/local-spot.yaml)")
     defaults: LanguageSettings = LanguageSettings()
     languages: dict[str, LanguageSettings]
 

@@ -20,7 +20,8 @@ class LocalTrainer(Construct):
 
     def __init__(self, scope: Construct, id: str, *, run_id: str, replace_on: str, python: str, workdir: Path,
                  procs_dir: Path, max_run_hours: float, trainer_args: list[str], processes: int = 1,
-                 max_restarts: int = 3, cores: int = 0, cores_dir: Path | None = None) -> None:
+                 max_restarts: int = 3, cores: int = 0, cores_dir: Path | None = None, zone: str | None = None,
+                 market: str | None = None) -> None:
         super().__init__(scope, id)
         supervisor = [python, "-m", "trainer.launchers.local.supervisor"]
         # Destroy-time provisioners may only reference `self`: the run id is its output.
@@ -29,7 +30,8 @@ class LocalTrainer(Construct):
             *map(shlex.quote, supervisor), "start", "--state-dir", state_dir,
             "--max-run-hours", str(max_run_hours), "--processes", str(processes),
             "--max-restarts", str(max_restarts),
-            *(["--cores", str(cores), "--cores-dir", shlex.quote(str(cores_dir))] if cores_dir else []), "--",
+            *(["--cores", str(cores), "--cores-dir", shlex.quote(str(cores_dir))] if cores_dir else []),
+            *(["--zone", shlex.quote(zone), "--market", shlex.quote(market)] if market and zone else []), "--",
             *map(shlex.quote, trainer_args), "--run-id", "${self.output.run_id}",
         ])
         stop = " ".join([*map(shlex.quote, supervisor), "stop", "--state-dir", state_dir])

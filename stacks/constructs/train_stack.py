@@ -50,7 +50,7 @@ class TrainStack(TerraformStack):
             workdir=local.workdir, procs_dir=local.procs_dir,
             max_run_hours=config.language(lang).max_run_hours, trainer_args=trainer_args(config, lang),
             processes=config.language(lang).processes, max_restarts=config.language(lang).max_restarts,
-            cores=config.language(lang).cores, cores_dir=local.cores_dir,
+            cores=config.language(lang).cores, cores_dir=local.cores_dir, zone=local.zone, market=local.market,
         )
         TerraformOutput(self, "run_id_out", value=self.trainer.run_id, static_id=True).override_logical_id("run_id")
 

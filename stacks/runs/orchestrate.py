@@ -80,11 +80,13 @@ def prepared_config(project: "Project", config: "EnvConfig", sets: list[str], la
 
 def run_languages(project: "Project", config: "EnvConfig", langs: list[str], *, job: Job, detach: bool,
                   view: RunView, describe_error: Callable, sets: list[str] | None = None,
-                  parallel: int | None = None, promote: bool = False) -> list[LanguageResult]:
+                  parallel: int | None = None, promote: bool = False,
+                  resume: dict[str, str] | None = None) -> list[LanguageResult]:
     """Run every language's `job` (set here, once, on each language's config: the stacks and runs read it
     there); results in the order of `langs`. `parallel`: runs at a time (default:
     all where the target runs them side by side, else one); `describe_error(exc)` -> (message, hint, code);
-    `promote`: promote each successful run that beats the promoted model (a problem there is a note)."""
+    `promote`: promote each successful run that beats the promoted model (a problem there is a note);
+    `resume`: {lang: run id} of stopped runs to continue instead of starting new ones."""
     from stacks.targets import target_of
 
     target = target_of(config)
@@ -93,11 +95,12 @@ def run_languages(project: "Project", config: "EnvConfig", langs: list[str], *, 
     together = [lang for lang in langs if lang in config.languages][:parallel]
     decided = target.preflight_together(config, together, None) if len(together) > 1 else {}
     return run_in_workers(project, config, langs, detach=detach, parallel=parallel, view=view,
-                          describe_error=describe_error, promote=promote, decided=decided)
+                          describe_error=describe_error, promote=promote, decided=decided, resume=resume)
 
 
 def run_in_workers(project, config, langs: list[str], *, detach: bool, parallel: int, view: RunView,
-                   describe_error: Callable, promote: bool = False, decided: dict | None = None) -> list[LanguageResult]:
+                   describe_error: Callable, promote: bool = False, decided: dict | None = None,
+                   resume: dict[str, str] | None = None) -> list[LanguageResult]:
     """`parallel` worker threads take the languages in order. Ctrl-C reaches this (main) thread and raises
     RunsInterrupted, leaving the runs as they are (daemon workers: nothing waits for them)."""
     from trainer.runfiles.status_file import SUCCEEDED
@@ -120,7 +123,8 @@ def run_in_workers(project, config, langs: list[str], *, detach: bool, parallel:
         try:
             rep = reporters[lang] = view.reporter(lang)
             outcome = runflow.run_language(project, config, lang, detach=detach, rep=rep, echo=view.echo,
-                                           start_lock=start_lock, decided=(decided or {}).get(lang), track=track)
+                                           start_lock=start_lock, decided=(decided or {}).get(lang), track=track,
+                                           resume=(resume or {}).get(lang))
         except Exception as exc:  # this language's error, reported with it; the others go on
             message, hint, code = describe_error(exc)
             return LanguageResult(lang, code, time.monotonic() - started, message=message, hint=hint)

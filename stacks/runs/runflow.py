@@ -8,9 +8,11 @@ from __future__ import annotations
 from contextlib import nullcontext
 from typing import TYPE_CHECKING, Callable
 
-from stacks.errors import VmCreationError
+from stacks.errors import NoCapacityError, VmCreationError
 from stacks.runs import stack_ops, watch
+from stacks.runs.failover import Failover, RunJournal
 from stacks.runs.language_run import LanguageRun, resolve
+from stacks.runs.watch import StatusMissing
 from stacks.runs.preflight import report_preflight
 from stacks.targets import target_of
 
@@ -31,13 +33,14 @@ def resume_hint(lang: str, env: str) -> str:
 
 def run_language(project: "Project", config: "EnvConfig", lang: str, *, detach: bool, rep,
                  echo: Callable | None = None, start_lock=None, decided=None,
-                 track: Callable[..., None] = lambda phase, run_id=None: None) -> LanguageRun:
+                 track: Callable[..., None] = lambda phase, run_id=None: None, resume: str | None = None) -> LanguageRun:
     """Apply the language's stack, follow its run to the end and destroy the stack (unless `detach`).
 
     `start_lock`: held from the preflight to the launch, so languages run side by side synthesize
     and apply one at a time (one cdktf app, one synth output) and follow their runs together.
     `decided`: the target's placement decision from `preflight_together` (gcp: the zone).
     `track(phase, run_id)`: told as the run moves on (the phases above), for what a Ctrl-C leaves.
+    `resume`: continue this stopped run (its checkpoints) instead of starting a new one.
     -> the run, its status None when the command detached."""
     from stacks.terraform import terraform_binary
     from trainer.runfiles.status_file import read_status
@@ -48,7 +51,10 @@ def run_language(project: "Project", config: "EnvConfig", lang: str, *, detach: 
         report_preflight(run, rep)
         stack_ops.open_stack(run, echo=echo, preflight=True, reporter=rep, decided=decided)
         track(APPLYING)
-        attached = stack_ops.launch(run, rep)
+        attached = stack_ops.launch(run, rep, resume=resume)
+    journal = RunJournal(run.bucket, lang, run.run_id)
+    if not attached:
+        journal.placed(placement_record(run.placement))
     if attached:
         running = read_status(run.bucket, lang, run.run_id)
         if running is not None and running.job != run.job:
@@ -64,23 +70,96 @@ def run_language(project: "Project", config: "EnvConfig", lang: str, *, detach: 
     note = None if attached else target.waiting_note(config, lang, run.placement)
     if note:
         rep.info(note)
-    alive = target.launcher_alive(project, run.env, run.run_id)
     try:
-        run.status = watch.follow(
-            run.bucket, lang, run.run_id, rep, launcher_alive=alive, poll_s=target.poll_s,
-            appear_timeout_s=target.status_appear_timeout_s,
-            give_up_at=watch.give_up_time(run.run_id, run.settings.max_run_hours),
-            creation_errors=target.creation_errors(config, lang, rep, placement=run.placement),
-            creation_error_limit_s=run.settings.creation_error_minutes * 60)
-    except VmCreationError:
+        run.status = follow_moving(run, rep, journal, echo=echo, start_lock=start_lock, track=track)
+    except (VmCreationError, StatusMissing):
         # Nothing ran: the group would keep retrying (and a late VM start billing) unless torn down.
+        journal.ended("creation failed")
         track(DESTROYING)
         stack_ops.teardown(run, rep)
         raise
+    journal.ended(run.status.state.lower())
     track(DESTROYING)
     stack_ops.teardown(run, rep)
     record_cost(run, rep)
     return run
+
+
+def placement_record(placement) -> dict:
+    """What metadata/placements.json says of a placement."""
+    zone = getattr(placement, "zone", None)
+    return {"zone": zone, **({"region": zone.rsplit("-", 1)[0]} if zone and zone.count("-") >= 2 else {}),
+            **({"spot": placement.spot} if getattr(placement, "spot", None) is not None else {})}
+
+
+def follow_moving(run: LanguageRun, rep, journal: RunJournal, *, echo=None, start_lock=None,
+                  track: Callable[..., None] = lambda phase, run_id=None: None):
+    """Follow the run to its final status, moving it to the next placement whenever its group can create no
+    VM for lack of capacity or quota (stacks.runs.failover); every move and preemption in `journal`."""
+    config, lang, settings = run.config, run.lang, run.settings
+    target = target_of(config)
+    candidates = target.placements(config, lang, rep, first=run.placement)
+    failover = Failover(candidates, settings.capacity_wait_minutes * 60, target.capacity_retry_s(config))
+    failover.index = next((i for i, c in enumerate(candidates) if c == run.placement), 0)
+
+    def seen(status) -> None:
+        event = journal.observe(status)
+        if event == "preempted":
+            rep.warn(f"run {run.run_id} was interrupted in {target.describe_placement(run.placement)} (preempted, or "
+                     f"its machine lost): waiting for its group to create a VM again; it resumes from its checkpoint")
+        elif event in ("started", "training"):
+            if failover.waited_s():
+                journal.waited(failover.waited_s())
+            failover.vm_came()
+            if event == "training":
+                rep.info(f"run {run.run_id} is training again in {target.describe_placement(run.placement)}")
+
+    while True:
+        alive = target.launcher_alive(run.project, run.env, run.run_id)
+        try:
+            return watch.follow(
+                run.bucket, lang, run.run_id, rep, launcher_alive=alive, poll_s=target.poll_s,
+                appear_timeout_s=target.status_appear_timeout_s,
+                give_up_at=watch.give_up_time(run.run_id, settings.max_run_hours),
+                creation_errors=target.creation_errors(config, lang, rep, placement=run.placement,
+                                                       project=run.project, run_id=run.run_id),
+                creation_error_limit_s=settings.creation_error_minutes * 60,
+                vm_running=lambda: target.vm_running(run.project, config, lang, run.run_id, run.placement),
+                on_status=seen)
+        except VmCreationError as exc:
+            if not exc.movable:
+                raise
+            journal.ended("no capacity" if "capacity" in exc.kinds else "no quota")
+            where = target.describe_placement(run.placement)
+            rep.warn(f"no VM for run {run.run_id} in {where} for {exc.minutes:g} min ({exc.last}): moving it")
+            track(DESTROYING)
+            stack_ops.teardown(run, rep)  # nothing billed while it waits or moves
+            placement = failover.next_placement(exc.minutes * 60, rep.info)
+            if placement is None:
+                give_up(run, rep, journal, failover, len(candidates), exc.hint)
+            track(APPLYING)
+            with start_lock or nullcontext():
+                stack_ops.reapply(run, placement, rep, echo=echo)
+            journal.placed(placement_record(placement))
+            rep.info(f"run {run.run_id} moved to {target.describe_placement(placement)}: it resumes from its "
+                     f"last checkpoint")
+            track(FOLLOWING, run.run_id)
+
+
+def give_up(run: LanguageRun, rep, journal: RunJournal, failover: Failover, tried: int, advice: str):
+    """Every placement lacked capacity for capacity_wait_minutes: the stack is already destroyed; the run is
+    marked FAILED, resumable; NoCapacityError (exit 3)."""
+    from trainer.runfiles.status_file import mark_failed
+
+    waited = failover.waited_s()
+    journal.waited(waited)
+    hint = (f"resume it when capacity is back: trainctl train {run.lang} --env {run.env} --resume {run.run_id} "
+            f"(its checkpoints are kept; nothing is running or billed)")
+    message = (f"no capacity for run {run.run_id} in any of {tried} placement(s) for {waited / 60:.1f} min "
+               f"(capacity_wait_minutes={run.settings.capacity_wait_minutes:g}): stopped")
+    mark_failed(run.bucket, run.lang, run.run_id, run.env, f"{message}; {hint}")
+    run.status = None
+    raise NoCapacityError(message, hint=f"{hint}\n  or: {advice}")
 
 
 def record_cost(run: LanguageRun, rep) -> None:

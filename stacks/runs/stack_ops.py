@@ -11,13 +11,13 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from stacks.config import EnvConfig
-from stacks.errors import InfraError
+from stacks.errors import InfraError, TrainstackError
 from stacks.project import Project
 from stacks.runs.language_run import LanguageRun
 from stacks.terraform import terraform_version
 from stacks.runs.watch import Reporter, live_state
 from stacks.targets import target_of
-from trainer.runfiles.status_file import TRAINCTL_META, new_run_id, run_key
+from trainer.runfiles.status_file import INTERRUPTED_STAGE, PENDING, SUCCEEDED, TRAINCTL_META, new_run_id, run_key
 
 
 def synth_and_init(project: Project, config: EnvConfig, name: str, echo=None, placements=None):
@@ -109,23 +109,69 @@ def git_sha(root: Path) -> str | None:
     return out.stdout.strip() or None
 
 
-def launch(run: LanguageRun, reporter: Reporter) -> bool:
-    """Apply the stack for a new run, or take the active run -> whether it attached; run.run_id is set."""
+def launch(run: LanguageRun, reporter: Reporter, *, resume: str | None = None) -> bool:
+    """Apply the stack for a new run (or for `resume`, a stopped run continued from its checkpoints), or take
+    the active run -> whether it attached; run.run_id is set."""
     with stack_lock(run.project, run.env, run.stack):
         current, state = stack_run(run)
         if current:
             if state is not None:
+                if resume and current != resume:
+                    raise RunActiveError(f"run {current} of {run.lang} is active in env {run.env}; one run per "
+                                         f"language at a time", hint=f"wait for it (trainctl train {run.lang} "
+                                         f"attaches) or stop it (trainctl destroy {run.lang}), then resume {resume}")
                 reporter.info(f"a {run.lang} run is already active in env {run.env} "
                               f"({current}, {state}); following it instead of starting another")
                 run.run_id = current
                 return True
             reporter.info(f"tearing down the ended run {current} left in {run.stack}")
             run.tf.destroy({"run_id": current})
-        run.run_id = new_run_id()
+        if resume:
+            reopen(run, resume, reporter)
+        run.run_id = resume or new_run_id()
         reporter.info(f"applying {run.stack} (run {run.run_id})")
         run.tf.apply({"run_id": run.run_id})
         write_run_metadata(run)
         return False
+
+
+class RunActiveError(TrainstackError):
+    """Another run of the language holds the stack (exit 2)."""
+
+
+def reopen(run: LanguageRun, run_id: str, reporter: Reporter) -> None:
+    """Make a stopped run resumable by its trainer (status no longer final); refuse one that cannot be (exit 2)."""
+    from stacks.errors import RunNotFoundError
+    from trainer.runfiles.status_file import now_iso, read_status, run_prefix, write_status
+
+    status = read_status(run.bucket, run.lang, run_id)
+    if status is None and not run.bucket.list(run_prefix(run.lang, run_id)):
+        raise RunNotFoundError(f"no run {run_id} of {run.lang} in {run.config.bucket}",
+                               hint=f"trainctl runs {run.lang} --env {run.env} lists them")
+    if status is not None and status.job != run.job:
+        raise TrainstackError(f"run {run_id} is a {status.job} run, not {run.job}",
+                              hint="resume it with the command that started it")
+    if status is not None and status.state == SUCCEEDED:
+        raise TrainstackError(f"run {run_id} of {run.lang} already SUCCEEDED: nothing to resume",
+                              hint=f"start a new run: trainctl train {run.lang} --env {run.env}")
+    if status is not None and status.terminal:
+        reporter.info(f"resuming run {run_id} (it stopped: {(status.error or 'FAILED').splitlines()[0][:200]})")
+        status.state, status.stage, status.error, status.finished_at = PENDING, INTERRUPTED_STAGE, None, None
+        write_status(run.bucket, status)
+        run.bucket.append(run_key(run.lang, run_id, "log.txt"),
+                          f"{now_iso().replace('+00:00', 'Z')} resumed by trainctl (--resume)\n".encode())
+    else:
+        reporter.info(f"resuming run {run_id} from its checkpoints")
+
+
+def reapply(run: LanguageRun, placement, reporter: Reporter, echo=None) -> None:
+    """Apply the stack again at `placement` for the same run id (the run moves; it resumes from its checkpoint)."""
+    run.placement = placement
+    run.tf = synth_and_init(run.project, run.config, run.stack, echo, {run.lang: placement} if placement else None)
+    with stack_lock(run.project, run.env, run.stack):
+        reporter.info(f"applying {run.stack} (run {run.run_id}) at {target_of(run.config).describe_placement(placement)}")
+        run.tf.apply({"run_id": run.run_id})
+        write_run_metadata(run)
 
 
 def teardown(run: LanguageRun, reporter: Reporter) -> None:

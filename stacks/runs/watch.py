@@ -6,7 +6,7 @@ import time
 from typing import Callable, Protocol
 
 from stacks.errors import InfraError, VmCreationError
-from trainer.runfiles.status_file import RunStatus, read_status, run_key, run_started_at
+from trainer.runfiles.status_file import INTERRUPTED_STAGE, RunStatus, read_status, run_key, run_started_at
 from trainer.storage import Bucket
 
 
@@ -14,6 +14,7 @@ class CreationProblem(Protocol):
     """One error the target met creating the run's machines (gcp: an entry of the group's error list)."""
 
     hint: str
+    kind: str  # capacity, quota (the run may move to another zone) or other
 
     def line(self) -> str: ...
 
@@ -51,44 +52,57 @@ def follow(bucket: Bucket, lang: str, run_id: str, reporter: Reporter, *, poll_s
            launcher_alive: Callable[[], bool] | None = None, print_log: bool = True,
            appear_timeout_s: float = 180, give_up_at: float | None = None,
            notes_every: int = 12, creation_errors: Callable[[], list[CreationProblem]] | None = None,
-           creation_error_limit_s: float = 600) -> RunStatus:
+           creation_error_limit_s: float = 600, vm_running: Callable[[], bool | None] | None = None,
+           on_status: Callable[[RunStatus | None], None] | None = None) -> RunStatus:
     """Print log lines and progress until the run ends; return its final status.
 
     `give_up_at` (epoch s): past it a run without a final status is reported instead of
     followed forever (the VM side stops at max_run_hours and marks the run FAILED).
-    `creation_errors`: new errors creating the run's machines, each warned once; after
-    `creation_error_limit_s` of only errors and no status.json, VmCreationError.
+    `creation_errors`: new errors creating the run's machines, each warned once. While the run has no
+    VM (no status.json yet, or interrupted by a preemption) and for `creation_error_limit_s` only errors
+    came, VmCreationError (its `movable`: only capacity or quota errors) -- unless `vm_running()` (the
+    group's own view) says a VM runs: a status that is late is not a lost VM.
+    `on_status(status)`: told every status read (the lifecycle's record of preemptions).
     """
     tail = LogTail(bucket, lang, run_id)
     started = time.monotonic()
     dead_since = errors_since = None
+    kinds: set[str] = set()
     for poll in itertools.count():
         for line in tail.new_lines() if print_log else []:
             reporter.log_line(line)
         status = read_status(bucket, lang, run_id)
+        if on_status is not None:
+            on_status(status)
         if status is not None:
             reporter.progress(status)
             if status.terminal:
                 for line in tail.new_lines() if print_log else []:
                     reporter.log_line(line)
                 return status
-        if creation_errors is not None and (status is None or poll % notes_every == 0):
+        no_vm = status is None or status.stage == INTERRUPTED_STAGE
+        if creation_errors is not None and (no_vm or poll % notes_every == 0):
             problems = creation_errors()
             for problem in problems:
                 reporter.warn(problem.line())
-            if status is not None:
-                errors_since = None
+            if not no_vm:
+                errors_since, kinds = None, set()
             elif problems:
                 errors_since, last = errors_since or time.monotonic(), problems[-1]
+                kinds |= {getattr(p, "kind", "other") for p in problems}
             if errors_since is not None and time.monotonic() - errors_since >= creation_error_limit_s:
-                raise VmCreationError(run_id, round(creation_error_limit_s / 60, 2), last.line(), hint=last.hint)
+                if vm_running is not None and vm_running():
+                    errors_since, kinds = None, set()  # the group has a VM: its status will come
+                else:
+                    raise VmCreationError(run_id, round(creation_error_limit_s / 60, 2), last.line(), hint=last.hint,
+                                          kinds=frozenset(kinds))
         # A VM that cannot (re)start the trainer leaves a note and stops its group.
         if (status is None or poll % notes_every == 0) and (note := vm_startup_error(bucket, lang, run_id)):
             raise InfraError(f"run {run_id} stopped on its VM: {note}",
                              hint=f"fix the cause, then `trainctl destroy {lang}` and train again")
         if status is None and time.monotonic() - started > appear_timeout_s:
-            raise InfraError(f"run {run_id} wrote no status.json within {appear_timeout_s:.0f}s",
-                             hint=f"look at the launcher's output; `trainctl destroy {lang}` tears the stack down")
+            raise StatusMissing(f"run {run_id} wrote no status.json within {appear_timeout_s:.0f}s",
+                                hint=f"look at the launcher's output; `trainctl logs {lang} --run {run_id}`")
         if give_up_at is not None and time.time() > give_up_at:
             raise InfraError(f"run {run_id} is past max_run_hours without a final status",
                              hint=f"`trainctl logs {lang} --run {run_id}`; `trainctl destroy {lang}` tears it down")
@@ -100,6 +114,10 @@ def follow(bucket: Bucket, lang: str, run_id: str, reporter: Reporter, *, poll_s
                                  hint=f"`trainctl logs {lang} --run {run_id}`; `trainctl destroy {lang}`")
         time.sleep(poll_s)
     raise AssertionError("unreachable")
+
+
+class StatusMissing(InfraError):
+    """No status.json within the target's appear timeout: nothing started the trainer (the stack is torn down)."""
 
 
 def give_up_time(run_id: str, max_run_hours: float, grace_s: float = 15 * 60) -> float | None:

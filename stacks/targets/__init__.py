@@ -37,6 +37,19 @@ class Target(Protocol):
         """Checks before synth (quota, image); the placement the stack is synthesized with, if any.
         `decided`: what preflight_together chose for this language (it counted the others' share)."""
 
+    def placements(self, config: "EnvConfig", lang: str, reporter, first=None) -> list:
+        """Where the run may go, in order: `first` (the preflight's), then the others that can take it (gcp: other
+        zones with quota; local: the simulated market's zones). The lifecycle moves a run along it."""
+
+    def describe_placement(self, placement) -> str:
+        """A placement in a few words, for the operator's lines."""
+
+    def capacity_retry_s(self, config: "EnvConfig") -> tuple[float, float]:
+        """The first and longest pause between passes over every placement when none has capacity."""
+
+    def vm_running(self, project: "Project", config: "EnvConfig", lang: str, run_id: str, placement) -> bool | None:
+        """The group's own view: is a VM of the run up? (asked before a run is moved; None: cannot tell)"""
+
     def estimate(self, config: "EnvConfig", lang: str, bucket: "Bucket", reporter) -> None:
         """Say what the run will cost, before anything is created or billed."""
 
@@ -47,7 +60,8 @@ class Target(Protocol):
         """Raise (exit 3) unless what a stack applied without a preflight needs is in place (`apply --reviewed`)."""
 
     def creation_errors(self, config: "EnvConfig", lang: str, reporter, *, placement=None,
-                        bucket: "Bucket | None" = None, run_id: str | None = None) -> Callable[[], list] | None:
+                        bucket: "Bucket | None" = None, run_id: str | None = None,
+                        project: "Project | None" = None) -> Callable[[], list] | None:
         """New errors creating the run's machines at each call (stacks.runs.watch.CreationProblem), or None;
         where they are is the `placement`'s, else what the run's metadata in `bucket` recorded."""
 

@@ -55,7 +55,7 @@ def test_bad_value_from_set_names_set(project):
 
 
 def test_missing_env_lists_available(project):
-    with pytest.raises(ConfigError, match="available: dev, local, prod"):
+    with pytest.raises(ConfigError, match="available: dev, local, local-spot, prod"):
         load_config(project / "envs", "staging")
 
 

@@ -57,41 +57,93 @@ class FakeTerraform:
         self.calls.append(("destroy", variables))
 
 
-@pytest.mark.parametrize(("recorded", "hint"), [
-    ("list_errors_zone_exhausted.json", "fallback_zones"),
-    ("list_errors_quota_exceeded.json", "iam-admin/quotas?project=p1"),
-])
-def test_train_prints_each_creation_error_once_then_destroys_the_stack_and_exits_3(
-        project, gcs_env, monkeypatch, recorded, hint):
-    args = ["--env", "dev", "--set", "project=p1", "--set", f"bucket=gs://test-bucket/creation-{recorded[:20]}",
-            "--set", "defaults.creation_error_minutes=0.01"]
-    assert runner.invoke(app, ["data", "push", "fr", str(SAMPLE / "fr"), *args]).exit_code == 0
-    api = compute_api()
-    api.routes[("HEAD", MANIFEST)] = (200, {})
-    api.routes[("GET", COS_FAMILY)] = (200, {"kind": "compute#image", "name": "cos-121-18867-199-88",
-                                             "status": "READY", "family": "cos-stable"})
-    api.routes[("GET", LIST_ERRORS)] = (200, fixture(recorded))
-    terraform = FakeTerraform()
+LIST_ERRORS_ANY = "/compute/v1/projects/p1/zones/(?P<zone>[^/]+)/instanceGroupManagers/dev-train-fr/listErrors"
+NO_ERRORS = {"kind": "compute#instanceGroupManagersListErrorsResponse", "items": []}
+
+
+def _gcp_train(project, monkeypatch, api, sets: list[str], *, on_apply=None):
+    """`trainctl train fr --env dev` against the recorded APIs, its Terraform faked -> (result, Terraform's calls,
+    the zone of each synth)."""
+    terraform, zones = FakeTerraform(), []
 
     def synth_and_init(proj, config, stack, echo, placements=None):
         out = proj.work_outdir(config.env) / "stacks" / stack
         out.mkdir(parents=True, exist_ok=True)
         (out / "cdk.tf.json").write_text("{}")
+        zones.append(placements["fr"].zone)
         return terraform
 
+    if on_apply is not None:
+        original = terraform.apply
+        terraform.apply = lambda variables: (original(variables), on_apply(zones[-1], variables["run_id"]))
     monkeypatch.setattr(stack_ops, "synth_and_init", synth_and_init)
-    monkeypatch.setattr(runflow, "target_of", lambda config: dataclasses.replace(GCP, poll_s=0.05))
+    fast = dataclasses.replace(GCP, poll_s=0.05, capacity_retry=(0.01, 0.01))
+    monkeypatch.setattr(runflow, "target_of", lambda config: fast)
+    args = ["--env", "dev", "--set", "project=p1", *sets, "--set", "defaults.creation_error_minutes=0.01"]
+    assert runner.invoke(app, ["data", "push", "fr", str(SAMPLE / "fr"), *args]).exit_code == 0
+    api.routes[("HEAD", MANIFEST)] = (200, {})
+    api.routes[("GET", COS_FAMILY)] = (200, {"kind": "compute#image", "name": "cos-121-18867-199-88",
+                                             "status": "READY", "family": "cos-stable"})
     with api:
         monkeypatch.setenv(ENDPOINT_ENV, api.url)
         monkeypatch.setenv(REGISTRY_ENDPOINT_ENV, api.url)
         result = runner.invoke(app, ["train", "fr", *args])
+    return result, terraform.calls, zones
+
+
+@pytest.mark.parametrize(("recorded", "hint"), [
+    ("list_errors_zone_exhausted.json", "fallback_zones"),
+    ("list_errors_quota_exceeded.json", "iam-admin/quotas?project=p1"),
+])
+def test_no_capacity_in_any_zone_moves_through_them_then_stops_resumable_with_exit_3(
+        project, gcs_env, monkeypatch, recorded, hint):
+    from trainer.runfiles.status_file import read_status
+    from trainer.storage import open_bucket
+
+    api = compute_api()
+    api.routes[("GET", LIST_ERRORS_ANY)] = (200, fixture(recorded))
+    bucket = f"gs://test-bucket/creation-{recorded[:20]}"
+    result, calls, zones = _gcp_train(project, monkeypatch, api, [
+        "--set", f"bucket={bucket}", "--set", "defaults.capacity_wait_minutes=0.05"])
     out = " ".join(result.output.split())
     assert result.exit_code == 3, result.output
-    assert out.count("warning: VM creation failed in europe-west4-a (dev-train-fr-x7k2)") == 1  # once, polled again
-    assert len(api.requests("GET", LIST_ERRORS)) >= 2
-    assert "no VM of run" in out and hint in out
-    (applied, destroyed) = terraform.calls
-    assert applied[0] == "apply" and destroyed == ("destroy", applied[1])  # the stack it applied is torn down
+    # every zone of `zones` tried in order (each with quota), each apply torn down before the next
+    assert zones[:3] == ["europe-west4-a", "europe-west4-b", "europe-west4-c"], zones
+    assert [c[0] for c in calls] == ["apply", "destroy"] * (len(calls) // 2) and len(calls) >= 6
+    run_id = calls[0][1]["run_id"]
+    assert all(c[1] == {"run_id": run_id} for c in calls)  # one run id throughout
+    for zone in ("europe-west4-a", "europe-west4-b"):
+        assert f"warning: VM creation failed in {zone} (dev-train-fr-x7k2)" in out
+    assert "no capacity for run" in out and f"--resume {run_id}" in out and hint in out
+    status = read_status(open_bucket(bucket), "fr", run_id)
+    assert status.state == "FAILED" and f"--resume {run_id}" in status.error
+
+
+def test_a_zone_without_capacity_moves_the_run_to_the_next_where_it_runs(project, gcs_env, monkeypatch):
+    from stacks.runs.failover import read_journal
+    from trainer.runfiles.status_file import RunStatus, write_status
+    from trainer.storage import open_bucket
+
+    api = compute_api()
+    api.routes[("GET", LIST_ERRORS)] = (200, fixture("list_errors_zone_exhausted.json"))
+    api.routes[("GET", LIST_ERRORS_ANY)] = (200, NO_ERRORS)  # routes match in order: zone a's above
+    uri = "gs://test-bucket/creation-moves"
+
+    def vm_in(zone: str, run_id: str) -> None:  # the VM the group creates where there is capacity (its run
+        if zone != "europe-west4-a":           # ends at once: no trainer here)
+            write_status(open_bucket(uri), RunStatus(run_id=run_id, lang="fr", env="dev", state="FAILED",
+                                                     stage="classifier", error="the stand-in VM's run"))
+
+    result, calls, zones = _gcp_train(project, monkeypatch, api, ["--set", f"bucket={uri}"], on_apply=vm_in)
+    assert result.exit_code == 1 and "the stand-in VM's run" in result.output, result.output
+    assert zones == ["europe-west4-a", "europe-west4-b"]
+    run_id = calls[0][1]["run_id"]
+    assert [c[0] for c in calls] == ["apply", "destroy", "apply", "destroy"]
+    out = " ".join(result.output.split())
+    assert "moved to zone europe-west4-b" in out
+    journal = read_journal(open_bucket(uri), "fr", run_id)
+    assert [(p["zone"], p["outcome"]) for p in journal["placements"]] == [
+        ("europe-west4-a", "no capacity"), ("europe-west4-b", "failed")]
 
 
 def test_status_shows_the_group_errors_of_a_starting_run(project, gcs_env, monkeypatch):

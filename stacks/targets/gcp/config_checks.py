@@ -19,6 +19,9 @@ def check_gcp(config: EnvConfig, origin: dict[tuple, str]) -> None:
                 return origin[path[:n]]
         return env_file
 
+    if config.spot_market is not None:
+        raise ConfigError("spot_market simulates Spot capacity on the local target; a gcp env meets the real one",
+                          source=source("spot_market"), hint=f"remove `spot_market` from {env_file}")
     if not config.project:
         raise ConfigError(f"env {config.env!r} targets gcp but sets no `project`", source=env_file,
                           hint=f"add `project: YOUR_PROJECT_ID` to {env_file} or pass --set project=YOUR_PROJECT_ID")

@@ -89,6 +89,12 @@ class Problem:
     error: GroupError
     hint: str
 
+    @property
+    def kind(self) -> str:
+        """capacity or quota (another zone may have it), else other."""
+        code = self.error.code
+        return "capacity" if code in CAPACITY else "quota" if code in QUOTA else "other"
+
     def line(self) -> str:
         return self.error.line()
 
@@ -116,3 +122,18 @@ def group_error_poller(config, lang: str, zone: str, reporter):
         return [Problem(e, advice(e, project=config.project, env=config.env, spot=spot)) for e in found]
 
     return new
+
+
+def group_running(config, lang: str, zone: str, endpoint: str | None = None) -> bool | None:
+    """Whether `lang`'s group has a VM up (listManagedInstances: instanceStatus RUNNING, currentAction NONE);
+    None when the group cannot be read (then nothing is moved on its account)."""
+    from stacks.targets.gcp import api
+    from stacks.naming import group_name
+
+    try:
+        client = api.compute_client("InstanceGroupManagersClient", endpoint)
+        items = list(client.list_managed_instances(project=config.project, zone=zone,
+                                                   instance_group_manager=group_name(config.env, lang), timeout=30))
+    except api.client_failures():
+        return None
+    return any(i.instance_status == "RUNNING" and i.current_action == "NONE" for i in items)

@@ -42,6 +42,7 @@ class GcpTarget:
     poll_s: float = 5.0
     stacks_before_training: tuple[str, ...] = (FOUNDATION,)
     runs_side_by_side: bool = True  # each run has its own VMs: the limit is quota, checked for the sum
+    capacity_retry: tuple[float, float] = (60.0, 300.0)  # between passes over every zone (SkyPilot's 60 s -> 300 s)
 
     def preflight_together(self, config, langs, reporter) -> dict:
         """The GPU quota for every language's run at once (each counts the GPUs of those before it)
@@ -125,7 +126,42 @@ class GcpTarget:
 
         require_image(image_ref(config, SOURCE_ROOT), env=config.env)
 
-    def creation_errors(self, config, lang, reporter, *, placement=None, bucket=None, run_id=None):
+    def placements(self, config, lang, reporter, first=None) -> list:
+        """`first` (the preflight's zone), then every other zone of `zones` and `fallback_zones` whose quota fits,
+        in that order: where the lifecycle moves a run its zone cannot create VMs for (stacks.runs.failover)."""
+        from stacks.targets.gcp.quota import ComputeQuotas, QuotaError, candidate_zones, choose_zone
+
+        first = first or gcp_placement(config, lang)
+        out, compute = [first], None
+        for zone in candidate_zones(config):
+            if zone == first.zone:
+                continue
+            try:
+                compute = compute or ComputeQuotas(config.project)
+                decision = choose_zone(config.model_copy(update={"zones": [zone], "fallback_zones": []}), lang,
+                                       compute=compute)
+            except QuotaError:
+                continue  # no quota there: never a candidate
+            except Exception as exc:  # the API: the run still has its first zone
+                if reporter:
+                    reporter.warn(f"could not check the quota of {zone} for failover: {exc}")
+                continue
+            out.append(gcp_placement(config, lang, zone=zone, metric=decision.metric if decision.reported else None))
+        return out
+
+    def describe_placement(self, placement) -> str:
+        return f"zone {placement.zone}" if placement is not None else "its first zone"
+
+    def capacity_retry_s(self, config) -> tuple[float, float]:
+        return self.capacity_retry
+
+    def vm_running(self, project, config, lang, run_id, placement) -> bool | None:
+        """The group's own view: does it hold a RUNNING VM with nothing pending? None when it cannot be asked."""
+        from stacks.targets.gcp.group_errors import group_running
+
+        return group_running(config, lang, placement.zone if placement is not None else config.zones[0])
+
+    def creation_errors(self, config, lang, reporter, *, placement=None, bucket=None, run_id=None, project=None):
         from stacks.targets.gcp.group_errors import group_error_poller
 
         zone = placement.zone if placement else None

@@ -14,3 +14,12 @@ class LocalHost:
     procs_dir: Path
     state_file: Path
     cores_dir: Path
+    zone: str | None = None  # a zone of the simulated Spot market (spot_market), or None: no market
+    market: str | None = None  # the market as the launcher reads it (SpotMarketSettings.to_json)
+
+
+@dataclass(frozen=True)
+class LocalPlacement:
+    """Where a local run's "VM" goes: a zone of the simulated Spot market."""
+
+    zone: str

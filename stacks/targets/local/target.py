@@ -33,14 +33,45 @@ class LocalTarget:
         from stacks.targets.local.host import LocalHost
 
         name = stack_name(lang)
+        market = config.spot_market
+        zone = placement.zone if placement is not None else next(iter(market.zones)) if market else None
         return {"local": LocalHost(python=python, workdir=project.root, procs_dir=project.procs_dir(config.env),
-                                   state_file=project.state_file(config.env, name), cores_dir=project.cores_dir())}
+                                   state_file=project.state_file(config.env, name), cores_dir=project.cores_dir(),
+                                   zone=zone, market=market.to_json() if market else None)}
 
     def preflight_together(self, config, langs, reporter) -> dict:
         return {}  # the core ledger (trainer.launchers.local.cores) queues local runs that would not fit
 
     def preflight(self, config, lang, reporter, decided=None):
-        return None  # nothing to place: the data preflight is the same on every target
+        """Without a simulated Spot market nothing to place; with one, its first zone."""
+        return self.placements(config, lang, reporter)[0]
+
+    def placements(self, config, lang, reporter, first=None) -> list:
+        """The simulated market's zones in order ([None]: no market, one machine)."""
+        from stacks.targets.local.host import LocalPlacement
+
+        if config.spot_market is None:
+            return [None]
+        return [LocalPlacement(zone) for zone in config.spot_market.zones]
+
+    def describe_placement(self, placement) -> str:
+        return f"zone {placement.zone} (simulated)" if placement is not None else "this machine"
+
+    def capacity_retry_s(self, config) -> tuple[float, float]:
+        """Backoff between passes over every zone: as on gcp, in market seconds."""
+        speedup = config.spot_market.speedup if config.spot_market else 1.0
+        return 60 / speedup, 300 / speedup
+
+    def vm_running(self, project, config, lang, run_id, placement) -> bool | None:
+        """The group's view: is a trainer running (a late status.json is not a lost VM)?"""
+        from trainer.launchers.local import supervisor
+
+        state_dir = project.procs_dir(config.env) / run_id
+        try:
+            vm = (state_dir / supervisor.VM_FILE).read_text().strip()
+        except OSError:
+            return False
+        return vm == "running" and supervisor.is_running(state_dir)
 
     def estimate(self, config, lang, bucket, reporter) -> None:
         return None
@@ -48,8 +79,24 @@ class LocalTarget:
     def require_artifacts(self, config) -> None:
         return None  # the local trainer runs from this checkout
 
-    def creation_errors(self, config, lang, reporter, *, placement=None, bucket=None, run_id=None):
-        return None  # the supervisor's own status and exit code tell
+    def creation_errors(self, config, lang, reporter, *, placement=None, bucket=None, run_id=None, project=None):
+        """With a simulated Spot market: the new tries of the run's launcher that found its zone dry."""
+        if config.spot_market is None or project is None or run_id is None:
+            return None  # one machine: the supervisor's own status and exit code tell
+        from trainer.launchers.local.market import MarketRecord
+        from trainer.runfiles.status_file import now_iso
+
+        record = MarketRecord(project.procs_dir(config.env) / run_id)
+        zone = placement.zone if placement is not None else next(iter(config.spot_market.zones))
+        since, seen = now_iso(), [0]
+
+        def new() -> list[SimulatedError]:
+            entries = record.creation_errors()
+            fresh, seen[0] = entries[seen[0]:], len(entries)
+            return [SimulatedError(e["zone"], e["code"], e["message"]) for e in fresh
+                    if e["zone"] == zone and e["timestamp"] >= since[:19]]
+
+        return new
 
     def run_metadata(self, config, lang, placement, bucket) -> dict:
         return {}
@@ -83,6 +130,20 @@ class LocalTarget:
 
 
 LOCAL = LocalTarget()
+
+
+@dataclass(frozen=True)
+class SimulatedError:
+    """A try of the simulated market that found no capacity (stacks.runs.watch.CreationProblem)."""
+
+    zone: str
+    code: str
+    message: str
+    kind: str = "capacity"
+    hint: str = "the simulated market's zones are all dry: change `spot_market` in the env, or wait"
+
+    def line(self) -> str:
+        return f"VM creation failed in {self.zone}: {self.code}: {self.message}"
 
 
 def _terraform_check():

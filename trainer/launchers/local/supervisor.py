@@ -15,9 +15,18 @@ it starts the trainer again for the same run id when it was interrupted (exit
 code failure (exit 1 or 2, or a FAILED status) is never restarted (the rule:
 trainer.launchers.interruptions). Nothing here depends on the process that called `start`.
 
+With `--zone Z --market JSON` the machine is a Spot VM of a simulated market (trainer.launchers.local.market):
+the trainer starts only while zone Z has capacity (each try without it is a creation error in the run's
+folder, read by the local target as a group's error list), and a preemption due in Z sends it SIGTERM.
+A stop while no trainer runs (waiting for capacity) leaves the run as it is, resumable: the lifecycle
+moving it to another zone, or giving up on capacity, says how it ended.
+
 With `--cores-dir`, the trainer is pinned to C cores (0: all) claimed in that ledger
 (trainer.launchers.local.cores), shared by every run the project launched locally; while other runs hold
 them the run waits, its status PENDING at stage `queued` and its log saying for whom.
+
+Size: over 300 lines because queueing for cores, waiting for capacity, restarting after an interruption and
+the run's final word are one loop around one child process.
 """
 from __future__ import annotations
 
@@ -33,6 +42,7 @@ from trainer.launchers.interruptions import interruption, restarts_exhausted, re
 from trainer.launchers.trainer_process import GRACE_S, one_machine_command
 
 PID_FILE, OUT_FILE, EXIT_FILE, CANCEL_FILE = "supervisor.pid", "trainer.out", "exit_code", "cancelled"
+VM_FILE = "vm"  # "running" while a trainer runs, "waiting" while the zone has no capacity (the group's view)
 TRAINER_PID_FILE = "trainer.pid"  # the current launch (python -m trainer, or torchrun and its ranks)
 
 
@@ -64,19 +74,21 @@ def is_running(state_dir: Path) -> bool:
 
 
 def start(state_dir: Path, max_run_hours: float, trainer_args: list[str], *, processes: int = 1,
-          max_restarts: int = 3, cores: int = 0, cores_dir: Path | None = None) -> int:
+          max_restarts: int = 3, cores: int = 0, cores_dir: Path | None = None, zone: str | None = None,
+          market: str | None = None) -> int:
     state_dir.mkdir(parents=True, exist_ok=True)
     if is_running(state_dir):
         print(f"supervisor already running (pid {read_pid(state_dir)})")
         return 0
-    for name in (EXIT_FILE, CANCEL_FILE):
+    for name in (EXIT_FILE, CANCEL_FILE, VM_FILE):
         (state_dir / name).unlink(missing_ok=True)
     with open(state_dir / OUT_FILE, "ab") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "trainer.launchers.local.supervisor", "run", "--state-dir", str(state_dir),
              "--max-run-hours", str(max_run_hours), "--processes", str(processes),
              "--max-restarts", str(max_restarts), "--cores", str(cores),
-             *(["--cores-dir", str(cores_dir)] if cores_dir else []), "--", *trainer_args],
+             *(["--cores-dir", str(cores_dir)] if cores_dir else []),
+             *(["--zone", zone, "--market", market] if market else []), "--", *trainer_args],
             stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
             start_new_session=True, close_fds=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
@@ -158,10 +170,16 @@ def _wait_for_cores(ledger, want: int, args, stopping: dict, state_dir: Path, de
 
 
 def run(state_dir: Path, max_run_hours: float, trainer_args: list[str], *, processes: int = 1,
-        max_restarts: int = 3, cores: int = 0, cores_dir: Path | None = None) -> int:
+        max_restarts: int = 3, cores: int = 0, cores_dir: Path | None = None, zone: str | None = None,
+        market: str | None = None) -> int:
     from trainer.launchers.local.cores import CoreLedger
+    from trainer.launchers.local.market import Market
+    from trainer.launchers.local.spot_vm import SpotVm
+    from trainer.runfiles.status_file import run_started_at
 
     args = _run_args(trainer_args)
+    spot = SpotVm(Market.from_json(market, run_started_at(args.run_id) or time.time()), zone, state_dir, args) \
+        if market else None
     deadline = time.monotonic() + max_run_hours * 3600
     stopping = {"signal": False, "child": None}
 
@@ -187,20 +205,31 @@ def run(state_dir: Path, max_run_hours: float, trainer_args: list[str], *, proce
             _end(state_dir, trainer_args, 1, timed_out=timed_out, max_run_hours=max_run_hours, queued=True)
             return 0
         return _supervise(state_dir, max_run_hours, trainer_args, processes, max_restarts, pinned, args, deadline,
-                          stopping)
+                          stopping, spot)
     finally:
         if ledger:
             ledger.release(args.run_id)
 
 
 def _supervise(state_dir: Path, max_run_hours: float, trainer_args: list[str], processes: int, max_restarts: int,
-               pinned: list[int] | None, args, deadline: float, stopping: dict) -> int:
+               pinned: list[int] | None, args, deadline: float, stopping: dict, spot=None) -> int:
     from trainer.runfiles.status_file import read_status
     from trainer.storage import open_bucket
 
     timed_out, restarts = False, 0
     while True:
+        if spot is not None and not spot.wait_for_capacity(lambda: stopping["signal"] or (
+                state_dir / CANCEL_FILE).exists() or time.monotonic() > deadline):
+            if time.monotonic() > deadline:
+                _end(state_dir, trainer_args, 1, timed_out=True, max_run_hours=max_run_hours)
+            else:  # no VM, no trainer: the run stays as it is (resumable) for whoever stopped it to say
+                print("trainstack supervisor: stopped while waiting for Spot capacity; the run is left resumable",
+                      flush=True)
+                (state_dir / EXIT_FILE).write_text("0")
+            return 0
         child = stopping["child"] = _launch(state_dir, trainer_args, processes, pinned)
+        (state_dir / VM_FILE).write_text("running")
+        watcher = spot.watch(child) if spot is not None else None
         try:
             code = child.wait(timeout=max(deadline - time.monotonic(), 0))
         except subprocess.TimeoutExpired:
@@ -211,6 +240,9 @@ def _supervise(state_dir: Path, max_run_hours: float, trainer_args: list[str], p
             except subprocess.TimeoutExpired:
                 _kill_group(child.pid)
                 code = child.wait()
+        if watcher is not None:
+            watcher.join()
+        (state_dir / VM_FILE).write_text("waiting")
         if timed_out or stopping["signal"] or (state_dir / CANCEL_FILE).exists():
             break
         status = read_status(open_bucket(args.bucket), args.lang, args.run_id)
@@ -283,15 +315,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-restarts", type=int, default=3, help="restarts of an interrupted trainer")
     parser.add_argument("--cores", type=int, default=0, help="cores to pin the trainer to (0: all of the machine's)")
     parser.add_argument("--cores-dir", type=Path, help="the ledger of cores held by this project's local runs")
+    parser.add_argument("--zone", help="the simulated Spot zone of this machine (with --market)")
+    parser.add_argument("--market", help="the simulated Spot market, as JSON (trainer.launchers.local.market)")
     argv = list(sys.argv[1:] if argv is None else argv)
     cut = argv.index("--") if "--" in argv else len(argv)
     args, rest = parser.parse_args(argv[:cut]), argv[cut + 1:]
     if args.action == "start":
         return start(args.state_dir, args.max_run_hours, rest, processes=args.processes,
-                     max_restarts=args.max_restarts, cores=args.cores, cores_dir=args.cores_dir)
+                     max_restarts=args.max_restarts, cores=args.cores, cores_dir=args.cores_dir, zone=args.zone,
+                     market=args.market)
     if args.action == "run":
         return run(args.state_dir, args.max_run_hours, rest, processes=args.processes,
-                   max_restarts=args.max_restarts, cores=args.cores, cores_dir=args.cores_dir)
+                   max_restarts=args.max_restarts, cores=args.cores, cores_dir=args.cores_dir, zone=args.zone,
+                   market=args.market)
     return stop(args.state_dir, args.timeout)
 
 

@@ -1,0 +1,139 @@
+"""Moving a run to where the capacity is, apart from provisioning (the targets give the candidates).
+
+The target orders a run's candidate placements (gcp: `zones`, then `fallback_zones`, each with quota; local:
+the simulated market's zones). When the run's group reports only capacity or quota errors for
+`creation_error_minutes` while the run has no VM (at start, or after a preemption), the lifecycle destroys
+the stack and applies it again at the next candidate for the same run id, which resumes from its last
+checkpoint; the bucket stays where it is. After a pass over every candidate it waits (backoff, nothing
+applied, nothing billed) and tries them again, until the run has been without a VM for
+`capacity_wait_minutes`: then it stops, resumable.
+
+`RunJournal` keeps what happened in `metadata/placements.json`: each placement tried and how it ended,
+each preemption seen (detected, training again), the time spent waiting for capacity.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+
+from trainer.runfiles.status_file import INTERRUPTED_STAGE, RUNNING, RunStatus, now_iso, run_key
+
+PLACEMENTS = "metadata/placements.json"
+
+
+@dataclass
+class Failover:
+    """The next placement to try for a run that has no VM, or None once waiting is over."""
+
+    candidates: list
+    wait_limit_s: float
+    backoff_s: tuple[float, float]  # first and longest pause between passes over every candidate
+    sleep: object = time.sleep
+    clock: object = time.monotonic
+    index: int = 0
+    without_vm_since: float | None = None
+    tried_in_pass: int = 0
+    pauses: int = 0
+
+    def vm_came(self) -> None:
+        """A VM runs the trainer again: the next stretch without one starts its own clock."""
+        self.without_vm_since, self.tried_in_pass, self.pauses = None, 0, 0
+
+    def next_placement(self, failed_for_s: float, say) -> object | None:
+        """After the current placement found no capacity for `failed_for_s`: the next one (after a pause when
+        every candidate failed in this pass), or None when the run has waited `wait_limit_s` without a VM."""
+        now = self.clock()
+        if self.without_vm_since is None:
+            self.without_vm_since = now - failed_for_s
+        self.tried_in_pass += 1
+        if self.tried_in_pass >= len(self.candidates):
+            pause = min(self.backoff_s[0] * 2 ** self.pauses, self.backoff_s[1])
+            left = self.without_vm_since + self.wait_limit_s - now
+            if left <= 0:
+                return None
+            pause = min(pause, left)
+            say(f"no capacity in any of {len(self.candidates)} placement(s): trying them again in {pause:.0f}s "
+                f"(nothing applied meanwhile; {left / 60:.1f} of capacity_wait_minutes left)")
+            self.sleep(pause)
+            self.pauses += 1
+            self.tried_in_pass = 0
+        elif self.clock() - self.without_vm_since >= self.wait_limit_s:
+            return None
+        self.index = (self.index + 1) % len(self.candidates)
+        return self.candidates[self.index]
+
+    def waited_s(self) -> float:
+        return 0.0 if self.without_vm_since is None else self.clock() - self.without_vm_since
+
+
+@dataclass
+class RunJournal:
+    """metadata/placements.json of one run (appended to by every invocation that moves or resumes it)."""
+
+    bucket: object
+    lang: str
+    run_id: str
+    data: dict = field(default_factory=dict)
+    _stage: str | None = None
+
+    def __post_init__(self):
+        key = run_key(self.lang, self.run_id, PLACEMENTS)
+        try:
+            self.data = json.loads(self.bucket.read_bytes(key)) if self.bucket.exists(key) else {}
+        except ValueError:
+            self.data = {}
+        self.data.setdefault("placements", [])
+        self.data.setdefault("preemptions", [])
+        self.data.setdefault("capacity_wait_s", 0.0)
+
+    def _save(self) -> None:
+        self.bucket.write_bytes(run_key(self.lang, self.run_id, PLACEMENTS), json.dumps(self.data, indent=2).encode())
+
+    def placed(self, where: dict) -> None:
+        self.data["placements"].append({**where, "applied_at": now_iso(), "ended_at": None, "outcome": None})
+        self._save()
+
+    def ended(self, outcome: str) -> None:
+        """How the current placement ended: finished, no capacity, quota, gave up, ..."""
+        if self.data["placements"] and self.data["placements"][-1]["ended_at"] is None:
+            self.data["placements"][-1].update(ended_at=now_iso(), outcome=outcome)
+            self._save()
+
+    def waited(self, seconds: float) -> None:
+        self.data["capacity_wait_s"] = round(self.data["capacity_wait_s"] + seconds, 1)
+        self._save()
+
+    def observe(self, status: RunStatus | None) -> str | None:
+        """Told every status read: a preemption is the run going to the interrupted stage; training again,
+        leaving it. -> "started" (first seen running), "preempted", "training" (again), else None."""
+        if status is None:
+            return None
+        stage, before = status.stage, self._stage
+        self._stage = stage
+        if before is None and stage != INTERRUPTED_STAGE and status.state == RUNNING:
+            return "started"
+        if stage == INTERRUPTED_STAGE and before not in (None, INTERRUPTED_STAGE):
+            zone = (self.data["placements"][-1].get("zone") if self.data["placements"] else None)
+            self.data["preemptions"].append({"detected_at": now_iso(), "zone": zone, "stage": before,
+                                             "epoch": status.epoch, "training_again_at": None, "lost_s": None})
+            self._save()
+            return "preempted"
+        if before == INTERRUPTED_STAGE and stage != INTERRUPTED_STAGE and status.state == RUNNING:
+            open_ = [p for p in self.data["preemptions"] if p["training_again_at"] is None]
+            if open_:
+                from trainer.runfiles.status_file import parse_time
+
+                p = open_[-1]
+                p["training_again_at"] = now_iso()
+                p["lost_s"] = round((parse_time(p["training_again_at"]) - parse_time(p["detected_at"])).total_seconds(), 1)
+                self._save()
+            return "training"
+        return None
+
+
+def read_journal(bucket, lang: str, run_id: str) -> dict | None:
+    """A run's metadata/placements.json (None: never written, e.g. a run from before failover)."""
+    from trainer.runfiles.status_file import read_json
+
+    return read_json(bucket, run_key(lang, run_id, PLACEMENTS))

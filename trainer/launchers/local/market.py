@@ -1,0 +1,116 @@
+"""A simulated Spot market for the local target: named zones with capacity windows and preemptions.
+
+What only a cloud can do (run out of Spot capacity, take a VM back) happens here to the local launcher,
+so the same run lifecycle (stacks/runs/) meets it: the supervisor, like an instance group, creates its
+"VM" (starts the trainer) only while its zone has capacity, records a creation error
+(ZONE_RESOURCE_POOL_EXHAUSTED) for each try that finds none, and preempts it (SIGTERM to the trainer)
+when a scheduled preemption comes due.
+
+Market time is simulated seconds since the run started (its id's timestamp), `speedup` of them per wall
+second. A zone is dry inside any of its `outages` ([start_s, end_s), end None: for good) and for
+`outage_s` after a preemption in it fired (the capacity that was taken back). A preemption fires at a
+market time (`at_s`) or when the run reaches an epoch of a stage (`stage`, `epoch`: tests wait for events,
+not time), once per run: which fired, and when, is kept in the run's launcher folder, so a run moved to
+another zone, or resumed later, sees the same market. Stdlib only.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+NO_CAPACITY = "ZONE_RESOURCE_POOL_EXHAUSTED"
+ERRORS_FILE, FIRED_FILE = "creation_errors.jsonl", "market_fired.json"
+
+
+@dataclass(frozen=True)
+class Preemption:
+    zone: str
+    at_s: float | None = None
+    stage: str | None = None
+    epoch: int = 1
+    outage_s: float | None = 0.0  # None: the zone stays dry for good
+
+    @property
+    def key(self) -> str:
+        """Stable across invocations: a fired preemption is matched to the config by it."""
+        return f"{self.zone}@{self.at_s:g}s" if self.at_s is not None else f"{self.zone}@{self.stage}:{self.epoch}"
+
+    def due(self, now_s: float, status: dict | None) -> bool:
+        if self.at_s is not None:
+            return now_s >= self.at_s
+        return (status is not None and status.get("state") == "RUNNING" and status.get("stage") == self.stage
+                and int(status.get("epoch") or 0) >= self.epoch)
+
+
+@dataclass(frozen=True)
+class Market:
+    zones: dict[str, list[tuple[float, float | None]]]
+    preemptions: tuple[Preemption, ...] = ()
+    speedup: float = 1.0
+    origin: float = 0.0  # epoch seconds of market time 0 (the run's start)
+
+    @classmethod
+    def from_json(cls, raw: str, origin: float) -> "Market":
+        spec = json.loads(raw)
+        zones = {z: [(float(a), None if b is None else float(b)) for a, b in windows]
+                 for z, windows in spec["zones"].items()}
+        preemptions = tuple(Preemption(**p) for p in spec.get("preemptions", []))
+        return cls(zones, preemptions, float(spec.get("speedup", 1.0)), origin)
+
+    def now_s(self, wall: float | None = None) -> float:
+        return ((time.time() if wall is None else wall) - self.origin) * self.speedup
+
+    def has_capacity(self, zone: str, now_s: float, fired: dict[str, float]) -> bool:
+        for start, end in self.zones.get(zone, []):
+            if start <= now_s and (end is None or now_s < end):
+                return False
+        for p in self.preemptions:
+            at = fired.get(p.key)
+            if p.zone == zone and at is not None and at <= now_s and (p.outage_s is None or now_s < at + p.outage_s):
+                return False
+        return zone in self.zones
+
+    def due_preemption(self, zone: str, now_s: float, status: dict | None, fired: dict[str, float]) -> Preemption | None:
+        return next((p for p in self.preemptions if p.zone == zone and p.key not in fired and p.due(now_s, status)), None)
+
+
+class MarketRecord:
+    """What happened in the market for one run (its launcher folder): fired preemptions, creation errors."""
+
+    def __init__(self, state_dir: Path):
+        self.state_dir = state_dir
+
+    def fired(self) -> dict[str, float]:
+        try:
+            return json.loads((self.state_dir / FIRED_FILE).read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def fire(self, preemption: Preemption, now_s: float) -> None:
+        fired = {**self.fired(), preemption.key: now_s}
+        tmp = self.state_dir / (FIRED_FILE + ".tmp")
+        tmp.write_text(json.dumps(fired))
+        tmp.replace(self.state_dir / FIRED_FILE)
+
+    def creation_error(self, zone: str, message: str) -> None:
+        from datetime import datetime, timezone
+
+        entry = {"zone": zone, "code": NO_CAPACITY, "message": message,
+                 "timestamp": datetime.now(timezone.utc).isoformat(timespec="milliseconds")}
+        with open(self.state_dir / ERRORS_FILE, "a") as fh:
+            fh.write(json.dumps(entry) + "\n")
+
+    def creation_errors(self) -> list[dict]:
+        try:
+            lines = (self.state_dir / ERRORS_FILE).read_text().splitlines()
+        except OSError:
+            return []
+        out = []
+        for line in lines:
+            try:
+                out.append(json.loads(line))
+            except ValueError:  # a line being written
+                continue
+        return out

@@ -1,0 +1,87 @@
+"""The local launcher's machine as a Spot VM of the simulated market (trainer.launchers.local.market):
+created only while its zone has capacity (each try without it a creation error, as an instance group's
+error list), preempted (SIGTERM, then SIGKILL after the grace) when the market says so."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+from trainer.launchers.trainer_process import GRACE_S
+
+CREATION_RETRY_S = 5.0  # a group retries creating a VM; each try without capacity is one error
+
+
+class SpotVm:
+    """One run's machine in one zone of the market; `state_dir` keeps what fired (shared by every zone)."""
+
+    def __init__(self, market, zone: str, state_dir: Path, args):
+        from trainer.launchers.local.market import MarketRecord
+
+        self.market, self.zone, self.args = market, zone, args
+        self.record = MarketRecord(state_dir)
+
+    def _say(self, message: str) -> None:
+        from trainer.runfiles.status_file import now_iso, run_key
+        from trainer.storage import open_bucket
+
+        print(f"trainstack supervisor: {message}", flush=True)
+        try:  # the run's own log, as a VM's start-up script notes its boots
+            open_bucket(self.args.bucket).append(run_key(self.args.lang, self.args.run_id, "log.txt"),
+                                                 f"{now_iso().replace('+00:00', 'Z')} spot market: {message}\n".encode())
+        except Exception:
+            pass
+
+    def wait_for_capacity(self, stopped) -> bool:
+        """Until the zone has capacity (True), or `stopped()` (False); each try without it is an error."""
+        tried_at, said = None, False
+        while not stopped():
+            now_s = self.market.now_s()
+            if self.market.has_capacity(self.zone, now_s, self.record.fired()):
+                if said:
+                    self._say(f"Spot capacity back in {self.zone} (market time {now_s:.0f}s): creating the VM")
+                return True
+            if tried_at is None or time.monotonic() - tried_at >= CREATION_RETRY_S:
+                tried_at = time.monotonic()
+                self.record.creation_error(self.zone, f"simulated: no Spot capacity for this machine in {self.zone} "
+                                                      f"(market time {now_s:.0f}s)")
+                if not said:
+                    said = True
+                    self._say(f"no Spot capacity in {self.zone} (market time {now_s:.0f}s): the VM waits for it")
+            time.sleep(0.2)
+        return False
+
+    def watch(self, child: subprocess.Popen):
+        """A thread that preempts `child` (SIGTERM, then SIGKILL after the grace) when a preemption is due."""
+        from trainer.runfiles.status_file import read_status
+        from trainer.storage import open_bucket
+
+        bucket = open_bucket(self.args.bucket)
+
+        def loop() -> None:
+            while child.poll() is None:
+                status = read_status(bucket, self.args.lang, self.args.run_id)
+                now_s = self.market.now_s()
+                due = self.market.due_preemption(self.zone, now_s, vars(status) if status else None,
+                                                 self.record.fired())
+                if due is not None:
+                    self.record.fire(due, now_s)
+                    gone = "for good" if due.outage_s is None else f"for {due.outage_s:g}s"
+                    self._say(f"Spot VM in {self.zone} preempted (market time {now_s:.0f}s); its zone is dry {gone}")
+                    child.send_signal(signal.SIGTERM)
+                    try:
+                        child.wait(timeout=GRACE_S)
+                    except subprocess.TimeoutExpired:
+                        try:
+                            os.killpg(child.pid, signal.SIGKILL)
+                        except (ProcessLookupError, PermissionError):
+                            pass
+                    return
+                time.sleep(0.2)
+
+        thread = threading.Thread(target=loop, name="spot-market", daemon=True)
+        thread.start()
+        return thread
