@@ -100,6 +100,12 @@ class RunJournal:
             self.data["placements"][-1].update(ended_at=now_iso(), outcome=outcome)
             self._save()
 
+    def _mark(self, **fields) -> None:
+        """Facts of the current placement: `ran` (a VM trained there), `preempted` (how many times)."""
+        if self.data["placements"]:
+            self.data["placements"][-1].update(fields)
+        self._save()
+
     def waited(self, seconds: float) -> None:
         self.data["capacity_wait_s"] = round(self.data["capacity_wait_s"] + seconds, 1)
         self._save()
@@ -112,12 +118,13 @@ class RunJournal:
         stage, before = status.stage, self._stage
         self._stage = stage
         if before is None and stage != INTERRUPTED_STAGE and status.state == RUNNING:
+            self._mark(ran=True)
             return "started"
         if stage == INTERRUPTED_STAGE and before not in (None, INTERRUPTED_STAGE):
             zone = (self.data["placements"][-1].get("zone") if self.data["placements"] else None)
             self.data["preemptions"].append({"detected_at": now_iso(), "zone": zone, "stage": before,
                                              "epoch": status.epoch, "training_again_at": None, "lost_s": None})
-            self._save()
+            self._mark(preempted=(self.data["placements"][-1].get("preempted", 0) + 1) if self.data["placements"] else 1)
             return "preempted"
         if before == INTERRUPTED_STAGE and stage != INTERRUPTED_STAGE and status.state == RUNNING:
             open_ = [p for p in self.data["preemptions"] if p["training_again_at"] is None]
@@ -127,7 +134,7 @@ class RunJournal:
                 p = open_[-1]
                 p["training_again_at"] = now_iso()
                 p["lost_s"] = round((parse_time(p["training_again_at"]) - parse_time(p["detected_at"])).total_seconds(), 1)
-                self._save()
+            self._mark(ran=True)
             return "training"
         return None
 

@@ -114,6 +114,7 @@ def follow_moving(run: LanguageRun, rep, journal: RunJournal, *, echo=None, star
             if event == "training":
                 rep.info(f"run {run.run_id} is training again in {target.describe_placement(run.placement)}")
 
+    tail = watch.LogTail(run.bucket, lang, run.run_id)
     while True:
         alive = target.launcher_alive(run.project, run.env, run.run_id)
         try:
@@ -125,7 +126,7 @@ def follow_moving(run: LanguageRun, rep, journal: RunJournal, *, echo=None, star
                                                        project=run.project, run_id=run.run_id),
                 creation_error_limit_s=settings.creation_error_minutes * 60,
                 vm_running=lambda: target.vm_running(run.project, config, lang, run.run_id, run.placement),
-                on_status=seen)
+                on_status=seen, tail=tail)
         except VmCreationError as exc:
             if not exc.movable:
                 raise

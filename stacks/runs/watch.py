@@ -53,7 +53,7 @@ def follow(bucket: Bucket, lang: str, run_id: str, reporter: Reporter, *, poll_s
            appear_timeout_s: float = 180, give_up_at: float | None = None,
            notes_every: int = 12, creation_errors: Callable[[], list[CreationProblem]] | None = None,
            creation_error_limit_s: float = 600, vm_running: Callable[[], bool | None] | None = None,
-           on_status: Callable[[RunStatus | None], None] | None = None) -> RunStatus:
+           on_status: Callable[[RunStatus | None], None] | None = None, tail: LogTail | None = None) -> RunStatus:
     """Print log lines and progress until the run ends; return its final status.
 
     `give_up_at` (epoch s): past it a run without a final status is reported instead of
@@ -63,8 +63,9 @@ def follow(bucket: Bucket, lang: str, run_id: str, reporter: Reporter, *, poll_s
     came, VmCreationError (its `movable`: only capacity or quota errors) -- unless `vm_running()` (the
     group's own view) says a VM runs: a status that is late is not a lost VM.
     `on_status(status)`: told every status read (the lifecycle's record of preemptions).
+    `tail`: the log's reader, when following goes on from an earlier call (no line printed twice).
     """
-    tail = LogTail(bucket, lang, run_id)
+    tail = tail or LogTail(bucket, lang, run_id)
     started = time.monotonic()
     dead_since = errors_since = None
     kinds: set[str] = set()

@@ -16,11 +16,14 @@ another zone, or resumed later, sees the same market. Stdlib only.
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 NO_CAPACITY = "ZONE_RESOURCE_POOL_EXHAUSTED"
+STAGE_LINE = "== stage "  # the run log's line as a stage starts (trainer.runtime.context)
+EPOCH_LINE = re.compile(r"(\S+) \[\d+/\d+\] epoch (\d+)/")  # `classifier [1/2] epoch 1/2  train_loss ...`
 ERRORS_FILE, FIRED_FILE = "creation_errors.jsonl", "market_fired.json"
 
 
@@ -37,11 +40,27 @@ class Preemption:
         """Stable across invocations: a fired preemption is matched to the config by it."""
         return f"{self.zone}@{self.at_s:g}s" if self.at_s is not None else f"{self.zone}@{self.stage}:{self.epoch}"
 
-    def due(self, now_s: float, status: dict | None) -> bool:
+    def due(self, now_s: float, status: dict | None, log: list[str] = ()) -> bool:
+        """At its market time; or once the run is at `epoch` of `stage`, by its status or by its log (append-only:
+        a stage shorter than a poll is never missed; a later stage's start counts as past the epoch)."""
         if self.at_s is not None:
             return now_s >= self.at_s
-        return (status is not None and status.get("state") == "RUNNING" and status.get("stage") == self.stage
-                and int(status.get("epoch") or 0) >= self.epoch)
+        if (status is not None and status.get("state") == "RUNNING" and status.get("stage") == self.stage
+                and int(status.get("epoch") or 0) >= self.epoch):
+            return True
+        in_stage = False
+        for line in log:
+            text = line.split(" ", 1)[-1]
+            if text.startswith(STAGE_LINE):
+                name = text[len(STAGE_LINE):].split(" ", 1)[0]
+                if in_stage and name != self.stage:
+                    return True
+                in_stage = in_stage or name == self.stage
+                if in_stage and self.epoch == 0:
+                    return True
+            elif in_stage and (m := EPOCH_LINE.match(text)) and m.group(1) == self.stage and int(m.group(2)) >= self.epoch:
+                return True
+        return False
 
 
 @dataclass(frozen=True)
@@ -72,8 +91,10 @@ class Market:
                 return False
         return zone in self.zones
 
-    def due_preemption(self, zone: str, now_s: float, status: dict | None, fired: dict[str, float]) -> Preemption | None:
-        return next((p for p in self.preemptions if p.zone == zone and p.key not in fired and p.due(now_s, status)), None)
+    def due_preemption(self, zone: str, now_s: float, status: dict | None, fired: dict[str, float],
+                       log: list[str] = ()) -> Preemption | None:
+        return next((p for p in self.preemptions if p.zone == zone and p.key not in fired and p.due(now_s, status, log)),
+                    None)
 
 
 class MarketRecord:

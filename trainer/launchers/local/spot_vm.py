@@ -59,14 +59,20 @@ class SpotVm:
         from trainer.runfiles.status_file import read_status
         from trainer.storage import open_bucket
 
+        from trainer.runfiles.status_file import run_key
+
         bucket = open_bucket(self.args.bucket)
+        log_key, cursor, log = run_key(self.args.lang, self.args.run_id, "log.txt"), None, []
 
         def loop() -> None:
+            nonlocal cursor
             while child.poll() is None:
                 status = read_status(bucket, self.args.lang, self.args.run_id)
+                chunk, cursor = bucket.read_appended(log_key, cursor)
+                log.extend(chunk.decode("utf-8", "replace").splitlines())
                 now_s = self.market.now_s()
                 due = self.market.due_preemption(self.zone, now_s, vars(status) if status else None,
-                                                 self.record.fired())
+                                                 self.record.fired(), log)
                 if due is not None:
                     self.record.fire(due, now_s)
                     gone = "for good" if due.outage_s is None else f"for {due.outage_s:g}s"
@@ -80,7 +86,7 @@ class SpotVm:
                         except (ProcessLookupError, PermissionError):
                             pass
                     return
-                time.sleep(0.2)
+                time.sleep(0.1)
 
         thread = threading.Thread(target=loop, name="spot-market", daemon=True)
         thread.start()

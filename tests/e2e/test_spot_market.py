@@ -1,0 +1,115 @@
+"""Spot capacity and preemption on the local target's simulated market (envs/local-spot.yaml): the real
+trainctl, Terraform, supervisor and trainer, the same lifecycle code a gcp run goes through.
+
+The overlay's market: sim-a dry when the run starts, sim-b preempted once the classifier has trained an
+epoch (dry for good after it), sim-c with capacity. Triggers are events (a stage's epoch, read from the run's
+status and its append-only log), not times.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.support.project import SAMPLE, TINY_SETS, make_project
+from tests.support.trainctl import trainctl
+from trainer.launchers.local import supervisor
+
+ENV = "local-spot"
+QUICK = ["--env", ENV, *TINY_SETS, "--set", "defaults.creation_error_minutes=0.05"]
+
+
+def _runs(root: Path) -> Path:
+    return root / f".trainstack/{ENV}/bucket/fr/runs"
+
+
+def _only_run(root: Path) -> str:
+    [run_id] = [p.name for p in _runs(root).iterdir()]
+    return run_id
+
+
+def _read(root: Path, run_id: str, name: str) -> dict:
+    return json.loads((_runs(root) / run_id / name).read_text())
+
+
+def _nothing_left(root: Path) -> None:
+    state = root / f".trainstack/{ENV}/state/train-fr.tfstate"
+    assert json.loads(state.read_text())["resources"] == [], "terraform state still holds resources"
+    for procs in (root / f".trainstack/{ENV}/procs").glob("*"):
+        pid = supervisor.read_pid(procs)
+        assert pid is None or not supervisor._alive(pid), f"trainer supervisor {pid} still running"
+
+
+@pytest.fixture
+def spot(tmp_path):
+    root = make_project(tmp_path / "proj")
+    r = trainctl(root, "data", "push", "fr", str(SAMPLE / "fr"), "--env", ENV)
+    assert r.returncode == 0, r.stdout + r.stderr
+    yield root
+    trainctl(root, "destroy", "fr", "--env", ENV)
+
+
+def test_a_dry_zone_and_a_preemption_move_the_run_which_resumes_exactly(spot, trained_fr):
+    r = trainctl(spot, "train", "fr", *QUICK)
+    assert r.returncode == 0, r.stdout + r.stderr
+    run_id = _only_run(spot)  # one run id however often it moved
+    status = _read(spot, run_id, "status.json")
+    assert status["state"] == "SUCCEEDED" and status["resumed"] >= 1
+    journal = _read(spot, run_id, "metadata/placements.json")
+    placed = [(p["zone"], p["outcome"], p.get("ran", False)) for p in journal["placements"]]
+    assert placed == [("sim-a", "no capacity", False), ("sim-b", "no capacity", True), ("sim-c", "succeeded", True)]
+    [preemption] = journal["preemptions"]
+    # at the classifier's first epoch, or as soon after it as the watcher saw it (a tiny epoch is over in ms)
+    assert preemption["zone"] == "sim-b" and preemption["stage"] in ("classifier", "evaluating", "uploading")
+    assert preemption["lost_s"] > 0
+    assert journal["capacity_wait_s"] > 0
+    out = r.stdout + r.stderr
+    assert "moved to zone sim-b (simulated)" in out and "moved to zone sim-c (simulated)" in out
+    assert "was interrupted in zone sim-b" in out and "training again in zone sim-c" in out
+    log = (_runs(spot) / run_id / "log.txt").read_text()
+    assert "spot market: Spot VM in sim-b preempted" in log and "resume #1" in log
+    assert log.count("== stage preparing") == 2, "a log line printed twice, or a start lost"
+    assert out.count("== stage preparing") == 2, "train printed the log again after a move"
+    # Exact resume: the same figures, epoch by epoch, as the undisturbed run with the same seed and settings.
+    undisturbed_root, undisturbed_id, _ = trained_fr
+    undisturbed = json.loads((undisturbed_root / ".trainstack/local/bucket/fr/runs" / undisturbed_id
+                              / "metrics.json").read_text())
+    metrics = _read(spot, run_id, "metrics.json")
+    assert metrics["macro_f1"] == undisturbed["macro_f1"] and metrics["micro_f1"] == undisturbed["micro_f1"]
+    assert [(h["stage"], h["epoch"], h.get("valid_loss")) for h in metrics["history"]] == \
+        [(h["stage"], h["epoch"], h.get("valid_loss")) for h in undisturbed["history"]]
+    _nothing_left(spot)
+
+
+def test_every_zone_dry_stops_resumable_with_exit_3_then_resume_finishes_it(spot):
+    dry = ["--set", "spot_market.zones.sim-a.outages=[{start_s: 0}]",
+           "--set", "spot_market.zones.sim-c.outages=[{start_s: 0}]", "--set", "defaults.capacity_wait_minutes=0.2"]
+    r = trainctl(spot, "train", "fr", *QUICK, *dry)
+    assert r.returncode == 3, r.stdout + r.stderr
+    run_id = _only_run(spot)
+    assert f"trainctl train fr --env {ENV} --resume {run_id}" in r.stderr
+    status = _read(spot, run_id, "status.json")
+    assert status["state"] == "FAILED" and "no capacity" in status["error"]
+    checkpoints = sorted(p.name for p in (_runs(spot) / run_id / "checkpoints").iterdir())
+    assert any("classifier" in name for name in checkpoints), checkpoints  # it trained before it was stopped
+    journal = _read(spot, run_id, "metadata/placements.json")
+    assert [p["zone"] for p in journal["placements"]][:4] == ["sim-a", "sim-b", "sim-c", "sim-a"]
+    assert journal["placements"][-1]["outcome"] == "no capacity" and journal["capacity_wait_s"] >= 12
+    _nothing_left(spot)  # nothing running, nothing billed while it waits for the user
+
+    # Capacity is back (no preemption left): the same run continues from its checkpoint.
+    again = trainctl(spot, "train", "fr", *QUICK, "--resume", run_id, "--set", "spot_market.preemptions=[]")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert _only_run(spot) == run_id
+    status = _read(spot, run_id, "status.json")
+    assert status["state"] == "SUCCEEDED" and status["resumed"] == 1 and status["error"] is None
+    log = (_runs(spot) / run_id / "log.txt").read_text()
+    assert "resumed by trainctl (--resume)" in log and "resume #1" in log
+    history = _read(spot, run_id, "metrics.json")["history"]
+    epochs = [h["epoch"] for h in history if h["stage"] == "classifier"]
+    assert epochs == list(range(1, len(epochs) + 1)), "an epoch was lost or repeated across the stop"
+    _nothing_left(spot)
+    # A run that succeeded is not resumed again.
+    done = trainctl(spot, "train", "fr", *QUICK, "--resume", run_id)
+    assert done.returncode == 2 and "already SUCCEEDED" in done.stderr
