@@ -155,7 +155,7 @@ def destroy(lang: LangArg, env: EnvOpt = "local", sets: SetOpt = None):
     from stacks.runs import stack_ops
     from stacks.runs.language_run import resolve
     from stacks.runs.runflow import record_cost
-    from trainer.runfiles.status_file import read_status
+    from trainer.runfiles.status_file import mark_failed, read_status
 
     project, config = load(env, sets)
     run = stack_ops.open_stack(resolve(project, config, lang))
@@ -163,6 +163,10 @@ def destroy(lang: LangArg, env: EnvOpt = "local", sets: SetOpt = None):
     rep = ConsoleReporter()
     stack_ops.teardown(run, rep)
     if run.run_id:
+        status = read_status(run.bucket, lang, run.run_id)
+        if status is None or not status.terminal:  # no VM was running it (waiting for capacity): say how it ended
+            mark_failed(run.bucket, lang, run.run_id, env, f"stopped: the stack was destroyed while the run had no "
+                        f"VM; resume it: trainctl train {lang} --env {env} --resume {run.run_id}")
         record_cost(run, rep)  # a detached run's cost and final report.html
         status = read_status(run.bucket, lang, run.run_id)
         console.print(f"run {run.run_id}: {status.state if status else 'no status'}"

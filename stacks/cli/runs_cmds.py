@@ -220,11 +220,13 @@ def show(run_id: Annotated[str, typer.Argument(help="run id (see `trainctl runs`
         console.print(f"  kept           {k['kept']} (classifier macro-F1 {k['classifier']['macro_f1']:.3f}, blend "
                       f"{k['blend']['macro_f1']:.3f} at weight {k['blend_weight']}, TF-IDF "
                       f"{data['baselines']['baseline_tfidf']['macro_f1']:.3f}; same rows)", soft_wrap=True)
-    for key in ("stage", "started_at", "finished_at", "duration_s", "resumed", "macro_f1", "error", "machine_type",
+    for key in ("stage", "started_at", "finished_at", "duration_s", "resumed", "placements", "ran_in", "preemptions",
+                "capacity_wait_s", "interrupted_s", "macro_f1", "error", "machine_type",
                 "gpu_type", "gpu_count", "spot", "nodes", "vm_boots", "billed_vm_s", "est_cost", "cost_note",
                 "prices_source"):
-        if row.get(key) not in (None, ""):
-            console.print(f"  {key:14} {escape(str(row[key]))}", soft_wrap=True)
+        if row.get(key) not in (None, "", []):
+            value = " → ".join(row[key]) if isinstance(row[key], list) else str(row[key])
+            console.print(f"  {key:14} {escape(value)}", soft_wrap=True)
     if typed and typed.model is not None:  # a classifier run: per label, with both baselines
         from stacks.cli.run_console import metrics_table, print_table
 

@@ -17,9 +17,8 @@ import json
 import time
 from dataclasses import dataclass, field
 
+from trainer.runfiles.status_file import PLACEMENTS_META as PLACEMENTS
 from trainer.runfiles.status_file import INTERRUPTED_STAGE, RUNNING, RunStatus, now_iso, run_key
-
-PLACEMENTS = "metadata/placements.json"
 
 
 @dataclass
@@ -35,6 +34,7 @@ class Failover:
     without_vm_since: float | None = None
     tried_in_pass: int = 0
     pauses: int = 0
+    pass_done: object = None  # called when every candidate failed in a pass; True: it changed them, no pause
 
     def vm_came(self) -> None:
         """A VM runs the trainer again: the next stretch without one starts its own clock."""
@@ -47,6 +47,9 @@ class Failover:
         if self.without_vm_since is None:
             self.without_vm_since = now - failed_for_s
         self.tried_in_pass += 1
+        if self.tried_in_pass >= len(self.candidates) and self.pass_done is not None and self.pass_done():
+            self.tried_in_pass, self.index = 0, 0
+            return self.candidates[0]
         if self.tried_in_pass >= len(self.candidates):
             pause = min(self.backoff_s[0] * 2 ** self.pauses, self.backoff_s[1])
             left = self.without_vm_since + self.wait_limit_s - now

@@ -9,7 +9,8 @@ import json
 from typing import TYPE_CHECKING
 
 from stacks.errors import RunNotFoundError
-from trainer.runfiles.status_file import parse_time, read_metrics, read_status, run_key
+from trainer.runfiles.status_file import (PLACEMENTS_META, parse_time, placements_summary, read_json, read_metrics,
+                                         read_status, run_key)
 from trainer.storage import Bucket
 
 if TYPE_CHECKING:  # the config models take ~0.3 s to import: `trainctl --help` reads this module
@@ -69,6 +70,7 @@ def run_row(bucket: Bucket, config: EnvConfig, lang: str, run_id: str) -> dict:
             "kept": metrics.kept if metrics and metrics.model is not None else None,
             "scored_rows": metrics.scored_rows if metrics else None,
             "resumed": status.resumed if status else 0,
+            **placements_summary(read_json(bucket, run_key(lang, run_id, PLACEMENTS_META))),
             "error": status.error if status else None, "url": bucket.url(f"{lang}/runs/{run_id}"),
             **run_cost(bucket, config, lang, run_id, status)}
 

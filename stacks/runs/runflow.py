@@ -54,7 +54,7 @@ def run_language(project: "Project", config: "EnvConfig", lang: str, *, detach: 
         attached = stack_ops.launch(run, rep, resume=resume)
     journal = RunJournal(run.bucket, lang, run.run_id)
     if not attached:
-        journal.placed(placement_record(run.placement))
+        journal.placed(placement_record(run.placement, run.settings.spot))
     if attached:
         running = read_status(run.bucket, lang, run.run_id)
         if running is not None and running.job != run.job:
@@ -85,11 +85,10 @@ def run_language(project: "Project", config: "EnvConfig", lang: str, *, detach: 
     return run
 
 
-def placement_record(placement) -> dict:
+def placement_record(placement, spot: bool) -> dict:
     """What metadata/placements.json says of a placement."""
     zone = getattr(placement, "zone", None)
-    return {"zone": zone, **({"region": zone.rsplit("-", 1)[0]} if zone and zone.count("-") >= 2 else {}),
-            **({"spot": placement.spot} if getattr(placement, "spot", None) is not None else {})}
+    return {"zone": zone, **({"region": zone.rsplit("-", 1)[0]} if zone and zone.count("-") >= 2 else {}), "spot": spot}
 
 
 def follow_moving(run: LanguageRun, rep, journal: RunJournal, *, echo=None, start_lock=None,
@@ -101,6 +100,21 @@ def follow_moving(run: LanguageRun, rep, journal: RunJournal, *, echo=None, star
     candidates = target.placements(config, lang, rep, first=run.placement)
     failover = Failover(candidates, settings.capacity_wait_minutes * 60, target.capacity_retry_s(config))
     failover.index = next((i for i, c in enumerate(candidates) if c == run.placement), 0)
+
+    def on_demand() -> bool:
+        """on_demand_fallback: once every Spot placement lacked capacity, the same placements on demand."""
+        if not (run.settings.on_demand_fallback and run.settings.spot):
+            return False
+        on_demand_settings = run.config.languages[lang].model_copy(update={"spot": False})
+        run.config = run.config.model_copy(update={"languages": {**run.config.languages, lang: on_demand_settings}})
+        run.settings = run.config.language(lang)
+        rep.warn(f"no Spot capacity in any of {len(failover.candidates)} placement(s): on_demand_fallback takes "
+                 f"on-demand VMs for run {run.run_id}, at the on-demand price:")
+        target.estimate(run.config, lang, run.bucket, rep)
+        failover.candidates[:] = target.placements(run.config, lang, rep)
+        return True
+
+    failover.pass_done = on_demand
 
     def seen(status) -> None:
         event = journal.observe(status)
@@ -141,7 +155,7 @@ def follow_moving(run: LanguageRun, rep, journal: RunJournal, *, echo=None, star
             track(APPLYING)
             with start_lock or nullcontext():
                 stack_ops.reapply(run, placement, rep, echo=echo)
-            journal.placed(placement_record(placement))
+            journal.placed(placement_record(placement, run.settings.spot))
             rep.info(f"run {run.run_id} moved to {target.describe_placement(placement)}: it resumes from its "
                      f"last checkpoint")
             track(FOLLOWING, run.run_id)

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from trainer.runfiles.status_file import FAILED, SUCCEEDED, run_key, run_prefix
+from trainer.runfiles.status_file import FAILED, PLACEMENTS_META, SUCCEEDED, placements_summary, run_key, run_prefix
 from trainer.storage import Bucket
 
 TAG = "trainstack."  # every tag of ours starts so; `trainstack.run_id` finds a run's mirror
@@ -132,6 +132,9 @@ def read_mirror(bucket: Bucket, lang: str, run_id: str, *, env: str) -> Mirror:
             "mlflow.runName": f"{lang} {run_id}"}
     if doc.get("kept"):
         tags[f"{TAG}kept"] = str(doc["kept"])
+    moves = placements_summary(_json(bucket, run_key(lang, run_id, PLACEMENTS_META)))
+    if moves["placements"]:
+        tags[f"{TAG}placements"] = " -> ".join(str(z) for z in moves["placements"])
     if status.get("error"):
         tags[f"{TAG}error"] = str(status["error"])[:4000]
     params = {key_name(k): str(v) for k, v in sorted((trainer_meta.get("args") or {}).items())
@@ -146,6 +149,9 @@ def read_mirror(bucket: Bucket, lang: str, run_id: str, *, env: str) -> Mirror:
     metrics = _history_metrics(history, start or 0)
     if doc and state == SUCCEEDED:
         metrics += _final_metrics(doc, end or start or 0, len(history))
+    if moves["placements"] and state in (SUCCEEDED, FAILED):  # what Spot cost the run in time
+        metrics += [Metric(f"spot/{name}", float(moves[name]), len(history), end or start or 0)
+                    for name in ("preemptions", "capacity_wait_s", "interrupted_s")]
     names = [name for name in FILES if bucket.exists(run_key(lang, run_id, name))]
     mirror = Mirror(lang, run_id, state, start, end, tags, params, metrics, names,
                     model=state == SUCCEEDED and job == "classifier" and bucket.exists(run_key(lang, run_id, "model.pth")))

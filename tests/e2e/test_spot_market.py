@@ -71,6 +71,12 @@ def test_a_dry_zone_and_a_preemption_move_the_run_which_resumes_exactly(spot, tr
     assert "spot market: Spot VM in sim-b preempted" in log and "resume #1" in log
     assert log.count("== stage preparing") == 2, "a log line printed twice, or a start lost"
     assert out.count("== stage preparing") == 2, "train printed the log again after a move"
+    # Every move visible: `trainctl runs`, the report, the MLflow record (stacks.tracking) read the same journal.
+    [row] = json.loads(trainctl(spot, "runs", "--json", "--env", ENV).stdout)
+    assert row["placements"] == ["sim-a", "sim-b", "sim-c"] and row["ran_in"] == ["sim-b", "sim-c"]
+    assert row["preemptions"] == 1 and row["capacity_wait_s"] > 0 and row["interrupted_s"] > 0
+    report = (_runs(spot) / run_id / "report.html").read_text()
+    assert "<h2>Placements</h2>" in report and "1 preemption(s)" in report
     # Exact resume: the same figures, epoch by epoch, as the undisturbed run with the same seed and settings.
     undisturbed_root, undisturbed_id, _ = trained_fr
     undisturbed = json.loads((undisturbed_root / ".trainstack/local/bucket/fr/runs" / undisturbed_id

@@ -61,7 +61,7 @@ LIST_ERRORS_ANY = "/compute/v1/projects/p1/zones/(?P<zone>[^/]+)/instanceGroupMa
 NO_ERRORS = {"kind": "compute#instanceGroupManagersListErrorsResponse", "items": []}
 
 
-def _gcp_train(project, monkeypatch, api, sets: list[str], *, on_apply=None):
+def _gcp_train(project, monkeypatch, api, sets: list[str], *, on_apply=None, spots: list | None = None):
     """`trainctl train fr --env dev` against the recorded APIs, its Terraform faked -> (result, Terraform's calls,
     the zone of each synth)."""
     terraform, zones = FakeTerraform(), []
@@ -71,6 +71,8 @@ def _gcp_train(project, monkeypatch, api, sets: list[str], *, on_apply=None):
         out.mkdir(parents=True, exist_ok=True)
         (out / "cdk.tf.json").write_text("{}")
         zones.append(placements["fr"].zone)
+        if spots is not None:
+            spots.append(config.language("fr").spot)
         return terraform
 
     if on_apply is not None:
@@ -117,6 +119,29 @@ def test_no_capacity_in_any_zone_moves_through_them_then_stops_resumable_with_ex
     assert "no capacity for run" in out and f"--resume {run_id}" in out and hint in out
     status = read_status(open_bucket(bucket), "fr", run_id)
     assert status.state == "FAILED" and f"--resume {run_id}" in status.error
+
+
+def test_on_demand_fallback_takes_on_demand_vms_once_every_spot_zone_is_dry(project, gcs_env, monkeypatch):
+    from trainer.runfiles.status_file import RunStatus, write_status
+    from trainer.storage import open_bucket
+
+    api = compute_api()
+    api.routes[("GET", LIST_ERRORS_ANY)] = (200, fixture("list_errors_zone_exhausted.json"))
+    uri = "gs://test-bucket/creation-on-demand"
+    spot_of_synth: list[bool] = []
+
+    def stand_in_vm(zone: str, run_id: str) -> None:
+        if not spot_of_synth[-1]:  # on demand: capacity (its group's error list is the old zone's, already seen)
+            write_status(open_bucket(uri), RunStatus(run_id=run_id, lang="fr", env="dev", state="FAILED",
+                                                     stage="classifier", error="the stand-in VM's run"))
+
+    result, calls, zones = _gcp_train(project, monkeypatch, api, [
+        "--set", f"bucket={uri}", "--set", "defaults.on_demand_fallback=true"], on_apply=stand_in_vm, spots=spot_of_synth)
+    out = " ".join(result.output.split())
+    assert result.exit_code == 1 and "the stand-in VM's run" in out, result.output
+    assert spot_of_synth[:4] == [True, True, True, False] and zones[:4] == [
+        "europe-west4-a", "europe-west4-b", "europe-west4-c", "europe-west4-a"]
+    assert "on_demand_fallback takes on-demand VMs" in out and "(on-demand, europe-west4)" in out
 
 
 def test_a_zone_without_capacity_moves_the_run_to_the_next_where_it_runs(project, gcs_env, monkeypatch):

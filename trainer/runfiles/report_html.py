@@ -12,7 +12,8 @@ import json
 import re
 
 from trainer.runfiles.metrics_file import RunMetrics
-from trainer.runfiles.status_file import read_metrics, read_status, run_key, scored_predictions
+from trainer.runfiles.status_file import (PLACEMENTS_META, placements_summary, read_json, read_metrics, read_status,
+                                         run_key, scored_predictions)
 from trainer.storage import Bucket
 
 PLOTS = (("plots/per_label_f1.png", "Per-label F1: model and TF-IDF on the same rows"),
@@ -22,7 +23,8 @@ MISTAKES = 10
 TEXT_COLUMNS = ("text", "true", "predicted")  # left-aligned, wrapped
 TEXT_CHARS = 400
 # log lines that make the timeline: stages, resumes, interruptions, queueing, the end
-TIMELINE = re.compile(r"== stage |resume|interrupt|preempt|queued|SUCCEEDED|FAILED|restarting|checkpoint: .* finished")
+TIMELINE = re.compile(r"== stage |resume|interrupt|preempt|queued|SUCCEEDED|FAILED|restarting|checkpoint: .* finished"
+                      r"|spot market")
 STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222;padding:0 1em}
 h1{font-size:1.5em;margin-bottom:.2em} h2{font-size:1.15em;margin-top:1.8em;border-bottom:1px solid #ddd}
@@ -142,6 +144,18 @@ def _image(bucket: Bucket, lang: str, run_id: str, key: str, caption: str) -> st
     return f'<figure><img alt="{_e(caption)}" src="data:image/png;base64,{data}"><figcaption>{_e(caption)}</figcaption></figure>'
 
 
+def placements_section(journal: dict | None) -> str:
+    """Where the run was placed, in order, and how each placement ended (metadata/placements.json)."""
+    if not journal or not journal.get("placements"):
+        return ""
+    rows = [[_td(p.get("zone") or "-", "text"), _td(p.get("applied_at") or "", "text"), _td(p.get("outcome") or "running", "text"),
+             _td("yes" if p.get("ran") else "no", "text"), _td(str(p.get("preempted", 0)))] for p in journal["placements"]]
+    s = placements_summary(journal)
+    return (f"<p>{len(rows)} placement(s); {s['preemptions']} preemption(s), {s['interrupted_s']:.0f}s from a "
+            f"preemption to training again, {s['capacity_wait_s']:.0f}s waiting for capacity</p>"
+            + _table(["zone", "applied", "ended", "ran", "preempted"], rows))
+
+
 def timeline_section(log: str, status) -> str:
     lines = [line for line in log.splitlines() if TIMELINE.search(line)]
     head = f"<p>resumed {status.resumed} time(s)</p>" if status is not None else ""
@@ -199,6 +213,9 @@ def render_run(bucket: Bucket, lang: str, run_id: str, *, metrics: RunMetrics | 
     parts.append("<h2>Configuration</h2>" + (_kv(sorted((k, v) for k, v in args.items() if v not in (None, "", [])))
                                              if args else '<p class="muted">not recorded yet</p>')
                  + _kv(list(environment.items())))
+    placed = placements_section(read_json(bucket, run_key(lang, run_id, PLACEMENTS_META)))
+    if placed:
+        parts.append("<h2>Placements</h2>" + placed)
     parts.append("<h2>Timeline</h2>" + timeline_section(log, status))
     parts.append("<h2>Cost</h2>" + (_kv([(k, v) for k, v in cost.items() if k != "rates"]) if cost else
                                     '<p class="muted">recorded when the stack is torn down '

@@ -23,6 +23,18 @@ BWD_MODEL = "model_bwd.pth"  # the backward classifier (trainer.bidirectional), 
 
 
 TRAINCTL_META = "metadata/trainctl.json"  # written by trainctl at apply: the stack, placement, estimate
+PLACEMENTS_META = "metadata/placements.json"  # written by trainctl as the run moves: placements, preemptions, waits
+
+
+def placements_summary(journal: dict | None) -> dict:
+    """What a run's metadata/placements.json comes to: the zones tried in order, where it ran, preemptions,
+    the time spent waiting for capacity and lost to interruptions (zeros for a run without one)."""
+    journal = journal or {}
+    placed = journal.get("placements") or []
+    preemptions = journal.get("preemptions") or []
+    return {"placements": [p.get("zone") for p in placed], "ran_in": [p.get("zone") for p in placed if p.get("ran")],
+            "preemptions": len(preemptions), "capacity_wait_s": journal.get("capacity_wait_s") or 0.0,
+            "interrupted_s": round(sum(p.get("lost_s") or 0.0 for p in preemptions), 1)}
 KEPT_MARK = "UPLOAD_FAILED"  # in a work folder: an artifact did not reach the bucket, so the folder is kept
 
 

@@ -33,7 +33,7 @@ class LocalTarget:
         from stacks.targets.local.host import LocalHost
 
         name = stack_name(lang)
-        market = config.spot_market
+        market = config.spot_market if config.language(lang).spot else None  # on demand: always capacity
         zone = placement.zone if placement is not None else next(iter(market.zones)) if market else None
         return {"local": LocalHost(python=python, workdir=project.root, procs_dir=project.procs_dir(config.env),
                                    state_file=project.state_file(config.env, name), cores_dir=project.cores_dir(),
@@ -50,7 +50,7 @@ class LocalTarget:
         """The simulated market's zones in order ([None]: no market, one machine)."""
         from stacks.targets.local.host import LocalPlacement
 
-        if config.spot_market is None:
+        if config.spot_market is None or not config.language(lang).spot:
             return [None]
         return [LocalPlacement(zone) for zone in config.spot_market.zones]
 
@@ -81,7 +81,7 @@ class LocalTarget:
 
     def creation_errors(self, config, lang, reporter, *, placement=None, bucket=None, run_id=None, project=None):
         """With a simulated Spot market: the new tries of the run's launcher that found its zone dry."""
-        if config.spot_market is None or project is None or run_id is None:
+        if config.spot_market is None or not config.language(lang).spot or project is None or run_id is None:
             return None  # one machine: the supervisor's own status and exit code tell
         from trainer.launchers.local.market import MarketRecord
         from trainer.runfiles.status_file import now_iso

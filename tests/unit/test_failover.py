@@ -1,0 +1,63 @@
+"""The failover rule (stacks.runs.failover) and the simulated market (trainer.launchers.local.market), alone."""
+from __future__ import annotations
+
+from stacks.runs.failover import Failover
+from trainer.launchers.local.market import Market, Preemption
+
+
+class Clock:
+    def __init__(self):
+        self.now, self.slept = 0.0, []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+def test_failover_tries_each_placement_then_backs_off_then_gives_up():
+    clock = Clock()
+    said = []
+    f = Failover(["a", "b", "c"], wait_limit_s=1000, backoff_s=(60, 300), sleep=clock.sleep, clock=clock)
+    order = []
+    while len(order) < 30 and (not order or order[-1] is not None):
+        clock.now += 100  # each placement fails after creation_error_minutes
+        order.append(f.next_placement(100, said.append))
+    # a failed first; b, c, then a pause, a again ...
+    assert order[:4] == ["b", "c", "a", "b"] and clock.slept[:2] == [60, 120]
+    assert said[0].startswith("no capacity in any of 3 placement(s)")
+    assert order[-1] is None, "waiting never ended"
+    assert 1000 <= f.waited_s() < 1000 + 100, "gave up long after capacity_wait_minutes, or before"
+
+
+def test_a_vm_that_came_resets_the_wait():
+    clock = Clock()
+    f = Failover(["a", "b"], wait_limit_s=300, backoff_s=(60, 300), sleep=clock.sleep, clock=clock)
+    clock.now = 200
+    assert f.next_placement(200, lambda m: None) == "b"
+    f.vm_came()
+    clock.now = 10_000
+    assert f.next_placement(100, lambda m: None) == "a"  # a new stretch without a VM, its own clock
+    assert f.waited_s() == 100
+
+
+def test_market_capacity_windows_and_preemption_outages():
+    m = Market({"a": [(0.0, 100.0)], "b": []}, (Preemption("b", stage="classifier", epoch=1, outage_s=50),), 1.0, 0.0)
+    assert not m.has_capacity("a", 10, {}) and m.has_capacity("a", 100, {}) and not m.has_capacity("z", 0, {})
+    fired = {m.preemptions[0].key: 200.0}
+    assert not m.has_capacity("b", 220, fired) and m.has_capacity("b", 250, fired)
+
+
+def test_a_preemption_after_a_stage_shorter_than_a_poll_is_still_due():
+    p = Preemption("b", stage="classifier", epoch=1)
+    running = {"state": "RUNNING", "stage": "classifier", "epoch": 1}
+    assert p.due(0, running) and not p.due(0, {**running, "epoch": 0})
+    log = ["2026-11-27T10:00:00Z == stage classifier (2 epochs)",
+           "2026-11-27T10:00:01Z classifier [1/2] epoch 1/2  train_loss 0.5",
+           "2026-11-27T10:00:01Z == stage evaluating"]
+    evaluating = {"state": "RUNNING", "stage": "evaluating", "epoch": 2}
+    assert p.due(0, evaluating, log[:2]) and p.due(0, evaluating, [log[0], log[2]])
+    assert not p.due(0, evaluating, []) and not p.due(0, None, log[:1])
+    assert not Preemption("b", stage="lm_finetune", epoch=1).due(0, evaluating, log)
