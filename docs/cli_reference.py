@@ -34,7 +34,9 @@ env's config are listed too (`fr (not in env dev)`).
 - `runs --json`: a list, one object per run: `run_id, lang, configured, state` (PENDING, RUNNING,
   SUCCEEDED, FAILED, STARTING = applied without a status yet, UNKNOWN = no status and too old to be
   starting), `stage, started_at, finished_at, duration_s, macro_f1, tfidf_macro_f1` (the TF-IDF
-  baseline on the same rows) `, scored_rows` (valid or test) `, resumed, error, url,
+  baseline on the same rows) `, scored_rows` (valid or test) `, resumed, placements` (zones applied, in
+  order) `, ran_in` (those where a VM trained) `, preemptions, capacity_wait_s, interrupted_s` (preemption to
+  training again, summed) `, error, url,
   machine_type, gpu_type, gpu_count, spot, nodes, vm_boots, billed_vm_s, vm_per_hour, est_cost`
   (USD; 0 for local runs, null when unknown) `, cost_note, prices_source, promoted` (the model
   `predict` uses for its language) `, kept` (`classifier` or `blend`; null for runs without metrics).

@@ -25,6 +25,7 @@ NO_CAPACITY = "ZONE_RESOURCE_POOL_EXHAUSTED"
 STAGE_LINE = "== stage "  # the run log's line as a stage starts (trainer.runtime.context)
 EPOCH_LINE = re.compile(r"(\S+) \[\d+/\d+\] epoch (\d+)/")  # `classifier [1/2] epoch 1/2  train_loss ...`
 ERRORS_FILE, FIRED_FILE = "creation_errors.jsonl", "market_fired.json"
+POINT_S = 60.0  # how long after its market time a timed preemption still takes a VM it finds in its zone
 
 
 @dataclass(frozen=True)
@@ -43,8 +44,8 @@ class Preemption:
     def due(self, now_s: float, status: dict | None, log: list[str] = ()) -> bool:
         """At its market time; or once the run is at `epoch` of `stage`, by its status or by its log (append-only:
         a stage shorter than a poll is never missed; a later stage's start counts as past the epoch)."""
-        if self.at_s is not None:
-            return now_s >= self.at_s
+        if self.at_s is not None:  # a moment: a VM that comes to the zone later is not taken back
+            return self.at_s <= now_s and (self.outage_s is None or now_s < self.at_s + max(self.outage_s, POINT_S))
         if (status is not None and status.get("state") == "RUNNING" and status.get("stage") == self.stage
                 and int(status.get("epoch") or 0) >= self.epoch):
             return True
