@@ -4,7 +4,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from stacks.config import EnvConfig
-from trainer.runfiles.status_file import TRAINCTL_META, parse_time, read_json, run_key
+from trainer.runfiles.status_file import PLACEMENTS_META, TRAINCTL_META, parse_time, read_json, run_key
 from trainer.storage import Bucket
 
 
@@ -19,19 +19,27 @@ def boot_records(bucket: Bucket, lang: str, run_id: str) -> list[dict]:
     return records
 
 
-def billed_vm_seconds(records: list[dict], end: datetime) -> float:
-    """VM time from the boot records: each boot runs until the same VM's next boot (a Spot
-    VM recreated after preemption) or the run's end. An estimate: boot and shutdown time count."""
-    by_vm: dict[str, list[datetime]] = {}
+def billed_vm_seconds(records: list[dict], end: datetime, placements: list[dict] | None = None) -> dict[str, float]:
+    """VM time per region from the boot records: each boot runs until the same VM's next boot (a Spot VM
+    recreated after preemption), the end of the placement it booted in (the run moved: that group was
+    destroyed; metadata/placements.json), or the run's end. An estimate: boot and shutdown time count."""
+    by_vm: dict[str, list[tuple[datetime, str | None]]] = {}
     for rec in records:
         if (booted := parse_time(rec.get("booted_at"))) is not None:
-            by_vm.setdefault(str(rec.get("name")), []).append(booted)
-    total = 0.0
+            by_vm.setdefault(str(rec.get("name")), []).append((booted, rec.get("zone")))
+    spans = [(p.get("zone"), parse_time(p.get("applied_at")), parse_time(p.get("ended_at")))
+             for p in placements or []]
+    totals: dict[str, float] = {}
     for boots in by_vm.values():
-        boots.sort()
-        for start, nxt in zip(boots, [*boots[1:], None]):
-            total += max(((nxt or end) - start).total_seconds(), 0.0)
-    return total
+        boots.sort(key=lambda b: b[0])
+        for (start, zone), nxt in zip(boots, [*(b[0] for b in boots[1:]), None]):
+            stop = min(nxt or end, end)
+            for placed_zone, applied, ended in spans:
+                if placed_zone == zone and applied and ended and applied <= start < ended:
+                    stop = min(stop, ended)
+            region = zone.rsplit("-", 1)[0] if zone else None
+            totals[region] = totals.get(region, 0.0) + max((stop - start).total_seconds(), 0.0)
+    return totals
 
 
 def settings_of(bucket: Bucket, lang: str, run_id: str, config: EnvConfig) -> dict:
@@ -53,14 +61,19 @@ def vm_cost(bucket: Bucket, config: EnvConfig, lang: str, run_id: str, status, b
     gpu = s.get("gpu") or {}
     records = boot_records(bucket, lang, run_id)
     end = parse_time(status.finished_at or status.updated_at) if status else None
-    billed = billed_vm_seconds(records, end or datetime.now(timezone.utc))
-    per_hour, note, source = (None, "cost unknown: the run records no machine type", None)
+    journal = read_json(bucket, run_key(lang, run_id, PLACEMENTS_META)) or {}
+    by_region = billed_vm_seconds(records, end or datetime.now(timezone.utc), journal.get("placements"))
+    billed = sum(by_region.values())
+    per_hour, note, source, cost = (None, "cost unknown: the run records no machine type", None, None)
     if s.get("machine_type"):
         book = book_for(s["machine_type"])
-        source = book.source
-        per_hour, note = book.vm_per_hour(s.get("region"), s["machine_type"], gpu.get("type"),
+        source, cost = book.source, 0.0
+        for region in by_region or {s.get("region"): 0.0}:  # a moved run: each VM at its own region's price
+            rate, note = book.vm_per_hour(region or s.get("region"), s["machine_type"], gpu.get("type"),
                                           gpu.get("count") or 0, bool(s.get("spot")))
+            per_hour = rate if per_hour is None else per_hour
+            cost = None if rate is None or cost is None else cost + by_region.get(region, 0.0) / 3600 * rate
     return {"machine_type": s.get("machine_type"), "gpu_type": gpu.get("type"), "gpu_count": gpu.get("count") or 0,
             "spot": s.get("spot"), "nodes": s.get("nodes", 1), "vm_boots": len(records), "billed_vm_s": round(billed),
-            "vm_per_hour": per_hour, "est_cost": None if per_hour is None else round(billed / 3600 * per_hour, 4),
+            "vm_per_hour": per_hour, "est_cost": None if cost is None else round(cost, 4),
             "cost_note": note, "prices_source": source}
