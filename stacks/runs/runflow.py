@@ -97,9 +97,8 @@ def follow_moving(run: LanguageRun, rep, journal: RunJournal, *, echo=None, star
     VM for lack of capacity or quota (stacks.runs.failover); every move and preemption in `journal`."""
     config, lang, settings = run.config, run.lang, run.settings
     target = target_of(config)
-    candidates = target.placements(config, lang, rep, first=run.placement)
-    failover = Failover(candidates, settings.capacity_wait_minutes * 60, target.capacity_retry_s(config))
-    failover.index = next((i for i, c in enumerate(candidates) if c == run.placement), 0)
+    # The candidates (gcp: a quota look-up per zone) are only asked for once the run has to move.
+    failover = Failover([], settings.capacity_wait_minutes * 60, target.capacity_retry_s(config))
 
     def on_demand() -> bool:
         """on_demand_fallback: once every Spot placement lacked capacity, the same placements on demand."""
@@ -149,9 +148,12 @@ def follow_moving(run: LanguageRun, rep, journal: RunJournal, *, echo=None, star
             rep.warn(f"no VM for run {run.run_id} in {where} for {exc.minutes:g} min ({exc.last}): moving it")
             track(DESTROYING)
             stack_ops.teardown(run, rep)  # nothing billed while it waits or moves
+            if not failover.candidates:
+                failover.candidates[:] = target.placements(config, lang, rep, first=run.placement)
+                failover.index = next((i for i, c in enumerate(failover.candidates) if c == run.placement), 0)
             placement = failover.next_placement(exc.minutes * 60, rep.info)
             if placement is None:
-                give_up(run, rep, journal, failover, len(candidates), exc.hint)
+                give_up(run, rep, journal, failover, len(failover.candidates), exc.hint)
             track(APPLYING)
             with start_lock or nullcontext():
                 stack_ops.reapply(run, placement, rep, echo=echo)

@@ -67,7 +67,7 @@ def follow(bucket: Bucket, lang: str, run_id: str, reporter: Reporter, *, poll_s
     """
     tail = tail or LogTail(bucket, lang, run_id)
     started = time.monotonic()
-    dead_since = errors_since = None
+    dead_since = errors_since = lost_at = None
     kinds: set[str] = set()
     for poll in itertools.count():
         for line in tail.new_lines() if print_log else []:
@@ -81,11 +81,15 @@ def follow(bucket: Bucket, lang: str, run_id: str, reporter: Reporter, *, poll_s
                 for line in tail.new_lines() if print_log else []:
                     reporter.log_line(line)
                 return status
-        no_vm = status is None or status.stage == INTERRUPTED_STAGE
+        # A VM lost without a word leaves a RUNNING status that stops changing: no VM while it stays so.
+        no_vm = status is None or status.stage == INTERRUPTED_STAGE or (
+            lost_at is not None and status.updated_at == lost_at)
         if creation_errors is not None and (no_vm or poll % notes_every == 0):
             problems = creation_errors()
             for problem in problems:
                 reporter.warn(problem.line())
+            if problems and not no_vm and vm_running is not None and vm_running() is False:
+                no_vm, lost_at = True, status.updated_at
             if not no_vm:
                 errors_since, kinds = None, set()
             elif problems:

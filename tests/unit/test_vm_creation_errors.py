@@ -144,6 +144,43 @@ def test_on_demand_fallback_takes_on_demand_vms_once_every_spot_zone_is_dry(proj
     assert "on_demand_fallback takes on-demand VMs" in out and "(on-demand, europe-west4)" in out
 
 
+MANAGED = "/compute/v1/projects/p1/zones/europe-west4-a/instanceGroupManagers/dev-train-fr/listManagedInstances"
+
+
+@pytest.mark.parametrize("group_has_a_vm", [False, True])
+def test_a_running_status_with_errors_moves_only_when_the_group_has_no_vm(project, gcs_env, monkeypatch,
+                                                                          group_has_a_vm):
+    import threading
+
+    from trainer.runfiles.status_file import RunStatus, write_status
+    from trainer.storage import open_bucket
+
+    api = compute_api()
+    api.routes[("GET", LIST_ERRORS)] = (200, fixture("list_errors_zone_exhausted.json"))
+    api.routes[("GET", LIST_ERRORS_ANY)] = (200, NO_ERRORS)
+    vm = {"instance": "https://www.googleapis.com/compute/v1/projects/p1/zones/europe-west4-a/instances/dev-train-fr-x7k2",
+          "instanceStatus": "RUNNING", "currentAction": "NONE"}
+    api.routes[("POST", MANAGED)] = (200, {"managedInstances": [vm] if group_has_a_vm else []})
+    uri = f"gs://test-bucket/creation-late-{group_has_a_vm}"
+
+    def vm_in(zone: str, run_id: str) -> None:
+        bucket = open_bucket(uri)
+        if zone == "europe-west4-a":  # its trainer said RUNNING once; the group's errors come after
+            write_status(bucket, RunStatus(run_id=run_id, lang="fr", env="dev", state="RUNNING", stage="classifier"))
+            if group_has_a_vm:  # a healthy run whose status is late: it ends where it is
+                threading.Timer(4.0, write_status, [bucket, RunStatus(
+                    run_id=run_id, lang="fr", env="dev", state="FAILED", stage="classifier",
+                    error="the stand-in VM's run")]).start()
+        else:
+            write_status(bucket, RunStatus(run_id=run_id, lang="fr", env="dev", state="FAILED", stage="classifier",
+                                           error="the stand-in VM's run"))
+
+    result, calls, zones = _gcp_train(project, monkeypatch, api, ["--set", f"bucket={uri}"], on_apply=vm_in)
+    assert result.exit_code == 1 and "the stand-in VM's run" in result.output, result.output
+    assert api.requests("POST", MANAGED), "the group was never asked"
+    assert zones == (["europe-west4-a"] if group_has_a_vm else ["europe-west4-a", "europe-west4-b"])
+
+
 def test_a_zone_without_capacity_moves_the_run_to_the_next_where_it_runs(project, gcs_env, monkeypatch):
     from stacks.runs.failover import read_journal
     from trainer.runfiles.status_file import RunStatus, write_status
