@@ -17,9 +17,14 @@ def sa_email(account_id: str, project: str) -> str:
     return f"{account_id}@{project}.iam.gserviceaccount.com"
 
 
+def group_prefix(env: str) -> str:
+    """What the names of an environment's groups start with: dev-train-."""
+    return f"{env}-train-"
+
+
 def group_name(env: str, lang: str) -> str:
     """The managed instance group (and VM base name) of a language's run: dev-train-fr."""
-    return f"{env}-train-{lang}"
+    return f"{group_prefix(env)}{lang}"
 
 
 def node_tag(env: str) -> str:

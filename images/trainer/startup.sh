@@ -3,7 +3,8 @@
 #
 # Starts a max_run_hours backstop first, then reads the run from the instance metadata,
 # prepares the GPU container runtime (Deep Learning VM: the NVIDIA container toolkit;
-# Container-Optimized OS: its GPU driver installer), pulls the trainer image and runs
+# Container-Optimized OS: its GPU driver installer; on COS, with several nodes, its host firewall
+# is opened to the node subnet), pulls the trainer image and runs
 # `python -m trainer.launchers.vm run` in it (the agent, which does the real work: trainer/launchers/vm/).
 # Google APIs are called with curl and the VM account's token from the metadata server, so
 # no gcloud is needed (COS has none). Container exit codes: 0 = the run ended and the agent
@@ -41,13 +42,14 @@ COMPUTE_API=${TRAINSTACK_COMPUTE_API:-https://compute.googleapis.com/compute/v1}
 STORAGE_API=${TRAINSTACK_STORAGE_API:-https://storage.googleapis.com}
 # Writable on every image (COS mounts / read-only): where `docker login` keeps the registry token.
 export DOCKER_CONFIG=${TRAINSTACK_DOCKER_CONFIG:-/var/lib/trainstack/docker}
-PROJECT='' ZONE='' MIG='' IMAGE='' RUN_ID='' TS_LANG='' BUCKET='' SHM='' MAX_HOURS='' flags=''
+PROJECT='' ZONE='' MIG='' IMAGE='' RUN_ID='' TS_LANG='' BUCKET='' SHM='' MAX_HOURS='' flags='' OS_ID=''
 FLAGS=() GPU_FLAGS=()
 
 log() { echo "$(date -u +%FT%TZ) trainstack startup: $*"; }
 md() { curl -sSf --retry 5 --retry-connrefused -H 'Metadata-Flavor: Google' "$MD/$1"; }
 # One quick try: asked while the VM may be going away.
 md_instance() { curl -sSf --max-time 5 -H 'Metadata-Flavor: Google' "$MD_ROOT/$1"; }
+md_nic() { curl -sSf --retry 5 --retry-connrefused -H 'Metadata-Flavor: Google' "$MD_ROOT/network-interfaces/0/$1"; }
 # The VM service account's access token (JSON from the metadata server, no jq on COS).
 token() {
   md_instance service-accounts/default/token | sed -n 's/.*"access_token" *: *"\([^"]*\)".*/\1/p' | grep .
@@ -186,10 +188,8 @@ wait_for_docker() {
 # under /var/lib/nvidia, which the container gets as volumes and devices. Other images
 # (Deep Learning VM, accelerator images) ship the toolkit: `--gpus all`.
 prepare_gpu_runtime() {
-  local os_id='' dev
-  # shellcheck disable=SC1090
-  [[ -r $OS_RELEASE ]] && os_id=$(. "$OS_RELEASE" && echo "${ID:-}")
-  if [[ $os_id != cos ]]; then
+  local dev
+  if [[ $OS_ID != cos ]]; then
     GPU_FLAGS=(--gpus all)
     return 0
   fi
@@ -206,6 +206,19 @@ prepare_gpu_runtime() {
   return 0
 }
 
+# Container-Optimized OS's host firewall lets in SSH only, and the trainer runs on the host
+# network: the other nodes could not reach node 0's rendezvous store, nor NCCL and gloo any node
+# (ports torch and NCCL pick at run time, so every TCP port).
+open_host_firewall() {
+  local ip mask rule
+  ip=$(md_nic ip) && mask=$(md_nic subnetmask) || return 1
+  # The node subnet (iptables masks ip/mask): the group's VMs share it, and the VPC rule
+  # (stacks/constructs/node_firewall.py) already lets in only the env's trainer VMs.
+  rule=(INPUT -p tcp -s "$ip/$mask" -j ACCEPT)
+  iptables -w -C "${rule[@]}" 2>/dev/null || iptables -w -I "${rule[@]}" || return 1
+  log "host firewall: accepting TCP from the node subnet $ip/$mask"
+}
+
 BOOTED_AT=$(date +%s)
 mkdir -p "$STATE_DIR"
 # Detached from this script's output so that it can outlive it (two after a manual rerun are harmless).
@@ -214,7 +227,14 @@ watchdog </dev/null >>"$WATCHDOG_LOG" 2>&1 &
 read_group || fatal "cannot read trainstack-project/zone/mig from the instance metadata (stack misconfigured)"
 read_run || fatal "cannot read the trainstack-* instance metadata"
 GPU_DRIVER=$(md trainstack-gpu-driver 2>/dev/null) || GPU_DRIVER=''
+NODES=$(md trainstack-nodes 2>/dev/null) || NODES=1
+# shellcheck disable=SC1090
+[[ -r $OS_RELEASE ]] && OS_ID=$(. "$OS_RELEASE" && echo "${ID:-}")
 log "run $RUN_ID ($TS_LANG), image $IMAGE, group $MIG, max_run_hours $MAX_HOURS"
+
+if [[ $OS_ID == cos && $NODES != 1 ]]; then
+  open_host_firewall || fatal "could not open the host firewall to the other nodes (iptables, network-interfaces/0 metadata)"
+fi
 
 command -v docker >/dev/null || fatal "the boot image has no docker: pick a boot image from the GPU catalogue (stacks/targets/gcp/gpus.py)"
 prepare_gpu_runtime || fatal "could not install or mount the GPU driver (cos-extensions install gpu -- -version=${GPU_DRIVER:-latest})"

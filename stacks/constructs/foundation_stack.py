@@ -63,8 +63,8 @@ class FoundationStack(TerraformStack):
                                         depends_on=after)
         self.registry = ContainerRegistry(self, "registry", project=project, location=region,
                                           repository_id=config.registry, depends_on=after)
-        self.trainer = TrainerIdentity(self, "trainer", project=project, bucket=self.artifacts.bucket,
-                                       repository=self.registry.repository,
+        self.trainer = TrainerIdentity(self, "trainer", project=project, env=config.env,
+                                       bucket=self.artifacts.bucket, repository=self.registry.repository,
                                        languages=sorted(config.languages), depends_on=after)
         self.builder = BuilderIdentity(self, "builder", project=project, bucket=self.artifacts.bucket,
                                        repository=self.registry.repository, depends_on=after)

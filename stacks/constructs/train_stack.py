@@ -64,7 +64,7 @@ class TrainStack(TerraformStack):
         from stacks.constructs.quota_guard import QuotaGuard
         from stacks.constructs.run_identity import RunIdentity
 
-        from stacks.targets.gcp.gpus import default_boot_image, installs_driver_at_boot, signed_driver
+        from stacks.targets.gcp.gpus import GPU_TYPES, default_boot_image, installs_driver_at_boot, signed_driver
 
         s = config.language(lang)
         boot_image = s.boot_image or default_boot_image(s.machine_type)
@@ -74,7 +74,7 @@ class TrainStack(TerraformStack):
         GcsBackend(self, bucket=config.state_bucket_name, prefix=state_prefix(config.env, self.node.id))
         run_id = RunIdentity(self, "run", run_id=self.run_id_expression, replace_on=self.run_id_var.string_value).run_id
         guard = QuotaGuard(self, "quota", project=config.project, region=region, metrics=gcp.quota_metrics,
-                           needed=s.nodes * s.gpu.count)
+                           needed=s.nodes * s.gpu.count, gpu_family=GPU_TYPES[s.gpu.type].gpu_family)
         metadata = {
             "startup-script": gcp.startup_script, "shutdown-script": gcp.shutdown_script,
             "enable-oslogin": "TRUE", "block-project-ssh-keys": "TRUE", "serial-port-enable": "FALSE",

@@ -7,14 +7,13 @@ from stacks.targets.gcp.cdk_google import (
     ServiceAccount, StorageBucket, StorageBucketIamMember)
 from constructs import Construct
 
-from stacks.naming import RESIZER_ROLE, TRAINER_SA
+from stacks.naming import RESIZER_ROLE, TRAINER_SA, group_prefix
 
-# Resizing a group needs update on the group only: the instance deletions that follow are
-# made by the Compute service agent, not by the caller. The agent and startup.sh do not wait
-# on the resize's zone operation, but `gcloud ... resize` run as this account (by hand on a
-# VM) does, and reports a failure after a successful resize without zoneOperations.get.
-RESIZE_PERMISSIONS = ["compute.instanceGroupManagers.get", "compute.instanceGroupManagers.update",
-                      "compute.zoneOperations.get"]
+# What the stop path calls: instanceGroupManagers.resize (trainer/launchers/vm/group.py, and
+# startup.sh's POST .../resize), which checks update on the group only; the instance deletions
+# that follow are made by the Compute service agent. Neither reads the group nor waits on the
+# zone operation (a zone operation's name could not pass the group condition anyway).
+RESIZE_PERMISSIONS = ["compute.instanceGroupManagers.update"]
 # What the trainer of a language writes and reads (DESIGN.md, bucket layout).
 WRITE_PREFIXES = ("runs/", "lm/", "cache/")
 READ_PREFIXES = ("data/",)
@@ -31,15 +30,35 @@ def objects_under(bucket: str, prefixes: list[str]) -> str:
     return f'resource.type == "{OBJECT}" && ({names})'
 
 
+def groups_of(env: str) -> str:
+    """IAM condition: instance group managers of `env` (stacks/naming.py group_name), in any zone.
+
+    Compute Engine names them `projects/P/zones/Z/instanceGroupManagers/NAME` in conditions;
+    extract() takes NAME whatever the zone (a run may fall back to another region's zone). Where IAM
+    gives a request no resource name (a resource type whose names conditions do not evaluate: the
+    earlier reading of Google's list for instance group managers), the grant stands as before, so a VM
+    can always stop its own billing; where it gives one, only the env's groups pass.
+    """
+    return (f'resource.name == "" || '
+            f'resource.name.extract("/instanceGroupManagers/{{name}}").startsWith("{group_prefix(env)}")')
+
+
 class TrainerIdentity(Construct):
     """Exposes `account`, `resize_role` and the IAM `grants` given to the account.
 
     Bucket access is per language and per prefix (IAM conditions on object names): write
     `<lang>/runs|lm|cache/`, read `<lang>/data/`, list the bucket; nothing else, so a VM
     cannot touch another language's data nor `_cloudbuild/` (the next image's source).
+    The resize role (update on groups, nothing else) is bound with a condition on the group's
+    name: `env`'s groups only. Google's "Resource attributes for IAM Conditions" page
+    (https://cloud.google.com/iam/docs/conditions-resource-attributes) lists Compute Engine among
+    the services whose resource names conditions evaluate; whether its list of resource types holds
+    instance group managers could not be read from here, so the condition passes a request without a
+    name (groups_of) rather than risk denying the stop path; `trainctl doctor` asks Policy
+    Troubleshooter whether the resize of each group is granted (stacks/targets/gcp/access.py).
     """
 
-    def __init__(self, scope: Construct, id: str, *, project: str, bucket: StorageBucket,
+    def __init__(self, scope: Construct, id: str, *, project: str, env: str, bucket: StorageBucket,
                  repository: ArtifactRegistryRepository, languages: list[str],
                  depends_on: list[ITerraformDependable] | None = None) -> None:
         super().__init__(scope, id)
@@ -51,7 +70,7 @@ class TrainerIdentity(Construct):
         member = f"serviceAccount:{self.account.email}"
         self.resize_role = ProjectIamCustomRole(
             self, "resize_role", project=project, role_id=RESIZER_ROLE, title="trainstack group resizer",
-            description="Lets a training VM resize its own managed instance group to zero",
+            description="Lets a training VM resize its environment's managed instance groups (to zero)",
             permissions=RESIZE_PERMISSIONS,
         )
         name = bucket.name_input  # the literal name: conditions compare strings, not references
@@ -82,9 +101,7 @@ class TrainerIdentity(Construct):
             ProjectIamMember(self, "log_writer", project=project, role="roles/logging.logWriter", member=member),
             ProjectIamMember(self, "metric_writer", project=project, role="roles/monitoring.metricWriter",
                              member=member),
-            # Project-wide, without a condition: instance group managers are not among the
-            # resource types IAM Conditions evaluate resource names for (docs/DECISIONS.md,
-            # "The VM stops its own billing"), so a name condition would deny the resize.
-            # The environment's project holds trainstack's groups only.
-            ProjectIamMember(self, "group_resizer", project=project, role=self.resize_role.name, member=member),
+            ProjectIamMember(self, "group_resizer", project=project, role=self.resize_role.name, member=member,
+                             condition={"title": f"{env} groups", "description": f"{group_prefix(env)}* groups",
+                                        "expression": groups_of(env)}),
         ]

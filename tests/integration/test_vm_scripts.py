@@ -1,6 +1,6 @@
 """images/trainer/startup.sh and shutdown.sh: shellcheck, and their behaviour with fake
-docker / curl / nvidia-smi / systemctl / shutdown / cos-extensions / mount first on PATH (each
-records its arguments). curl answers the metadata server from files and Google APIs with
+docker / curl / nvidia-smi / systemctl / shutdown / cos-extensions / mount / iptables first on PATH
+(each records its arguments). curl answers the metadata server from files and Google APIs with
 FAKE_API_CODE; no gcloud is on the fake host, as on Container-Optimized OS."""
 from __future__ import annotations
 
@@ -39,6 +39,7 @@ case "$tool $1" in
   "docker pull"|"docker image") exit "${FAKE_PULL_CODE:-0}" ;;
   "docker kill"|"docker wait") sleep "${FAKE_DOCKER_HANG_S:-0}" ;;
   "docker run") if [[ ${*: -1} == run ]]; then sleep "${FAKE_RUN_SLEEP_S:-0}"; exit "${FAKE_RUN_CODE:-0}"; fi ;;
+  "iptables "*) [[ " $* " != *" -C "* ]] || exit "${FAKE_IPTABLES_CHECK_CODE:-1}" ;;
 esac
 exit 0
 """
@@ -64,7 +65,7 @@ class Host:
         self.tmp = tmp_path
         bin_dir = tmp_path / "bin"
         bin_dir.mkdir()
-        for tool in ("docker", "curl", "nvidia-smi", "systemctl", "shutdown", "cos-extensions", "mount"):
+        for tool in ("docker", "curl", "nvidia-smi", "systemctl", "shutdown", "cos-extensions", "mount", "iptables"):
             (bin_dir / tool).write_text(FAKE)
             (bin_dir / tool).chmod(0o755)
         self.md = tmp_path / "md"
@@ -406,3 +407,49 @@ def test_container_optimized_os_driver_failure_is_fatal(host):
     result = h.run(STARTUP, FAKE_COS_EXTENSIONS_CODE="1")
     assert result.returncode == 1 and "cos-extensions install gpu -- -version=latest" in result.stdout
     assert h.resizes() == [RESIZE] and h.lines("docker pull") == []
+
+
+# --- multi-node on Container-Optimized OS: its host firewall lets in SSH only ---------------------
+
+NODE_NET = {"trainstack-nodes": "2", "ip": "10.164.0.7", "subnetmask": "255.255.240.0"}
+ACCEPT_SUBNET = "INPUT -p tcp -s 10.164.0.7/255.255.240.0 -j ACCEPT"
+
+
+def test_container_optimized_os_opens_the_host_firewall_to_the_other_nodes_before_the_container(host):
+    h = host(**NODE_NET)
+    (h.tmp / "os-release").write_text("ID=cos\n")
+    result = h.run(STARTUP)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert h.lines("iptables") == [f"iptables -w -C {ACCEPT_SUBNET}", f"iptables -w -I {ACCEPT_SUBNET}"]
+    calls = h.lines()
+    (agent,) = [i for i, line in enumerate(calls) if line.startswith("docker run --rm --name")]
+    assert calls.index(f"iptables -w -I {ACCEPT_SUBNET}") < agent
+    assert "http://metadata.google.internal/computeMetadata/v1/instance/network-interfaces/0/subnetmask" in \
+        " ".join(h.lines("curl"))
+
+
+def test_the_host_firewall_rule_is_added_once(host):
+    h = host(**NODE_NET)
+    (h.tmp / "os-release").write_text("ID=cos\n")
+    result = h.run(STARTUP, FAKE_IPTABLES_CHECK_CODE="0")  # a rerun on the same boot: the rule is there
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert h.lines("iptables") == [f"iptables -w -C {ACCEPT_SUBNET}"]
+
+
+@pytest.mark.parametrize("os_release, nodes", [("ID=cos\n", "1"), ("ID=cos\n", None), ("ID=debian\n", "2"),
+                                               (None, "2")], ids=["cos-1-node", "cos-no-nodes-attr", "debian", "none"])
+def test_the_host_firewall_is_left_alone_for_one_node_or_another_os(host, os_release, nodes):
+    h = host(**{**NODE_NET, "trainstack-nodes": nodes})
+    if os_release:
+        (h.tmp / "os-release").write_text(os_release)
+    result = h.run(STARTUP)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert h.lines("iptables") == []
+
+
+def test_a_multi_node_vm_that_cannot_open_its_host_firewall_stops_the_group(host):
+    h = host(**{**NODE_NET, "subnetmask": None})
+    (h.tmp / "os-release").write_text("ID=cos\n")
+    result = h.run(STARTUP)
+    assert result.returncode == 1 and "host firewall" in result.stdout
+    assert h.resizes() == [RESIZE] and h.lines("docker run --rm --name") == []

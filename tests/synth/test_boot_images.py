@@ -34,9 +34,29 @@ def test_g2_refuses_deep_learning_vm_images_and_names_the_doc():
 
 def test_every_series_boots_container_optimized_os_which_ships_docker():
     # Issue 38: the Deep Learning VM family on A2 had no written source for Docker; COS ships it.
-    for machine in ("g2-standard-8", "a2-highgpu-1g", "a3-highgpu-8g", "n1-standard-8", "x9-unknown-1"):
+    for machine in ("g2-standard-8", "a2-highgpu-1g", "n1-standard-8", "x9-unknown-1"):
         assert default_boot_image(machine) == COS_IMAGE
     assert signed_driver(COS_IMAGE) and not signed_driver(DLVM_IMAGE)
+
+
+COS_121_LTS = "projects/cos-cloud/global/images/family/cos-121-lts"
+
+
+@pytest.mark.parametrize("machine", ["a3-highgpu-1g", "a3-highgpu-8g", "a3-megagpu-8g", "a3-edgegpu-8g",
+                                     "a3-ultragpu-8g"])
+def test_a3_machines_boot_the_cos_121_lts_family_not_cos_stable(machine):
+    # COS release notes, milestone 125: known performance and functional issues on a3-highgpu; use milestone 121.
+    assert default_boot_image(machine) == COS_121_LTS
+    assert signed_driver(COS_121_LTS) and boot_image_problem(machine, COS_121_LTS) is None
+
+
+def test_an_a3_language_synthesizes_the_cos_121_lts_family(project):
+    stacks = synth(project, "languages.en.machine_type=a3-highgpu-8g", "languages.en.gpu.type=nvidia-h100-80gb",
+                   "languages.en.gpu.count=8")
+    fr, en = template(stacks["train-fr"]), template(stacks["train-en"])
+    assert en["disk"][0]["source_image"] == COS_121_LTS and fr["disk"][0]["source_image"] == COS_IMAGE
+    assert en["shielded_instance_config"]["enable_secure_boot"] is True
+    assert en["metadata"]["trainstack-gpu-driver"] == "latest"  # cos-extensions installs it, as on cos-stable
 
 
 def synth(project: Path, *sets: str) -> dict[str, dict]:

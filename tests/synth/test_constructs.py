@@ -15,6 +15,7 @@ from stacks.constructs.gpu_instance_group import GpuInstanceGroup
 from stacks.constructs.project_services import APIS, ProjectServices
 from stacks.constructs.quota_guard import QuotaGuard, quota_id
 from stacks.constructs.trainer_identity import RESIZE_PERMISSIONS, TrainerIdentity
+from tests.support.iam_conditions import condition_holds
 
 PRIMITIVE = {"roles/owner", "roles/editor", "roles/viewer"}
 
@@ -85,7 +86,8 @@ def test_registry_is_docker_with_cleanup_that_keeps_recent_images():
 def _identities(stack):
     bucket = ArtifactBucket(stack, "artifacts", project="p1", name="b1", location="EU").bucket
     repo = ContainerRegistry(stack, "registry", project="p1", location="europe-west4", repository_id="r").repository
-    trainer = TrainerIdentity(stack, "trainer", project="p1", bucket=bucket, repository=repo, languages=["fr"])
+    trainer = TrainerIdentity(stack, "trainer", project="p1", env="dev", bucket=bucket, repository=repo,
+                              languages=["fr"])
     ci = CiIdentities(stack, "ci", project="p1", state_bucket="p1-tfstate", trainer_account=trainer.account)
     GithubFederation(stack, "github", project="p1", repository="acme/trainstack", repository_id=101,
                      repository_owner_id=202, planner=ci.planner, deployer=ci.deployer)
@@ -97,8 +99,8 @@ def test_identities_are_least_privilege():
     roles = {m["role"] for m in project_roles}
     assert not roles & PRIMITIVE
     assert not any(r.endswith((".admin", "Admin")) for r in roles), roles
-    # The trainer reaches its languages' prefixes of its bucket only (tests/test_policy.py
-    # evaluates the conditions), and may resize groups (IGMs take no name condition).
+    # The trainer reaches its languages' prefixes of its bucket only, and resizes its env's
+    # groups only (tests/synth/test_policy.py evaluates the conditions).
     bucket_grants = resources(doc, "google_storage_bucket_iam_member")
     trainer_bucket = [g for g in bucket_grants if "trainer" in g["member"]]
     assert len(trainer_bucket) == 3 and all(g.get("condition") for g in trainer_bucket)
@@ -109,6 +111,18 @@ def test_identities_are_least_privilege():
     # actAs on the trainer account only, for the deployer.
     act_as = [m for m in resources(doc, "google_service_account_iam_member") if m["role"] == "roles/iam.serviceAccountUser"]
     assert len(act_as) == 1 and "deployer" in act_as[0]["member"]
+
+
+def test_trainer_may_only_resize_its_environments_groups():
+    text, doc = synth(_identities)
+    role = next(r for r in resources(doc, "google_project_iam_custom_role") if r["role_id"] == "trainstackGroupResizer")
+    assert role["permissions"] == ["compute.instanceGroupManagers.update"]  # what resize checks; no get, no create
+    (resizer,) = [m for m in resources(doc, "google_project_iam_member") if "resize_role" in m["role"]]
+    expression = resizer["condition"]["expression"]
+    igm = "compute.googleapis.com/InstanceGroupManager"
+    assert condition_holds(expression, igm, "projects/p1/zones/europe-west4-b/instanceGroupManagers/dev-train-fr")
+    assert not condition_holds(expression, igm, "projects/p1/zones/europe-west4-b/instanceGroupManagers/prod-train-fr")
+    assert not condition_holds(expression, igm, "projects/p1/zones/europe-west4-b/instanceGroupManagers/web")
 
 
 def test_github_federation_trusts_one_repository_and_deploys_from_main_only():
@@ -201,6 +215,26 @@ def test_quota_guard_becomes_a_precondition_on_the_group():
     assert lifecycle["ignore_changes"] == ["target_size"]
     locals_ = list(doc["locals"].values())
     assert len(locals_) == 2 and all('"europe-west4"' in v and "dimensions_infos" in v for v in locals_)
+
+
+def test_quota_guard_reads_the_family_quota_of_the_gpu_family():
+    # H100/H200/B200 quota is one Cloud Quotas quota with a gpu_family dimension: the guard's limit is the
+    # entry of this family (in the region, else its default), not another family's entry of the region.
+    def build(stack):
+        guard = QuotaGuard(stack, "quota", project="p1", region="europe-west4",
+                           metrics=["PREEMPTIBLE_GPUS_PER_GPU_FAMILY"], needed=8, gpu_family="NVIDIA_H100")
+        GpuInstanceGroup(stack, "vms", project="p1", name="g", zone="europe-west4-b", machine_type="a3-highgpu-8g",
+                         gpu_type="nvidia-h100-80gb", gpu_count=8, nodes=1, spot=True, boot_image="i", disk_gb=100,
+                         disk_type="pd-balanced", service_account="sa", network="default", subnetwork=None,
+                         labels={}, metadata={}, preconditions=[guard.precondition])
+    _, doc = synth(build)
+    (info,) = doc["data"]["google_cloud_quotas_quota_info"].values()
+    assert info["quota_id"] == "PREEMPTIBLE-GPUS-PER-GPU-FAMILY-per-project-region"
+    (limit,) = doc["locals"].values()
+    family = 'try(d.dimensions["gpu_family"], "") == "NVIDIA_H100"'
+    assert limit.count(family) == 2 and limit.index(family) < limit.index('try(d.dimensions["gpu_family"], "") == ""')
+    assert "gpu_family NVIDIA_H100" in resources(doc, "google_compute_instance_group_manager")[0][
+        "lifecycle"]["precondition"][0]["error_message"]
 
 
 def test_access_logs_can_be_delivered():

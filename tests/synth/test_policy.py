@@ -401,6 +401,10 @@ def test_condition_evaluator_reads_the_grammar_it_is_given():
     assert condition_holds(expr, "storage.googleapis.com/Object", "b/x")
     assert not condition_holds(expr, "storage.googleapis.com/Object", "c/x")
     assert not condition_holds(expr, "storage.googleapis.com/Bucket", "a/x")
+    group = 'resource.name.extract("/instanceGroupManagers/{name}").startsWith("dev-")'
+    assert condition_holds(group, "t", "projects/p/zones/z/instanceGroupManagers/dev-a")
+    assert not condition_holds(group, "t", "projects/p/zones/z/instanceGroupManagers/prod-a")
+    assert not condition_holds(group, "t", "projects/p/zones/z/instances/dev-a")  # no match: extract gives ""
     with pytest.raises(AssertionError, match="grammar"):
         condition_holds('resource.name.endsWith("x")', "t", "x")
 
@@ -443,10 +447,24 @@ def test_only_the_builder_reads_build_contexts_and_no_account_of_the_stacks_writ
     assert not allowed(builder, READ_ROLES, "fr/data/train.csv")
 
 
-def test_the_resize_role_carries_what_the_stop_path_calls():
-    from stacks.constructs.trainer_identity import RESIZE_PERMISSIONS
+def test_the_resize_role_carries_what_the_stop_path_calls(dev_foundation):
+    # trainer/launchers/vm/group.py (instanceGroupManagers.resize) and startup.sh's curl POST
+    # .../resize: neither reads the group nor waits on the zone operation.
+    (role,) = [r for r in dev_foundation["resource"]["google_project_iam_custom_role"].values()
+               if r["role_id"] == "trainstackGroupResizer"]
+    assert role["permissions"] == ["compute.instanceGroupManagers.update"]
 
-    # trainer/launchers/vm/group.py (instanceGroupManagers.resize) and startup.sh's
-    # `gcloud compute instance-groups managed resize`, which waits on the zone operation.
-    assert set(RESIZE_PERMISSIONS) == {"compute.instanceGroupManagers.get", "compute.instanceGroupManagers.update",
-                                       "compute.zoneOperations.get"}
+
+def test_trainer_resizes_only_its_environments_groups(dev_foundation):
+    members = dev_foundation["resource"]["google_project_iam_member"].values()
+    (resizer,) = [m for m in members if "google_project_iam_custom_role.trainer_resize_role" in m["role"]]
+    expression = resizer["condition"]["expression"]
+
+    def may_resize(group: str, zone: str = "europe-west4-b") -> bool:
+        return condition_holds(expression, "compute.googleapis.com/InstanceGroupManager",
+                               f"projects/p1/zones/{zone}/instanceGroupManagers/{group}")
+
+    assert may_resize("dev-train-fr") and may_resize("dev-train-de", zone="us-central1-a")
+    assert not may_resize("prod-train-fr") and not may_resize("web-frontend") and not may_resize("x-dev-train-fr")
+    # a request IAM gives no resource name (names not evaluated for the type): the stop path still works
+    assert condition_holds(expression, "compute.googleapis.com/InstanceGroupManager", "")

@@ -93,3 +93,17 @@ def test_every_setting_the_docs_name_exists():
             if name not in known and not module.with_suffix(".py").exists() and not module.is_dir():
                 unknown.append(f"{doc.relative_to(REPO)}: {name}")
     assert len(named & known) >= 20 and not unknown, unknown
+
+
+def test_the_doctor_roles_in_gcp_md_name_every_role_doctor_asks_for():
+    """Whoever runs `trainctl doctor` meets the roles its own problems name (and the provider billing check's)."""
+    checks = ("doctor.py", "deploy_checks.py", "lookups.py", "quota.py")
+    asked = {role for name in checks
+             for role in re.findall(r"roles/[\w.]+\w", (REPO / "stacks/targets/gcp" / name).read_text())}
+    assert "roles/serviceusage.serviceUsageConsumer" in asked and len(asked) >= 4
+    text = (REPO / "docs" / "gcp.md").read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| check (`trainctl doctor`)"))
+    bullet = text[text.index("- To check (`trainctl doctor`)"):]
+    bullet = bullet[:bullet.index("\n- ") if "\n- " in bullet else len(bullet)]
+    assert not [role for role in sorted(asked) if role not in row], row
+    assert not [role for role in sorted(asked) if role not in bullet], bullet

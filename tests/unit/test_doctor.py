@@ -228,6 +228,51 @@ def test_an_unsupported_boot_image_is_a_problem_without_a_lookup(project):
     assert not check.ok and "accelerator-optimized-machines#g2-limitations" in check.detail
 
 
+def test_an_a3_language_looks_up_the_cos_121_lts_family(project):
+    from stacks.config import load_config
+    from stacks.targets.gcp.doctor import check_boot_image
+
+    a3 = ["languages.fr.machine_type=a3-highgpu-8g", "languages.fr.gpu.type=nvidia-h100-80gb", "languages.fr.gpu.count=8"]
+    config = load_config(project / "envs", "dev", [*SETS, *a3])
+
+    class Families:
+        asked = []
+
+        def get_from_family(self, **kw):
+            self.asked.append(kw)
+            return type("Image", (), {"name": "cos-121-18867-199-88", "status": "READY", "deprecated": None})()
+
+    check = check_boot_image(config, "fr", images=Families())
+    assert Families.asked == [{"project": "cos-cloud", "family": "cos-121-lts"}]
+    assert check.ok and check.detail == "projects/cos-cloud/global/images/family/cos-121-lts -> cos-121-18867-199-88"
+
+
+def test_a_fallback_region_without_private_google_access_is_a_problem_naming_it(project, monkeypatch):
+    # A run may be moved to a fallback zone of another region: its VMs use that region's subnetwork.
+    routes = healthy()
+    routes[("GET", SUBNET.replace("europe-west4", "europe-west1"))] = (
+        200, {"name": "default", "region": "europe-west1", "privateIpGoogleAccess": False})
+    result, api, text = doctor(project, monkeypatch, routes, "fallback_zones=[europe-west1-b]")
+    assert result.exit_code == 3, result.output
+    assert "ok subnetwork default (europe-west4): Private Google Access on" in text
+    assert "problem subnetwork default (europe-west1): Private Google Access is off in europe-west1" in text
+    assert "--region europe-west1 --project p1 --enable-private-ip-google-access" in text
+    assert len(api.requests("GET", SUBNET)) == 1
+
+
+def test_a_set_subnetwork_cannot_serve_a_fallback_region(project, monkeypatch):
+    routes = healthy()
+    routes[("GET", "/compute/v1/projects/p1/regions/europe-west4/subnetworks/train-eu")] = (
+        200, {"name": "train-eu", "region": "europe-west4", "privateIpGoogleAccess": True})
+    result, api, text = doctor(project, monkeypatch, routes, "fallback_zones=[europe-west1-b]",
+                               "network=projects/p1/global/networks/train",
+                               "subnetwork=projects/p1/regions/europe-west4/subnetworks/train-eu")
+    assert result.exit_code == 3, result.output
+    assert "ok subnetwork train-eu (europe-west4)" in text
+    assert "problem subnetwork (europe-west1): `subnetwork` is in europe-west4" in text
+    assert not api.requests("GET", ".*/regions/europe-west1/subnetworks/.*")
+
+
 def test_a_local_env_has_its_own_checks(project):
     """The local target's doctor: what `trainctl train fr --env local` needs on this machine (CI's prerequisites)."""
     result = runner.invoke(app, ["doctor", "--env", "local"])

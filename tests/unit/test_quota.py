@@ -275,3 +275,69 @@ def test_languages_together_count_each_others_cpus(project):
         fr, en = choose_zones(dev_config(), ["fr", "en"], compute=ComputeQuotas("p1", api.url)).values()
     assert (fr.zone, en.zone) == ("europe-west4-a", "europe-west1-b")
     assert en.rows[1].note == "G2_CPUS 0 free, needs 8; usage counts 1 for languages above"  # the GPU note too
+
+
+# H100, H200 and B200 GPUs: regions.get reports no per-GPU metric for them; Cloud Quotas counts them under
+# GPUS-PER-GPU-FAMILY-per-project-region (PREEMPTIBLE-... for Spot) with a gpu_family dimension. Recorded here
+# as quotaInfos.get answers in the shape of the Cloud Quotas reference (QuotaInfo: dimensionsInfos ordered
+# from more to less specific, each with dimensions, details.value as a string and applicableLocations).
+QUOTA_INFO = "/v1/projects/p1/locations/global/services/compute.googleapis.com/quotaInfos/{}"
+SPOT_FAMILY = QUOTA_INFO.format("PREEMPTIBLE-GPUS-PER-GPU-FAMILY-per-project-region")
+FAMILY = QUOTA_INFO.format("GPUS-PER-GPU-FAMILY-per-project-region")
+H100 = ["languages.fr.machine_type=a3-highgpu-8g", "languages.fr.gpu.type=nvidia-h100-80gb", "languages.fr.gpu.count=8"]
+
+
+def family_api(spot_h100_limit: str = "16") -> RecordedApi:
+    """p1 with room in GPUS_ALL_REGIONS, no H100 metric in regions.get, and the family quotas in Cloud Quotas."""
+    import json
+
+    from tests.support.recorded_api import FIXTURES
+
+    spot = json.loads((FIXTURES / "cloudquotas" / "quota_info_preemptible_gpus_per_gpu_family.json").read_text())
+    spot["dimensionsInfos"][0]["details"]["value"] = spot_h100_limit
+    api = compute_api(project=with_quotas(fixture("project_p1.json"), GPUS_ALL_REGIONS=(64, 0)))
+    api.routes[("GET", SPOT_FAMILY)] = (200, spot)
+    api.routes[("GET", FAMILY)] = (200, "cloudquotas/quota_info_gpus_per_gpu_family.json")
+    h100 = json.loads(json.dumps(fixture("accelerator_type_nvidia-l4.json")).replace("nvidia-l4", "nvidia-h100-80gb"))
+    api.routes[("GET", PROJECT + "/zones/[^/]+/acceleratorTypes/nvidia-h100-80gb")] = (200, h100)
+    return api
+
+
+def test_an_h100_with_only_the_family_quota_is_decided_by_it(project, monkeypatch):
+    with family_api() as api:
+        monkeypatch.setenv("TRAINSTACK_CLOUDQUOTAS_ENDPOINT", api.url)
+        decision = choose_zone(dev_config(*H100), "fr", compute=ComputeQuotas("p1", api.url))
+    assert (decision.zone, decision.metric, decision.needed, decision.reported) == (
+        "europe-west4-a", "PREEMPTIBLE_GPUS_PER_GPU_FAMILY", 8, True)
+    row = decision.rows[1]
+    assert (row.limit, row.ok) == (16, True) and "gpu_family=NVIDIA_H100" in row.note
+    assert quota_id(decision.metric) == "PREEMPTIBLE-GPUS-PER-GPU-FAMILY-per-project-region"
+    assert len(api.requests("GET", SPOT_FAMILY)) == 1
+
+
+def test_an_h100_family_quota_too_small_is_refused_naming_it(project, monkeypatch):
+    with family_api(spot_h100_limit="4") as api:
+        monkeypatch.setenv("TRAINSTACK_CLOUDQUOTAS_ENDPOINT", api.url)
+        with pytest.raises(QuotaError) as caught:
+            choose_zone(dev_config(*H100), "fr", compute=ComputeQuotas("p1", api.url))
+    err = caught.value
+    # europe-west4: 4 Spot H100 granted; europe-west1: no Spot H100 (0), and its on-demand default is empty (0)
+    assert [(r.zone, r.metric, r.limit, r.ok) for r in err.rows[1:]] == [
+        ("europe-west4-a", "PREEMPTIBLE_GPUS_PER_GPU_FAMILY", 4, False),
+        ("europe-west4-b", "PREEMPTIBLE_GPUS_PER_GPU_FAMILY", 4, False),
+        ("europe-west4-c", "PREEMPTIBLE_GPUS_PER_GPU_FAMILY", 4, False),
+        ("europe-west1-b", "GPUS_PER_GPU_FAMILY", 0, False), ("europe-west1-c", "GPUS_PER_GPU_FAMILY", 0, False)]
+    assert ("--quota-id=PREEMPTIBLE-GPUS-PER-GPU-FAMILY-per-project-region "
+            "--dimensions=region=europe-west4,gpu_family=NVIDIA_H100 --preferred-value=8") in err.hint
+    assert ("--quota-id=GPUS-PER-GPU-FAMILY-per-project-region "
+            "--dimensions=region=europe-west1,gpu_family=NVIDIA_H100") in err.hint
+
+
+def test_without_a_decision_an_h100_guard_reads_the_family_quotas(project):
+    # No per-GPU H100 quota exists in Cloud Quotas to read (the plan's data source would fail on it).
+    from stacks.targets.gcp.target import gcp_placement
+
+    assert gcp_placement(dev_config(*H100), "fr").quota_metrics == [
+        "PREEMPTIBLE_GPUS_PER_GPU_FAMILY", "GPUS_PER_GPU_FAMILY"]
+    assert gcp_placement(dev_config(*H100, "defaults.spot=false"), "fr").quota_metrics == ["GPUS_PER_GPU_FAMILY"]
+    assert gcp_placement(dev_config(), "fr").quota_metrics == ["PREEMPTIBLE_NVIDIA_L4_GPUS", "NVIDIA_L4_GPUS"]

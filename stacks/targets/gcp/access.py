@@ -1,7 +1,7 @@
 """Do the trainer and CI accounts hold what they need, and no more, as IAM evaluates it?
 
 The trainer's bucket access is granted by IAM conditions on object-name prefixes, and its
-resize right on the project (stacks/constructs/trainer_identity.py). Reading the policies
+resize right by one on group names (stacks/constructs/trainer_identity.py). Reading the policies
 would not say how Google evaluates them; Policy Troubleshooter v3 (`iam:troubleshoot`) does,
 for one principal, resource and permission, evaluating conditional bindings from the
 resource context passed with the request. Each probe is a read: nothing is created. The CI

@@ -56,7 +56,11 @@ def check_drivers(config: EnvConfig) -> list[Check]:
 
 
 def check_node_firewall(config: EnvConfig, firewalls=None) -> Check:
-    """Multi-node languages meet through the foundation's rule between tagged training VMs."""
+    """Multi-node languages meet through the foundation's rule between tagged training VMs.
+
+    Only the VPC rule is checked here: the host firewall of a Container-Optimized OS VM exists
+    at boot only, and images/trainer/startup.sh opens it there.
+    """
     name = "firewall between nodes"
     many = sorted(lang for lang, s in config.languages.items() if s.nodes > 1)
     if not many:
@@ -75,4 +79,5 @@ def check_node_firewall(config: EnvConfig, firewalls=None) -> Check:
     if tag not in list(found.target_tags) or tag not in list(found.source_tags):
         return Check(name, False, f"{rule} does not connect instances tagged {tag}",
                      "apply the foundation again (the rule was changed by hand?)")
-    return Check(name, True, f"{rule} lets {tag} VMs of {', '.join(many)} reach each other")
+    return Check(name, True, f"{rule} lets {tag} VMs of {', '.join(many)} reach each other through the VPC; "
+                             "on Container-Optimized OS, startup.sh opens each VM's host firewall to its subnet at boot")

@@ -2,8 +2,9 @@
 
 Checked here: the APIs the stacks need are enabled, the trainer image exists, each
 language's boot image family resolves (and the GPU catalogue accepts it for the machine
-type), the VMs' subnetwork has Private Google Access, whoever plans may bill the provider's calls
-to the project, the NVIDIA driver the VMs install, the firewall rule multi-node runs meet
+type), the VMs' subnetwork has Private Google Access in every region of `zones` and
+`fallback_zones`, whoever plans may bill the provider's calls to the project, the NVIDIA
+driver the VMs install, the firewall rule multi-node runs meet
 through (stacks/targets/gcp/deploy_checks.py), the organisation policies that
 break a first apply (Shielded VM, domain restricted sharing) against the env's switches,
 GPU quota (the preflight's own check), and the trainer and CI accounts' access as IAM evaluates
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from stacks.targets.gcp.gpus import boot_image_problem, default_boot_image, signed_driver
+from stacks.targets.gcp.gpus import boot_image_problem, default_boot_image, region_of, signed_driver
 from stacks.config.models import EnvConfig
 from stacks.errors import InfraError
 from stacks.targets.gcp import api
@@ -100,11 +101,17 @@ def check_boot_image(config: EnvConfig, lang: str, images=None) -> Check:
 
 
 def check_subnetwork(config: EnvConfig, region: str, subnetworks=None) -> Check:
-    """The VMs have no external IP: their subnetwork needs Private Google Access."""
+    """The VMs have no external IP: their subnetwork in `region` needs Private Google Access."""
     network = config.network.rsplit("/", 1)[-1]  # an auto-mode network's subnetworks share its name
     link = config.subnetwork or f"projects/{config.project}/regions/{region}/subnetworks/{network}"
     parts = link.removeprefix("https://www.googleapis.com/compute/v1/").split("/")
-    project, region, name = parts[1], parts[3], parts[5]
+    project, name = parts[1], parts[5]
+    if config.subnetwork and parts[3] != region:
+        zones = [z for z in [*config.zones, *config.fallback_zones] if region_of(z) == region]
+        return Check(f"subnetwork ({region})", False,
+                     f"`subnetwork` is in {parts[3]}: VMs placed in {', '.join(zones) or region} need one in {region}",
+                     f"keep `zones` and `fallback_zones` in {parts[3]}, or leave `subnetwork` unset "
+                     "(an auto-mode network has a subnetwork in every region)")
     subnetworks = subnetworks or api.compute_client("SubnetworksClient")
     title = f"subnetwork {name} ({region})"
     try:
@@ -115,10 +122,16 @@ def check_subnetwork(config: EnvConfig, region: str, subnetworks=None) -> Check:
                          "set `network:` and `subnetwork:` in the env (README, Google Cloud: organisation policies)")
         return lookup_failure(exc, title, f"reading {link}", config)
     if not found.private_ip_google_access:
-        return Check(title, False, "Private Google Access is off: VMs without external IP cannot reach the bucket, "
-                     "the registry or the Compute API", f"gcloud compute networks subnets update {name} --region "
-                     f"{region} --project {project} --enable-private-ip-google-access")
+        return Check(title, False, f"Private Google Access is off in {region}: VMs without external IP cannot "
+                     "reach the bucket, the registry or the Compute API", f"gcloud compute networks subnets update "
+                     f"{name} --region {region} --project {project} --enable-private-ip-google-access")
     return Check(title, True, "Private Google Access on")
+
+
+def placement_regions(config: EnvConfig) -> list[str]:
+    """Every region a run may be placed in: `region`, then those of `zones` and `fallback_zones`
+    (the run lifecycle moves a run to a fallback zone of another region)."""
+    return list(dict.fromkeys([config.region, *(region_of(z) for z in [*config.zones, *config.fallback_zones])]))
 
 
 def effective_policy(project: str, constraint: str) -> dict:
@@ -180,11 +193,11 @@ def run_checks(config: EnvConfig, echo: Callable[[Check], None]) -> list[Check]:
     from stacks.targets.gcp.access import check_ci_access, check_trainer_access
     from stacks.targets.gcp.deploy_checks import check_billing_project, check_drivers, check_node_firewall
 
-    region = config.region
     steps: list[tuple[str, Callable[[], Check | list[Check]]]] = [("APIs enabled", lambda: check_apis(config)),
                                                     ("trainer image", lambda: check_image(config))]
     steps += [(f"boot image ({lang})", lambda lang=lang: check_boot_image(config, lang)) for lang in config.languages]
-    steps.append(("subnetwork", lambda: check_subnetwork(config, region)))
+    steps += [(f"subnetwork ({region})", lambda region=region: check_subnetwork(config, region))
+              for region in placement_regions(config)]
     steps += [("provider billing project", lambda: check_billing_project(config)),
               ("NVIDIA drivers", lambda: check_drivers(config)),
               ("firewall between nodes", lambda: check_node_firewall(config))]

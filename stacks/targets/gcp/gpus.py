@@ -18,6 +18,7 @@ class GpuType:
     families: tuple[str, ...]  # machine-type prefixes that can attach it
     counts: tuple[int, ...]  # valid per-VM counts where the machine type does not fix it
     compute_capability: float  # NVIDIA's; the trainer image's CUDA 13 needs IMAGE_MIN_CAPABILITY
+    gpu_family: str = ""  # its `gpu_family` in the family quota (FAMILY_METRIC), where that quota counts it
 
     @property
     def spot_metric(self) -> str:
@@ -28,9 +29,9 @@ GPU_TYPES: dict[str, GpuType] = {g.name: g for g in (
     GpuType("nvidia-l4", "NVIDIA_L4_GPUS", ("g2-",), (1, 2, 4, 8), 8.9),
     GpuType("nvidia-tesla-a100", "NVIDIA_A100_GPUS", ("a2-highgpu-", "a2-megagpu-"), (1, 2, 4, 8, 16), 8.0),
     GpuType("nvidia-a100-80gb", "NVIDIA_A100_80GB_GPUS", ("a2-ultragpu-",), (1, 2, 4, 8), 8.0),
-    GpuType("nvidia-h100-80gb", "NVIDIA_H100_GPUS", ("a3-highgpu-",), (1, 2, 4, 8), 9.0),
-    GpuType("nvidia-h100-mega-80gb", "NVIDIA_H100_MEGA_GPUS", ("a3-megagpu-",), (8,), 9.0),
-    GpuType("nvidia-h200-141gb", "NVIDIA_H200_GPUS", ("a3-ultragpu-",), (8,), 9.0),
+    GpuType("nvidia-h100-80gb", "NVIDIA_H100_GPUS", ("a3-highgpu-",), (1, 2, 4, 8), 9.0, "NVIDIA_H100"),
+    GpuType("nvidia-h100-mega-80gb", "NVIDIA_H100_MEGA_GPUS", ("a3-megagpu-",), (8,), 9.0, "NVIDIA_H100_MEGA"),
+    GpuType("nvidia-h200-141gb", "NVIDIA_H200_GPUS", ("a3-ultragpu-",), (8,), 9.0, "NVIDIA_H200"),
     GpuType("nvidia-tesla-t4", "NVIDIA_T4_GPUS", ("n1-",), (1, 2, 4), 7.5),
     GpuType("nvidia-tesla-v100", "NVIDIA_V100_GPUS", ("n1-",), (1, 2, 4, 8), 7.0),
     GpuType("nvidia-tesla-p100", "NVIDIA_P100_GPUS", ("n1-",), (1, 2, 4), 6.0),
@@ -54,6 +55,13 @@ G2_GPUS = {"g2-standard-4": 1, "g2-standard-8": 1, "g2-standard-12": 1, "g2-stan
 ATTACHED_IN_NAME = re.compile(r"^a[23]-\w+-(\d+)g$")
 
 GLOBAL_METRIC = "GPUS_ALL_REGIONS"
+# Newer GPUs (H100, H200, B200) have no per-GPU metric in regions.get: Cloud Quotas counts them under one
+# quota per region with a `gpu_family` dimension, GPUS-PER-GPU-FAMILY-per-project-region, and Spot ones
+# under PREEMPTIBLE-GPUS-PER-GPU-FAMILY-per-project-region (quota_id() of these names). Source: Cloud
+# Quotas, "Implement common use cases: get quota info for a service specific dimension", FAMILY_QUOTA_DOC.
+FAMILY_METRIC = "GPUS_PER_GPU_FAMILY"
+SPOT_FAMILY_METRIC = f"PREEMPTIBLE_{FAMILY_METRIC}"
+FAMILY_QUOTA_DOC = "https://cloud.google.com/docs/quotas/implement-common-use-cases"
 
 
 def fixed_gpu_count(machine_type: str) -> int | None:
@@ -102,7 +110,7 @@ def region_of(zone: str) -> str:
 # |--------|-----------|-------------------|------------------------|------------------------------------------
 # | g2     | L4        | 525.60.13         | Deep Learning VM (any) | cos-cloud cos-stable + cos-extensions driver
 # | a2     | A100      | 450.80.02         | -                      | cos-cloud cos-stable + cos-extensions driver
-# | a3     | H100/H200 | 525.60.13         | -                      | cos-cloud cos-stable + cos-extensions driver
+# | a3     | H100/H200 | 525.60.13         | -                      | cos-cloud cos-121-lts + cos-extensions driver
 # | n1     | T4        | 410.79            | -                      | cos-cloud cos-stable + cos-extensions driver
 #
 # Container-Optimized OS everywhere (issue 38): it ships Docker (the start-up script's only host
@@ -114,6 +122,10 @@ def region_of(zone: str) -> str:
 # driver minimums https://cloud.google.com/compute/docs/gpus/install-drivers-gpu;
 # COS GPUs https://cloud.google.com/container-optimized-os/docs/how-to/run-gpus.
 #
+# A3 pins the COS 121 LTS family instead of the floating cos-stable: the COS release notes, milestone 125
+# (COS_M125_NOTES, quoted by the review of 2026-11-27), warn of "known performance and functional issues on
+# a3-highgpu" and recommend milestone 121; cos-stable moves to a new milestone without notice.
+#
 # Container-Optimized OS has no NVIDIA container toolkit: the start-up script installs the
 # driver with `cos-extensions install gpu -- -version=<gpu_driver>` and mounts it into the
 # container. Its drivers are signed, so Secure Boot stays on; a Deep Learning VM installs an
@@ -123,6 +135,8 @@ DLVM_IMAGES = "projects/deeplearning-platform-release/"
 COS_IMAGES = "projects/cos-cloud/"
 DLVM_IMAGE = f"{DLVM_IMAGES}global/images/family/common-cu129-ubuntu-2204-nvidia-580"
 COS_IMAGE = f"{COS_IMAGES}global/images/family/cos-stable"
+COS_121_LTS_IMAGE = f"{COS_IMAGES}global/images/family/cos-121-lts"
+COS_M125_NOTES = "https://cloud.google.com/container-optimized-os/docs/release-notes/m125"
 ACCELERATOR_MACHINES = "https://cloud.google.com/compute/docs/accelerator-optimized-machines"
 G2_LIMITATIONS = f"{ACCELERATOR_MACHINES}#g2-limitations"
 # The versions `cos-extensions install gpu -- -version=` documents: default, latest, an exact
@@ -148,7 +162,7 @@ SERIES_IMAGES: dict[str, SeriesImages] = {s.series: s for s in (
     SeriesImages("g2", "L4", "525.60.13", COS_IMAGE,
                  ((DLVM_IMAGES, "Deep Learning VM images cannot be the boot disk of G2 VMs"),), G2_LIMITATIONS),
     SeriesImages("a2", "A100", "450.80.02", COS_IMAGE, (), COS_GPU_DRIVERS, "2026-11-27"),
-    SeriesImages("a3", "H100/H200", "525.60.13", COS_IMAGE, (), COS_GPU_DRIVERS, "2026-11-27"),
+    SeriesImages("a3", "H100/H200", "525.60.13", COS_121_LTS_IMAGE, (), COS_M125_NOTES, "2026-11-27"),
     SeriesImages("n1", "T4", "410.79", COS_IMAGE, (), COS_GPU_DRIVERS, "2026-11-27"),
 )}
 

@@ -2,18 +2,22 @@
 
 A zone fits when its region's governing GPU metric (Spot quota for Spot VMs when the
 project has any, else on-demand quota) and the global GPUS_ALL_REGIONS both have room
-for nodes x gpu.count, and the zone offers the accelerator type. Google client imports
-stay inside functions so `trainctl --help` never pays for them.
+for nodes x gpu.count, and the zone offers the accelerator type. GPUs whose per-GPU metric
+regions.get does not report (H100, H200) are decided by their Cloud Quotas family quota
+(GPUS-PER-GPU-FAMILY-per-project-region, a limit without usage) where the project has one.
+Google client imports stay inside functions so `trainctl --help` never pays for them.
 
 Size: over 300 lines because the zone decision and the rows `trainctl quota` shows for it are one
 reading of the same metrics; split, what it prints and what it decides could disagree.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from urllib.parse import quote
 
-from stacks.targets.gcp.gpus import GLOBAL_METRIC, GPU_TYPES, GpuType, region_of
+from stacks.targets.gcp.gpus import (FAMILY_METRIC, GLOBAL_METRIC, GPU_TYPES, SPOT_FAMILY_METRIC, GpuType,
+                                     region_of)
 from stacks.config.models import EnvConfig
 from stacks.errors import InfraError, UnknownLanguageError
 from stacks.targets.gcp import api
@@ -21,6 +25,9 @@ from stacks.targets.gcp import api
 from trainer.launchers.vm.group import ENDPOINT_ENV, compute_endpoint
 
 CALL_TIMEOUT_S = 30.0
+CLOUDQUOTAS_ENDPOINT_ENV = "TRAINSTACK_CLOUDQUOTAS_ENDPOINT"
+CLOUDQUOTAS_API = "https://cloudquotas.googleapis.com"
+FAMILY_METRICS = (FAMILY_METRIC, SPOT_FAMILY_METRIC)  # quotas of several GPU families, told by `gpu_family`
 
 
 @dataclass(frozen=True)
@@ -73,6 +80,7 @@ class ComputeQuotas:
     _regions: dict[str, RegionInfo] = field(default_factory=dict)
     _global: dict[str, tuple[float, float]] | None = None
     _clients: dict = field(default_factory=dict)
+    _quota_infos: dict[str, dict] = field(default_factory=dict)
 
     def _client(self, name: str):
         if name not in self._clients:
@@ -113,6 +121,31 @@ class ComputeQuotas:
             return None
         return {"vcpus": int(found.guest_cpus), "memory_gib": round(found.memory_mb / 1024, 3)}
 
+    def family_quotas(self, region: str, gpu_family: str) -> dict[str, tuple[float, float]]:
+        """{SPOT_FAMILY_METRIC / FAMILY_METRIC: (limit, 0)} of `gpu_family` in `region`: Cloud Quotas reports
+        limits, not usage. A quota the project lacks, or without an entry for the family there, is left out."""
+        found = {}
+        for metric in (SPOT_FAMILY_METRIC, FAMILY_METRIC):
+            limit = family_limit(self.quota_info(quota_id(metric)), region, gpu_family)
+            if limit is not None:
+                found[metric] = (limit, 0.0)
+        return found
+
+    def quota_info(self, quota: str) -> dict:
+        """Cloud Quotas quotaInfos.get of a compute.googleapis.com quota; {} where the project has no such quota."""
+        if quota not in self._quota_infos:
+            session, base = api.session(CLOUDQUOTAS_ENDPOINT_ENV, quota_project=self.project)
+            url = (f"{base or CLOUDQUOTAS_API}/v1/projects/{self.project}/locations/global/services/"
+                   f"compute.googleapis.com/quotaInfos/{quota}")
+            resp = api.call(session, "GET", url, f"cannot read the quota {quota}")
+            if resp.status_code not in (200, 404):
+                raise InfraError(f"Cloud Quotas answered HTTP {resp.status_code} for {quota}: {api.api_message(resp)}",
+                                 hint=f"you need roles/cloudquotas.viewer on project {self.project}, and the API "
+                                      "enabled: gcloud services enable cloudquotas.googleapis.com "
+                                      f"--project={self.project}")
+            self._quota_infos[quota] = resp.json() if resp.status_code == 200 else {}
+        return self._quota_infos[quota]
+
     def _guard(self, what: str, call, none_if_missing: bool = False):
         """Run one API call; cloud failures become InfraError with what to do next (api.google_error)."""
         from google.api_core import exceptions as gexc
@@ -142,6 +175,29 @@ def governing_metric(gpu: GpuType, spot: bool, quotas: dict[str, tuple[float, fl
     if spot and quotas.get(gpu.spot_metric, (0.0, 0.0))[0] > 0:
         return gpu.spot_metric
     return gpu.metric
+
+
+def governing_family_metric(spot: bool, family: dict[str, tuple[float, float]]) -> str:
+    """governing_metric of the family quotas; a Spot request without an on-demand family entry stays on
+    the Spot one, so a zero grant refuses rather than passing as unknown."""
+    if spot and (family.get(SPOT_FAMILY_METRIC, (0.0, 0.0))[0] > 0 or FAMILY_METRIC not in family):
+        return SPOT_FAMILY_METRIC
+    return FAMILY_METRIC
+
+
+def family_limit(info: dict, region: str, gpu_family: str) -> float | None:
+    """The limit of `gpu_family` in `region` in a family quota's QuotaInfo: its first dimensionsInfos entry
+    (they are ordered from more to less specific) whose dimensions the pair matches and whose
+    applicableLocations hold the region. -1 (unlimited) is infinity; empty details (never granted) 0."""
+    wanted = {"region": region, "gpu_family": gpu_family}
+    for entry in info.get("dimensionsInfos", []):
+        if any(wanted.get(key) != value for key, value in (entry.get("dimensions") or {}).items()):
+            continue
+        if region not in entry.get("applicableLocations", [region]):
+            continue
+        value = float((entry.get("details") or {}).get("value", 0))
+        return math.inf if value == -1 else value
+    return None
 
 
 # Besides GPUs a VM draws on CPU and disk quota (issue 38: a short CPUS, PREEMPTIBLE_CPUS, A2_CPUS or
@@ -215,7 +271,14 @@ def choose_zone(config: EnvConfig, lang: str, *, compute: ComputeQuotas | None =
         region = region_of(zone)
         info = compute.region(region)
         metric = governing_metric(gpu, settings.spot, info.quotas)
-        limit, usage, ok = room(region, metric, info.quotas.get(metric))
+        quotas, family = info.quotas, ""
+        if metric not in quotas and gpu.gpu_family and not info.missing:
+            found = compute.family_quotas(region, gpu.gpu_family)
+            if found:  # the family quota decides where regions.get has no figure for the GPU's own metric
+                quotas, family = found, gpu.gpu_family
+                metric = governing_family_metric(settings.spot, found)
+        slot = f"{metric}:{family}" if family else metric  # one family quota holds every family's GPUs
+        limit, usage, ok = room(region, slot, quotas.get(metric))
         # regions.get is documented as fail-open: `quotas` may be left out (quotaStatusWarning says
         # why), so a metric without a figure is unknown, not zero. Like a missing GPUS_ALL_REGIONS it
         # passes here; the plan's quota guard (Cloud Quotas limits, QuotaGuard) still checks it.
@@ -247,19 +310,22 @@ def choose_zone(config: EnvConfig, lang: str, *, compute: ComputeQuotas | None =
                         short[(region, m)] = info.quotas[m][0] - free + need
                 else:
                     note = "chosen" + (f"; {note}" if unknown else "")
-        if settings.spot and metric == gpu.metric and not info.missing and not unknown:
+        if settings.spot and metric in (gpu.metric, FAMILY_METRIC) and not info.missing and not unknown:
             note += "; no Spot quota in region, Spot VMs use on-demand quota"
-        if reserved.get((region, metric)):
-            note += f"; usage counts {reserved[(region, metric)]} for languages above"
+        if family:
+            note += f"; gpu_family={family}: the Cloud Quotas limit (usage not reported)"
+        if reserved.get((region, slot)):
+            note += f"; usage counts {reserved[(region, slot)]} for languages above"
         rows.append(QuotaRow(region, zone, metric, limit, usage, needed, ok, note))
         if ok:
-            for key in (("global", GLOBAL_METRIC), (region, metric)):
+            for key in (("global", GLOBAL_METRIC), (region, slot)):
                 reserved[key] = reserved.get(key, 0) + needed
             for m, need in others.items():
                 reserved[(region, m)] = reserved.get((region, m), 0) + need
             return ZoneDecision(lang, zone, region, metric, needed, tuple(rows), reported=not unknown)
 
-    asks = [request_hint(config.project, m, region, value) for (region, m), value in short.items()]
+    asks = [request_hint(config.project, m, region, value, gpu.gpu_family if m in FAMILY_METRICS else "")
+            for (region, m), value in short.items()]
     asks.append(f"or add zones with room to `zones` / `fallback_zones` in envs/{config.env}.yaml")
     kind = "Spot, " if settings.spot else ""
     raise QuotaError(
@@ -291,12 +357,14 @@ def quota_id(metric: str) -> str:
     return f"{metric.replace('_', '-')}-{suffix}"
 
 
-def request_hint(project: str | None, metric: str, region: str | None, value: float) -> str:
-    """Where to ask for more: the console quota page filtered by metric, or gcloud."""
+def request_hint(project: str | None, metric: str, region: str | None, value: float, gpu_family: str = "") -> str:
+    """Where to ask for more: the console quota page filtered by metric, or gcloud (a family quota's
+    preference names the gpu_family too)."""
     console = (f"https://console.cloud.google.com/iam-admin/quotas?project={project}"
                f"&metric={quote('compute.googleapis.com/' + metric.lower(), safe='')}")
     dims = f" --dimensions=region={region}" if region else ""
-    where = f" in {region}" if region else ""
+    dims += f",gpu_family={gpu_family}" if region and gpu_family else ""
+    where = (f" in {region}" if region else "") + (f" for gpu_family {gpu_family}" if gpu_family else "")
     return (f"raise {metric}{where} to >= {_num(value)}: {console} or `gcloud quotas preferences create "
             f"--service=compute.googleapis.com --project={project} --quota-id={quota_id(metric)}{dims} "
             f"--preferred-value={_num(value)}`")

@@ -22,15 +22,17 @@ VM_SCRIPTS = SOURCE_ROOT / "images" / "trainer"  # the VMs' start-up and shutdow
 def gcp_placement(config: "EnvConfig", lang: str, zone: str | None = None,
                   metric: str | None = None) -> "GcpPlacement":
     """Where and what a language's VMs run; without a quota decision: the first preferred zone."""
-    from stacks.targets.gcp.gpus import GPU_TYPES
+    from stacks.targets.gcp.gpus import FAMILY_METRIC, GPU_TYPES, SPOT_FAMILY_METRIC
     from stacks.targets.gcp.image import image_ref
     from stacks.targets.gcp.placement import GcpPlacement
 
     s = config.language(lang)
     gpu = GPU_TYPES[s.gpu.type]
+    # GPUs of the family quota have no per-GPU Cloud Quotas quota for the plan's guard to read.
+    on_demand, spot = (FAMILY_METRIC, SPOT_FAMILY_METRIC) if gpu.gpu_family else (gpu.metric, gpu.spot_metric)
     return GcpPlacement(
         zone=zone or config.zones[0], image=image_ref(config, SOURCE_ROOT),
-        quota_metrics=[metric] if metric else ([gpu.spot_metric, gpu.metric] if s.spot else [gpu.metric]),
+        quota_metrics=[metric] if metric else ([spot, on_demand] if s.spot else [on_demand]),
         startup_script=(VM_SCRIPTS / "startup.sh").read_text(), shutdown_script=(VM_SCRIPTS / "shutdown.sh").read_text(),
     )
 
