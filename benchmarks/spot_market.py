@@ -97,8 +97,10 @@ def project(base: Path, name: str, data: Path, market: dict | None, env_sets: di
         overlay = {"extends": "local", "bucket": f"file://.trainstack/{env}/bucket", "defaults": env_sets,
                    "spot_market": market}
         (root / "envs" / f"{env}.yaml").write_text(json.dumps(overlay))
-    subprocess.run([TRAINCTL, "data", "push", "fr", str(data), "--env", env], cwd=root, check=True,
-                   capture_output=True)
+    pushed = subprocess.run([TRAINCTL, "data", "push", "fr", str(data.resolve()), "--env", env], cwd=root,
+                            capture_output=True, text=True)
+    if pushed.returncode:
+        raise SystemExit(f"data push failed:\n{pushed.stderr}")
     return root, env
 
 

@@ -91,7 +91,12 @@ class RunJournal:
         self.data.setdefault("capacity_wait_s", 0.0)
 
     def _save(self) -> None:
-        self.bucket.write_bytes(run_key(self.lang, self.run_id, PLACEMENTS), json.dumps(self.data, indent=2).encode())
+        """Best effort: the record must never stop a run being followed (the next save writes it all)."""
+        try:
+            self.bucket.write_bytes(run_key(self.lang, self.run_id, PLACEMENTS),
+                                    json.dumps(self.data, indent=2).encode())
+        except Exception:
+            pass
 
     def placed(self, where: dict) -> None:
         self.data["placements"].append({**where, "applied_at": now_iso(), "ended_at": None, "outcome": None})

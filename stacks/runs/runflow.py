@@ -8,11 +8,10 @@ from __future__ import annotations
 from contextlib import nullcontext
 from typing import TYPE_CHECKING, Callable
 
-from stacks.errors import NoCapacityError, VmCreationError
+from stacks.errors import NoCapacityError, TrainstackError, VmCreationError
 from stacks.runs import stack_ops, watch
 from stacks.runs.failover import Failover, RunJournal
 from stacks.runs.language_run import LanguageRun, resolve
-from stacks.runs.watch import StatusMissing
 from stacks.runs.preflight import report_preflight
 from stacks.targets import target_of
 
@@ -72,11 +71,15 @@ def run_language(project: "Project", config: "EnvConfig", lang: str, *, detach: 
         rep.info(note)
     try:
         run.status = follow_moving(run, rep, journal, echo=echo, start_lock=start_lock, track=track)
-    except (VmCreationError, StatusMissing):
-        # Nothing ran: the group would keep retrying (and a late VM start billing) unless torn down.
-        journal.ended("creation failed")
+    except NoCapacityError:
+        raise  # stack destroyed, run marked resumable already
+    except TrainstackError as exc:
+        # The group would keep retrying (and a late VM start billing) unless torn down; a run that has no
+        # final word gets one that says how to continue it.
+        journal.ended("stopped")
         track(DESTROYING)
         stack_ops.teardown(run, rep)
+        stop_resumable(run, exc.message)
         raise
     journal.ended(run.status.state.lower())
     track(DESTROYING)
@@ -95,10 +98,10 @@ def follow_moving(run: LanguageRun, rep, journal: RunJournal, *, echo=None, star
                   track: Callable[..., None] = lambda phase, run_id=None: None):
     """Follow the run to its final status, moving it to the next placement whenever its group can create no
     VM for lack of capacity or quota (stacks.runs.failover); every move and preemption in `journal`."""
-    config, lang, settings = run.config, run.lang, run.settings
-    target = target_of(config)
+    lang = run.lang
+    target = target_of(run.config)
     # The candidates (gcp: a quota look-up per zone) are only asked for once the run has to move.
-    failover = Failover([], settings.capacity_wait_minutes * 60, target.capacity_retry_s(config))
+    failover = Failover([], run.settings.capacity_wait_minutes * 60, target.capacity_retry_s(run.config))
 
     def on_demand() -> bool:
         """on_demand_fallback: once every Spot placement lacked capacity, the same placements on demand."""
@@ -130,6 +133,7 @@ def follow_moving(run: LanguageRun, rep, journal: RunJournal, *, echo=None, star
     tail = watch.LogTail(run.bucket, lang, run.run_id)
     while True:
         alive = target.launcher_alive(run.project, run.env, run.run_id)
+        config, settings = run.config, run.settings  # on_demand_fallback may have replaced them
         try:
             return watch.follow(
                 run.bucket, lang, run.run_id, rep, launcher_alive=alive, poll_s=target.poll_s,
@@ -138,7 +142,7 @@ def follow_moving(run: LanguageRun, rep, journal: RunJournal, *, echo=None, star
                 creation_errors=target.creation_errors(config, lang, rep, placement=run.placement,
                                                        project=run.project, run_id=run.run_id),
                 creation_error_limit_s=settings.creation_error_minutes * 60,
-                vm_running=lambda: target.vm_running(run.project, config, lang, run.run_id, run.placement),
+                vm_running=lambda: target.vm_running(run.project, run.config, lang, run.run_id, run.placement),
                 on_status=seen, tail=tail)
         except VmCreationError as exc:
             if not exc.movable:
@@ -148,19 +152,52 @@ def follow_moving(run: LanguageRun, rep, journal: RunJournal, *, echo=None, star
             rep.warn(f"no VM for run {run.run_id} in {where} for {exc.minutes:g} min ({exc.last}): moving it")
             track(DESTROYING)
             stack_ops.teardown(run, rep)  # nothing billed while it waits or moves
+            stack_ops.after_move_teardown(run)
             if not failover.candidates:
                 failover.candidates[:] = target.placements(config, lang, rep, first=run.placement)
                 failover.index = next((i for i, c in enumerate(failover.candidates) if c == run.placement), 0)
-            placement = failover.next_placement(exc.minutes * 60, rep.info)
-            if placement is None:
-                give_up(run, rep, journal, failover, len(failover.candidates), exc.hint)
-            track(APPLYING)
-            with start_lock or nullcontext():
-                stack_ops.reapply(run, placement, rep, echo=echo)
+            failed_for_s = exc.minutes * 60
+            while True:
+                placement = failover.next_placement(failed_for_s, rep.info)
+                if placement is None:
+                    give_up(run, rep, journal, failover, len(failover.candidates), exc.hint)
+                track(APPLYING)
+                try:
+                    with start_lock or nullcontext():
+                        stack_ops.reapply(run, placement, rep, echo=echo)
+                except stack_ops.RunActiveError:
+                    raise  # another run took the stack meanwhile: never applied over it
+                except TrainstackError as apply_error:  # the plan's quota guard, an apply error: the next one
+                    rep.warn(f"could not apply {run.stack} at {target.describe_placement(placement)}: "
+                             f"{apply_error.message.splitlines()[0]}; trying the next placement")
+                    journal.placed(placement_record(placement, run.settings.spot))
+                    journal.ended("apply failed")
+                    stack_ops.teardown(run, rep)
+                    failed_for_s = 0.0
+                    continue
+                break
             journal.placed(placement_record(placement, run.settings.spot))
             rep.info(f"run {run.run_id} moved to {target.describe_placement(placement)}: it resumes from its "
                      f"last checkpoint")
             track(FOLLOWING, run.run_id)
+
+
+def resume_command(run: LanguageRun) -> str:
+    return f"trainctl train {run.lang} --env {run.env} --resume {run.run_id}"
+
+
+def stop_resumable(run: LanguageRun, reason: str) -> None:
+    """A run stopped by the operator side without a final status (its VMs gone, the stack destroyed): FAILED,
+    with how to continue it; a run that already ended keeps its own word."""
+    from trainer.runfiles.status_file import mark_failed
+
+    if run.run_id is None:
+        return
+    try:
+        mark_failed(run.bucket, run.lang, run.run_id, run.env,
+                    f"{reason.splitlines()[0]}; stopped, resumable: {resume_command(run)}")
+    except Exception:  # the error being raised is the one to show
+        pass
 
 
 def give_up(run: LanguageRun, rep, journal: RunJournal, failover: Failover, tried: int, advice: str):
@@ -170,7 +207,7 @@ def give_up(run: LanguageRun, rep, journal: RunJournal, failover: Failover, trie
 
     waited = failover.waited_s()
     journal.waited(waited)
-    hint = (f"resume it when capacity is back: trainctl train {run.lang} --env {run.env} --resume {run.run_id} "
+    hint = (f"resume it when capacity is back: {resume_command(run)} "
             f"(its checkpoints are kept; nothing is running or billed)")
     message = (f"no capacity for run {run.run_id} in any of {tried} placement(s) for {waited / 60:.1f} min "
                f"(capacity_wait_minutes={run.settings.capacity_wait_minutes:g}): stopped")

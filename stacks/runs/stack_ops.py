@@ -142,7 +142,10 @@ class RunActiveError(TrainstackError):
 def reopen(run: LanguageRun, run_id: str, reporter: Reporter) -> None:
     """Make a stopped run resumable by its trainer (status no longer final); refuse one that cannot be (exit 2)."""
     from stacks.errors import RunNotFoundError
-    from trainer.runfiles.status_file import now_iso, read_status, run_prefix, write_status
+    import math
+    import time
+
+    from trainer.runfiles.status_file import now_iso, read_status, run_prefix, run_started_at, write_status
 
     status = read_status(run.bucket, run.lang, run_id)
     if status is None and not run.bucket.list(run_prefix(run.lang, run_id)):
@@ -154,6 +157,15 @@ def reopen(run: LanguageRun, run_id: str, reporter: Reporter) -> None:
     if status is not None and status.state == SUCCEEDED:
         raise TrainstackError(f"run {run_id} of {run.lang} already SUCCEEDED: nothing to resume",
                               hint=f"start a new run: trainctl train {run.lang} --env {run.env}")
+    started = run_started_at(run_id)
+    budget_h = run.settings.max_run_hours
+    if started is not None and time.time() > started + budget_h * 3600 - 600:
+        # Every launcher counts max_run_hours from the run's start (the id's time), resumes included.
+        needed = math.ceil((time.time() - started) / 3600 + budget_h)
+        raise TrainstackError(f"run {run_id} started {(time.time() - started) / 3600:.1f} h ago: past (or within "
+                              f"10 min of) max_run_hours={budget_h:g}, which counts from a run's start",
+                              hint=f"give it room: trainctl train {run.lang} --env {run.env} --resume {run_id} "
+                                   f"--set languages.{run.lang}.max_run_hours={needed}")
     if status is not None and status.terminal:
         reporter.info(f"resuming run {run_id} (it stopped: {(status.error or 'FAILED').splitlines()[0][:200]})")
         status.state, status.stage, status.error, status.finished_at = PENDING, INTERRUPTED_STAGE, None, None
@@ -165,13 +177,30 @@ def reopen(run: LanguageRun, run_id: str, reporter: Reporter) -> None:
 
 
 def reapply(run: LanguageRun, placement, reporter: Reporter, echo=None) -> None:
-    """Apply the stack again at `placement` for the same run id (the run moves; it resumes from its checkpoint)."""
-    run.placement = placement
-    run.tf = synth_and_init(run.project, run.config, run.stack, echo, {run.lang: placement} if placement else None)
+    """Apply the stack again at `placement` for the same run id (the run moves; it resumes from its checkpoint).
+    A stack another command applied meanwhile (a new run, a resume) is never applied over: RunActiveError."""
     with stack_lock(run.project, run.env, run.stack):
+        run.placement = placement
+        run.tf = synth_and_init(run.project, run.config, run.stack, echo, {run.lang: placement} if placement else None)
+        current = active_run(run)
+        if current and current != run.run_id:
+            raise RunActiveError(f"run {current} of {run.lang} took {run.stack} while run {run.run_id} waited to "
+                                 f"move", hint=f"continue this one once that one ends: trainctl train {run.lang} "
+                                 f"--env {run.env} --resume {run.run_id}")
         reporter.info(f"applying {run.stack} (run {run.run_id}) at {target_of(run.config).describe_placement(placement)}")
         run.tf.apply({"run_id": run.run_id})
         write_run_metadata(run)
+
+
+def after_move_teardown(run: LanguageRun) -> None:
+    """A VM its zone created between the decision to move and the teardown was stopped as cancelled (the local
+    launcher says so, FAILED): the run is moving, not over, so it is made resumable again."""
+    from trainer.runfiles.status_file import read_status, write_status
+
+    status = read_status(run.bucket, run.lang, run.run_id)
+    if status is not None and status.state == "FAILED" and (status.error or "").startswith("cancelled"):
+        status.state, status.stage, status.error, status.finished_at = PENDING, INTERRUPTED_STAGE, None, None
+        write_status(run.bucket, status)
 
 
 def teardown(run: LanguageRun, reporter: Reporter) -> None:

@@ -96,8 +96,11 @@ def follow(bucket: Bucket, lang: str, run_id: str, reporter: Reporter, *, poll_s
                 errors_since, last = errors_since or time.monotonic(), problems[-1]
                 kinds |= {getattr(p, "kind", "other") for p in problems}
             if errors_since is not None and time.monotonic() - errors_since >= creation_error_limit_s:
-                if vm_running is not None and vm_running():
+                running = vm_running() if vm_running is not None else False
+                if running:
                     errors_since, kinds = None, set()  # the group has a VM: its status will come
+                elif running is None:
+                    pass  # the group could not be asked: nothing is moved on a guess; asked again next poll
                 else:
                     raise VmCreationError(run_id, round(creation_error_limit_s / 60, 2), last.line(), hint=last.hint,
                                           kinds=frozenset(kinds))

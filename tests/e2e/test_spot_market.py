@@ -51,7 +51,8 @@ def spot(tmp_path):
 
 
 def test_a_dry_zone_and_a_preemption_move_the_run_which_resumes_exactly(spot, trained_fr):
-    r = trainctl(spot, "train", "fr", *QUICK)
+    # sim-a dry for good here (the overlay's hour of market time could end on a slow, busy core)
+    r = trainctl(spot, "train", "fr", *QUICK, "--set", "spot_market.zones.sim-a.outages=[{start_s: 0}]")
     assert r.returncode == 0, r.stdout + r.stderr
     run_id = _only_run(spot)  # one run id however often it moved
     status = _read(spot, run_id, "status.json")
@@ -60,8 +61,9 @@ def test_a_dry_zone_and_a_preemption_move_the_run_which_resumes_exactly(spot, tr
     placed = [(p["zone"], p["outcome"], p.get("ran", False)) for p in journal["placements"]]
     assert placed == [("sim-a", "no capacity", False), ("sim-b", "no capacity", True), ("sim-c", "succeeded", True)]
     [preemption] = journal["preemptions"]
-    # at the classifier's first epoch, or as soon after it as the watcher saw it (a tiny epoch is over in ms)
-    assert preemption["zone"] == "sim-b" and preemption["stage"] in ("classifier", "evaluating", "uploading")
+    # the stage `train` last saw before the interruption: its poll (1 s) may miss a tiny classifier stage
+    assert preemption["zone"] == "sim-b" and preemption["stage"] in ("lm_finetune", "classifier", "evaluating",
+                                                                     "uploading")
     assert preemption["lost_s"] > 0
     assert journal["capacity_wait_s"] > 0
     out = r.stdout + r.stderr

@@ -61,7 +61,8 @@ LIST_ERRORS_ANY = "/compute/v1/projects/p1/zones/(?P<zone>[^/]+)/instanceGroupMa
 NO_ERRORS = {"kind": "compute#instanceGroupManagersListErrorsResponse", "items": []}
 
 
-def _gcp_train(project, monkeypatch, api, sets: list[str], *, on_apply=None, spots: list | None = None):
+def _gcp_train(project, monkeypatch, api, sets: list[str], *, on_apply=None, spots: list | None = None,
+               appear_s: float = 45 * 60):
     """`trainctl train fr --env dev` against the recorded APIs, its Terraform faked -> (result, Terraform's calls,
     the zone of each synth)."""
     terraform, zones = FakeTerraform(), []
@@ -79,7 +80,7 @@ def _gcp_train(project, monkeypatch, api, sets: list[str], *, on_apply=None, spo
         original = terraform.apply
         terraform.apply = lambda variables: (original(variables), on_apply(zones[-1], variables["run_id"]))
     monkeypatch.setattr(stack_ops, "synth_and_init", synth_and_init)
-    fast = dataclasses.replace(GCP, poll_s=0.05, capacity_retry=(0.01, 0.01))
+    fast = dataclasses.replace(GCP, poll_s=0.05, capacity_retry=(0.01, 0.01), status_appear_timeout_s=appear_s)
     monkeypatch.setattr(runflow, "target_of", lambda config: fast)
     args = ["--env", "dev", "--set", "project=p1", *sets, "--set", "defaults.creation_error_minutes=0.01"]
     assert runner.invoke(app, ["data", "push", "fr", str(SAMPLE / "fr"), *args]).exit_code == 0
@@ -179,6 +180,22 @@ def test_a_running_status_with_errors_moves_only_when_the_group_has_no_vm(projec
     assert result.exit_code == 1 and "the stand-in VM's run" in result.output, result.output
     assert api.requests("POST", MANAGED), "the group was never asked"
     assert zones == (["europe-west4-a"] if group_has_a_vm else ["europe-west4-a", "europe-west4-b"])
+
+
+def test_a_group_that_cannot_be_asked_is_not_moved_on_a_guess(project, gcs_env, monkeypatch):
+    from trainer.runfiles.status_file import read_status
+    from trainer.storage import open_bucket
+
+    api = compute_api()
+    api.routes[("GET", LIST_ERRORS)] = (200, fixture("list_errors_zone_exhausted.json"))
+    api.routes[("POST", MANAGED)] = (503, {"error": {"code": 503, "message": "backend unavailable"}})
+    uri = "gs://test-bucket/creation-unasked"
+    result, calls, zones = _gcp_train(project, monkeypatch, api, ["--set", f"bucket={uri}"], appear_s=3)
+    assert result.exit_code == 3 and "wrote no status.json" in result.output, result.output
+    assert zones == ["europe-west4-a"] and [c[0] for c in calls] == ["apply", "destroy"]
+    assert len(api.requests("POST", MANAGED)) >= 2  # asked at every poll past the limit, never moved
+    status = read_status(open_bucket(uri), "fr", calls[0][1]["run_id"])
+    assert status.state == "FAILED" and "--resume" in status.error
 
 
 def test_a_zone_without_capacity_moves_the_run_to_the_next_where_it_runs(project, gcs_env, monkeypatch):

@@ -125,15 +125,20 @@ def group_error_poller(config, lang: str, zone: str, reporter):
 
 
 def group_running(config, lang: str, zone: str, endpoint: str | None = None) -> bool | None:
-    """Whether `lang`'s group has a VM up (listManagedInstances: instanceStatus RUNNING, currentAction NONE);
-    None when the group cannot be read (then nothing is moved on its account)."""
+    """Whether `lang`'s group has its VMs up (listManagedInstances: instanceStatus RUNNING, currentAction NONE,
+    one per node); None when the group cannot be read (then nothing is moved on its account)."""
     from stacks.targets.gcp import api
     from stacks.naming import group_name
+
+    from google.api_core import exceptions as gexc
 
     try:
         client = api.compute_client("InstanceGroupManagersClient", endpoint)
         items = list(client.list_managed_instances(project=config.project, zone=zone,
                                                    instance_group_manager=group_name(config.env, lang), timeout=30))
+    except gexc.NotFound:
+        return False  # no group there: no VM
     except api.client_failures():
         return None
-    return any(i.instance_status == "RUNNING" and i.current_action == "NONE" for i in items)
+    up = sum(i.instance_status == "RUNNING" and i.current_action == "NONE" for i in items)
+    return up >= max(config.language(lang).nodes, 1)  # a multi-node run missing one node trains nowhere

@@ -129,14 +129,14 @@ class GcpTarget:
         require_image(image_ref(config, SOURCE_ROOT), env=config.env)
 
     def placements(self, config, lang, reporter, first=None) -> list:
-        """`first` (the preflight's zone), then every other zone of `zones` and `fallback_zones` whose quota fits,
-        in that order: where the lifecycle moves a run its zone cannot create VMs for (stacks.runs.failover)."""
+        """`first` (the preflight's zone), then every other zone of `zones` and `fallback_zones` whose quota fits
+        (Spot or on-demand, as the language's settings say), in that order: where the lifecycle moves a run its
+        zone cannot create VMs for (stacks.runs.failover). Never empty: without any, the preflight's choice."""
         from stacks.targets.gcp.quota import ComputeQuotas, QuotaError, candidate_zones, choose_zone
 
-        first = first or gcp_placement(config, lang)
-        out, compute = [first], None
+        out, compute = [first] if first is not None else [], None  # `first`: checked by the preflight
         for zone in candidate_zones(config):
-            if zone == first.zone:
+            if first is not None and zone == first.zone:
                 continue
             try:
                 compute = compute or ComputeQuotas(config.project)
@@ -149,7 +149,7 @@ class GcpTarget:
                     reporter.warn(f"could not check the quota of {zone} for failover: {exc}")
                 continue
             out.append(gcp_placement(config, lang, zone=zone, metric=decision.metric if decision.reported else None))
-        return out
+        return out or [gcp_placement(config, lang)]
 
     def describe_placement(self, placement) -> str:
         return f"zone {placement.zone}" if placement is not None else "its first zone"

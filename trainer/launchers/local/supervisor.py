@@ -98,6 +98,13 @@ def start(state_dir: Path, max_run_hours: float, trainer_args: list[str], *, pro
     return 0
 
 
+def _write_atomic(path: Path, text: str) -> None:
+    """A reader (the local target asking the group) sees the old text or the new one, never an empty file."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
 def _tail(path: Path, n: int = 8) -> str:
     try:
         lines = path.read_text(errors="replace").strip().splitlines()
@@ -228,7 +235,7 @@ def _supervise(state_dir: Path, max_run_hours: float, trainer_args: list[str], p
                 (state_dir / EXIT_FILE).write_text("0")
             return 0
         child = stopping["child"] = _launch(state_dir, trainer_args, processes, pinned)
-        (state_dir / VM_FILE).write_text("running")
+        _write_atomic(state_dir / VM_FILE, "running")
         watcher = spot.watch(child) if spot is not None else None
         try:
             code = child.wait(timeout=max(deadline - time.monotonic(), 0))
@@ -242,7 +249,7 @@ def _supervise(state_dir: Path, max_run_hours: float, trainer_args: list[str], p
                 code = child.wait()
         if watcher is not None:
             watcher.join()
-        (state_dir / VM_FILE).write_text("waiting")
+        _write_atomic(state_dir / VM_FILE, "waiting")
         if timed_out or stopping["signal"] or (state_dir / CANCEL_FILE).exists():
             break
         status = read_status(open_bucket(args.bucket), args.lang, args.run_id)
