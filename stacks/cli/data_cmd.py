@@ -130,7 +130,7 @@ def push(lang: LangArg,
             console.print(f"{src}: {len(data.texts)} rows, {len(data.label_counts)} labels"
                           + (" (multi-label)" if data.multi_label else ""))
     bucket = open_bucket(config.bucket)
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    backups = Backups(bucket, lang)
     conflicts = [(s, k) for s, k in pairs if bucket.exists(k) and bucket.read_bytes(k) != s.read_bytes()]
     # train.jsonl over a train.csv: the old format would leave two candidate files
     conflicts += [(s, other) for s, k in pairs for other in _other_formats(bucket, k)]
@@ -142,17 +142,41 @@ def push(lang: LangArg,
     _warn_stale_splits(bucket, lang, pairs)
     uploaded = 0
     for other in [k for _, k in conflicts if k not in dict((k, s) for s, k in pairs)]:
-        backup = f"{lang}/data/previous/{stamp}/{other[len(lang) + 1:]}"
-        bucket.write_bytes(backup, bucket.read_bytes(other))
+        backup = backups.keep(other)
         bucket.delete(other)
         console.print(f"kept the previous {other} as {backup} (replaced by another format)")
     for src, key in pairs:
         if bucket.exists(key):
             if bucket.read_bytes(key) == src.read_bytes():
                 continue
-            backup = f"{lang}/data/previous/{stamp}/{key[len(lang) + 1:]}"
-            bucket.write_bytes(backup, bucket.read_bytes(key))
+            backup = backups.keep(key)
             console.print(f"kept the previous {key} as {backup}")
         bucket.upload(src, key)
         uploaded += 1
     console.print(f"uploaded {uploaded} file(s), {len(pairs) - uploaded} unchanged, to {bucket.url(lang + '/')}")
+
+
+class Backups:
+    """Where one push keeps the versions it replaces: `<lang>/data/previous/<UTC time>-<suffix>/`, a folder of its
+    own (microseconds and a random suffix), each copy written only where nothing is (never over an earlier
+    backup, whatever the clock says)."""
+
+    def __init__(self, bucket, lang: str):
+        self.bucket, self.lang, self.folder = bucket, lang, None
+
+    def _new_folder(self) -> str:
+        import secrets
+
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S.%f")
+        return f"{self.lang}/data/previous/{stamp}-{secrets.token_hex(3)}/"
+
+    def keep(self, key: str) -> str:
+        """Copy `key` into this push's folder -> the backup's key."""
+        data = self.bucket.read_bytes(key)
+        for _ in range(5):
+            self.folder = self.folder or self._new_folder()
+            backup = self.folder + key[len(self.lang) + 1:]
+            if self.bucket.write_bytes(backup, data, if_absent=True):
+                return backup
+            self.folder = None  # taken: another push used the same name
+        raise RuntimeError(f"could not find a free backup folder for {key} under {self.lang}/data/previous/")

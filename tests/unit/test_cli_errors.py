@@ -75,6 +75,27 @@ def test_data_push_validates_and_never_overwrites(project, tmp_path):
     assert len(kept) == 1 and kept[0].read_bytes() == (SAMPLE / "fr" / "train.csv").read_bytes()
 
 
+def test_three_versions_pushed_within_one_second_are_all_kept(project, tmp_path, monkeypatch):
+    import datetime as dt
+
+    from stacks.cli import data_cmd
+
+    class FrozenClock(dt.datetime):  # every push in the same UTC second, as a fast script's are
+        @classmethod
+        def now(cls, tz=None):
+            return dt.datetime(2026, 11, 27, 12, 0, 0, tzinfo=tz)
+
+    monkeypatch.setattr(data_cmd, "datetime", FrozenClock)
+    versions = [f"text,labels\nmon colis {n},livraison\nma facture {n},facturation\n" for n in range(3)]
+    for n, text in enumerate(versions):
+        (tmp_path / "train.csv").write_text(text)
+        r = runner.invoke(app, ["data", "push", "fr", str(tmp_path / "train.csv"), *(["--replace"] if n else [])])
+        assert r.exit_code == 0, r.output
+    kept = sorted(p.read_text() for p in bucket(project).glob("fr/data/previous/*/data/train.csv"))
+    assert kept == sorted(versions[:2]), "an older version was overwritten by a later backup"
+    assert (bucket(project) / "fr/data/train.csv").read_text() == versions[2]
+
+
 def test_data_push_rejects_bad_csv_before_upload(project, tmp_path):
     bad = tmp_path / "train.csv"
     bad.write_text("texte,labels\nx,a\n")
