@@ -33,7 +33,7 @@ env's config are listed too (`fr (not in env dev)`).
 **JSON output** (stable keys; new keys may be added, none renamed):
 - `runs --json`: a list, one object per run: `run_id, lang, configured, state` (PENDING, RUNNING,
   SUCCEEDED, FAILED, STARTING = applied without a status yet, UNKNOWN = no status and too old to be
-  starting), `stage, started_at, finished_at, duration_s, macro_f1, tfidf_macro_f1` (the TF-IDF
+  starting, UNREADABLE = a damaged run file, its path in `error`), `stage, started_at, finished_at, duration_s, macro_f1, tfidf_macro_f1` (the TF-IDF
   baseline on the same rows) `, scored_rows` (valid or test) `, resumed, placements` (zones applied, in
   order) `, ran_in` (those where a VM trained) `, preemptions, capacity_wait_s, interrupted_s` (preemption to
   training again, summed) `, error, url,

@@ -54,12 +54,16 @@ def fail(message: str, hint: str | None, code: int) -> None:
 def describe_error(exc: BaseException) -> tuple[str, str | None, int]:
     """(message, hint, exit code) of an exception: the one place errors become what the user reads."""
     from trainer.errors import DataError
+    from trainer.runfiles.status_file import RunFileError
     from trainer.storage import StorageError
 
     if isinstance(exc, TrainstackError):
         return exc.message, exc.hint, exc.exit_status
     if isinstance(exc, DataError):
         return exc.message, exc.hint, ExitStatus.BAD_INPUT
+    if isinstance(exc, RunFileError):
+        return (str(exc), "the run's other files are as they were: look at the file, fix or remove it "
+                "(trainctl runs lists the others)", ExitStatus.BAD_INPUT)
     if isinstance(exc, StorageError) and exc.bad_input:
         return (str(exc), "fix `bucket` in the env's overlay (envs/ENV.yaml or --set bucket=...) or grant the role "
                 "named; `trainctl doctor` checks both", ExitStatus.BAD_INPUT)

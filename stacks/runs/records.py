@@ -9,8 +9,8 @@ import json
 from typing import TYPE_CHECKING
 
 from stacks.errors import RunNotFoundError
-from trainer.runfiles.status_file import (PLACEMENTS_META, parse_time, placements_summary, read_json, read_metrics,
-                                         read_status, run_key)
+from trainer.runfiles.status_file import (PLACEMENTS_META, RunFileError, parse_time, placements_summary, read_json,
+                                         read_metrics, read_status, run_key)
 from trainer.storage import Bucket
 
 if TYPE_CHECKING:  # the config models take ~0.3 s to import: `trainctl --help` reads this module
@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # the config models take ~0.3 s to import: `trainctl --help` 
 
 STARTING = "STARTING"  # applied, no status.json yet (the VM or process is still starting)
 UNKNOWN = "UNKNOWN"  # no status.json and too old to be starting: it never started
+UNREADABLE = "UNREADABLE"  # a run file there but damaged (truncated, not JSON): named in the row's error
 COST_META = "metadata/cost.json"
 
 
@@ -59,9 +60,17 @@ def duration_s(status) -> float | None:
 
 
 def run_row(bucket: Bucket, config: EnvConfig, lang: str, run_id: str) -> dict:
-    """One run as `trainctl runs --json` prints it (keys documented in the README)."""
-    state, status = run_state(bucket, lang, run_id, config)
-    metrics = read_metrics(bucket, lang, run_id)
+    """One run as `trainctl runs --json` prints it (keys documented in the README); a run whose files cannot
+    be read is listed UNREADABLE with the file named, and the listing goes on."""
+    try:
+        state, status = run_state(bucket, lang, run_id, config)
+        metrics = read_metrics(bucket, lang, run_id)
+    except RunFileError as exc:
+        return {"run_id": run_id, "lang": lang, "configured": lang in config.languages, "state": UNREADABLE,
+                "stage": None, "started_at": None, "finished_at": None, "duration_s": None, "macro_f1": None,
+                "tfidf_macro_f1": None, "kept": None, "scored_rows": None, "resumed": 0,
+                **placements_summary(None), "error": str(exc), "url": bucket.url(f"{lang}/runs/{run_id}"),
+                **run_cost(bucket, config, lang, run_id, None)}
     return {"run_id": run_id, "lang": lang, "configured": lang in config.languages, "state": state,
             "stage": status.stage if status else None, "started_at": status.started_at if status else None,
             "finished_at": status.finished_at if status else None, "duration_s": duration_s(status),

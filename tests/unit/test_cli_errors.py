@@ -163,3 +163,25 @@ def test_data_push_of_a_test_file_alone_and_a_warning_for_one_left_behind(projec
     assert (bucket(project) / "fr/data/test.csv").read_bytes() == test.read_bytes()
     r = runner.invoke(app, ["data", "push", "fr", str(SAMPLE / "fr" / "train.csv")])
     assert r.exit_code == 0 and "test.csv from an earlier push stays" in " ".join(r.output.split())
+
+
+def test_a_truncated_status_json_is_one_unreadable_row_not_an_outage(project):
+    import json
+
+    from trainer.runfiles.status_file import RunStatus, write_status
+    from trainer.storage import open_bucket
+
+    store = open_bucket(f"file://{bucket(project)}")
+    write_status(store, RunStatus(run_id="20261127-100000-aaaa", lang="fr", env="local", state="SUCCEEDED"))
+    write_status(store, RunStatus(run_id="20261127-110000-bbbb", lang="en", env="local", state="FAILED"))
+    damaged = bucket(project) / "fr/runs/20261127-120000-cccc/status.json"
+    damaged.parent.mkdir(parents=True)
+    damaged.write_text('{"run_id": "20261127-120000-cccc", "lang": "fr", "sta')  # cut mid-write
+    r = runner.invoke(app, ["runs", "--json"])
+    assert r.exit_code == 0, r.output
+    rows = {row["run_id"]: row for row in json.loads(r.output)}
+    assert rows["20261127-100000-aaaa"]["state"] == "SUCCEEDED" and rows["20261127-110000-bbbb"]["state"] == "FAILED"
+    bad = rows["20261127-120000-cccc"]
+    assert bad["state"] == "UNREADABLE" and str(damaged) in bad["error"]
+    r = runner.invoke(app, ["status", "fr", "--run", "20261127-120000-cccc"])
+    assert r.exit_code == 2 and str(damaged) in r.output.replace("\n", ""), r.output

@@ -140,11 +140,23 @@ class RunStatus:
         return cls(**known)
 
 
+class RunFileError(ValueError):
+    """A run file that is there but cannot be read (truncated, not JSON, not a run's): `url` names it."""
+
+    def __init__(self, url: str, reason: str):
+        super().__init__(f"{url}: unreadable ({reason})")
+        self.url, self.reason = url, reason
+
+
 def read_status(bucket: Bucket, lang: str, run_id: str) -> RunStatus | None:
+    """The run's status.json (None while there is none); a damaged one is a RunFileError naming it."""
     key = run_key(lang, run_id, "status.json")
     if not bucket.exists(key):
         return None
-    return RunStatus.from_json(bucket.read_bytes(key))
+    try:
+        return RunStatus.from_json(bucket.read_bytes(key))
+    except (ValueError, TypeError, AttributeError) as exc:  # truncated, not JSON, or JSON of another shape
+        raise RunFileError(bucket.url(key), f"{type(exc).__name__}: {str(exc)[:120]}") from None
 
 
 def write_status(bucket: Bucket, status: RunStatus) -> None:
@@ -194,4 +206,9 @@ def scored_predictions(bucket: Bucket, lang: str, run_id: str, metrics: RunMetri
 def read_metrics(bucket: Bucket, lang: str, run_id: str) -> RunMetrics | None:
     """The run's metrics.json, typed (None until the run has written it: it is written last)."""
     key = run_key(lang, run_id, "metrics.json")
-    return RunMetrics.from_json(bucket.read_bytes(key)) if bucket.exists(key) else None
+    if not bucket.exists(key):
+        return None
+    try:
+        return RunMetrics.from_json(bucket.read_bytes(key))
+    except (ValueError, TypeError, AttributeError, KeyError) as exc:
+        raise RunFileError(bucket.url(key), f"{type(exc).__name__}: {str(exc)[:120]}") from None
