@@ -63,7 +63,7 @@ def describe_error(exc: BaseException) -> tuple[str, str | None, int]:
         return exc.message, exc.hint, ExitStatus.BAD_INPUT
     if isinstance(exc, RunFileError):
         return (str(exc), "the run's other files are as they were: look at the file, fix or remove it "
-                "(trainctl runs lists the others)", ExitStatus.BAD_INPUT)
+                "(`trainctl runs` shows the others)", ExitStatus.BAD_INPUT)
     if isinstance(exc, StorageError) and exc.bad_input:
         return (str(exc), "fix `bucket` in the env's overlay (envs/ENV.yaml or --set bucket=...) or grant the role "
                 "named; `trainctl doctor` checks both", ExitStatus.BAD_INPUT)

@@ -17,6 +17,7 @@ from stacks.config.models import EnvConfig
 from stacks.errors import ConfigError
 
 SET_SOURCE = "--set"
+ENV_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")  # an env is a file of envs/, never a path
 
 
 def available_envs(envs_dir: Path) -> list[str]:
@@ -77,7 +78,8 @@ def _env_files(envs_dir: Path, env: str, seen: list[str]) -> list[Path]:
     parent = _read_yaml(path, label).get("extends")
     if parent is None:
         return [path]
-    if not isinstance(parent, str) or parent == "base" or not (envs_dir / f"{parent}.yaml").is_file():
+    if (not isinstance(parent, str) or parent == "base" or not ENV_NAME.fullmatch(parent)
+            or not (envs_dir / f"{parent}.yaml").is_file()):
         raise ConfigError(f"extends: {parent!r} is not an environment of {envs_dir.name}/",
                           source=label, hint=f"name one of: {', '.join(available_envs(envs_dir))}")
     if parent in seen or parent == env:
@@ -88,8 +90,14 @@ def _env_files(envs_dir: Path, env: str, seen: list[str]) -> list[Path]:
 def merged_document(envs_dir: Path, env: str, overrides: list[str]) -> tuple[dict, dict[tuple, str]]:
     base_path = envs_dir / "base.yaml"
     env_path = envs_dir / f"{env}.yaml"
-    if not env_path.is_file() or env == "base":
-        known = available_envs(envs_dir)
+    known = available_envs(envs_dir)
+    if env == "base":
+        raise ConfigError("base is not an environment: envs/base.yaml holds the defaults every env shares",
+                          hint=f"pick one with --env or TRAINCTL_ENV: {', '.join(known) or 'none yet'}")
+    if not ENV_NAME.fullmatch(env or ""):
+        raise ConfigError(f"environment name {env!r} is not a plain name (letters, digits, - and _)",
+                          hint=f"pick one with --env or TRAINCTL_ENV: {', '.join(known) or 'none yet'}")
+    if not env_path.is_file():
         raise ConfigError(
             f"unknown environment {env!r}; available: {', '.join(known) or 'none'}",
             hint=f"pick one with --env or TRAINCTL_ENV, or create envs/{env}.yaml",

@@ -125,3 +125,22 @@ def test_a_whole_config_error_names_the_layer_that_set_the_key(project):
     (project / "envs" / "odd.yaml").write_text("target: gcp\nproject: p1\nbucket: file:///tmp/b\n")
     with pytest.raises(ConfigError, match=r"^envs/odd.yaml: .*bucket must be a gs:// URI"):
         load_config(project / "envs", "odd")
+
+
+@pytest.mark.parametrize(("env", "said"), [
+    ("base", "holds the defaults every env shares"),
+    ("../envs/local", "not a plain name"),
+    ("", "not a plain name"),
+])
+def test_an_env_is_a_plain_name_of_envs_never_base_or_a_path(project, env, said):
+    with pytest.raises(ConfigError, match=said) as caught:
+        load_config(project / "envs", env)
+    assert "local" in caught.value.hint and "create envs/" not in caught.value.hint
+
+
+def test_extends_names_an_env_of_envs_only(project):
+    (project / "envs" / "mine.yaml").write_text("extends: ../envs/local\n")
+    with pytest.raises(ConfigError, match="extends"):
+        load_config(project / "envs", "mine")
+    (project / "envs" / "mine.yaml").write_text("extends: local\nbucket: file://.trainstack/mine/bucket\n")
+    assert load_config(project / "envs", "mine").bucket == "file://.trainstack/mine/bucket"
