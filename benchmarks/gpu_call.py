@@ -1,0 +1,245 @@
+"""One prepared call on a GPU machine: what the trainer's CUDA path does, in at most ~8 minutes.
+
+    python -m benchmarks.gpu_call --out "$OUT" [--budget-s 480] [--dry-run]
+
+Steps, each under its own share of the budget, the results written to OUT/gpu_call.json after every step
+(a killed call still leaves what it had):
+  env     GPU, driver, CUDA and torch versions (nvidia-smi, torch);
+  e2e     `trainctl train fr --env local` on the French sample (real Terraform, the trainer on the GPU,
+          precision auto = bf16 where the card has it): state, per-epoch lines, GPU utilisation and memory
+          (nvidia-smi every second), metrics.json and log.txt copied to OUT/e2e/;
+  speed   LM step tokens/s at the GPU envs' model size (envs/base.yaml: 400/1152/3), fp32 against bf16 and
+          fp16, full against adaptive softmax (benchmarks.lm_speed on the device);
+  imdb    en_imdb with 100 labels: a base LM on the shared English corpus (`trainctl lm pretrain en`, tokens
+          sized to the time left), then benchmarks.real_tasks' corpus variant and TF-IDF on the same 2,000
+          test reviews (OUT/imdb/).
+`--dry-run` (CPU, the suite runs it): the same steps at tiny sizes; the imdb step runs TF-IDF only (the
+corpus variant's pretrain is what the GPU call is for), or says why it is skipped where ../shared is absent.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.prefix) / "bin"
+SHARED = REPO.parent / "shared"
+TINY = ["defaults.trainer.epochs_base_lm=1", "defaults.trainer.epochs_lm=1", "defaults.trainer.epochs_clf=2",
+        "defaults.trainer.min_clf_steps=0", "defaults.trainer.emb_sz=32", "defaults.trainer.n_hid=64",
+        "defaults.trainer.n_layers=1"]
+GPU_SIZE = ["defaults.trainer.emb_sz=400", "defaults.trainer.n_hid=1152", "defaults.trainer.n_layers=3",
+            "defaults.trainer.bs=64"]
+
+
+def sets(pairs: list[str]) -> list[str]:
+    return [arg for pair in pairs for arg in ("--set", pair)]
+
+
+class Call:
+    """The record of the call, saved after every step; each step's time guard from what is left."""
+
+    def __init__(self, out: Path, budget_s: float, dry_run: bool):
+        self.out, self.dry_run = out, dry_run
+        self.deadline = time.monotonic() + budget_s
+        self.record = {"dry_run": dry_run, "host": platform.node(), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                       time.gmtime()), "budget_s": budget_s, "steps": {}}
+        out.mkdir(parents=True, exist_ok=True)
+
+    def left(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def save(self) -> None:
+        (self.out / "gpu_call.json").write_text(json.dumps(self.record, indent=2, default=str))
+
+    def step(self, name: str, func, share: float) -> None:
+        """Run `func(limit_s)` with `share` of the time left; its dict (or its error) is the step's record."""
+        limit = max(self.left() * share, 0.0)
+        started = time.monotonic()
+        if limit < 5:
+            result = {"skipped": f"no time left ({self.left():.0f}s)"}
+        else:
+            try:
+                result = func(limit)
+            except subprocess.TimeoutExpired as exc:
+                result = {"error": f"timed out after {exc.timeout:.0f}s"}
+            except Exception as exc:  # the call must write what it has, whatever a step does
+                result = {"error": f"{type(exc).__name__}: {exc}"}
+        result["seconds"] = round(time.monotonic() - started, 1)
+        self.record["steps"][name] = result
+        self.save()
+        print(f"gpu_call: {name}: {json.dumps(result, default=str)[:400]}", flush=True)
+
+
+def env_step(limit: float) -> dict:
+    import torch
+
+    info = {"python": platform.python_version(), "torch": torch.__version__, "cuda_build": torch.version.cuda,
+            "cuda_available": torch.cuda.is_available()}
+    if torch.cuda.is_available():
+        info.update(device=torch.cuda.get_device_name(0), bf16=torch.cuda.is_bf16_supported(),
+                    capability=".".join(map(str, torch.cuda.get_device_capability(0))))
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        out = subprocess.run([smi, "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=min(limit, 30))
+        info["nvidia_smi"] = out.stdout.strip() or out.stderr.strip()
+    return info
+
+
+class GpuWatch:
+    """nvidia-smi every second while a step runs: the highest utilisation and memory seen."""
+
+    def __init__(self):
+        self.util, self.mem_mib, self.stop = 0, 0, threading.Event()
+        self.smi = shutil.which("nvidia-smi")
+
+    def __enter__(self):
+        if self.smi:
+            threading.Thread(target=self._poll, daemon=True).start()
+        return self
+
+    def _poll(self) -> None:
+        while not self.stop.wait(1.0):
+            out = subprocess.run([self.smi, "--query-gpu=utilization.gpu,memory.used", "--format=csv,noheader,nounits"],
+                                 capture_output=True, text=True)
+            try:
+                util, mem = (int(v) for v in out.stdout.splitlines()[0].split(","))
+            except (ValueError, IndexError):
+                continue
+            self.util, self.mem_mib = max(self.util, util), max(self.mem_mib, mem)
+
+    def __exit__(self, *exc):
+        self.stop.set()
+
+
+def project(base: Path, name: str) -> Path:
+    root = base / name
+    root.mkdir()
+    shutil.copytree(REPO / "envs", root / "envs")
+    shutil.copy(REPO / "cdktf.json", root / "cdktf.json")
+    return root
+
+
+def trainctl(root: Path, *args: str, timeout: float) -> subprocess.CompletedProcess:
+    return subprocess.run([str(BIN / "trainctl"), *args], cwd=root, capture_output=True, text=True, timeout=timeout)
+
+
+def e2e_step(base: Path, out: Path, dry_run: bool):
+    def run(limit: float) -> dict:
+        root = project(base, "e2e")
+        pushed = trainctl(root, "data", "push", "fr", str(REPO / "data/sample/fr"), timeout=min(limit, 120))
+        if pushed.returncode:
+            return {"error": f"data push: {pushed.stderr[-500:]}"}
+        with GpuWatch() as gpu:
+            r = trainctl(root, "train", "fr", *sets(TINY if dry_run else []), timeout=max(limit - 5, 5))
+        runs = root / ".trainstack/local/bucket/fr/runs"
+        folder = next(iter(sorted(runs.iterdir())), None) if runs.exists() else None
+        result = {"rc": r.returncode, "gpu_util_max_pct": gpu.util, "gpu_mem_max_mib": gpu.mem_mib}
+        if folder is not None:
+            (out / "e2e").mkdir(exist_ok=True)
+            for name in ("metrics.json", "log.txt", "status.json"):
+                if (folder / name).exists():
+                    shutil.copy(folder / name, out / "e2e" / name)
+            status = json.loads((folder / "status.json").read_text()) if (folder / "status.json").exists() else {}
+            log = (folder / "log.txt").read_text() if (folder / "log.txt").exists() else ""
+            result.update(state=status.get("state"), error=status.get("error"),
+                          precision=[line.split("Z ", 1)[-1] for line in log.splitlines() if "precision:" in line][:1],
+                          epochs=[line.split("Z ", 1)[-1][:160] for line in log.splitlines() if "] epoch " in line])
+        if r.returncode:
+            result["stderr"] = r.stderr[-800:]
+        return result
+    return run
+
+
+def speed_step(dry_run: bool):
+    def run(limit: float) -> dict:
+        import torch
+
+        from benchmarks.lm_speed import tokens_per_s
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        arch, vocab, bs, batches = ((32, 64, 1), 2000, 8, 3) if dry_run else ((400, 1152, 3), 30000, 64, 20)
+        precisions = ["fp32", "bf16"] + (["fp16"] if device == "cuda" else [])
+        rows, started = [], time.monotonic()
+        for head in ("full", "adaptive"):
+            for precision in precisions:
+                if time.monotonic() - started > limit * 0.9:
+                    rows.append({"head": head, "precision": precision, "skipped": "out of time"})
+                    continue
+                try:
+                    rate = tokens_per_s(*arch, vocab, bs=bs, seq_len=72, batches=batches, head=head,
+                                        precision=precision, device=device)
+                    rows.append({"head": head, "precision": precision, "tokens_per_s": round(rate)})
+                except Exception as exc:  # a precision the card lacks is a row that says so
+                    rows.append({"head": head, "precision": precision, "error": f"{type(exc).__name__}: {exc}"[:300]})
+        return {"device": device, "arch": "/".join(map(str, arch)), "vocab": vocab, "bs": bs, "rows": rows}
+    return run
+
+
+def imdb_step(base: Path, out: Path, dry_run: bool):
+    def run(limit: float) -> dict:
+        task, corpus = SHARED / "datasets" / "en_imdb", SHARED / "corpora" / "en" / "en_eltec_novels.txt.gz"
+        if not task.exists() or not corpus.exists():
+            return {"skipped": f"needs {task} and {corpus} (the workspace's shared/ folder)"}
+        started = time.monotonic()
+        root = project(base, "imdb")
+        result: dict = {}
+        variants = ["tfidf"]
+        if not dry_run:
+            staged = base / "en-corpus"
+            (staged / "corpus").mkdir(parents=True)
+            shutil.copy(corpus, staged / "corpus" / corpus.name)
+            pushed = trainctl(root, "data", "push", "en", str(staged), timeout=120)
+            if pushed.returncode:
+                return {"error": f"data push of the corpus: {pushed.stderr[-500:]}"}
+            # tokens for the pretrain from the time: half the step's budget at a cautious 60k tokens/s
+            tokens = int(max(limit * 0.45, 30) * 60_000)
+            pre = trainctl(root, "lm", "pretrain", "en", *sets(GPU_SIZE + [f"languages.en.trainer.max_lm_tokens={tokens}"]),
+                           timeout=limit * 0.5)
+            result["pretrain"] = {"rc": pre.returncode, "max_lm_tokens": tokens, "tail": pre.stdout[-600:]}
+            if pre.returncode == 0:
+                variants.append("corpus")
+        left = limit - (time.monotonic() - started) - 5
+        cmd = [sys.executable, "-m", "benchmarks.real_tasks", "--tasks", "en_imdb", "--sizes", "100",
+               "--variants", *variants, "--test-rows", "200" if dry_run else "2000",
+               "--lm-bucket", f"file://{root / '.trainstack/local/bucket'}", "--json-out", str(out / "imdb.json"),
+               *sets([] if dry_run else GPU_SIZE)]
+        r = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=max(left, 5))
+        result.update(rc=r.returncode, variants=variants, table=[line for line in r.stdout.splitlines()
+                                                                  if line.startswith("|")][-6:])
+        if (out / "imdb.json").exists():
+            result["cells"] = json.loads((out / "imdb.json").read_text())
+        if r.returncode:
+            result["stderr"] = r.stderr[-800:]
+        return result
+    return run
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, required=True, help="where gpu_call.json and the runs' files go ($OUT)")
+    parser.add_argument("--budget-s", type=float, default=480, help="the whole call's wall-time budget")
+    parser.add_argument("--dry-run", action="store_true", help="tiny sizes on the CPU: the suite's check")
+    args = parser.parse_args(argv)
+    call = Call(args.out, args.budget_s, args.dry_run)
+    with tempfile.TemporaryDirectory(prefix="gpu-call-") as tmp:
+        base = Path(tmp)
+        call.step("env", env_step, 0.05)
+        call.step("e2e", e2e_step(base, args.out, args.dry_run), 0.35)
+        call.step("speed", speed_step(args.dry_run), 0.25)
+        call.step("imdb", imdb_step(base, args.out, args.dry_run), 0.95)
+    call.record["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    call.save()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
