@@ -15,7 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from stacks.cli import export_cmd
-from stacks.cli.common import EnvOpt, LangArg, SetOpt, console, emit_json, mapped_errors, open_env
+from stacks.cli.common import EnvOpt, LangArg, SetOpt, console, emit_json, err_console, mapped_errors, open_env
 from stacks.runs.records import find_run, pick_run
 
 RunOpt = Annotated[str | None, typer.Option("--run", help="run id (default: the newest)")]
@@ -103,6 +103,7 @@ def logs(lang: LangArg, env: EnvOpt = "local", sets: SetOpt = None, run: RunOpt 
     """Print a run's log.txt."""
     from stacks.cli.run_console import ConsoleReporter
     from stacks.runs.watch import LogTail, follow as follow_run
+    from trainer.runfiles.status_file import read_status
 
     from stacks.targets import target_of
 
@@ -115,6 +116,17 @@ def logs(lang: LangArg, env: EnvOpt = "local", sets: SetOpt = None, run: RunOpt 
         return
     target = target_of(config)  # a VM may take many minutes to write the first status
     timing = {"poll_s": target.poll_s, "appear_timeout_s": target.status_appear_timeout_s}
+    if read_status(bucket, lang, run_id) is None:
+        from stacks.runs.watch import live_state
+
+        if live_state(bucket, lang, run_id, target.status_appear_timeout_s) is None:
+            for line in LogTail(bucket, lang, run_id).new_lines():
+                typer.echo(line)
+            err_console.print(f"run {run_id} has no status.json and is not starting (never started, or its start "
+                              f"failed): nothing to follow; `trainctl status {lang} --env {env} --run {run_id}`")
+            return
+        err_console.print(f"run {run_id} has no status.json yet (STARTING): following it as soon as its trainer "
+                          f"writes one (up to {target.status_appear_timeout_s / 60:.0f} min)")
     if as_json:
         final = follow_run(bucket, lang, run_id, JsonLinesReporter(lang, run_id), **timing)
         print(f"run {run_id} ended: {final.state}", file=sys.stderr)

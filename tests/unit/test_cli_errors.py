@@ -185,3 +185,12 @@ def test_a_truncated_status_json_is_one_unreadable_row_not_an_outage(project):
     assert bad["state"] == "UNREADABLE" and str(damaged) in bad["error"]
     r = runner.invoke(app, ["status", "fr", "--run", "20261127-120000-cccc"])
     assert r.exit_code == 2 and str(damaged) in r.output.replace("\n", ""), r.output
+
+
+def test_logs_follow_of_a_run_that_never_started_says_so_and_returns(project):
+    folder = bucket(project) / "fr/runs/20200101-000000-abcd"
+    folder.mkdir(parents=True)
+    (folder / "log.txt").write_text("2020-01-01T00:00:00Z the only line\n")
+    r = runner.invoke(app, ["logs", "fr", "--run", "20200101-000000-abcd", "--follow"])
+    assert r.exit_code == 0, r.output
+    assert "the only line" in r.output and "not starting" in r.output and "nothing to follow" in r.output
