@@ -34,9 +34,12 @@ class ConfigError(TrainstackError):
 
 class UnknownLanguageError(TrainstackError):
     def __init__(self, lang: str, env: str, known: list[str]):
+        # Language keys are lower-case codes: `FR` means `fr`, never a new key to add.
+        hint = (f"did you mean {lang.lower()}? (language keys are lower case)" if lang.lower() in known
+                else f"add `languages: {{{lang.lower()}: {{}}}}` to envs/{env}.yaml or pick one of the above")
         super().__init__(
             f"language {lang!r} is not configured in env {env!r} (configured: {', '.join(known) or 'none'})",
-            hint=f"add `languages: {{{lang}: {{}}}}` to envs/{env}.yaml or pick one of the above",
+            hint=hint,
         )
         self.lang, self.env, self.known = lang, env, known
 

@@ -105,10 +105,13 @@ def push(lang: LangArg,
     settings = language_settings(config, lang)
     if not path.exists():
         fail(f"{path} does not exist", "pass a train.csv or a folder holding one", ExitStatus.BAD_INPUT)
+    if not (path.is_dir() or path.is_file()):
+        fail(f"{path} is neither a data file nor a folder", "pass a train.csv (.jsonl, .parquet) or a folder "
+             "holding one", ExitStatus.BAD_INPUT)
     pairs = _plan_uploads(lang, path)
     if not pairs:
         fail(f"nothing to upload in {path} (expected train.csv|.jsonl|.parquet, valid.*, test.*, corpus/*.txt[.gz])",
-             None, ExitStatus.BAD_INPUT)
+             "name the data file, or put train.csv (and valid/test, corpus/) in the folder", ExitStatus.BAD_INPUT)
     for src, key in pairs:
         if "/data/corpus/" not in key and _unlabelled_suffix(key.rsplit("/", 1)[1]):
             from trainer.data.labelled import unlabelled_texts

@@ -194,3 +194,10 @@ def test_logs_follow_of_a_run_that_never_started_says_so_and_returns(project):
     r = runner.invoke(app, ["logs", "fr", "--run", "20200101-000000-abcd", "--follow"])
     assert r.exit_code == 0, r.output
     assert "the only line" in r.output and "not starting" in r.output and "nothing to follow" in r.output
+
+
+def test_a_device_instead_of_data_and_an_upper_case_language_are_exit_2_with_the_next_step(project):
+    r = runner.invoke(app, ["data", "push", "fr", "/dev/null"])
+    assert r.exit_code == 2 and "neither a data file nor a folder" in r.output, r.output
+    r = runner.invoke(app, ["status", "FR"])
+    assert r.exit_code == 2 and "did you mean fr?" in r.output and "languages: {FR" not in r.output, r.output
