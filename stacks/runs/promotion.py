@@ -164,7 +164,7 @@ def serving_run(bucket: Bucket, lang: str, run: str | None) -> tuple[str, str | 
     from stacks.runs.records import pick_run
 
     if run:
-        return pick_run(bucket, lang, run), None
+        return pick_run(bucket, lang, run, succeeded=True), None
     current = read_current(bucket, lang)
     if current:
         return current["run_id"], None

@@ -99,6 +99,10 @@ def pick_run(bucket: Bucket, lang: str, run_id: str | None, *, succeeded: bool =
     if run_id:
         if run_id not in ids:
             raise RunNotFoundError(f"no run {run_id!r} for {lang}", hint=f"list them: trainctl runs --lang {lang}")
+        if succeeded and (s := read_status(bucket, lang, run_id)) is not None and s.state != SUCCEEDED:
+            raise RunNotFoundError(f"run {run_id} of {lang} is {s.state}: it has no model to use"
+                                   + (f" ({s.error.splitlines()[0][:160]})" if s.error else ""),
+                                   hint=f"pick a successful one: trainctl runs --lang {lang}")
         return run_id
     if succeeded:
         ids = [i for i in ids if (s := read_status(bucket, lang, i)) and s.state == SUCCEEDED]

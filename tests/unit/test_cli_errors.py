@@ -201,3 +201,13 @@ def test_a_device_instead_of_data_and_an_upper_case_language_are_exit_2_with_the
     assert r.exit_code == 2 and "neither a data file nor a folder" in r.output, r.output
     r = runner.invoke(app, ["status", "FR"])
     assert r.exit_code == 2 and "did you mean fr?" in r.output and "languages: {FR" not in r.output, r.output
+
+
+def test_predict_with_a_failed_run_says_it_has_no_model(project):
+    from trainer.runfiles.status_file import RunStatus, write_status
+    from trainer.storage import open_bucket
+
+    write_status(open_bucket(f"file://{bucket(project)}"), RunStatus(
+        run_id="20261127-100000-ffff", lang="fr", env="local", state="FAILED", error="valid_pct left no rows"))
+    r = runner.invoke(app, ["predict", "fr", "bonjour", "--run", "20261127-100000-ffff"])
+    assert r.exit_code == 2 and "is FAILED: it has no model" in r.output and "gcloud" not in r.output, r.output
