@@ -24,11 +24,34 @@ def available_envs(envs_dir: Path) -> list[str]:
     return sorted(p.stem for p in envs_dir.glob("*.yaml") if p.stem != "base")
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """safe_load, except that a key written twice in one mapping is an error naming both lines (YAML itself
+    keeps the last silently: a setting the user believes set would be another)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if isinstance(key, (str, int, float, bool)) and key in seen:
+                raise DuplicateKey(key, seen[key] + 1, key_node.start_mark.line + 1)
+            seen[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep=deep)
+
+
+class DuplicateKey(yaml.YAMLError):
+    def __init__(self, key, first: int, again: int):
+        super().__init__(f"key {key!r} is set twice in one mapping: lines {first} and {again}")
+        self.key, self.first, self.again = key, first, again
+
+
 def _read_yaml(path: Path, label: str) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
+    except DuplicateKey as exc:
+        raise ConfigError(str(exc), source=label, hint=f"keep one of the two in {label}") from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"not valid YAML: {exc}", source=label) from exc
+        raise ConfigError(f"not valid YAML: {exc}", source=label,
+                          hint=f"fix {label} at the line named (indentation, a missing ':' or quote)") from exc
     if data is None:
         return {}
     if not isinstance(data, dict):

@@ -144,3 +144,11 @@ def test_extends_names_an_env_of_envs_only(project):
         load_config(project / "envs", "mine")
     (project / "envs" / "mine.yaml").write_text("extends: local\nbucket: file://.trainstack/mine/bucket\n")
     assert load_config(project / "envs", "mine").bucket == "file://.trainstack/mine/bucket"
+
+
+def test_a_key_written_twice_is_an_error_naming_both_lines(project):
+    (project / "envs" / "twice.yaml").write_text("extends: local\ndefaults:\n  max_run_hours: 1\n"
+                                                 "  cores: 1\n  max_run_hours: 3\n")
+    with pytest.raises(ConfigError, match="max_run_hours.*set twice.*lines 3 and 5") as caught:
+        load_config(project / "envs", "twice")
+    assert "envs/twice.yaml" in str(caught.value) and caught.value.hint
