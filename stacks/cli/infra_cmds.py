@@ -165,8 +165,8 @@ def destroy(lang: LangArg, env: EnvOpt = "local", sets: SetOpt = None):
     if run.run_id:
         status = read_status(run.bucket, lang, run.run_id)
         if status is None or not status.terminal:  # no VM was running it (waiting for capacity): say how it ended
-            mark_failed(run.bucket, lang, run.run_id, env, f"stopped: the stack was destroyed while the run had no "
-                        f"VM; resume it: trainctl train {lang} --env {env} --resume {run.run_id}")
+            mark_failed(run.bucket, lang, run.run_id, env, f"stopped: the stack was destroyed before the run ended; "
+                        f"resume it: trainctl train {lang} --env {env} --resume {run.run_id}")
         record_cost(run, rep)  # a detached run's cost and final report.html
         status = read_status(run.bucket, lang, run.run_id)
         console.print(f"run {run.run_id}: {status.state if status else 'no status'}"

@@ -79,6 +79,7 @@ class RunJournal:
     run_id: str
     data: dict = field(default_factory=dict)
     _stage: str | None = None
+    _running: bool = False
 
     def __post_init__(self):
         key = run_key(self.lang, self.run_id, PLACEMENTS)
@@ -125,7 +126,8 @@ class RunJournal:
             return None
         stage, before = status.stage, self._stage
         self._stage = stage
-        if before is None and stage != INTERRUPTED_STAGE and status.state == RUNNING:
+        if not self._running and stage != INTERRUPTED_STAGE and status.state == RUNNING:
+            self._running = True  # first seen training (after a local queue for cores, too)
             self._mark(ran=True)
             return "started"
         if stage == INTERRUPTED_STAGE and before not in (None, INTERRUPTED_STAGE):

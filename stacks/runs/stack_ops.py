@@ -170,10 +170,24 @@ def reopen(run: LanguageRun, run_id: str, reporter: Reporter) -> None:
         reporter.info(f"resuming run {run_id} (it stopped: {(status.error or 'FAILED').splitlines()[0][:200]})")
         status.state, status.stage, status.error, status.finished_at = PENDING, INTERRUPTED_STAGE, None, None
         write_status(run.bucket, status)
+        set_aside_vm_notes(run.bucket, run.lang, run_id)
         run.bucket.append(run_key(run.lang, run_id, "log.txt"),
                           f"{now_iso().replace('+00:00', 'Z')} resumed by trainctl (--resume)\n".encode())
     else:
         reporter.info(f"resuming run {run_id} from its checkpoints")
+
+
+def set_aside_vm_notes(bucket, lang: str, run_id: str) -> None:
+    """A VM's start-up notes of an earlier attempt (vm/*-startup-error.txt) move to vm/before-resume/*.old: read
+    as this attempt's, they would stop the resumed run at once."""
+    from trainer.runfiles.status_file import run_key as key_of
+
+    for key in bucket.list(key_of(lang, run_id, "vm/")):
+        if key.endswith("-startup-error.txt"):
+            name = key.rsplit("/", 1)[1]
+            kept = key_of(lang, run_id, f"vm/before-resume/{name.removesuffix('.txt')}.old")
+            bucket.write_bytes(kept, bucket.read_bytes(key))
+            bucket.delete(key)
 
 
 def reapply(run: LanguageRun, placement, reporter: Reporter, echo=None) -> None:

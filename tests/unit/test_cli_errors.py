@@ -211,3 +211,17 @@ def test_predict_with_a_failed_run_says_it_has_no_model(project):
         run_id="20261127-100000-ffff", lang="fr", env="local", state="FAILED", error="valid_pct left no rows"))
     r = runner.invoke(app, ["predict", "fr", "bonjour", "--run", "20261127-100000-ffff"])
     assert r.exit_code == 2 and "is FAILED: it has no model" in r.output and "gcloud" not in r.output, r.output
+
+
+def test_a_resumed_run_sets_its_old_vm_notes_aside(project):
+    from stacks.runs.stack_ops import set_aside_vm_notes
+    from stacks.runs.watch import vm_startup_error
+    from trainer.storage import open_bucket
+
+    store = open_bucket(f"file://{bucket(project)}")
+    run = "20261127-100000-aaaa"
+    store.write_bytes(f"fr/runs/{run}/vm/dev-train-fr-x1-startup-error.txt", b"docker pull failed")
+    assert vm_startup_error(store, "fr", run) == "docker pull failed"
+    set_aside_vm_notes(store, "fr", run)
+    assert vm_startup_error(store, "fr", run) is None
+    assert store.read_bytes(f"fr/runs/{run}/vm/before-resume/dev-train-fr-x1-startup-error.old") == b"docker pull failed"

@@ -100,24 +100,32 @@ class Problem:
 
 
 def group_error_poller(config, lang: str, zone: str, reporter):
-    """A callable returning the new errors of `lang`'s group as Problems; a failure to read the list is
-    warned once and reading stops (the run is still followed through its bucket)."""
+    """A callable returning the new errors of `lang`'s group as Problems; a failure to read the list is warned
+    once and reading goes on at the next call (a lost list would keep a dry zone's run from moving); a refused
+    permission stops it (the run is still followed through its bucket)."""
+    from google.api_core import exceptions as gexc
+
     from stacks.targets.gcp import api
     from stacks.naming import group_name
 
     errors = GroupErrors(config.project, zone, group_name(config.env, lang))
     spot = config.language(lang).spot
-    broken: list[str] = []
+    warned: list[str] = []
+    refused: list[str] = []
 
     def new() -> list[Problem]:
-        if broken:
+        if refused:
             return []
         try:
             found = errors.new()
         except api.client_failures() as exc:
-            broken.append(str(exc))
-            reporter.warn(f"could not read the errors of group {errors.group} (VM creation problems will not be "
-                          f"shown; needs compute.instanceGroupManagers.get): {exc}")
+            if isinstance(exc, gexc.PermissionDenied):
+                refused.append(str(exc))
+            if not warned:
+                warned.append(str(exc))
+                reporter.warn(f"could not read the errors of group {errors.group} (needs "
+                              f"compute.instanceGroupManagers.get; {'not asked again' if refused else 'asked again'}"
+                              f"): {exc}")
             return []
         return [Problem(e, advice(e, project=config.project, env=config.env, spot=spot)) for e in found]
 
