@@ -237,7 +237,7 @@ def show(run_id: Annotated[str, typer.Argument(help="run id (see `trainctl runs`
                 "gpu_type", "gpu_count", "spot", "nodes", "vm_boots", "billed_vm_s", "est_cost", "cost_note",
                 "prices_source"):
         if row.get(key) not in (None, "", []):
-            value = " → ".join(row[key]) if isinstance(row[key], list) else str(row[key])
+            value = " → ".join(map(str, row[key])) if isinstance(row[key], list) else str(row[key])
             console.print(f"  {key:14} {escape(value)}", soft_wrap=True)
     if typed and typed.model is not None:  # a classifier run: per label, with both baselines
         from stacks.cli.run_console import metrics_table, print_table

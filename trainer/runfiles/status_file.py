@@ -32,7 +32,8 @@ def placements_summary(journal: dict | None) -> dict:
     journal = journal or {}
     placed = journal.get("placements") or []
     preemptions = journal.get("preemptions") or []
-    return {"placements": [p.get("zone") for p in placed], "ran_in": [p.get("zone") for p in placed if p.get("ran")],
+    return {"placements": [p["zone"] for p in placed if p.get("zone")],  # where a zone was chosen
+            "ran_in": [p["zone"] for p in placed if p.get("ran") and p.get("zone")],
             "preemptions": len(preemptions), "capacity_wait_s": journal.get("capacity_wait_s") or 0.0,
             "interrupted_s": round(sum(p.get("lost_s") or 0.0 for p in preemptions), 1)}
 KEPT_MARK = "UPLOAD_FAILED"  # in a work folder: an artifact did not reach the bucket, so the folder is kept
