@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import shutil
 import subprocess
@@ -35,6 +36,7 @@ SHARED = REPO.parent / "shared"
 TINY = ["defaults.trainer.epochs_base_lm=1", "defaults.trainer.epochs_lm=1", "defaults.trainer.epochs_clf=2",
         "defaults.trainer.min_clf_steps=0", "defaults.trainer.emb_sz=32", "defaults.trainer.n_hid=64",
         "defaults.trainer.n_layers=1"]
+STEPS = ("env", "e2e", "speed", "imdb")
 GPU_SIZE = ["defaults.trainer.emb_sz=400", "defaults.trainer.n_hid=1152", "defaults.trainer.n_layers=3",
             "defaults.trainer.bs=64"]
 
@@ -132,17 +134,37 @@ def trainctl(root: Path, *args: str, timeout: float) -> subprocess.CompletedProc
     return subprocess.run([str(BIN / "trainctl"), *args], cwd=root, capture_output=True, text=True, timeout=timeout)
 
 
-def e2e_step(base: Path, out: Path, dry_run: bool):
+def trainer_only_run(root: Path, dry_run: bool, timeout: float) -> subprocess.CompletedProcess:
+    """The trainer alone on the sample (where Terraform or trainctl's CDK packages are not there, as on the
+    device machine): the same bucket layout `data push` makes, `python -m trainer` with the local env's
+    settings, the same run folder."""
+    from stacks.config import load_config
+    from stacks.config.trainer_command import trainer_args
+
+    bucket = root / ".trainstack/local/bucket"
+    shutil.copytree(REPO / "data/sample/fr", bucket / "fr" / "data")
+    config = load_config(root / "envs", "local", TINY if dry_run else [])
+    run_id = time.strftime("%Y%m%d-%H%M%S-", time.gmtime()) + "0gpu"
+    return subprocess.run([sys.executable, "-m", "trainer", *trainer_args(config, "fr"), "--run-id", run_id],
+                          cwd=root, capture_output=True, text=True, timeout=timeout, env={**os.environ,
+                          "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])})
+
+
+def e2e_step(base: Path, out: Path, dry_run: bool, trainer_only: bool):
     def run(limit: float) -> dict:
         root = project(base, "e2e")
-        pushed = trainctl(root, "data", "push", "fr", str(REPO / "data/sample/fr"), timeout=min(limit, 120))
-        if pushed.returncode:
-            return {"error": f"data push: {pushed.stderr[-500:]}"}
         with GpuWatch() as gpu:
-            r = trainctl(root, "train", "fr", *sets(TINY if dry_run else []), timeout=max(limit - 5, 5))
+            if trainer_only:
+                r = trainer_only_run(root, dry_run, max(limit - 5, 5))
+            else:
+                pushed = trainctl(root, "data", "push", "fr", str(REPO / "data/sample/fr"), timeout=min(limit, 120))
+                if pushed.returncode:
+                    return {"error": f"data push: {pushed.stderr[-500:]}"}
+                r = trainctl(root, "train", "fr", *sets(TINY if dry_run else []), timeout=max(limit - 5, 5))
         runs = root / ".trainstack/local/bucket/fr/runs"
         folder = next(iter(sorted(runs.iterdir())), None) if runs.exists() else None
-        result = {"rc": r.returncode, "gpu_util_max_pct": gpu.util, "gpu_mem_max_mib": gpu.mem_mib}
+        result = {"rc": r.returncode, "how": "python -m trainer" if trainer_only else "trainctl train",
+                  "gpu_util_max_pct": gpu.util, "gpu_mem_max_mib": gpu.mem_mib}
         if folder is not None:
             (out / "e2e").mkdir(exist_ok=True)
             for name in ("metrics.json", "log.txt", "status.json"):
@@ -228,14 +250,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True, help="where gpu_call.json and the runs' files go ($OUT)")
     parser.add_argument("--budget-s", type=float, default=480, help="the whole call's wall-time budget")
     parser.add_argument("--dry-run", action="store_true", help="tiny sizes on the CPU: the suite's check")
+    parser.add_argument("--trainer-only", action="store_true",
+                        help="e2e runs `python -m trainer` alone (default where terraform is not on PATH)")
+    parser.add_argument("--steps", nargs="+", default=list(STEPS), choices=list(STEPS))
     args = parser.parse_args(argv)
+    trainer_only = args.trainer_only or shutil.which("terraform") is None
     call = Call(args.out, args.budget_s, args.dry_run)
     with tempfile.TemporaryDirectory(prefix="gpu-call-") as tmp:
         base = Path(tmp)
-        call.step("env", env_step, 0.05)
-        call.step("e2e", e2e_step(base, args.out, args.dry_run), 0.35)
-        call.step("speed", speed_step(args.dry_run), 0.25)
-        call.step("imdb", imdb_step(base, args.out, args.dry_run), 0.95)
+        steps = {"env": (env_step, 0.05), "e2e": (e2e_step(base, args.out, args.dry_run, trainer_only), 0.35),
+                 "speed": (speed_step(args.dry_run), 0.25), "imdb": (imdb_step(base, args.out, args.dry_run), 0.95)}
+        for name in args.steps:
+            call.step(name, *steps[name])
     call.record["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     call.save()
     return 0

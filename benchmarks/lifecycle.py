@@ -58,7 +58,7 @@ def main() -> None:
         train_s = timed([trainctl, "train", args.lang, "--env", args.env], wrapped)
         sys.path.insert(0, str(REPO))
         from stacks.project import Project
-        from stacks.constructs.train_stack import trainer_args
+        from stacks.config.trainer_command import trainer_args
 
         bare = fresh_project(base, "bare")
         config = Project(bare).load(args.env)

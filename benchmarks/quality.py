@@ -30,7 +30,7 @@ def main() -> None:
     parser.add_argument("--bidirectional", action="store_true", help="also the backward model and the ensemble")
     args = parser.parse_args()
     from stacks.config import load_config
-    from stacks.constructs.train_stack import trainer_args
+    from stacks.config.trainer_command import trainer_args
 
     # Samples beyond the env's languages (ja, zh, el) run with its defaults.
     sets = [f"languages.{lang}={{}}" for lang in args.langs]

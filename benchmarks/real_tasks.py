@@ -247,7 +247,7 @@ def run_trainer(cell: Cell, targs: list[str], lm_src: Path | None, keep: Path | 
 
 def trainer_argv(lang: str, env: str, sets: list[str], base_lm: str) -> list[str]:
     from stacks.config import load_config
-    from stacks.constructs.train_stack import trainer_args
+    from stacks.config.trainer_command import trainer_args
 
     config = load_config(REPO / "envs", env, [f"languages.{lang}={{}}", *sets])
     targs = trainer_args(config, lang)

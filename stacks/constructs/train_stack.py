@@ -5,18 +5,10 @@ from stacks.cdk import LocalBackend, TerraformOutput, TerraformStack, TerraformV
 from constructs import Construct
 
 from stacks.config import EnvConfig
+from stacks.config.trainer_command import trainer_args
 from stacks.targets.gcp.placement import GcpPlacement
 from stacks.targets.local.host import LocalHost
 from stacks.naming import TRAINER_SA, group_name, node_tag, sa_email, state_prefix
-
-
-def trainer_args(config: EnvConfig, lang: str) -> list[str]:
-    """The `python -m trainer` arguments of a language, except --run-id."""
-    s = config.language(lang)
-    return ["--lang", lang, "--lang-code", s.code or lang, "--bucket", config.bucket, "--env", config.env,
-            "--text-col", s.data.text_col, "--label-col", s.data.label_col, "--label-sep", s.data.label_sep,
-            "--task", s.data.task, *(arg for col in s.data.label_cols for arg in ("--label-cols", col)),
-            *s.trainer.as_cli_args()]
 
 
 class TrainStack(TerraformStack):

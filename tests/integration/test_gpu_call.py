@@ -30,3 +30,16 @@ def test_the_gpu_call_dry_run_writes_every_step(tmp_path):
         assert "shared" in imdb["skipped"]
     else:
         assert imdb["rc"] == 0 and imdb["variants"] == ["tfidf"] and imdb["cells"]
+
+
+def test_the_gpu_calls_trainer_alone_where_terraform_is_not(tmp_path):
+    """The device machine has no Terraform nor CDK packages: its e2e step runs `python -m trainer` itself."""
+    out = tmp_path / "out"
+    r = subprocess.run([sys.executable, "-m", "benchmarks.gpu_call", "--out", str(out), "--dry-run",
+                        "--trainer-only", "--steps", "env", "e2e", "--budget-s", "300"], cwd=REPO,
+                       capture_output=True, text=True, timeout=400)
+    assert r.returncode == 0, r.stdout + r.stderr
+    steps = json.loads((out / "gpu_call.json").read_text())["steps"]
+    assert set(steps) == {"env", "e2e"}
+    e2e = steps["e2e"]
+    assert e2e["how"] == "python -m trainer" and e2e["rc"] == 0 and e2e["state"] == "SUCCEEDED", e2e

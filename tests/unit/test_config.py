@@ -98,7 +98,7 @@ def test_trainer_parameters_have_one_definition(name):
 
 
 def test_trainer_run_settings_reach_the_trainer_and_bad_values_name_the_key(project):
-    from stacks.constructs.train_stack import trainer_args
+    from stacks.config.trainer_command import trainer_args
     from trainer.cli import build_parser
 
     cfg = load_config(project / "envs", "local", ["languages.fr.processes=2", "defaults.trainer.precision=bf16",
