@@ -32,7 +32,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.prefix) / "bin"
-SHARED = REPO.parent / "shared"
+SHARED = Path(os.environ.get("TRAINSTACK_SHARED") or REPO.parent / "shared")  # a carried subset on a GPU machine
 TINY = ["defaults.trainer.epochs_base_lm=1", "defaults.trainer.epochs_lm=1", "defaults.trainer.epochs_clf=2",
         "defaults.trainer.min_clf_steps=0", "defaults.trainer.emb_sz=32", "defaults.trainer.n_hid=64",
         "defaults.trainer.n_layers=1"]

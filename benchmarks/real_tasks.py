@@ -31,6 +31,7 @@ import argparse
 import csv
 import io
 import json
+import os
 import random
 import shutil
 import subprocess
@@ -44,7 +45,8 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
-DATASETS = REPO.parent / "shared" / "datasets"
+# ../shared beside the checkout; TRAINSTACK_SHARED names another (a subset carried to a GPU machine)
+DATASETS = Path(os.environ.get("TRAINSTACK_SHARED") or REPO.parent / "shared") / "datasets"
 SIB200 = ["fr_sib200", "en_sib200", "es_sib200", "el_sib200", "ja_sib200"]
 DEFAULT_TASKS = [*SIB200, "fr_mlma_hate", "fr_xed", "en_goemotions"]
 BOOTSTRAP = 1000
