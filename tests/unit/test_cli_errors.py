@@ -225,3 +225,21 @@ def test_a_resumed_run_sets_its_old_vm_notes_aside(project):
     set_aside_vm_notes(store, "fr", run)
     assert vm_startup_error(store, "fr", run) is None
     assert store.read_bytes(f"fr/runs/{run}/vm/before-resume/dev-train-fr-x1-startup-error.old") == b"docker pull failed"
+
+
+def test_runs_show_report_checks_its_path_before_work_and_never_overwrites(project, tmp_path):
+    from trainer.runfiles.status_file import RunStatus, write_status
+    from trainer.storage import open_bucket
+
+    write_status(open_bucket(f"file://{bucket(project)}"), RunStatus(
+        run_id="20261127-100000-aaaa", lang="fr", env="local", state="SUCCEEDED"))
+    show = ["runs", "show", "20261127-100000-aaaa", "--report"]
+    for target, said in ((tmp_path, "is a folder"), (tmp_path / "missing" / "r.html", "no folder")):
+        r = runner.invoke(app, [*show, str(target)])
+        assert r.exit_code == 2 and said in r.output, r.output
+    kept = tmp_path / "mine.html"
+    kept.write_text("my notes")
+    r = runner.invoke(app, [*show, str(kept)])
+    assert r.exit_code == 2 and "--force" in r.output and kept.read_text() == "my notes"
+    r = runner.invoke(app, [*show, str(kept), "--force"])
+    assert r.exit_code == 0 and "<html" in kept.read_text().lower(), r.output
