@@ -30,6 +30,8 @@ import threading
 import time
 from pathlib import Path
 
+from benchmarks.lifecycle import fresh_project
+
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.prefix) / "bin"
 SHARED = Path(os.environ.get("TRAINSTACK_SHARED") or REPO.parent / "shared")  # a carried subset on a GPU machine
@@ -122,14 +124,6 @@ class GpuWatch:
         self.stop.set()
 
 
-def project(base: Path, name: str) -> Path:
-    root = base / name
-    root.mkdir()
-    shutil.copytree(REPO / "envs", root / "envs")
-    shutil.copy(REPO / "cdktf.json", root / "cdktf.json")
-    return root
-
-
 def trainctl(root: Path, *args: str, timeout: float) -> subprocess.CompletedProcess:
     return subprocess.run([str(BIN / "trainctl"), *args], cwd=root, capture_output=True, text=True, timeout=timeout)
 
@@ -152,7 +146,7 @@ def trainer_only_run(root: Path, dry_run: bool, timeout: float) -> subprocess.Co
 
 def e2e_step(base: Path, out: Path, dry_run: bool, trainer_only: bool):
     def run(limit: float) -> dict:
-        root = project(base, "e2e")
+        root = fresh_project(base, "e2e")
         with GpuWatch() as gpu:
             if trainer_only:
                 r = trainer_only_run(root, dry_run, max(limit - 5, 5))
@@ -212,7 +206,7 @@ def imdb_step(base: Path, out: Path, dry_run: bool):
         if not task.exists() or not corpus.exists():
             return {"skipped": f"needs {task} and {corpus} (the workspace's shared/ folder)"}
         started = time.monotonic()
-        root = project(base, "imdb")
+        root = fresh_project(base, "imdb")
         result: dict = {}
         variants = ["tfidf"]
         if not dry_run:

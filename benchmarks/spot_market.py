@@ -23,13 +23,14 @@ import math
 import platform
 import random
 import re
-import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from benchmarks.lifecycle import fresh_project
 
 REPO = Path(__file__).resolve().parents[1]
 TRAINCTL = str(Path(sys.prefix) / "bin" / "trainctl")
@@ -87,10 +88,7 @@ def trainer_seconds(log: str) -> float:
 
 
 def project(base: Path, name: str, data: Path, market: dict | None, env_sets: dict) -> tuple[Path, str]:
-    root = base / name
-    root.mkdir()
-    shutil.copytree(REPO / "envs", root / "envs")
-    shutil.copy(REPO / "cdktf.json", root / "cdktf.json")
+    root = fresh_project(base, name)
     env = "local"
     if market is not None:
         env = "bench-spot"
