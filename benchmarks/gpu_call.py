@@ -38,9 +38,10 @@ SHARED = Path(os.environ.get("TRAINSTACK_SHARED") or REPO.parent / "shared")  # 
 TINY = ["defaults.trainer.epochs_base_lm=1", "defaults.trainer.epochs_lm=1", "defaults.trainer.epochs_clf=2",
         "defaults.trainer.min_clf_steps=0", "defaults.trainer.emb_sz=32", "defaults.trainer.n_hid=64",
         "defaults.trainer.n_layers=1"]
-STEPS = ("env", "e2e", "speed", "imdb")
+STEPS = ("env", "speed", "e2e", "imdb")
 GPU_SIZE = ["defaults.trainer.emb_sz=400", "defaults.trainer.n_hid=1152", "defaults.trainer.n_layers=3",
             "defaults.trainer.bs=64"]
+GPU_LM = [*GPU_SIZE, "defaults.trainer.max_vocab=30000"]  # the speed step's vocabulary
 
 
 def sets(pairs: list[str]) -> list[str]:
@@ -124,11 +125,21 @@ class GpuWatch:
         self.stop.set()
 
 
+def bounded(cmd: list[str], *, timeout: float, **kwargs) -> subprocess.CompletedProcess:
+    """subprocess.run that ends a command at its time guard and returns what it printed (rc 124), so a step
+    that runs out of time still records how far it got."""
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kwargs)
+    except subprocess.TimeoutExpired as exc:
+        said = [v.decode(errors="replace") if isinstance(v, bytes) else (v or "") for v in (exc.stdout, exc.stderr)]
+        return subprocess.CompletedProcess(cmd, 124, said[0], said[1] + f"\ntimed out after {timeout:.0f}s")
+
+
 def trainctl(root: Path, *args: str, timeout: float) -> subprocess.CompletedProcess:
-    return subprocess.run([str(BIN / "trainctl"), *args], cwd=root, capture_output=True, text=True, timeout=timeout)
+    return bounded([str(BIN / "trainctl"), *args], cwd=root, timeout=timeout)
 
 
-def trainer_only_run(root: Path, dry_run: bool, timeout: float) -> subprocess.CompletedProcess:
+def trainer_only_run(root: Path, pairs: list[str], timeout: float) -> subprocess.CompletedProcess:
     """The trainer alone on the sample (where Terraform or trainctl's CDK packages are not there, as on the
     device machine): the same bucket layout `data push` makes, `python -m trainer` with the local env's
     settings, the same run folder."""
@@ -137,33 +148,33 @@ def trainer_only_run(root: Path, dry_run: bool, timeout: float) -> subprocess.Co
 
     bucket = root / ".trainstack/local/bucket"
     shutil.copytree(REPO / "data/sample/fr", bucket / "fr" / "data")
-    config = load_config(root / "envs", "local", TINY if dry_run else [])
+    config = load_config(root / "envs", "local", pairs)
     run_id = time.strftime("%Y%m%d-%H%M%S-", time.gmtime()) + "0gpu"
-    return subprocess.run([sys.executable, "-m", "trainer", *trainer_args(config, "fr"), "--run-id", run_id],
-                          cwd=root, capture_output=True, text=True, timeout=timeout, env={**os.environ,
-                          "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])})
+    return bounded([sys.executable, "-m", "trainer", *trainer_args(config, "fr"), "--run-id", run_id],
+                   cwd=root, timeout=timeout, env={**os.environ,
+                   "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])})
 
 
 def e2e_step(base: Path, out: Path, dry_run: bool, trainer_only: bool):
-    def run(limit: float) -> dict:
-        root = fresh_project(base, "e2e")
+    def attempt(name: str, pairs: list[str], limit: float) -> dict:
+        root = fresh_project(base, name)
         with GpuWatch() as gpu:
             if trainer_only:
-                r = trainer_only_run(root, dry_run, max(limit - 5, 5))
+                r = trainer_only_run(root, pairs, max(limit - 5, 5))
             else:
                 pushed = trainctl(root, "data", "push", "fr", str(REPO / "data/sample/fr"), timeout=min(limit, 120))
                 if pushed.returncode:
                     return {"error": f"data push: {pushed.stderr[-500:]}"}
-                r = trainctl(root, "train", "fr", *sets(TINY if dry_run else []), timeout=max(limit - 5, 5))
+                r = trainctl(root, "train", "fr", *sets(pairs), timeout=max(limit - 5, 5))
         runs = root / ".trainstack/local/bucket/fr/runs"
         folder = next(iter(sorted(runs.iterdir())), None) if runs.exists() else None
         result = {"rc": r.returncode, "how": "python -m trainer" if trainer_only else "trainctl train",
                   "gpu_util_max_pct": gpu.util, "gpu_mem_max_mib": gpu.mem_mib}
         if folder is not None:
-            (out / "e2e").mkdir(exist_ok=True)
-            for name in ("metrics.json", "log.txt", "status.json"):
-                if (folder / name).exists():
-                    shutil.copy(folder / name, out / "e2e" / name)
+            (out / name).mkdir(exist_ok=True)
+            for file in ("metrics.json", "log.txt"):  # the state is in the record: 8 files at most come back
+                if (folder / file).exists():
+                    shutil.copy(folder / file, out / name / file)
             status = json.loads((folder / "status.json").read_text()) if (folder / "status.json").exists() else {}
             log = (folder / "log.txt").read_text() if (folder / "log.txt").exists() else ""
             result.update(state=status.get("state"), error=status.get("error"),
@@ -171,6 +182,14 @@ def e2e_step(base: Path, out: Path, dry_run: bool, trainer_only: bool):
                           epochs=[line.split("Z ", 1)[-1][:160] for line in log.splitlines() if "] epoch " in line])
         if r.returncode:
             result["stderr"] = r.stderr[-800:]
+        return result
+
+    def run(limit: float) -> dict:
+        started = time.monotonic()
+        result = attempt("e2e", TINY if dry_run else [], limit * (1 if dry_run else 0.85))
+        left = limit - (time.monotonic() - started)
+        if result.get("rc") and not dry_run and left > 30:  # tells a failure of the low-precision path from others
+            result["fp32_retry"] = attempt("e2e-fp32", ["defaults.trainer.precision=fp32"], left)
         return result
     return run
 
@@ -184,57 +203,109 @@ def speed_step(dry_run: bool):
         device = "cuda" if torch.cuda.is_available() else "cpu"
         arch, vocab, bs, batches = ((32, 64, 1), 2000, 8, 3) if dry_run else ((400, 1152, 3), 30000, 64, 20)
         precisions = ["fp32", "bf16"] + (["fp16"] if device == "cuda" else [])
+        # the GPU envs' bs, then a 4x larger batch in bf16: how much of the card a bs-64 step leaves idle
+        configs = [(head, precision, bs) for head in ("full", "adaptive") for precision in precisions]
+        configs += [(head, "bf16", bs * 4) for head in ("full", "adaptive")]
         rows, started = [], time.monotonic()
-        for head in ("full", "adaptive"):
-            for precision in precisions:
-                if time.monotonic() - started > limit * 0.9:
-                    rows.append({"head": head, "precision": precision, "skipped": "out of time"})
-                    continue
-                try:
-                    rate = tokens_per_s(*arch, vocab, bs=bs, seq_len=72, batches=batches, head=head,
-                                        precision=precision, device=device)
-                    rows.append({"head": head, "precision": precision, "tokens_per_s": round(rate)})
-                except Exception as exc:  # a precision the card lacks is a row that says so
-                    rows.append({"head": head, "precision": precision, "error": f"{type(exc).__name__}: {exc}"[:300]})
+        for head, precision, batch in configs:
+            row = {"head": head, "precision": precision, "bs": batch}
+            if time.monotonic() - started > limit * 0.9:
+                rows.append({**row, "skipped": "out of time"})
+                continue
+            try:
+                rate = tokens_per_s(*arch, vocab, bs=batch, seq_len=72, batches=batches, head=head,
+                                    precision=precision, device=device)
+                rows.append({**row, "tokens_per_s": round(rate)})
+            except Exception as exc:  # a precision the card lacks is a row that says so
+                rows.append({**row, "error": f"{type(exc).__name__}: {exc}"[:300]})
         return {"device": device, "arch": "/".join(map(str, arch)), "vocab": vocab, "bs": bs, "rows": rows}
     return run
 
 
-def imdb_step(base: Path, out: Path, dry_run: bool):
+def lm_rate(record: dict, bs: int = 64) -> tuple[str, float]:
+    """The faster LM head in bf16 at the trainer's batch size and its tokens/s, from the speed step (if it ran)."""
+    rows = record.get("steps", {}).get("speed", {}).get("rows", [])
+    rated = [(row.get("tokens_per_s", 0), row["head"]) for row in rows
+             if row.get("precision") == "bf16" and row.get("bs") == bs and row.get("tokens_per_s")]
+    if not rated:
+        return "adaptive", 0.0
+    rate, head = max(rated)
+    return head, float(rate)
+
+
+def corpus_files() -> list[Path]:
+    folder = SHARED / "corpora" / "en"
+    return sorted(f for f in folder.glob("*") if f.name.endswith((".txt", ".txt.gz"))) if folder.is_dir() else []
+
+
+def pretrain(root: Path, base: Path, corpus: list[Path], pairs: list[str], trainer_only: bool,
+             timeout: float) -> subprocess.CompletedProcess:
+    """A base LM on the English corpus, published to the project's bucket: `trainctl lm pretrain en`, or the
+    trainer's pretrain-lm job on the same bucket layout where trainctl cannot run."""
+    if trainer_only:
+        from stacks.config import load_config
+        from stacks.config.trainer_command import trainer_args
+
+        folder = root / ".trainstack/local/bucket/en/data/corpus"
+        folder.mkdir(parents=True)
+        for f in corpus:
+            shutil.copy(f, folder / f.name)
+        config = load_config(root / "envs", "local", pairs)
+        run_id = time.strftime("%Y%m%d-%H%M%S-", time.gmtime()) + "0lm0"
+        return bounded([sys.executable, "-m", "trainer", *trainer_args(config, "en"), "--job", "pretrain-lm",
+                        "--run-id", run_id], cwd=root, timeout=timeout,
+                       env={**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])})
+    staged = base / "en-corpus"
+    (staged / "corpus").mkdir(parents=True)
+    for f in corpus:
+        shutil.copy(f, staged / "corpus" / f.name)
+    pushed = trainctl(root, "data", "push", "en", str(staged), timeout=min(timeout, 120))
+    if pushed.returncode:
+        return pushed
+    return trainctl(root, "lm", "pretrain", "en", *sets(pairs), timeout=timeout)
+
+
+def imdb_step(base: Path, out: Path, dry_run: bool, trainer_only: bool, call: Call):
     def run(limit: float) -> dict:
-        task, corpus = SHARED / "datasets" / "en_imdb", SHARED / "corpora" / "en" / "en_eltec_novels.txt.gz"
-        if not task.exists() or not corpus.exists():
-            return {"skipped": f"needs {task} and {corpus} (the workspace's shared/ folder)"}
+        task, corpus = SHARED / "datasets" / "en_imdb", corpus_files()
+        if not task.exists() or not corpus:
+            return {"skipped": f"needs {task} and an English corpus in {SHARED / 'corpora' / 'en'} "
+                               "(the workspace's shared/ folder, or TRAINSTACK_SHARED)"}
         started = time.monotonic()
         root = fresh_project(base, "imdb")
-        result: dict = {}
-        variants = ["tfidf"]
-        if not dry_run:
-            staged = base / "en-corpus"
-            (staged / "corpus").mkdir(parents=True)
-            shutil.copy(corpus, staged / "corpus" / corpus.name)
-            pushed = trainctl(root, "data", "push", "en", str(staged), timeout=120)
-            if pushed.returncode:
-                return {"error": f"data push of the corpus: {pushed.stderr[-500:]}"}
-            # tokens for the pretrain from the time: half the step's budget at a cautious 60k tokens/s
-            tokens = int(max(limit * 0.45, 30) * 60_000)
-            pre = trainctl(root, "lm", "pretrain", "en", *sets(GPU_SIZE + [f"languages.en.trainer.max_lm_tokens={tokens}"]),
-                           timeout=limit * 0.5)
-            result["pretrain"] = {"rc": pre.returncode, "max_lm_tokens": tokens, "tail": pre.stdout[-600:]}
-            if pre.returncode == 0:
-                variants.append("corpus")
-        left = limit - (time.monotonic() - started) - 5
-        cmd = [sys.executable, "-m", "benchmarks.real_tasks", "--tasks", "en_imdb", "--sizes", "100",
-               "--variants", *variants, "--test-rows", "200" if dry_run else "2000",
-               "--lm-bucket", f"file://{root / '.trainstack/local/bucket'}", "--json-out", str(out / "imdb.json"),
-               *sets([] if dry_run else GPU_SIZE)]
-        r = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=max(left, 5))
-        result.update(rc=r.returncode, variants=variants, table=[line for line in r.stdout.splitlines()
-                                                                  if line.startswith("|")][-6:])
-        if (out / "imdb.json").exists():
-            result["cells"] = json.loads((out / "imdb.json").read_text())
-        if r.returncode:
-            result["stderr"] = r.stderr[-800:]
+        head, rate = lm_rate(call.record)
+        size = (TINY if dry_run else GPU_LM) + [f"defaults.trainer.lm_head={head}"]
+        # tokens from the speed step's rate (the trainer reaches about half of a bare step's), else a cautious
+        # 60k tokens/s: the pretrain trains for about 30 % of the step (tokenizing and evaluation besides), the
+        # fine-tuning for 40 % of what is left after it, then the classifier
+        rate_used = rate * 0.5 if rate else 60_000
+        tokens = 100_000 if dry_run else max(100_000, int(rate_used * limit * 0.3))
+        result: dict = {"lm_head": head, "speed_rate": rate, "pretrain_tokens": tokens}
+        pre = pretrain(root, base, corpus, size + [f"defaults.trainer.max_lm_tokens={tokens}"], trainer_only,
+                       timeout=limit * 0.5)
+        said = (pre.stdout + pre.stderr).splitlines()
+        result["pretrain"] = {"rc": pre.returncode, "seconds": round(time.monotonic() - started, 1),
+                              "lines": [line[:200] for line in said if any(word in line for word in
+                                        ("epoch", "tokens", "perplexity", "FAILED", "Error"))][-40:],
+                              "tail": "\n".join(said[-8:])[-900:]}
+        for variant in ["tfidf"] + (["corpus"] if pre.returncode == 0 else []):
+            left = limit - (time.monotonic() - started) - 5
+            pairs = list(size)
+            if variant == "corpus":
+                finetune = 100_000 if dry_run else max(100_000, int(rate_used * left * 0.4))
+                result["finetune_tokens"] = finetune
+                pairs.append(f"defaults.trainer.max_lm_tokens={finetune}")
+            json_out = base / f"imdb-{variant}.json"
+            r = bounded([sys.executable, "-m", "benchmarks.real_tasks", "--tasks", "en_imdb", "--sizes", "100",
+                         "--variants", variant, "--test-rows", "200" if dry_run else "2000",
+                         "--lm-bucket", f"file://{root / '.trainstack/local/bucket'}", "--json-out", str(json_out),
+                         *sets(pairs)], cwd=REPO, timeout=max(left, 5))
+            result[variant] = {"rc": r.returncode, "table": [line for line in r.stdout.splitlines()
+                                                             if line.startswith("|")][-1:]}
+            if json_out.exists():
+                result[variant]["cells"] = json.loads(json_out.read_text())
+            if r.returncode:
+                result[variant]["stderr"] = r.stderr[-1500:]
         return result
     return run
 
@@ -252,8 +323,9 @@ def main(argv: list[str] | None = None) -> int:
     call = Call(args.out, args.budget_s, args.dry_run)
     with tempfile.TemporaryDirectory(prefix="gpu-call-") as tmp:
         base = Path(tmp)
-        steps = {"env": (env_step, 0.05), "e2e": (e2e_step(base, args.out, args.dry_run, trainer_only), 0.35),
-                 "speed": (speed_step(args.dry_run), 0.25), "imdb": (imdb_step(base, args.out, args.dry_run), 0.95)}
+        steps = {"env": (env_step, 0.05), "speed": (speed_step(args.dry_run), 0.15),
+                 "e2e": (e2e_step(base, args.out, args.dry_run, trainer_only), 0.35),
+                 "imdb": (imdb_step(base, args.out, args.dry_run, trainer_only, call), 0.95)}
         for name in args.steps:
             call.step(name, *steps[name])
     call.record["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

@@ -3,20 +3,22 @@ at tiny sizes, so the one prepared call cannot fail on a typo when a GPU is fina
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
-from tests.support.project import REPO
+from tests.support.project import REPO, shared_corpus
 
 
 def test_the_gpu_call_dry_run_writes_every_step(tmp_path):
     out = tmp_path / "out"
     r = subprocess.run([sys.executable, "-m", "benchmarks.gpu_call", "--out", str(out), "--dry-run",
-                        "--budget-s", "400"], cwd=REPO, capture_output=True, text=True, timeout=600)
+                        "--budget-s", "400", "--steps", "env", "speed", "e2e"], cwd=REPO, capture_output=True,
+                       text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     record = json.loads((out / "gpu_call.json").read_text())
     steps = record["steps"]
-    assert record["dry_run"] and record["finished"] and set(steps) == {"env", "e2e", "speed", "imdb"}
+    assert record["dry_run"] and record["finished"] and set(steps) == {"env", "e2e", "speed"}
     assert not [name for name, step in steps.items() if "error" in step and step["error"]], steps
     assert steps["env"]["torch"] and "cuda_available" in steps["env"]
     e2e = steps["e2e"]
@@ -25,11 +27,6 @@ def test_the_gpu_call_dry_run_writes_every_step(tmp_path):
     rows = steps["speed"]["rows"]
     assert {(row["head"], row["precision"]) for row in rows} >= {("full", "fp32"), ("adaptive", "fp32")}
     assert all(row.get("tokens_per_s", 0) > 0 for row in rows if row["precision"] == "fp32")
-    imdb = steps["imdb"]
-    if "skipped" in imdb:  # a clone without the workspace's shared/ folder: the step says why
-        assert "shared" in imdb["skipped"]
-    else:
-        assert imdb["rc"] == 0 and imdb["variants"] == ["tfidf"] and imdb["cells"]
 
 
 def test_the_gpu_calls_trainer_alone_where_terraform_is_not(tmp_path):
@@ -43,3 +40,27 @@ def test_the_gpu_calls_trainer_alone_where_terraform_is_not(tmp_path):
     assert set(steps) == {"env", "e2e"}
     e2e = steps["e2e"]
     assert e2e["how"] == "python -m trainer" and e2e["rc"] == 0 and e2e["state"] == "SUCCEEDED", e2e
+
+
+def test_the_gpu_calls_imdb_step_on_a_carried_subset(tmp_path):
+    """What the device machine gets: gpu_pack's subset of ../shared named by TRAINSTACK_SHARED, no Terraform;
+    the base LM pretrained by the trainer's own pretrain-lm job, then TF-IDF and the corpus variant."""
+    shared_corpus("en")
+    subset = tmp_path / "shared"
+    made = subprocess.run([sys.executable, "-c", "import sys; from pathlib import Path; from benchmarks.gpu_pack "
+                           "import subset; subset(Path(sys.argv[1]), test_rows=200, train_rows=400, "
+                           "unlabelled_rows=300, corpus_bytes=300_000)", str(subset)], cwd=REPO,
+                          capture_output=True, text=True, timeout=300)
+    assert made.returncode == 0, made.stderr
+    assert len((subset / "datasets/en_imdb/test.csv").read_text().splitlines()) > 200  # a header and 200 reviews
+    out = tmp_path / "out"
+    r = subprocess.run([sys.executable, "-m", "benchmarks.gpu_call", "--out", str(out), "--dry-run",
+                        "--trainer-only", "--steps", "env", "imdb", "--budget-s", "300"], cwd=REPO,
+                       capture_output=True, text=True, timeout=400, env={**os.environ, "TRAINSTACK_SHARED": str(subset)})
+    assert r.returncode == 0, r.stdout + r.stderr
+    imdb = json.loads((out / "gpu_call.json").read_text())["steps"]["imdb"]
+    assert imdb["pretrain"]["rc"] == 0, imdb["pretrain"]
+    for variant in ("tfidf", "corpus"):
+        assert imdb[variant]["rc"] == 0 and imdb[variant]["cells"], imdb[variant]
+    cell = imdb["corpus"]["cells"][0]
+    assert cell["n_test"] == 200 and cell["variant"] == "corpus" and 0 <= cell["classifier_accuracy"] <= 1, cell
