@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -38,7 +39,7 @@ SHARED = Path(os.environ.get("TRAINSTACK_SHARED") or REPO.parent / "shared")  # 
 TINY = ["defaults.trainer.epochs_base_lm=1", "defaults.trainer.epochs_lm=1", "defaults.trainer.epochs_clf=2",
         "defaults.trainer.min_clf_steps=0", "defaults.trainer.emb_sz=32", "defaults.trainer.n_hid=64",
         "defaults.trainer.n_layers=1"]
-STEPS = ("env", "speed", "e2e", "imdb")
+STEPS = ("env", "speed", "e2e", "imdb", "recipe")
 GPU_SIZE = ["defaults.trainer.emb_sz=400", "defaults.trainer.n_hid=1152", "defaults.trainer.n_layers=3",
             "defaults.trainer.bs=64"]
 GPU_LM = [*GPU_SIZE, "defaults.trainer.max_vocab=30000"]  # the speed step's vocabulary
@@ -247,16 +248,17 @@ def pretrain(root: Path, base: Path, corpus: list[Path], pairs: list[str], train
         from stacks.config.trainer_command import trainer_args
 
         folder = root / ".trainstack/local/bucket/en/data/corpus"
-        folder.mkdir(parents=True)
+        folder.mkdir(parents=True, exist_ok=True)  # a second pretrain in the project reuses its corpus and tokens
         for f in corpus:
-            shutil.copy(f, folder / f.name)
+            if not (folder / f.name).exists():
+                shutil.copy(f, folder / f.name)
         config = load_config(root / "envs", "local", pairs)
         run_id = time.strftime("%Y%m%d-%H%M%S-", time.gmtime()) + "0lm0"
         return bounded([sys.executable, "-m", "trainer", *trainer_args(config, "en"), "--job", "pretrain-lm",
                         "--run-id", run_id], cwd=root, timeout=timeout,
                        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])})
     staged = base / "en-corpus"
-    (staged / "corpus").mkdir(parents=True)
+    (staged / "corpus").mkdir(parents=True, exist_ok=True)
     for f in corpus:
         shutil.copy(f, staged / "corpus" / f.name)
     pushed = trainctl(root, "data", "push", "en", str(staged), timeout=min(timeout, 120))
@@ -310,6 +312,71 @@ def imdb_step(base: Path, out: Path, dry_run: bool, trainer_only: bool, call: Ca
     return run
 
 
+# Base-LM pretrain variants at the GPU envs' size on the same tokens: which one makes the large AWD-LSTM learn
+RECIPES = {"gpu-size bf16": [], "gpu-size fp32": ["defaults.trainer.precision=fp32"],
+           "gpu-size bf16 lr_lm 5e-3": ["defaults.trainer.lr_lm=0.005"],
+           "local size bf16": ["defaults.trainer.emb_sz=200", "defaults.trainer.n_hid=400", "defaults.trainer.n_layers=2"]}
+
+
+def perplexity_of(said: str) -> float | None:
+    found = re.findall(r"base LM: published \S+ \(pretrain, [\d,]+ tokens, perplexity ([\d.]+)", said)
+    return float(found[-1]) if found else None
+
+
+def recipe_step(base: Path, dry_run: bool, trainer_only: bool):
+    def run(limit: float) -> dict:
+        task, corpus = SHARED / "datasets" / "en_imdb", corpus_files()
+        if not task.exists() or not corpus:
+            return {"skipped": f"needs {task} and an English corpus in {SHARED / 'corpora' / 'en'}"}
+        started = time.monotonic()
+        root = fresh_project(base, "recipe")
+        current = root / ".trainstack/local/bucket/en/lm/CURRENT"
+        tokens = 100_000 if dry_run else 2_000_000
+        rows, currents = [], {}
+        for name, extra in list(RECIPES.items())[:2 if dry_run else None]:
+            pairs = [*(TINY if dry_run else GPU_LM), "defaults.trainer.lm_head=full",
+                     f"defaults.trainer.max_lm_tokens={tokens}", *extra]
+            left = limit * 0.6 - (time.monotonic() - started)
+            if left < 20:
+                rows.append({"recipe": name, "skipped": "out of time"})
+                continue
+            t0 = time.monotonic()
+            pre = pretrain(root, base, corpus, pairs, trainer_only, timeout=left)
+            said = pre.stdout + pre.stderr
+            row = {"recipe": name, "rc": pre.returncode, "perplexity": perplexity_of(said),
+                   "seconds": round(time.monotonic() - t0, 1),
+                   "rates": re.findall(r"([\d,]+) tokens/s, epoch ETA", said)[-2:],
+                   "lines": [line[21:200] for line in said.splitlines() if "] epoch " in line][-3:]}
+            if pre.returncode:
+                row["tail"] = said[-600:]
+            elif current.exists():
+                currents[name] = (current.read_text(), pairs)
+            rows.append(row)
+        result: dict = {"tokens": tokens, "rows": rows}
+        scored = [(row["perplexity"], row["recipe"]) for row in rows if row.get("perplexity") and row["recipe"] in currents]
+        if not scored:
+            return result
+        best = min(scored)[1]
+        text, pairs = currents[best]
+        current.write_text(text)
+        finetune = 100_000 if dry_run else 2_000_000
+        left = limit - (time.monotonic() - started) - 5
+        json_out = base / "recipe-imdb.json"
+        r = bounded([sys.executable, "-m", "benchmarks.real_tasks", "--tasks", "en_imdb", "--sizes", "100",
+                     "--variants", "corpus", "--test-rows", "200" if dry_run else "2000",
+                     "--lm-bucket", f"file://{root / '.trainstack/local/bucket'}", "--json-out", str(json_out),
+                     *sets([*pairs, f"defaults.trainer.max_lm_tokens={finetune}"])],  # the later --set wins
+                    cwd=REPO, timeout=max(left, 5))
+        result["imdb"] = {"lm": best, "finetune_tokens": finetune, "rc": r.returncode,
+                          "table": [line for line in r.stdout.splitlines() if line.startswith("|")][-1:]}
+        if json_out.exists():
+            result["imdb"]["cells"] = json.loads(json_out.read_text())
+        if r.returncode:
+            result["imdb"]["stderr"] = r.stderr[-1500:]
+        return result
+    return run
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, required=True, help="where gpu_call.json and the runs' files go ($OUT)")
@@ -317,7 +384,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dry-run", action="store_true", help="tiny sizes on the CPU: the suite's check")
     parser.add_argument("--trainer-only", action="store_true",
                         help="e2e runs `python -m trainer` alone (default where terraform is not on PATH)")
-    parser.add_argument("--steps", nargs="+", default=list(STEPS), choices=list(STEPS))
+    parser.add_argument("--steps", nargs="+", default=list(STEPS[:4]), choices=list(STEPS))
     args = parser.parse_args(argv)
     trainer_only = args.trainer_only or shutil.which("terraform") is None
     call = Call(args.out, args.budget_s, args.dry_run)
@@ -325,7 +392,8 @@ def main(argv: list[str] | None = None) -> int:
         base = Path(tmp)
         steps = {"env": (env_step, 0.05), "speed": (speed_step(args.dry_run), 0.15),
                  "e2e": (e2e_step(base, args.out, args.dry_run, trainer_only), 0.35),
-                 "imdb": (imdb_step(base, args.out, args.dry_run, trainer_only, call), 0.95)}
+                 "imdb": (imdb_step(base, args.out, args.dry_run, trainer_only, call), 0.95),
+                 "recipe": (recipe_step(base, args.dry_run, trainer_only), 0.95)}
         for name in args.steps:
             call.step(name, *steps[name])
     call.record["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
