@@ -319,7 +319,7 @@ RECIPES = {"gpu-size bf16": [], "gpu-size fp32": ["defaults.trainer.precision=fp
 
 
 def perplexity_of(said: str) -> float | None:
-    found = re.findall(r"base LM: published \S+ \(pretrain, [\d,]+ tokens, perplexity ([\d.]+)", said)
+    found = re.findall(r"base LM: published \S+ \(pretrain, [^)]*?perplexity ([\d.]+)", said)
     return float(found[-1]) if found else None
 
 

@@ -53,6 +53,7 @@ PARAMS: dict[str, Param] = {
     "bs": Param(64, "batch size", ge=1),
     "lr": Param(2e-2, "classifier max learning rate", gt=0),
     "lr_lm": Param(2e-2, "language-model max learning rate", gt=0),
+    "lr_base_lm": Param(0.0, "a new base LM's max learning rate (lm pretrain, pretrain-inline); 0 = lr_lm", ge=0),
     "seq_len": Param(72, "BPTT length / classifier chunk length", ge=8),
     "drop_mult": Param(0.5, "AWD-LSTM dropout multiplier", ge=0),
     "seed": Param(42, "random seed (same seed + same data = same metrics on CPU)"),

@@ -64,3 +64,18 @@ def test_the_gpu_calls_imdb_step_on_a_carried_subset(tmp_path):
         assert imdb[variant]["rc"] == 0 and imdb[variant]["cells"], imdb[variant]
     cell = imdb["corpus"]["cells"][0]
     assert cell["n_test"] == 200 and cell["variant"] == "corpus" and 0 <= cell["classifier_accuracy"] <= 1, cell
+
+
+def test_the_recipe_step_reads_the_perplexity_of_every_published_base_lm():
+    """The GPU call picks its best pretrain from the trainer's "published" line, whose words vary with the LM
+    (a sample of a larger corpus, another head, a backward LM): built here by the trainer's own describe()."""
+    from benchmarks.gpu_call import perplexity_of
+    from trainer.lm.store import BaseLM
+
+    arch = {"emb_sz": 400, "n_hid": 1152, "n_layers": 3}
+    for lm, ppl in ((BaseLM("pt-1", "pretrain", "t", arch, 30000, tokens=2_000_000, corpus_tokens=14_716_179,
+                            perplexity=525.27), 525.3),
+                    (BaseLM("pt-2", "pretrain", "t", arch, 30000, tokens=14_716_179, perplexity=276.74,
+                            head="adaptive", backward=True, backward_perplexity=300.0), 276.7)):
+        assert perplexity_of(f"2026-11-27T18:20:20Z base LM: published {lm.describe()} to file:///b\n") == ppl
+    assert perplexity_of("base_lm [1/1] epoch 1/1 perplexity 522.1\n") is None

@@ -26,6 +26,19 @@ def test_local_overlay_merges_deeply(project):
     assert fr.data.label_sep == ";"
 
 
+def test_a_new_base_lm_learns_at_its_own_rate_on_the_gpu_envs(project):
+    """A new 400/1152/3 base LM stays at the unigram at lr_lm's 2e-2 (docs/BENCHMARKS.md "GPU"): the GPU envs
+    pretrain at 5e-3 and fine-tune at 2e-2; the small local model keeps 2e-2 for both."""
+    from stacks.config.trainer_command import trainer_args
+
+    dev = load_config(project / "envs", "dev", ["project=p1"])
+    local = load_config(project / "envs", "local")
+    assert (dev.language("fr").trainer.lr_base_lm, dev.language("fr").trainer.lr_lm) == (5e-3, 2e-2)
+    assert (local.language("fr").trainer.lr_base_lm, local.language("fr").trainer.lr_lm) == (2e-2, 2e-2)
+    args = trainer_args(dev, "fr")
+    assert args[args.index("--lr-base-lm") + 1] == "0.005"
+
+
 def test_set_overrides_last_and_language_block_wins(project):
     write(project, "local.yaml", "target: local\nbucket: file://b\nlanguages:\n  fr: {trainer: {epochs_clf: 9}}\n  en: {}\n")
     cfg = load_config(project / "envs", "local", ["languages.fr.trainer.bs=8", "defaults.trainer.bs=16"])

@@ -105,8 +105,8 @@ def pretrain(rc, fit, corpus: Corpus) -> BaseLM:
                                    if a.bidirectional else (None, None))
     n_train_tokens = int(tokens.n_tokens * (1 - valid_pct))
     # everything that changes the weights: the same inputs give the same id, any other a new one
-    shaped_by = [corpus.data_hash, fit.arch, a.epochs_base_lm, a.seed, a.max_vocab, a.min_freq, a.lr_lm, a.bs,
-                 a.seq_len, a.drop_mult, VALID_PCT, a.precision]
+    shaped_by = [corpus.data_hash, fit.arch, a.epochs_base_lm, a.seed, a.max_vocab, a.min_freq,
+                 a.lr_base_lm or a.lr_lm, a.bs, a.seq_len, a.drop_mult, VALID_PCT, a.precision]
     if a.bidirectional:  # forward-only ids stay as they were
         shaped_by.append("bidirectional")
     shaped_by += id_part(fit.lm_head)  # so do full-softmax ones

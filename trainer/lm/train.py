@@ -71,7 +71,7 @@ def train_lm(rc, fit, stage: str, tokens: TokenIds, *, vocab: list[str], valid_p
         rc.log.line(f"{stage}: finished before the interruption; using its weights")
         return learn
     learn = fit.setup(learn)
-    fit.fit_phases(learn, stage, [(None, epochs, a.lr_lm)])
+    fit.fit_phases(learn, stage, [(None, epochs, a.lr_base_lm or a.lr_lm)])
     if a.bidirectional and stage == "base_lm":
         fit.keep(stage, learn, vocab)
     return learn

@@ -135,7 +135,7 @@ def inline_id(rc, fit, prep) -> str:
 
     a = rc.a
     rows = hashlib.sha256(json.dumps(sorted(prep.train_idx)).encode()).hexdigest()
-    shaped_by = [prep.data_hash, rows, prep.tokenizer.id, fit.arch, a.epochs_base_lm, a.seed, a.lr_lm, a.bs,
+    shaped_by = [prep.data_hash, rows, prep.tokenizer.id, fit.arch, a.epochs_base_lm, a.seed, a.lr_base_lm or a.lr_lm, a.bs,
                  a.seq_len, a.drop_mult, a.max_vocab, a.min_freq]
     if a.bidirectional:  # with a backward LM: another id (forward-only ids stay as they were)
         shaped_by.append("bidirectional")
