@@ -42,7 +42,8 @@ TINY = ["defaults.trainer.epochs_base_lm=1", "defaults.trainer.epochs_lm=1", "de
 STEPS = ("env", "speed", "e2e", "imdb", "recipe")
 GPU_SIZE = ["defaults.trainer.emb_sz=400", "defaults.trainer.n_hid=1152", "defaults.trainer.n_layers=3",
             "defaults.trainer.bs=64"]
-GPU_LM = [*GPU_SIZE, "defaults.trainer.max_vocab=30000"]  # the speed step's vocabulary
+# the speed step's vocabulary; base.yaml's base-LM rate (the local env's 2e-2 leaves this size at the unigram)
+GPU_LM = [*GPU_SIZE, "defaults.trainer.max_vocab=30000", "defaults.trainer.lr_base_lm=0.005"]
 
 
 def sets(pairs: list[str]) -> list[str]:
@@ -277,10 +278,10 @@ def imdb_step(base: Path, out: Path, dry_run: bool, trainer_only: bool, call: Ca
         root = fresh_project(base, "imdb")
         head, rate = lm_rate(call.record)
         size = (TINY if dry_run else GPU_LM) + [f"defaults.trainer.lm_head={head}"]
-        # tokens from the speed step's rate (the trainer reaches about half of a bare step's), else a cautious
+        # tokens from the speed step's rate (the trainer reached 37 % of a bare step's on an H100), else a cautious
         # 60k tokens/s: the pretrain trains for about 30 % of the step (tokenizing and evaluation besides), the
         # fine-tuning for 40 % of what is left after it, then the classifier
-        rate_used = rate * 0.5 if rate else 60_000
+        rate_used = rate * 0.35 if rate else 60_000
         tokens = 100_000 if dry_run else max(100_000, int(rate_used * limit * 0.3))
         result: dict = {"lm_head": head, "speed_rate": rate, "pretrain_tokens": tokens}
         pre = pretrain(root, base, corpus, size + [f"defaults.trainer.max_lm_tokens={tokens}"], trainer_only,
@@ -313,9 +314,9 @@ def imdb_step(base: Path, out: Path, dry_run: bool, trainer_only: bool, call: Ca
 
 
 # Base-LM pretrain variants at the GPU envs' size on the same tokens: which one makes the large AWD-LSTM learn
-RECIPES = {"gpu-size bf16": [], "gpu-size fp32": ["defaults.trainer.precision=fp32"],
-           "gpu-size bf16 lr_lm 5e-3": ["defaults.trainer.lr_lm=0.005"],
-           "local size bf16": ["defaults.trainer.emb_sz=200", "defaults.trainer.n_hid=400", "defaults.trainer.n_layers=2"]}
+RECIPES = {"bf16 lr_base_lm 5e-3": [], "bf16 lr_base_lm 2e-3": ["defaults.trainer.lr_base_lm=0.002"],
+           "bf16 lr_base_lm 1e-2": ["defaults.trainer.lr_base_lm=0.01"],
+           "bf16 lr_base_lm 5e-3 bs 256": ["defaults.trainer.bs=256"]}
 
 
 def perplexity_of(said: str) -> float | None:
