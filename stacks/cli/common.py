@@ -5,10 +5,12 @@ import functools
 import json
 import sys
 import traceback
+from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console, ConsoleDimensions
+from rich.markup import escape
 
 from stacks.errors import ExitStatus, TrainstackError
 
@@ -51,6 +53,21 @@ def fail(message: str, hint: str | None, code: int) -> None:
     raise typer.Exit(code)
 
 
+def check_output_file(option: str, path: Path, *, force: bool, example: str,
+                      exists_hint: str = "pass --force to replace it, or name another file") -> None:
+    """A file the command will write, checked before any work: a file (`example`: a name to suggest) in a
+    folder that exists, and no file already there unless `force` (else `exists_hint` says what to do)."""
+    if path.is_dir():
+        fail(f"{option} {escape(str(path))} is a folder",
+             f"name a file in it, e.g. {option} {escape(str(path / example))}", ExitStatus.BAD_INPUT)
+    if not path.parent.is_dir():
+        fail(f"{option} {escape(str(path))}: no folder {escape(str(path.parent))}",
+             f"create it (mkdir -p {escape(str(path.parent))}), or name a file in a folder that exists",
+             ExitStatus.BAD_INPUT)
+    if path.exists() and not force:
+        fail(f"{option} {escape(str(path))} exists", exists_hint, ExitStatus.BAD_INPUT)
+
+
 def describe_error(exc: BaseException) -> tuple[str, str | None, int]:
     """(message, hint, exit code) of an exception: the one place errors become what the user reads."""
     from trainer.errors import DataError
@@ -64,13 +81,27 @@ def describe_error(exc: BaseException) -> tuple[str, str | None, int]:
     if isinstance(exc, RunFileError):
         return (str(exc), "the run's other files are as they were: look at the file, fix or remove it "
                 "(`trainctl runs` shows the others)", ExitStatus.BAD_INPUT)
-    if isinstance(exc, StorageError) and exc.bad_input:
-        return (str(exc), "fix `bucket` in the env's overlay (envs/ENV.yaml or --set bucket=...) or grant the role "
-                "named; `trainctl doctor` checks both", ExitStatus.BAD_INPUT)
     if isinstance(exc, StorageError):
-        return (str(exc), "check the bucket URI and your credentials (gcloud auth application-default login)",
-                ExitStatus.INFRA_ERROR)
-    return f"unexpected {type(exc).__name__}: {exc}", "rerun with --debug for the traceback", ExitStatus.INFRA_ERROR
+        return (str(exc), exc.hint or storage_hint(exc),
+                ExitStatus.BAD_INPUT if exc.bad_input else ExitStatus.INFRA_ERROR)
+    # Nothing above knows it: a bug in trainctl, not the user's mistake.
+    return (f"unexpected {type(exc).__name__}: {exc}",
+            "rerun as `trainctl --debug …` for the traceback, and report it with that output as an issue "
+            "in the trainstack repository", ExitStatus.INFRA_ERROR)
+
+
+def storage_hint(exc) -> str:
+    """What to do about a StorageError, for its bucket's own kind: a folder (file://) or Cloud Storage."""
+    if exc.uri.startswith("file://"):
+        path = escape(exc.uri.removeprefix("file://"))
+        if exc.bad_input:
+            return ("fix the folder's permissions, or point `bucket` at another folder (envs/ENV.yaml or "
+                    "--set bucket=file:///PATH); `trainctl doctor` checks it")
+        return f"look at the path (ls -l {path}) and its disk; `trainctl doctor` checks the bucket folder"
+    if exc.bad_input:
+        return ("fix `bucket` in the env's overlay (envs/ENV.yaml or --set bucket=...) or grant the role "
+                "named; `trainctl doctor` checks both")
+    return "check the bucket URI and your credentials (gcloud auth application-default login)"
 
 
 def mapped_errors(func):

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from stacks.cli.common import EnvOpt, LangArg, SetOpt, STATE, console, load, mapped_errors
+from stacks.cli.common import EnvOpt, LangArg, SetOpt, STATE, check_output_file, console, load, mapped_errors
 from stacks.cli.run_console import ConsoleReporter
 from stacks.errors import ConfigError, ExitStatus, TrainstackError
 
@@ -65,7 +65,10 @@ def plan(files: Annotated[list[Path] | None, typer.Argument(
          prices: Annotated[bool, typer.Option(help="gcp: price each training stack's VMs from the Cloud Billing "
                                                    "Catalog and store the quote with the plan (--no-prices: "
                                                    "the review uses the dated fallback table)")] = True,
-         lock: Annotated[bool, typer.Option(help="lock the state while planning (--no-lock for read-only CI)")] = True):
+         lock: Annotated[bool, typer.Option(
+             help="lock the state while planning (--no-lock for read-only CI)")] = True,
+         force: Annotated[bool, typer.Option(
+             "--force", help="let --markdown replace an existing file")] = False):
     """Show the Terraform plan of the environment's stacks (after the quota/image preflight on gcp).
 
     Exit status: 0 no changes, 4 changes present, 3 Terraform (or cloud) error, 2 bad usage or config.
@@ -75,11 +78,13 @@ def plan(files: Annotated[list[Path] | None, typer.Argument(
 
     if files and not from_json:
         raise ConfigError("plan files are read with --from-json: trainctl plan --from-json FILE... --markdown OUT")
+    if from_json and (markdown is None or not files):
+        raise ConfigError("usage: trainctl plan --from-json FILE|DIR... --markdown OUT")
+    if markdown is not None:  # the user's path, checked before anything is planned or read
+        check_output_file("--markdown", markdown, force=force, example="plan.md")
     if from_json:
         from stacks.plan_render import StackPlan, load_plan_files
 
-        if markdown is None or not files:
-            raise ConfigError("usage: trainctl plan --from-json FILE|DIR... --markdown OUT")
         plans = load_plan_files(files)
         for missing in sorted(set(expect_env or ()) - {p.env for p in plans}):
             plans.append(StackPlan(env=missing, stack="(all)", source="-",

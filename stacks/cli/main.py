@@ -18,8 +18,14 @@ for module in (config_cmd, data_cmd, image_cmd, lm_cmd, bootstrap_cmd, infra_cmd
     module.register(app)
 
 
+# A flag takes no value, but typer's help shows the type of every option (`--debug <bool>` reads as
+# `--debug true`): an empty metavar leaves the type out.
+DebugOpt = Annotated[bool, typer.Option("--debug", metavar="", help="show tracebacks and terraform output "
+                                        "(before the command: trainctl --debug COMMAND)")]
+
+
 @app.callback()
-def main(debug: Annotated[bool, typer.Option("--debug", help="show tracebacks and terraform output")] = False):
+def main(debug: DebugOpt = False):
     """Train per-language text classifiers on infrastructure declared as CDKTF stacks."""
     common.STATE["debug"] = debug
 

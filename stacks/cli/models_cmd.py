@@ -12,7 +12,7 @@ from stacks.cli.common import EnvOpt, LangArg, SetOpt, console, err_console, fai
 from stacks.cli.common import open_env
 from stacks.cli.runs_cmds import RunOpt
 from stacks.runs.records import pick_run
-from stacks.errors import ExitStatus
+from stacks.errors import ExitStatus, TrainstackError
 
 RunArg = Annotated[str, typer.Argument(help="run id (see `trainctl runs`)")]
 
@@ -44,19 +44,36 @@ def promote(lang: LangArg, run_id: RunArg, env: EnvOpt = "local", sets: SetOpt =
     mirror_finished(config, bucket, [(lang, run_id)], champions=[lang])  # the registry's alias follows CURRENT
 
 
+def _load_model(bucket, lang: str, run_id: str, name: str, tmp: Path):
+    """A run's model file, downloaded to `tmp` and loaded; one that does not load is the run's fault,
+    not a bug."""
+    from trainer.runfiles.status_file import run_key
+    from trainer.serving.predict import load_model
+
+    key = run_key(lang, run_id, name)
+    bucket.download(key, tmp / name)
+    try:
+        return load_model(tmp / name)
+    except (ImportError, MemoryError):
+        raise  # this machine's trouble (the trainer's packages, its memory), not the file's
+    except Exception as exc:  # pickle, torch and fastai each raise their own for bytes that are not our model
+        raise TrainstackError(
+            f"{bucket.url(key)} cannot be loaded as a model ({type(exc).__name__}: {exc})",
+            hint=f"serve another run: trainctl predict {lang} --run RUN (trainctl runs --lang {lang}), "
+                 f"or retrain: trainctl train {lang}") from exc
+
+
 class ServedModel:
     """A run's model.pth (and model_bwd.pth for its ensemble), downloaded and loaded once."""
 
     def __init__(self, bucket, lang: str, run_id: str, tmp: Path, *, forward_only: bool):
-        from trainer.serving.predict import load_model, load_tfidf
+        from trainer.serving.predict import load_tfidf
         from trainer.runfiles.status_file import BWD_MODEL, TFIDF_FILES, read_metrics, run_key
 
         self.run_id, self.metrics = run_id, read_metrics(bucket, lang, run_id)
-        bucket.download(run_key(lang, run_id, "model.pth"), tmp / "model.pth")
-        self.learn, self.learn_bwd = load_model(tmp / "model.pth"), None
+        self.learn, self.learn_bwd = _load_model(bucket, lang, run_id, "model.pth", tmp), None
         if not forward_only and self.metrics.ensemble is not None and bucket.exists(run_key(lang, run_id, BWD_MODEL)):
-            bucket.download(run_key(lang, run_id, BWD_MODEL), tmp / BWD_MODEL)
-            self.learn_bwd = load_model(tmp / BWD_MODEL)
+            self.learn_bwd = _load_model(bucket, lang, run_id, BWD_MODEL, tmp)
             err_console.print(f"[dim]run {escape(run_id)}: forward+backward ensemble (--forward-only: model.pth alone)[/]")
         self.tfidf = None
         if self.metrics.blended and self.metrics.ensemble is not None and self.learn_bwd is None:
@@ -95,7 +112,13 @@ def predict(lang: LangArg, texts: Annotated[list[str] | None, typer.Argument(hel
              f"e.g. trainctl predict {lang} \"some text\", or --input texts.csv --output labels.csv",
              ExitStatus.BAD_INPUT)
     if input_file and not output_file:
-        fail("--input needs --output FILE (CSV, JSON Lines or Parquet, by its name)", None, ExitStatus.BAD_INPUT)
+        fail("--input needs --output FILE (CSV, JSON Lines or Parquet, by its name)",
+             f"e.g. trainctl predict {lang} --input {escape(input_file)} --output labels.csv",
+             ExitStatus.BAD_INPUT)
+    if input_file:
+        from stacks.cli.predict_file import check_files
+
+        check_files(input_file, output_file)  # before the model loads: that takes seconds
     config, bucket = open_env(env, sets, lang, configured=False)
     from stacks.runs.promotion import serving_run
 

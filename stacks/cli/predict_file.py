@@ -29,26 +29,58 @@ def _split_uri(uri: str):
     return None, Path(uri[len("file://"):] if uri.startswith("file://") else uri).expanduser()
 
 
-def classify_file_cmd(model, input_uri: str, output_uri: str, *, text_col: str, id_col: str | None,
-                      batch_rows: int, label_sep: str, tmp: Path) -> None:
-    from trainer.serving.batch_predict import InputRows, classify_file, file_format
+def _refused(output_uri: str) -> OutputExists:
+    return OutputExists(f"{output_uri} exists: predictions never replace a file",
+                        hint="pick another --output name, or move the old file away")
+
+
+def check_files(input_uri: str, output_uri: str) -> None:
+    """Everything about --input and --output that needs no model, before the model loads (seconds): the
+    formats, an input that is there and not empty, an output that is not."""
+    from stacks.cli.common import check_output_file
+    from trainer.errors import DataError
+    from trainer.serving.batch_predict import file_format
+
+    out_bucket, out_where = _split_uri(output_uri)
+    if not out_bucket:
+        check_output_file("--output", out_where, force=False, example="labels.csv",
+                          exists_hint="predictions never replace a file: pick another --output name, or move "
+                                      "the old file away")
+    file_format(output_uri)
+    file_format(input_uri)
+    in_bucket, in_where = _split_uri(input_uri)
+    if in_bucket and not in_bucket.exists(in_where):
+        raise DataError(f"{input_uri} does not exist", hint="check the URI (gsutil ls)")
+    if not in_bucket:
+        _check_local_input(input_uri, in_where)
+    if out_bucket and out_bucket.exists(out_where):
+        raise _refused(output_uri)
+
+
+def _check_local_input(input_uri: str, path: Path) -> None:
     from trainer.errors import DataError
 
-    file_format(output_uri)  # refuse an unknown output format before reading anything
+    if not path.is_file():
+        raise DataError(f"{input_uri} does not exist", hint="check the path")
+    if path.stat().st_size == 0:
+        raise DataError(f"{input_uri} is empty: nothing to classify",
+                        hint="pass the file with the texts (a CSV needs a header row naming its text column)")
+
+
+def classify_file_cmd(model, input_uri: str, output_uri: str, *, text_col: str, id_col: str | None,
+                      batch_rows: int, label_sep: str, tmp: Path) -> None:
+    from trainer.serving.batch_predict import InputRows, classify_file
+
+    # Again: the model took seconds to load, and a file may have come meanwhile.
+    check_files(input_uri, output_uri)
     in_bucket, in_where = _split_uri(input_uri)
     out_bucket, out_where = _split_uri(output_uri)
-    refused = OutputExists(f"{output_uri} exists: predictions never replace a file",
-                           hint="pick another --output name, or move the old file away")
-    if out_bucket and out_bucket.exists(out_where):
-        raise refused
+    refused = _refused(output_uri)
     if in_bucket:
-        if not in_bucket.exists(in_where):
-            raise DataError(f"{input_uri} does not exist", hint="check the URI (gsutil ls)")
         local_in = tmp / ("input" + "".join(Path(in_where).suffixes))
         in_bucket.download(in_where, local_in)
+        _check_local_input(input_uri, local_in)
     else:
-        if not in_where.is_file():
-            raise DataError(f"{input_uri} does not exist", hint="check the path")
         local_in = in_where
     local_out = tmp / ("output" + "".join(Path(str(out_where)).suffixes)) if out_bucket else out_where
     rows = InputRows(local_in, text_col=text_col, id_col=id_col, batch_rows=batch_rows)

@@ -15,8 +15,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from stacks.cli import export_cmd
-from stacks.cli.common import EnvOpt, LangArg, SetOpt, console, emit_json, err_console, fail, mapped_errors, open_env
-from stacks.errors import ExitStatus
+from stacks.cli.common import (EnvOpt, LangArg, SetOpt, check_output_file, console, emit_json, err_console,
+                               mapped_errors, open_env)
 from stacks.runs.records import find_run, pick_run
 
 RunOpt = Annotated[str | None, typer.Option("--run", help="run id (default: the newest)")]
@@ -199,15 +199,7 @@ def show(run_id: Annotated[str, typer.Argument(help="run id (see `trainctl runs`
     from trainer.runfiles.status_file import ARTIFACTS, BWD_MODEL, TRAINCTL_META, read_metrics, run_key
 
     if report is not None:  # the user's path, checked before anything is read
-        if report.is_dir():
-            fail(f"--report {report} is a folder", f"name a file in it, e.g. --report {report / 'report.html'}",
-                 ExitStatus.BAD_INPUT)
-        if not report.parent.is_dir():
-            fail(f"--report {report}: no folder {report.parent}", "create it first, or name a file in an existing "
-                 "folder", ExitStatus.BAD_INPUT)
-        if report.exists() and not force:
-            fail(f"--report {report} exists", "pass --force to replace it, or name another file",
-                 ExitStatus.BAD_INPUT)
+        check_output_file("--report", report, force=force, example="report.html")
     config, bucket = open_env(env, sets, lang, configured=False)
     code = find_run(bucket, run_id, lang)
     if report is not None:

@@ -40,6 +40,15 @@ def write_json(json_out: Path | None, env: str, name: str, doc: dict, written: l
     target.write_text(json.dumps(doc, indent=1))
 
 
+def _stack_hint(only: str, names: list[str], env: str) -> str:
+    if f"train-{only}" in names:  # a language code given for its stack
+        return f"a language's stack is train-LANG: --stack train-{only}"
+    if not names:
+        return f"configure a language in envs/{env}.yaml (languages:), then plan its stack"
+    example = next((n for n in names if n.startswith("train-")), names[0])
+    return f"name one of them, e.g. --stack {example}, or leave --stack out to plan them all"
+
+
 def plan_stacks(env: str, sets, only: str | None, json_out: Path | None, *, preflight: bool, lock: bool,
                 keep_going: bool, prices: bool = False, foundation: bool = True,
                 show: Callable[[str, str], None] = lambda s, t: None, reporter=None,
@@ -65,7 +74,8 @@ def plan_stacks(env: str, sets, only: str | None, json_out: Path | None, *, pref
     names = [*(target.stacks_before_training if foundation else ()), *(f"train-{lang}" for lang in config.languages)]
     if only:
         if only not in names:
-            raise ConfigError(f"no stack {only!r} in env {env!r}; stacks: {', '.join(names)}")
+            raise ConfigError(f"no stack {only!r} in env {env!r}; stacks: {', '.join(names) or 'none'}",
+                              hint=_stack_hint(only, names, env))
         names = [only]
     project.work_outdir(env).parent.mkdir(parents=True, exist_ok=True)  # cdktf's App makes one level only
     results, first_error = [], None

@@ -7,11 +7,14 @@ from typing import BinaryIO, Protocol
 
 class StorageError(Exception):
     """A storage operation failed; `uri` names the object, `transient` says a later try may succeed,
-    `bad_input` that the caller's settings must change (no such bucket, no permission on it)."""
+    `bad_input` that the caller's settings must change (no such bucket, no permission on it); `hint`, what to
+    do where the cause is known here (else trainctl says it for the bucket's scheme)."""
 
-    def __init__(self, message: str, uri: str, *, transient: bool = False, bad_input: bool = False):
+    def __init__(self, message: str, uri: str, *, transient: bool = False, bad_input: bool = False,
+                 hint: str | None = None):
         super().__init__(f"{message}: {uri}")
         self.message, self.uri, self.transient, self.bad_input = message, uri, transient, bad_input
+        self.hint = hint
 
 
 class Bucket(Protocol):

@@ -82,6 +82,23 @@ class LocalBucket:
         finally:
             os.close(fd)
 
+    def _no_root(self, key: str, exc: OSError | None = None) -> StorageError | None:
+        """The bucket folder itself is missing (a typo in `bucket`, a disk not mounted): said as that, not
+        as a missing object or a bare OS error; None while it exists. `exc`: why it could not be created."""
+        if self.root.is_dir():
+            return None
+        missing = f"the bucket folder {self.root} does not exist"
+        message = (f"{missing} and cannot be created ({exc.strerror or exc})" if exc
+                   else f"no such object: {missing}")
+        return StorageError(message, self.url(key), bad_input=True,
+                            hint=f"create it (mkdir -p {self.root}), or point `bucket` at a folder that "
+                                 "exists (envs/ENV.yaml or --set bucket=file:///PATH)")
+
+    def _write_error(self, exc: OSError, path: Path, key: str, needed: int | None) -> StorageError:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return disk_error(exc, path, needed)
+        return self._no_root(key, exc) or disk_error(exc, path, needed)
+
     def check_access(self, prefix: str) -> None:
         """The nearest existing folder of `prefix` must be writable (the rest is created on the first write)."""
         path = self._path(prefix) if prefix else self.root
@@ -93,7 +110,7 @@ class LocalBucket:
         try:
             return self._path(key).read_bytes()
         except FileNotFoundError as exc:
-            raise StorageError("no such object", self.url(key)) from exc
+            raise self._no_root(key) or StorageError("no such object", self.url(key)) from exc
 
     def read_versioned(self, key: str) -> tuple[bytes, str] | None:
         path = self._path(key)
@@ -115,7 +132,7 @@ class LocalBucket:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
         except OSError as exc:
-            raise disk_error(exc, path, len(data)) from exc
+            raise self._write_error(exc, path, key, len(data)) from exc
         try:
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
@@ -167,7 +184,7 @@ class LocalBucket:
                     os.ftruncate(fh.fileno(), size)
                     raise
         except OSError as exc:
-            raise disk_error(exc, path, len(data)) from exc
+            raise self._write_error(exc, path, key, len(data)) from exc
 
     def read_appended(self, key: str, after: object = None) -> tuple[bytes, object]:
         """The whole lines appended since `after` (a cursor this returned; None: from the start), and the new cursor."""
@@ -205,7 +222,7 @@ class LocalBucket:
             shutil.copyfile(src, tmp)
             os.replace(tmp, dest)
         except FileNotFoundError as exc:
-            raise StorageError("no such object", self.url(key)) from exc
+            raise self._no_root(key) or StorageError("no such object", self.url(key)) from exc
         except OSError as exc:
             raise disk_error(exc, dest, src.stat().st_size if src.exists() else None) from exc
         finally:
@@ -222,4 +239,4 @@ class LocalBucket:
         try:
             return open(self._path(key), "rb")
         except FileNotFoundError as exc:
-            raise StorageError("no such object", self.url(key)) from exc
+            raise self._no_root(key) or StorageError("no such object", self.url(key)) from exc

@@ -185,11 +185,36 @@ def _bucket_check(uri: str):
 
     root = Path(uri.removeprefix("file://"))
     existing = next((p for p in (root, *root.parents) if p.exists()), Path("/"))
-    if not os.access(existing, os.W_OK):
-        return Check(f"bucket {uri}", False, f"{existing} is not writable by this user", "pick another `bucket:` "
+    if existing != root:
+        return _missing_bucket_check(f"bucket {uri}", root, existing)
+    if not root.is_dir():
+        return Check(f"bucket {uri}", False, "not a folder", "point `bucket:` in the env at a folder")
+    if not os.access(root, os.W_OK):
+        return Check(f"bucket {uri}", False, f"{root} is not writable by this user", "pick another `bucket:` "
                      "in the env, or fix the folder's permissions")
-    free = shutil.disk_usage(existing).free / 2**30
+    free = shutil.disk_usage(root).free / 2**30
     if free < MIN_FREE_GIB:
         return Check(f"bucket {uri}", False, f"{free:.1f} GiB free on its disk, a run needs about {MIN_FREE_GIB:.0f}",
                      "free some space (trainctl gc --env local removes ended runs' leftovers)")
     return Check(f"bucket {uri}", True, f"writable, {free:.1f} GiB free")
+
+
+def _missing_bucket_check(name: str, root: Path, existing: Path):
+    """A bucket folder that is not there (a typo, a disk not mounted) is said to be missing, whatever the disk
+    under it: fine where the first write can create it, a problem where it cannot."""
+    from stacks.targets.checks import Check
+
+    if not existing.is_dir():
+        why = f"{existing} is not a folder"
+    elif not os.access(existing, os.W_OK):
+        why = f"{existing} is not writable by this user"
+    else:
+        free = shutil.disk_usage(existing).free / 2**30
+        if free >= MIN_FREE_GIB:
+            return Check(name, True, f"the folder does not exist yet: the first write creates it "
+                                     f"({free:.1f} GiB free under {existing})")
+        why = (f"{existing}, where it would be created, has {free:.1f} GiB free "
+               f"(a run needs about {MIN_FREE_GIB:.0f})")
+    return Check(name, False, f"the folder does not exist, and {why}",
+                 f"create it (mkdir -p {root}, or mount its disk there), or point `bucket:` in the env at a "
+                 "folder that exists")
