@@ -13,11 +13,12 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from stacks.config.keys import SET_SOURCE, check_language_key, meant_key
 from stacks.config.models import EnvConfig
 from stacks.errors import ConfigError
 
-SET_SOURCE = "--set"
 ENV_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")  # an env is a file of envs/, never a path
+SET_FORM = "--set key.path=value"
 
 
 def available_envs(envs_dir: Path) -> list[str]:
@@ -55,8 +56,22 @@ def _read_yaml(path: Path, label: str) -> dict[str, Any]:
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise ConfigError("top level must be a mapping", source=label)
+        shape = "`key: value` lines (`target: local`, `defaults:` with its keys indented under it)"
+        raise ConfigError(f"top level must be a mapping of keys to settings, not {_kind_of(data)}",
+                          source=label, hint=f"write {label} as {shape}; envs/base.yaml shows every key")
     return data
+
+
+def _kind_of(value: Any) -> str:
+    if isinstance(value, list):
+        return "a list (lines starting with `-`)"
+    if isinstance(value, bool):
+        return f"a boolean ({value})"
+    if isinstance(value, (int, float)):
+        return f"a number ({value})"
+    if isinstance(value, str):
+        return f"a string ({value!r})"
+    return f"a {type(value).__name__}"
 
 
 def deep_merge(base: dict, over: dict, origin: dict[tuple, str], source: str, prefix=()) -> dict:
@@ -82,11 +97,15 @@ def _record(origin: dict[tuple, str], path: tuple, value: Any, source: str) -> N
 def parse_set(expr: str) -> tuple[list[str], Any]:
     """`a.b.c=value` -> (["a","b","c"], value parsed as YAML scalar/list)."""
     if "=" not in expr:
-        raise ConfigError(f"--set {expr!r} is not of the form key.path=value", source=SET_SOURCE)
+        example = f"--set {expr.strip()}=VALUE" if re.fullmatch(r"[\w-]+(\.[\w-]+)*", expr.strip()) \
+            else "--set defaults.trainer.bs=32"
+        raise ConfigError(f"{expr!r} is not of the form key.path=value", source=SET_SOURCE,
+                          hint=f"write {SET_FORM}, e.g. {example}")
     key, raw = expr.split("=", 1)
     parts = [p for p in key.strip().split(".")]
     if not all(parts):
-        raise ConfigError(f"--set {expr!r}: empty key segment", source=SET_SOURCE)
+        raise ConfigError(f"{expr!r}: the key path has an empty part (a key between each two dots)",
+                          source=SET_SOURCE, hint=f"write {SET_FORM}, e.g. --set defaults.trainer.bs=32")
     try:
         value = yaml.safe_load(raw) if raw.strip() else ""
     except yaml.YAMLError:
@@ -150,6 +169,8 @@ def _expand_languages(doc: dict, origin: dict[tuple, str]) -> dict:
         raise ConfigError("no `languages` block: list at least one language", source="envs/base.yaml")
     if not isinstance(langs, dict):
         raise ConfigError("`languages` must be a mapping of language code to settings")
+    for lang in langs:
+        check_language_key(lang, _source_under(origin, ("languages", str(lang))))
     expanded = {}
     for lang, block in langs.items():
         if block is None:
@@ -160,6 +181,20 @@ def _expand_languages(doc: dict, origin: dict[tuple, str]) -> dict:
         expanded[str(lang)] = deep_merge(defaults, block, {}, "")
     out["languages"] = expanded
     return out
+
+
+def _latest_layer(layers: list[str]) -> str:
+    """The last of these layers to be merged: --set, then an env's file, then envs/base.yaml."""
+    rank = {SET_SOURCE: 0, "envs/base.yaml": 2}
+    return min(layers, key=lambda src: rank.get(src, 1))
+
+
+def _source_under(origin: dict[tuple, str], path: tuple) -> str:
+    """The layer that wrote `path`, else the latest that wrote a key under it."""
+    if path in origin:
+        return origin[path]
+    layers = [src for key, src in origin.items() if key[:len(path)] == path]
+    return _latest_layer(layers) if layers else "the config"
 
 
 def _model_level_source(message: str, origin: dict[tuple, str]) -> tuple[str, str]:
@@ -175,8 +210,7 @@ def _model_level_source(message: str, origin: dict[tuple, str]) -> tuple[str, st
     longest = max(len(k) for k in keys)
     keys = [k for k in keys if len(k) == longest]
     layers = [src for path, src in origin.items() if any(path[:len(k)] == k for k in keys)]
-    rank = {SET_SOURCE: 0, "envs/base.yaml": 2}
-    return "", min(layers, key=lambda src: rank.get(src, 1))
+    return "", _latest_layer(layers)
 
 
 def _source_of(loc: tuple, origin: dict[tuple, str], message: str = "") -> tuple[str, str]:
@@ -218,7 +252,11 @@ def _config_error(exc: ValidationError, origin: dict[tuple, str]) -> ConfigError
     for err in exc.errors():
         key, source = _source_of(err["loc"], origin, err["msg"])
         if err["type"] == "extra_forbidden":
-            what = f"unknown key {key!r}"
+            path = tuple(str(p) for p in err["loc"])
+            if path[:1] == ("languages",) and path not in origin:
+                continue  # it came from `defaults`, and is reported there (once, in the file that has it)
+            guess = meant_key(path)
+            what = f"unknown key {key!r}" + (f" (did you mean {guess}?)" if guess else "")
         else:
             got = err.get("input")
             shown = "" if isinstance(got, (dict, list)) else f" (got {got!r})"
