@@ -64,3 +64,11 @@ def no_live_billing_catalog(monkeypatch):
     from stacks.targets.gcp.pricing import ENDPOINT_ENV
 
     monkeypatch.setenv(ENDPOINT_ENV, "http://127.0.0.1:9")
+
+
+@pytest.fixture(autouse=True)
+def no_tracker_from_the_shell(monkeypatch):
+    """trainctl honours MLflow's own variables: a developer's shell that sets them must not make the tests
+    mirror into a real tracker (a test that wants one sets them itself)."""
+    for name in ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI", "MLFLOW_EXPERIMENT_NAME"):
+        monkeypatch.delenv(name, raising=False)

@@ -117,10 +117,13 @@ class MlflowSettings(StrictModel):
     """The team's MLflow server, which mirrors every run (credentials: MLflow's own variables, never here)."""
 
     uri: str | None = Field(None, description="tracking server URI (http(s)://HOST[:PORT], databricks, ...); "
-                            "unset: no mirroring")
-    experiment: str | None = Field(None, description="experiment of this env's runs (default: trainstack-<env>)")
-    registered_model: str = Field("trainstack-{lang}", min_length=1,
-                                  description="registered model a promoted run becomes a version of ({lang}: its language)")
+                            "unset: MLFLOW_TRACKING_URI, else no mirroring")
+    experiment: str | None = Field(None, description="experiment of this env's runs (default: "
+                                   "MLFLOW_EXPERIMENT_NAME, else trainstack-<env>)")
+    registered_model: str = Field("trainstack-{env}-{lang}", min_length=1,
+                                  description="registered model a promoted run becomes a version of ({env}: the "
+                                              "env, {lang}: its language; one per env, so a dev promotion never "
+                                              "moves prod's alias)")
     alias: str = Field("champion", pattern=r"^[A-Za-z_][A-Za-z0-9_-]*$",
                        description="alias on the promoted run's version (moved at every promotion)")
 

@@ -1,12 +1,13 @@
 """The team's tracker as a mirror of the bucket: MLflow runs, the logged model, the registry's alias.
 
-record.py turns a run folder into what MLflow shows (pure), client.py opens the server quick to give up,
-export.py writes a run idempotently, model.py logs the pyfunc model, registry.py moves the alias to the
-promoted run. The bucket stays the source of truth: a tracker that is down costs one line and a
-catch-up command (`trainctl runs export`), never a run or an exit status.
+record.py turns a run folder into what MLflow shows (pure; the tags beyond its figures in run_tags.py),
+client.py opens the server quick to give up, export.py writes a run idempotently, model.py logs the pyfunc
+model, registry.py moves the alias to the promoted run. The bucket stays the source of truth: a tracker that
+is down costs one line and a catch-up command (`trainctl runs export`), never a run or an exit status.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 from stacks.errors import TrackerUnavailable
@@ -23,14 +24,31 @@ class MirrorResult:
     unreadable: list[tuple[str, str, str]] = field(default_factory=list)  # (lang, run id, why): its folder
 
 
+def _from_env(name: str) -> str | None:
+    return os.environ.get(name) or None
+
+
 def mlflow_settings(config):
-    """The env's MLflow settings when tracking is on (a URI set), else None."""
+    """The env's MLflow settings when tracking is on, else None: the config's, where it leaves the server or
+    the experiment unset MLflow's own variables (MLFLOW_TRACKING_URI, MLFLOW_EXPERIMENT_NAME), and the
+    registered model's `{env}` filled in (its `{lang}` is each language's, registry.model_name)."""
     settings = config.tracking.mlflow
-    return settings if settings.uri else None
+    uri = settings.uri or _from_env("MLFLOW_TRACKING_URI")
+    if not uri:
+        return None
+    model = settings.registered_model.replace("{env}", config.env)
+    return settings.model_copy(update={"uri": uri, "experiment": experiment_name(config),
+                                       "registered_model": model})
+
+
+def registry_uri() -> str | None:
+    """Where the registry is when it is not on the tracking server (MLflow's MLFLOW_REGISTRY_URI)."""
+    return _from_env("MLFLOW_REGISTRY_URI")
 
 
 def experiment_name(config) -> str:
-    return config.tracking.mlflow.experiment or f"trainstack-{config.env}"
+    configured = config.tracking.mlflow.experiment
+    return configured or _from_env("MLFLOW_EXPERIMENT_NAME") or f"trainstack-{config.env}"
 
 
 def catch_up(config, missed: list[tuple[str, str]]) -> str:
@@ -54,7 +72,7 @@ def mirror(config, bucket, runs: list[tuple[str, str]], *, champions: list[str] 
     settings = mlflow_settings(config)
     result = MirrorResult()
     try:
-        tracker = open_tracker(settings.uri, experiment_name(config))
+        tracker = open_tracker(settings.uri, settings.experiment, registry_uri=registry_uri())
     except TrackerUnavailable as exc:
         result.missed, result.reason = list(runs), exc.reason
         return result

@@ -65,15 +65,47 @@ def quiet():
                 logger.setLevel(level)
 
 
+def exporting_user() -> str:
+    """The account that exports, as MLflow names a run's user (the OS login), for runs that record none."""
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # a container's uid without a passwd entry
+        return "unknown"
+
+
+@contextlib.contextmanager
+def fluent_uris(tracker):
+    """MLflow's module-level URIs pointed at `tracker` for the calls that read only those (logging a model,
+    registering one), then put back as they were: mlflow.set_tracking_uri also exports MLFLOW_TRACKING_URI,
+    which trainctl reads as the tracker of every later mirror in this process and its children."""
+    import mlflow
+
+    saved = {name: os.environ.get(name) for name in ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI")}
+    mlflow.set_tracking_uri(tracker.uri)
+    mlflow.set_registry_uri(tracker.registry_uri)
+    try:
+        yield
+    finally:
+        mlflow.set_tracking_uri(saved["MLFLOW_TRACKING_URI"])
+        mlflow.set_registry_uri(saved["MLFLOW_REGISTRY_URI"])
+        for name, value in saved.items():  # set_registry_uri(None) leaves the variable set
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 class Tracker:
     """One experiment of one MLflow server, opened once per command (`open_tracker`)."""
 
-    def __init__(self, uri: str, experiment: str):
+    def __init__(self, uri: str, experiment: str, *, registry_uri: str | None = None):
         quick_requests()
         from mlflow import MlflowClient
 
-        self.uri, self.experiment_name = uri, experiment
-        self.client = MlflowClient(tracking_uri=uri, registry_uri=uri)
+        self.uri, self.experiment_name, self.registry_uri = uri, experiment, registry_uri or uri
+        self.client = MlflowClient(tracking_uri=uri, registry_uri=self.registry_uri)
         self.experiment_id = self._experiment(experiment)
 
     def _experiment(self, name: str) -> str:
@@ -105,10 +137,10 @@ class Tracker:
         return keep
 
 
-def open_tracker(uri: str, experiment: str) -> Tracker:
+def open_tracker(uri: str, experiment: str, *, registry_uri: str | None = None) -> Tracker:
     """The experiment on that server (created when absent); TrackerUnavailable when it cannot be used."""
     try:
-        return Tracker(uri, experiment)
+        return Tracker(uri, experiment, registry_uri=registry_uri)
     except TrainstackError:
         raise
     except Exception as exc:  # MLflow raises MlflowException and requests' errors alike

@@ -2,16 +2,18 @@
 
 Idempotent by construction: a run's mirror is looked up by `trainstack.run_id` (+ lang) before anything
 is created; params are written once (MLflow's are immutable), metric points only for the (key, step)
-pairs it lacks, files overwrite their own path, and `trainstack.source_sha` is written last: a mirror
+pairs it lacks, dataset inputs only those it lacks, files overwrite their own path, and `trainstack.source_sha` is written last: a mirror
 cut short is completed by the next export, one that is complete and unchanged is left alone.
 """
 from __future__ import annotations
 
+import json
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from stacks.tracking.record import SOURCE_TAG, Mirror
+from stacks.tracking.run_tags import MLFLOW_DATASET_CONTEXT, MLFLOW_USER
 from trainer.runfiles.status_file import run_key
 from trainer.storage import Bucket
 
@@ -43,13 +45,38 @@ def _write_values(client, mlflow_run_id: str, mirror: Mirror, found) -> None:
     params = [Param(k, v[:6000]) for k, v in mirror.params.items() if k not in have_params]
     present = _present_points(client, mlflow_run_id, {m.key for m in mirror.metrics}) if found is not None else set()
     metrics = [Metric(m.key, m.value, m.timestamp_ms, m.step) for m in mirror.metrics if (m.key, m.step) not in present]
-    tags = [RunTag(k, v) for k, v in mirror.tags.items() if k != SOURCE_TAG]
+    tags = [RunTag(k, v) for k, v in _run_tags(mirror, found).items()]
     for chunk in _chunks(params, BATCH["params"]):
         client.log_batch(mlflow_run_id, params=chunk)
     for chunk in _chunks(tags, BATCH["tags"]):
         client.log_batch(mlflow_run_id, tags=chunk)
     for chunk in _chunks(metrics, BATCH["metrics"]):
         client.log_batch(mlflow_run_id, metrics=chunk)
+
+
+def _write_datasets(client, mlflow_run_id: str, mirror: Mirror, found) -> None:
+    """The run's data as MLflow dataset inputs, those it lacks (an input once logged cannot be changed)."""
+    from mlflow.entities import Dataset, DatasetInput, InputTag
+
+    inputs = found.inputs.dataset_inputs if found is not None and found.inputs else []
+    have = {(i.dataset.name, i.dataset.digest) for i in inputs}
+    wanted = [DatasetInput(Dataset(d.name, d.digest, d.source_type, json.dumps({"uri": d.source_uri}),
+                                   profile=d.profile), tags=[InputTag(MLFLOW_DATASET_CONTEXT, d.context)])
+              for d in mirror.datasets if (d.name, d.digest) not in have]
+    if wanted:
+        client.log_inputs(mlflow_run_id, datasets=wanted)
+
+
+def _run_tags(mirror: Mirror, found) -> dict[str, str]:
+    """The mirror's tags. A run that records no user is the account's that first mirrored it, as MLflow has
+    it for a run it started (and MLflow takes the run's user from its tags at creation): a later export by
+    someone else leaves it."""
+    tags = {k: v for k, v in mirror.tags.items() if k != SOURCE_TAG}
+    if MLFLOW_USER not in tags and (found is None or MLFLOW_USER not in found.data.tags):
+        from stacks.tracking.client import exporting_user
+
+        tags[MLFLOW_USER] = exporting_user()
+    return tags
 
 
 def _write_files(client, bucket: Bucket, mirror: Mirror, mlflow_run_id: str) -> None:
@@ -71,19 +98,19 @@ def export_run(tracker, bucket: Bucket, mirror: Mirror) -> Exported:
         return Exported(lang, run_id, "unchanged", found.info.run_id)
     if found is None:
         client.create_run(tracker.experiment_id, start_time=mirror.start_ms, run_name=mirror.name,
-                          tags={k: v for k, v in mirror.tags.items() if k != SOURCE_TAG})
+                          tags=_run_tags(mirror, None))
         mlflow_run_id = tracker.find(run_id, lang).info.run_id  # the oldest, if a retried create made two
     else:
         mlflow_run_id = found.info.run_id
     _write_values(client, mlflow_run_id, mirror, found)
+    _write_datasets(client, mlflow_run_id, mirror, found)
     _write_files(client, bucket, mirror, mlflow_run_id)
     if mirror.model and (found is None or MODEL_TAG not in found.data.tags):
-        from stacks.tracking.model import log_model
-
-        from stacks.tracking.model import code_version
+        from stacks.tracking.model import code_version, log_model
 
         client.set_tag(mlflow_run_id, "trainstack.model_code", code_version())
-        client.set_tag(mlflow_run_id, MODEL_TAG, log_model(tracker, bucket, lang, run_id, mlflow_run_id))
+        # after the final figures: logged at their step, the model takes them as its own metrics
+        client.set_tag(mlflow_run_id, MODEL_TAG, log_model(tracker, bucket, mirror, mlflow_run_id))
     if mirror.end_ms is not None:
         from stacks.tracking.client import quiet
 

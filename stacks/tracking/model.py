@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 
 import trainer
+from stacks.tracking.record import Mirror
 from trainer.runfiles.status_file import BWD_MODEL, TFIDF_FILES, run_key
 from trainer.storage import Bucket
 
@@ -75,16 +76,58 @@ def logged_before(tracker, mlflow_run_id: str) -> str | None:
     return ready[0].model_uri if ready else None
 
 
-def log_model(tracker, bucket: Bucket, lang: str, run_id: str, mlflow_run_id: str) -> str:
-    """Logs the run's model under its MLflow run, once; returns the model's URI (models:/...)."""
-    if (uri := logged_before(tracker, mlflow_run_id)) is not None:
-        return uri
-    import mlflow
+class _Pyfunc:
+    """mlflow.pyfunc as MLflow's Model.log sees a flavor, without its serving check: with an input example,
+    Model.log loads the model and predicts with it (torch, fastai, the whole model.pth) unless told
+    `validate_serving_input=False`, which it reads from the flavor's arguments and mlflow.pyfunc refuses.
+    The mirror never loads a model (the CLI has no torch); the e2e tests load and predict it instead."""
+
+    @staticmethod
+    def save_model(*, validate_serving_input: bool = True, **kwargs):
+        import mlflow.pyfunc
+
+        return mlflow.pyfunc.save_model(**kwargs)
+
+
+def _input_example(bucket: Bucket, lang: str, run_id: str, *, rows: int = 3):
+    """A few of the run's own validation texts, as the model takes them (None: the run kept none)."""
+    import csv
+    import io
+
+    import pandas as pd
+
+    from trainer.serving.mlflow_pyfunc import TEXT_COLUMN
+
+    key = run_key(lang, run_id, "valid_predictions.csv")
+    if not bucket.exists(key):
+        return None
+    reader = csv.DictReader(io.StringIO(bucket.read_bytes(key).decode("utf-8")))
+    texts = [row["text"][:500] for row, _ in zip(reader, range(rows)) if row.get("text")]  # a glimpse
+    return pd.DataFrame({TEXT_COLUMN: texts}) if texts else None
+
+
+def signature(labels: list[str]):
+    """Texts in; out, the labels decided (a JSON list per row) and each label's probability, as
+    trainer.serving.mlflow_pyfunc returns them."""
     from mlflow.models import ModelSignature
     from mlflow.types import ColSpec, Schema
 
-    from stacks.tracking.client import quiet
+    from trainer.serving.mlflow_pyfunc import TEXT_COLUMN
 
+    outputs = [ColSpec("string", "labels"), *(ColSpec("double", f"prob_{label}") for label in labels)]
+    return ModelSignature(inputs=Schema([ColSpec("string", TEXT_COLUMN)]), outputs=Schema(outputs))
+
+
+def log_model(tracker, bucket: Bucket, mirror: Mirror, mlflow_run_id: str) -> str:
+    """Logs the run's model under its MLflow run, once; returns the model's URI
+    (models:/...). At the run's last step, so MLflow 3 links the final figures logged there to the model,
+    with the run's params. No fluent run is started: MLflow would attach this machine's system metrics to
+    the run where MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING is on (and fail without psutil), and end it."""
+    if (uri := logged_before(tracker, mlflow_run_id)) is not None:
+        return uri
+    from stacks.tracking.client import fluent_uris, quiet
+
+    lang, run_id = mirror.lang, mirror.run_id
     metrics = json.loads(bucket.read_bytes(run_key(lang, run_id, "metrics.json")))
     meta_key = run_key(lang, run_id, "metadata/trainer.json")
     trainer_meta = json.loads(bucket.read_bytes(meta_key)) if bucket.exists(meta_key) else {}
@@ -94,14 +137,15 @@ def log_model(tracker, bucket: Bucket, lang: str, run_id: str, mlflow_run_id: st
             if bucket.exists(run_key(lang, run_id, file)):
                 bucket.download(run_key(lang, run_id, file), Path(tmp) / file)
                 files[name] = str(Path(tmp) / file)
-        mlflow.set_tracking_uri(tracker.uri)
-        mlflow.set_registry_uri(tracker.uri)
-        with quiet(), mlflow.start_run(run_id=mlflow_run_id):
-            from trainer.serving.mlflow_pyfunc import TEXT_COLUMN  # defining the model class warns (type hints)
+        with quiet(), fluent_uris(tracker):  # defining the model class warns (type hints)
+            from mlflow.models import Model
 
-            info = mlflow.pyfunc.log_model(
-                name="model", python_model=str(MODEL_CODE), artifacts=files,
-                code_paths=[_trainer_code(Path(tmp) / "code")],
+            info = Model.log(
+                artifact_path=None, name="model", flavor=_Pyfunc, flavor_name="pyfunc.ModelFromCode",
+                validate_serving_input=False, run_id=mlflow_run_id, step=mirror.final_step,
+                params=mirror.params, tags={"trainstack.run_id": run_id, "trainstack.lang": lang},
+                python_model=str(MODEL_CODE), artifacts=files, code_paths=[_trainer_code(Path(tmp) / "code")],
                 pip_requirements=requirements(trainer_meta, metrics),
-                signature=ModelSignature(inputs=Schema([ColSpec("string", TEXT_COLUMN)])))
+                signature=signature(list(metrics.get("labels") or [])),
+                input_example=_input_example(bucket, lang, run_id))
     return info.model_uri

@@ -1,8 +1,9 @@
-"""A run folder as the tracker shows it: tags, params, metrics with their steps, and the files to attach.
+"""A run folder as the tracker shows it: tags, params, metrics with their steps, datasets, files to attach.
 
-Pure translation (stdlib only, no MLflow here): what the bucket holds (status.json, metrics.json,
-metadata/trainer.json, metadata/trainctl.json) becomes one `Mirror`, which export.py writes and which a
-second export compares against, so a run mirrored twice is the same run.
+Pure translation (stdlib only, no MLflow here): what the bucket holds (status.json, metrics.json, log.txt,
+metadata/trainer.json, trainctl.json, placements.json, cost.json, the base LM's meta.json) becomes one
+`Mirror`, which export.py writes and which a second export compares against, so a run mirrored twice is
+the same run.
 """
 from __future__ import annotations
 
@@ -12,21 +13,26 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from trainer.runfiles.status_file import FAILED, PLACEMENTS_META, SUCCEEDED, placements_summary, run_key, run_prefix
+from trainer.runfiles.status_file import (FAILED, PLACEMENTS_META, SUCCEEDED, TRAINCTL_META,
+                                         placements_summary, run_key, run_prefix)
+from stacks.tracking.run_tags import TAG, base_lm_tags, folder_url, machine_tags, system_tags
 from trainer.storage import Bucket
 
-TAG = "trainstack."  # every tag of ours starts so; `trainstack.run_id` finds a run's mirror
 RUN_ID_TAG = f"{TAG}run_id"
 SOURCE_TAG = f"{TAG}source_sha"  # the sha256 of what the mirror was made from: unchanged, nothing to write
+COST_META = "metadata/cost.json"  # written by trainctl once a run has ended (stacks/runs/records.py)
 
 # The files a run's page attaches (those the run has); model.pth goes up as the logged model, not here.
 FILES = ("metrics.json", "report.html", "log.txt", "valid_predictions.csv", "test_predictions.csv",
          "plots/history.png", "plots/per_label_f1.png", "metadata/trainer.json")
 _KEY_BAD = re.compile(r"[^\w.\- /]")  # MLflow accepts letters, digits, _ - . space / in a key
+# The line EpochLogCallback writes at each epoch's end: `<time> <stage> [<phase>] epoch <n>/<total>  figures`
+_EPOCH_LINE = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ) (\S+) \[([^\]]*)\] epoch (\d+)/\d+(?:\s|$)")
 
 
 def key_name(text: str) -> str:
-    """A metric or param key MLflow accepts (`macro_f1@0.5` -> `macro_f1_at_0.5`; any script's letters stay)."""
+    """A metric or param key MLflow accepts (`macro_f1@0.5` -> `macro_f1_at_0.5`; any script's letters
+    stay)."""
     return _KEY_BAD.sub("_", text.replace("@", "_at_"))
 
 
@@ -36,6 +42,27 @@ class Metric:
     value: float
     step: int
     timestamp_ms: int
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """What a run trained or was scored on, as an MLflow dataset input: the data's hash is its digest."""
+
+    name: str  # `<lang>-<context>`: MLflow tells datasets apart by name and digest, so each split its own
+    digest: str
+    source_uri: str  # the bucket folder the run read its data from
+    context: str  # train, valid, test
+    rows: int | None = None
+
+    @property
+    def source_type(self) -> str:
+        """MLflow's name for the source's kind, as its artifact dataset sources name them (gs, local)."""
+        scheme = self.source_uri.split("://", 1)[0] if "://" in self.source_uri else "file"
+        return "local" if scheme == "file" else scheme
+
+    @property
+    def profile(self) -> str | None:
+        return json.dumps({"num_rows": self.rows}) if self.rows is not None else None
 
 
 @dataclass
@@ -53,10 +80,12 @@ class Mirror:
     files: list[str] = field(default_factory=list)  # run-folder names, attached under the same paths
     model: bool = False  # a classifier run that succeeded: its model is logged (and may be registered)
     source_sha: str = ""
+    datasets: list[Dataset] = field(default_factory=list)
+    final_step: int = 0  # the step of the final figures and of the logged model: the run's last epoch
 
     @property
     def name(self) -> str:
-        return f"{self.lang} {self.run_id}"
+        return f"{self.lang}-{self.run_id}"
 
     @property
     def mlflow_status(self) -> str:
@@ -82,21 +111,34 @@ def _finite(value) -> float | None:
     return number if number == number and abs(number) != float("inf") else None
 
 
-def _history_metrics(history: list[dict], start_ms: int) -> list[Metric]:
+def epoch_end_times(log: str) -> dict[tuple[str, str, int], int]:
+    """(stage, phase, epoch) -> when that epoch ended (ms), from its line in log.txt. A resumed run that ran
+    an epoch again logs it twice: the later line wins, as the later figures are the ones its history keeps."""
+    ends = {}
+    for line in log.splitlines():
+        if (found := _EPOCH_LINE.match(line)) and (at := _ms(found.group(1).replace("Z", "+00:00"))):
+            ends[(found.group(2), found.group(3), int(found.group(4)))] = at
+    return ends
+
+
+def _history_metrics(history: list[dict], *, start_ms: int, ends: dict) -> list[Metric]:
     """One point per epoch and figure, keyed `<stage>/<figure>`, step = the run's global epoch (stages in the
-    order they ran), timestamped from the run's start plus the step (a re-export writes the same points)."""
+    order they ran), at the time the epoch ended (its log line); an epoch the log does not show (a log
+    written before epoch lines had a phase, a log lost) sits at the run's start plus its step."""
     out, step = [], 0
     for record in history:
         step += 1
+        at = ends.get((record.get("stage"), record.get("phase", ""), record.get("epoch")), start_ms + step)
         for name, value in record.items():
             if name in ("stage", "phase", "epoch") or (number := _finite(value)) is None:
                 continue
-            out.append(Metric(key_name(f"{record['stage']}/{name}"), number, step, start_ms + step))
+            out.append(Metric(key_name(f"{record['stage']}/{name}"), number, step, at))
     return out
 
 
 def _final_metrics(doc: dict, at_ms: int, step: int) -> list[Metric]:
-    """The kept model's figures, each label's F1, the classifier alone, the baselines; or a pretrain's perplexity."""
+    """The kept model's figures, each label's F1, the classifier alone, the baselines; or a pretrain's
+    perplexity."""
     figures: dict[str, object] = {}
     if doc.get("job") == "pretrain-lm":
         figures["perplexity"] = doc.get("perplexity")
@@ -106,57 +148,129 @@ def _final_metrics(doc: dict, at_ms: int, step: int) -> list[Metric]:
             figures[name] = doc.get(name)
         for label, values in (doc.get("per_label") or {}).items():
             figures[f"f1/{label}"] = (values or {}).get("f1")
-        for part, prefix in (("classifier", "classifier"), ("baseline_tfidf", "tfidf"), ("baseline", "majority"),
-                             ("probe", "probe")):
+        for part, prefix in (("classifier", "classifier"), ("baseline_tfidf", "tfidf"),
+                             ("baseline", "majority"), ("probe", "probe")):
             for name in ("macro_f1", "micro_f1", "accuracy"):
                 figures[f"{prefix}/{name}"] = (doc.get(part) or {}).get(name)
         figures["blend_weight"] = (doc.get("blend") or {}).get("weight")
     figures["duration_s"] = doc.get("duration_s")
-    return [Metric(key_name(k), v, step, at_ms) for k, value in figures.items() if (v := _finite(value)) is not None]
+    return _points(figures, step=step, at_ms=at_ms)
+
+
+def _points(figures: dict[str, object], *, step: int, at_ms: int) -> list[Metric]:
+    return [Metric(key_name(k), v, step, at_ms) for k, value in figures.items()
+            if (v := _finite(value)) is not None]
+
+
+def _cost_metrics(cost: dict, estimate: dict, *, step: int, at_ms: int) -> list[Metric]:
+    """What the run cost (metadata/cost.json, from its VMs' boot records) beside the estimate at apply."""
+    return _points({"cost/est_usd": cost.get("est_cost"), "cost/billed_vm_s": cost.get("billed_vm_s"),
+                    "cost/vm_per_hour": cost.get("vm_per_hour"), "cost/vm_boots": cost.get("vm_boots"),
+                    "cost/estimate_per_hour": estimate.get("per_hour")}, step=step, at_ms=at_ms)
+
+
+def _datasets(bucket: Bucket, lang: str, *, doc: dict, data_hash: str | None) -> list[Dataset]:
+    """The splits a classifier run trained, tuned and was scored on, or the corpus a base LM read; all from
+    `<lang>/data/` (trainer/data/labelled.py), told apart by their context."""
+    source = folder_url(bucket, f"{lang}/data/")
+    if doc.get("job") == "pretrain-lm":
+        corpus = doc.get("base_lm") or {}
+        digest = corpus.get("corpus_hash")
+        if not digest:
+            return []
+        return [Dataset(f"{lang}-corpus", digest, source, "train", corpus.get("corpus_tokens"))]
+    if not data_hash:
+        return []
+    counts = {"train": doc.get("n_train"), "valid": doc.get("n_valid"), "test": doc.get("n_test")}
+    return [Dataset(f"{lang}-{split}", data_hash, source, split, rows) for split, rows in counts.items()
+            if split != "test" or rows]
+
+
+def _params(doc: dict, trainer_meta: dict) -> dict[str, str]:
+    params = {key_name(k): str(v) for k, v in sorted((trainer_meta.get("args") or {}).items())
+              if k not in ("bucket", "run_id", "work_dir", "env", "lang")}
+    recorded = {"data_hash": trainer_meta.get("data_hash"), "tokenizer": doc.get("tokenizer"),
+                "n_train": doc.get("n_train"), "n_valid": doc.get("n_valid"), "n_test": doc.get("n_test"),
+                "device": trainer_meta.get("device"), "precision_used": trainer_meta.get("precision")}
+    params.update({k: str(v) for k, v in recorded.items() if v is not None})
+    return params
+
+
+def _log_text(bucket: Bucket, lang: str, run_id: str) -> str:
+    """log.txt as its readers see it (a running gs:// run's log is still in pieces)."""
+    data, _ = bucket.read_appended(run_key(lang, run_id, "log.txt"))
+    return data.decode("utf-8", errors="replace")
+
+
+def _tags(bucket: Bucket, lang: str, run_id: str, *, env: str, files: dict) -> dict[str, str]:
+    status, doc, trainer_meta, trainctl_meta = (files[k] for k in ("status", "doc", "trainer", "trainctl"))
+    state, job = status.get("state") or "PENDING", _job(files)
+    tags = {RUN_ID_TAG: run_id, f"{TAG}lang": lang, f"{TAG}env": status.get("env") or env, f"{TAG}job": job,
+            f"{TAG}state": state, f"{TAG}run_url": bucket.url(run_prefix(lang, run_id)),
+            f"{TAG}git_sha": str(trainctl_meta.get("git_sha") or "unknown")}
+    tags.update(system_tags(lang=lang, run_id=run_id, job=job, trainctl_meta=trainctl_meta,
+                             trainer_meta=trainer_meta))
+    tags.update(base_lm_tags(bucket, lang, doc.get("base_lm") or trainer_meta.get("base_lm") or {}))
+    tags.update(machine_tags(trainctl_meta, files["cost"], files["moves"]))
+    if doc.get("kept"):
+        tags[f"{TAG}kept"] = str(doc["kept"])
+    if status.get("error"):
+        tags[f"{TAG}error"] = str(status["error"])[:4000]
+    return tags
+
+
+def _job(files: dict) -> str:
+    return (files["doc"].get("job") or files["status"].get("job")
+            or (files["trainer"].get("args") or {}).get("job") or "classifier")
+
+
+def _metrics(bucket: Bucket, lang: str, run_id: str, *, files: dict, start: int | None,
+             end: int | None) -> list[Metric]:
+    doc, state, moves = files["doc"], files["status"].get("state"), files["moves"]
+    history = list(doc.get("history") or [])
+    ends = epoch_end_times(_log_text(bucket, lang, run_id)) if history else {}
+    metrics = _history_metrics(history, start_ms=start or 0, ends=ends)
+    final_at, step = end or start or 0, len(history)
+    if doc and state == SUCCEEDED:
+        metrics += _final_metrics(doc, final_at, step)
+    if state in (SUCCEEDED, FAILED):  # what Spot and the machines cost the run, in time and money
+        if moves["placements"]:
+            metrics += [Metric(f"spot/{name}", float(moves[name]), step, final_at)
+                        for name in ("preemptions", "capacity_wait_s", "interrupted_s")]
+        metrics += _cost_metrics(files["cost"], files["trainctl"].get("cost_estimate") or {}, step=step,
+                                 at_ms=final_at)
+    return metrics
+
+
+def _run_files(bucket: Bucket, lang: str, run_id: str) -> dict:
+    files = {name: _json(bucket, run_key(lang, run_id, key)) or {} for name, key in (
+        ("status", "status.json"), ("doc", "metrics.json"), ("trainer", "metadata/trainer.json"),
+        ("trainctl", TRAINCTL_META), ("cost", COST_META))}
+    files["moves"] = placements_summary(_json(bucket, run_key(lang, run_id, PLACEMENTS_META)))
+    return files
+
+
+def _source_sha(mirror: Mirror) -> str:
+    content = [mirror.tags, mirror.params, [m.__dict__ for m in mirror.metrics], mirror.files, mirror.model,
+               [d.__dict__ for d in mirror.datasets]]
+    return hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def read_mirror(bucket: Bucket, lang: str, run_id: str, *, env: str) -> Mirror:
     """The run as the tracker should show it now (a running run: what is there so far)."""
-    status = _json(bucket, run_key(lang, run_id, "status.json")) or {}
-    doc = _json(bucket, run_key(lang, run_id, "metrics.json")) or {}
-    trainer_meta = _json(bucket, run_key(lang, run_id, "metadata/trainer.json")) or {}
-    trainctl_meta = _json(bucket, run_key(lang, run_id, "metadata/trainctl.json")) or {}
+    files = _run_files(bucket, lang, run_id)
+    status, doc = files["status"], files["doc"]
     state = status.get("state") or "PENDING"
-    job = doc.get("job") or status.get("job") or (trainer_meta.get("args") or {}).get("job") or "classifier"
     start = _ms(status.get("started_at")) or _ms(status.get("updated_at"))
     end = _ms(status.get("finished_at")) if state in (SUCCEEDED, FAILED) else None
-    base_lm = doc.get("base_lm") or trainer_meta.get("base_lm") or {}
-    tags = {RUN_ID_TAG: run_id, f"{TAG}lang": lang, f"{TAG}env": status.get("env") or env, f"{TAG}job": job,
-            f"{TAG}state": state, f"{TAG}run_url": bucket.url(run_prefix(lang, run_id)),
-            f"{TAG}base_lm": str(base_lm.get("id") or "none"), f"{TAG}git_sha": str(trainctl_meta.get("git_sha") or "unknown"),
-            "mlflow.runName": f"{lang} {run_id}"}
-    if doc.get("kept"):
-        tags[f"{TAG}kept"] = str(doc["kept"])
-    moves = placements_summary(_json(bucket, run_key(lang, run_id, PLACEMENTS_META)))
-    if moves["placements"]:
-        tags[f"{TAG}placements"] = " -> ".join(str(z) for z in moves["placements"])
-    if status.get("error"):
-        tags[f"{TAG}error"] = str(status["error"])[:4000]
-    params = {key_name(k): str(v) for k, v in sorted((trainer_meta.get("args") or {}).items())
-              if k not in ("bucket", "run_id", "work_dir", "env", "lang")}
-    params.update({k: str(v) for k, v in (("data_hash", trainer_meta.get("data_hash")),
-                                          ("tokenizer", doc.get("tokenizer")),
-                                          ("n_train", doc.get("n_train")), ("n_valid", doc.get("n_valid")),
-                                          ("n_test", doc.get("n_test")), ("device", trainer_meta.get("device")),
-                                          ("precision_used", trainer_meta.get("precision")))
-                   if v is not None})
-    history = list(doc.get("history") or [])
-    metrics = _history_metrics(history, start or 0)
-    if doc and state == SUCCEEDED:
-        metrics += _final_metrics(doc, end or start or 0, len(history))
-    if moves["placements"] and state in (SUCCEEDED, FAILED):  # what Spot cost the run in time
-        metrics += [Metric(f"spot/{name}", float(moves[name]), len(history), end or start or 0)
-                    for name in ("preemptions", "capacity_wait_s", "interrupted_s")]
-    names = [name for name in FILES if bucket.exists(run_key(lang, run_id, name))]
-    mirror = Mirror(lang, run_id, state, start, end, tags, params, metrics, names,
-                    model=state == SUCCEEDED and job == "classifier" and bucket.exists(run_key(lang, run_id, "model.pth")))
-    digest = hashlib.sha256(json.dumps([tags, params, [m.__dict__ for m in metrics], names, mirror.model],
-                                       sort_keys=True, default=str).encode())
-    mirror.source_sha = digest.hexdigest()[:16]
+    model = (state == SUCCEEDED and _job(files) == "classifier"
+             and bucket.exists(run_key(lang, run_id, "model.pth")))
+    mirror = Mirror(lang, run_id, state, start, end, _tags(bucket, lang, run_id, env=env, files=files),
+                    _params(doc, files["trainer"]),
+                    _metrics(bucket, lang, run_id, files=files, start=start, end=end),
+                    [name for name in FILES if bucket.exists(run_key(lang, run_id, name))], model=model,
+                    datasets=_datasets(bucket, lang, doc=doc, data_hash=files["trainer"].get("data_hash")),
+                    final_step=len(doc.get("history") or []))
+    mirror.source_sha = _source_sha(mirror)
     mirror.tags[SOURCE_TAG] = mirror.source_sha
     return mirror

@@ -1,4 +1,4 @@
-"""The promoted model in MLflow's registry: a version of `trainstack-<lang>` per promoted run, and the
+"""The promoted model in MLflow's registry: a version of `trainstack-<env>-<lang>` per promoted run, and the
 alias (`champion`) on the one `<lang>/models/CURRENT` names. The bucket decides; the registry follows it,
 so a refused promotion changes nothing there and a catch-up export moves the alias where CURRENT points."""
 from __future__ import annotations
@@ -28,11 +28,9 @@ def sync_champion(tracker, bucket: Bucket, lang: str, *, name: str, alias: str) 
     else:
         import mlflow
 
-        from stacks.tracking.client import quiet
+        from stacks.tracking.client import fluent_uris, quiet
 
-        mlflow.set_registry_uri(tracker.uri)
-        mlflow.set_tracking_uri(tracker.uri)
-        with quiet():  # it announces itself on stdout and the log
+        with quiet(), fluent_uris(tracker):  # it announces itself on stdout and the log
             created = mlflow.register_model(found.data.tags[MODEL_TAG], name,
                                             tags={"trainstack.run_id": current["run_id"], "trainstack.lang": lang,
                                                   "macro_f1": f"{current['macro_f1']:.4f}"})

@@ -14,8 +14,10 @@ import shutil
 
 import pytest
 
+from stacks.tracking.record import epoch_end_times
 from tests.support.mlflow_server import start_mlflow
 from tests.support.project import SAMPLE, make_project
+from tests.support.runs import TRACKED_IMAGE, tracked_run, utc_ms, write
 from tests.support.trainctl import run_dir
 
 mlflow = pytest.importorskip("mlflow", reason="the dev install brings mlflow (pyproject [dev]); the CLI alone "
@@ -95,6 +97,10 @@ def test_export_mirrors_a_run_once_however_often_it_runs(server, trained):
     files = {f.path for f in client(server).list_artifacts(run.info.run_id)}
     assert {"metrics.json", "log.txt", "report.html", "valid_predictions.csv", "plots"} <= files
     assert tags["trainstack.model_uri"].startswith("models:/")
+    log = (run_dir(root, "fr", run_id) / "log.txt").read_text()
+    assert {point.timestamp for point in epochs} <= set(epoch_end_times(log).values())  # each epoch's end
+    assert {(i.dataset.name, i.dataset.digest) for i in run.inputs.dataset_inputs} == {
+        ("fr-train", params["data_hash"]), ("fr-valid", params["data_hash"])}
 
     lengths = history_lengths(server, run)
     again = cli(root, "runs", "export", "fr", run_id, *sets(server))
@@ -174,10 +180,11 @@ def _copy_run(root, run_id: str, new_id: str, *, f1_delta: float) -> str:
     return new_id
 
 
-def test_promote_moves_the_alias_and_the_pyfunc_model_predicts_as_trainctl(server, trained, tmp_path):
+def test_promote_moves_the_alias_and_the_pyfunc_model_predicts_as_trainctl(server, trained, tmp_path,
+                                                                           monkeypatch):
     root, run_id = trained
     worse = _copy_run(root, run_id, f"{run_id[:-4]}wrse", f1_delta=-0.2)
-    name = "trainstack-fr"
+    name = "trainstack-local-fr"  # the env's own: trainstack-{env}-{lang}
     assert cli(root, "promote", "fr", worse, *sets(server)).exit_code == 0
     registry = client(server)
     assert registry.get_model_version_by_alias(name, "champion").version == "1"
@@ -189,7 +196,7 @@ def test_promote_moves_the_alias_and_the_pyfunc_model_predicts_as_trainctl(serve
     assert len(registry.search_model_versions(f"name = '{name}'")) == 2
 
     texts = [row["text"] for row in csv.DictReader(open(SAMPLE / "fr" / "train.csv", encoding="utf-8"))][:20]
-    mlflow.set_tracking_uri(server.url)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", server.url)  # not set_tracking_uri: it would outlive the test
     model = mlflow.pyfunc.load_model(f"models:/{name}@champion")
     import pandas as pd
 
@@ -220,3 +227,93 @@ def test_tensorboard_reads_every_stage_curve_of_the_run(trained):
         assert epochs == [h["epoch"] for h in history if h["stage"] == stage]
     assert "tokens_per_s" in scalars[f"{run_id}/tensorboard/lm_finetune"]
     assert "tokens_per_s" not in scalars[f"{run_id}/tensorboard/classifier"]
+
+
+BUCKET = ".trainstack/local/bucket"
+
+
+def _staged(tmp_path, run_id: str, *, promoted: bool = False):
+    """A project whose bucket holds one finished German run (tests/support/runs.py: tracked_run), promoted or
+    not: German, so the session's French run and its registry are left alone."""
+    root = make_project(tmp_path / "proj")
+    tracked_run(root / BUCKET, "de", run_id)
+    if promoted:
+        write(root / BUCKET, "de/models/CURRENT", {"run_id": run_id, "macro_f1": 0.8})
+    return root
+
+
+def test_a_mirrored_run_looks_like_one_mlflow_started(server, tmp_path, monkeypatch):
+    """MLflow's own fields, epoch times, datasets, and a logged model with its step, params, metrics,
+    signature and input example; the exporting machine's system metrics never attached (with
+    MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING on and no psutil, a fluent run would not even start)."""
+    from stacks.tracking.client import exporting_user
+
+    run_id = "20261127-100000-a001"
+    root = _staged(tmp_path, run_id)
+    monkeypatch.setenv("MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING", "true")
+    r = cli(root, "runs", "export", "de", run_id, *sets(server))
+    assert r.exit_code == 0 and "1 created" in r.output, r.output
+    [run] = mirrored(server, run_id)
+    tags, mlflow_run_id = run.data.tags, run.info.run_id
+    assert run.info.user_id == tags["mlflow.user"] == exporting_user() and run.info.run_name == f"de-{run_id}"
+    assert tags["mlflow.source.name"] == "trainctl train de" and tags["mlflow.source.type"] == "JOB"
+    assert tags["mlflow.source.git.commit"] == "0123abc" and tags["mlflow.docker.image.uri"] == TRACKED_IMAGE
+    assert tags["trainstack.machine_type"] == "g2-standard-8" and tags["trainstack.market"] == "spot"
+    assert tags["trainstack.base_lm.run_id"] == "20261126-090000-beef"
+    assert run.data.metrics["cost/est_usd"] == 0.175
+    points = client(server).get_metric_history(mlflow_run_id, "classifier/train_loss")
+    assert [(p.step, p.timestamp) for p in points] == [(2, utc_ms("10:10:00")), (3, utc_ms("10:20:00"))]
+    assert not [key for key in run.data.metrics if key.startswith("system/")]
+
+    inputs = {i.dataset.name: i for i in run.inputs.dataset_inputs}
+    assert set(inputs) == {"de-train", "de-valid"}
+    train = inputs["de-train"]
+    assert train.dataset.digest == "d1e2f3a4b5c6d7e8" and {(t.key, t.value) for t in train.tags} == {
+        ("mlflow.data.context", "train")}
+    assert json.loads(train.dataset.source)["uri"] == f"file://{root / BUCKET}/de/data/"
+    assert train.dataset.source_type == "local" and json.loads(train.dataset.profile) == {"num_rows": 30}
+
+    [output] = run.outputs.model_outputs
+    model = client(server).get_logged_model(output.model_id)
+    assert output.step == 3 and model.model_uri == tags["trainstack.model_uri"]
+    assert model.params["epochs_clf"] == "2" and model.params["data_hash"] == "d1e2f3a4b5c6d7e8"
+    linked = {m.key: m.value for m in model.metrics}
+    assert linked["macro_f1"] == 0.8 and linked["f1/b c"] == 0.9 and "cost/est_usd" in linked
+    folder = mlflow.artifacts.download_artifacts(f"{model.artifact_location}/", tracking_uri=server.url,
+                                                 dst_path=str(tmp_path / "model"))
+    logged = mlflow.models.Model.load(folder)
+    assert [c.name for c in logged.signature.outputs.inputs] == ["labels", "prob_a", "prob_b c"]
+    example = logged.load_input_example(folder)
+    assert list(example["text"]) == ["un premier texte", "un second, texte"]
+
+    again = cli(root, "runs", "export", "de", run_id, *sets(server))  # nothing is logged twice
+    assert again.exit_code == 0 and "1 unchanged" in again.output
+    client(server).delete_tag(mlflow_run_id, "trainstack.source_sha")
+    assert cli(root, "runs", "export", "de", run_id, *sets(server)).exit_code == 0
+    [same] = mirrored(server, run_id)
+    assert len(same.inputs.dataset_inputs) == 2 and len(same.outputs.model_outputs) == 1
+
+
+def test_mlflow_own_variables_are_enough_to_mirror(server, tmp_path, monkeypatch):
+    """MLFLOW_TRACKING_URI, MLFLOW_EXPERIMENT_NAME and MLFLOW_REGISTRY_URI where the config sets none (the
+    registry here: the same server through the proxy, so its requests are seen), the registered model the
+    env's own; the config wins where set, a registered model it names too; the variables are as they were."""
+    run_id = "20261127-100000-a002"
+    root = _staged(tmp_path, run_id, promoted=True)
+    env = {"MLFLOW_TRACKING_URI": server.url, "MLFLOW_EXPERIMENT_NAME": "from-the-env",
+           "MLFLOW_REGISTRY_URI": server.proxy.url}
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    server.proxy.clear()
+    r = cli(root, "runs", "export", "de", run_id)
+    assert r.exit_code == 0 and "experiment from-the-env: 1 created" in r.output, r.output
+    assert "de: champion -> trainstack-local-de version 1" in r.output
+    experiment = client(server).get_experiment_by_name("from-the-env")
+    assert client(server).search_runs([experiment.experiment_id], f"tags.`trainstack.run_id` = '{run_id}'")
+    assert any("registered-models" in seen.target for seen in server.proxy.requests)
+    assert {name: os.environ.get(name) for name in env} == env
+
+    r = cli(root, "runs", "export", "de", run_id, "--set", "tracking.mlflow.experiment=from-the-config",
+            "--set", "tracking.mlflow.registered_model=team-{lang}-classifier")
+    assert r.exit_code == 0 and "experiment from-the-config: 1 created" in r.output, r.output
+    assert client(server).get_model_version_by_alias("team-de-classifier", "champion").version == "1"

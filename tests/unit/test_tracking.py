@@ -8,6 +8,7 @@ import pytest
 from stacks.tracking import CHAMPION, catch_up
 from stacks.tracking.client import why
 from stacks.tracking.record import RUN_ID_TAG, SOURCE_TAG, key_name, read_mirror
+from tests.support.runs import TRACKED_IMAGE, tracked_run, utc_ms
 from trainer.storage import open_bucket
 
 RUN = "20261127-101010-abcd"
@@ -95,14 +96,15 @@ def test_the_alias_must_be_one_mlflow_accepts(project):
     with pytest.raises(ConfigError, match="alias"):
         Project.discover().load("local", ["tracking.mlflow.alias=no spaces"])
     config = Project.discover().load("local", ["tracking.mlflow.uri=http://127.0.0.1:5000"])
-    assert config.tracking.mlflow.alias == "champion" and config.tracking.mlflow.registered_model == "trainstack-{lang}"
+    assert config.tracking.mlflow.alias == "champion"
 
 
 def test_a_pretrain_run_mirrors_its_perplexity_curve_and_tokens_and_no_model(tmp_path):
     bucket = stage_run(tmp_path)
     metrics = tmp_path / "fr/runs" / RUN / "metrics.json"
     metrics.write_text(json.dumps({"run_id": RUN, "lang": "fr", "job": "pretrain-lm", "perplexity": 42.4,
-                                   "base_lm": {"id": "pt-9", "tokens": 1_000_000},
+                                   "base_lm": {"id": "pt-9", "tokens": 1_000_000, "corpus_hash": "c0ffee",
+                                               "corpus_tokens": 1_200_000},
                                    "history": [{"stage": "base_lm", "phase": "1/1", "epoch": 1, "perplexity": 60.0},
                                                {"stage": "base_lm", "phase": "1/1", "epoch": 2, "perplexity": 45.0}]}))
     mirror = read_mirror(bucket, "fr", RUN, env="local")
@@ -111,3 +113,106 @@ def test_a_pretrain_run_mirrors_its_perplexity_curve_and_tokens_and_no_model(tmp
     assert points[("perplexity", 2)] == 42.4 and points[("tokens", 2)] == 1_000_000
     assert mirror.tags["trainstack.job"] == "pretrain-lm" and mirror.tags["trainstack.base_lm"] == "pt-9"
     assert not mirror.model  # a base LM is published to <lang>/lm/, not served
+    assert [(d.name, d.digest, d.context, d.rows) for d in mirror.datasets] == [
+        ("fr-corpus", "c0ffee", "train", 1_200_000)]
+    assert mirror.tags["mlflow.source.name"] == "trainctl lm pretrain fr"
+
+
+TRACKED = "20261127-100000-beef"
+
+
+def test_a_run_carries_mlflow_own_tags_its_machine_and_its_base_lm(tmp_path):
+    tracked_run(tmp_path, "de", TRACKED)
+    tags = read_mirror(open_bucket(f"file://{tmp_path}"), "de", TRACKED, env="dev").tags
+    assert tags["mlflow.runName"] == f"de-{TRACKED}" and tags["mlflow.source.name"] == "trainctl train de"
+    assert tags["mlflow.source.type"] == "JOB" and tags["mlflow.source.git.commit"] == "0123abc"
+    assert tags["mlflow.docker.image.uri"] == TRACKED_IMAGE
+    assert "mlflow.user" not in tags  # the run records none: the exporting account's, at creation
+    machine = ("target", "machine_type", "gpu", "market", "nodes", "region", "zone", "placements")
+    assert {k: tags[f"trainstack.{k}"] for k in machine} == {
+        "target": "gcp", "machine_type": "g2-standard-8", "gpu": "nvidia-l4 x1", "market": "spot",
+        "nodes": "1", "region": "europe-west4", "zone": "europe-west4-b",  # the zone it ran in last
+        "placements": "europe-west4-a -> europe-west4-b"}
+    assert tags["trainstack.base_lm"] == "pt-0123456789ab" and tags["trainstack.base_lm.source"] == "pretrain"
+    assert tags["trainstack.base_lm.run_id"] == "20261126-090000-beef"  # from the LM's meta.json
+    assert tags["trainstack.base_lm.uri"] == f"file://{tmp_path}/de/lm/pt-0123456789ab/"
+
+
+def test_a_run_recording_a_user_and_no_commit_says_so(tmp_path):
+    tracked_run(tmp_path, "de", TRACKED, git_sha="")
+    meta = tmp_path / "de/runs" / TRACKED / "metadata/trainctl.json"
+    meta.write_text(json.dumps({**json.loads(meta.read_text()), "user": "ana", "spot": False, "gpu": None}))
+    tags = read_mirror(open_bucket(f"file://{tmp_path}"), "de", TRACKED, env="dev").tags
+    assert tags["mlflow.user"] == "ana" and "mlflow.source.git.commit" not in tags
+    assert tags["trainstack.market"] == "on-demand" and tags["trainstack.gpu"] == "none"
+
+
+def test_our_names_for_mlflow_tags_are_mlflow_own():
+    from mlflow.utils import mlflow_tags
+
+    from stacks.tracking import run_tags
+
+    for name in ("USER", "SOURCE_NAME", "SOURCE_TYPE", "GIT_COMMIT", "RUN_NAME", "DOCKER_IMAGE_URI",
+                 "DATASET_CONTEXT"):
+        assert getattr(run_tags, f"MLFLOW_{name}") == getattr(mlflow_tags, f"MLFLOW_{name}")
+
+
+def test_epoch_points_sit_at_the_time_their_epoch_ended(tmp_path):
+    """The epoch lines of log.txt date each point; an epoch run twice (resumed) takes its later line."""
+    tracked_run(tmp_path, "de", TRACKED)
+    mirror = read_mirror(open_bucket(f"file://{tmp_path}"), "de", TRACKED, env="dev")
+    at = {(m.key, m.step): m.timestamp_ms for m in mirror.metrics}
+    assert at[("lm_finetune/valid_loss", 1)] == utc_ms("10:05:00")
+    assert at[("classifier/macro_f1_at_0.5", 2)] == utc_ms("10:10:00")
+    assert at[("classifier/train_loss", 3)] == utc_ms("10:20:00")
+    assert at[("macro_f1", 3)] == mirror.end_ms == utc_ms("10:30:00") and mirror.final_step == 3
+
+
+def test_epochs_without_a_log_line_keep_a_time_derived_from_the_start(tmp_path):
+    mirror = read_mirror(stage_run(tmp_path), "fr", RUN, env="local")  # a log without epoch lines
+    offsets = {m.timestamp_ms - mirror.start_ms for m in mirror.metrics if m.key.endswith("train_loss")}
+    assert offsets == {1, 2, 3}
+
+
+def test_the_cost_and_spot_time_are_final_figures(tmp_path):
+    tracked_run(tmp_path, "de", TRACKED)
+    mirror = read_mirror(open_bucket(f"file://{tmp_path}"), "de", TRACKED, env="dev")
+    points = {m.key: m.value for m in mirror.metrics if m.step == mirror.final_step}
+    assert points["cost/est_usd"] == 0.175 and points["cost/billed_vm_s"] == 1800
+    assert points["cost/vm_per_hour"] == 0.35 and points["cost/estimate_per_hour"] == 0.35
+    assert points["spot/preemptions"] == 1 and points["spot/capacity_wait_s"] == 30
+
+
+def test_the_data_is_one_dataset_per_split_with_the_run_data_hash(tmp_path):
+    tracked_run(tmp_path, "de", TRACKED, n_test=5)
+    mirror = read_mirror(open_bucket(f"file://{tmp_path}"), "de", TRACKED, env="dev")
+    assert [(d.name, d.digest, d.context, d.rows) for d in mirror.datasets] == [
+        ("de-train", "d1e2f3a4b5c6d7e8", "train", 30), ("de-valid", "d1e2f3a4b5c6d7e8", "valid", 10),
+        ("de-test", "d1e2f3a4b5c6d7e8", "test", 5)]
+    sources = {(d.source_uri, d.source_type) for d in mirror.datasets}
+    assert sources == {(f"file://{tmp_path}/de/data/", "local")}
+    no_test = read_mirror(stage_run(tmp_path / "other"), "fr", RUN, env="local")
+    assert [d.context for d in no_test.datasets] == ["train", "valid"]
+
+
+def test_mlflow_own_variables_fill_what_the_config_leaves_unset(project, monkeypatch):
+    from stacks.project import Project
+    from stacks.tracking import experiment_name, mlflow_settings, registry_uri
+
+    for name in ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI", "MLFLOW_EXPERIMENT_NAME"):
+        monkeypatch.delenv(name, raising=False)
+    config = Project.discover().load("local", [])
+    assert mlflow_settings(config) is None  # tracking off
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://from-env:5000")
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "team-exp")
+    monkeypatch.setenv("MLFLOW_REGISTRY_URI", "http://registry:5000")
+    settings = mlflow_settings(config)
+    assert (settings.uri, settings.experiment) == ("http://from-env:5000", "team-exp")
+    assert experiment_name(config) == "team-exp"
+    assert registry_uri() == "http://registry:5000" and settings.registered_model == "trainstack-local-{lang}"
+    config = Project.discover().load("local", ["tracking.mlflow.uri=http://config:5000", "tracking.mlflow.experiment=cfg",
+                                             "tracking.mlflow.registered_model=m-{lang}"])
+    settings = mlflow_settings(config)
+    assert (settings.uri, settings.experiment, settings.registered_model) == ("http://config:5000", "cfg",
+                                                                             "m-{lang}")
+    assert config.tracking.mlflow.uri == "http://config:5000"  # the config itself is left as loaded
