@@ -6,10 +6,11 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from stacks.cli.common import EnvOpt, LangArg, SetOpt, console, fail, load, mapped_errors
 from stacks.errors import ExitStatus
-from trainer.data.labelled import UNLABELLED, UNLABELLED_SUFFIXES
+from trainer.data.labelled import UNLABELLED, UNLABELLED_SUFFIXES, LabelledData
 from trainer.data.tables import SUFFIX_OF, SUFFIXES, format_of
 
 
@@ -61,6 +62,107 @@ def _plan_uploads(lang: str, path: Path) -> list[tuple[Path, str]]:
     return pairs
 
 
+def _ignored_files(folder: Path, pairs: list[tuple[Path, str]]) -> list[str]:
+    """What `data push FOLDER` leaves behind: files it does not stage and folders other than corpus/ (names
+    relative to the folder), so that a misnamed file is not taken for pushed."""
+    staged = {src for src, _ in pairs}
+    ignored = []
+    for entry in sorted(folder.iterdir()):
+        if entry.is_dir() and entry.name == "corpus":
+            ignored += [f"corpus/{f.name}" + ("/" if f.is_dir() else "") for f in sorted(entry.iterdir())
+                        if f not in staged]
+        elif entry not in staged:
+            ignored.append(entry.name + ("/" if entry.is_dir() else ""))
+    return ignored
+
+
+def _warn_ignored(folder: Path, ignored: list[str], most: int = 10) -> None:
+    if not ignored:
+        return
+    shown = ", ".join(ignored[:most]) + (f" and {len(ignored) - most} more" if len(ignored) > most else "")
+    staged = "train/valid/test.csv|.jsonl|.parquet, unlabelled.*, corpus/*.txt[.gz]"
+    warning = f"ignored in {folder} (data push stages {staged} only): {shown}"
+    console.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
+
+
+def _check_texts(pairs: list[tuple[Path, str]], text_col: str) -> None:
+    """Corpus and unlabelled files, read through before anything is staged: not gzip, binary or not UTF-8 is
+    a DataError (exit 2)."""
+    from trainer.data.textfiles import check_text_file, unlabelled_texts
+
+    corpus_files, corpus_lines = 0, 0
+    for src, key in pairs:
+        if "/data/corpus/" in key:
+            with src.open("rb") as stream:
+                corpus_lines += check_text_file(stream, src.name, str(src))
+            corpus_files += 1
+        elif _unlabelled_suffix(key.rsplit("/", 1)[1]):
+            texts = unlabelled_texts(src.read_bytes(), src.name, text_col=text_col, source=str(src))
+            if not texts:
+                fail(f"{src} holds no text", f"one text per line (.txt), or a text column {text_col!r}",
+                     ExitStatus.BAD_INPUT)
+            console.print(f"{escape(str(src))}: {len(texts)} unlabelled texts "
+                          "(LM fine-tuning only, never scored)")
+    if corpus_files:
+        console.print(f"corpus: {corpus_files} file(s), {corpus_lines} lines (base-LM text)")
+
+
+def _check_labelled(pairs: list[tuple[Path, str]], d) -> dict[str, LabelledData]:
+    """Each train/valid/test file as the trainer will read it -> its rows by role (train, valid, test)."""
+    from trainer.data.labelled import parse_labelled
+
+    parsed = {}
+    for src, key in pairs:
+        if not format_of(key) or "/data/corpus/" in key or _unlabelled_suffix(key.rsplit("/", 1)[1]):
+            continue
+        role = key.rsplit("/", 1)[1].split(".", 1)[0]
+        data = parse_labelled(src.read_bytes(), text_col=d.text_col, label_col=d.label_col,
+                              label_sep=d.label_sep, task=d.task, label_cols=tuple(d.label_cols),
+                              source=str(src), fmt=format_of(key), whole=role == "train")
+        for warning in data.warnings:
+            if warning != data.row_summary:  # said on the summary line below
+                console.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
+        n_labels = len(data.label_counts)
+        labels = f"{n_labels} label{'s' if n_labels != 1 else ''}"
+        labels += " (multi-label)" if data.multi_label else ""
+        console.print(f"{escape(str(src))}: {data.row_summary}; {labels}", soft_wrap=True)
+        parsed[role] = data
+    return parsed
+
+
+def _staged_train_labels(bucket, lang: str, d) -> set[str] | None:
+    """The labels of the training data already in the bucket; None when there is none, or it does not read."""
+    from trainer.data.labelled import data_file, parse_labelled, present_labels
+    from trainer.errors import DataError
+
+    try:
+        key = data_file(bucket, lang, "train")
+        if key is None:
+            return None
+        data = parse_labelled(bucket.read_bytes(key), text_col=d.text_col, label_col=d.label_col,
+                              label_sep=d.label_sep, task=d.task, label_cols=tuple(d.label_cols),
+                              source=bucket.url(key), fmt=format_of(key))
+    except DataError:  # its own push said why; train's preflight says it again
+        return None
+    return present_labels(data)
+
+
+def _warn_unseen_labels(bucket, lang: str, parsed: dict[str, LabelledData], pairs, d) -> None:
+    """valid/test labels the training data (pushed now, or already staged) never has."""
+    from trainer.data.labelled import present_labels, unseen_labels_warning
+
+    extras = [(role, data) for role, data in parsed.items() if role != "train"]
+    if not extras:
+        return
+    train = present_labels(parsed["train"]) if "train" in parsed else _staged_train_labels(bucket, lang, d)
+    if train is None:
+        return
+    sources = {key.rsplit("/", 1)[1].split(".", 1)[0]: str(src) for src, key in pairs}
+    for role, data in extras:
+        if (warning := unseen_labels_warning(train, data, sources[role])) is not None:
+            console.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
+
+
 def _other_formats(bucket, key: str) -> list[str]:
     """Keys of the same data file in another format (train.csv when pushing train.jsonl)."""
     name = key.rsplit("/", 1)[1]
@@ -92,14 +194,15 @@ def _warn_stale_splits(bucket, lang: str, pairs) -> None:
 @app.command("push")
 @mapped_errors
 def push(lang: LangArg,
-         path: Annotated[Path, typer.Argument(help="train.csv|.jsonl|.parquet, or a folder with train.* [valid.* "
-                                                   "test.*], corpus/*.txt[.gz], unlabelled.csv|.jsonl|.parquet|.txt[.gz]")],
+         # \[: rich reads a bare "[valid.* test.*]" as a markup tag and drops it from the help
+         path: Annotated[Path, typer.Argument(help="train.csv|.jsonl|.parquet, or a folder with train.* "
+                                                   "\\[valid.* test.*], corpus/*.txt[.gz], "
+                                                   "unlabelled.csv|.jsonl|.parquet|.txt[.gz]")],
          env: EnvOpt = "local", sets: SetOpt = None,
          replace: Annotated[bool, typer.Option("--replace", help="replace differing files (old ones are kept under data/previous/)")] = False):
     """Validate and upload a language's data to <bucket>/<lang>/."""
     from stacks.runs.language_run import language_settings
     from trainer.storage import open_bucket
-    from trainer.data.labelled import parse_labelled
 
     _, config = load(env, sets)
     settings = language_settings(config, lang)
@@ -112,26 +215,11 @@ def push(lang: LangArg,
     if not pairs:
         fail(f"nothing to upload in {path} (expected train.csv|.jsonl|.parquet, valid.*, test.*, corpus/*.txt[.gz])",
              "name the data file, or put train.csv (and valid/test, corpus/) in the folder", ExitStatus.BAD_INPUT)
-    for src, key in pairs:
-        if "/data/corpus/" not in key and _unlabelled_suffix(key.rsplit("/", 1)[1]):
-            from trainer.data.labelled import unlabelled_texts
-
-            texts = unlabelled_texts(src.read_bytes(), src.name, text_col=settings.data.text_col, source=str(src))
-            if not texts:
-                fail(f"{src} holds no text", "one text per line (.txt), or a text column "
-                     f"{settings.data.text_col!r}", ExitStatus.BAD_INPUT)
-            console.print(f"{src}: {len(texts)} unlabelled texts (LM fine-tuning only, never scored)")
-            continue
-        if format_of(key) and "/data/corpus/" not in key and "/lm/" not in key:
-            d = settings.data
-            data = parse_labelled(src.read_bytes(), text_col=d.text_col, label_col=d.label_col,
-                                  label_sep=d.label_sep, task=d.task, label_cols=tuple(d.label_cols),
-                                  source=str(src), fmt=format_of(key),
-                                  whole=key.rsplit("/", 1)[1].startswith("train."))
-            for warning in data.warnings:
-                console.print(f"[yellow]warning:[/] {warning}")
-            console.print(f"{src}: {len(data.texts)} rows, {len(data.label_counts)} labels"
-                          + (" (multi-label)" if data.multi_label else ""))
+    if path.is_dir():
+        _warn_ignored(path, _ignored_files(path, pairs))
+    # every file is read through before the bucket is opened: bad input leaves the bucket as it was
+    _check_texts(pairs, settings.data.text_col)
+    parsed = _check_labelled(pairs, settings.data)
     bucket = open_bucket(config.bucket)
     backups = Backups(bucket, lang)
     conflicts = [(s, k) for s, k in pairs if bucket.exists(k) and bucket.read_bytes(k) != s.read_bytes()]
@@ -143,6 +231,7 @@ def push(lang: LangArg,
              "rerun with --replace to replace them (the old versions are kept under <lang>/data/previous/)",
              ExitStatus.BAD_INPUT)
     _warn_stale_splits(bucket, lang, pairs)
+    _warn_unseen_labels(bucket, lang, parsed, pairs, settings.data)
     uploaded = 0
     for other in [k for _, k in conflicts if k not in dict((k, s) for s, k in pairs)]:
         backup = backups.keep(other)

@@ -10,14 +10,16 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from trainer.errors import DataError
-from trainer.data.tables import SUFFIXES, cell_text, flag, format_of, label_list, read_table
+from trainer.data.tables import (SUFFIXES, cell_text, flag, format_of, label_list, read_table, refuse_nul,
+                                 separator_hint)
+# unlabelled_texts: callers import it from here, where it long lived
+from trainer.data.textfiles import CORPUS_SUFFIXES, unlabelled_texts  # noqa: F401
 
 DATA_PREFIX = "{lang}/data/"
 SPLIT_FILES = ("valid", "test")  # beside train.<fmt>; their rows are marked with the file's name
 SPLIT_COL = "split"
 SPLIT_VALUES = ("train", "valid", "test")
 CORPUS_PREFIX = "{lang}/data/corpus/"
-CORPUS_SUFFIXES = (".txt", ".txt.gz")
 MIN_EXAMPLES_PER_LABEL = 2
 
 
@@ -35,15 +37,45 @@ class LabelledData:
     sha256: str = ""
     splits: list[str | None] = field(default_factory=list)  # per row: train/valid/test from the data, or None
     lines: list[int] = field(default_factory=list)  # per row: its line (row) number in the file, for messages
+    total_rows: int = 0  # the file's records, kept or skipped
+    skipped: dict[str, list[int]] = field(default_factory=dict)  # why (an empty text, ...) -> its lines
 
     @property
     def label_names(self) -> list[str]:
         return sorted(self.label_counts)
 
     @property
+    def row_summary(self) -> str:
+        """Every row accounted for: "kept 58 of 60 rows: skipped 2 rows with an empty label (lines 7, 19)"."""
+        kept = f"kept {len(self.texts)} of {self.total_rows} rows"
+        return f"{kept}: skipped {skipped_text(self.skipped)}" if self.skipped else kept
+
+    @property
     def has_unlabelled(self) -> bool:
         """Rows with no label (all-zero label columns): predictions may then be empty too."""
         return any(not tags for tags in self.labels)
+
+
+def lines_text(lines: list[int], most: int = 10) -> str:
+    """Lines for a message: "line 7", "lines 7, 19", "lines 1, 2, … (40 in all)"."""
+    shown = ", ".join(map(str, lines[:most])) + (f", … ({len(lines)} in all)" if len(lines) > most else "")
+    return f"line{'s' if len(lines) > 1 else ''} {shown}"
+
+
+def skipped_text(skipped: dict[str, list[int]]) -> str:
+    """Skipped rows by reason: "1 row with an empty label (line 7), 1 with an empty text (line 19)"."""
+    parts = [f"{len(lines)} with {why} ({lines_text(lines)})" for why, lines in skipped.items()]
+    first = len(next(iter(skipped.values())))
+    parts[0] = parts[0].replace(" with ", f" row{'s' if first != 1 else ''} with ", 1)
+    return ", ".join(parts)
+
+
+def _skip_reason(body: str, tags: list[str], label_cols: tuple[str, ...]) -> str | None:
+    """Why a row is no example: no text, or no label (with label columns, a row of zeros is an example)."""
+    no_label = not tags and not label_cols
+    if not body:
+        return "an empty text and label" if no_label else "an empty text"
+    return "an empty label" if no_label else None
 
 
 MULTI_LABEL_WARN_SHARE = 0.01  # auto: a multi-label task this rare is more likely a data error
@@ -102,12 +134,14 @@ def parse_labelled(raw: bytes, *, text_col: str, label_col: str, label_sep: str,
         which = "data.label_cols" if label_cols and text_col not in missing else "data.text_col / data.label_col"
         raise DataError(
             f"{source} has no column {', '.join(repr(c) for c in missing)} (columns: {', '.join(columns) or 'none'})",
-            hint=f"rename the column or set {which} (e.g. --set defaults.data.label_col=category)",
+            hint=separator_hint(columns)
+            or f"rename the column or set {which} (e.g. --set defaults.data.label_col=category)",
         )
     row_ids, texts, labels, marks, lines = [], [], [], [], []
-    skipped = 0
+    skipped: dict[str, list[int]] = {}
     counts: Counter = Counter()
     has_split = SPLIT_COL in columns and SPLIT_COL not in (text_col, label_col, *label_cols)
+    i = -1
     for i, (n, row) in enumerate(table.rows):
         try:
             body = cell_text(row.get(text_col)).strip()
@@ -115,8 +149,11 @@ def parse_labelled(raw: bytes, *, text_col: str, label_col: str, label_sep: str,
             raise DataError(f"{source} line {n}: the {text_col!r} value is a {type(row.get(text_col)).__name__}, "
                             "not text", hint=f"the {text_col!r} column must hold strings") from None
         tags = _row_labels(row, n, label_col=label_col, label_sep=label_sep, label_cols=label_cols, source=source)
-        if not body or (not tags and not label_cols):
-            skipped += 1
+        if table.fmt != "csv":  # a CSV's NUL bytes were refused with the file
+            refuse_nul((body,), source, n, text_col)
+            refuse_nul(tags, source, n, label_col)
+        if (reason := _skip_reason(body, tags, label_cols)) is not None:
+            skipped.setdefault(reason, []).append(n)
             continue
         tags = sorted(set(tags))
         raw_mark = row.get(SPLIT_COL) if has_split else None
@@ -130,10 +167,12 @@ def parse_labelled(raw: bytes, *, text_col: str, label_col: str, label_sep: str,
         texts.append(body)
         labels.append(tags)
         counts.update(tags)
+    n_skipped = sum(map(len, skipped.values()))
     if not texts:
         label_what = "label columns" if label_cols else f"{label_col!r} column"
+        why = f": {skipped_text(skipped)}" if skipped else ""
         raise DataError(
-            f"{source} has no usable rows ({skipped} rows with empty text or label)",
+            f"{source} has no usable rows ({i + 1} rows{why})",
             hint=f"fill the {text_col!r} and {label_what}",
         )
     if label_cols:
@@ -143,12 +182,12 @@ def parse_labelled(raw: bytes, *, text_col: str, label_col: str, label_sep: str,
                         hint="provide examples of at least two labels")
     data = LabelledData(
         row_ids=row_ids, texts=texts, labels=labels, label_counts=counts,
-        multi_label=any(len(t) != 1 for t in labels), skipped_empty=skipped,
-        sha256=hashlib.sha256(raw).hexdigest(), splits=marks, lines=lines,
+        multi_label=any(len(t) != 1 for t in labels), skipped_empty=n_skipped,
+        sha256=hashlib.sha256(raw).hexdigest(), splits=marks, lines=lines, total_rows=i + 1, skipped=skipped,
     )
     _decide_task(data, task, source, "label columns" if label_cols else repr(label_sep))
     if skipped:
-        data.warnings.append(f"skipped {skipped} row(s) with empty text or label")
+        data.warnings.append(data.row_summary)
     rare = sorted(lbl for lbl, n in counts.items() if n < MIN_EXAMPLES_PER_LABEL) if whole else []
     if rare:
         data.warnings.append(
@@ -190,6 +229,7 @@ def load_labelled(bucket, lang: str, *, text_col: str, label_col: str, label_sep
     raw = bucket.read_bytes(key)
     data = parse_labelled(raw, source=bucket.url(key), fmt=format_of(key), **opts)
     split_column = any(m is not None for m in data.splits)  # before valid/test rows are marked
+    train_labels = present_labels(data)
     for mark in SPLIT_FILES:
         extra_key = data_file(bucket, lang, mark)
         if extra_key is None:
@@ -211,8 +251,28 @@ def load_labelled(bucket, lang: str, *, text_col: str, label_col: str, label_sep
         data.splits += [mark] * len(extra.texts)
         data.label_counts.update(extra.label_counts)
         data.multi_label = data.multi_label or extra.multi_label
-        data.warnings += extra.warnings
+        # the train file's own warnings name no file; these would read as the train file's
+        data.warnings += [f"{bucket.url(extra_key)}: {w}" for w in extra.warnings]
+        if (unseen := unseen_labels_warning(train_labels, extra, bucket.url(extra_key))) is not None:
+            data.warnings.append(unseen)
     return data, raw
+
+
+def present_labels(data: LabelledData) -> set[str]:
+    """Labels with at least one row (a label column may have none)."""
+    return {label for label, n in data.label_counts.items() if n}
+
+
+def unseen_labels_warning(train_labels: set[str], extra: LabelledData, source: str,
+                          most: int = 5) -> str | None:
+    """A valid/test file's labels that the training data never has: the model cannot learn them."""
+    unseen = sorted(present_labels(extra) - train_labels)
+    if not unseen:
+        return None
+    shown = ", ".join(unseen[:most]) + (f" and {len(unseen) - most} more" if len(unseen) > most else "")
+    return (f"{len(unseen)} label(s) of {source} never occur in the training data: {shown} "
+            "(no model can learn them: their rows only count as misses); fix the spelling, "
+            "or add training rows with them")
 
 
 UNLABELLED = "unlabelled"  # <lang>/data/unlabelled.<fmt>: in-domain texts for LM fine-tuning, never scored
@@ -227,24 +287,3 @@ def unlabelled_key(bucket, lang: str) -> str | None:
         raise DataError(f"{' and '.join(bucket.url(k) for k in keys)} both exist: which are the unlabelled texts?",
                         hint=f"keep one: `trainctl data push {lang} FILE --replace` replaces the other")
     return keys[0] if keys else None
-
-
-def unlabelled_texts(raw: bytes, name: str, *, text_col: str, source: str) -> list[str]:
-    """The non-empty texts of an unlabelled file: one per line (.txt, .txt.gz) or the text column of a table."""
-    import gzip
-    import io
-
-    name = name.lower()
-    if name.endswith(CORPUS_SUFFIXES):
-        stream = gzip.GzipFile(fileobj=io.BytesIO(raw)) if name.endswith(".gz") else io.BytesIO(raw)
-        try:  # lines end at \n, \r or \r\n only, as corpus files do (str.splitlines also breaks at U+2028 ...)
-            lines = [line.strip() for line in io.TextIOWrapper(stream, encoding="utf-8-sig", errors="replace")]
-        except (OSError, EOFError) as exc:
-            raise DataError(f"{source} is not a readable gzip file: {exc}", hint="gzip it again, or push it as .txt") from exc
-        return [line for line in lines if line]
-    table = read_table(raw, format_of(name), source)
-    if text_col not in table.columns:
-        raise DataError(f"{source} has no text column {text_col!r} (columns: {', '.join(table.columns) or 'none'})",
-                        hint="name the column like the labelled data's (data.text_col), or push it as .txt, "
-                             "one text per line")
-    return [t for t in (cell_text(row.get(text_col)).strip() for _, row in table.rows) if t]
