@@ -10,7 +10,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 HEADER = """# trainctl: every command
 
 Generated from the CLI (`python docs/cli_reference.py > docs/cli.md`; a test fails when they differ).
-`trainctl --debug COMMAND` shows tracebacks and Terraform's output.
+`--debug` anywhere on the line (or `TRAINCTL_DEBUG=1`) shows tracebacks and Terraform's output.
+`trainctl --install-completion` installs tab completion for your shell (bash, zsh, fish, PowerShell);
+`trainctl --show-completion` prints the script instead.
 
 | exit status | meaning |
 |---|---|
@@ -55,6 +57,8 @@ env's config are listed too (`fr (not in env dev)`).
 - `lm list LANG --json`: a list, oldest first, one object per base LM: its meta.json (`id, source, tokenizer,
   arch, vocab_size, tokens, corpus_hash, perplexity, run_id, created_at, origin`) plus `current, small`.
 - `config show --json`: the effective config.
+- `train`, `runs export`, `data push`, `doctor` with `--json`: their keys are in their `--json` rows
+  above. stdout holds the JSON document alone; progress, notes and errors go to stderr.
 """
 
 

@@ -1,8 +1,10 @@
 """Shared options, the console, and the one place that maps errors to exit codes."""
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -35,10 +37,36 @@ class OperatorConsole(Console):
 console = OperatorConsole(highlight=False)
 err_console = OperatorConsole(stderr=True, highlight=False)
 STATE = {"debug": False}
+DEBUG_FLAG, DEBUG_ENV = "--debug", "TRAINCTL_DEBUG"
 
 EnvOpt = Annotated[str, typer.Option("--env", "-e", envvar="TRAINCTL_ENV", help="environment (envs/<env>.yaml)")]
 SetOpt = Annotated[list[str] | None, typer.Option("--set", help="override a config key: key.path=value (repeatable)")]
 LangArg = Annotated[str, typer.Argument(help="language code, e.g. fr")]
+
+
+def decide_debug(args: list[str]) -> list[str]:
+    """The one place that decides debug (tracebacks, Terraform's output): `--debug` anywhere before a `--`
+    (after the command too: `trainctl status fr --debug`), or TRAINCTL_DEBUG set to anything but 0/false/no.
+    -> the arguments without `--debug`, for the parser (no command declares it)."""
+    end = args.index("--") if "--" in args else len(args)
+    kept = [arg for arg in args[:end] if arg != DEBUG_FLAG] + args[end:]
+    from_env = os.environ.get(DEBUG_ENV, "").strip().lower() not in ("", "0", "false", "no", "off")
+    STATE["debug"] = from_env or len(kept) < len(args)
+    return kept
+
+
+@contextlib.contextmanager
+def json_on_stdout(as_json: bool):
+    """--json: stdout carries the JSON document alone (emit_json); what the command says meanwhile (notes,
+    progress, tables) goes to stderr, so `trainctl ... --json | jq` reads a whole document."""
+    if not as_json:
+        yield
+        return
+    console.stderr = True
+    try:
+        yield
+    finally:
+        console.stderr = False
 
 
 def print_error(message: str, hint: str | None) -> None:
@@ -125,7 +153,7 @@ def mapped_errors(func):
 
 
 def emit_json(data) -> None:
-    """--json output: indented, keys as the README documents them."""
+    """--json output: indented, keys as each command's --json help documents them (docs/cli.md)."""
     typer.echo(json.dumps(data, indent=2))
 
 

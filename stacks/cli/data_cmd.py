@@ -8,112 +8,90 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from stacks.cli.common import EnvOpt, LangArg, SetOpt, console, fail, load, mapped_errors
+from stacks.cli.common import (EnvOpt, LangArg, SetOpt, console, emit_json, fail, json_on_stdout, load,
+                               mapped_errors)
+from stacks.cli.data_files import ignored_files, kind_of, other_formats, plan_uploads
 from stacks.errors import ExitStatus
-from trainer.data.labelled import UNLABELLED, UNLABELLED_SUFFIXES, LabelledData
-from trainer.data.tables import SUFFIX_OF, SUFFIXES, format_of
-
-
-def _unlabelled_suffix(name: str) -> str | None:
-    """`.txt.gz` of `unlabelled.txt.gz` (any case): an unlabelled-texts file name, or None."""
-    name = name.lower()
-    if name.startswith("unlabeled."):
-        fail(f"{name}: unlabelled texts are named unlabelled.*", "rename it, e.g. unlabelled.csv or unlabelled.txt",
-             ExitStatus.BAD_INPUT)
-    return next((s for s in UNLABELLED_SUFFIXES if name == UNLABELLED + s), None)
+from trainer.data.labelled import LabelledData
+from trainer.data.tables import SUFFIXES, format_of
 
 app = typer.Typer(help="Stage data in the environment's bucket.", no_args_is_help=True)
+
+PushJsonOpt = Annotated[bool, typer.Option("--json", help=(
+    "print JSON on stdout once staged, the lines on stderr: {lang, bucket, files, replaced, warnings}; "
+    "files: one {source, key, url, kind, action, backup, rows, labels, texts, lines} per file (kind: "
+    "labelled, unlabelled or corpus; action: uploaded or unchanged; backup: where the version it replaced "
+    "is kept, else null; rows: labelled files' {total, kept, dropped, skipped: {why: count}}; labels: their "
+    "label count; texts: an unlabelled file's; lines: a corpus file's); replaced: {key, backup} of another "
+    "format's file removed"))]
 
 
 def register(root: typer.Typer) -> None:
     root.add_typer(app, name="data")
 
 
-def _plan_uploads(lang: str, path: Path) -> list[tuple[Path, str]]:
-    """(local file, bucket key) pairs: a train file, or a folder with train/valid/test files and corpus/."""
-    if path.is_file():
-        if suffix := _unlabelled_suffix(path.name):
-            return [(path, f"{lang}/data/{UNLABELLED}{suffix}")]
-        fmt = format_of(path.name)
-        if fmt is None:
-            fail(f"{path}: unknown format", "name it train.csv, train.jsonl or train.parquet (unlabelled texts: "
-                 "unlabelled.csv|.jsonl|.parquet|.txt|.txt.gz)", ExitStatus.BAD_INPUT)
-        name = path.name[: -len(SUFFIX_OF[fmt])]
-        role = name if name in ("valid", "test") else "train"  # any other file name is the training data
-        return [(path, f"{lang}/data/{role}{SUFFIX_OF[fmt]}")]
-    pairs = []
-    for name in ("train", "valid", "test"):
-        found = [path / f"{name}{suffix}" for suffix in SUFFIXES if (path / f"{name}{suffix}").is_file()]
-        if len(found) > 1:
-            fail(f"{' and '.join(map(str, found))}: several formats of the same file", "keep one",
-                 ExitStatus.BAD_INPUT)
-        pairs += [(f, f"{lang}/data/{f.name}") for f in found]
-    found = [(f, s) for f in sorted(path.iterdir()) if f.is_file() and (s := _unlabelled_suffix(f.name))]
-    if len(found) > 1:
-        fail(f"{' and '.join(str(f) for f, _ in found)}: several files of unlabelled texts", "keep one",
-             ExitStatus.BAD_INPUT)
-    pairs += [(f, f"{lang}/data/{UNLABELLED}{s}") for f, s in found]
-    for txt in sorted([*(path / "corpus").glob("*.txt"), *(path / "corpus").glob("*.txt.gz")]):
-        pairs.append((txt, f"{lang}/data/corpus/{txt.name}"))
-    if (path / "lm").is_dir():  # base LMs are checked and versioned by `lm import`, not copied
-        fail(f"{path / 'lm'}: base LMs are not staged with data push",
-             f"import them: trainctl lm import {lang} WEIGHTS.pth VOCAB.pkl (checked, versioned, made CURRENT)",
-             ExitStatus.BAD_INPUT)
-    return pairs
+class PushReport:
+    """What one push does, said as it goes (on stderr with --json) and kept for `--json`: each file with its
+    key and facts, what was replaced, every warning."""
+
+    def __init__(self, pairs: list[tuple[Path, str]]):
+        self.files = {key: {"source": str(src), "key": key, "url": None, "kind": kind_of(key), "action": None,
+                            "backup": None, "rows": None, "labels": None, "texts": None, "lines": None}
+                      for src, key in pairs}
+        self.replaced: list[dict] = []
+        self.warnings: list[str] = []
+
+    def warn(self, text: str) -> None:
+        self.warnings.append(text)
+        console.print(f"[yellow]warning:[/] {escape(text)}", soft_wrap=True)
+
+    def note(self, key: str, **facts) -> None:
+        self.files[key].update(facts)
+
+    def document(self, lang: str, bucket) -> dict:
+        return {"lang": lang, "bucket": bucket.url(lang + "/"), "files": list(self.files.values()),
+                "replaced": self.replaced, "warnings": self.warnings}
 
 
-def _ignored_files(folder: Path, pairs: list[tuple[Path, str]]) -> list[str]:
-    """What `data push FOLDER` leaves behind: files it does not stage and folders other than corpus/ (names
-    relative to the folder), so that a misnamed file is not taken for pushed."""
-    staged = {src for src, _ in pairs}
-    ignored = []
-    for entry in sorted(folder.iterdir()):
-        if entry.is_dir() and entry.name == "corpus":
-            ignored += [f"corpus/{f.name}" + ("/" if f.is_dir() else "") for f in sorted(entry.iterdir())
-                        if f not in staged]
-        elif entry not in staged:
-            ignored.append(entry.name + ("/" if entry.is_dir() else ""))
-    return ignored
-
-
-def _warn_ignored(folder: Path, ignored: list[str], most: int = 10) -> None:
+def _warn_ignored(folder: Path, ignored: list[str], report: PushReport, most: int = 10) -> None:
     if not ignored:
         return
     shown = ", ".join(ignored[:most]) + (f" and {len(ignored) - most} more" if len(ignored) > most else "")
     staged = "train/valid/test.csv|.jsonl|.parquet, unlabelled.*, corpus/*.txt[.gz]"
-    warning = f"ignored in {folder} (data push stages {staged} only): {shown}"
-    console.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
+    report.warn(f"ignored in {folder} (data push stages {staged} only): {shown}")
 
 
-def _check_texts(pairs: list[tuple[Path, str]], text_col: str) -> None:
+def _check_texts(pairs: list[tuple[Path, str]], text_col: str, report: PushReport) -> None:
     """Corpus and unlabelled files, read through before anything is staged: not gzip, binary or not UTF-8 is
     a DataError (exit 2)."""
     from trainer.data.textfiles import check_text_file, unlabelled_texts
 
     corpus_files, corpus_lines = 0, 0
     for src, key in pairs:
-        if "/data/corpus/" in key:
+        if kind_of(key) == "corpus":
             with src.open("rb") as stream:
-                corpus_lines += check_text_file(stream, src.name, str(src))
-            corpus_files += 1
-        elif _unlabelled_suffix(key.rsplit("/", 1)[1]):
+                lines = check_text_file(stream, src.name, str(src))
+            report.note(key, lines=lines)
+            corpus_files, corpus_lines = corpus_files + 1, corpus_lines + lines
+        elif kind_of(key) == "unlabelled":
             texts = unlabelled_texts(src.read_bytes(), src.name, text_col=text_col, source=str(src))
             if not texts:
                 fail(f"{src} holds no text", f"one text per line (.txt), or a text column {text_col!r}",
                      ExitStatus.BAD_INPUT)
+            report.note(key, texts=len(texts))
             console.print(f"{escape(str(src))}: {len(texts)} unlabelled texts "
                           "(LM fine-tuning only, never scored)")
     if corpus_files:
         console.print(f"corpus: {corpus_files} file(s), {corpus_lines} lines (base-LM text)")
 
 
-def _check_labelled(pairs: list[tuple[Path, str]], d) -> dict[str, LabelledData]:
+def _check_labelled(pairs: list[tuple[Path, str]], d, report: PushReport) -> dict[str, LabelledData]:
     """Each train/valid/test file as the trainer will read it -> its rows by role (train, valid, test)."""
     from trainer.data.labelled import parse_labelled
 
     parsed = {}
     for src, key in pairs:
-        if not format_of(key) or "/data/corpus/" in key or _unlabelled_suffix(key.rsplit("/", 1)[1]):
+        if not format_of(key) or kind_of(key) != "labelled":
             continue
         role = key.rsplit("/", 1)[1].split(".", 1)[0]
         data = parse_labelled(src.read_bytes(), text_col=d.text_col, label_col=d.label_col,
@@ -121,11 +99,14 @@ def _check_labelled(pairs: list[tuple[Path, str]], d) -> dict[str, LabelledData]
                               source=str(src), fmt=format_of(key), whole=role == "train")
         for warning in data.warnings:
             if warning != data.row_summary:  # said on the summary line below
-                console.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
+                report.warn(warning)
         n_labels = len(data.label_counts)
         labels = f"{n_labels} label{'s' if n_labels != 1 else ''}"
         labels += " (multi-label)" if data.multi_label else ""
         console.print(f"{escape(str(src))}: {data.row_summary}; {labels}", soft_wrap=True)
+        report.note(key, labels=n_labels, rows={
+            "total": data.total_rows, "kept": len(data.texts), "dropped": data.total_rows - len(data.texts),
+            "skipped": {why: len(lines) for why, lines in data.skipped.items()}})
         parsed[role] = data
     return parsed
 
@@ -147,7 +128,8 @@ def _staged_train_labels(bucket, lang: str, d) -> set[str] | None:
     return present_labels(data)
 
 
-def _warn_unseen_labels(bucket, lang: str, parsed: dict[str, LabelledData], pairs, d) -> None:
+def _warn_unseen_labels(bucket, lang: str, parsed: dict[str, LabelledData], pairs, d,
+                        report: PushReport) -> None:
     """valid/test labels the training data (pushed now, or already staged) never has."""
     from trainer.data.labelled import present_labels, unseen_labels_warning
 
@@ -160,23 +142,10 @@ def _warn_unseen_labels(bucket, lang: str, parsed: dict[str, LabelledData], pair
     sources = {key.rsplit("/", 1)[1].split(".", 1)[0]: str(src) for src, key in pairs}
     for role, data in extras:
         if (warning := unseen_labels_warning(train, data, sources[role])) is not None:
-            console.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
+            report.warn(warning)
 
 
-def _other_formats(bucket, key: str) -> list[str]:
-    """Keys of the same data file in another format (train.csv when pushing train.jsonl)."""
-    name = key.rsplit("/", 1)[1]
-    if "/data/corpus/" not in key and _unlabelled_suffix(name):
-        stem = key[: -len(name)] + UNLABELLED
-        return [stem + s for s in UNLABELLED_SUFFIXES if stem + s != key and bucket.exists(stem + s)]
-    fmt = format_of(key)
-    if fmt is None or "/data/corpus/" in key:
-        return []
-    stem = key[: -len(SUFFIX_OF[fmt])]
-    return [stem + suffix for suffix, other in SUFFIXES.items() if other != fmt and bucket.exists(stem + suffix)]
-
-
-def _warn_stale_splits(bucket, lang: str, pairs) -> None:
+def _warn_stale_splits(bucket, lang: str, pairs, report: PushReport) -> None:
     """New training data with a valid/test file left from an earlier push: say that it stays in use."""
     stems = {k.rsplit(".", 1)[0] for _, k in pairs}
     if f"{lang}/data/train" not in stems:
@@ -187,8 +156,8 @@ def _warn_stale_splits(bucket, lang: str, pairs) -> None:
         for key in (f"{lang}/data/{role}{suffix}" for suffix in SUFFIXES):
             if bucket.exists(key):
                 use = "tunes the thresholds of" if role == "valid" else "scores"
-                console.print(f"[yellow]warning:[/] {bucket.url(key)} from an earlier push stays and {use} "
-                              "runs on this data; push a new one, or remove it if it no longer belongs")
+                report.warn(f"{bucket.url(key)} from an earlier push stays and {use} runs on this data; "
+                            "push a new one, or remove it if it no longer belongs")
 
 
 @app.command("push")
@@ -199,10 +168,12 @@ def push(lang: LangArg,
                                                    "\\[valid.* test.*], corpus/*.txt[.gz], "
                                                    "unlabelled.csv|.jsonl|.parquet|.txt[.gz]")],
          env: EnvOpt = "local", sets: SetOpt = None,
-         replace: Annotated[bool, typer.Option("--replace", help="replace differing files (old ones are kept under data/previous/)")] = False):
-    """Validate and upload a language's data to <bucket>/<lang>/."""
+         replace: Annotated[bool, typer.Option(
+             "--replace", help="replace differing files (old ones are kept under data/previous/)")] = False,
+         as_json: PushJsonOpt = False):
+    """Validate and upload a language's data to <bucket>/<lang>/: a line per file staged (and on a terminal a
+    bar of the bytes staged)."""
     from stacks.runs.language_run import language_settings
-    from trainer.storage import open_bucket
 
     _, config = load(env, sets)
     settings = language_settings(config, lang)
@@ -211,41 +182,78 @@ def push(lang: LangArg,
     if not (path.is_dir() or path.is_file()):
         fail(f"{path} is neither a data file nor a folder", "pass a train.csv (.jsonl, .parquet) or a folder "
              "holding one", ExitStatus.BAD_INPUT)
-    pairs = _plan_uploads(lang, path)
+    pairs = plan_uploads(lang, path)
     if not pairs:
         fail(f"nothing to upload in {path} (expected train.csv|.jsonl|.parquet, valid.*, test.*, corpus/*.txt[.gz])",
              "name the data file, or put train.csv (and valid/test, corpus/) in the folder", ExitStatus.BAD_INPUT)
+    report = PushReport(pairs)
+    with json_on_stdout(as_json):
+        bucket = _push(lang, path, pairs, config, settings, replace, report)
+    if as_json:
+        emit_json(report.document(lang, bucket))
+
+
+def _push(lang: str, path: Path, pairs, config, settings, replace: bool, report: PushReport):
+    """Check every file, then stage them -> the bucket."""
+    from trainer.storage import open_bucket
+
     if path.is_dir():
-        _warn_ignored(path, _ignored_files(path, pairs))
+        _warn_ignored(path, ignored_files(path, pairs), report)
     # every file is read through before the bucket is opened: bad input leaves the bucket as it was
-    _check_texts(pairs, settings.data.text_col)
-    parsed = _check_labelled(pairs, settings.data)
+    _check_texts(pairs, settings.data.text_col, report)
+    parsed = _check_labelled(pairs, settings.data, report)
     bucket = open_bucket(config.bucket)
-    backups = Backups(bucket, lang)
     conflicts = [(s, k) for s, k in pairs if bucket.exists(k) and bucket.read_bytes(k) != s.read_bytes()]
     # train.jsonl over a train.csv: the old format would leave two candidate files
-    conflicts += [(s, other) for s, k in pairs for other in _other_formats(bucket, k)]
+    conflicts += [(s, other) for s, k in pairs for other in other_formats(bucket, k)]
     if conflicts and not replace:
         names = ", ".join(bucket.url(k) for _, k in conflicts)
         fail(f"{len(conflicts)} file(s) already in the bucket differ: {names}",
              "rerun with --replace to replace them (the old versions are kept under <lang>/data/previous/)",
              ExitStatus.BAD_INPUT)
-    _warn_stale_splits(bucket, lang, pairs)
-    _warn_unseen_labels(bucket, lang, parsed, pairs, settings.data)
-    uploaded = 0
-    for other in [k for _, k in conflicts if k not in dict((k, s) for s, k in pairs)]:
+    _warn_stale_splits(bucket, lang, pairs, report)
+    _warn_unseen_labels(bucket, lang, parsed, pairs, settings.data, report)
+    backups = Backups(bucket, lang)
+    for other in [k for _, k in conflicts if k not in report.files]:
         backup = backups.keep(other)
         bucket.delete(other)
+        report.replaced.append({"key": other, "backup": backup})
         console.print(f"kept the previous {other} as {backup} (replaced by another format)")
-    for src, key in pairs:
-        if bucket.exists(key):
-            if bucket.read_bytes(key) == src.read_bytes():
-                continue
-            backup = backups.keep(key)
-            console.print(f"kept the previous {key} as {backup}")
-        bucket.upload(src, key)
-        uploaded += 1
+    _stage(bucket, pairs, backups, report)
+    uploaded = sum(1 for f in report.files.values() if f["action"] == "uploaded")
     console.print(f"uploaded {uploaded} file(s), {len(pairs) - uploaded} unchanged, to {bucket.url(lang + '/')}")
+    return bucket
+
+
+def _stage(bucket, pairs, backups: "Backups", report: PushReport) -> None:
+    """Upload each file that differs from the bucket's (its old version kept first): a line per file."""
+    from stacks.cli.file_progress import FileProgress
+
+    sizes = {key: src.stat().st_size for src, key in pairs}
+    with FileProgress(sum(sizes.values())) as progress:
+        for src, key in pairs:
+            with progress.file(key, sizes[key]):
+                backup = None
+                if bucket.exists(key):
+                    if bucket.read_bytes(key) == src.read_bytes():
+                        report.note(key, action="unchanged", url=bucket.url(key))
+                        console.print(f"unchanged {key}", markup=False, soft_wrap=True)
+                        continue
+                    backup = backups.keep(key)
+                    console.print(f"kept the previous {key} as {backup}", markup=False, soft_wrap=True)
+                bucket.upload(src, key)
+            report.note(key, action="uploaded", url=bucket.url(key), backup=backup)
+            console.print(f"staged {key} ({_size(sizes[key])})", markup=False, soft_wrap=True)
+
+
+def _size(n: float) -> str:
+    """Bytes as a line says them: 812 B, 12.3 kB, 4.0 MB."""
+    unit = "B"
+    for unit in ("B", "kB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            break
+        n /= 1000
+    return f"{n:.0f} B" if unit == "B" else f"{n:.1f} {unit}"
 
 
 class Backups:

@@ -1,10 +1,17 @@
 """`trainctl doctor`: read-only checks of an environment before a first run (each target owns its checks)."""
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
-from stacks.cli.common import EnvOpt, SetOpt, console, load, mapped_errors
+from stacks.cli.common import EnvOpt, SetOpt, console, emit_json, json_on_stdout, load, mapped_errors
 from stacks.errors import ExitStatus
+
+DoctorJsonOpt = Annotated[bool, typer.Option("--json", help=(
+    "print JSON on stdout once every check ran, the lines on stderr: {env, target, ok, checks, not_checked}; "
+    "checks: one {name, ok, detail, hint} per check (hint: what to do when not ok, else null); ok: all are; "
+    "not_checked: what doctor cannot check, in words"))]
 
 
 def register(app: typer.Typer) -> None:
@@ -12,7 +19,7 @@ def register(app: typer.Typer) -> None:
 
 
 @mapped_errors
-def doctor(env: EnvOpt = "local", sets: SetOpt = None):
+def doctor(env: EnvOpt = "local", sets: SetOpt = None, as_json: DoctorJsonOpt = False):
     """Check an env (read-only) before a first run. gcp: APIs, image, boot images, Private Google Access,
     org policies, quota, the accounts' access. local: terraform, node, the trainer's packages, the bucket folder.
 
@@ -28,7 +35,13 @@ def doctor(env: EnvOpt = "local", sets: SetOpt = None):
         if not check.ok and check.fix:
             console.print(f"        → {check.fix}", markup=False, soft_wrap=True)
 
-    checks, not_checked = target_of(config).doctor(config, show)
-    console.print(f"not checked: {not_checked}", markup=False, soft_wrap=True)
+    with json_on_stdout(as_json):  # the lines as each check ends: a slow check (a cloud API) shows progress
+        checks, not_checked = target_of(config).doctor(config, show)
+        console.print(f"not checked: {not_checked}", markup=False, soft_wrap=True)
+    if as_json:
+        emit_json({"env": config.env, "target": config.target, "ok": all(c.ok for c in checks),
+                   "checks": [{"name": c.name, "ok": c.ok, "detail": c.detail,
+                               "hint": (c.fix or None) if not c.ok else None} for c in checks],
+                   "not_checked": not_checked})
     if not all(c.ok for c in checks):
         raise typer.Exit(ExitStatus.INFRA_ERROR)

@@ -44,51 +44,35 @@ def promote(lang: LangArg, run_id: RunArg, env: EnvOpt = "local", sets: SetOpt =
     mirror_finished(config, bucket, [(lang, run_id)], champions=[lang])  # the registry's alias follows CURRENT
 
 
-def _load_model(bucket, lang: str, run_id: str, name: str, tmp: Path):
-    """A run's model file, downloaded to `tmp` and loaded; one that does not load is the run's fault,
-    not a bug."""
-    from trainer.runfiles.status_file import run_key
-    from trainer.serving.predict import load_model
+def _served_model(bucket, lang: str, run_id: str, tmp: Path, *, forward_only: bool):
+    """The run's served model (trainer.serving.served_model), from its files downloaded to `tmp`: only those
+    it serves (model_bwd.pth for its ensemble, tfidf.json/.npz for a kept blend)."""
+    from trainer.runfiles.status_file import BWD_MODEL, TFIDF_FILES, read_metrics, run_key
+    from trainer.serving.served_model import MODEL, ServedModel, UnservableRun
 
-    key = run_key(lang, run_id, name)
-    bucket.download(key, tmp / name)
+    metrics = read_metrics(bucket, lang, run_id)
+    wanted = [MODEL, *([BWD_MODEL] if metrics.ensemble is not None and not forward_only else []),
+              *(TFIDF_FILES if metrics.blended else [])]
+    files = {}
+    for name in wanted:
+        if name == MODEL or bucket.exists(run_key(lang, run_id, name)):  # no model.pth: the bucket says so
+            bucket.download(run_key(lang, run_id, name), tmp / name)
+            files[name] = tmp / name
     try:
-        return load_model(tmp / name)
-    except (ImportError, MemoryError):
-        raise  # this machine's trouble (the trainer's packages, its memory), not the file's
-    except Exception as exc:  # pickle, torch and fastai each raise their own for bytes that are not our model
+        model = ServedModel.load(files=files, metrics=metrics, forward_only=forward_only)
+    except UnservableRun as exc:
+        if exc.file is None:
+            raise  # a part missing: the message says which
+        cause = exc.__cause__
         raise TrainstackError(
-            f"{bucket.url(key)} cannot be loaded as a model ({type(exc).__name__}: {exc})",
+            f"{bucket.url(run_key(lang, run_id, exc.file))} cannot be loaded as a model "
+            f"({type(cause).__name__}: {cause})",
             hint=f"serve another run: trainctl predict {lang} --run RUN (trainctl runs --lang {lang}), "
                  f"or retrain: trainctl train {lang}") from exc
-
-
-class ServedModel:
-    """A run's model.pth (and model_bwd.pth for its ensemble), downloaded and loaded once."""
-
-    def __init__(self, bucket, lang: str, run_id: str, tmp: Path, *, forward_only: bool):
-        from trainer.serving.predict import load_tfidf
-        from trainer.runfiles.status_file import BWD_MODEL, TFIDF_FILES, read_metrics, run_key
-
-        self.run_id, self.metrics = run_id, read_metrics(bucket, lang, run_id)
-        self.learn, self.learn_bwd = _load_model(bucket, lang, run_id, "model.pth", tmp), None
-        if not forward_only and self.metrics.ensemble is not None and bucket.exists(run_key(lang, run_id, BWD_MODEL)):
-            self.learn_bwd = _load_model(bucket, lang, run_id, BWD_MODEL, tmp)
-            err_console.print(f"[dim]run {escape(run_id)}: forward+backward ensemble (--forward-only: model.pth alone)[/]")
-        self.tfidf = None
-        if self.metrics.blended and self.metrics.ensemble is not None and self.learn_bwd is None:
-            fail(f"run {run_id} kept the blend of its forward+backward ensemble with TF-IDF: the forward model alone "
-                 "(--forward-only, or no model_bwd.pth) was never scored in that blend",
-                 "drop --forward-only, or serve another run with --run", ExitStatus.BAD_INPUT)
-        if self.metrics.blended:  # the run kept the blend of the classifier and its TF-IDF baseline
-            self.tfidf = load_tfidf(*(bucket.read_bytes(run_key(lang, run_id, name)) for name in TFIDF_FILES))
-
-    def classify(self, texts: list[str]):
-        from trainer.serving.predict import blended, decide_labels, probabilities
-
-        probs = blended(probabilities(self.learn, texts, self.learn_bwd), texts, self.metrics, self.tfidf,
-                        backward=self.learn_bwd is not None)
-        return decide_labels(probs, self.metrics, ensemble=self.learn_bwd is not None), probs
+    if model.ensemble:
+        err_console.print(f"[dim]run {escape(run_id)}: forward+backward ensemble "
+                          "(--forward-only: model.pth alone)[/]")
+    return model
 
 
 @mapped_errors
@@ -126,7 +110,7 @@ def predict(lang: LangArg, texts: Annotated[list[str] | None, typer.Argument(hel
     if note:
         err_console.print(f"[dim]{escape(note)}[/]", soft_wrap=True)
     with tempfile.TemporaryDirectory(prefix="trainctl-predict-") as tmp:
-        model = ServedModel(bucket, lang, run_id, Path(tmp), forward_only=forward_only)
+        model = _served_model(bucket, lang, run_id, Path(tmp), forward_only=forward_only)
         if input_file:
             from stacks.cli.predict_file import classify_file_cmd
 
@@ -134,9 +118,7 @@ def predict(lang: LangArg, texts: Annotated[list[str] | None, typer.Argument(hel
             classify_file_cmd(model, input_file, output_file, text_col=text_col or data.text_col, id_col=id_col,
                               batch_rows=batch_rows, label_sep=data.label_sep, tmp=Path(tmp))
             return
-        from trainer.serving.predict import predict_texts
-
-        for text, (labels, probs) in zip(texts, predict_texts(model.learn, texts, model.metrics, model.learn_bwd,
-                                                                  model.tfidf)):
-            shown = ", ".join(f"{k} {v:.2f}" for k, v in probs.items())
+        chosen, probs = model.predict(texts)
+        for text, labels, row in zip(texts, chosen, probs):
+            shown = ", ".join(f"{label} {value:.2f}" for label, value in zip(model.labels, row))
             console.print(f"[bold]{escape(';'.join(labels))}[/]\t{escape(text)}\n  [dim]{shown}[/]")

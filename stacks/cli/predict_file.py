@@ -69,6 +69,7 @@ def _check_local_input(input_uri: str, path: Path) -> None:
 
 def classify_file_cmd(model, input_uri: str, output_uri: str, *, text_col: str, id_col: str | None,
                       batch_rows: int, label_sep: str, tmp: Path) -> None:
+    """`model` (trainer.serving.served_model.ServedModel) classifies every row of the input into the output."""
     from trainer.serving.batch_predict import InputRows, classify_file
 
     # Again: the model took seconds to load, and a file may have come meanwhile.
@@ -95,7 +96,7 @@ def classify_file_cmd(model, input_uri: str, output_uri: str, *, text_col: str, 
                   disable=not err_console.is_terminal) as bar:
         task = bar.add_task("classify", total=rows.total, rows=0)
         try:
-            written = classify_file(rows, local_out, classify=model.classify, labels=model.metrics.labels,
+            written = classify_file(rows, local_out, classify=model.predict, labels=model.labels,
                                     label_sep=label_sep,
                                     on_batch=lambda done, n: bar.update(task, completed=done, rows=f"{n:,}"))
         except BaseException:

@@ -1,8 +1,6 @@
 """Console output of a run: log lines, a progress bar of stage and epoch, tables."""
 from __future__ import annotations
 
-import sys
-
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -66,8 +64,7 @@ def metrics_table(metrics: RunMetrics) -> Table:
     majority = metrics.baseline.macro_f1 if metrics.baseline else float("nan")
     kept = ""
     if metrics.blended and metrics.classifier is not None:
-        kept = (f"kept: blend {metrics.blend_weight:.1f} × classifier + {1 - metrics.blend_weight:.1f} × TF-IDF "
-                f"(classifier alone macro-F1 {metrics.classifier.macro_f1:.3f}) · ")
+        kept = f"kept: {metrics.kept_name} (classifier alone macro-F1 {metrics.classifier.macro_f1:.3f}) · "
     table.caption = (f"{kept}macro-F1 {model.macro_f1:.3f} · micro-F1 {_num(model.micro_f1)} · "
                      f"accuracy {_num(model.accuracy)} · {vs_tfidf}majority baseline macro-F1 "
                      f"{majority:.3f} · {metrics.n_train} train / {metrics.n_valid} valid"
@@ -115,5 +112,6 @@ def print_table(table: Table) -> None:
     lines += ["\t".join(plain(v) for v in row) for row in zip(*(list(c.cells) for c in table.columns))]
     if table.caption:
         lines.append(plain(table.caption))
-    sys.stdout.write("\n".join(lines) + "\n")
-    sys.stdout.flush()
+    out = console.file  # stdout, or stderr while --json keeps stdout for the document (common.json_on_stdout)
+    out.write("\n".join(lines) + "\n")
+    out.flush()

@@ -12,26 +12,42 @@ import traceback
 import typer
 from rich.markup import escape
 
-from stacks.cli.common import STATE, console, describe_error, err_console, load, print_error
+from stacks.cli.common import (STATE, console, describe_error, emit_json, err_console, json_on_stdout, load,
+                               print_error)
 from stacks.cli.run_console import ConsoleReporter, metrics_table, print_table
 from stacks.errors import ExitStatus
 from trainer.params import Job
 
 
 def run_command(langs: list[str] | None, env: str, sets, detach: bool, *, job: str, parallel: int | None = None,
-                promote: bool = False, resume: dict[str, str] | None = None) -> None:
+                promote: bool = False, resume: dict[str, str] | None = None, as_json: bool = False) -> None:
     """Run the languages' jobs (None: every language of the env), render them, exit with the command's
-    status (0: every language succeeded)."""
-    from stacks.cli.multi_view import TableView
-    from stacks.runs.orchestrate import RunsInterrupted, exit_status, run_languages
+    status (0: every language succeeded). `as_json`: the end as one JSON document on stdout (runs_document),
+    everything else on stderr."""
+    from stacks.runs.orchestrate import exit_status
 
     project, config = load(env, sets)
     langs = langs or sorted(config.languages)
+    with json_on_stdout(as_json):
+        results = _run(project, config, langs, env, sets, detach, job=job, parallel=parallel, promote=promote,
+                       resume=resume)
+    if as_json:
+        emit_json(runs_document(results, config))
+    if STATE["debug"]:
+        err_console.print(f"exit status: {exit_status(results)}")
+    raise typer.Exit(exit_status(results))
+
+
+def _run(project, config, langs: list[str], env: str, sets, detach: bool, **how) -> list:
+    """The languages' runs followed in one view, its summary, then their mirror in the tracker."""
+    from stacks.cli.multi_view import TableView
+    from stacks.runs.orchestrate import RunsInterrupted, run_languages
+
     view = StreamView() if len(langs) == 1 else TableView(langs)
     with view:
         try:
-            results = run_languages(project, config, langs, job=job, detach=detach, view=view, sets=list(sets or []),
-                                    parallel=parallel, promote=promote, describe_error=_described, resume=resume)
+            results = run_languages(project, config, langs, detach=detach, view=view, sets=list(sets or []),
+                                    describe_error=_described, **how)
         except RunsInterrupted as stop:
             view.interrupted(stop, env)
             raise typer.Exit(ExitStatus.INTERRUPTED) from None
@@ -42,9 +58,23 @@ def run_command(langs: list[str] | None, env: str, sets, detach: bool, *, job: s
 
         mirror_finished(config, ended[0].outcome.bucket, [(r.lang, r.outcome.run_id) for r in ended],
                         champions=[r.lang for r in ended if (r.promotion or "").startswith("promoted")])
-    if STATE["debug"]:
-        err_console.print(f"exit status: {exit_status(results)}")
-    raise typer.Exit(exit_status(results))
+    return results
+
+
+def runs_document(results, config) -> dict:
+    """`train --json`: each language's run as `runs --json` has it, with how its part of the command ended."""
+    from stacks.runs.orchestrate import exit_status
+    from stacks.runs.records import run_row
+
+    runs = []
+    for r in results:
+        started = r.outcome is not None and r.outcome.run_id is not None
+        row = run_row(r.outcome.bucket, config, r.lang, r.outcome.run_id) if started else {}
+        runs.append({"lang": r.lang, "run_id": row.get("run_id"), "state": row.get("state") or "ERROR",
+                     "exit_status": int(r.exit_status),
+                     **{k: row.get(k) for k in ("macro_f1", "tfidf_macro_f1", "kept", "url")},
+                     "error": row.get("error") or r.message, "hint": r.hint, "promotion": r.promotion})
+    return {"env": config.env, "exit_status": int(exit_status(results)), "runs": runs}
 
 
 def _described(exc: BaseException):

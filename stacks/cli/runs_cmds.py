@@ -233,7 +233,8 @@ def show(run_id: Annotated[str, typer.Argument(help="run id (see `trainctl runs`
     console.print(f"run {run_id} ({code}, env {env}): [bold]{row['state']}[/]", soft_wrap=True)
     if data["kept"]:
         k = data["kept"]
-        console.print(f"  kept           {k['kept']} (classifier macro-F1 {k['classifier']['macro_f1']:.3f}, blend "
+        console.print(f"  kept           {typed.kept_name} (classifier macro-F1 "
+                      f"{k['classifier']['macro_f1']:.3f}, blend "
                       f"{k['blend']['macro_f1']:.3f} at weight {k['blend_weight']}, TF-IDF "
                       f"{data['baselines']['baseline_tfidf']['macro_f1']:.3f}; same rows)", soft_wrap=True)
     for key in ("stage", "started_at", "finished_at", "duration_s", "resumed", "placements", "ran_in", "preemptions",

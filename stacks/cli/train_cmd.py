@@ -20,6 +20,11 @@ ResumeOpt = Annotated[str | None, typer.Option(
     "max_run_hours, destroyed) from its checkpoints, with the same data")]
 PromoteOpt = Annotated[bool, typer.Option(
     "--promote-if-better", help="promote each run that beats the promoted model on the same rows (trainctl promote)")]
+TrainJsonOpt = Annotated[bool, typer.Option("--json", help=(
+    "print JSON on stdout once the runs end (with --detach: once applied), the log and tables on stderr: "
+    "{env, exit_status, runs}; runs: one {lang, run_id, state, exit_status, macro_f1, tfidf_macro_f1, kept, "
+    "url, error, hint, promotion} per language (state as `runs --json` has it, ERROR when no run started; "
+    "run_id and url null then)"))]
 
 
 def register(app: typer.Typer) -> None:
@@ -29,7 +34,7 @@ def register(app: typer.Typer) -> None:
 @mapped_errors
 def train(langs: LangsArg = None, all_langs: AllOpt = False, env: EnvOpt = "local", sets: SetOpt = None,
           detach: DetachOpt = False, parallel: ParallelOpt = None, promote_if_better: PromoteOpt = False,
-          resume: ResumeOpt = None):
+          resume: ResumeOpt = None, as_json: TrainJsonOpt = False):
     """Apply train-LANG, follow the run, destroy the stack, print metrics and artifact URIs.
     Several languages (or --all): one live view, each stack destroyed as its run ends, one summary;
     exit 0 only when every language succeeded."""
@@ -43,4 +48,4 @@ def train(langs: LangsArg = None, all_langs: AllOpt = False, env: EnvOpt = "loca
         fail("--resume continues one run: name its one language", f"e.g. trainctl train fr --resume {resume}",
              ExitStatus.BAD_INPUT)
     run_command(list(dict.fromkeys(langs)) if langs else None, env, sets, detach, job=Job.CLASSIFIER, parallel=parallel,
-                promote=promote_if_better, resume={langs[0]: resume} if resume else None)
+                promote=promote_if_better, resume={langs[0]: resume} if resume else None, as_json=as_json)

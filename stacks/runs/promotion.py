@@ -14,7 +14,7 @@ import socket
 from datetime import datetime, timezone
 
 from stacks.errors import TrainstackError
-from trainer.runfiles.metrics_file import RunMetrics
+from trainer.runfiles.metrics_file import RunMetrics, kept_model_name
 from trainer.runfiles.status_file import SUCCEEDED, now_iso, read_metrics, read_status, scored_predictions
 from trainer.storage import Bucket
 
@@ -75,9 +75,8 @@ def _successful_metrics(bucket: Bucket, lang: str, run_id: str) -> RunMetrics:
 def _served(metrics) -> str:
     """What predict serves for the run (the kept model)."""
     model = "forward+backward ensemble" if metrics.ensemble else "model.pth"
-    if metrics.blended:
-        return f"blend: {metrics.blend_weight:.1f} x {model} + {1 - metrics.blend_weight:.1f} x TF-IDF (tfidf.json/.npz)"
-    return model
+    served = kept_model_name(metrics.kept, metrics.blend_weight, classifier=model, times="x")
+    return served if served == model else f"{served} (tfidf.json/.npz)"
 
 
 def promote(bucket: Bucket, lang: str, run_id: str, *, force: bool = False, require_better: bool = False,

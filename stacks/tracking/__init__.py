@@ -22,6 +22,7 @@ class MirrorResult:
     missed: list[tuple[str, str]] = field(default_factory=list)  # (lang, run id) not mirrored
     reason: str | None = None  # why they were not
     unreadable: list[tuple[str, str, str]] = field(default_factory=list)  # (lang, run id, why): its folder
+    reached: bool = True  # False: the server could not be opened at all (`reason` says why)
 
 
 def _from_env(name: str) -> str | None:
@@ -74,7 +75,7 @@ def mirror(config, bucket, runs: list[tuple[str, str]], *, champions: list[str] 
     try:
         tracker = open_tracker(settings.uri, settings.experiment, registry_uri=registry_uri())
     except TrackerUnavailable as exc:
-        result.missed, result.reason = list(runs), exc.reason
+        result.missed, result.reason, result.reached = list(runs), exc.reason, False
         return result
     for index, (lang, run_id) in enumerate(runs):
         try:

@@ -1,25 +1,29 @@
 """A run's model logged to MLflow as a pyfunc (trainer.serving.mlflow_pyfunc), loadable without trainctl.
 
-The model carries model.pth (the exported fastai learner, tokenizer inside), metrics.json (labels,
-thresholds, what was kept), the backward model and the TF-IDF part when the run has them, and the
-`trainer` package as its code; its requirements are pinned to what the run trained with
-(metadata/trainer.json), so `mlflow models serve` builds the same environment. Nothing here needs torch:
-the operator's CLI logs the files, it never loads them.
+The model carries the run's files a served model is made of (trainer.serving.served_model: model.pth with
+its tokenizer, metrics.json with labels, thresholds and what was kept, the backward model and the TF-IDF
+part when the run has them) and the trainer's code, copied under a name of its own
+(trainer.serving.model_code), so models exported from different trees load side by side. Its requirements
+are pinned to what the run trained with (metadata/trainer.json), so `mlflow models serve` builds the same
+environment. Nothing here needs torch: the operator's CLI logs the files, it never loads them.
+
+The code carried is the exporting checkout's `trainer`: a run records its commit (metadata/trainctl.json),
+not its code. The model's metadata and tags say so, with the code's package name and the checkout's commit.
 """
 from __future__ import annotations
 
 import json
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 import trainer
 from stacks.tracking.record import Mirror
-from trainer.runfiles.status_file import BWD_MODEL, TFIDF_FILES, run_key
+from trainer.runfiles.status_file import TRAINCTL_META, run_key
 from trainer.storage import Bucket
 
-MODEL_CODE = Path(trainer.__file__).parent / "serving" / "mlflow_model_code.py"  # MLflow's "models from code"
-ARTIFACTS = {"model": "model.pth", "metrics": "metrics.json", "model_bwd": BWD_MODEL,
-             "tfidf_json": TFIDF_FILES[0], "tfidf_npz": TFIDF_FILES[1]}
+TRAINER_CODE = Path(trainer.__file__).parent  # the exporting checkout's package: what a model carries
+MODEL_CODE = Path("serving") / "mlflow_model_code.py"  # MLflow's "models from code", inside the package
 
 
 def requirements(trainer_meta: dict, metrics: dict) -> list[str]:
@@ -38,15 +42,7 @@ def requirements(trainer_meta: dict, metrics: dict) -> list[str]:
     return pins
 
 
-def _trainer_code(dest: Path) -> str:
-    """The trainer package as the model's code, without compiled caches."""
-    import shutil
-
-    shutil.copytree(Path(trainer.__file__).parent, dest / "trainer", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    return str(dest / "trainer")
-
-
-def code_version() -> str:
+def code_version(source: Path = TRAINER_CODE) -> str:
     """Which trainer code the model carries: the checkout's commit, else the installed package's version.
     (The model's code is the exporting trainctl's `trainer`; a run trained by another commit is told apart by
     this tag next to `trainstack.git_sha`.)"""
@@ -55,7 +51,7 @@ def code_version() -> str:
     from stacks.runs.stack_ops import git_sha
 
     try:
-        sha = git_sha(Path(trainer.__file__).resolve().parents[1])
+        sha = git_sha(Path(source).resolve().parent)
     except OSError:  # no git on this machine
         sha = None
     if sha:
@@ -118,6 +114,38 @@ def signature(labels: list[str]):
     return ModelSignature(inputs=Schema([ColSpec("string", TEXT_COLUMN)]), outputs=Schema(outputs))
 
 
+@contextmanager
+def pyfunc_model(bucket: Bucket, lang: str, run_id: str, *, code_source: Path = TRAINER_CODE):
+    """The arguments mlflow.pyfunc.save_model (and Model.log) take for the run's model, valid inside the
+    `with`: its files downloaded to a temporary folder, and the code in `code_source` (the trainer package's
+    folder) copied there under its own name (trainer.serving.model_code), importable while MLflow saves."""
+    from trainer.serving.model_code import copy_code, importable
+    from trainer.serving.served_model import METRICS, SERVED_FILES
+
+    metrics = json.loads(bucket.read_bytes(run_key(lang, run_id, METRICS)))
+    meta_key = run_key(lang, run_id, "metadata/trainer.json")
+    trainer_meta = json.loads(bucket.read_bytes(meta_key)) if bucket.exists(meta_key) else {}
+    trainctl_key = run_key(lang, run_id, TRAINCTL_META)
+    run_commit = (json.loads(bucket.read_bytes(trainctl_key)).get("git_sha") if bucket.exists(trainctl_key)
+                  else None) or "unknown"
+    with tempfile.TemporaryDirectory(prefix="trainstack-model-") as tmp:
+        files = {}  # keyed by the run's own file names: what ServedModel.load takes
+        for name in SERVED_FILES:
+            if bucket.exists(run_key(lang, run_id, name)):
+                bucket.download(run_key(lang, run_id, name), Path(tmp) / "artifacts" / name)
+                files[name] = str(Path(tmp) / "artifacts" / name)
+        code = copy_code(source=code_source, dest=Path(tmp) / "code")
+        origin = (f"the exporting checkout, {code_version(code_source)}: the run records its commit "
+                  f"({run_commit}), not its code")
+        with importable(code):
+            yield dict(python_model=str(code / MODEL_CODE), artifacts=files, code_paths=[str(code)],
+                       pip_requirements=requirements(trainer_meta, metrics),
+                       signature=signature(list(metrics.get("labels") or [])),
+                       input_example=_input_example(bucket, lang, run_id),
+                       metadata={"trainstack.run_id": run_id, "trainstack.lang": lang,
+                                 "trainstack.code_package": code.name, "trainstack.code_origin": origin})
+
+
 def log_model(tracker, bucket: Bucket, mirror: Mirror, mlflow_run_id: str) -> str:
     """Logs the run's model under its MLflow run, once; returns the model's URI
     (models:/...). At the run's last step, so MLflow 3 links the final figures logged there to the model,
@@ -127,25 +155,13 @@ def log_model(tracker, bucket: Bucket, mirror: Mirror, mlflow_run_id: str) -> st
         return uri
     from stacks.tracking.client import fluent_uris, quiet
 
-    lang, run_id = mirror.lang, mirror.run_id
-    metrics = json.loads(bucket.read_bytes(run_key(lang, run_id, "metrics.json")))
-    meta_key = run_key(lang, run_id, "metadata/trainer.json")
-    trainer_meta = json.loads(bucket.read_bytes(meta_key)) if bucket.exists(meta_key) else {}
-    with tempfile.TemporaryDirectory(prefix="trainstack-model-") as tmp:
-        files = {}
-        for name, file in ARTIFACTS.items():
-            if bucket.exists(run_key(lang, run_id, file)):
-                bucket.download(run_key(lang, run_id, file), Path(tmp) / file)
-                files[name] = str(Path(tmp) / file)
+    with pyfunc_model(bucket, mirror.lang, mirror.run_id) as model:
+        tags = dict(model["metadata"])  # so the list of logged models shows which code each carries
         with quiet(), fluent_uris(tracker):  # defining the model class warns (type hints)
             from mlflow.models import Model
 
             info = Model.log(
                 artifact_path=None, name="model", flavor=_Pyfunc, flavor_name="pyfunc.ModelFromCode",
                 validate_serving_input=False, run_id=mlflow_run_id, step=mirror.final_step,
-                params=mirror.params, tags={"trainstack.run_id": run_id, "trainstack.lang": lang},
-                python_model=str(MODEL_CODE), artifacts=files, code_paths=[_trainer_code(Path(tmp) / "code")],
-                pip_requirements=requirements(trainer_meta, metrics),
-                signature=signature(list(metrics.get("labels") or [])),
-                input_example=_input_example(bucket, lang, run_id))
+                params=mirror.params, tags=tags, **model)
     return info.model_uri

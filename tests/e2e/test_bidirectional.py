@@ -105,31 +105,36 @@ def test_sigterm_in_the_backward_classifier_resumes_with_the_forward_model_carri
     assert whole["ensemble"]["rows"] == whole["rows"]
 
     # model_bwd.pth predicts plain strings: the exported pipeline reverses the ids, as training did.
-    from trainer.serving.predict import load_model, load_tfidf, predict_texts
     from trainer.runfiles.metrics_file import RunMetrics
+    from trainer.serving.served_model import ServedModel, UnservableRun, load_learner_file, load_tfidf
 
     for name in ("model.pth", "model_bwd.pth"):
         (tmp_path / name).write_bytes(bucket.read_bytes(f"fr/runs/r1/{name}"))
-    fwd, bwd = load_model(tmp_path / "model.pth"), load_model(tmp_path / "model_bwd.pth")
+    fwd, bwd = load_learner_file(tmp_path / "model.pth"), load_learner_file(tmp_path / "model_bwd.pth")
     text = "Le colis n'est jamais arrivé"
     ids = [learn.dls.test_dl([text]).one_batch()[0][0].tolist() for learn in (fwd, bwd)]
     assert ids[1] == ids[0][::-1] and ids[0][0] == fwd.dls.vocab[0].index("xxbos")
     # The models' own probabilities (the blend aside): the ensemble averages the two.
+    def served(learn, metrics, **parts):  # the text's labels and {label: probability}
+        model = ServedModel(metrics=metrics, learn=learn, **parts)
+        [labels], [row] = model.predict([text])
+        return labels, dict(zip(model.labels, row.tolist()))
+
     raw = RunMetrics.from_document({**resumed, "kept": "classifier"})
-    [(labels, probs)] = predict_texts(fwd, [text], raw, bwd)
-    [(_, fwd_probs)] = predict_texts(fwd, [text], raw)
-    [(_, bwd_probs)] = predict_texts(bwd, [text], raw)
+    labels, probs = served(fwd, raw, learn_bwd=bwd)
+    _, fwd_probs = served(fwd, raw)
+    _, bwd_probs = served(bwd, raw)
     assert probs == pytest.approx({k: (fwd_probs[k] + bwd_probs[k]) / 2 for k in probs}) and labels
     # The tiny models are far below TF-IDF on this sample, so the run kept the blend of the ensemble with it:
     # predict serves that, and refuses the forward model alone (never scored in that blend).
     assert resumed["kept"] == "blend" and resumed["classifier"]["macro_f1"] == resumed["ensemble"]["macro_f1"]
     typed = RunMetrics.from_document(resumed)
     tfidf = load_tfidf(*(bucket.read_bytes(f"fr/runs/r1/{n}") for n in ("tfidf.json", "tfidf.npz")))
-    [(_, kept)] = predict_texts(fwd, [text], typed, bwd, tfidf)
+    _, kept = served(fwd, typed, learn_bwd=bwd, tfidf=tfidf)
     w, tf = typed.blend_weight, tfidf.probabilities([text])[0]
     assert kept == pytest.approx({k: w * probs[k] + (1 - w) * tf[i] for i, k in enumerate(typed.labels)})
-    with pytest.raises(ValueError, match="never scored in that blend"):
-        predict_texts(fwd, [text], typed, tfidf=tfidf)
+    with pytest.raises(UnservableRun, match="never scored in that blend"):
+        served(fwd, typed, tfidf=tfidf)
 
     # trainctl predict serves the kept blend of the ensemble, and refuses --forward-only for it
     from typer.testing import CliRunner

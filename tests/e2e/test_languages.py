@@ -48,8 +48,7 @@ def _stage(bucket, key: str, lang: str) -> list[str]:
 @pytest.mark.parametrize("key, lang, tokenizer", [("ja", "ja", "sentencepiece-"), ("zh", "zh", "sentencepiece-"),
                                                   ("gr", "el", "fastai-spacy-blank-el-")])
 def test_a_language_trains_end_to_end_and_its_model_predicts_strings(tmp_path, key, lang, tokenizer):
-    from trainer.serving.predict import load_model, load_tfidf, predict_texts
-    from trainer.runfiles.metrics_file import RunMetrics
+    from trainer.serving.served_model import ServedModel
 
     uri = f"file://{tmp_path / 'bucket'}"
     bucket = open_bucket(uri)
@@ -70,13 +69,14 @@ def test_a_language_trains_end_to_end_and_its_model_predicts_strings(tmp_path, k
     assert metrics["baseline_tfidf"]["macro_f1"] > 0.9  # the fragments are distinct: a sanity bar for the data
     log = bucket.read_appended(f"{key}/runs/r1/log.txt")[0].decode()
     assert "tokenizer:" in log
-    (tmp_path / "model.pth").write_bytes(bucket.read_bytes(f"{key}/runs/r1/model.pth"))
-    learn = load_model(tmp_path / "model.pth")
     # what the run kept: the classifier, or its blend with the TF-IDF part saved beside model.pth
-    tfidf = (load_tfidf(*(bucket.read_bytes(f"{key}/runs/r1/{n}") for n in ("tfidf.json", "tfidf.npz")))
-             if metrics["kept"] == "blend" else None)
-    [(labels, probs)] = predict_texts(learn, [_rows(lang)[0]["text"]], RunMetrics.from_document(metrics), tfidf=tfidf)
-    assert len(labels) == 1 and set(probs) == set(metrics["labels"])
+    for name in ("model.pth", "metrics.json", "tfidf.json", "tfidf.npz"):
+        if bucket.exists(f"{key}/runs/r1/{name}"):
+            (tmp_path / name).write_bytes(bucket.read_bytes(f"{key}/runs/r1/{name}"))
+    model = ServedModel.from_folder(tmp_path)
+    learn = model.learn
+    [labels], probs = model.predict([_rows(lang)[0]["text"]])
+    assert len(labels) == 1 and probs.shape == (1, 3) and model.labels == metrics["labels"]
     if key == "gr":  # Greek capitals keep their markers through the exported pipeline
         from fastai.text.all import Tokenizer
 

@@ -66,14 +66,16 @@ def test_sigterm_mid_classifier_resumes_exactly(tmp_path):
     sigterm_at(bucket, "r1", proc, "classifier", 3)
     status = json.loads(bucket.read_bytes("fr/runs/r1/status.json"))
     assert status["state"] == "RUNNING" and status["stage"] == "interrupted" and status["progress"] is None
-    # TensorBoard of a run not finished: the epochs so far, every stage so far (TensorBoard's own loader).
+    # TensorBoard of a run not finished: the epochs so far, every stage so far, at the run's global epoch
+    # (TensorBoard's own loader).
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    curves = tmp_path / "bucket/fr/runs/r1/tensorboard"
-    assert sorted(p.name for p in curves.iterdir()) == ["classifier", "lm_finetune"]  # r1 reused whole's base LM
-    seen = EventAccumulator(str(curves / "classifier")).Reload()
-    assert [e.step for e in seen.Scalars("valid_loss")] == list(range(1, len(seen.Scalars("valid_loss")) + 1))
-    assert 3 <= len(seen.Scalars("valid_loss")) < 8
+    seen = EventAccumulator(str(tmp_path / "bucket/fr/runs/r1/tensorboard")).Reload()
+    sections = {tag.split("/")[0] for tag in seen.Tags()["scalars"]}
+    assert sections == {"classifier", "lm_finetune"}  # r1 reused whole's base LM
+    lm_epochs = len(seen.Scalars("lm_finetune/valid_loss"))
+    steps = [e.step for e in seen.Scalars("classifier/valid_loss")]
+    assert steps == list(range(lm_epochs + 1, lm_epochs + len(steps) + 1)) and 3 <= len(steps) < 8
     pointer = json.loads(bucket.read_bytes("fr/runs/r1/checkpoints/LATEST.ckpt.json"))
     assert pointer["position"]["stage"] == "classifier" and pointer["key"].endswith("-classifier.ckpt.pt")
     # One object per save, the newest 3 kept.
@@ -150,16 +152,15 @@ def test_test_split_scores_test_rows_with_thresholds_tuned_on_valid_rows(tmp_pat
     assert {f"model_prob_{l}" for l in m["labels"]} <= set(test_rows[0])
     # predict serves the kept blend: model.pth's probabilities mixed with tfidf.json/tfidf.npz's reproduce the
     # scored rows' probabilities.
-    from trainer.serving.predict import load_model, load_tfidf, predict_texts
-    from trainer.runfiles.metrics_file import RunMetrics
+    from trainer.serving.served_model import ServedModel, UnservableRun
 
-    bucket.download("fr/runs/t1/model.pth", tmp_path / "model.pth")
-    tfidf = load_tfidf(*(bucket.read_bytes(f"fr/runs/t1/{n}") for n in ("tfidf.json", "tfidf.npz")))
-    metrics = RunMetrics.from_document(m)
-    served = predict_texts(load_model(tmp_path / "model.pth"), [r["text"] for r in test_rows[:8]], metrics,
-                           tfidf=tfidf)
-    for (labels, probs), row, expected in zip(served, test_rows, test_probs):
-        np.testing.assert_allclose([probs[l] for l in m["labels"]], expected, atol=2e-3)
+    for name in ("model.pth", "metrics.json", "tfidf.json", "tfidf.npz"):
+        bucket.download(f"fr/runs/t1/{name}", tmp_path / name)
+    served = ServedModel.from_folder(tmp_path)
+    chosen, probs = served.predict([r["text"] for r in test_rows[:8]])
+    assert served.labels == m["labels"]
+    for labels, row_probs, row, expected in zip(chosen, probs, test_rows, test_probs):
+        np.testing.assert_allclose(row_probs, expected, atol=2e-3)
         assert set(labels) == set(filter(None, row["pred_labels"].split(";")))
-    with pytest.raises(ValueError, match="tfidf.json/tfidf.npz are missing"):
-        predict_texts(load_model(tmp_path / "model.pth"), ["x"], metrics)
+    with pytest.raises(UnservableRun, match="tfidf.json/tfidf.npz are missing"):
+        ServedModel(metrics=served.metrics, learn=served.learn)

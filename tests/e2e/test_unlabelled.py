@@ -95,10 +95,10 @@ def test_lm_fine_tuning_reads_unlabelled_texts_but_never_a_held_out_one(tmp_path
     log = bucket.read_appended("fr/runs/u1/log.txt")[0].decode()
     assert "unlabelled: 40 texts" in log and "2 equal to a validation or test text dropped" in log
     # no base LM: only LM fine-tuning (whose vocabulary the classifier keeps) can have read them
-    from trainer.serving.predict import load_model
+    from trainer.serving.served_model import load_learner_file
 
     (tmp_path / "model.pth").write_bytes(bucket.read_bytes("fr/runs/u1/model.pth"))
-    vocab = set(load_model(tmp_path / "model.pth").dls.vocab[0])
+    vocab = set(load_learner_file(tmp_path / "model.pth").dls.vocab[0])
     assert "zorglubique" in vocab and "quuxvalide" not in vocab
 
 

@@ -77,7 +77,7 @@ def test_bucket_input_and_output_and_nothing_overwritten(gcs_env, tmp_path):
     src = tmp_path / "in.parquet"
     frame(5).to_parquet(src, index=False)
     bucket.upload(src, "fr/scoring/in.parquet")
-    model = SimpleNamespace(classify=fake_classify([]), metrics=SimpleNamespace(labels=LABELS), run_id="r1")
+    model = SimpleNamespace(predict=fake_classify([]), labels=LABELS, run_id="r1")  # a ServedModel's parts
     work = tmp_path / "work"
     work.mkdir()
     classify_file_cmd(model, "gs://test-bucket/fr/scoring/in.parquet", "gs://test-bucket/fr/scoring/out.jsonl",

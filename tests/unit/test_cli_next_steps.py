@@ -60,7 +60,7 @@ def test_an_unknown_stack_says_how_to_pick_one(project, monkeypatch):
 @pytest.fixture
 def no_model_load(monkeypatch):
     """The model's loading recorded (and refused): nothing slow may run before predict's file checks."""
-    import trainer.serving.predict as serving
+    import trainer.serving.served_model as serving
 
     loads = []
 
@@ -68,7 +68,7 @@ def no_model_load(monkeypatch):
         loads.append(path)
         raise AssertionError("the model was loaded")
 
-    monkeypatch.setattr(serving, "load_model", refuse)
+    monkeypatch.setattr(serving, "load_learner_file", refuse)
     return loads
 
 

@@ -80,3 +80,25 @@ def test_the_restart_count_is_the_runs_whoever_counts():
     assert interruption(status, seen=4) == 5
     assert restarts_exhausted(3, 3) is None
     assert restarts_exhausted(4, 3) == "interrupted 4 times; max_restarts=3 reached"
+
+
+@pytest.mark.parametrize("weight, kept, served", [
+    (0.0, "TF-IDF", "TF-IDF (tfidf.json/.npz)"),
+    (1.0, "classifier", "model.pth"),
+    (0.4, "blend 0.4 × classifier + 0.6 × TF-IDF", "blend 0.4 x model.pth + 0.6 x TF-IDF (tfidf.json/.npz)"),
+])
+def test_the_kept_model_is_named_plainly(weight, kept, served):
+    """A blend weighing the classifier 0 is TF-IDF alone, one weighing it 1 the classifier: said so, in the
+    table's caption (the last line of `train`), in the promotion record and in the report."""
+    from stacks.cli.run_console import metrics_table, plain
+    from stacks.runs.promotion import _served
+    from trainer.runfiles.report_html import kept_section
+
+    blend = {**figures(0.8, "a", "b", threshold=0.4), "weight": weight}
+    classifier = figures(0.6, "a", "b", threshold=0.5)
+    m = RunMetrics.from_document(classifier_doc(kept="blend", classifier=classifier, blend=blend))
+    assert m.kept_name == kept
+    assert plain(metrics_table(m).caption).startswith(f"kept: {kept} (classifier alone macro-F1 0.600) · ")
+    assert _served(m) == served
+    alone = f"kept: {kept} alone" if kept in ("TF-IDF", "classifier") else "kept: predict serves it"
+    assert alone in kept_section(m)

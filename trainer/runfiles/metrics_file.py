@@ -152,5 +152,22 @@ class RunMetrics:
         return self.kept == "blend"
 
     @property
+    def kept_name(self) -> str:
+        """What predict serves, in plain words (kept_model_name)."""
+        return kept_model_name(self.kept, self.blend_weight)
+
+    @property
     def bidirectional(self) -> bool:
         return self.ensemble is not None
+
+
+def kept_model_name(kept: str, weight: float | None, *, classifier: str = "classifier",
+                    times: str = "×") -> str:
+    """The kept model named plainly: a blend that weighs the classifier 0 is TF-IDF alone, one that weighs
+    it 1 is the classifier alone; any other blend is said with its weights
+    ("blend 0.4 × classifier + 0.6 × TF-IDF")."""
+    if kept != "blend" or weight is None or weight >= 1:
+        return classifier
+    if weight <= 0:
+        return "TF-IDF"
+    return f"blend {weight:.1f} {times} {classifier} + {1 - weight:.1f} {times} TF-IDF"

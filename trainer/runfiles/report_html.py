@@ -97,8 +97,10 @@ def kept_section(m: RunMetrics) -> str:
         if figures is None:
             continue
         kept = name.split(" ")[0] == m.kept
+        # a blend at weight 0 or 1 is one model alone: the note names it
+        said = "kept: predict serves it" if m.kept_name.startswith(m.kept) else f"kept: {m.kept_name} alone"
         rows.append([_td(name), _td(_num(figures.macro_f1)), _td(_num(figures.micro_f1)), _td(_num(figures.accuracy)),
-                     _td("kept: predict serves it" if kept else "", "good" if kept else "")])
+                     _td(said if kept else "", "good" if kept else "")])
     selection = m.document.get("selection") or {}
     checked = ""
     if "confirmed" in selection:  # runs from before the check have no such keys

@@ -1,2 +1,3 @@
-"""Using a trained model: load model.pth (and a kept TF-IDF blend) and classify texts (predict.py,
-`trainctl predict`), or a whole file in batches with progress (batch_predict.py, `trainctl predict --file`)."""
+"""Using a trained model: ServedModel (served_model.py) loads a run's files and classifies texts, for
+`trainctl predict` (texts, or a whole file in batches: batch_predict.py) and the MLflow pyfunc
+(mlflow_pyfunc.py, which carries its code under a name of its own: model_code.py)."""

@@ -16,6 +16,7 @@ from trainer.classification.baseline import TfidfSpec, fit_tfidf, tfidf_baseline
 from trainer.stages.classifier import TrainedClassifier
 from trainer.lm import store
 from trainer.lm.store import BaseLM
+from trainer.runfiles.metrics_file import kept_model_name
 from trainer.text.loaders import classifier_dataloaders
 
 
@@ -180,7 +181,7 @@ def evaluate(rc, prep, base: BaseLM | None, clf: TrainedClassifier, bwd: Trained
     log.line(f"TF-IDF baseline on the same rows: macro-F1 {tfidf['macro_f1']:.3f}, micro-F1 {tfidf['micro_f1']:.3f} "
              f"(C={tfidf_model.c:g}), fitted in {tfidf['fit_s']:.1f}s")
     log.line(f"blend {best_w:.1f} x classifier + {1 - best_w:.1f} x TF-IDF: macro-F1 {blend_figures['macro_f1']:.3f}, "
-             f"micro-F1 {blend_figures['micro_f1']:.3f}; kept: {kept}"
+             f"micro-F1 {blend_figures['micro_f1']:.3f}; kept: {kept_model_name(kept, best_w, times='x')}"
              + ("" if a.blend_tfidf else " (trainer.blend_tfidf is off)")
              + f" (validation log loss: classifier {choice.valid['classifier']:.4f}, blend {choice.valid['blend']:.4f}; "
                + _checked(choice.valid) + ")")
