@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from trainer.runfiles.curves import epoch_points, final_figures, finite, key_name, run_settings
 from trainer.runfiles.status_file import (FAILED, PLACEMENTS_META, SUCCEEDED, TRAINCTL_META,
                                          placements_summary, run_key, run_prefix)
 from stacks.tracking.run_tags import TAG, base_lm_tags, folder_url, machine_tags, system_tags
@@ -25,15 +26,8 @@ COST_META = "metadata/cost.json"  # written by trainctl once a run has ended (st
 # The files a run's page attaches (those the run has); model.pth goes up as the logged model, not here.
 FILES = ("metrics.json", "report.html", "log.txt", "valid_predictions.csv", "test_predictions.csv",
          "plots/history.png", "plots/per_label_f1.png", "metadata/trainer.json")
-_KEY_BAD = re.compile(r"[^\w.\- /]")  # MLflow accepts letters, digits, _ - . space / in a key
 # The line EpochLogCallback writes at each epoch's end: `<time> <stage> [<phase>] epoch <n>/<total>  figures`
 _EPOCH_LINE = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ) (\S+) \[([^\]]*)\] epoch (\d+)/\d+(?:\s|$)")
-
-
-def key_name(text: str) -> str:
-    """A metric or param key MLflow accepts (`macro_f1@0.5` -> `macro_f1_at_0.5`; any script's letters
-    stay)."""
-    return _KEY_BAD.sub("_", text.replace("@", "_at_"))
 
 
 @dataclass(frozen=True)
@@ -103,14 +97,6 @@ def _json(bucket: Bucket, key: str) -> dict | None:
     return json.loads(bucket.read_bytes(key)) if bucket.exists(key) else None
 
 
-def _finite(value) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if number == number and abs(number) != float("inf") else None
-
-
 def epoch_end_times(log: str) -> dict[tuple[str, str, int], int]:
     """(stage, phase, epoch) -> when that epoch ended (ms), from its line in log.txt. A resumed run that ran
     an epoch again logs it twice: the later line wins, as the later figures are the ones its history keeps."""
@@ -122,44 +108,19 @@ def epoch_end_times(log: str) -> dict[tuple[str, str, int], int]:
 
 
 def _history_metrics(history: list[dict], *, start_ms: int, ends: dict) -> list[Metric]:
-    """One point per epoch and figure, keyed `<stage>/<figure>`, step = the run's global epoch (stages in the
-    order they ran), at the time the epoch ended (its log line); an epoch the log does not show (a log
-    written before epoch lines had a phase, a log lost) sits at the run's start plus its step."""
-    out, step = [], 0
-    for record in history:
-        step += 1
+    """One point per epoch and figure, named and stepped as TensorBoard's (trainer/runfiles/curves.py), at
+    the time the epoch ended (its log line); an epoch the log does not show (a log written before epoch
+    lines had a phase, a log lost) sits at the run's start plus its step."""
+    out = []
+    for step, record, figures in epoch_points(history):
         at = ends.get((record.get("stage"), record.get("phase", ""), record.get("epoch")), start_ms + step)
-        for name, value in record.items():
-            if name in ("stage", "phase", "epoch") or (number := _finite(value)) is None:
-                continue
-            out.append(Metric(key_name(f"{record['stage']}/{name}"), number, step, at))
+        out += [Metric(key, number, step, at) for key, number in figures.items()]
     return out
-
-
-def _final_metrics(doc: dict, at_ms: int, step: int) -> list[Metric]:
-    """The kept model's figures, each label's F1, the classifier alone, the baselines; or a pretrain's
-    perplexity."""
-    figures: dict[str, object] = {}
-    if doc.get("job") == "pretrain-lm":
-        figures["perplexity"] = doc.get("perplexity")
-        figures["tokens"] = (doc.get("base_lm") or {}).get("tokens")
-    else:
-        for name in ("macro_f1", "micro_f1", "accuracy"):
-            figures[name] = doc.get(name)
-        for label, values in (doc.get("per_label") or {}).items():
-            figures[f"f1/{label}"] = (values or {}).get("f1")
-        for part, prefix in (("classifier", "classifier"), ("baseline_tfidf", "tfidf"),
-                             ("baseline", "majority"), ("probe", "probe")):
-            for name in ("macro_f1", "micro_f1", "accuracy"):
-                figures[f"{prefix}/{name}"] = (doc.get(part) or {}).get(name)
-        figures["blend_weight"] = (doc.get("blend") or {}).get("weight")
-    figures["duration_s"] = doc.get("duration_s")
-    return _points(figures, step=step, at_ms=at_ms)
 
 
 def _points(figures: dict[str, object], *, step: int, at_ms: int) -> list[Metric]:
     return [Metric(key_name(k), v, step, at_ms) for k, value in figures.items()
-            if (v := _finite(value)) is not None]
+            if (v := finite(value)) is not None]
 
 
 def _cost_metrics(cost: dict, estimate: dict, *, step: int, at_ms: int) -> list[Metric]:
@@ -187,8 +148,7 @@ def _datasets(bucket: Bucket, lang: str, *, doc: dict, data_hash: str | None) ->
 
 
 def _params(doc: dict, trainer_meta: dict) -> dict[str, str]:
-    params = {key_name(k): str(v) for k, v in sorted((trainer_meta.get("args") or {}).items())
-              if k not in ("bucket", "run_id", "work_dir", "env", "lang")}
+    params = {k: str(v) for k, v in run_settings(trainer_meta.get("args") or {}).items()}
     recorded = {"data_hash": trainer_meta.get("data_hash"), "tokenizer": doc.get("tokenizer"),
                 "n_train": doc.get("n_train"), "n_valid": doc.get("n_valid"), "n_test": doc.get("n_test"),
                 "device": trainer_meta.get("device"), "precision_used": trainer_meta.get("precision")}
@@ -232,7 +192,7 @@ def _metrics(bucket: Bucket, lang: str, run_id: str, *, files: dict, start: int 
     metrics = _history_metrics(history, start_ms=start or 0, ends=ends)
     final_at, step = end or start or 0, len(history)
     if doc and state == SUCCEEDED:
-        metrics += _final_metrics(doc, final_at, step)
+        metrics += _points(final_figures(doc), step=step, at_ms=final_at)
     if state in (SUCCEEDED, FAILED):  # what Spot and the machines cost the run, in time and money
         if moves["placements"]:
             metrics += [Metric(f"spot/{name}", float(moves[name]), step, final_at)

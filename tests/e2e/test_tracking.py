@@ -12,13 +12,16 @@ import json
 import os
 import shutil
 
+import numpy as np
 import pytest
 
-from stacks.tracking.record import epoch_end_times
+from stacks.tracking.record import epoch_end_times, read_mirror
+from tests.support.fresh_python import load_in_a_fresh_interpreter
 from tests.support.mlflow_server import start_mlflow
 from tests.support.project import SAMPLE, make_project
 from tests.support.runs import TRACKED_IMAGE, tracked_run, utc_ms, write
 from tests.support.trainctl import run_dir
+from trainer.storage import open_bucket
 
 mlflow = pytest.importorskip("mlflow", reason="the dev install brings mlflow (pyproject [dev]); the CLI alone "
                                               "has mlflow-skinny, which has no server")
@@ -209,24 +212,44 @@ def test_promote_moves_the_alias_and_the_pyfunc_model_predicts_as_trainctl(serve
     assert r.exit_code == 0, r.output
     expected = [sorted(filter(None, row["labels"].split(";"))) for row in csv.DictReader(open(tmp_path / "out.csv"))]
     assert [sorted(json.loads(cell)) for cell in served["labels"]] == expected
+    # its own code, not this process's `trainer`; and the same in an interpreter with no project at all
+    assert type(model.unwrap_python_model().served).__module__.startswith("trainer_")
+    [fresh, imported] = load_in_a_fresh_interpreter([f"models:/{name}@champion"], texts, cwd=tmp_path,
+                                                    env={"MLFLOW_TRACKING_URI": server.url})
+    assert [sorted(labels) for labels in fresh["labels"]] == expected
+    assert imported == [fresh["code"].split(".")[0]]  # its own code package, nothing else
+    np.testing.assert_allclose(fresh["probs"], served.drop(columns="labels").to_numpy(), atol=1e-6)
 
 
-def test_tensorboard_reads_every_stage_curve_of_the_run(trained):
-    """What `tensorboard --logdir <bucket>/fr/runs` shows, read with TensorBoard's own loader."""
+def test_tensorboard_shows_the_run_as_mlflow_names_it_with_its_rates_and_hparams(trained):
+    """What `tensorboard --logdir <bucket>/fr/runs` shows, read with TensorBoard's own loader: the run is one
+    TensorBoard run, a section per stage, every figure at MLflow's key and step, each epoch's learning rate,
+    and one HParams session (the run's settings, its final figures)."""
     from tensorboard.backend.event_processing.event_multiplexer import EventMultiplexer
+    from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 
     root, run_id = trained
     folder = run_dir(root, "fr", run_id)
     history = json.loads((folder / "metrics.json").read_text())["history"]
     board = EventMultiplexer().AddRunsFromDirectory(str(folder.parent)).Reload()
-    scalars = {run: set(tags["scalars"]) for run, tags in board.Runs().items()}
-    for stage in {h["stage"] for h in history}:
-        run = f"{run_id}/tensorboard/{stage}"
-        assert {"train_loss", "valid_loss"} <= scalars[run], scalars
-        epochs = [event.step for event in board.Scalars(run, "valid_loss")]
-        assert epochs == [h["epoch"] for h in history if h["stage"] == stage]
-    assert "tokens_per_s" in scalars[f"{run_id}/tensorboard/lm_finetune"]
-    assert "tokens_per_s" not in scalars[f"{run_id}/tensorboard/classifier"]
+    run = f"{run_id}/tensorboard"
+    assert run in board.Runs() and all(r.count("/") == 1 for r in board.Runs())  # no folder per stage
+    seen = {(tag, e.step): e.value for tag in board.Runs()[run]["scalars"] for e in board.Scalars(run, tag)}
+    mirror = read_mirror(open_bucket(f"file://{root / BUCKET}"), "fr", run_id, env="local")
+    mlflow = {(m.key, m.step): m.value for m in mirror.metrics if not m.key.startswith(("spot/", "cost/"))}
+    rates = ("/lr", "/tokens_per_s")  # TensorBoard's alone: the optimizer's and the clock's, not the record's
+    assert {k: v for k, v in seen.items() if not k[0].endswith(rates)} == pytest.approx(mlflow)
+    for step, record in enumerate(history, 1):
+        assert (f"{record['stage']}/valid_loss", step) in seen and seen[(f"{record['stage']}/lr", step)] > 0
+    assert all(tag.split("/")[0] in {h["stage"] for h in history} for tag, step in seen if step < len(history))
+    assert any(tag == "lm_finetune/tokens_per_s" for tag, _ in seen)
+    assert not any(tag == "classifier/tokens_per_s" for tag, _ in seen)
+    hparams = {tag: HParamsPluginData.FromString(raw)
+               for tag, raw in board.PluginRunToTagToContent("hparams")[run].items()}
+    settings = hparams["_hparams_/session_start_info"].session_start_info.hparams
+    assert settings["epochs_clf"].number_value == float(mirror.params["epochs_clf"])
+    assert "bucket" not in settings and "macro_f1" in [
+        m.name.tag for m in hparams["_hparams_/experiment"].experiment.metric_infos]
 
 
 BUCKET = ".trainstack/local/bucket"

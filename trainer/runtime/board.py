@@ -1,51 +1,82 @@
-"""TensorBoard event files of a run: one folder per stage, uploaded to `<run>/tensorboard/<stage>/` as they
-grow, so `tensorboard --logdir <bucket>/<lang>/runs` shows every run's curves while it trains.
+"""TensorBoard event files of a run, in one folder uploaded to `<run>/tensorboard/` as it grows, so
+`tensorboard --logdir <bucket>/<lang>/runs` shows every run of the language while it trains, each run one
+TensorBoard run: curves side by side, and in the HParams tab its settings beside its final figures.
 
-Written with TensorBoard's own writer (torch.utils.tensorboard) into the work folder, then copied whole
-whenever a file grew (the event files are small: a few scalars an epoch). Without the `tensorboard`
-package the run says so once and trains on: the curves are a view, metrics.json is the record.
+Tags and steps are MLflow's mirror's (trainer/runfiles/curves.py): `<stage>/<figure>` (one section per
+stage), at the run's global epoch. Written with TensorBoard's own writer (torch.utils.tensorboard) into the
+work folder, then copied whole whenever a file grew (the event files are small: a few scalars an epoch).
+Without the `tensorboard` package the run says so once and trains on: the curves are a view, metrics.json
+is the record.
 """
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
+from trainer.runfiles.curves import final_figures
 from trainer.runfiles.status_file import run_key
 from trainer.storage import Bucket, StorageError
 
 FOLDER = "tensorboard"
 
 
-class Board:
-    """Rank 0's TensorBoard writers, one per stage."""
+def hparam_values(settings: dict) -> dict[str, object]:
+    """What the HParams tab can hold: numbers stay numbers (its axes and filters), the rest as MLflow's
+    params show them (`True`, a list's repr); unset ones left out."""
+    return {k: v if isinstance(v, (int, float, str)) and not isinstance(v, bool) else str(v)
+            for k, v in settings.items() if v is not None}
 
-    def __init__(self, bucket: Bucket, lang: str, run_id: str, folder: Path, log, *, every_s: float = 5.0):
+
+class Board:
+    """Rank 0's TensorBoard writer, one for the run."""
+
+    def __init__(self, bucket: Bucket, lang: str, run_id: str, folder: Path, log, *,
+                 settings: dict | None = None, every_s: float = 5.0):
         self.bucket, self.lang, self.run_id, self.folder, self.log = bucket, lang, run_id, folder, log
+        self.settings = settings or {}  # the run's hyper-parameters (trainer/runfiles/curves.py run_settings)
         self.every_s, self._last_sync = every_s, 0.0
-        self.writers: dict[str, object] = {}
+        self.writer = None
         self.sent: dict[Path, int] = {}  # event file -> bytes uploaded
         try:
             from torch.utils.tensorboard import SummaryWriter  # needs the tensorboard package
         except ImportError:
             self.writer_class = None
-            log.line("tensorboard is not installed: no TensorBoard curves for this run (metrics.json has the figures)")
+            log.line("tensorboard is not installed: no TensorBoard curves for this run "
+                     "(metrics.json has the figures)")
         else:
             self.writer_class = SummaryWriter
 
-    def scalar(self, stage: str, name: str, value: float, step: int) -> None:
+    def _writer(self):
+        if self.writer is None:
+            self.writer = self.writer_class(log_dir=str(self.folder), flush_secs=3600)
+        return self.writer
+
+    def scalar(self, key: str, value: float, step: int) -> None:
+        if self.writer_class is not None:
+            self._writer().add_scalar(key, value, step)
+
+    def hparams(self, doc: dict) -> None:
+        """The run as one HParams session: its settings, and metrics.json's final figures at the last epoch's
+        step (the points MLflow's mirror has), so the language's runs compare in one table."""
         if self.writer_class is None:
             return
-        if stage not in self.writers:
-            self.writers[stage] = self.writer_class(log_dir=str(self.folder / stage), flush_secs=3600)
-        self.writers[stage].add_scalar(name, value, step)
+        from torch.utils.tensorboard.summary import hparams
+
+        finals, step = final_figures(doc), len(doc.get("history") or [])
+        writer = self._writer()
+        # the experiment (settings, metric names), the session's start and its end: three summaries
+        for summary in hparams(hparam_values(self.settings), finals):
+            writer.file_writer.add_summary(summary, step)
+        for key, value in finals.items():
+            writer.add_scalar(key, value, step)
 
     def sync(self, *, force: bool = False) -> None:
         """Upload every event file that grew (at most every `every_s` unless `force`); a failed upload waits
         for the next sync (the curves are late, never the run)."""
-        if not self.writers or (not force and time.monotonic() - self._last_sync < self.every_s):
+        if self.writer is None or (not force and time.monotonic() - self._last_sync < self.every_s):
             return
-        for writer in self.writers.values():
-            writer.flush()
+        self.writer.flush()
         for path in sorted(self.folder.rglob("events.out.tfevents.*")):
             size = path.stat().st_size
             if self.sent.get(path) == size:
@@ -60,10 +91,20 @@ class Board:
         self._last_sync = time.monotonic()
 
     def close(self) -> None:
-        """The last sync, then the writers closed; never raises (it runs however the run ended)."""
-        try:
-            self.sync(force=True)
-            for writer in self.writers.values():
-                writer.close()
-        except Exception as exc:  # noqa: BLE001 - the curves are a view: the run's end must not depend on them
-            print(f"TensorBoard files not closed ({type(exc).__name__}: {exc})", flush=True)
+        """The final figures of a run that finished, the last sync, then the writer closed; never raises
+        (it runs however the run ended)."""
+        for part in (self._finals, lambda: self.sync(force=True), self._close_writer):
+            try:  # each on its own: metrics.json unread, the curves are still uploaded and closed
+                part()
+            except Exception as exc:  # noqa: BLE001 - the curves are a view: never what ends the run
+                print(f"TensorBoard files not closed ({type(exc).__name__}: {exc})", flush=True)
+
+    def _finals(self) -> None:
+        """metrics.json is written last, by a run that finished: the record MLflow's mirror reads too."""
+        key = run_key(self.lang, self.run_id, "metrics.json")
+        if self.writer_class is not None and self.bucket.exists(key):
+            self.hparams(json.loads(self.bucket.read_bytes(key)))
+
+    def _close_writer(self) -> None:
+        if self.writer is not None:
+            self.writer.close()

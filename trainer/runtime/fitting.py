@@ -11,6 +11,7 @@ from dataclasses import replace
 
 from fastai.text.all import ProgressCallback
 
+from trainer.runfiles.curves import run_settings
 from trainer.runtime import distributed as D
 from trainer.runtime import precision as P
 from trainer.runtime.callbacks import (
@@ -58,7 +59,8 @@ class Fitter:
         self.progress_cb = BatchProgressCallback(rc.log, every_s=a.progress_seconds, world=rc.ctx.world)
         self.best_cb = BestEpochCallback(self._keep_best)
         self.patience_cb = PatienceCallback(rc.ctx, self._stale, a.patience)
-        self.board = Board(rc.bucket, a.lang, a.run_id, rc.work / FOLDER, rc.log) if rc.ctx.main else None
+        self.board = (Board(rc.bucket, a.lang, a.run_id, rc.work / FOLDER, rc.log,
+                            settings=run_settings(vars(a))) if rc.ctx.main else None)
         self.board_cb = BoardCallback(self.board, self.history, world=rc.ctx.world)
 
     @property

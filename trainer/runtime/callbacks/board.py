@@ -1,18 +1,27 @@
-"""TensorBoard curves: each epoch's figures (as its log line has them) and, in LM stages, tokens/s."""
+"""TensorBoard curves: each epoch's figures (as its log line has them), its learning rate and, in LM stages,
+tokens/s; named and stepped as MLflow's mirror names them (trainer/runfiles/curves.py)."""
 from __future__ import annotations
 
 import time
 
 from fastai.callback.core import Callback
 
+from trainer.runfiles.curves import curve_key, epoch_figures
 from trainer.runtime.callbacks.core import skipped
 from trainer.runtime.callbacks.progress import EpochLogCallback
 
 LM_STAGES = ("base_lm", "lm_finetune")
 
 
+def learning_rate(learn) -> float:
+    """The rate the epoch's last batch trained with: the head's (the last parameter group), as ULMFiT's
+    discriminative rates divide it down the layers and the one-cycle schedule moves it batch by batch."""
+    return float(learn.opt.hypers[-1]["lr"])
+
+
 class BoardCallback(Callback):
-    """Writes the epoch's record (trainer.runtime.board) after its log line; rank 0 (`board` None elsewhere)."""
+    """Writes the epoch's points (trainer.runtime.board) after its log line; rank 0 (`board` None
+    elsewhere)."""
 
     run_after = EpochLogCallback  # the epoch's record is in `history`
 
@@ -39,10 +48,12 @@ class BoardCallback(Callback):
             return
         self.seen = len(self.history)
         record = self.history[-1]
-        stage, step = record["stage"], record["epoch"]
-        for name, value in record.items():
-            if name not in ("stage", "phase", "epoch") and isinstance(value, (int, float)):
-                self.board.scalar(stage, name, float(value), step)
+        step, stage = len(self.history), record["stage"]  # the global epoch: the record's place in history
+        points = epoch_figures(record)
+        points[curve_key(stage, "lr")] = learning_rate(self.learn)
         if stage.startswith(LM_STAGES) and self.started is not None and self.tokens:
-            self.board.scalar(stage, "tokens_per_s", self.tokens / max(time.monotonic() - self.started, 1e-9), step)
+            seconds = max(time.monotonic() - self.started, 1e-9)
+            points[curve_key(stage, "tokens_per_s")] = self.tokens / seconds
+        for key, value in points.items():
+            self.board.scalar(key, value, step)
         self.board.sync()  # at most every few seconds; the run's end closes the board with a last sync
