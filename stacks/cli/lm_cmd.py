@@ -127,10 +127,15 @@ def list_(lang: LangArg, env: EnvOpt = "local", sets: SetOpt = None, as_json: Js
     from trainer.lm import store
 
     _, _, bucket = _open(env, sets, lang)
-    lms, current = store.list_lms(bucket, lang), store.current_id(bucket, lang)
+    damaged: list[tuple[str, str]] = []
+    lms, current = store.list_lms(bucket, lang, unreadable=damaged), store.current_id(bucket, lang)
     if as_json:
-        emit_json([_row(lm, current) for lm in lms])
+        emit_json([_row(lm, current) for lm in lms]
+                  + [{"id": lm_id, "current": lm_id == current, "unreadable": why} for lm_id, why in damaged])
         return
+    for lm_id, why in damaged:  # one damaged record is a line, never the whole list
+        console.print(f"[yellow]UNREADABLE[/] {escape(lm_id)}: {escape(why)} (the others are listed; publish it "
+                      "again or remove its folder)", soft_wrap=True)
     if not lms:
         console.print(f"no base LM published for {lang} in {bucket.url(lang + '/lm/')} "
                       f"(trainctl lm pretrain {lang}, or trainctl lm import {lang} WEIGHTS VOCAB)", soft_wrap=True,

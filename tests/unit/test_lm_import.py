@@ -303,3 +303,22 @@ def test_unknown_language_and_missing_trainer_extra(project, tmp_path, monkeypat
     monkeypatch.setattr(lm_cmd.importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a))
     r = runner.invoke(app, ["lm", "import", "fr", "w.pth", "v.pkl"])
     assert r.exit_code == 2 and "pip install 'trainstack[trainer]'" in r.output
+
+
+def test_one_damaged_base_lm_is_a_line_and_the_others_are_listed(project):
+    from trainer.lm import store
+    from trainer.storage import LocalBucket
+
+    bucket = LocalBucket(bucket_dir(project))
+    for lm_id in ("pre-good", "pre-cut"):
+        lm = store.BaseLM(id=lm_id, source="pretrain", tokenizer="t", arch=dict(TINY_ARCH), vocab_size=8,
+                          tokens=500_000, perplexity=80.0, created_at="2026-01-01T00:00:00Z")
+        store.publish(bucket, "fr", lm, b"w", b"v", make_current=lm_id == "pre-good")
+    meta = bucket_dir(project) / "fr" / "lm" / "pre-cut" / "meta.json"
+    meta.write_text(meta.read_text()[:25])  # cut short, as by a full disk
+    r = runner.invoke(app, ["lm", "list", "fr"])
+    assert r.exit_code == 0, r.output
+    assert "UNREADABLE pre-cut" in r.output and "meta.json" in r.output and "\tpre-good\t" in r.output
+    listed = json.loads(runner.invoke(app, ["lm", "list", "fr", "--json"]).output)
+    assert {lm["id"] for lm in listed} == {"pre-good", "pre-cut"}
+    assert "not valid JSON" in next(lm for lm in listed if lm["id"] == "pre-cut")["unreadable"]

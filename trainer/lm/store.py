@@ -110,11 +110,22 @@ def read(bucket, lang: str, lm_id: str) -> BaseLM | None:
     return BaseLM.from_json(data, lm_id)
 
 
-def list_lms(bucket, lang: str) -> list[BaseLM]:
-    """Every complete base LM of `lang`, oldest first."""
+def list_lms(bucket, lang: str, *, unreadable: list[tuple[str, str]] | None = None) -> list[BaseLM]:
+    """Every complete base LM of `lang`, oldest first. With `unreadable`, a damaged meta.json is appended there
+    as (id, why) and the others are still listed; without, it is an error."""
     ids = sorted({k[len(f"{lang}/lm/"):].split("/", 1)[0] for k in bucket.list(f"{lang}/lm/")
                   if k.endswith("/meta.json") and k.count("/") == 3})
-    found = [lm for lm in (read(bucket, lang, i) for i in ids) if lm is not None]
+    found = []
+    for lm_id in ids:
+        try:
+            lm = read(bucket, lang, lm_id)
+        except DataError as exc:
+            if unreadable is None:
+                raise
+            unreadable.append((lm_id, exc.message))
+            continue
+        if lm is not None:
+            found.append(lm)
     legacy = read(bucket, lang, LEGACY_ID) if all(bucket.exists(f"{lang}/lm/{f}") for f in FILES) else None
     return sorted(([legacy] if legacy else []) + found, key=lambda lm: (lm.created_at, lm.id))
 
