@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import pickle
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Mapping
@@ -23,6 +24,7 @@ import numpy as np
 from trainer.errors import DataError
 from trainer.runfiles.metrics_file import RunMetrics
 from trainer.runfiles.status_file import BWD_MODEL, TFIDF_FILES
+from trainer.serving import padded_batches
 
 MODEL, METRICS = "model.pth", "metrics.json"
 SERVED_FILES = (MODEL, METRICS, BWD_MODEL, *TFIDF_FILES)  # every file a served model may be made of
@@ -68,7 +70,17 @@ def load_tfidf(spec_json: bytes, arrays_npz: bytes):
     return TfidfModel.load(spec_json, arrays_npz)
 
 
+@dataclass
+class TokenizedTexts:
+    """Texts with the forward model's token ids (ServedModel.tokenize), so that tokenizing the next batch
+    can overlap classifying this one."""
+
+    texts: list[str]
+    ids: list[np.ndarray] | None  # None: the model is served by fastai's own path, which tokenizes itself
+
+
 def _learner_probabilities(learn, texts: list[str]) -> np.ndarray:
+    """fastai's own path: get_preds over a test DataLoader (padded_batches gives the same, faster)."""
     import pandas as pd
 
     # one DataLoader over the batch: fastai sorts it by length and get_preds puts it back in order.
@@ -102,6 +114,7 @@ class ServedModel:
         _check_parts(metrics, backward=learn_bwd is not None, tfidf=tfidf is not None)
         self.metrics, self.learn, self.learn_bwd = metrics, learn, learn_bwd
         self.tfidf = tfidf if metrics.blended else None
+        self.text_model = padded_batches.text_model(learn)  # None: fastai's own path serves it
 
     @classmethod
     def load(cls, *, files: Mapping[str, Path], metrics: RunMetrics | None = None,
@@ -138,11 +151,23 @@ class ServedModel:
         """Whether it serves the forward+backward ensemble (model_bwd.pth loaded)."""
         return self.learn_bwd is not None
 
-    def probabilities(self, texts: list[str]) -> np.ndarray:
+    def tokenize(self, texts: list[str]) -> TokenizedTexts:
+        """`texts` with the forward model's token ids, for `probabilities` and `predict`."""
+        texts = list(texts)
+        if self.text_model is None or not texts:
+            return TokenizedTexts(texts, None)
+        return TokenizedTexts(texts, padded_batches.token_ids(self.text_model, texts))
+
+    def probabilities(self, texts: list[str] | TokenizedTexts) -> np.ndarray:
         """(texts, labels) probabilities of what the run kept, in the texts' order."""
+        ids = texts.ids if isinstance(texts, TokenizedTexts) else None
+        texts = texts.texts if isinstance(texts, TokenizedTexts) else list(texts)
         if not texts:
             return np.zeros((0, len(self.labels)))
-        probs = _learner_probabilities(self.learn, texts)
+        if self.text_model is None:
+            probs = _learner_probabilities(self.learn, texts)
+        else:
+            probs = padded_batches.probabilities(self.text_model, texts, ids)
         if self.learn_bwd is not None:
             probs = (probs + _learner_probabilities(self.learn_bwd, texts)) / 2
         if self.tfidf is not None:
@@ -162,7 +187,7 @@ class ServedModel:
                         allow_empty=metrics.allow_empty)
         return [[label for label, yes in zip(self.labels, row) if yes] for row in chosen]
 
-    def predict(self, texts: list[str]) -> tuple[list[list[str]], np.ndarray]:
+    def predict(self, texts: list[str] | TokenizedTexts) -> tuple[list[list[str]], np.ndarray]:
         """(labels of each text, (texts, labels) probabilities)."""
         probs = self.probabilities(texts)
         return self.decide(probs), probs

@@ -1,0 +1,92 @@
+"""The served model's padded batches give what fastai's get_preds gives, row for row.
+
+The run is the session's (tests/e2e/conftest.py `trained_fr`). The reference is fastai's own path
+(served_model._learner_probabilities, what predict ran before padded batches); the texts are a few hundred
+of every shape: empty, blank, one word, capitals, unknown words, literal special tokens, texts of one
+chunk and of many (where fastai's batches decide a row's result), longer than the encoder's max_len.
+"""
+from __future__ import annotations
+
+import copy
+import csv
+import random
+
+import numpy as np
+import pytest
+
+from tests.support.project import SAMPLE
+from tests.support.trainctl import run_dir
+
+
+@pytest.fixture(scope="module")
+def served(trained_fr):
+    from trainer.serving.served_model import ServedModel
+
+    project, run_id, _ = trained_fr
+    model = ServedModel.from_folder(run_dir(project, "fr", run_id))
+    assert model.text_model is not None, "the trained classifier is not served on padded batches"
+    return model
+
+
+def varied_texts(count: int = 300) -> list[str]:
+    sample = [row["text"] for row in csv.DictReader(open(SAMPLE / "fr" / "train.csv", encoding="utf-8"))]
+    rng = random.Random(7)
+    texts = ["", " ", "\n\t", "a", "?!", "xxbos xxpad xxunk", "COLIS PERDU ÉNORME", "zzqx wvyk qqq",
+             "Remboursement " * 2000]  # the last: thousands of tokens, past the encoder's max_len
+    while len(texts) < count:
+        words = rng.choice([1, 1, 1, 2, 3, 6, 30, 90])  # many texts of one chunk, some of several
+        texts.append(" ".join(rng.choice(sample) for _ in range(words)) + f" ({len(texts)})")
+    rng.shuffle(texts)
+    return texts
+
+
+def test_token_ids_are_fastais(served):
+    from trainer.serving.padded_batches import token_ids
+
+    texts = varied_texts(120)
+    tokenizer, vocab_ids = served.text_model.tokenizer, served.text_model.vocab_ids
+    expected = [[vocab_ids[token] for token in tokenizer(text)] for text in texts]
+    assert [row.tolist() for row in token_ids(served.text_model, texts)] == expected
+
+
+@pytest.mark.parametrize("count", [1, 33, 300])
+def test_same_probabilities_and_labels_as_get_preds(served, count):
+    from trainer.serving.padded_batches import probabilities
+    from trainer.serving.served_model import _learner_probabilities
+
+    texts = varied_texts(300)[:count]
+    expected = _learner_probabilities(served.learn, texts)
+    got = probabilities(served.text_model, texts)
+    assert got.shape == expected.shape
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-6)
+    assert served.decide(got) == served.decide(expected)
+    # and the whole served model (a blend's TF-IDF part included) against the same model on fastai's path
+    reference = copy.copy(served)
+    reference.text_model = None
+    labels, probs = served.predict(texts)
+    expected_labels, expected_probs = reference.predict(texts)
+    np.testing.assert_allclose(probs, expected_probs, rtol=0, atol=1e-6)
+    assert labels == expected_labels
+
+
+def test_tokenizing_ahead_in_a_worker_gives_the_same_rows(served, tmp_path):
+    from trainer.serving.batch_predict import InputRows, classify_file
+    from trainer.serving.tokenize_ahead import TokenizeAhead
+
+    texts = varied_texts(300)
+    src = tmp_path / "in.csv"
+    with open(src, "w", newline="", encoding="utf-8") as fh:
+        csv.writer(fh).writerows([("id", "text"), *((f"r{n}", text) for n, text in enumerate(texts))])
+    outputs = []
+    for ahead in (None, TokenizeAhead(served)):
+        out = tmp_path / f"out-{len(outputs)}.csv"
+        rows = InputRows(src, text_col="text", id_col=None, batch_rows=64)
+        if ahead is None:
+            classify_file(rows, out, classify=served.predict, labels=served.labels, label_sep="|")
+        else:
+            with ahead:
+                classify_file(rows, out, classify=served.predict, labels=served.labels, label_sep="|",
+                              prepare=ahead.submit)
+        outputs.append(out.read_text(encoding="utf-8"))
+    assert outputs[0] == outputs[1]
+    assert outputs[0].count("\n") == len(texts) + 1
