@@ -10,7 +10,8 @@ import pytest
 pytest.importorskip("spacy")
 
 ODD = [" ", "  ", "\n", "\t", " \n ", "\u00a0", "\u2003", "\r\n", "!!!", "...", "(", ")", "'", "-", "€",
-       "😀", "http://x.fr/a?b=1", "l'été", "A.B.", "xxmaj", "xxbos", "xxup ÉTÉ", "e-mail", "3,5", "aujourd'hui"]
+       "😀", "http://x.fr/a?b=1", "l'été", "A.B.", "xxmaj", "xxbos", "xxup ÉTÉ", "e-mail", "3,5",
+       "aujourd'hui"]
 WORDS = ["colis", "livraison", "Facture", "COMPTE", "produit", "n'est", "pas", "arrivé", "(3)", "rembourser"]
 
 
