@@ -70,10 +70,7 @@ def _check_local_input(input_uri: str, path: Path) -> None:
 def classify_file_cmd(model, input_uri: str, output_uri: str, *, text_col: str, id_col: str | None,
                       batch_rows: int, label_sep: str, tmp: Path) -> None:
     """`model` (trainer.serving.served_model.ServedModel) classifies every row of the input into the output."""
-    from contextlib import nullcontext
-
     from trainer.serving.batch_predict import InputRows, classify_file
-    from trainer.serving.tokenize_ahead import TokenizeAhead, usable_cores
 
     # Again: the model took seconds to load, and a file may have come meanwhile.
     check_files(input_uri, output_uri)
@@ -94,17 +91,13 @@ def classify_file_cmd(model, input_uri: str, output_uri: str, *, text_col: str, 
         except FileExistsError:
             raise refused from None
     started = time.monotonic()
-    # with a core to spare, the next batch is tokenized in a worker process while this one runs the model
-    # (entered first: its worker is forked before the progress bar's thread starts)
-    ahead = TokenizeAhead(model) if getattr(model, "text_model", None) and usable_cores() > 1 else None
-    with ahead or nullcontext(), Progress(
-            TextColumn("classifying"), BarColumn(), TaskProgressColumn(),
-            TextColumn("{task.fields[rows]} rows"), TimeElapsedColumn(), TimeRemainingColumn(), console=err_console, transient=True,
-            disable=not err_console.is_terminal) as bar:
+    with Progress(TextColumn("classifying"), BarColumn(), TaskProgressColumn(), TextColumn("{task.fields[rows]} rows"),
+                  TimeElapsedColumn(), TimeRemainingColumn(), console=err_console, transient=True,
+                  disable=not err_console.is_terminal) as bar:
         task = bar.add_task("classify", total=rows.total, rows=0)
         try:
             written = classify_file(rows, local_out, classify=model.predict, labels=model.labels,
-                                    label_sep=label_sep, prepare=ahead.submit if ahead else None,
+                                    label_sep=label_sep,
                                     on_batch=lambda done, n: bar.update(task, completed=done, rows=f"{n:,}"))
         except BaseException:
             if not out_bucket:

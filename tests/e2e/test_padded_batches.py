@@ -67,26 +67,3 @@ def test_same_probabilities_and_labels_as_get_preds(served, count):
     expected_labels, expected_probs = reference.predict(texts)
     np.testing.assert_allclose(probs, expected_probs, rtol=0, atol=1e-6)
     assert labels == expected_labels
-
-
-def test_tokenizing_ahead_in_a_worker_gives_the_same_rows(served, tmp_path):
-    from trainer.serving.batch_predict import InputRows, classify_file
-    from trainer.serving.tokenize_ahead import TokenizeAhead
-
-    texts = varied_texts(300)
-    src = tmp_path / "in.csv"
-    with open(src, "w", newline="", encoding="utf-8") as fh:
-        csv.writer(fh).writerows([("id", "text"), *((f"r{n}", text) for n, text in enumerate(texts))])
-    outputs = []
-    for ahead in (None, TokenizeAhead(served)):
-        out = tmp_path / f"out-{len(outputs)}.csv"
-        rows = InputRows(src, text_col="text", id_col=None, batch_rows=64)
-        if ahead is None:
-            classify_file(rows, out, classify=served.predict, labels=served.labels, label_sep="|")
-        else:
-            with ahead:
-                classify_file(rows, out, classify=served.predict, labels=served.labels, label_sep="|",
-                              prepare=ahead.submit)
-        outputs.append(out.read_text(encoding="utf-8"))
-    assert outputs[0] == outputs[1]
-    assert outputs[0].count("\n") == len(texts) + 1

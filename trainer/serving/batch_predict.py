@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import csv
 import json
-from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
@@ -146,36 +145,18 @@ def _plain(value):
 
 
 def classify_file(rows: InputRows, output: Path, *, classify: Callable[[list[str]], tuple[list[list[str]], np.ndarray]],
-                  labels: list[str], label_sep: str, on_batch: Callable[[int, int], None] | None = None,
-                  prepare: Callable[[list[str]], Future] | None = None) -> int:
+                  labels: list[str], label_sep: str, on_batch: Callable[[int, int], None] | None = None) -> int:
     """Every row of `rows` through `classify(texts) -> (labels per row, probabilities)` into `output`
-    -> rows written. `on_batch(done, rows)` after each batch (the progress bar). With `prepare`, each
-    batch's texts are handed to it as soon as they are read (it starts tokenizing them elsewhere, while
-    the previous batch is classified here) and `classify` gets its future's result: two batches in
-    flight at most, so memory stays bounded."""
+    -> rows written. `on_batch(done, rows)` after each batch (the progress bar)."""
     writer = None
-
-    def finish(batch: Batch, prepared) -> None:
-        nonlocal writer
-        if writer is None:
-            writer = OutputRows(output, id_name=rows.id_name or ROW_COL, labels=labels, label_sep=label_sep)
-        if batch.texts:
-            chosen, probs = classify(prepared.result() if prepare is not None else prepared)
-        else:
-            chosen, probs = [], np.zeros((0, len(labels)))
-        writer.write(batch.ids, chosen, probs)
-        if on_batch:
-            on_batch(batch.done, writer.rows)
-
     try:
-        waiting = None
         for batch in rows:
-            prepared = prepare(batch.texts) if prepare is not None and batch.texts else batch.texts
-            if waiting is not None:
-                finish(*waiting)
-            waiting = (batch, prepared)
-        if waiting is not None:
-            finish(*waiting)
+            if writer is None:
+                writer = OutputRows(output, id_name=rows.id_name or ROW_COL, labels=labels, label_sep=label_sep)
+            chosen, probs = classify(batch.texts) if batch.texts else ([], np.zeros((0, len(labels))))
+            writer.write(batch.ids, chosen, probs)
+            if on_batch:
+                on_batch(batch.done, writer.rows)
     finally:
         if writer is not None:
             writer.close()

@@ -114,11 +114,11 @@ def _run(parts: TextModel, rows: list[np.ndarray]) -> np.ndarray:
     return parts.activation(logits.float()).numpy()
 
 
-def probabilities(parts: TextModel, texts: list[str], ids: list[np.ndarray] | None = None) -> np.ndarray:
-    """(texts, labels) probabilities, in the texts' order; `ids`: token_ids(parts, texts) if made already."""
+def probabilities(parts: TextModel, texts: list[str]) -> np.ndarray:
+    """(texts, labels) probabilities, in the texts' order."""
     import torch
 
-    ids = token_ids(parts, texts) if ids is None else ids
+    ids = token_ids(parts, texts)
     # get_preds' order: by characters, longest first, ties in input order (a stable sort)
     by_chars = sorted(range(len(texts)), key=lambda n: len(texts[n]), reverse=True)
     whole_batches, pooled = [], []

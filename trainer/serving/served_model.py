@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import pickle
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Mapping
@@ -68,15 +67,6 @@ def load_tfidf(spec_json: bytes, arrays_npz: bytes):
     from trainer.classification.baseline import TfidfModel
 
     return TfidfModel.load(spec_json, arrays_npz)
-
-
-@dataclass
-class TokenizedTexts:
-    """Texts with the forward model's token ids (ServedModel.tokenize), so that tokenizing the next batch
-    can overlap classifying this one."""
-
-    texts: list[str]
-    ids: list[np.ndarray] | None  # None: the model is served by fastai's own path, which tokenizes itself
 
 
 def _learner_probabilities(learn, texts: list[str]) -> np.ndarray:
@@ -151,23 +141,15 @@ class ServedModel:
         """Whether it serves the forward+backward ensemble (model_bwd.pth loaded)."""
         return self.learn_bwd is not None
 
-    def tokenize(self, texts: list[str]) -> TokenizedTexts:
-        """`texts` with the forward model's token ids, for `probabilities` and `predict`."""
-        texts = list(texts)
-        if self.text_model is None or not texts:
-            return TokenizedTexts(texts, None)
-        return TokenizedTexts(texts, padded_batches.token_ids(self.text_model, texts))
-
-    def probabilities(self, texts: list[str] | TokenizedTexts) -> np.ndarray:
+    def probabilities(self, texts: list[str]) -> np.ndarray:
         """(texts, labels) probabilities of what the run kept, in the texts' order."""
-        ids = texts.ids if isinstance(texts, TokenizedTexts) else None
-        texts = texts.texts if isinstance(texts, TokenizedTexts) else list(texts)
+        texts = list(texts)
         if not texts:
             return np.zeros((0, len(self.labels)))
         if self.text_model is None:
             probs = _learner_probabilities(self.learn, texts)
         else:
-            probs = padded_batches.probabilities(self.text_model, texts, ids)
+            probs = padded_batches.probabilities(self.text_model, texts)
         if self.learn_bwd is not None:
             probs = (probs + _learner_probabilities(self.learn_bwd, texts)) / 2
         if self.tfidf is not None:
@@ -187,7 +169,7 @@ class ServedModel:
                         allow_empty=metrics.allow_empty)
         return [[label for label, yes in zip(self.labels, row) if yes] for row in chosen]
 
-    def predict(self, texts: list[str] | TokenizedTexts) -> tuple[list[list[str]], np.ndarray]:
+    def predict(self, texts: list[str]) -> tuple[list[list[str]], np.ndarray]:
         """(labels of each text, (texts, labels) probabilities)."""
         probs = self.probabilities(texts)
         return self.decide(probs), probs
