@@ -137,6 +137,27 @@ def bounded(cmd: list[str], *, timeout: float, **kwargs) -> subprocess.Completed
         return subprocess.CompletedProcess(cmd, 124, said[0], said[1] + f"\ntimed out after {timeout:.0f}s")
 
 
+def trainer_env() -> dict[str, str]:
+    """`python -m trainer` from a temporary project: this checkout's packages first on its path."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+
+
+def imdb_cell(root: Path, json_out: Path, *, variant: str, pairs: list[str], dry_run: bool,
+              timeout: float) -> dict:
+    """One benchmarks.real_tasks cell of IMDb with 100 labels, base LMs from the project's bucket: its table row
+    and cells, or why it failed."""
+    r = bounded([sys.executable, "-m", "benchmarks.real_tasks", "--tasks", "en_imdb", "--sizes", "100",
+                 "--variants", variant, "--test-rows", "200" if dry_run else "2000",
+                 "--lm-bucket", f"file://{root / '.trainstack/local/bucket'}", "--json-out", str(json_out),
+                 *sets(pairs)], cwd=REPO, timeout=max(timeout, 5))
+    result = {"rc": r.returncode, "table": [line for line in r.stdout.splitlines() if line.startswith("|")][-1:]}
+    if json_out.exists():
+        result["cells"] = json.loads(json_out.read_text())
+    if r.returncode:
+        result["stderr"] = r.stderr[-1500:]
+    return result
+
+
 def trainctl(root: Path, *args: str, timeout: float) -> subprocess.CompletedProcess:
     return bounded([str(BIN / "trainctl"), *args], cwd=root, timeout=timeout)
 
@@ -153,8 +174,7 @@ def trainer_only_run(root: Path, pairs: list[str], timeout: float) -> subprocess
     config = load_config(root / "envs", "local", pairs)
     run_id = time.strftime("%Y%m%d-%H%M%S-", time.gmtime()) + "0gpu"
     return bounded([sys.executable, "-m", "trainer", *trainer_args(config, "fr"), "--run-id", run_id],
-                   cwd=root, timeout=timeout, env={**os.environ,
-                   "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])})
+                   cwd=root, timeout=timeout, env=trainer_env())
 
 
 def e2e_step(base: Path, out: Path, dry_run: bool, trainer_only: bool):
@@ -257,7 +277,7 @@ def pretrain(root: Path, base: Path, corpus: list[Path], pairs: list[str], train
         run_id = time.strftime("%Y%m%d-%H%M%S-", time.gmtime()) + "0lm0"
         return bounded([sys.executable, "-m", "trainer", *trainer_args(config, "en"), "--job", "pretrain-lm",
                         "--run-id", run_id], cwd=root, timeout=timeout,
-                       env={**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])})
+                       env=trainer_env())
     staged = base / "en-corpus"
     (staged / "corpus").mkdir(parents=True, exist_ok=True)
     for f in corpus:
@@ -298,17 +318,8 @@ def imdb_step(base: Path, out: Path, dry_run: bool, trainer_only: bool, call: Ca
                 finetune = 100_000 if dry_run else max(100_000, int(rate_used * left * 0.4))
                 result["finetune_tokens"] = finetune
                 pairs.append(f"defaults.trainer.max_lm_tokens={finetune}")
-            json_out = base / f"imdb-{variant}.json"
-            r = bounded([sys.executable, "-m", "benchmarks.real_tasks", "--tasks", "en_imdb", "--sizes", "100",
-                         "--variants", variant, "--test-rows", "200" if dry_run else "2000",
-                         "--lm-bucket", f"file://{root / '.trainstack/local/bucket'}", "--json-out", str(json_out),
-                         *sets(pairs)], cwd=REPO, timeout=max(left, 5))
-            result[variant] = {"rc": r.returncode, "table": [line for line in r.stdout.splitlines()
-                                                             if line.startswith("|")][-1:]}
-            if json_out.exists():
-                result[variant]["cells"] = json.loads(json_out.read_text())
-            if r.returncode:
-                result[variant]["stderr"] = r.stderr[-1500:]
+            result[variant] = imdb_cell(root, base / f"imdb-{variant}.json", variant=variant, pairs=pairs,
+                                        dry_run=dry_run, timeout=left)
         return result
     return run
 
@@ -362,18 +373,9 @@ def recipe_step(base: Path, dry_run: bool, trainer_only: bool):
         current.write_text(text)
         finetune = 100_000 if dry_run else 2_000_000
         left = limit - (time.monotonic() - started) - 5
-        json_out = base / "recipe-imdb.json"
-        r = bounded([sys.executable, "-m", "benchmarks.real_tasks", "--tasks", "en_imdb", "--sizes", "100",
-                     "--variants", "corpus", "--test-rows", "200" if dry_run else "2000",
-                     "--lm-bucket", f"file://{root / '.trainstack/local/bucket'}", "--json-out", str(json_out),
-                     *sets([*pairs, f"defaults.trainer.max_lm_tokens={finetune}"])],  # the later --set wins
-                    cwd=REPO, timeout=max(left, 5))
-        result["imdb"] = {"lm": best, "finetune_tokens": finetune, "rc": r.returncode,
-                          "table": [line for line in r.stdout.splitlines() if line.startswith("|")][-1:]}
-        if json_out.exists():
-            result["imdb"]["cells"] = json.loads(json_out.read_text())
-        if r.returncode:
-            result["imdb"]["stderr"] = r.stderr[-1500:]
+        result["imdb"] = {"lm": best, "finetune_tokens": finetune,  # the later --set wins
+                          **imdb_cell(root, base / "recipe-imdb.json", variant="corpus", dry_run=dry_run,
+                                      pairs=[*pairs, f"defaults.trainer.max_lm_tokens={finetune}"], timeout=left)}
         return result
     return run
 
