@@ -43,10 +43,13 @@ demo: $(STAMP)
 	$(BIN)/trainctl train fr --env $(ENV)
 
 test: $(STAMP) $(NODE_STAMP) $(LINT_STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest
 
 # The unit tests alone (tests/unit: seconds each, no model trained, no stack synthesized): under a minute.
 test-fast: $(STAMP)
+	$(BIN)/ruff check .
 	$(BIN)/python -m pytest tests/unit -q
 
 # The stacks synthesized by CDK Terrain: the synth, construct and policy tests (not part of `make test`).

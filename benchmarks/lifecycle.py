@@ -7,6 +7,7 @@ init/apply, following, destroy) minus the wall time of a bare
 `python -m trainer` with the same arguments on the same data, each in a fresh
 project folder so both train the base LM from scratch.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -57,14 +58,16 @@ def main() -> None:
         timed([trainctl, "data", "push", args.lang, str(sample), "--env", args.env], wrapped)
         train_s = timed([trainctl, "train", args.lang, "--env", args.env], wrapped)
         sys.path.insert(0, str(REPO))
-        from stacks.project import Project
         from stacks.config.trainer_command import trainer_args
+        from stacks.project import Project
 
         bare = fresh_project(base, "bare")
         config = Project(bare).load(args.env)
-        data_dir = Path(config.bucket[len("file://"):]) / args.lang / "data"
+        data_dir = Path(config.bucket[len("file://") :]) / args.lang / "data"
         shutil.copytree(sample, data_dir)
-        bare_s = timed([str(BIN / "python"), "-m", "trainer", *trainer_args(config, args.lang), "--run-id", "bench"], bare)
+        bare_s = timed(
+            [str(BIN / "python"), "-m", "trainer", *trainer_args(config, args.lang), "--run-id", "bench"], bare
+        )
     rows = [
         ("trainctl --help (median of 5)", help_s, "<= 1 s"),
         (f"trainctl synth --env {args.env} (all stacks)", synth_s, ""),
@@ -72,8 +75,10 @@ def main() -> None:
         ("python -m trainer (same args, bare)", bare_s, ""),
         ("lifecycle overhead (train - bare)", train_s - bare_s, "<= 15 s"),
     ]
-    print(f"machine: {platform.node()} · {platform.processor() or platform.machine()} · "
-          f"{__import__('os').cpu_count()} cores · Python {platform.python_version()}")
+    print(
+        f"machine: {platform.node()} · {platform.processor() or platform.machine()} · "
+        f"{__import__('os').cpu_count()} cores · Python {platform.python_version()}"
+    )
     for name, secs, target in rows:
         print(f"{name:48} {secs:8.2f} s   {target}")
 

@@ -14,6 +14,7 @@ counts, as a corpus gives); `--precision bf16` runs the step under CPU bf16 auto
 the CPU has avx512_bf16 / amx_bf16: oneDNN has no bf16 LSTM elsewhere; such rows say so).
 It also prints the hours an epoch over a corpus of --corpus-tokens would take at each rate.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,8 +22,19 @@ import platform
 import time
 
 
-def tokens_per_s(emb: int, hid: int, layers: int, vocab: int, *, bs: int, seq_len: int, batches: int,
-                 head: str = "full", precision: str = "fp32", device: str = "cpu") -> float:
+def tokens_per_s(
+    emb: int,
+    hid: int,
+    layers: int,
+    vocab: int,
+    *,
+    bs: int,
+    seq_len: int,
+    batches: int,
+    head: str = "full",
+    precision: str = "fp32",
+    device: str = "cpu",
+) -> float:
     """Tokens/s of the LM step; `device` cuda: autocast on the GPU (bf16, or fp16 with loss scaling)."""
     import numpy as np
     import torch
@@ -80,11 +92,15 @@ def main() -> None:
 
     from trainer.runtime.precision import cpu_bf16
 
-    print(f"# {platform.machine()}, {torch.get_num_threads()} torch threads, torch {torch.__version__}, "
-          f"bs {args.bs} x seq_len {args.seq_len}, {args.batches} timed batches")
+    print(
+        f"# {platform.machine()}, {torch.get_num_threads()} torch threads, torch {torch.__version__}, "
+        f"bs {args.bs} x seq_len {args.seq_len}, {args.batches} timed batches"
+    )
     print(f"# native bf16: {cpu_bf16() or 'none (no avx512_bf16 / amx_bf16)'}")
-    print(f"| arch (emb/hid/layers) | vocab | head | precision | tokens/s | s per batch | "
-          f"hours per epoch of {args.corpus_tokens / 1e6:g} M tokens |")
+    print(
+        f"| arch (emb/hid/layers) | vocab | head | precision | tokens/s | s per batch | "
+        f"hours per epoch of {args.corpus_tokens / 1e6:g} M tokens |"
+    )
     print("|---|---|---|---|---|---|---|")
     for arch in args.arch:
         emb, hid, layers = (int(v) for v in arch.split("/"))
@@ -95,10 +111,22 @@ def main() -> None:
                     if precision == "bf16" and not cpu_bf16():
                         print(f"{row} – | – | – (this CPU has no native bf16) |", flush=True)
                         continue
-                    rate = tokens_per_s(emb, hid, layers, vocab, bs=args.bs, seq_len=args.seq_len,
-                                        batches=args.batches, head=head, precision=precision)
-                    print(f"{row} {rate:,.0f} | {args.bs * args.seq_len / rate:.2f} | "
-                          f"{args.corpus_tokens / rate / 3600:.2f} |", flush=True)
+                    rate = tokens_per_s(
+                        emb,
+                        hid,
+                        layers,
+                        vocab,
+                        bs=args.bs,
+                        seq_len=args.seq_len,
+                        batches=args.batches,
+                        head=head,
+                        precision=precision,
+                    )
+                    print(
+                        f"{row} {rate:,.0f} | {args.bs * args.seq_len / rate:.2f} | "
+                        f"{args.corpus_tokens / rate / 3600:.2f} |",
+                        flush=True,
+                    )
 
 
 if __name__ == "__main__":

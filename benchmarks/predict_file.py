@@ -9,6 +9,7 @@ texts, each with its row number appended, so no two rows are equal), runs the re
 fresh process and prints rows/s and that process's peak RSS (ru_maxrss of the child). Bounded
 memory means the peak stays flat as the file grows.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,8 +34,9 @@ def sample_texts(lang: str) -> list[str]:
 
 
 def write_input(path: Path, texts: list[str], rows: int) -> None:
-    frame = pd.DataFrame({"id": [f"r{i}" for i in range(rows)],
-                          "text": [f"{texts[i % len(texts)]} ({i})" for i in range(rows)]})
+    frame = pd.DataFrame(
+        {"id": [f"r{i}" for i in range(rows)], "text": [f"{texts[i % len(texts)]} ({i})" for i in range(rows)]}
+    )
     if path.suffix == ".parquet":
         frame.to_parquet(path, index=False)
     elif path.suffix == ".jsonl":
@@ -46,14 +48,21 @@ def write_input(path: Path, texts: list[str], rows: int) -> None:
 def measure(project: Path, lang: str, src: Path, out: Path, batch_rows: int) -> dict:
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     started = time.monotonic()
-    proc = subprocess.run([TRAINCTL, "predict", lang, "--input", str(src), "--output", str(out),
-                           "--batch-rows", str(batch_rows)], cwd=project, capture_output=True, text=True)
+    proc = subprocess.run(
+        [TRAINCTL, "predict", lang, "--input", str(src), "--output", str(out), "--batch-rows", str(batch_rows)],
+        cwd=project,
+        capture_output=True,
+        text=True,
+    )
     seconds = time.monotonic() - started
     if proc.returncode != 0:
         raise SystemExit(proc.stdout + proc.stderr)
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return {"wall_s": round(seconds, 1), "peak_rss_mb": round(max(peak, before) / 1024),
-            "line": proc.stdout.strip().splitlines()[-1]}
+    return {
+        "wall_s": round(seconds, 1),
+        "peak_rss_mb": round(max(peak, before) / 1024),
+        "line": proc.stdout.strip().splitlines()[-1],
+    }
 
 
 def check_order(project: Path, lang: str, src: Path, out: Path) -> None:
@@ -85,8 +94,12 @@ def main() -> None:
             src, out = Path(tmp) / f"in-{rows}.{args.format}", Path(tmp) / f"out-{rows}.{args.format}"
             write_input(src, texts, rows)
             result = measure(args.project, args.lang, src, out, args.batch_rows)
-            print(json.dumps({"rows": rows, "format": args.format, "input_mb": round(src.stat().st_size / 2**20, 1),
-                              **result}), flush=True)
+            print(
+                json.dumps(
+                    {"rows": rows, "format": args.format, "input_mb": round(src.stat().st_size / 2**20, 1), **result}
+                ),
+                flush=True,
+            )
             if args.format == "csv" and rows == min(args.rows):
                 check_order(args.project, args.lang, src, out)
 

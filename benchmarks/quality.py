@@ -9,6 +9,7 @@ same rows, the trainer's wall time and the baseline's fit time. `--bidirectional
 backward models too (trainer.bidirectional) and adds the backward model's and the
 forward+backward ensemble's macro-F1.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,10 +35,13 @@ def main() -> None:
 
     # Samples beyond the env's languages (ja, zh, el) run with its defaults.
     sets = [f"languages.{lang}={{}}" for lang in args.langs]
-    config = load_config(REPO / "envs", args.env,
-                         sets + (["defaults.trainer.bidirectional=true"] if args.bidirectional else []))
+    config = load_config(
+        REPO / "envs", args.env, sets + (["defaults.trainer.bidirectional=true"] if args.bidirectional else [])
+    )
     extra = " backward macro-F1 | ensemble macro-F1 | ensemble − TF-IDF |" if args.bidirectional else ""
-    print(f"| lang | rows scored | model macro-F1 | TF-IDF macro-F1 | model − TF-IDF | trainer wall | TF-IDF fit |{extra}")
+    print(
+        f"| lang | rows scored | model macro-F1 | TF-IDF macro-F1 | model − TF-IDF | trainer wall | TF-IDF fit |{extra}"
+    )
     print("|---|---|---|---|---|---|---|" + "---|" * extra.count("|"))
     for lang in args.langs:
         with tempfile.TemporaryDirectory() as tmp:
@@ -46,15 +50,26 @@ def main() -> None:
             targs = [a for a in trainer_args(config, lang)]
             targs[targs.index("--bucket") + 1] = f"file://{bucket}"
             start = time.perf_counter()
-            subprocess.run([sys.executable, "-m", "trainer", *targs, "--run-id", "bench"], check=True,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            subprocess.run(
+                [sys.executable, "-m", "trainer", *targs, "--run-id", "bench"],
+                check=True,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
             wall = time.perf_counter() - start
             m = json.loads((bucket / lang / "runs/bench/metrics.json").read_text())
             t = m["baseline_tfidf"]
-            print(f"| {lang} ({'sentencepiece' if m['tokenizer'].startswith('sentencepiece') else 'spacy'}) | {m['rows']['scores']} ({m['n_test'] or m['n_valid']}) | {m['macro_f1']:.3f} | "
-                  f"{t['macro_f1']:.3f} | {m['macro_f1'] - t['macro_f1']:+.3f} | {wall:.0f} s | {t['fit_s']:.1f} s |"
-                  + (f" {m['backward']['macro_f1']:.3f} | {m['ensemble']['macro_f1']:.3f} | "
-                     f"{m['ensemble']['macro_f1'] - t['macro_f1']:+.3f} |" if "ensemble" in m else ""))
+            print(
+                f"| {lang} ({'sentencepiece' if m['tokenizer'].startswith('sentencepiece') else 'spacy'}) | "
+                f"{m['rows']['scores']} ({m['n_test'] or m['n_valid']}) | {m['macro_f1']:.3f} | "
+                f"{t['macro_f1']:.3f} | {m['macro_f1'] - t['macro_f1']:+.3f} | {wall:.0f} s | {t['fit_s']:.1f} s |"
+                + (
+                    f" {m['backward']['macro_f1']:.3f} | {m['ensemble']['macro_f1']:.3f} | "
+                    f"{m['ensemble']['macro_f1'] - t['macro_f1']:+.3f} |"
+                    if "ensemble" in m
+                    else ""
+                )
+            )
 
 
 if __name__ == "__main__":

@@ -12,11 +12,11 @@ train split, and validation rows in proportion (a quarter of the training size, 
 the trainer sees, as trainer.valid_pct) from the valid split, else from train rows not sampled;
 never from test. Variants:
   tfidf    TF-IDF + logistic regression fitted here on the same rows: today's baseline
-           (trainer.classification.baseline) and the one before issue 27 (`legacy`), both shown;
+           (trainer.classification.baseline) and the earlier one (`legacy`), both shown;
   corpus   `python -m trainer` with the env's settings and the base LM that `--lm-bucket`'s
            <lang>/lm/CURRENT names (trainctl lm pretrain on the shared corpus);
   inline   the same with no corpus LM (a base LM pretrained inline on the training rows);
-  before   the corpus variant with the recipe before issue 27 (the last epoch, each label's own threshold,
+  before   the corpus variant with the earlier recipe (the last epoch, each label's own threshold,
            no blend): the ablation's "before" column.
 A model cell reports what the run kept (trainer.classification.blend: the classifier, or its blend
 with TF-IDF) and the classifier alone; every F1 comes with a 90 % paired bootstrap interval of
@@ -25,6 +25,7 @@ with TF-IDF) and the classifier alone; every F1 comes with a 90 % paired bootstr
 under today's rule (trainer.classification.blend), from the classifier probabilities it saved and the
 same TF-IDF refitted: what those runs would keep now, without training them again.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,9 +51,12 @@ DATASETS = Path(os.environ.get("TRAINSTACK_SHARED") or REPO.parent / "shared") /
 SIB200 = ["fr_sib200", "en_sib200", "es_sib200", "el_sib200", "ja_sib200"]
 DEFAULT_TASKS = [*SIB200, "fr_mlma_hate", "fr_xed", "en_goemotions"]
 BOOTSTRAP = 1000
-# The classifier recipe before issue 27: the last epoch ships, each label its own threshold, no blend.
-BEFORE = ["defaults.trainer.best_epoch=false", "defaults.trainer.thresholds=per_label",
-          "defaults.trainer.blend_tfidf=false"]
+# The earlier classifier recipe: the last epoch ships, each label its own threshold, no blend.
+BEFORE = [
+    "defaults.trainer.best_epoch=false",
+    "defaults.trainer.thresholds=per_label",
+    "defaults.trainer.blend_tfidf=false",
+]
 
 
 @dataclass(frozen=True)
@@ -75,7 +79,9 @@ def read_split(task: str, name: str) -> Split | None:
     return Split([t for t, _ in rows], [ls for _, ls in rows])
 
 
-def stratified_indices(labels: list[list[str]], n: int, rng: random.Random, exclude: set[int] = frozenset()) -> list[int]:
+def stratified_indices(
+    labels: list[list[str]], n: int, rng: random.Random, exclude: set[int] = frozenset()
+) -> list[int]:
     """n row indices, stratified by each row's rarest label (so every label that can appear does), seeded."""
     counts = Counter(l for ls in labels for l in ls)
     groups: dict[str, list[int]] = {}
@@ -152,8 +158,16 @@ def make_cells(task: str, sizes: list[int], seeds: list[int], test_rows: int) ->
                 va_src, va = valid, stratified_indices(valid.labels, min(n_valid, len(valid)), rng)
             else:
                 va_src, va = train, stratified_indices(train.labels, n_valid, rng, exclude=set(tr))
-            cells.append(Cell(task, n, seed, Split([train.texts[i] for i in tr], [train.labels[i] for i in tr]),
-                              Split([va_src.texts[i] for i in va], [va_src.labels[i] for i in va]), test_sample))
+            cells.append(
+                Cell(
+                    task,
+                    n,
+                    seed,
+                    Split([train.texts[i] for i in tr], [train.labels[i] for i in tr]),
+                    Split([va_src.texts[i] for i in va], [va_src.labels[i] for i in va]),
+                    test_sample,
+                )
+            )
         if n < size:
             break  # the whole train split is already in
     return cells
@@ -168,9 +182,17 @@ def tfidf_probs(cell: Cell, spec, policy: str | None = None) -> tuple[np.ndarray
     texts = [*cell.train.texts, *cell.valid.texts, *cell.test.texts]
     targets = np.vstack([cell.targets(cell.train), cell.targets(cell.valid), cell.targets(cell.test)])
     n_tr, n_va = len(cell.train), len(cell.valid)
-    model = fit_tfidf(texts, targets, train_idx=list(range(n_tr)), valid_idx=list(range(n_tr, n_tr + n_va)),
-                      multi_label=cell.multi_label, labels=cell.label_names, spec=spec, seed=cell.seed,
-                      threshold_policy=policy or M.DEFAULT_POLICY)
+    model = fit_tfidf(
+        texts,
+        targets,
+        train_idx=list(range(n_tr)),
+        valid_idx=list(range(n_tr, n_tr + n_va)),
+        multi_label=cell.multi_label,
+        labels=cell.label_names,
+        spec=spec,
+        seed=cell.seed,
+        threshold_policy=policy or M.DEFAULT_POLICY,
+    )
     return model.probabilities(cell.valid.texts), model.probabilities(cell.test.texts), model
 
 
@@ -230,8 +252,9 @@ def run_trainer(cell: Cell, targs: list[str], lm_src: Path | None, keep: Path | 
         args = list(targs)
         args[args.index("--bucket") + 1] = f"file://{bucket}"
         started = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "trainer", *args, "--run-id", "bench"],
-                              capture_output=True, text=True)
+        proc = subprocess.run(
+            [sys.executable, "-m", "trainer", *args, "--run-id", "bench"], capture_output=True, text=True
+        )
         wall = time.perf_counter() - started
         run = bucket / lang / "runs" / "bench"
         if proc.returncode != 0:
@@ -261,9 +284,11 @@ def fmt(v) -> str:
     return "–" if v is None else f"{v:.3f}"
 
 
-HEADER = ("| task | labels | train / valid / test | seed | TF-IDF before #27 macro (micro) | TF-IDF macro (micro) | "
-          "kept macro (micro) | kept − TF-IDF macro [90 %] | micro [90 %] | kept as | classifier alone macro (micro) | "
-          "probe macro (micro) | best epoch | trainer wall |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+HEADER = (
+    "| task | labels | train / valid / test | seed | TF-IDF before #27 macro (micro) | TF-IDF macro (micro) | "
+    "kept macro (micro) | kept − TF-IDF macro [90 %] | micro [90 %] | kept as | classifier alone macro (micro) | "
+    "probe macro (micro) | best epoch | trainer wall |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+)
 
 
 def baseline_columns(cell: Cell) -> tuple[dict, np.ndarray]:
@@ -274,14 +299,24 @@ def baseline_columns(cell: Cell) -> tuple[dict, np.ndarray]:
     _, legacy_test, legacy = tfidf_probs(cell, TfidfSpec.legacy(), policy="per_label")
     _, tfidf_test, tfidf = tfidf_probs(cell, TfidfSpec.for_language(lang_of(cell.task)))
     legacy_pred, tfidf_pred = decide(legacy_test, cell, legacy.thresholds), decide(tfidf_test, cell, tfidf.thresholds)
-    row = {"task": cell.task, "size": cell.size, "seed": cell.seed, "n_valid": len(cell.valid),
-           "n_test": len(cell.test), "labels": len(cell.label_names), "multi_label": cell.multi_label,
-           "tfidf_legacy": f1s(legacy_pred, true), "tfidf": f1s(tfidf_pred, true), "tfidf_c": tfidf.c}
+    row = {
+        "task": cell.task,
+        "size": cell.size,
+        "seed": cell.seed,
+        "n_valid": len(cell.valid),
+        "n_test": len(cell.test),
+        "labels": len(cell.label_names),
+        "multi_label": cell.multi_label,
+        "tfidf_legacy": f1s(legacy_pred, true),
+        "tfidf": f1s(tfidf_pred, true),
+        "tfidf_c": tfidf.c,
+    }
     return row, tfidf_pred
 
 
-def model_columns(cell: Cell, variant: str, metrics: dict, kept_pred: np.ndarray, tfidf_pred: np.ndarray,
-                  wall_s: float | None) -> dict:
+def model_columns(
+    cell: Cell, variant: str, metrics: dict, kept_pred: np.ndarray, tfidf_pred: np.ndarray, wall_s: float | None
+) -> dict:
     true = cell.targets(cell.test).astype(bool)
     clf = metrics.get("classifier") or metrics
     kept_as = metrics.get("kept", "classifier")
@@ -289,28 +324,39 @@ def model_columns(cell: Cell, variant: str, metrics: dict, kept_pred: np.ndarray
         w = metrics["blend"]["weight"]
         kept_as = "TF-IDF alone" if w == 0 else f"blend, w {w:.1f}"
     probe = metrics.get("probe")
-    return {"variant": variant, "kept": f1s(kept_pred, true), "kept_as": kept_as,
-            "classifier": (clf["macro_f1"], clf["micro_f1"]), "wall_s": wall_s,
-            "classifier_accuracy": clf.get("accuracy"), "best_epoch": (metrics.get("best_epoch") or {}).get("epoch"),
-            "probe": (probe["macro_f1"], probe["micro_f1"], probe["accuracy"]) if probe else None,
-            "trainer_tfidf": (metrics["baseline_tfidf"]["macro_f1"], metrics["baseline_tfidf"]["micro_f1"]),
-            "gap": bootstrap_gap(kept_pred, tfidf_pred, true)}
+    return {
+        "variant": variant,
+        "kept": f1s(kept_pred, true),
+        "kept_as": kept_as,
+        "classifier": (clf["macro_f1"], clf["micro_f1"]),
+        "wall_s": wall_s,
+        "classifier_accuracy": clf.get("accuracy"),
+        "best_epoch": (metrics.get("best_epoch") or {}).get("epoch"),
+        "probe": (probe["macro_f1"], probe["micro_f1"], probe["accuracy"]) if probe else None,
+        "trainer_tfidf": (metrics["baseline_tfidf"]["macro_f1"], metrics["baseline_tfidf"]["micro_f1"]),
+        "gap": bootstrap_gap(kept_pred, tfidf_pred, true),
+    }
 
 
 def row_line(cell: Cell, r: dict) -> str:
     """A cell's Markdown row (`r`: baseline_columns' row, with model_columns' when a model ran)."""
     variant, kept, gap = r.get("variant"), r.get("kept"), r.get("gap")
-    head = (f"| {cell.task}{' (' + variant + ')' if variant else ''} | {r['labels']}{' multi' if cell.multi_label else ''} | "
-            f"{cell.size} / {len(cell.valid)} / {len(cell.test)} | {cell.seed} | "
-            f"{fmt(r['tfidf_legacy'][0])} ({fmt(r['tfidf_legacy'][1])}) | {fmt(r['tfidf'][0])} ({fmt(r['tfidf'][1])}) | ")
+    head = (
+        f"| {cell.task}{' (' + variant + ')' if variant else ''} | "
+        f"{r['labels']}{' multi' if cell.multi_label else ''} | "
+        f"{cell.size} / {len(cell.valid)} / {len(cell.test)} | {cell.seed} | "
+        f"{fmt(r['tfidf_legacy'][0])} ({fmt(r['tfidf_legacy'][1])}) | {fmt(r['tfidf'][0])} ({fmt(r['tfidf'][1])}) | "
+    )
     if not kept:
         return head + "– | – | – | – | – | – | – | – |"
     wall = "–" if r["wall_s"] is None else f"{r['wall_s']:.0f} s"
-    return head + (f"{fmt(kept[0])} ({fmt(kept[1])}) | {kept[0] - r['tfidf'][0]:+.3f} {gap['macro']} | "
-                   f"{kept[1] - r['tfidf'][1]:+.3f} {gap['micro']} | {r['kept_as']} | "
-                   f"{fmt(r['classifier'][0])} ({fmt(r['classifier'][1])}) | "
-                   f"{fmt(probe[0]) + ' (' + fmt(probe[1]) + ')' if (probe := r.get('probe')) else '–'} | "
-                   f"{'–' if r.get('best_epoch') is None else r['best_epoch']} | {wall} |")
+    return head + (
+        f"{fmt(kept[0])} ({fmt(kept[1])}) | {kept[0] - r['tfidf'][0]:+.3f} {gap['macro']} | "
+        f"{kept[1] - r['tfidf'][1]:+.3f} {gap['micro']} | {r['kept_as']} | "
+        f"{fmt(r['classifier'][0])} ({fmt(r['classifier'][1])}) | "
+        f"{fmt(probe[0]) + ' (' + fmt(probe[1]) + ')' if (probe := r.get('probe')) else '–'} | "
+        f"{'–' if r.get('best_epoch') is None else r['best_epoch']} | {wall} |"
+    )
 
 
 def rescore(run: Path, cell: Cell, tfidf_pred: np.ndarray) -> dict:
@@ -319,16 +365,17 @@ def rescore(run: Path, cell: Cell, tfidf_pred: np.ndarray) -> dict:
     refitted as the trainer fits it (its seed and settings), blend.choose. The CSVs hold 4 decimals, so a
     near-tie between weights may fall the other way than in the run; runs that did not blend (the
     `before` variant) or that blended a bidirectional ensemble are reported as they ran."""
-    from trainer.classification import metrics as M
     from trainer.classification import blend
+    from trainer.classification import metrics as M
     from trainer.classification.baseline import TfidfSpec, fit_tfidf
 
     m = json.loads((run / "metrics.json").read_text())
     args = json.loads((run / "metadata" / "trainer.json").read_text()).get("args", {})
     labels, multi, allow_empty = m["labels"], m["multi_label"], bool(m.get("allow_empty"))
     if not args.get("blend_tfidf", True) or args.get("bidirectional"):
-        return model_columns(cell, run.parent.name, m, read_predictions(run / "test_predictions.csv", labels)[1],
-                             tfidf_pred, None)
+        return model_columns(
+            cell, run.parent.name, m, read_predictions(run / "test_predictions.csv", labels)[1], tfidf_pred, None
+        )
     policy = m.get("threshold_policy") or M.DEFAULT_POLICY
     ids, clf = {}, {}
     for name in ("valid", "test"):
@@ -337,13 +384,27 @@ def rescore(run: Path, cell: Cell, tfidf_pred: np.ndarray) -> dict:
         clf[name] = read_predictions(run / f"{name}_predictions.csv", labels, prefix="model_prob_")[0]
     rows = [*cell.train.texts, *cell.valid.texts]
     targets = np.vstack([cell.targets(cell.train), cell.targets(cell.valid)])
-    model = fit_tfidf(rows, targets, train_idx=list(range(len(cell.train))),
-                      valid_idx=list(range(len(cell.train), len(rows))), multi_label=multi, labels=labels,
-                      spec=TfidfSpec.for_language(lang_of(cell.task)), seed=args.get("seed", 42),
-                      allow_empty=allow_empty, threshold_policy=policy)
+    model = fit_tfidf(
+        rows,
+        targets,
+        train_idx=list(range(len(cell.train))),
+        valid_idx=list(range(len(cell.train), len(rows))),
+        multi_label=multi,
+        labels=labels,
+        spec=TfidfSpec.for_language(lang_of(cell.task)),
+        seed=args.get("seed", 42),
+        allow_empty=allow_empty,
+        threshold_policy=policy,
+    )
     valid_texts = [cell.valid.texts[i] for i in ids["valid"]]
-    choice = blend.choose(clf["valid"], model.probabilities(valid_texts), cell.targets(cell.valid)[ids["valid"]],
-                          labels, multi_label=multi, threshold_policy=policy)
+    choice = blend.choose(
+        clf["valid"],
+        model.probabilities(valid_texts),
+        cell.targets(cell.valid)[ids["valid"]],
+        labels,
+        multi_label=multi,
+        threshold_policy=policy,
+    )
     probs = choice.mix(clf["test"], model.probabilities([cell.test.texts[i] for i in ids["test"]]))
     pred = M.decide(probs, multi_label=multi, thresholds=choice.thresholds, allow_empty=allow_empty)
     m = {**m, "kept": choice.kept, "blend": {**m["blend"], "weight": choice.weight}}
@@ -355,8 +416,9 @@ def main() -> None:
     parser.add_argument("--tasks", nargs="+", default=DEFAULT_TASKS)
     parser.add_argument("--sizes", nargs="+", type=int, default=[100, 300, 1000, 5000])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0])
-    parser.add_argument("--variants", nargs="+", default=["tfidf", "corpus"],
-                        choices=["tfidf", "corpus", "inline", "before"])
+    parser.add_argument(
+        "--variants", nargs="+", default=["tfidf", "corpus"], choices=["tfidf", "corpus", "inline", "before"]
+    )
     parser.add_argument("--lm-bucket", help="file:// bucket whose <lang>/lm/CURRENT is each language's corpus LM")
     parser.add_argument("--test-rows", type=int, default=1000)
     parser.add_argument("--env", default="local")
@@ -395,9 +457,12 @@ def main() -> None:
                         print(f"# {task}: no corpus LM for {lang} in {args.lm_bucket}; {variant} skipped", flush=True)
                         continue
                     sets = [*args.sets, *(BEFORE if variant == "before" else [])]
-                    r = run_trainer(cell, trainer_argv(lang, args.env, sets,
-                                                       "pretrain-inline" if variant == "inline" else "current"),
-                                    src, args.keep_runs and args.keep_runs / variant)
+                    r = run_trainer(
+                        cell,
+                        trainer_argv(lang, args.env, sets, "pretrain-inline" if variant == "inline" else "current"),
+                        src,
+                        args.keep_runs and args.keep_runs / variant,
+                    )
                     cellrow.update(model_columns(cell, variant, r["metrics"], r["kept_pred"], tfidf_pred, r["wall_s"]))
                 out.append(cellrow)
                 print(row_line(cell, cellrow), flush=True)

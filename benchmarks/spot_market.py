@@ -15,6 +15,7 @@ each preemption's detection delay (wall s from the market's preemption to `train
 training again (market s), moves, false recoveries (a move away from a zone that had capacity), and whether
 the final figures equal the undisturbed run's.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -61,11 +62,13 @@ def draw_market(rate_per_h: float, seed: int, horizon_h: float = 12.0, speedup: 
 
 
 def has_capacity(market: dict, zone: str, t: float) -> bool:
-    return not any(o["start_s"] <= t and (o.get("end_s") is None or t < o["end_s"]) for o in market["zones"][zone]["outages"])
+    return not any(
+        o["start_s"] <= t and (o.get("end_s") is None or t < o["end_s"]) for o in market["zones"][zone]["outages"]
+    )
 
 
 def stamped(log: str) -> list[tuple[float, str]]:
-    from trainer.runfiles.status_file import parse_time
+    from trainer.runfiles.timestamps import parse_time
 
     out = []
     for line in log.splitlines():
@@ -81,8 +84,9 @@ def trainer_seconds(log: str) -> float:
     for t, text in stamped(log):
         if re.match(r"run \S+ \(\w+, env ", text):
             start = t
-        elif start is not None and (text.startswith("interrupted") or text.startswith("SUCCEEDED")
-                                    or text.startswith("a peer process stopped")):
+        elif start is not None and (
+            text.startswith("interrupted") or text.startswith("SUCCEEDED") or text.startswith("a peer process stopped")
+        ):
             total, start = total + max(t - start, 1.0), None
     return total
 
@@ -92,11 +96,16 @@ def project(base: Path, name: str, data: Path, market: dict | None, env_sets: di
     env = "local"
     if market is not None:
         env = "bench-spot"
-        overlay = {"extends": "local", "bucket": f"file://.trainstack/{env}/bucket", "defaults": env_sets,
-                   "spot_market": market}
+        overlay = {
+            "extends": "local",
+            "bucket": f"file://.trainstack/{env}/bucket",
+            "defaults": env_sets,
+            "spot_market": market,
+        }
         (root / "envs" / f"{env}.yaml").write_text(json.dumps(overlay))
-    pushed = subprocess.run([TRAINCTL, "data", "push", "fr", str(data.resolve()), "--env", env], cwd=root,
-                            capture_output=True, text=True)
+    pushed = subprocess.run(
+        [TRAINCTL, "data", "push", "fr", str(data.resolve()), "--env", env], cwd=root, capture_output=True, text=True
+    )
     if pushed.returncode:
         raise SystemExit(f"data push failed:\n{pushed.stderr}")
     return root, env
@@ -111,12 +120,20 @@ def run(root: Path, env: str, sets: list[str]) -> dict:
     folder = runs / run_id
     metrics = json.loads((folder / "metrics.json").read_text()) if (folder / "metrics.json").exists() else {}
     journal_path = folder / "metadata/placements.json"
-    return {"rc": r.returncode, "wall_s": wall, "folder": folder, "metrics": metrics, "log": (folder / "log.txt").read_text(),
-            "journal": json.loads(journal_path.read_text()) if journal_path.exists() else {}, "stderr": r.stderr}
+    return {
+        "rc": r.returncode,
+        "wall_s": wall,
+        "folder": folder,
+        "metrics": metrics,
+        "log": (folder / "log.txt").read_text(),
+        "journal": json.loads(journal_path.read_text()) if journal_path.exists() else {},
+        "stderr": r.stderr,
+    }
 
 
 def analyse(result: dict, market: dict, undisturbed: dict) -> dict:
-    from trainer.runfiles.status_file import parse_time, run_started_at
+    from trainer.runfiles.run_ids import run_started_at
+    from trainer.runfiles.timestamps import parse_time
 
     speedup = market["speedup"]
     origin = run_started_at(result["folder"].name)
@@ -134,20 +151,25 @@ def analyse(result: dict, market: dict, undisturbed: dict) -> dict:
             # the move was decided creation_error_minutes of errors after the zone was last tried
             false += has_capacity(market, placed["zone"], t)
     ran = trainer_seconds(result["log"])
-    same = (result["metrics"].get("macro_f1") == undisturbed["metrics"].get("macro_f1")
-            and [h.get("valid_loss") for h in result["metrics"].get("history", [])]
-            == [h.get("valid_loss") for h in undisturbed["metrics"].get("history", [])])
-    return {"rc": result["rc"], "wall_s": round(result["wall_s"], 1),
-            "market_h": round(result["wall_s"] * speedup / 3600, 2),
-            "goodput": round(trainer_seconds(undisturbed["log"]) / ran, 3) if ran else None,
-            "preemptions": len(journal.get("preemptions", [])),
-            "moves": max(len(journal.get("placements", [])) - 1, 0),
-            "detect_s_max": round(max(detections), 1) if detections else None,
-            "back_wall_s_p50": round(statistics.median(back) / speedup, 1) if back else None,
-            "back_market_s_p50": round(statistics.median(back)) if back else None,
-            "back_market_s_p95": round(sorted(back)[max(0, math.ceil(0.95 * len(back)) - 1)]) if back else None,
-            "capacity_wait_market_s": round(journal.get("capacity_wait_s", 0) * speedup),
-            "false_recoveries": false, "macro_f1": result["metrics"].get("macro_f1"), "same_as_undisturbed": same}
+    same = result["metrics"].get("macro_f1") == undisturbed["metrics"].get("macro_f1") and [
+        h.get("valid_loss") for h in result["metrics"].get("history", [])
+    ] == [h.get("valid_loss") for h in undisturbed["metrics"].get("history", [])]
+    return {
+        "rc": result["rc"],
+        "wall_s": round(result["wall_s"], 1),
+        "market_h": round(result["wall_s"] * speedup / 3600, 2),
+        "goodput": round(trainer_seconds(undisturbed["log"]) / ran, 3) if ran else None,
+        "preemptions": len(journal.get("preemptions", [])),
+        "moves": max(len(journal.get("placements", [])) - 1, 0),
+        "detect_s_max": round(max(detections), 1) if detections else None,
+        "back_wall_s_p50": round(statistics.median(back) / speedup, 1) if back else None,
+        "back_market_s_p50": round(statistics.median(back)) if back else None,
+        "back_market_s_p95": round(sorted(back)[max(0, math.ceil(0.95 * len(back)) - 1)]) if back else None,
+        "capacity_wait_market_s": round(journal.get("capacity_wait_s", 0) * speedup),
+        "false_recoveries": false,
+        "macro_f1": result["metrics"].get("macro_f1"),
+        "same_as_undisturbed": same,
+    }
 
 
 def main() -> None:
@@ -159,16 +181,23 @@ def main() -> None:
     parser.add_argument("--set", dest="sets", action="append", default=[], help="trainctl --set, every run")
     args = parser.parse_args()
     sets = [a for s in args.sets for a in ("--set", s)]
-    minutes = {"creation_error_minutes": 2 / args.speedup, "capacity_wait_minutes": 120 / args.speedup,
-               "max_restarts": 100}
-    print(f"# spot_market: {platform.node()}, {platform.machine()}, python {platform.python_version()}, "
-          f"speedup {args.speedup:g}, seed {args.seed}, data {args.data}")
+    minutes = {
+        "creation_error_minutes": 2 / args.speedup,
+        "capacity_wait_minutes": 120 / args.speedup,
+        "max_restarts": 100,
+    }
+    print(
+        f"# spot_market: {platform.node()}, {platform.machine()}, python {platform.python_version()}, "
+        f"speedup {args.speedup:g}, seed {args.seed}, data {args.data}"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
         root, env = project(base, "undisturbed", args.data, None, {})
         undisturbed = run(root, env, sets)
-        print(f"undisturbed: rc {undisturbed['rc']}, wall {undisturbed['wall_s']:.1f}s, "
-              f"trainer {trainer_seconds(undisturbed['log']):.0f}s, macro-F1 {undisturbed['metrics'].get('macro_f1')}")
+        print(
+            f"undisturbed: rc {undisturbed['rc']}, wall {undisturbed['wall_s']:.1f}s, "
+            f"trainer {trainer_seconds(undisturbed['log']):.0f}s, macro-F1 {undisturbed['metrics'].get('macro_f1')}"
+        )
         rows = []
         for name in args.profiles:
             market = draw_market(PROFILES[name], args.seed, speedup=args.speedup)

@@ -11,6 +11,7 @@ storage policy is shortened for the matrix (TRAINSTACK_STORAGE_DEADLINE_S=4, _TI
 _MAX_BACKOFF_S=0.5) so a cell whose retries run out takes seconds, not minutes. `--log-lines N` also
 prints the bytes written for an N-line run log, appended in pieces (today) and rewritten whole (before).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,8 +35,12 @@ from tests.support.gcs_proxy import GcsProxy, start_emulator  # noqa: E402
 from tests.support.project import SAMPLE, TINY_TRAINER_ARGS  # noqa: E402
 from trainer.storage import open_bucket  # noqa: E402
 
-FAST_POLICY = {"TRAINSTACK_STORAGE_DEADLINE_S": "4", "TRAINSTACK_STORAGE_TIMEOUT_S": "2",
-               "TRAINSTACK_STORAGE_BACKOFF_S": "0.1", "TRAINSTACK_STORAGE_MAX_BACKOFF_S": "0.5"}
+FAST_POLICY = {
+    "TRAINSTACK_STORAGE_DEADLINE_S": "4",
+    "TRAINSTACK_STORAGE_TIMEOUT_S": "2",
+    "TRAINSTACK_STORAGE_BACKOFF_S": "0.1",
+    "TRAINSTACK_STORAGE_MAX_BACKOFF_S": "0.5",
+}
 CKPT = r"checkpoints/\d+-[a-z_]+\.ckpt\.pt$"
 
 
@@ -60,35 +65,130 @@ def _at(method: str, pattern: str = "") -> str:
 
 
 CELLS = [
-    Cell("gs-model-503x3", "gs", "model.pth upload", "503 ×3", proxy=[dict(kind="status", pattern=_at("/model.pth$"), times=3)]),
-    Cell("gs-model-cut", "gs", "model.pth upload", "answer cut mid-body", proxy=[dict(kind="cut", pattern=_at("/model.pth$"))]),
-    Cell("gs-first-ckpt-503", "gs", "first checkpoint", "503 ×2", proxy=[dict(kind="status", pattern=_at("^POST", CKPT), times=2)]),
-    Cell("gs-first-ckpt-stall", "gs", "first checkpoint", "stall 5 s (timeout 2 s)",
-         proxy=[dict(kind="stall", pattern=_at("^POST", CKPT), seconds=5.0)]),
-    Cell("gs-mid-clf-ckpt-cut", "gs", "mid-classifier checkpoint", "answer cut",
-         proxy=[dict(kind="cut", pattern=_at("^POST", r"classifier\.ckpt\.pt$"), skip=1)]),
-    Cell("gs-every-ckpt-down", "gs", "every checkpoint", "503 until retries run out",
-         proxy=[dict(kind="status", pattern=_at("^POST", CKPT), times=100000)]),
-    Cell("gs-final-status-503x3", "gs", "status write at the end", "503 ×3",
-         proxy=[dict(kind="status", pattern=_at("^POST", "status.json$"), body='"state": "SUCCEEDED"', times=3)]),
-    Cell("gs-log-429x4", "gs", "log appends", "429 ×4", proxy=[dict(kind="status", status=429, pattern=_at("^POST", "log.txt.parts/"), times=4)]),
-    Cell("gs-train-read-503", "gs", "train.csv read", "503 ×2", proxy=[dict(kind="status", pattern=_at("^GET", "data/train.csv$"), times=2)]),
-    Cell("gs-status-read-cut", "gs", "status read at start", "answer cut", proxy=[dict(kind="cut", pattern="^GET .*status.json.*alt=media")]),
-    Cell("gs-cache-write-503", "gs", "token cache write", "503 ×2", proxy=[dict(kind="status", pattern=_at("^POST", "/cache/"), times=2)]),
-    Cell("gs-metrics-down", "gs", "metrics.json upload", "503 until retries run out (3 rounds)", "FAILED", "metrics.json not uploaded",
-         proxy=[dict(kind="status", pattern=_at("^POST", "metrics.json$"), times=100000)]),
-    Cell("gs-model-403", "gs", "model.pth upload", "403", "FAILED", "permission denied",
-         proxy=[dict(kind="status", status=403, pattern=_at("/model.pth$"), times=100000)]),
+    Cell(
+        "gs-model-503x3",
+        "gs",
+        "model.pth upload",
+        "503 ×3",
+        proxy=[dict(kind="status", pattern=_at("/model.pth$"), times=3)],
+    ),
+    Cell(
+        "gs-model-cut",
+        "gs",
+        "model.pth upload",
+        "answer cut mid-body",
+        proxy=[dict(kind="cut", pattern=_at("/model.pth$"))],
+    ),
+    Cell(
+        "gs-first-ckpt-503",
+        "gs",
+        "first checkpoint",
+        "503 ×2",
+        proxy=[dict(kind="status", pattern=_at("^POST", CKPT), times=2)],
+    ),
+    Cell(
+        "gs-first-ckpt-stall",
+        "gs",
+        "first checkpoint",
+        "stall 5 s (timeout 2 s)",
+        proxy=[dict(kind="stall", pattern=_at("^POST", CKPT), seconds=5.0)],
+    ),
+    Cell(
+        "gs-mid-clf-ckpt-cut",
+        "gs",
+        "mid-classifier checkpoint",
+        "answer cut",
+        proxy=[dict(kind="cut", pattern=_at("^POST", r"classifier\.ckpt\.pt$"), skip=1)],
+    ),
+    Cell(
+        "gs-every-ckpt-down",
+        "gs",
+        "every checkpoint",
+        "503 until retries run out",
+        proxy=[dict(kind="status", pattern=_at("^POST", CKPT), times=100000)],
+    ),
+    Cell(
+        "gs-final-status-503x3",
+        "gs",
+        "status write at the end",
+        "503 ×3",
+        proxy=[dict(kind="status", pattern=_at("^POST", "status.json$"), body='"state": "SUCCEEDED"', times=3)],
+    ),
+    Cell(
+        "gs-log-429x4",
+        "gs",
+        "log appends",
+        "429 ×4",
+        proxy=[dict(kind="status", status=429, pattern=_at("^POST", "log.txt.parts/"), times=4)],
+    ),
+    Cell(
+        "gs-train-read-503",
+        "gs",
+        "train.csv read",
+        "503 ×2",
+        proxy=[dict(kind="status", pattern=_at("^GET", "data/train.csv$"), times=2)],
+    ),
+    Cell(
+        "gs-status-read-cut",
+        "gs",
+        "status read at start",
+        "answer cut",
+        proxy=[dict(kind="cut", pattern="^GET .*status.json.*alt=media")],
+    ),
+    Cell(
+        "gs-cache-write-503",
+        "gs",
+        "token cache write",
+        "503 ×2",
+        proxy=[dict(kind="status", pattern=_at("^POST", "/cache/"), times=2)],
+    ),
+    Cell(
+        "gs-metrics-down",
+        "gs",
+        "metrics.json upload",
+        "503 until retries run out (3 rounds)",
+        "FAILED",
+        "metrics.json not uploaded",
+        proxy=[dict(kind="status", pattern=_at("^POST", "metrics.json$"), times=100000)],
+    ),
+    Cell(
+        "gs-model-403",
+        "gs",
+        "model.pth upload",
+        "403",
+        "FAILED",
+        "permission denied",
+        proxy=[dict(kind="status", status=403, pattern=_at("/model.pth$"), times=100000)],
+    ),
     Cell("gs-torn-ckpt-resume", "gs", "resume", "newest checkpoint cut short", cut_newest=True),
     Cell("file-first-ckpt-enospc", "file", "first checkpoint", "ENOSPC", enospc={"FAULT_ENOSPC": CKPT}),
-    Cell("file-mid-clf-ckpt-enospc", "file", "mid-classifier checkpoint", "ENOSPC",
-         enospc={"FAULT_ENOSPC": r"classifier\.ckpt\.pt$", "FAULT_SKIP": "1"}),
-    Cell("file-log-enospc", "file", "log appends", "ENOSPC ×2", enospc={"FAULT_ENOSPC": "log.txt$", "FAULT_TIMES": "2"}),
-    Cell("file-progress-status-enospc", "file", "status write mid-run", "ENOSPC",
-         enospc={"FAULT_ENOSPC": "status.json$", "FAULT_SKIP": "3"}),
+    Cell(
+        "file-mid-clf-ckpt-enospc",
+        "file",
+        "mid-classifier checkpoint",
+        "ENOSPC",
+        enospc={"FAULT_ENOSPC": r"classifier\.ckpt\.pt$", "FAULT_SKIP": "1"},
+    ),
+    Cell(
+        "file-log-enospc", "file", "log appends", "ENOSPC ×2", enospc={"FAULT_ENOSPC": "log.txt$", "FAULT_TIMES": "2"}
+    ),
+    Cell(
+        "file-progress-status-enospc",
+        "file",
+        "status write mid-run",
+        "ENOSPC",
+        enospc={"FAULT_ENOSPC": "status.json$", "FAULT_SKIP": "3"},
+    ),
     Cell("file-cache-enospc", "file", "token cache write", "ENOSPC", enospc={"FAULT_ENOSPC": "/cache/"}),
-    Cell("file-model-enospc", "file", "model.pth write", "ENOSPC", "FAILED", "no space left on the device",
-         enospc={"FAULT_ENOSPC": "/model.pth$"}),
+    Cell(
+        "file-model-enospc",
+        "file",
+        "model.pth write",
+        "ENOSPC",
+        "FAILED",
+        "no space left on the device",
+        enospc={"FAULT_ENOSPC": "/model.pth$"},
+    ),
     Cell("file-torn-ckpt-resume", "file", "resume", "newest checkpoint cut short", cut_newest=True),
 ]
 
@@ -102,9 +202,14 @@ def stage(bucket) -> dict[str, str]:
 
 
 def trainer(uri: str, run_id: str, env: dict, *, module: str = "trainer") -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", module, "--lang", "fr", "--bucket", uri, "--run-id", run_id,
-                             *TINY_TRAINER_ARGS], cwd=REPO, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", module, "--lang", "fr", "--bucket", uri, "--run-id", run_id, *TINY_TRAINER_ARGS],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def status_of(bucket, run_id: str) -> dict:
@@ -170,16 +275,52 @@ def run_cell(cell: Cell, base: Path, proxy: GcsProxy, env: dict, baseline: dict[
     log = bucket.read_appended(f"fr/runs/{run_id}/log.txt")[0].decode("utf-8", "replace")
     stamp = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ ")
     clean = all(stamp.match(ln) and len(stamp.findall(ln)) == 1 for ln in log.splitlines())  # no torn line
-    said = [ln for ln in (out + "\n" + log).splitlines()
-            if any(w in ln for w in ("storage:", "not saved", "not written", "failed (", "is cut short", "kept in",
-                                     "resuming from the one before", "FAILED"))]
+    said = [
+        ln
+        for ln in (out + "\n" + log).splitlines()
+        if any(
+            w in ln
+            for w in (
+                "storage:",
+                "not saved",
+                "not written",
+                "failed (",
+                "is cut short",
+                "kept in",
+                "resuming from the one before",
+                "FAILED",
+            )
+        )
+    ]
     fired_ok = fired > 0 or not (cell.proxy or cell.enospc)  # a fault that never fired proves nothing
-    ok = fired_ok and clean and state == cell.expect and intact and whole and (
-        macro == baseline[cell.scheme] if cell.expect == "SUCCEEDED" else cell.error in (status.get("error") or ""))
-    return {"cell": cell.name, "bucket": cell.scheme, "moment": cell.moment, "fault": cell.fault, "expect": cell.expect,
-            "state": state, "macro_f1": macro, "baseline": baseline[cell.scheme], "data_intact": intact,
-            "checkpoints_whole": whole, "log_clean": clean, "faults_fired": fired, "error": status.get("error"), "said": said[:3], "wall_s": round(wall, 1),
-            "ok": ok}
+    ok = (
+        fired_ok
+        and clean
+        and state == cell.expect
+        and intact
+        and whole
+        and (
+            macro == baseline[cell.scheme] if cell.expect == "SUCCEEDED" else cell.error in (status.get("error") or "")
+        )
+    )
+    return {
+        "cell": cell.name,
+        "bucket": cell.scheme,
+        "moment": cell.moment,
+        "fault": cell.fault,
+        "expect": cell.expect,
+        "state": state,
+        "macro_f1": macro,
+        "baseline": baseline[cell.scheme],
+        "data_intact": intact,
+        "checkpoints_whole": whole,
+        "log_clean": clean,
+        "faults_fired": fired,
+        "error": status.get("error"),
+        "said": said[:3],
+        "wall_s": round(wall, 1),
+        "ok": ok,
+    }
 
 
 def log_bytes(lines: int, proxy: GcsProxy) -> dict:
@@ -217,31 +358,44 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
         emulator, proxy = start_emulator(base)
-        env = {**os.environ, **FAST_POLICY, "STORAGE_EMULATOR_HOST": proxy.url,
-               "GOOGLE_CLOUD_PROJECT": "test-project", "PYTHONPATH": str(REPO)}
+        env = {
+            **os.environ,
+            **FAST_POLICY,
+            "STORAGE_EMULATOR_HOST": proxy.url,
+            "GOOGLE_CLOUD_PROJECT": "test-project",
+            "PYTHONPATH": str(REPO),
+        }
         os.environ.update({k: env[k] for k in ("STORAGE_EMULATOR_HOST", "GOOGLE_CLOUD_PROJECT", *FAST_POLICY)})
         try:
             if args.log_lines:
                 print(json.dumps(log_bytes(args.log_lines, proxy)), flush=True)
             baseline = {}
             for scheme in sorted({c.scheme for c in cells}):
-                row = run_cell(Cell(f"{scheme}-undisturbed", scheme, "-", "none"), base, proxy, env,
-                               {scheme: None, **baseline})
+                row = run_cell(
+                    Cell(f"{scheme}-undisturbed", scheme, "-", "none"), base, proxy, env, {scheme: None, **baseline}
+                )
                 baseline[scheme] = row["macro_f1"]
-                print(f"undisturbed {scheme}: {row['state']} macro-F1 {row['macro_f1']} in {row['wall_s']} s",
-                      flush=True)
+                print(
+                    f"undisturbed {scheme}: {row['state']} macro-F1 {row['macro_f1']} in {row['wall_s']} s", flush=True
+                )
             print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores")
-            print("| cell | bucket | moment | fault (times it fired) | expected | got | macro-F1 | data intact | "
-                  "checkpoints whole | what the run said | wall |")
+            print(
+                "| cell | bucket | moment | fault (times it fired) | expected | got | macro-F1 | data intact | "
+                "checkpoints whole | what the run said | wall |"
+            )
             print("|---|---|---|---|---|---|---|---|---|---|---|")
             rows = []
             for cell in cells:
                 r = run_cell(cell, base, proxy, env, baseline)
                 rows.append(r)
                 said = "; ".join(s[:110] for s in (r["said"][:1] or [r["error"] or ""]))
-                print(f"| {r['cell']} | {r['bucket']} | {r['moment']} | {r['fault']} ({r['faults_fired']}) | {r['expect']} | "
-                      f"{'✔ ' if r['ok'] else '✘ '}{r['state']} | {r['macro_f1']} | {r['data_intact']} | "
-                      f"{r['checkpoints_whole']} | {said.replace('|', '/')} | {r['wall_s']} s |", flush=True)
+                print(
+                    f"| {r['cell']} | {r['bucket']} | {r['moment']} | {r['fault']} ({r['faults_fired']}) | "
+                    f"{r['expect']} | "
+                    f"{'✔ ' if r['ok'] else '✘ '}{r['state']} | {r['macro_f1']} | {r['data_intact']} | "
+                    f"{r['checkpoints_whole']} | {said.replace('|', '/')} | {r['wall_s']} s |",
+                    flush=True,
+                )
             print(f"{sum(r['ok'] for r in rows)} of {len(rows)} cells as expected")
             if args.json_out:
                 Path(args.json_out).write_text(json.dumps({"baseline": baseline, "cells": rows}, indent=1))

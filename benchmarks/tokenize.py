@@ -20,6 +20,7 @@ fastai pages it shares with the forkserver, so the peak PSS of the whole
 process tree (sampled from /proc every 0.2 s) is printed too: what it really costs.
 The measuring process imports fastai first, as the trainer has.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,14 +39,18 @@ import time
 from pathlib import Path
 
 LANG = "fr"
-WORDS = ("le la les un une des de du et à en pour avec sur dans par mais ou donc je tu il elle nous vous ils "
-         "mon ma mes votre vos notre commande colis livraison facture compte produit client service remboursement "
-         "retour adresse paiement carte numéro suivi délai semaine jour hier aujourd'hui demain reçu envoyé "
-         "toujours jamais encore déjà très trop bien mal rapide lent cassé abîmé manquant erreur problème question "
-         "merci bonjour bonsoir cordialement madame monsieur est sont était avoir être fait pas ne plus rien "
-         "écran batterie chargeur câble téléphone ordinateur montre casque taille couleur prix euros").split()
-SYLLABLES = "ba be bi bo bu ca ce ci co cu da de di do du fa fe fi la le li lo lu ma me mi mo mu na ne ni no " \
-            "nu pa pe pi po pu ra re ri ro ru sa se si so su ta te ti to tu va ve vi vo vu é è ê ou an on in".split()
+WORDS = (
+    "le la les un une des de du et à en pour avec sur dans par mais ou donc je tu il elle nous vous ils "
+    "mon ma mes votre vos notre commande colis livraison facture compte produit client service remboursement "
+    "retour adresse paiement carte numéro suivi délai semaine jour hier aujourd'hui demain reçu envoyé "
+    "toujours jamais encore déjà très trop bien mal rapide lent cassé abîmé manquant erreur problème question "
+    "merci bonjour bonsoir cordialement madame monsieur est sont était avoir être fait pas ne plus rien "
+    "écran batterie chargeur câble téléphone ordinateur montre casque taille couleur prix euros"
+).split()
+SYLLABLES = (
+    "ba be bi bo bu ca ce ci co cu da de di do du fa fe fi la le li lo lu ma me mi mo mu na ne ni no "
+    "nu pa pe pi po pu ra re ri ro ru sa se si so su ta te ti to tu va ve vi vo vu é è ê ou an on in".split()
+)
 PUNCT = (",", ",", ".", "!", "?", ":", ";", "...")
 
 
@@ -149,16 +154,17 @@ def measure(kind: str, workers: int, data: Path, bucket_dir: Path) -> dict:
     import multiprocessing.forkserver
     import shutil
 
+    import fastai.text.all  # noqa: F401  (the trainer has it loaded before it tokenizes)
+
     from trainer.data.labelled import parse_labelled_csv
     from trainer.storage import open_bucket
     from trainer.text.cache import corpus_tokens, labelled_tokens
 
-    import fastai.text.all  # noqa: F401  (the trainer has it loaded before it tokenizes)
-
     bucket, log = open_bucket(f"file://{bucket_dir}"), KeptLines()
     if kind == "labelled":
-        texts = parse_labelled_csv((data / "train.csv").read_bytes(), text_col="text", label_col="labels",
-                                   label_sep=";", source="train.csv").texts
+        texts = parse_labelled_csv(
+            (data / "train.csv").read_bytes(), text_col="text", label_col="labels", label_sep=";", source="train.csv"
+        ).texts
         run = lambda: labelled_tokens(bucket, LANG, texts, log=log, workers=workers)  # noqa: E731
     else:
         key = f"{LANG}/data/corpus/corpus.txt.gz"
@@ -180,10 +186,20 @@ def measure(kind: str, workers: int, data: Path, bucket_dir: Path) -> dict:
     cpu_s = self_cpu + _cpu(resource.RUSAGE_CHILDREN) - children_before  # workers only ran in the first call
     self_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     children_rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return {"kind": kind, "workers": workers, "texts": len(table), "tokens": table.n_tokens,
-            "first_s": first_s, "cached_s": cached_s, "tokens_per_s": table.n_tokens / first_s,
-            "self_maxrss_mb": self_rss / 1024, "children_maxrss_mb": children_rss / 1024,
-            "tree_pss_mb": pss.peak, "cpu_s": cpu_s, "log": log.lines}
+    return {
+        "kind": kind,
+        "workers": workers,
+        "texts": len(table),
+        "tokens": table.n_tokens,
+        "first_s": first_s,
+        "cached_s": cached_s,
+        "tokens_per_s": table.n_tokens / first_s,
+        "self_maxrss_mb": self_rss / 1024,
+        "children_maxrss_mb": children_rss / 1024,
+        "tree_pss_mb": pss.peak,
+        "cpu_s": cpu_s,
+        "log": log.lines,
+    }
 
 
 def _cpu(who: int) -> float:
@@ -205,8 +221,9 @@ def baseline(data: Path, rows: int) -> dict:
 
 
 def in_child(*args: str) -> dict:
-    out = subprocess.run([sys.executable, "-m", "benchmarks.tokenize", *args], check=True,
-                         capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "benchmarks.tokenize", *args], check=True, capture_output=True, text=True
+    ).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -234,19 +251,24 @@ def main() -> None:
         data.mkdir()
         started = time.perf_counter()
         make_dataset(data, args.rows)
-        print(f"data: {args.rows} rows of 5-80 words + a corpus of {args.rows} lines (.txt.gz), "
-              f"made in {time.perf_counter() - started:.1f}s; {default_workers()} usable cores")
+        print(
+            f"data: {args.rows} rows of 5-80 words + a corpus of {args.rows} lines (.txt.gz), "
+            f"made in {time.perf_counter() - started:.1f}s; {default_workers()} usable cores"
+        )
         base = in_child("--baseline", str(data), str(min(args.baseline_rows, args.rows)))
-        print(f"old path (fastai Tokenizer per row, 1 process, {base['rows']} rows): "
-              f"{base['tokens_per_s']:,.0f} tokens/s")
+        print(
+            f"old path (fastai Tokenizer per row, 1 process, {base['rows']} rows): {base['tokens_per_s']:,.0f} tokens/s"
+        )
         runs = [("labelled", 1), ("labelled", workers), ("corpus", workers)]
         for n, (kind, w) in enumerate(runs):
             r = in_child("--measure", kind, str(w), str(data), str(Path(tmp) / f"bucket{n}"))
-            print(f"{kind:8s} workers={w}: {r['texts']} texts, {r['tokens']:,} tokens in {r['first_s']:.1f}s "
-                  f"= {r['tokens_per_s']:,.0f} tokens/s ({r['cpu_s']:.1f} CPU s, start-up included); "
-                  f"cache hit {r['cached_s']:.2f}s; peak RSS {r['self_maxrss_mb']:.0f} MB (self), "
-                  f"{r['children_maxrss_mb']:.0f} MB (largest child); "
-                  f"peak PSS of all processes {r['tree_pss_mb']:.0f} MB")
+            print(
+                f"{kind:8s} workers={w}: {r['texts']} texts, {r['tokens']:,} tokens in {r['first_s']:.1f}s "
+                f"= {r['tokens_per_s']:,.0f} tokens/s ({r['cpu_s']:.1f} CPU s, start-up included); "
+                f"cache hit {r['cached_s']:.2f}s; peak RSS {r['self_maxrss_mb']:.0f} MB (self), "
+                f"{r['children_maxrss_mb']:.0f} MB (largest child); "
+                f"peak PSS of all processes {r['tree_pss_mb']:.0f} MB"
+            )
             print(f"    {r['log'][0]}")
 
 

@@ -7,6 +7,7 @@ folder N times under new run ids into a scratch project, starts `mlflow server` 
 127.0.0.1) as the tests do, runs the real command twice in fresh processes and prints each export's wall
 time and the number of MLflow runs after each: the second export must leave the count as it was.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,13 +46,19 @@ def main() -> int:
             client = mlflow.MlflowClient(server.url)
             for attempt in ("first", "second"):
                 started = time.monotonic()
-                done = subprocess.run([TRAINCTL, "runs", "export", args.lang, "--set", f"tracking.mlflow.uri={server.url}"],
-                                      cwd=root, capture_output=True, text=True)
+                done = subprocess.run(
+                    [TRAINCTL, "runs", "export", args.lang, "--set", f"tracking.mlflow.uri={server.url}"],
+                    cwd=root,
+                    capture_output=True,
+                    text=True,
+                )
                 wall = time.monotonic() - started
                 experiment = client.get_experiment_by_name("trainstack-local")
                 count = len(client.search_runs([experiment.experiment_id], max_results=10_000))
-                print(f"{attempt} export of {args.runs} runs: {wall:.1f} s ({wall / args.runs:.2f} s a run), "
-                      f"exit {done.returncode}, {count} MLflow runs; {done.stdout.strip().splitlines()[0]}")
+                print(
+                    f"{attempt} export of {args.runs} runs: {wall:.1f} s ({wall / args.runs:.2f} s a run), "
+                    f"exit {done.returncode}, {count} MLflow runs; {done.stdout.strip().splitlines()[0]}"
+                )
         finally:
             server.stop()
     return 0

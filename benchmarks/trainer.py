@@ -13,6 +13,7 @@ Figures:
   4. with a GPU: LM and classifier tokens/s at fp32 vs bf16/fp16 (base.yaml model size),
      GPU utilisation sampled with nvidia-smi during the mixed-precision epochs.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,8 +31,12 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-LABELS = {"livraison": ["colis", "livraison", "suivi"], "facturation": ["facture", "paiement", "remboursement"],
-          "compte": ["compte", "mot", "connexion"], "produit": ["produit", "taille", "qualité"]}
+LABELS = {
+    "livraison": ["colis", "livraison", "suivi"],
+    "facturation": ["facture", "paiement", "remboursement"],
+    "compte": ["compte", "mot", "connexion"],
+    "produit": ["produit", "taille", "qualité"],
+}
 
 
 def make_dataset(path: Path, rows: int, seed: int = 0) -> None:
@@ -56,16 +61,27 @@ def timed_epoch(learn) -> float:
 
 def epoch_before_after(csv_path: Path, work: Path, args) -> dict:
     import pandas as pd
-    from fastai.text.all import (AWD_LSTM, ColReader, Datasets, MultiCategorize, Numericalize, OneHotEncode,
-                                 Pad_Chunk, ProgressCallback, SortedDL, awd_lstm_clas_config, text_classifier_learner)
+    from fastai.text.all import (
+        AWD_LSTM,
+        ColReader,
+        Datasets,
+        MultiCategorize,
+        Numericalize,
+        OneHotEncode,
+        Pad_Chunk,
+        ProgressCallback,
+        SortedDL,
+        Tokenizer,
+        WordTokenizer,
+        awd_lstm_clas_config,
+        text_classifier_learner,
+    )
 
-    from trainer.runtime.checkpoints import CheckpointStore, Position, rng_state
     from trainer.data.labelled import parse_labelled_csv
     from trainer.data.splits import make_splits
+    from trainer.runtime.checkpoints import CheckpointStore, Position, rng_state
     from trainer.storage import open_bucket
     from trainer.text.loaders import classifier_dataloaders
-    from fastai.text.all import Tokenizer, WordTokenizer
-
     from trainer.text.tokens import build_vocab, remap, tokenize
 
     data = parse_labelled_csv(csv_path.read_bytes(), text_col="text", label_col="labels", label_sep=";", source="bench")
@@ -85,30 +101,53 @@ def epoch_before_after(csv_path: Path, work: Path, args) -> dict:
 
     df = pd.DataFrame({"text": data.texts, "labels": data.labels})
     t0 = time.perf_counter()
-    dsets = Datasets(df, [[ColReader("text"), Tokenizer(WordTokenizer("fr")), Numericalize(vocab=vocab)],
-                          [ColReader("labels"), MultiCategorize(vocab=data.label_names),
-                           OneHotEncode(len(data.label_names))]], splits=[train_idx, valid_idx], dl_type=SortedDL)
+    dsets = Datasets(
+        df,
+        [
+            [ColReader("text"), Tokenizer(WordTokenizer("fr")), Numericalize(vocab=vocab)],
+            [ColReader("labels"), MultiCategorize(vocab=data.label_names), OneHotEncode(len(data.label_names))],
+        ],
+        splits=[train_idx, valid_idx],
+        dl_type=SortedDL,
+    )
     old = dsets.dataloaders(bs=args.bs, before_batch=Pad_Chunk(seq_len=72), num_workers=0)
     old_setup_s = time.perf_counter() - t0
     before_s = timed_epoch(learner(old))
     t0 = time.perf_counter()
-    new = classifier_dataloaders(remap(tokens, vocab), data.labels, multi_label=True, label_names=data.label_names,
-                                 splits=(train_idx, valid_idx), bs=args.bs, seq_len=72)
+    new = classifier_dataloaders(
+        remap(tokens, vocab),
+        data.labels,
+        multi_label=True,
+        label_names=data.label_names,
+        splits=(train_idx, valid_idx),
+        bs=args.bs,
+        seq_len=72,
+    )
     new_setup_s = time.perf_counter() - t0
     learn = learner(new)
     after_s = timed_epoch(learn)
     store = CheckpointStore(open_bucket(f"file://{work / 'bucket'}"), "fr", "bench", work)
     t0 = time.perf_counter()
-    store.save(Position("classifier", 1, 1, 0), {"model": learn.model.state_dict(), "opt": learn.opt.state_dict(),
-                                                 "rng": [{"epoch": rng_state(), "now": rng_state()}]})
+    store.save(
+        Position("classifier", 1, 1, 0),
+        {
+            "model": learn.model.state_dict(),
+            "opt": learn.opt.state_dict(),
+            "rng": [{"epoch": rng_state(), "now": rng_state()}],
+        },
+    )
     ckpt_s = time.perf_counter() - t0
     size = sum(p.stat().st_size for p in (work / "bucket").rglob("*.ckpt.pt"))
-    return {"rows": len(data.texts), "tokens": tokens.n_tokens, "tokenize_once_s": round(tokenize_s, 2),
-            "before": {"setup_s": round(old_setup_s, 2), "epoch_s": round(before_s, 2)},
-            "after": {"setup_s": round(new_setup_s, 2), "epoch_s": round(after_s, 2)},
-            "speedup_epoch": round(before_s / after_s, 2),
-            "checkpoint": {"seconds": round(ckpt_s, 3), "bytes": size, "pct_of_epoch": round(100 * ckpt_s / after_s, 2)},
-            "model": {"emb_sz": args.emb_sz, "n_hid": args.n_hid, "n_layers": args.n_layers, "bs": args.bs}}
+    return {
+        "rows": len(data.texts),
+        "tokens": tokens.n_tokens,
+        "tokenize_once_s": round(tokenize_s, 2),
+        "before": {"setup_s": round(old_setup_s, 2), "epoch_s": round(before_s, 2)},
+        "after": {"setup_s": round(new_setup_s, 2), "epoch_s": round(after_s, 2)},
+        "speedup_epoch": round(before_s / after_s, 2),
+        "checkpoint": {"seconds": round(ckpt_s, 3), "bytes": size, "pct_of_epoch": round(100 * ckpt_s / after_s, 2)},
+        "model": {"emb_sz": args.emb_sz, "n_hid": args.n_hid, "n_layers": args.n_layers, "bs": args.bs},
+    }
 
 
 def resume_latency(csv_path: Path, work: Path) -> dict:
@@ -116,9 +155,31 @@ def resume_latency(csv_path: Path, work: Path) -> dict:
     bucket = work / "resume-bucket"
     (bucket / "fr/data").mkdir(parents=True)
     (bucket / "fr/data/train.csv").write_bytes(csv_path.read_bytes())
-    cmd = [sys.executable, "-m", "trainer", "--lang", "fr", "--bucket", f"file://{bucket}", "--run-id", "r",
-           "--epochs-base-lm", "1", "--epochs-lm", "1", "--epochs-clf", "4", "--emb-sz", "32", "--n-hid", "64",
-           "--n-layers", "1", "--checkpoint-minutes", "0"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "trainer",
+        "--lang",
+        "fr",
+        "--bucket",
+        f"file://{bucket}",
+        "--run-id",
+        "r",
+        "--epochs-base-lm",
+        "1",
+        "--epochs-lm",
+        "1",
+        "--epochs-clf",
+        "4",
+        "--emb-sz",
+        "32",
+        "--n-hid",
+        "64",
+        "--n-layers",
+        "1",
+        "--checkpoint-minutes",
+        "0",
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     for line in proc.stdout:
         if "classifier [" in line:
@@ -135,8 +196,11 @@ def resume_latency(csv_path: Path, work: Path) -> dict:
         if first is None and "resumed at" in line:
             first = time.perf_counter() - start
     proc.wait()
-    return {"sigterm_to_exit_s": round(stop_s, 2), "start_to_resumed_step_s": round(first or -1, 2),
-            "exit_codes": "143 then " + str(proc.returncode)}
+    return {
+        "sigterm_to_exit_s": round(stop_s, 2),
+        "start_to_resumed_step_s": round(first or -1, 2),
+        "exit_codes": "143 then " + str(proc.returncode),
+    }
 
 
 class GpuSampler(threading.Thread):
@@ -148,8 +212,11 @@ class GpuSampler(threading.Thread):
 
     def run(self):
         while not self.stopped.is_set():
-            out = subprocess.run(["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits"],
-                                 capture_output=True, text=True).stdout.split()
+            out = subprocess.run(
+                ["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits"],
+                capture_output=True,
+                text=True,
+            ).stdout.split()
             if out:
                 self.samples.append(float(out[0]))
             time.sleep(0.5)
@@ -157,12 +224,18 @@ class GpuSampler(threading.Thread):
 
 def gpu_precision(csv_path: Path) -> dict:
     import torch
-    from fastai.text.all import (AWD_LSTM, ProgressCallback, awd_lstm_clas_config, awd_lstm_lm_config,
-                                 language_model_learner, text_classifier_learner)
+    from fastai.text.all import (
+        AWD_LSTM,
+        ProgressCallback,
+        awd_lstm_clas_config,
+        awd_lstm_lm_config,
+        language_model_learner,
+        text_classifier_learner,
+    )
 
-    from trainer.runtime import precision as P
     from trainer.data.labelled import parse_labelled_csv
     from trainer.data.splits import make_splits
+    from trainer.runtime import precision as P
     from trainer.text.loaders import classifier_dataloaders, lm_dataloaders
     from trainer.text.tokens import build_vocab, remap, tokenize
 
@@ -180,8 +253,9 @@ def gpu_precision(csv_path: Path) -> dict:
                 learn = language_model_learner(dls, AWD_LSTM, config=awd_lstm_lm_config, pretrained=False)
                 n_tokens = len(dls.train) * 128 * 72
             else:
-                dls = classifier_dataloaders(ids, data.labels, multi_label=True, label_names=data.label_names,
-                                             splits=splits, bs=128, seq_len=72)
+                dls = classifier_dataloaders(
+                    ids, data.labels, multi_label=True, label_names=data.label_names, splits=splits, bs=128, seq_len=72
+                )
                 learn = text_classifier_learner(dls, AWD_LSTM, config=awd_lstm_clas_config, pretrained=False)
                 n_tokens = int(ids.select(splits[0]).n_tokens)
             learn.remove_cb(ProgressCallback)
@@ -196,9 +270,14 @@ def gpu_precision(csv_path: Path) -> dict:
             seconds = time.perf_counter() - t0
             sampler.stopped.set()
             util = sampler.samples[2:] or sampler.samples
-            out[f"{kind}_{precision}"] = {"epoch_s": round(seconds, 2), "tokens_per_s": round(n_tokens / seconds),
-                                          "gpu_util_mean_pct": round(sum(util) / max(1, len(util)), 1)}
-        out[f"{kind}_speedup"] = round(out[f"{kind}_{out['mixed']}"]["tokens_per_s"] / out[f"{kind}_fp32"]["tokens_per_s"], 2)
+            out[f"{kind}_{precision}"] = {
+                "epoch_s": round(seconds, 2),
+                "tokens_per_s": round(n_tokens / seconds),
+                "gpu_util_mean_pct": round(sum(util) / max(1, len(util)), 1),
+            }
+        out[f"{kind}_speedup"] = round(
+            out[f"{kind}_{out['mixed']}"]["tokens_per_s"] / out[f"{kind}_fp32"]["tokens_per_s"], 2
+        )
     return out
 
 
@@ -213,9 +292,11 @@ def main() -> None:
     args = parser.parse_args()
     import torch
 
-    report = {"machine": f"{platform.machine()}, {torch.get_num_threads()} torch threads, "
-                         f"{'GPU ' + torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'no GPU'}, "
-                         f"torch {torch.__version__}"}
+    report = {
+        "machine": f"{platform.machine()}, {torch.get_num_threads()} torch threads, "
+        f"{'GPU ' + torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'no GPU'}, "
+        f"torch {torch.__version__}"
+    }
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         data = work / "train.csv"

@@ -20,6 +20,7 @@ Variants, each a fresh file:// bucket and `python -m trainer` with the env's set
   corpus  the base LM that `--lm-bucket`'s <lang>/lm/CURRENT names (trainctl lm pretrain).
 Prints a Markdown table (macro- and micro-F1 on the test rows) and writes learning_curve_<lang>.png.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,11 +39,20 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 CORPORA = REPO.parent / "shared" / "corpora"
-CORPUS = {"fr": "fr/fr_eltec_novels.txt.gz", "en": "en/en_eltec_novels.txt.gz", "es": "es/es_eltec_novels.txt.gz",
-          "el": "el/el_laws_fek_2021_2024.txt.gz", "ja": "ja/ja_aozora_modern_kana.txt.gz"}
-DIALOGUE_OPENERS = {"fr": "—–«\"“", "es": "—–-«\"“", "en": "\"“'‘", "ja": "「『"}
-QUOTES = {"fr": "[—–«»\"“”]", "es": "[—–«»\"“”]|(?:^|(?<=\\s))-|-(?=\\s|$)", "ja": "[「」『』]",
-          "en": "[\"“”]|(?<!\\w)['‘’]|['‘’](?!\\w)"}
+CORPUS = {
+    "fr": "fr/fr_eltec_novels.txt.gz",
+    "en": "en/en_eltec_novels.txt.gz",
+    "es": "es/es_eltec_novels.txt.gz",
+    "el": "el/el_laws_fek_2021_2024.txt.gz",
+    "ja": "ja/ja_aozora_modern_kana.txt.gz",
+}
+DIALOGUE_OPENERS = {"fr": '—–«"“', "es": '—–-«"“', "en": "\"“'‘", "ja": "「『"}
+QUOTES = {
+    "fr": '[—–«»"“”]',
+    "es": '[—–«»"“”]|(?:^|(?<=\\s))-|-(?=\\s|$)',
+    "ja": "[「」『』]",
+    "en": "[\"“”]|(?<!\\w)['‘’]|['‘’](?!\\w)",
+}
 MIN_CHARS = 12
 
 
@@ -75,7 +85,7 @@ def stratified(rows: list[tuple[str, str]], n: int, rng: random.Random) -> list[
     for row in rows:
         by_label.setdefault(row[1], []).append(row)
     picked = []
-    for label, group in sorted(by_label.items()):
+    for _label, group in sorted(by_label.items()):
         k = max(2, round(n * len(group) / len(rows)))
         picked += rng.sample(group, min(k, len(group)))
     rng.shuffle(picked)
@@ -119,8 +129,15 @@ def plot(lang: str, results: list[dict], out: Path) -> Path:
     for variant, style in (("tfidf", "s--"), ("inline", "o-"), ("corpus", "^-")):
         points = [(r["rows"], r[variant]) for r in results if r.get(variant) is not None]
         if points:
-            ax.plot(*zip(*points), style, label={"tfidf": "TF-IDF + logistic regression", "inline": "ULMFiT, inline LM",
-                                                 "corpus": "ULMFiT, corpus base LM"}[variant])
+            ax.plot(
+                *zip(*points),
+                style,
+                label={
+                    "tfidf": "TF-IDF + logistic regression",
+                    "inline": "ULMFiT, inline LM",
+                    "corpus": "ULMFiT, corpus base LM",
+                }[variant],
+            )
     ax.set_xscale("log")
     ax.set_xlabel("labelled training rows")
     ax.set_ylabel("macro-F1 on the test rows")
@@ -135,7 +152,9 @@ def plot(lang: str, results: list[dict], out: Path) -> Path:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--lang", required=True, choices=sorted(CORPUS))
-    parser.add_argument("--lm-bucket", help="file:// bucket whose <lang>/lm/CURRENT is the corpus LM (none: no corpus column)")
+    parser.add_argument(
+        "--lm-bucket", help="file:// bucket whose <lang>/lm/CURRENT is the corpus LM (none: no corpus column)"
+    )
     parser.add_argument("--sizes", nargs="+", type=int, default=[50, 100, 200, 1000])
     parser.add_argument("--test-rows", type=int, default=600)
     parser.add_argument("--env", default="local")
@@ -155,16 +174,20 @@ def main() -> None:
     chosen = set(map(id, test))
     pool = [r for r in rows if id(r) not in chosen]
     counts = {lbl: sum(1 for _, l in rows if l == lbl) for lbl in sorted({l for _, l in rows})}
-    print(f"# {args.lang}: {len(rows)} labelled paragraphs from the held-out lines of {path.name} {counts}; "
-          f"{len(test)} test rows, training pool {len(pool)}")
+    print(
+        f"# {args.lang}: {len(rows)} labelled paragraphs from the held-out lines of {path.name} {counts}; "
+        f"{len(test)} test rows, training pool {len(pool)}"
+    )
     config = load_config(REPO / "envs", args.env, [f"languages.{args.lang}={{}}", *args.sets])
     inline_args = trainer_args(config, args.lang)
     inline_args[inline_args.index("--base-lm") + 1] = "pretrain-inline"
     corpus_args = list(inline_args)
     corpus_args[corpus_args.index("--base-lm") + 1] = "current"
     src = Path(args.lm_bucket.removeprefix("file://")) if args.lm_bucket else None
-    print("| training rows | TF-IDF macro-F1 | inline LM macro-F1 | corpus LM macro-F1 | corpus − TF-IDF | "
-          "TF-IDF micro-F1 | inline micro-F1 | corpus micro-F1 | trainer wall (inline / corpus) |")
+    print(
+        "| training rows | TF-IDF macro-F1 | inline LM macro-F1 | corpus LM macro-F1 | corpus − TF-IDF | "
+        "TF-IDF micro-F1 | inline micro-F1 | corpus micro-F1 | trainer wall (inline / corpus) |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     results, lm_id = [], None
     for size in args.sizes:
@@ -188,9 +211,13 @@ def main() -> None:
         results.append(result)
         fmt = lambda v: f"{v:.3f}" if v is not None else "–"  # noqa: E731
         gap = f"{result['corpus'] - result['tfidf']:+.3f}" if "corpus" in result else "–"
-        print(f"| {result['rows']} | {fmt(result['tfidf'])} | {fmt(result.get('inline'))} | {fmt(result.get('corpus'))} | "
-              f"{gap} | {fmt(result['tfidf_micro'])} | {fmt(result.get('inline_micro'))} | "
-              f"{fmt(result.get('corpus_micro'))} | {' / '.join(walls)} |", flush=True)
+        print(
+            f"| {result['rows']} | {fmt(result['tfidf'])} | {fmt(result.get('inline'))} | "
+            f"{fmt(result.get('corpus'))} | "
+            f"{gap} | {fmt(result['tfidf_micro'])} | {fmt(result.get('inline_micro'))} | "
+            f"{fmt(result.get('corpus_micro'))} | {' / '.join(walls)} |",
+            flush=True,
+        )
     args.out.mkdir(parents=True, exist_ok=True)
     print(f"# corpus LM: {lm_id or 'none'}; plot: {plot(args.lang, results, args.out)}")
 

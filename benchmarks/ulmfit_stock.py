@@ -3,7 +3,7 @@
     .venv/bin/python -m benchmarks.ulmfit_stock --lm-bucket file://DIR [--task en_imdb] [--size 100]
         [--seed 0] [--test-rows 2000] [--lm-tokens 3000000] [--epochs-lm 6] [--json-out FILE]
 
-The mechanics check of issue 37: TextDataLoaders + language_model_learner (fastai's full softmax,
+The mechanics check of our ULMFiT: TextDataLoaders + language_model_learner (fastai's full softmax,
 the base LM's published weights through LMLearner.load_pretrained) + text_classifier_learner +
 load_encoder, with the recipe of fastai's text tutorial (one frozen LM epoch at 2e-2, the rest
 unfrozen at 2e-3; the classifier unfrozen one layer group at a time, 2e-2, 1e-2, 5e-3, then 2
@@ -14,6 +14,7 @@ a linear probe of the fine-tuned encoder (trainer.classification.probe on fastai
 pooling) and the classifier's test accuracy and macro-F1. If this beats `python -m trainer` on the
 same rows and LM, the difference is a defect in the trainer.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -64,8 +65,14 @@ def main() -> None:
     import pandas as pd
     import torch
     from fastai.text.all import (
-        AWD_LSTM, Perplexity, TextDataLoaders, accuracy, awd_lstm_clas_config, awd_lstm_lm_config,
-        language_model_learner, text_classifier_learner,
+        AWD_LSTM,
+        Perplexity,
+        TextDataLoaders,
+        accuracy,
+        awd_lstm_clas_config,
+        awd_lstm_lm_config,
+        language_model_learner,
+        text_classifier_learner,
     )
 
     from trainer.classification.probe import fit_probe
@@ -91,10 +98,25 @@ def main() -> None:
     started = time.perf_counter()
     lm_texts = list(cell.train.texts) + unlabelled_sample(args.task, args.lm_tokens, args.seed, held_out)
     work = Path(tempfile.mkdtemp(prefix="ulmfit-stock-"))
-    dls_lm = TextDataLoaders.from_df(pd.DataFrame({"text": lm_texts}), path=work, text_col="text", is_lm=True,
-                                     valid_pct=0.1, bs=args.bs, seq_len=72, seed=args.seed)
-    lm = language_model_learner(dls_lm, AWD_LSTM, config={**awd_lstm_lm_config, **arch}, drop_mult=0.3,
-                                pretrained=False, metrics=[accuracy, Perplexity()], path=work)
+    dls_lm = TextDataLoaders.from_df(
+        pd.DataFrame({"text": lm_texts}),
+        path=work,
+        text_col="text",
+        is_lm=True,
+        valid_pct=0.1,
+        bs=args.bs,
+        seq_len=72,
+        seed=args.seed,
+    )
+    lm = language_model_learner(
+        dls_lm,
+        AWD_LSTM,
+        config={**awd_lstm_lm_config, **arch},
+        drop_mult=0.3,
+        pretrained=False,
+        metrics=[accuracy, Perplexity()],
+        path=work,
+    )
     lm.load_pretrained(lm_dir / "weights.pth", lm_dir / "vocab.pkl")
     lm.freeze()
     lm.fit_one_cycle(1, 2e-2)
@@ -105,13 +127,33 @@ def main() -> None:
     lm_s = time.perf_counter() - started
 
     labels = sorted({l for ls in cell.train.labels for l in ls})
-    df = pd.DataFrame({"text": [*cell.train.texts, *cell.valid.texts],
-                       "label": [ls[0] for ls in [*cell.train.labels, *cell.valid.labels]],
-                       "is_valid": [False] * len(cell.train) + [True] * len(cell.valid)})
-    dls = TextDataLoaders.from_df(df, path=work, text_col="text", label_col="label", valid_col="is_valid",
-                                  text_vocab=dls_lm.vocab, bs=args.bs, seq_len=72, seed=args.seed)
-    clf = text_classifier_learner(dls, AWD_LSTM, config={**awd_lstm_clas_config, **arch}, drop_mult=0.5,
-                                  pretrained=False, metrics=accuracy, path=work)
+    df = pd.DataFrame(
+        {
+            "text": [*cell.train.texts, *cell.valid.texts],
+            "label": [ls[0] for ls in [*cell.train.labels, *cell.valid.labels]],
+            "is_valid": [False] * len(cell.train) + [True] * len(cell.valid),
+        }
+    )
+    dls = TextDataLoaders.from_df(
+        df,
+        path=work,
+        text_col="text",
+        label_col="label",
+        valid_col="is_valid",
+        text_vocab=dls_lm.vocab,
+        bs=args.bs,
+        seq_len=72,
+        seed=args.seed,
+    )
+    clf = text_classifier_learner(
+        dls,
+        AWD_LSTM,
+        config={**awd_lstm_clas_config, **arch},
+        drop_mult=0.5,
+        pretrained=False,
+        metrics=accuracy,
+        path=work,
+    )
     clf.load_encoder("ft")
     train_dl = clf.dls.test_dl(list(cell.train.texts))
     test_dl = clf.dls.test_dl(list(cell.test.texts))
@@ -120,7 +162,7 @@ def main() -> None:
     probe = fit_probe(pooled(clf, train_dl), y_train, multi_label=False, seed=args.seed)
     probe_pred = np.eye(len(labels), dtype=bool)[probe.probabilities(pooled(clf, test_dl)).argmax(axis=1)]
     clf.model[0].train()
-    d = 2.6 ** 4
+    d = 2.6**4
     clf.fit_one_cycle(1, 2e-2)
     clf.freeze_to(-2)
     clf.fit_one_cycle(1, slice(1e-2 / d, 1e-2))
@@ -132,9 +174,18 @@ def main() -> None:
     vocab = list(clf.dls.vocab[1])
     pred = np.zeros_like(true)
     pred[np.arange(len(pred)), [labels.index(vocab[i]) for i in probs.argmax(dim=1).tolist()]] = True
-    result = {"task": args.task, "size": args.size, "seed": args.seed, "lm_texts": len(lm_texts),
-              "lm_perplexity": round(perplexity, 2), "lm_s": round(lm_s), "probe": f1s(probe_pred, true),
-              "probe_c": probe.c, "classifier": f1s(pred, true), "wall_s": round(time.perf_counter() - started)}
+    result = {
+        "task": args.task,
+        "size": args.size,
+        "seed": args.seed,
+        "lm_texts": len(lm_texts),
+        "lm_perplexity": round(perplexity, 2),
+        "lm_s": round(lm_s),
+        "probe": f1s(probe_pred, true),
+        "probe_c": probe.c,
+        "classifier": f1s(pred, true),
+        "wall_s": round(time.perf_counter() - started),
+    }
     print(json.dumps(result), file=sys.stdout, flush=True)
     if args.json_out:
         args.json_out.write_text(json.dumps(result, indent=1))

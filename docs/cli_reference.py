@@ -1,5 +1,6 @@
 """docs/cli.md from the CLI itself: `python docs/cli_reference.py > docs/cli.md` (tests/unit/test_docs.py keeps
 the two equal, so the reference cannot rot)."""
+
 from __future__ import annotations
 
 import sys
@@ -35,7 +36,8 @@ env's config are listed too (`fr (not in env dev)`).
 **JSON output** (stable keys; new keys may be added, none renamed):
 - `runs --json`: a list, one object per run: `run_id, lang, configured, state` (PENDING, RUNNING,
   SUCCEEDED, FAILED, STARTING = applied without a status yet, UNKNOWN = no status and too old to be
-  starting, UNREADABLE = a damaged run file, its path in `error`), `stage, started_at, finished_at, duration_s, macro_f1, tfidf_macro_f1` (the TF-IDF
+  starting, UNREADABLE = a damaged run file, its path in `error`), `stage, started_at, finished_at, duration_s,
+  macro_f1, tfidf_macro_f1` (the TF-IDF
   baseline on the same rows) `, scored_rows` (valid or test) `, resumed, placements` (zones applied, in
   order) `, ran_in` (those where a VM trained) `, preemptions, capacity_wait_s, interrupted_s` (preemption to
   training again, summed) `, error, url,
@@ -45,8 +47,10 @@ env's config are listed too (`fr (not in env dev)`).
 - `runs compare A B --json`: `a, b, rows` (the fingerprint of the rows both scored) `, n_rows, scored_rows,
   per_label{label: {a, b, support}}, macro_f1{a, b}, tfidf_macro_f1{a, b}`.
 - `runs show RUN --json`: `{run: <as above>, metrics: {labels, macro_f1, micro_f1, accuracy, n_train,
-  n_valid, n_test, rows, duration_s} | null, baselines: {baseline_tfidf, baseline: {macro_f1, micro_f1, accuracy}} | null,
-  kept: {kept, blend_weight, classifier: {…}, blend: {…}} | null, metadata: <metadata/trainctl.json> | null, artifacts: {name: uri}}`.
+  n_valid, n_test, rows, duration_s} | null, baselines: {baseline_tfidf, baseline: {macro_f1, micro_f1, accuracy}} |
+  null,
+  kept: {kept, blend_weight, classifier: {…}, blend: {…}} | null, metadata: <metadata/trainctl.json> | null,
+  artifacts: {name: uri}}`.
 - `status LANG --json`: `run_id, lang, env, state, stage, epoch, epochs, started_at, updated_at,
   finished_at, error, resumed, job, progress, url` (`job`: `classifier`, or `pretrain-lm` for `lm pretrain`;
   `progress`: inside a long epoch `{epoch, batch, batches, tokens_per_s, eta_s, stage_eta_s}`, else null).
@@ -57,8 +61,8 @@ env's config are listed too (`fr (not in env dev)`).
 - `lm list LANG --json`: a list, oldest first, one object per base LM: its meta.json (`id, source, tokenizer,
   arch, vocab_size, tokens, corpus_hash, perplexity, run_id, created_at, origin`) plus `current, small`.
 - `config show --json`: the effective config.
-- `train`, `runs export`, `data push`, `doctor` with `--json`: their keys are in their `--json` rows
-  above. stdout holds the JSON document alone; progress, notes and errors go to stderr.
+- `train`, `runs export`, `data push`, `doctor`, `promote`, `predict` with `--json`: their keys are in their
+  `--json` rows above. stdout holds the JSON document alone; progress, notes and errors go to stderr.
 """
 
 

@@ -1,6 +1,7 @@
 """The settings table of docs/config.md from the config models and envs/*.yaml:
 `python docs/config_reference.py --write` rewrites it between its markers; tests/unit/test_docs.py keeps the
 two equal, so every setting that exists is named, and every one named exists, with each env's value."""
+
 from __future__ import annotations
 
 import sys

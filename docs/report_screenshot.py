@@ -5,6 +5,7 @@
 Needs the Debian `chromium` package (apt-get install chromium). The page is self-contained, so
 Chromium loads nothing but the file.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,9 +26,21 @@ def main() -> int:
     if browser is None:
         print("error: no chromium on PATH\n  → apt-get install chromium", file=sys.stderr)
         return 2
-    subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                    f"--window-size={args.width},{args.height}", f"--screenshot={args.png.resolve()}",
-                    args.report.resolve().as_uri()], check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            f"--window-size={args.width},{args.height}",
+            f"--screenshot={args.png.resolve()}",
+            args.report.resolve().as_uri(),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     print(f"{args.png}: {args.png.stat().st_size:,} bytes")
     return 0
 

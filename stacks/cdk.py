@@ -2,20 +2,20 @@
 
 Both have the same API and synthesize the same JSON for our stacks (docs/research/cdk-terrain.md),
 so the stacks import from here. TRAINSTACK_CDK=cdktf|cdktn picks one; unset: cdktf when it is
-installed (the `cli` extra), else cdktn (the `cli-cdktn` extra). The google provider classes are
-in stacks.targets.gcp.cdk_google, imported only by gcp code: a local synth never loads that assembly.
+installed (the `cli` extra), else cdktn (the `cli-cdktn` extra). A provider's classes live with the target that
+uses them (e.g. stacks/targets/gcp/cdk_google.py), so a synth loads only its own target's assembly.
 """
+
 from __future__ import annotations
 
 import importlib
 import os
 from importlib.util import find_spec
 
-KINDS = {"cdktf": "cdktf_cdktf_provider_google", "cdktn": "cdktn_provider_google"}
+KINDS = ("cdktf", "cdktn")
 KIND = os.environ.get("TRAINSTACK_CDK") or ("cdktf" if find_spec("cdktf") else "cdktn")
 if KIND not in KINDS:
     raise ImportError(f"TRAINSTACK_CDK={KIND!r}: expected one of {', '.join(KINDS)}")
-GOOGLE_PACKAGE = KINDS[KIND]
 _core = importlib.import_module(KIND)
 
 App = _core.App

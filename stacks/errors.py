@@ -1,4 +1,5 @@
-"""Exit statuses and the exceptions trainctl maps to them (one place: cli.main)."""
+"""Exit statuses and the exceptions trainctl maps to them (one place: stacks/cli/common.py, describe_error)."""
+
 from __future__ import annotations
 
 import enum
@@ -35,11 +36,13 @@ class ConfigError(TrainstackError):
 class UnknownLanguageError(TrainstackError):
     def __init__(self, lang: str, env: str, known: list[str]):
         # Language keys are lower-case codes: `FR` means `fr`, never a new key to add.
-        hint = (f"did you mean {lang.lower()}? (language keys are lower case)" if lang.lower() in known
-                else f"add `languages: {{{lang.lower()}: {{}}}}` to envs/{env}.yaml or pick one of the above")
+        hint = (
+            f"did you mean {lang.lower()}? (language keys are lower case)"
+            if lang.lower() in known
+            else f"add `languages: {{{lang.lower()}: {{}}}}` to envs/{env}.yaml or pick one of the above"
+        )
         super().__init__(
-            f"language {lang!r} is not configured in env {env!r} (configured: {', '.join(known) or 'none'})",
-            hint=hint,
+            f"language {lang!r} is not configured in env {env!r} (configured: {', '.join(known) or 'none'})", hint=hint
         )
         self.lang, self.env, self.known = lang, env, known
 

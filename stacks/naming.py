@@ -1,4 +1,5 @@
 """Names of cloud resources, shared by the stacks, the CLI and the docs (no cdktf here)."""
+
 from __future__ import annotations
 
 TRAINER_SA = "trainstack-trainer"
@@ -9,8 +10,6 @@ WIF_POOL = "trainstack-github"
 WIF_PROVIDER = "github"
 RESIZER_ROLE = "trainstackGroupResizer"
 FOUNDATION = "foundation"
-# Trainer images live in <registry>/trainer; the VM agent and `trainctl image build` agree on this.
-IMAGE_NAME = "trainer"
 
 
 def sa_email(account_id: str, project: str) -> str:

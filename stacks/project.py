@@ -1,4 +1,5 @@
 """Where a trainstack project keeps things on the operator's machine."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -42,7 +43,8 @@ class Project:
         return self.env_dir(env) / "procs"
 
     def cores_dir(self) -> Path:
-        """The ledger of CPU cores held by the local runs of this project, whatever their env (trainer.launchers.local.cores)."""
+        """The ledger of CPU cores held by the local runs of this project, whatever their env
+        (trainer.launchers.local.cores)."""
         return self.root / ".trainstack" / "cores"
 
     def work_outdir(self, env: str) -> Path:
@@ -52,6 +54,6 @@ class Project:
     def load(self, env: str, overrides: list[str] | None = None) -> EnvConfig:
         config = load_env(self.envs_dir, env, overrides)
         if config.bucket.startswith("file://") and not config.bucket.startswith("file:///"):
-            local = (self.root / config.bucket[len("file://"):]).resolve()
+            local = (self.root / config.bucket[len("file://") :]).resolve()
             config = config.model_copy(update={"bucket": f"file://{local}"})
         return config

@@ -1,4 +1,5 @@
 """Run the real terraform binary in a synthesized stack folder."""
+
 from __future__ import annotations
 
 import json
@@ -10,8 +11,10 @@ from pathlib import Path
 
 from stacks.errors import TerraformError, ToolMissingError
 
-INSTALL_HINT = ("install Terraform >= 1.5 (https://developer.hashicorp.com/terraform/install) "
-                "and make sure `terraform version` works in this shell")
+INSTALL_HINT = (
+    "install Terraform >= 1.5 (https://developer.hashicorp.com/terraform/install) "
+    "and make sure `terraform version` works in this shell"
+)
 
 
 def terraform_binary() -> str:
@@ -41,8 +44,9 @@ class Terraform:
         env = {**os.environ, "TF_IN_AUTOMATION": "1", "TF_INPUT": "0", "CHECKPOINT_DISABLE": "1"}
         # stderr apart: warnings there must not corrupt `output -json`.
         with tempfile.TemporaryFile("w+") as err:
-            proc = subprocess.Popen([self.binary, *args], cwd=self.workdir, env=env, text=True,
-                                    stdout=subprocess.PIPE, stderr=err)
+            proc = subprocess.Popen(
+                [self.binary, *args], cwd=self.workdir, env=env, text=True, stdout=subprocess.PIPE, stderr=err
+            )
             lines = []
             assert proc.stdout is not None
             for line in proc.stdout:
@@ -73,8 +77,15 @@ class Terraform:
 
     def plan(self, variables: dict[str, str] | None = None, *, lock: bool = True, out: Path | None = None) -> str:
         # -lock=false lets a read-only identity (the CI planner) plan against remote state.
-        return self._run("plan", "plan", "-input=false", "-no-color", *([] if lock else ["-lock=false"]),
-                         *([f"-out={out}"] if out else []), *self._vars(variables))
+        return self._run(
+            "plan",
+            "plan",
+            "-input=false",
+            "-no-color",
+            *([] if lock else ["-lock=false"]),
+            *([f"-out={out}"] if out else []),
+            *self._vars(variables),
+        )
 
     def show_json(self, planfile: Path) -> dict:
         """`terraform show -json` of a saved plan: what the plan renderer reads."""

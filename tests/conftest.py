@@ -1,6 +1,7 @@
 """Shared fixtures: an isolated project folder, a real GCS API server; each test folder's kind as its marker.
 
 Helpers and fakes live in tests/support; tests/<kind>/ says what a test needs (README "Tests")."""
+
 from __future__ import annotations
 
 from pathlib import Path

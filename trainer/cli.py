@@ -3,6 +3,7 @@
 Argument parsing only; the work is in trainer.jobs.harness (imported after parsing,
 so `--help` is instant and the supervisor can reuse the parser).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,6 +30,7 @@ def _checked(name: str):
         if not isinstance(value, bool) and (problem := param.problem(value)):
             raise argparse.ArgumentTypeError(f"{text} {problem}")
         return value
+
     parse.__name__ = convert.__name__  # argparse names the type in its "invalid ... value" message
     return parse
 
@@ -47,19 +49,39 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run-id", required=True, help="run folder name; an unfinished run with this id is resumed")
     p.add_argument("--env", default="local", help="environment name recorded in status.json")
     p.add_argument("--text-col", default="text", help="text column of the labelled data")
-    p.add_argument("--label-col", default="labels", help="label column: a label, labels separated by --label-sep, or a list")
+    p.add_argument(
+        "--label-col", default="labels", help="label column: a label, labels separated by --label-sep, or a list"
+    )
     p.add_argument("--label-sep", default=";", help="separator of several labels (multi-label)")
-    p.add_argument("--label-cols", action="append", default=[], metavar="COL",
-                   help="a 0/1 column per label instead of --label-col (repeat for each label)")
-    p.add_argument("--task", default="auto", choices=("auto", "single_label", "multi_label"),
-                   help="auto: multi-label when a row has several labels")
-    p.add_argument("--job", default=Job.CLASSIFIER.value, choices=JOBS,
-                   help="classifier: the ULMFiT run; pretrain-lm: pretrain a base LM on <lang>/data/corpus/ "
-                        "and publish it to <lang>/lm/<id>/ (CURRENT)")
+    p.add_argument(
+        "--label-cols",
+        action="append",
+        default=[],
+        metavar="COL",
+        help="a 0/1 column per label instead of --label-col (repeat for each label)",
+    )
+    p.add_argument(
+        "--task",
+        default="auto",
+        choices=("auto", "single_label", "multi_label"),
+        help="auto: multi-label when a row has several labels",
+    )
+    p.add_argument(
+        "--job",
+        default=Job.CLASSIFIER.value,
+        choices=JOBS,
+        help="classifier: the ULMFiT run; pretrain-lm: pretrain a base LM on <lang>/data/corpus/ "
+        "and publish it to <lang>/lm/<id>/ (CURRENT)",
+    )
     p.add_argument("--work-dir", default=None, help="local scratch folder (default: a temp dir)")
     for name, param in PARAMS.items():
-        p.add_argument(f"--{name.replace('_', '-')}", type=_checked(name), default=param.default,
-                       choices=param.choices, help=param.help)
+        p.add_argument(
+            f"--{name.replace('_', '-')}",
+            type=_checked(name),
+            default=param.default,
+            choices=param.choices,
+            help=param.help,
+        )
     return p
 
 

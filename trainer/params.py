@@ -1,6 +1,7 @@
 """The trainer's hyper-parameters, defined once: `python -m trainer` flags (trainer.cli) and the
 `trainer:` block of envs/*.yaml (stacks.config.models.TrainerSettings) are both built from here; so is
 the job a run does (`Job`: the one spelling of its name for the CLI, the config and the trainer)."""
+
 from __future__ import annotations
 
 import re
@@ -61,56 +62,109 @@ PARAMS: dict[str, Param] = {
     "emb_sz": Param(400, "embedding size (new base LM only)", ge=8),
     "n_hid": Param(1152, "LSTM hidden size (new base LM only)", ge=8),
     "n_layers": Param(3, "LSTM layers (new base LM only)", ge=1),
-    "lm_head": Param("full", "the language models' output layer: full (fastai's softmax over the whole vocabulary, "
-                             "tied to the embedding) or adaptive (a shortlist of frequent words and clusters of "
-                             "rarer ones, scored against the same embedding: faster steps on a large vocabulary; "
-                             "published LMs keep the full layout)",
-                     choices=("full", "adaptive")),
+    "lm_head": Param(
+        "full",
+        "the language models' output layer: full (fastai's softmax over the whole vocabulary, "
+        "tied to the embedding) or adaptive (a shortlist of frequent words and clusters of "
+        "rarer ones, scored against the same embedding: faster steps on a large vocabulary; "
+        "published LMs keep the full layout)",
+        choices=("full", "adaptive"),
+    ),
     "max_vocab": Param(60000, "vocabulary cap", ge=100),
     "min_freq": Param(2, "min token count for the vocabulary", ge=1),
-    "precision": Param("auto", "auto (GPU: bf16 where the card supports it, else fp16 with loss scaling; CPU: bf16 "
-                               "autocast where the CPU has AVX-512 BF16 or AMX, else fp32), fp32, bf16 or fp16 (fp32 "
-                               "on CPU)", choices=("auto", "fp32", "bf16", "fp16")),
-    "deterministic": Param(False, "GPU: deterministic cuDNN kernels instead of autotuned ones (CPU runs are "
-                                  "always deterministic)"),
-    "checkpoint_minutes": Param(10.0, "also checkpoint inside an epoch after this many minutes (0 = at epoch "
-                                      "ends only)", ge=0),
-    "tokenizer": Param("auto", "spacy (words), sentencepiece (unigram subwords trained on the run's data), or "
-                               "auto: sentencepiece for languages without spaces between words or without a plain "
-                               "spaCy tokenizer (ja, zh, th, ko, vi, ...: trainer.text.languages)",
-                       choices=("auto", "spacy", "sentencepiece")),
+    "precision": Param(
+        "auto",
+        "auto (GPU: bf16 where the card supports it, else fp16 with loss scaling; CPU: bf16 "
+        "autocast where the CPU has AVX-512 BF16 or AMX, else fp32), fp32, bf16 or fp16 (fp32 "
+        "on CPU)",
+        choices=("auto", "fp32", "bf16", "fp16"),
+    ),
+    "deterministic": Param(
+        False, "GPU: deterministic cuDNN kernels instead of autotuned ones (CPU runs are always deterministic)"
+    ),
+    "checkpoint_minutes": Param(
+        10.0, "also checkpoint inside an epoch after this many minutes (0 = at epoch ends only)", ge=0
+    ),
+    "tokenizer": Param(
+        "auto",
+        "spacy (words), sentencepiece (unigram subwords trained on the run's data), or "
+        "auto: sentencepiece for languages without spaces between words or without a plain "
+        "spaCy tokenizer (ja, zh, th, ko, vi, ...: trainer.text.languages)",
+        choices=("auto", "spacy", "sentencepiece"),
+    ),
     "sp_vocab_size": Param(16000, "SentencePiece vocabulary size (smaller when the data cannot fill it)", ge=100),
-    "min_clf_steps": Param(400, "more classifier epochs on small data: at least this many optimizer steps (at most "
-                                "100 epochs; 0 = exactly epochs_clf)", ge=0),
-    "bidirectional": Param(False, "also train a backward LM and classifier (texts read right to left) and report "
-                                  "the forward+backward ensemble next to the forward model (ULMFiT; about twice "
-                                  "the training time)"),
-    "class_weights": Param("none", "weigh the classifier's loss against label imbalance: none, sqrt (rare labels by the "
-                                   "square root of how much rarer they are) or balanced (fully)",
-                           choices=("none", "sqrt", "balanced")),
-    "probe_head": Param(True, "the classifier's head starts from a linear probe of the fine-tuned encoder (logistic "
-                              "regression on its pooled states of the training rows) and skips the head-only epoch; "
-                              "with best_epoch the probe is epoch 0, kept unless fine-tuning beats it on validation"),
-    "min_valid_rows": Param(50, "with probe_head: with fewer validation rows the classifier keeps the probe's head "
-                                "without fine-tuning (on 25 rows a fine-tuned epoch beat the probe by noise and lost "
-                                "on the test rows)", ge=0),
-    "best_epoch": Param(True, "the classifier keeps the weights of its epoch with the lowest validation loss, not "
-                              "the last epoch's"),
-    "patience": Param(10, "with best_epoch: the classifier stops after this many epochs without a lower validation "
-                          "loss (0 = runs every epoch)", ge=0),
-    "blend_tfidf": Param(True, "also fit the blend of the classifier's and the TF-IDF baseline's probabilities (weight "
-                               "chosen on the validation rows) and keep it when it scores better there than the "
-                               "classifier alone (trainer.classification.blend)"),
-    "thresholds": Param("shrunk", "multi-label decision thresholds from the validation rows: shrunk (each label's "
-                                  "best threshold pulled towards one global threshold by its validation support) "
-                                  "or per_label (each label's own best)", choices=("shrunk", "per_label")),
-    "progress_seconds": Param(60.0, "inside an epoch, a progress line (batch, tokens/s, ETA) in log.txt and "
-                                    "status.json this often (0 = every batch)", ge=0),
-    "max_lm_tokens": Param(0, "the most tokens a base-LM pretrain trains on, all epochs together (0 = no cap, else "
-                              "at least 100,000): fewer epochs, and one epoch over a larger corpus reads a seeded "
-                              "sample of its texts; LM fine-tuning reads a seeded sample of the unlabelled texts "
-                              "within it", ge=0),
-    "base_lm": Param("current", "base LM to fine-tune from: current (<lang>/lm/CURRENT; none published: no base "
-                                "LM), an lm id, none, or pretrain-inline (CURRENT, else pretrain one on the corpus "
-                                "+ training rows and publish it)", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$"),
+    "min_clf_steps": Param(
+        400,
+        "more classifier epochs on small data: at least this many optimizer steps (at most "
+        "100 epochs; 0 = exactly epochs_clf)",
+        ge=0,
+    ),
+    "bidirectional": Param(
+        False,
+        "also train a backward LM and classifier (texts read right to left) and report "
+        "the forward+backward ensemble next to the forward model (ULMFiT; about twice "
+        "the training time)",
+    ),
+    "class_weights": Param(
+        "none",
+        "weigh the classifier's loss against label imbalance: none, sqrt (rare labels by the "
+        "square root of how much rarer they are) or balanced (fully)",
+        choices=("none", "sqrt", "balanced"),
+    ),
+    "probe_head": Param(
+        True,
+        "the classifier's head starts from a linear probe of the fine-tuned encoder (logistic "
+        "regression on its pooled states of the training rows) and skips the head-only epoch; "
+        "with best_epoch the probe is epoch 0, kept unless fine-tuning beats it on validation",
+    ),
+    "min_valid_rows": Param(
+        50,
+        "with probe_head: with fewer validation rows the classifier keeps the probe's head "
+        "without fine-tuning (on 25 rows a fine-tuned epoch beat the probe by noise and lost "
+        "on the test rows)",
+        ge=0,
+    ),
+    "best_epoch": Param(
+        True, "the classifier keeps the weights of its epoch with the lowest validation loss, not the last epoch's"
+    ),
+    "patience": Param(
+        10,
+        "with best_epoch: the classifier stops after this many epochs without a lower validation "
+        "loss (0 = runs every epoch)",
+        ge=0,
+    ),
+    "blend_tfidf": Param(
+        True,
+        "also fit the blend of the classifier's and the TF-IDF baseline's probabilities (weight "
+        "chosen on the validation rows) and keep it when it scores better there than the "
+        "classifier alone (trainer.classification.blend)",
+    ),
+    "thresholds": Param(
+        "shrunk",
+        "multi-label decision thresholds from the validation rows: shrunk (each label's "
+        "best threshold pulled towards one global threshold by its validation support) "
+        "or per_label (each label's own best)",
+        choices=("shrunk", "per_label"),
+    ),
+    "progress_seconds": Param(
+        60.0,
+        "inside an epoch, a progress line (batch, tokens/s, ETA) in log.txt and "
+        "status.json this often (0 = every batch)",
+        ge=0,
+    ),
+    "max_lm_tokens": Param(
+        0,
+        "the most tokens a base-LM pretrain trains on, all epochs together (0 = no cap, else "
+        "at least 100,000): fewer epochs, and one epoch over a larger corpus reads a seeded "
+        "sample of its texts; LM fine-tuning reads a seeded sample of the unlabelled texts "
+        "within it",
+        ge=0,
+    ),
+    "base_lm": Param(
+        "current",
+        "base LM to fine-tune from: current (<lang>/lm/CURRENT; none published: no base "
+        "LM), an lm id, none, or pretrain-inline (CURRENT, else pretrain one on the corpus "
+        "+ training rows and publish it)",
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
+    ),
 }

@@ -5,6 +5,7 @@ Messages are assembled from hand-written fragments (greetings, label-specific
 requests and details, closings, product names, order numbers). Output is
 byte-identical on every run.  Usage: python data/sample/make_sample.py
 """
+
 import csv
 import random
 from collections import Counter
@@ -26,15 +27,25 @@ FR = {
     "close": P("""Merci d'avance. | Cordialement, {n}. | Bien cordialement. | Merci de votre retour rapide. | Dans l'attente de votre réponse. | Merci ! |
         Bonne journée. | Cdlt, {n} | Je compte sur vous. | Merci beaucoup pour votre aide. | Sincères salutations, {n}. | Merci de me tenir au courant. |
         Bonne soirée et merci. | {n} |"""),
-    "names": P("Julie | Marc | Sophie Durand | Karim | Nathalie | Thomas Bernard | Amélie | Hélène | Jérôme | François | Léa | Mme Lefèvre"),
-    "emails": P("julie.martin@gmail.com | k.benali@orange.fr | thomas.b@free.fr | helene.roux@laposte.net | amelie92@hotmail.fr"),
+    "names": P(
+        "Julie | Marc | Sophie Durand | Karim | Nathalie | Thomas Bernard | Amélie | Hélène | Jérôme | François | Léa | Mme Lefèvre"
+    ),
+    "emails": P(
+        "julie.martin@gmail.com | k.benali@orange.fr | thomas.b@free.fr | helene.roux@laposte.net | amelie92@hotmail.fr"
+    ),
     "products": P("""la veste imperméable | le mixeur plongeant | les baskets en toile | la lampe de chevet | le sac à dos | la cafetière italienne |
         le pull en laine | la robe d'été | les écouteurs sans fil | la poêle antiadhésive | le tapis de yoga | la montre connectée | le jean slim |
         la couette 220x240 | l'aspirateur balai | la chaise de bureau"""),
     "orders": ["n° {}", "n°{}", "#{}", "CMD-{}", "numéro {}", "{}"],
     "joiners": ["Par ailleurs, ", "Autre chose : ", "Et en plus, ", "De plus, ", "Autre souci : ", "Aussi, "],
-    "slang": [("Bonjour,", "Bjr"), ("s'il vous plaît", "svp"), ("Merci d'avance.", "Merci d'avance !!"),
-              ("beaucoup", "bcp"), ("quelque chose", "qqch"), ("Cordialement", "Cdt")],
+    "slang": [
+        ("Bonjour,", "Bjr"),
+        ("s'il vous plaît", "svp"),
+        ("Merci d'avance.", "Merci d'avance !!"),
+        ("beaucoup", "bcp"),
+        ("quelque chose", "qqch"),
+        ("Cordialement", "Cdt"),
+    ],
     "urgent": [" svp", " C'est urgent.", " !!", " Merci de faire vite svp"],
     "core": {
         "livraison": P("""Ma commande {o} n'est toujours pas arrivée alors que le suivi indique « livré ». |
@@ -134,7 +145,9 @@ FR = {
 
 EN = {
     "labels": ["shipping", "billing", "product", "account"],
-    "greet": P("Hi, | Hello, | Hi there, | Dear support team, | Good morning, | Hey, | To whom it may concern, | Hello again,"),
+    "greet": P(
+        "Hi, | Hello, | Hi there, | Dear support team, | Good morning, | Hey, | To whom it may concern, | Hello again,"
+    ),
     "close": P("""Thanks in advance. | Kind regards, {n}. | Best regards. | Thank you. | Looking forward to your reply. | Thanks! | Cheers, {n} |
         Please get back to me ASAP. | Many thanks for your help. | Regards, {n} | {n} |"""),
     "names": P("Emma | James | Priya Shah | Tom | Olivia | Daniel Kim | Sarah | Mohammed | Lucy | Mr. Collins"),
@@ -144,8 +157,13 @@ EN = {
         the coffee grinder"""),
     "orders": ["#{}", "no. {}", "{}", "ORD-{}", "number {}"],
     "joiners": ["Also, ", "Another thing: "],
-    "slang": [("Hello,", "hi"), ("please", "pls"), ("Thanks in advance.", "thx in advance"),
-              ("you", "u"), ("I'm", "im")],
+    "slang": [
+        ("Hello,", "hi"),
+        ("please", "pls"),
+        ("Thanks in advance.", "thx in advance"),
+        ("you", "u"),
+        ("I'm", "im"),
+    ],
     "urgent": [" pls", " This is urgent.", " !!", " Please hurry"],
     "core": {
         "shipping": P("""My order {o} still hasn't arrived and the tracking says delivered. |
@@ -270,7 +288,7 @@ def message(rng, L, labels, detail_p=0.45):
 
 def build_train(rng, L, n_single, n_multi):
     labels = L["labels"]
-    pairs = [(a, b) for i, a in enumerate(labels) for b in labels[i + 1:]]
+    pairs = [(a, b) for i, a in enumerate(labels) for b in labels[i + 1 :]]
     plan = [[labels[i % len(labels)]] for i in range(n_single)] + [list(pairs[i % len(pairs)]) for i in range(n_multi)]
     rows, seen = [], set()
     for labs in plan:
@@ -292,7 +310,9 @@ def build_corpus(rng, L, n, exclude):
         if r < 0.55:  # a fresh labelled-style message (label dropped)
             text = message(rng, L, rng.sample(L["labels"], 1 if rng.random() < 0.8 else 2), detail_p=0.6)
         elif r < 0.8:  # generic shop / customer sentences
-            parts = ([rng.choice(L["greet"])] if rng.random() < 0.5 else []) + rng.sample(L["generic"], rng.choice([1, 1, 2]))
+            parts = ([rng.choice(L["greet"])] if rng.random() < 0.5 else []) + rng.sample(
+                L["generic"], rng.choice([1, 1, 2])
+            )
             text = fill(rng, " ".join(parts + ([rng.choice(L["close"])] if rng.random() < 0.5 else [])), L)
         else:  # details only, without the core request
             parts = [rng.choice(L["greet"])] + rng.sample(details, rng.choice([1, 2]))

@@ -236,7 +236,7 @@ if [[ $OS_ID == cos && $NODES != 1 ]]; then
   open_host_firewall || fatal "could not open the host firewall to the other nodes (iptables, network-interfaces/0 metadata)"
 fi
 
-command -v docker >/dev/null || fatal "the boot image has no docker: pick a boot image from the GPU catalogue (stacks/targets/gcp/gpus.py)"
+command -v docker >/dev/null || fatal "the boot image has no docker: pick a boot image from the GPU catalogue (stacks/targets/gcp/catalogue.yaml)"
 prepare_gpu_runtime || fatal "could not install or mount the GPU driver (cos-extensions install gpu -- -version=${GPU_DRIVER:-latest})"
 
 # Pull first: a Deep Learning VM installs its driver meanwhile, and the image can then

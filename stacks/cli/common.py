@@ -1,4 +1,5 @@
 """Shared options, the console, and the one place that maps errors to exit codes."""
+
 from __future__ import annotations
 
 import contextlib
@@ -15,6 +16,7 @@ from rich.console import Console, ConsoleDimensions
 from rich.markup import escape
 
 from stacks.errors import ExitStatus, TrainstackError
+from trainer.errors import ERROR_MARK, HINT_MARK, error_text
 
 # Without a terminal (CI logs, `| tee`, `> run.log`, scripts) lines are never wrapped, so a
 # path or URI copied from the output is whole; rich already leaves out colour codes there.
@@ -70,10 +72,10 @@ def json_on_stdout(as_json: bool):
 
 
 def print_error(message: str, hint: str | None) -> None:
-    """`error: …` and `→ what to do next`, on stderr (rich markup: a caller escapes what it quotes)."""
-    err_console.print(f"[bold red]error:[/] {message}", soft_wrap=True)
-    if hint:
-        err_console.print(f"  [dim]→[/] {hint}", soft_wrap=True)
+    """trainer.errors.error_text on stderr, its marks coloured (rich markup: a caller escapes what it quotes)."""
+    err_console.print(
+        error_text(message, hint, marks=(f"[bold red]{ERROR_MARK}[/]", f"[dim]{HINT_MARK}[/]")), soft_wrap=True
+    )
 
 
 def fail(message: str, hint: str | None, code: int) -> None:
@@ -81,17 +83,28 @@ def fail(message: str, hint: str | None, code: int) -> None:
     raise typer.Exit(code)
 
 
-def check_output_file(option: str, path: Path, *, force: bool, example: str,
-                      exists_hint: str = "pass --force to replace it, or name another file") -> None:
+def check_output_file(
+    option: str,
+    path: Path,
+    *,
+    force: bool,
+    example: str,
+    exists_hint: str = "pass --force to replace it, or name another file",
+) -> None:
     """A file the command will write, checked before any work: a file (`example`: a name to suggest) in a
     folder that exists, and no file already there unless `force` (else `exists_hint` says what to do)."""
     if path.is_dir():
-        fail(f"{option} {escape(str(path))} is a folder",
-             f"name a file in it, e.g. {option} {escape(str(path / example))}", ExitStatus.BAD_INPUT)
+        fail(
+            f"{option} {escape(str(path))} is a folder",
+            f"name a file in it, e.g. {option} {escape(str(path / example))}",
+            ExitStatus.BAD_INPUT,
+        )
     if not path.parent.is_dir():
-        fail(f"{option} {escape(str(path))}: no folder {escape(str(path.parent))}",
-             f"create it (mkdir -p {escape(str(path.parent))}), or name a file in a folder that exists",
-             ExitStatus.BAD_INPUT)
+        fail(
+            f"{option} {escape(str(path))}: no folder {escape(str(path.parent))}",
+            f"create it (mkdir -p {escape(str(path.parent))}), or name a file in a folder that exists",
+            ExitStatus.BAD_INPUT,
+        )
     if path.exists() and not force:
         fail(f"{option} {escape(str(path))} exists", exists_hint, ExitStatus.BAD_INPUT)
 
@@ -99,7 +112,7 @@ def check_output_file(option: str, path: Path, *, force: bool, example: str,
 def describe_error(exc: BaseException) -> tuple[str, str | None, int]:
     """(message, hint, exit code) of an exception: the one place errors become what the user reads."""
     from trainer.errors import DataError
-    from trainer.runfiles.status_file import RunFileError
+    from trainer.runfiles.readers import RunFileError
     from trainer.storage import StorageError
 
     if isinstance(exc, TrainstackError):
@@ -107,15 +120,25 @@ def describe_error(exc: BaseException) -> tuple[str, str | None, int]:
     if isinstance(exc, DataError):
         return exc.message, exc.hint, ExitStatus.BAD_INPUT
     if isinstance(exc, RunFileError):
-        return (str(exc), "the run's other files are as they were: look at the file, fix or remove it "
-                "(`trainctl runs` shows the others)", ExitStatus.BAD_INPUT)
+        return (
+            str(exc),
+            "the run's other files are as they were: look at the file, fix or remove it "
+            "(`trainctl runs` shows the others)",
+            ExitStatus.BAD_INPUT,
+        )
     if isinstance(exc, StorageError):
-        return (str(exc), exc.hint or storage_hint(exc),
-                ExitStatus.BAD_INPUT if exc.bad_input else ExitStatus.INFRA_ERROR)
+        return (
+            str(exc),
+            exc.hint or storage_hint(exc),
+            ExitStatus.BAD_INPUT if exc.bad_input else ExitStatus.INFRA_ERROR,
+        )
     # Nothing above knows it: a bug in trainctl, not the user's mistake.
-    return (f"unexpected {type(exc).__name__}: {exc}",
-            "rerun as `trainctl --debug …` for the traceback, and report it with that output as an issue "
-            "in the trainstack repository", ExitStatus.INFRA_ERROR)
+    return (
+        f"unexpected {type(exc).__name__}: {exc}",
+        "rerun as `trainctl --debug …` for the traceback, and report it with that output as an issue "
+        "in the trainstack repository",
+        ExitStatus.INFRA_ERROR,
+    )
 
 
 def storage_hint(exc) -> str:
@@ -123,12 +146,16 @@ def storage_hint(exc) -> str:
     if exc.uri.startswith("file://"):
         path = escape(exc.uri.removeprefix("file://"))
         if exc.bad_input:
-            return ("fix the folder's permissions, or point `bucket` at another folder (envs/ENV.yaml or "
-                    "--set bucket=file:///PATH); `trainctl doctor` checks it")
+            return (
+                "fix the folder's permissions, or point `bucket` at another folder (envs/ENV.yaml or "
+                "--set bucket=file:///PATH); `trainctl doctor` checks it"
+            )
         return f"look at the path (ls -l {path}) and its disk; `trainctl doctor` checks the bucket folder"
     if exc.bad_input:
-        return ("fix `bucket` in the env's overlay (envs/ENV.yaml or --set bucket=...) or grant the role "
-                "named; `trainctl doctor` checks both")
+        return (
+            "fix `bucket` in the env's overlay (envs/ENV.yaml or --set bucket=...) or grant the role "
+            "named; `trainctl doctor` checks both"
+        )
     return "check the bucket URI and your credentials (gcloud auth application-default login)"
 
 
@@ -143,7 +170,7 @@ def mapped_errors(func):
             raise
         except KeyboardInterrupt:
             err_console.print("interrupted")
-            raise typer.Exit(ExitStatus.INTERRUPTED)
+            raise typer.Exit(ExitStatus.INTERRUPTED) from None
         except Exception as exc:
             if STATE["debug"]:
                 traceback.print_exc(file=sys.stderr)
@@ -167,8 +194,8 @@ def load(env: str, sets: list[str] | None):
 def open_env(env: str, sets, lang: str | None, *, configured: bool = True):
     """(config, bucket); a language must be configured unless it has runs in the bucket."""
     from stacks.runs.language_run import language_settings
-    from trainer.storage import open_bucket
     from stacks.runs.records import bucket_languages
+    from trainer.storage import open_bucket
 
     _, config = load(env, sets)
     bucket = open_bucket(config.bucket)

@@ -1,4 +1,5 @@
 """`trainctl config ...`"""
+
 from __future__ import annotations
 
 import json
@@ -18,8 +19,11 @@ def register(root: typer.Typer) -> None:
 
 @app.command("show")
 @mapped_errors
-def show(env: EnvOpt = "local", sets: SetOpt = None,
-         as_json: Annotated[bool, typer.Option("--json", help="print JSON instead of YAML")] = False):
+def show(
+    env: EnvOpt = "local",
+    sets: SetOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON instead of YAML")] = False,
+):
     """Print the effective config: envs/base.yaml + envs/<env>.yaml + --set, validated."""
     _, config = load(env, sets)
     data = config.model_dump(mode="json")

@@ -1,4 +1,5 @@
 """`trainctl doctor`: read-only checks of an environment before a first run (each target owns its checks)."""
+
 from __future__ import annotations
 
 from typing import Annotated
@@ -8,10 +9,17 @@ import typer
 from stacks.cli.common import EnvOpt, SetOpt, console, emit_json, json_on_stdout, load, mapped_errors
 from stacks.errors import ExitStatus
 
-DoctorJsonOpt = Annotated[bool, typer.Option("--json", help=(
-    "print JSON on stdout once every check ran, the lines on stderr: {env, target, ok, checks, not_checked}; "
-    "checks: one {name, ok, detail, hint} per check (hint: what to do when not ok, else null); ok: all are; "
-    "not_checked: what doctor cannot check, in words"))]
+DoctorJsonOpt = Annotated[
+    bool,
+    typer.Option(
+        "--json",
+        help=(
+            "print JSON on stdout once every check ran, the lines on stderr: {env, target, ok, checks, not_checked}; "
+            "checks: one {name, ok, detail, hint} per check (hint: what to do when not ok, else null); ok: all are; "
+            "not_checked: what doctor cannot check, in words"
+        ),
+    ),
+]
 
 
 def register(app: typer.Typer) -> None:
@@ -39,9 +47,17 @@ def doctor(env: EnvOpt = "local", sets: SetOpt = None, as_json: DoctorJsonOpt = 
         checks, not_checked = target_of(config).doctor(config, show)
         console.print(f"not checked: {not_checked}", markup=False, soft_wrap=True)
     if as_json:
-        emit_json({"env": config.env, "target": config.target, "ok": all(c.ok for c in checks),
-                   "checks": [{"name": c.name, "ok": c.ok, "detail": c.detail,
-                               "hint": (c.fix or None) if not c.ok else None} for c in checks],
-                   "not_checked": not_checked})
+        emit_json(
+            {
+                "env": config.env,
+                "target": config.target,
+                "ok": all(c.ok for c in checks),
+                "checks": [
+                    {"name": c.name, "ok": c.ok, "detail": c.detail, "hint": (c.fix or None) if not c.ok else None}
+                    for c in checks
+                ],
+                "not_checked": not_checked,
+            }
+        )
     if not all(c.ok for c in checks):
         raise typer.Exit(ExitStatus.INFRA_ERROR)

@@ -1,5 +1,6 @@
-"""`trainctl runs export`: mirror runs into the env's MLflow server, and the line a training command prints
-when its mirror could not be written."""
+"""`trainctl runs export`: mirror runs into the env's MLflow server; and the mirror of the commands that make
+runs (each training run as it ends: RunEndMirror; `promote`), with the line they print when it fails."""
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -8,8 +9,17 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from stacks.cli.common import (EnvOpt, SetOpt, console, emit_json, err_console, fail, json_on_stdout,
-                               mapped_errors, open_env)
+from stacks.cli.common import (
+    EnvOpt,
+    SetOpt,
+    console,
+    emit_json,
+    err_console,
+    fail,
+    json_on_stdout,
+    mapped_errors,
+    open_env,
+)
 from stacks.errors import ExitStatus, TrackerUnavailable
 
 
@@ -26,72 +36,115 @@ def _since(text: str | None) -> str | None:
         fail(f"--since {text!r} is not a date", "write it as YYYY-MM-DD", ExitStatus.BAD_INPUT)
 
 
-ExportJsonOpt = Annotated[bool, typer.Option("--json", help=(
-    "print JSON on stdout, messages on stderr: {tracker, experiment, reason, runs, champions, "
-    "champions_missed}; runs: one {lang, run_id, action, mlflow_run_id, error} per run asked (action: "
-    "created, updated, unchanged, missed = the tracker failed before it, unreadable = its run folder could "
-    "not be read; `error` says why); champions: {lang: the registered version the alias names}; reason: why "
-    "the tracker failed, else null. Also printed when runs were missed (exit 3) or unreadable (exit 2)"))]
+ExportJsonOpt = Annotated[
+    bool,
+    typer.Option(
+        "--json",
+        help=(
+            "print JSON on stdout, messages on stderr: {tracker, experiment, reason, runs, champions, "
+            "champions_missed}; runs: one {lang, run_id, action, mlflow_run_id, error} per run asked (action: "
+            "created, updated, unchanged, missed = the tracker failed before it, unreadable = its run folder could "
+            "not be read; `error` says why); champions: {lang: the registered version the alias names}; reason: why "
+            "the tracker failed, else null. Also printed when runs were missed (exit 3) or unreadable (exit 2)"
+        ),
+    ),
+]
 
 
 @mapped_errors
-def export(lang: Annotated[str | None, typer.Argument(help="only this language (default: every language)")] = None,
-           run_ids: Annotated[list[str] | None, typer.Argument(help="only these runs of LANG")] = None,
-           env: EnvOpt = "local", sets: SetOpt = None,
-           since: Annotated[str | None, typer.Option("--since", help="only runs started on or after this date "
-                                                     "(YYYY-MM-DD, UTC)")] = None,
-           as_json: ExportJsonOpt = False):
+def export(
+    lang: Annotated[str | None, typer.Argument(help="only this language (default: every language)")] = None,
+    run_ids: Annotated[list[str] | None, typer.Argument(help="only these runs of LANG")] = None,
+    env: EnvOpt = "local",
+    sets: SetOpt = None,
+    since: Annotated[
+        str | None, typer.Option("--since", help="only runs started on or after this date (YYYY-MM-DD, UTC)")
+    ] = None,
+    as_json: ExportJsonOpt = False,
+):
     """Mirror runs into the env's MLflow server (tracking.mlflow): one MLflow run per run, found again by
     its run id, so exporting twice changes nothing; also moves the registry's alias to each language's
     promoted run. For detached runs, runs made before tracking was set, or a tracker that was down.
     A tracker that cannot be reached is exit 3, even with nothing to export."""
     from stacks import tracking
-    from stacks.runs.records import bucket_languages, run_ids as list_runs
+    from stacks.runs.records import bucket_languages
+    from stacks.runs.records import run_ids as list_runs
 
     day = _since(since)
     config, bucket = open_env(env, sets, lang, configured=False)
     settings = tracking.mlflow_settings(config)
     if settings is None:
-        fail(f"env {env} mirrors runs nowhere: tracking.mlflow.uri is not set",
-             f"set it in envs/{env}.yaml, or: --set tracking.mlflow.uri=http://HOST:5000", ExitStatus.BAD_INPUT)
+        fail(
+            f"env {env} mirrors runs nowhere: tracking.mlflow.uri is not set",
+            f"set it in envs/{env}.yaml, or: --set tracking.mlflow.uri=http://HOST:5000",
+            ExitStatus.BAD_INPUT,
+        )
     if run_ids and not lang:
         fail("runs named without a language", "trainctl runs export LANG RUN...", ExitStatus.BAD_INPUT)
     langs = [lang] if lang else sorted(bucket_languages(bucket))
-    wanted = [(code, run_id) for code in langs for run_id in (run_ids or list_runs(bucket, code))
-              if day is None or run_id[:8] >= day]
+    wanted = [
+        (code, run_id)
+        for code in langs
+        for run_id in (run_ids or list_runs(bucket, code))
+        if day is None or run_id[:8] >= day
+    ]
     missing = [run_id for run_id in run_ids or [] if run_id not in list_runs(bucket, lang)]
     if missing:
-        fail(f"no run {', '.join(missing)} of {lang} in {config.bucket}", f"see: trainctl runs --lang {lang} --env {env}",
-             ExitStatus.BAD_INPUT)
+        fail(
+            f"no run {', '.join(missing)} of {lang} in {config.bucket}",
+            f"see: trainctl runs --lang {lang} --env {env}",
+            ExitStatus.BAD_INPUT,
+        )
     with json_on_stdout(as_json):
-        result = tracking.mirror(config, bucket, wanted, champions=langs)
+        from stacks.cli.transfer_progress import TransferReport
+        from stacks.tracking.model import reporting_transfers
+
+        with reporting_transfers(TransferReport()):  # a model logged says its sizes and times
+            result = tracking.mirror(config, bucket, wanted, champions=langs)
         if as_json:
             emit_json(_document(config, settings, wanted, result))
         _say_exported(config, settings, result)
     # Unreached is an error with nothing to export too: the env's tracker is broken, and later runs meet it.
     if result.missed or not result.reached:
-        raise TrackerUnavailable(settings.uri, result.reason or "refused", hint=(
-            f"{len(result.missed)} not mirrored; once it answers: {tracking.catch_up(config, result.missed)}"
-            if result.missed else "nothing to export yet: check that the server is up and "
-            f"tracking.mlflow.uri in envs/{env}.yaml (or --set tracking.mlflow.uri=...), "
-            f"then: trainctl runs export --env {env}"))
+        raise TrackerUnavailable(
+            settings.uri,
+            result.reason or "refused",
+            hint=(
+                f"{len(result.missed)} not mirrored; once it answers: {tracking.catch_up(config, result.missed)}"
+                if result.missed
+                else "nothing to export yet: check that the server is up and "
+                f"tracking.mlflow.uri in envs/{env}.yaml (or --set tracking.mlflow.uri=...), "
+                f"then: trainctl runs export --env {env}"
+            ),
+        )
     if result.unreadable:
-        fail(f"{len(result.unreadable)} run folder(s) could not be read (above); every other run is mirrored",
-             "fix or remove those folders' files, then export again", ExitStatus.BAD_INPUT)
+        fail(
+            f"{len(result.unreadable)} run folder(s) could not be read (above); every other run is mirrored",
+            "fix or remove those folders' files, then export again",
+            ExitStatus.BAD_INPUT,
+        )
 
 
 def _say_exported(config, settings, result) -> None:
     from stacks import tracking
 
     if result.reached:
-        counts = {action: sum(1 for e in result.exported if e.action == action)
-                  for action in ("created", "updated", "unchanged")}
-        console.print(f"MLflow {settings.uri}, experiment {tracking.experiment_name(config)}: "
-                      f"{counts['created']} created, {counts['updated']} updated, "
-                      f"{counts['unchanged']} unchanged", soft_wrap=True)
+        counts = {
+            action: sum(1 for e in result.exported if e.action == action)
+            for action in ("created", "updated", "unchanged")
+        }
+        console.print(
+            f"MLflow {settings.uri}, experiment {tracking.experiment_name(config)}: "
+            f"{counts['created']} created, {counts['updated']} updated, "
+            f"{counts['unchanged']} unchanged",
+            soft_wrap=True,
+        )
     for code, version in result.champions.items():
-        console.print(f"  {code}: {settings.alias} -> {escape(settings.registered_model.replace('{lang}', code))} "
-                      f"version {version}", soft_wrap=True)
+        console.print(
+            f"  {code}: {settings.alias} -> {escape(settings.registered_model.replace('{lang}', code))} "
+            f"version {version}",
+            soft_wrap=True,
+        )
     _say_unreadable(result)
 
 
@@ -105,37 +158,98 @@ def _document(config, settings, wanted: list[tuple[str, str]], result) -> dict:
     for code, run_id in wanted:
         done = exported.get((code, run_id))
         action = done.action if done else "unreadable" if (code, run_id) in unreadable else "missed"
-        runs.append({"lang": code, "run_id": run_id, "action": action,
-                     "mlflow_run_id": done.mlflow_run_id if done else None,
-                     "error": unreadable.get((code, run_id))
-                     or (result.reason if action == "missed" else None)})
-    return {"tracker": settings.uri, "experiment": tracking.experiment_name(config), "reason": result.reason,
-            "runs": runs, "champions": result.champions,
-            "champions_missed": [code for code, run_id in result.missed if run_id == tracking.CHAMPION]}
+        runs.append(
+            {
+                "lang": code,
+                "run_id": run_id,
+                "action": action,
+                "mlflow_run_id": done.mlflow_run_id if done else None,
+                "error": unreadable.get((code, run_id)) or (result.reason if action == "missed" else None),
+            }
+        )
+    return {
+        "tracker": settings.uri,
+        "experiment": tracking.experiment_name(config),
+        "reason": result.reason,
+        "runs": runs,
+        "champions": result.champions,
+        "champions_missed": [code for code, run_id in result.missed if run_id == tracking.CHAMPION],
+    }
 
 
 def _say_unreadable(result) -> None:
     for lang, run_id, why in result.unreadable:
-        err_console.print(f"warning: {lang} {run_id} not mirrored: its run folder cannot be read ({escape(why)})",
-                          soft_wrap=True)
+        err_console.print(
+            f"warning: {lang} {run_id} not mirrored: its run folder cannot be read ({escape(why)})", soft_wrap=True
+        )
 
 
-def mirror_finished(config, bucket, runs: list[tuple[str, str]], *, champions: list[str] = ()) -> None:
-    """After a training command: mirror its runs when tracking is on; a tracker that fails costs one line."""
+def mirror_finished(config, bucket, runs: list[tuple[str, str]], *, champions: list[str] = ()):
+    """Mirror runs when tracking is on, and say what became of them (`promote`: the registry's alias follows
+    CURRENT); a tracker that fails costs one line. -> the tracking.MirrorResult (None: tracking is off, or no
+    runs)."""
     from stacks import tracking
 
     if not runs or tracking.mlflow_settings(config) is None:
-        return
-    settings = tracking.mlflow_settings(config)
+        return None
     result = tracking.mirror(config, bucket, runs, champions=champions)
+    _say_mirrored(config, result)
+    return result
+
+
+class RunEndMirror:
+    """A training command's runs in the env's tracker: `run_ended` is the command's on_ended (stacks.runs.
+    orchestrate), which mirrors each run from its worker thread as soon as it has ended (moving the alias when
+    it was promoted); `say` tells what became of them, once, in the order of the command's languages."""
+
+    def __init__(self, config, langs: list[str]):
+        self.config, self.langs = config, langs
+        self.mirrored: dict = {}  # lang -> tracking.MirrorResult
+
+    def run_ended(self, result) -> None:
+        from stacks import tracking
+
+        if tracking.mlflow_settings(self.config) is None:
+            return
+        champions = [result.lang] if (result.promotion or "").startswith("promoted") else []
+        self.mirrored[result.lang] = tracking.mirror(
+            self.config, result.outcome.bucket, [(result.lang, result.outcome.run_id)], champions=champions
+        )
+
+    def say(self) -> None:
+        from stacks import tracking
+
+        parts = [self.mirrored[lang] for lang in self.langs if lang in self.mirrored]
+        if parts:
+            _say_mirrored(self.config, tracking.merged(parts))
+
+
+def _say_mirrored(config, result) -> None:
+    """What a mirror made along a command's own work did: the runs mirrored, the aliases moved, and in one
+    warning what it missed with the command that catches up."""
+    from stacks import tracking
+
+    settings = tracking.mlflow_settings(config)
     if result.exported:
-        console.print(f"mirrored to MLflow {settings.uri} (experiment {tracking.experiment_name(config)}): "
-                      + ", ".join(f"{e.lang} {e.run_id}" for e in result.exported), soft_wrap=True, markup=False)
+        console.print(
+            f"mirrored to MLflow {settings.uri} (experiment {tracking.experiment_name(config)}): "
+            + ", ".join(f"{e.lang} {e.run_id}" for e in result.exported),
+            soft_wrap=True,
+            markup=False,
+        )
     for code, version in result.champions.items():
-        console.print(f"MLflow registry: {settings.registered_model.replace('{lang}', code)} version {version} "
-                      f"is @{settings.alias}", soft_wrap=True, markup=False)
+        console.print(
+            f"MLflow registry: {settings.registered_model.replace('{lang}', code)} version {version} "
+            f"is @{settings.alias}",
+            soft_wrap=True,
+            markup=False,
+        )
     _say_unreadable(result)
     if result.missed:
         names = ", ".join(f"{lang} {run_id}" for lang, run_id in result.missed)
-        err_console.print(f"warning: not mirrored to MLflow ({escape(result.reason or 'refused')}): {escape(names)}; "
-                          f"catch up: {tracking.catch_up(config, result.missed)}", soft_wrap=True, markup=True)
+        err_console.print(
+            f"warning: not mirrored to MLflow ({escape(result.reason or 'refused')}): {escape(names)}; "
+            f"catch up: {tracking.catch_up(config, result.missed)}",
+            soft_wrap=True,
+            markup=True,
+        )

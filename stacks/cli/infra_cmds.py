@@ -1,4 +1,5 @@
 """`trainctl synth | plan | apply | destroy | gc`."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -6,10 +7,9 @@ from typing import Annotated
 
 import typer
 
-from stacks.cli.common import EnvOpt, LangArg, SetOpt, STATE, check_output_file, console, load, mapped_errors
+from stacks.cli.common import STATE, EnvOpt, LangArg, SetOpt, check_output_file, console, load, mapped_errors
 from stacks.cli.run_console import ConsoleReporter
 from stacks.errors import ConfigError, ExitStatus, TrainstackError
-
 
 PLAN_CHANGES = ExitStatus.PLAN_CHANGES
 
@@ -23,8 +23,11 @@ def register(app: typer.Typer) -> None:
 
 
 @mapped_errors
-def synth(env: EnvOpt = "local", sets: SetOpt = None,
-          outdir: Annotated[Path, typer.Option(help="output folder")] = Path("cdktf.out")):
+def synth(
+    env: EnvOpt = "local",
+    sets: SetOpt = None,
+    outdir: Annotated[Path, typer.Option(help="output folder")] = Path("cdktf.out"),
+):
     """Synthesize every stack of the environment to cdktf.out/stacks/*."""
     from stacks.app import synth as synth_app
 
@@ -39,36 +42,67 @@ def _show(stack: str, text: str) -> None:
     """A stack's plan as Terraform prints it."""
     console.print(f"[bold]{stack}[/]")
     console.print(text, markup=False)
-ArtifactOpt = Annotated[str, typer.Option(
-    help="where reviewers find the full plans; named where the Markdown cuts detail to fit a comment")]
+
+
+ArtifactOpt = Annotated[
+    str, typer.Option(help="where reviewers find the full plans; named where the Markdown cuts detail to fit a comment")
+]
 
 
 @mapped_errors
-def plan(files: Annotated[list[Path] | None, typer.Argument(
-             help="with --from-json: plan JSON files or folders of them", show_default=False)] = None,
-         env: EnvOpt = "local", sets: SetOpt = None,
-         stack: Annotated[str | None, typer.Option(help="only this stack, e.g. train-fr or foundation")] = None,
-         markdown: Annotated[Path | None, typer.Option(help="also write the review as Markdown to FILE")] = None,
-         json_out: Annotated[Path | None, typer.Option(
-             "--json-out", help="also write the plans' `terraform show -json`: to FILE.json (one stack: its "
-                                "document; several: a bundle of them), or to DIR/<env>/<stack>.json")] = None,
-         from_json: Annotated[bool, typer.Option(
-             "--from-json", help="render the saved plan JSON FILES (`terraform show -json` output) instead of "
-                                 "planning: no Terraform, no credentials; needs --markdown")] = False,
-         artifact: ArtifactOpt = "the plan JSON files (`trainctl plan --json-out`)",
-         expect_env: Annotated[list[str] | None, typer.Option(
-             "--expect-env", help="with --from-json: an env that must have plans; shown as failed when it has "
-                                  "none (its job died before planning)")] = None,
-         preflight: Annotated[bool, typer.Option(help="gcp: quota zone choice and image check before synth "
-                                                      "(--no-preflight: first preferred zone, no quota or "
-                                                      "image API calls)")] = True,
-         prices: Annotated[bool, typer.Option(help="gcp: price each training stack's VMs from the Cloud Billing "
-                                                   "Catalog and store the quote with the plan (--no-prices: "
-                                                   "the review uses the dated fallback table)")] = True,
-         lock: Annotated[bool, typer.Option(
-             help="lock the state while planning (--no-lock for read-only CI)")] = True,
-         force: Annotated[bool, typer.Option(
-             "--force", help="let --markdown replace an existing file")] = False):
+def plan(
+    files: Annotated[
+        list[Path] | None,
+        typer.Argument(help="with --from-json: plan JSON files or folders of them", show_default=False),
+    ] = None,
+    env: EnvOpt = "local",
+    sets: SetOpt = None,
+    stack: Annotated[str | None, typer.Option(help="only this stack, e.g. train-fr or foundation")] = None,
+    markdown: Annotated[Path | None, typer.Option(help="also write the review as Markdown to FILE")] = None,
+    json_out: Annotated[
+        Path | None,
+        typer.Option(
+            "--json-out",
+            help="also write the plans' `terraform show -json`: to FILE.json (one stack: its "
+            "document; several: a bundle of them), or to DIR/<env>/<stack>.json",
+        ),
+    ] = None,
+    from_json: Annotated[
+        bool,
+        typer.Option(
+            "--from-json",
+            help="render the saved plan JSON FILES (`terraform show -json` output) instead of "
+            "planning: no Terraform, no credentials; needs --markdown",
+        ),
+    ] = False,
+    artifact: ArtifactOpt = "the plan JSON files (`trainctl plan --json-out`)",
+    expect_env: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--expect-env",
+            help="with --from-json: an env that must have plans; shown as failed when it has "
+            "none (its job died before planning)",
+        ),
+    ] = None,
+    preflight: Annotated[
+        bool,
+        typer.Option(
+            help="gcp: quota zone choice and image check before synth "
+            "(--no-preflight: first preferred zone, no quota or "
+            "image API calls)"
+        ),
+    ] = True,
+    prices: Annotated[
+        bool,
+        typer.Option(
+            help="gcp: price each training stack's VMs from the Cloud Billing "
+            "Catalog and store the quote with the plan (--no-prices: "
+            "the review uses the dated fallback table)"
+        ),
+    ] = True,
+    lock: Annotated[bool, typer.Option(help="lock the state while planning (--no-lock for read-only CI)")] = True,
+    force: Annotated[bool, typer.Option("--force", help="let --markdown replace an existing file")] = False,
+):
     """Show the Terraform plan of the environment's stacks (after the quota/image preflight on gcp).
 
     Exit status: 0 no changes, 4 changes present, 3 Terraform (or cloud) error, 2 bad usage or config.
@@ -83,21 +117,23 @@ def plan(files: Annotated[list[Path] | None, typer.Argument(
     if markdown is not None:  # the user's path, checked before anything is planned or read
         check_output_file("--markdown", markdown, force=force, example="plan.md")
     if from_json:
-        from stacks.plan_render import StackPlan, load_plan_files
-
-        plans = load_plan_files(files)
-        for missing in sorted(set(expect_env or ()) - {p.env for p in plans}):
-            plans.append(StackPlan(env=missing, stack="(all)", source="-",
-                                   error=f"no plan was produced for env {missing}: its job stopped before "
-                                         f"planning (see {artifact})"))
-        markdown.write_text(render_markdown(plans, artifact=artifact))
-        console.print(f"review written to {markdown}")
+        _render_saved_plans(files, markdown, artifact=artifact, expect_env=expect_env or [])
         return
     from stacks.plan_render.review import plan_stacks
 
-    results, first_error = plan_stacks(env, sets, stack, json_out, preflight=preflight, prices=prices, lock=lock,
-                                       keep_going=bool(markdown or json_out), show=_show, reporter=ConsoleReporter(),
-                                       echo=console.print if STATE["debug"] else None)
+    results, first_error = plan_stacks(
+        env,
+        sets,
+        stack,
+        json_out,
+        preflight=preflight,
+        prices=prices,
+        lock=lock,
+        keep_going=bool(markdown or json_out),
+        show=_show,
+        reporter=ConsoleReporter(),
+        echo=console.print if STATE["debug"] else None,
+    )
     plans = [r.plan for r in results]
     if markdown:
         markdown.write_text(render_markdown(plans, artifact=artifact))
@@ -109,12 +145,36 @@ def plan(files: Annotated[list[Path] | None, typer.Argument(
     console.print("no changes")
 
 
+def _render_saved_plans(files: list[Path], markdown: Path, *, artifact: str, expect_env: list[str]) -> None:
+    """`plan --from-json`: the review of saved plan JSON files, an env expected but without plans shown failed."""
+    from stacks.plan_render import StackPlan, load_plan_files, render_markdown
+
+    plans = load_plan_files(files)
+    for missing in sorted(set(expect_env) - {p.env for p in plans}):
+        plans.append(
+            StackPlan(
+                env=missing,
+                stack="(all)",
+                source="-",
+                error=f"no plan was produced for env {missing}: its job stopped before planning (see {artifact})",
+            )
+        )
+    markdown.write_text(render_markdown(plans, artifact=artifact))
+    console.print(f"review written to {markdown}")
+
+
 @mapped_errors
-def apply(reviewed: Annotated[Path, typer.Option(
-              help="the reviewed plan JSON as `plan --json-out` wrote it: a FILE.json or a folder of "
-                   "<env>/<stack>.json")],
-          env: EnvOpt = "local", sets: SetOpt = None,
-          stack: Annotated[str | None, typer.Option(help="only this stack")] = None):
+def apply(
+    reviewed: Annotated[
+        Path,
+        typer.Option(
+            help="the reviewed plan JSON as `plan --json-out` wrote it: a FILE.json or a folder of <env>/<stack>.json"
+        ),
+    ],
+    env: EnvOpt = "local",
+    sets: SetOpt = None,
+    stack: Annotated[str | None, typer.Option(help="only this stack")] = None,
+):
     """Apply the env's training stacks only if their fresh plan is exactly the reviewed one.
 
     Plans every training stack (no preflight: the zone and image are those of the review),
@@ -124,24 +184,40 @@ def apply(reviewed: Annotated[Path, typer.Option(
     """
     from stacks.naming import FOUNDATION
     from stacks.plan_render import plan_from_document
-    from stacks.plan_render.reviewed import reviewed_document
     from stacks.plan_render.review import PLANFILE, plan_stacks, stale_stacks
+    from stacks.plan_render.reviewed import reviewed_document
 
     if stack == FOUNDATION:
-        raise ConfigError("the foundation is applied by an operator, not by `trainctl apply`",
-                          hint=f"TRAINCTL_ENV={env} npx cdktf deploy foundation")
+        raise ConfigError(
+            "the foundation is applied by an operator, not by `trainctl apply`",
+            hint=f"TRAINCTL_ENV={env} npx cdktf deploy foundation",
+        )
     doc = reviewed_document(reviewed, env, FOUNDATION)
     if doc is not None:
         if plan_from_document(doc, env=env, stack=FOUNDATION, source="review").has_changes:
-            console.print(f"note: the reviewed plan also changes the foundation; an operator applies it "
-                          f"(TRAINCTL_ENV={env} npx cdktf deploy foundation)")
-    results, _ = plan_stacks(env, sets, stack, None, preflight=False, lock=True, keep_going=False,
-                             foundation=False, show=_show, reporter=ConsoleReporter(),
-                             echo=console.print if STATE["debug"] else None)
+            console.print(
+                f"note: the reviewed plan also changes the foundation; an operator applies it "
+                f"(TRAINCTL_ENV={env} npx cdktf deploy foundation)"
+            )
+    results, _ = plan_stacks(
+        env,
+        sets,
+        stack,
+        None,
+        preflight=False,
+        lock=True,
+        keep_going=False,
+        foundation=False,
+        show=_show,
+        reporter=ConsoleReporter(),
+        echo=console.print if STATE["debug"] else None,
+    )
     stale = stale_stacks(results, reviewed, env)
     if stale:
-        raise TrainstackError("the plan is no longer the reviewed one; nothing applied:\n  " + "\n  ".join(stale),
-                              hint="review the new plan (a pull request, or the plan workflow on main), then rerun")
+        raise TrainstackError(
+            "the plan is no longer the reviewed one; nothing applied:\n  " + "\n  ".join(stale),
+            hint="review the new plan (a pull request, or the plan workflow on main), then rerun",
+        )
     changed = [r for r in results if r.plan.has_changes]
     if changed:
         from stacks.targets import target_of
@@ -170,19 +246,32 @@ def destroy(lang: LangArg, env: EnvOpt = "local", sets: SetOpt = None):
     if run.run_id:
         status = read_status(run.bucket, lang, run.run_id)
         if status is None or not status.terminal:  # no VM was running it (waiting for capacity): say how it ended
-            mark_failed(run.bucket, lang, run.run_id, env, f"stopped: the stack was destroyed before the run ended; "
-                        f"resume it: trainctl train {lang} --env {env} --resume {run.run_id}")
+            mark_failed(
+                run.bucket,
+                lang,
+                run.run_id,
+                env,
+                f"stopped: the stack was destroyed before the run ended; "
+                f"resume it: trainctl train {lang} --env {env} --resume {run.run_id}",
+            )
         record_cost(run, rep)  # a detached run's cost and final report.html
         status = read_status(run.bucket, lang, run.run_id)
-        console.print(f"run {run.run_id}: {status.state if status else 'no status'}"
-                      + (f" ({status.error})" if status and status.error else ""))
+        console.print(
+            f"run {run.run_id}: {status.state if status else 'no status'}"
+            + (f" ({status.error})" if status and status.error else "")
+        )
     console.print(f"{run.stack} destroyed: nothing of it is running")
 
 
 @mapped_errors
-def gc(env: EnvOpt = "local", sets: SetOpt = None,
-       summary: Annotated[Path | None, typer.Option(
-           help="append a Markdown list of what was destroyed to FILE (e.g. $GITHUB_STEP_SUMMARY)")] = None):
+def gc(
+    env: EnvOpt = "local",
+    sets: SetOpt = None,
+    summary: Annotated[
+        Path | None,
+        typer.Option(help="append a Markdown list of what was destroyed to FILE (e.g. $GITHUB_STEP_SUMMARY)"),
+    ] = None,
+):
     """Destroy training stacks whose run has ended (or never started)."""
     from stacks.runs import stack_ops
     from stacks.runs.language_run import resolve
@@ -207,8 +296,11 @@ def gc(env: EnvOpt = "local", sets: SetOpt = None,
         destroyed.append(f"`{run.stack}` (run `{run.run_id}`)")
     console.print(f"gc: destroyed {len(destroyed)} stack(s)")
     if summary:
-        lines = [f"### trainctl gc: env `{env}`", "",
-                 f"Destroyed {len(destroyed)} stack(s)" + (":" if destroyed else ".")]
+        lines = [
+            f"### trainctl gc: env `{env}`",
+            "",
+            f"Destroyed {len(destroyed)} stack(s)" + (":" if destroyed else "."),
+        ]
         lines += [f"- {d}" for d in destroyed]
         if kept:
             lines += ["", "Kept (run still active):", *(f"- {k}" for k in kept)]

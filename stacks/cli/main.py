@@ -1,4 +1,5 @@
 """trainctl: train per-language ULMFiT classifiers on stacks declared with CDKTF."""
+
 from __future__ import annotations
 
 from typing import Annotated
@@ -6,8 +7,7 @@ from typing import Annotated
 import typer
 from typer.core import TyperGroup
 
-from stacks.cli import (bootstrap_cmd, common, config_cmd, data_cmd, doctor_cmd, image_cmd, infra_cmds, lm_cmd,
-                        models_cmd, quota_cmd, runs_cmds, train_cmd)
+from stacks.cli import common, config_cmd, data_cmd, doctor_cmd, infra_cmds, lm_cmd, models_cmd, runs_cmds, train_cmd
 
 
 class DebugAnywhere(TyperGroup):
@@ -24,19 +24,51 @@ class DebugAnywhere(TyperGroup):
 # Shell completion (--install-completion) starts trainctl on every <TAB>: the command modules keep their
 # heavy imports inside their commands, so that start stays near --help's (~0.2 s).
 app = typer.Typer(
-    cls=DebugAnywhere, help="Train per-language text classifiers on infrastructure declared as CDKTF stacks.",
-    no_args_is_help=True, pretty_exceptions_enable=False, add_completion=True,
+    cls=DebugAnywhere,
+    help="Train per-language text classifiers on infrastructure declared as CDKTF stacks.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=True,
 )
 # Every command module registers its commands (or its sub-app) the same way.
-for module in (config_cmd, data_cmd, image_cmd, lm_cmd, bootstrap_cmd, infra_cmds, quota_cmd, doctor_cmd, train_cmd,
-               runs_cmds, models_cmd):
+for module in (config_cmd, data_cmd, lm_cmd, infra_cmds, doctor_cmd, train_cmd, runs_cmds, models_cmd):
     module.register(app)
+
+
+def register_target_commands(root: typer.Typer) -> None:
+    """Each registered target adds its own commands (gcp: quota, image build, bootstrap), built from the options
+    and helpers every command uses."""
+    from types import SimpleNamespace
+
+    from stacks.cli.run_console import print_table
+    from stacks.targets import by_name, registered
+
+    kit = SimpleNamespace(
+        env_option=common.EnvOpt,
+        set_option=common.SetOpt,
+        load=common.load,
+        mapped_errors=common.mapped_errors,
+        console=common.console,
+        err_console=common.err_console,
+        print_table=print_table,
+    )
+    for name in registered():
+        by_name(name).register_commands(root, kit)
+
+
+register_target_commands(app)
 
 
 # A flag takes no value, but typer's help shows the type of every option (`--debug <bool>` reads as
 # `--debug true`): an empty metavar leaves the type out. DebugAnywhere reads it; it is declared for the help.
-DebugOpt = Annotated[bool, typer.Option(common.DEBUG_FLAG, metavar="", help=(
-    f"show tracebacks and terraform output (anywhere on the line, or {common.DEBUG_ENV}=1)"))]
+DebugOpt = Annotated[
+    bool,
+    typer.Option(
+        common.DEBUG_FLAG,
+        metavar="",
+        help=(f"show tracebacks and terraform output (anywhere on the line, or {common.DEBUG_ENV}=1)"),
+    ),
+]
 
 
 @app.callback()

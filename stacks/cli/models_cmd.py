@@ -1,4 +1,5 @@
 """`trainctl promote | predict`: which model of a language is live, and classifying with it."""
+
 from __future__ import annotations
 
 import tempfile
@@ -8,11 +9,21 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from stacks.cli.common import EnvOpt, LangArg, SetOpt, console, err_console, fail, mapped_errors
-from stacks.cli.common import open_env
+from stacks.cli.common import (
+    EnvOpt,
+    LangArg,
+    SetOpt,
+    console,
+    emit_json,
+    err_console,
+    fail,
+    json_on_stdout,
+    mapped_errors,
+    open_env,
+)
 from stacks.cli.runs_cmds import RunOpt
-from stacks.runs.records import pick_run
 from stacks.errors import ExitStatus, TrainstackError
+from stacks.runs.records import pick_run
 
 RunArg = Annotated[str, typer.Argument(help="run id (see `trainctl runs`)")]
 
@@ -22,37 +33,117 @@ def register(app: typer.Typer) -> None:
     app.command("predict")(predict)
 
 
+PromoteJsonOpt = Annotated[
+    bool,
+    typer.Option(
+        "--json",
+        help=(
+            "print JSON on stdout once promoted, the lines on stderr (nothing on stdout when refused, exit 2): "
+            "{env, lang, "
+            "run_id, previous, macro_f1, scored_rows, n_rows, model, forced, current, tracker}; previous: the run it "
+            "replaces as the promoted model, else null; scored_rows: valid or test, n_rows of them; model: what "
+            "predict "
+            "serves (model.pth, the forward+backward ensemble, or a blend with TF-IDF); current: the URI of "
+            "<lang>/models/CURRENT; tracker: null when the env mirrors nowhere, else {uri, registered_model, alias, "
+            "version, error} (version: the registered version the alias now names, null when it was not moved; "
+            "error: why not, else null)"
+        ),
+    ),
+]
+
+
 @mapped_errors
-def promote(lang: LangArg, run_id: RunArg, env: EnvOpt = "local", sets: SetOpt = None,
-            force: Annotated[bool, typer.Option("--force", help="promote even if it scores below the promoted "
-                                                "model, or was scored on other rows")] = False):
+def promote(
+    lang: LangArg,
+    run_id: RunArg,
+    env: EnvOpt = "local",
+    sets: SetOpt = None,
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="promote even if it scores below the promoted model, or was scored on other rows"),
+    ] = False,
+    as_json: PromoteJsonOpt = False,
+):
     """Make RUN the model `predict` uses for LANG (<lang>/models/CURRENT; earlier promotions kept).
     Refuses a run that did not succeed, and one below the promoted model's macro-F1 on the same rows."""
+    from stacks.cli.export_cmd import mirror_finished
+    from stacks.cli.transfer_progress import TransferReport
+    from stacks.runs.promotion import current_key
     from stacks.runs.promotion import promote as write_promotion
+    from stacks.tracking.model import reporting_transfers
 
     config, bucket = open_env(env, sets, lang, configured=False)
     pick_run(bucket, lang, run_id)
     record = write_promotion(bucket, lang, run_id, force=force)
-    replaced = f"; replaces run {record['replaces']}" if record["replaces"] else ""
-    console.print(f"promoted run {run_id} for {lang}: macro-F1 {record['macro_f1']:.3f} on {record['n_rows']} "
-                  f"{record['scored_rows']} rows ({record['model']}){' (forced)' if force else ''}{replaced}",
-                  soft_wrap=True)
-    console.print(f"  {bucket.url(f'{lang}/models/CURRENT')} · `trainctl predict {lang}` uses it", soft_wrap=True,
-                  markup=False)
-    from stacks.cli.export_cmd import mirror_finished
+    current = bucket.url(current_key(lang))
+    with json_on_stdout(as_json):
+        replaced = f"; replaces run {record['replaces']}" if record["replaces"] else ""
+        console.print(
+            f"promoted run {run_id} for {lang}: macro-F1 {record['macro_f1']:.3f} on {record['n_rows']} "
+            f"{record['scored_rows']} rows ({record['model']}){' (forced)' if force else ''}{replaced}",
+            soft_wrap=True,
+        )
+        console.print(f"  {current} · `trainctl predict {lang}` uses it", soft_wrap=True, markup=False)
+        # the registry's alias follows CURRENT; the run's first mirror logs its model (seconds to minutes)
+        with reporting_transfers(TransferReport()):
+            mirrored = mirror_finished(config, bucket, [(lang, run_id)], champions=[lang])
+    if as_json:
+        emit_json(
+            {
+                "env": config.env,
+                "lang": lang,
+                "run_id": run_id,
+                "previous": record["replaces"],
+                "macro_f1": record["macro_f1"],
+                "scored_rows": record["scored_rows"],
+                "n_rows": record["n_rows"],
+                "model": record["model"],
+                "forced": record["forced"],
+                "current": current,
+                "tracker": _tracker_document(config, lang, mirrored),
+            }
+        )
 
-    mirror_finished(config, bucket, [(lang, run_id)], champions=[lang])  # the registry's alias follows CURRENT
+
+def _tracker_document(config, lang: str, mirrored) -> dict | None:
+    """promote --json's `tracker`: where the registry's alias went, or why it did not move (keys in the help)."""
+    from stacks import tracking
+
+    settings = tracking.mlflow_settings(config)
+    if settings is None or mirrored is None:
+        return None
+    version = mirrored.champions.get(lang)
+    unreadable = [why for code, _, why in mirrored.unreadable if code == lang]
+    if version is not None:
+        error = None
+    elif mirrored.reason:  # the tracker refused or failed
+        error = mirrored.reason
+    elif unreadable:
+        error = f"its run folder cannot be read ({unreadable[0]})"
+    else:  # sync_champion found the run mirrored without a model
+        error = "its MLflow run has no logged model"
+    return {
+        "uri": settings.uri,
+        "registered_model": settings.registered_model.replace("{lang}", lang),
+        "alias": settings.alias,
+        "version": version,
+        "error": error,
+    }
 
 
 def _served_model(bucket, lang: str, run_id: str, tmp: Path, *, forward_only: bool):
     """The run's served model (trainer.serving.served_model), from its files downloaded to `tmp`: only those
     it serves (model_bwd.pth for its ensemble, tfidf.json/.npz for a kept blend)."""
-    from trainer.runfiles.status_file import BWD_MODEL, TFIDF_FILES, read_metrics, run_key
+    from trainer.runfiles.keys import BWD_MODEL, TFIDF_FILES, run_key
+    from trainer.runfiles.readers import read_metrics
     from trainer.serving.served_model import MODEL, ServedModel, UnservableRun
 
     metrics = read_metrics(bucket, lang, run_id)
-    wanted = [MODEL, *([BWD_MODEL] if metrics.ensemble is not None and not forward_only else []),
-              *(TFIDF_FILES if metrics.blended else [])]
+    wanted = [
+        MODEL,
+        *([BWD_MODEL] if metrics.ensemble is not None and not forward_only else []),
+        *(TFIDF_FILES if metrics.blended else []),
+    ]
     files = {}
     for name in wanted:
         if name == MODEL or bucket.exists(run_key(lang, run_id, name)):  # no model.pth: the bucket says so
@@ -68,37 +159,72 @@ def _served_model(bucket, lang: str, run_id: str, tmp: Path, *, forward_only: bo
             f"{bucket.url(run_key(lang, run_id, exc.file))} cannot be loaded as a model "
             f"({type(cause).__name__}: {cause})",
             hint=f"serve another run: trainctl predict {lang} --run RUN (trainctl runs --lang {lang}), "
-                 f"or retrain: trainctl train {lang}") from exc
+            f"or retrain: trainctl train {lang}",
+        ) from exc
     if model.ensemble:
-        err_console.print(f"[dim]run {escape(run_id)}: forward+backward ensemble "
-                          "(--forward-only: model.pth alone)[/]")
+        err_console.print(f"[dim]run {escape(run_id)}: forward+backward ensemble (--forward-only: model.pth alone)[/]")
     return model
 
 
+PredictJsonOpt = Annotated[
+    bool,
+    typer.Option(
+        "--json",
+        help=(
+            "print JSON on stdout, the lines and the progress bar on stderr: "
+            "{env, lang, run_id, kept, ensemble, labels, "
+            "no_label, ...}; kept: classifier or blend (with TF-IDF); ensemble: the forward+backward models were "
+            "averaged; labels: {label: texts given it}, every label of the model in its order; no_label: texts given "
+            "none (multi-label). Texts: also predictions, one {text, labels, probabilities{label: p}} per text in "
+            "order (labels: those decided). --input: also {input, output, rows, seconds}; rows: classified and written"
+        ),
+    ),
+]
+
+
 @mapped_errors
-def predict(lang: LangArg, texts: Annotated[list[str] | None, typer.Argument(help="texts to classify")] = None,
-            env: EnvOpt = "local", sets: SetOpt = None, run: RunOpt = None,
-            input_file: Annotated[str | None, typer.Option("--input", help="a CSV, JSON Lines or Parquet file to "
-                                                           "classify (a path, or a gs:// / file:// URI)")] = None,
-            output_file: Annotated[str | None, typer.Option("--output", help="where --input's labels and "
-                                                            "probabilities go (format from the name)")] = None,
-            text_col: Annotated[str | None, typer.Option("--text-col", help="--input's text column "
-                                                         "(default: the language's data.text_col)")] = None,
-            id_col: Annotated[str | None, typer.Option("--id-col", help="--input's id column (default: `id` if "
-                                                       "present, else the row number)")] = None,
-            batch_rows: Annotated[int, typer.Option("--batch-rows", min=1, help="rows per batch")] = 1024,
-            forward_only: Annotated[bool, typer.Option(
-                "--forward-only", help="a bidirectional run: model.pth alone, not the forward+backward ensemble")] = False):
+def predict(
+    lang: LangArg,
+    texts: Annotated[list[str] | None, typer.Argument(help="texts to classify")] = None,
+    env: EnvOpt = "local",
+    sets: SetOpt = None,
+    run: RunOpt = None,
+    input_file: Annotated[
+        str | None,
+        typer.Option(
+            "--input", help="a CSV, JSON Lines or Parquet file to classify (a path, or a gs:// / file:// URI)"
+        ),
+    ] = None,
+    output_file: Annotated[
+        str | None, typer.Option("--output", help="where --input's labels and probabilities go (format from the name)")
+    ] = None,
+    text_col: Annotated[
+        str | None, typer.Option("--text-col", help="--input's text column (default: the language's data.text_col)")
+    ] = None,
+    id_col: Annotated[
+        str | None, typer.Option("--id-col", help="--input's id column (default: `id` if present, else the row number)")
+    ] = None,
+    batch_rows: Annotated[int, typer.Option("--batch-rows", min=1, help="rows per batch")] = 1024,
+    forward_only: Annotated[
+        bool,
+        typer.Option("--forward-only", help="a bidirectional run: model.pth alone, not the forward+backward ensemble"),
+    ] = False,
+    as_json: PredictJsonOpt = False,
+):
     """Classify texts, or a whole file (--input/--output), with the promoted model of LANG (default;
     else the newest successful run; --run picks one)."""
     if bool(texts) == bool(input_file):
-        fail("give texts or --input FILE, not both" if texts else "nothing to classify",
-             f"e.g. trainctl predict {lang} \"some text\", or --input texts.csv --output labels.csv",
-             ExitStatus.BAD_INPUT)
+        fail(
+            "give texts or --input FILE, not both" if texts else "nothing to classify",
+            f'e.g. trainctl predict {lang} "some text", or --input texts.csv --output labels.csv',
+            ExitStatus.BAD_INPUT,
+        )
     if input_file and not output_file:
-        fail("--input needs --output FILE (CSV, JSON Lines or Parquet, by its name)",
-             f"e.g. trainctl predict {lang} --input {escape(input_file)} --output labels.csv",
-             ExitStatus.BAD_INPUT)
+        fail(
+            "--input needs --output FILE (CSV, JSON Lines or Parquet, by its name)",
+            f"e.g. trainctl predict {lang} --input {escape(input_file)} --output labels.csv",
+            ExitStatus.BAD_INPUT,
+        )
     if input_file:
         from stacks.cli.predict_file import check_files
 
@@ -109,16 +235,46 @@ def predict(lang: LangArg, texts: Annotated[list[str] | None, typer.Argument(hel
     run_id, note = serving_run(bucket, lang, run)
     if note:
         err_console.print(f"[dim]{escape(note)}[/]", soft_wrap=True)
-    with tempfile.TemporaryDirectory(prefix="trainctl-predict-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="trainctl-predict-") as tmp, json_on_stdout(as_json):
         model = _served_model(bucket, lang, run_id, Path(tmp), forward_only=forward_only)
+        served = {
+            "env": config.env,
+            "lang": lang,
+            "run_id": model.run_id,
+            "kept": model.metrics.kept,
+            "ensemble": model.ensemble,
+        }
         if input_file:
             from stacks.cli.predict_file import classify_file_cmd
 
             data = config.language(lang).data if lang in config.languages else config.defaults.data
-            classify_file_cmd(model, input_file, output_file, text_col=text_col or data.text_col, id_col=id_col,
-                              batch_rows=batch_rows, label_sep=data.label_sep, tmp=Path(tmp))
-            return
-        chosen, probs = model.predict(texts)
-        for text, labels, row in zip(texts, chosen, probs):
-            shown = ", ".join(f"{label} {value:.2f}" for label, value in zip(model.labels, row))
-            console.print(f"[bold]{escape(';'.join(labels))}[/]\t{escape(text)}\n  [dim]{shown}[/]")
+            summary = classify_file_cmd(
+                model,
+                input_file,
+                output_file,
+                text_col=text_col or data.text_col,
+                id_col=id_col,
+                batch_rows=batch_rows,
+                label_sep=data.label_sep,
+                tmp=Path(tmp),
+            )
+            document = {**served, **summary}
+        else:
+            from stacks.cli.predict_file import LabelTally
+
+            tally = LabelTally(model.predict, model.labels)
+            chosen, probs = tally(texts)
+            for text, labels, row in zip(texts, chosen, probs):
+                shown = ", ".join(f"{label} {value:.2f}" for label, value in zip(model.labels, row))
+                console.print(f"[bold]{escape(';'.join(labels))}[/]\t{escape(text)}\n  [dim]{shown}[/]")
+            document = {
+                **served,
+                "labels": dict(tally.counts),
+                "no_label": tally.no_label,
+                "predictions": [
+                    {"text": text, "labels": labels, "probabilities": dict(zip(model.labels, map(float, row)))}
+                    for text, labels, row in zip(texts, chosen, probs)
+                ],
+            }
+    if as_json:
+        emit_json(document)

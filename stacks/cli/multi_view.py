@@ -3,6 +3,7 @@
 On a terminal: a live table, a row per language (state, stage, epoch, elapsed, last metric), with
 notes and warnings printed above it. Without one: plain `[fr] ...` lines, each whole.
 """
+
 from __future__ import annotations
 
 import threading
@@ -15,12 +16,15 @@ from rich.table import Table
 from stacks.cli.common import console, err_console
 from stacks.cli.run_console import print_table
 
+
 class LiveBoard:
     """The shared view; one LanguageReporter per language writes into it (from worker threads)."""
 
     def __init__(self, langs: list[str]):
-        self.rows = {lang: {"state": "waiting", "stage": "", "epoch": "", "metric": "", "started": None, "ended": None}
-                     for lang in langs}
+        self.rows = {
+            lang: {"state": "waiting", "stage": "", "epoch": "", "metric": "", "started": None, "ended": None}
+            for lang in langs
+        }
         self._lock = threading.Lock()
         self._live: Live | None = None
 
@@ -42,7 +46,9 @@ class LiveBoard:
         now = time.monotonic()
         for lang, row in self.rows.items():
             elapsed = f"{(row['ended'] or now) - row['started']:.0f}s" if row["started"] is not None else ""
-            table.add_row(escape(lang), row["state"], escape(row["stage"]), row["epoch"], elapsed, escape(row["metric"]))
+            table.add_row(
+                escape(lang), row["state"], escape(row["stage"]), row["epoch"], elapsed, escape(row["metric"])
+            )
         return table
 
     def update(self, lang: str, **fields) -> None:
@@ -69,8 +75,11 @@ class TableView(LiveBoard):
     def interrupted(self, stop, env: str) -> None:
         from stacks.runs.runflow import APPLYING, DESTROYING, FOLLOWING, resume_hint
 
-        err_console.print("interrupted: detached from every run; the runs keep going (a stack being applied "
-                          "or destroyed may be left part-way: destroy it)", soft_wrap=True)
+        err_console.print(
+            "interrupted: detached from every run; the runs keep going (a stack being applied "
+            "or destroyed may be left part-way: destroy it)",
+            soft_wrap=True,
+        )
         for lang, (phase, _) in stop.where.items():  # what was applied and not yet torn down
             if phase in (APPLYING, FOLLOWING, DESTROYING):
                 err_console.print(f"  {lang}: {resume_hint(lang, env)}", soft_wrap=True, markup=False)
@@ -103,8 +112,11 @@ class LanguageReporter:
         self.board.update(self.lang, **fields)
 
     def finished(self, result) -> None:
-        state = result.outcome.status.state if result.outcome and result.outcome.status else (
-            "started" if result.ok else "ERROR")
+        state = (
+            result.outcome.status.state
+            if result.outcome and result.outcome.status
+            else ("started" if result.ok else "ERROR")
+        )
         self.board.update(self.lang, state=state, ended=time.monotonic())
         if result.message:
             self.board.line(self.lang, f"error: {result.message}", style="red")
@@ -127,11 +139,17 @@ def summary(results, config) -> None:
         state = row.get("state") or ("ERROR" if not r.ok else "")
         dur = row.get("duration_s") if row.get("duration_s") is not None else r.duration_s
         cost = row.get("est_cost")
-        table.add_row(escape(r.lang), state, row.get("run_id", ""), "" if f1 is None else f"{f1:.3f}",
-                      "" if tfidf is None else f"{tfidf:.3f}",
-                      f"{f1 - tfidf:+.3f}" if f1 is not None and tfidf is not None else "",
-                      f"{dur:.0f}s", "" if cost is None else f"${cost:.2f}",
-                      "yes" if r.promotion and r.promotion.startswith("promoted") else "")
+        table.add_row(
+            escape(r.lang),
+            state,
+            row.get("run_id", ""),
+            "" if f1 is None else f"{f1:.3f}",
+            "" if tfidf is None else f"{tfidf:.3f}",
+            f"{f1 - tfidf:+.3f}" if f1 is not None and tfidf is not None else "",
+            f"{dur:.0f}s",
+            "" if cost is None else f"${cost:.2f}",
+            "yes" if r.promotion and r.promotion.startswith("promoted") else "",
+        )
     print_table(table)
     for r in results:
         if not r.ok:

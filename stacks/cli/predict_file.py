@@ -3,10 +3,12 @@
 A gs:// input is downloaded to a temporary file first (disk, not memory); a gs:// output is written
 locally and uploaded at the end. An output that already exists is never overwritten.
 """
+
 from __future__ import annotations
 
 import os
 import time
+from collections import Counter
 from pathlib import Path
 
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -24,14 +26,16 @@ def _split_uri(uri: str):
     from trainer.storage import open_bucket
 
     if uri.startswith("gs://"):
-        name, _, key = uri[len("gs://"):].partition("/")
+        name, _, key = uri[len("gs://") :].partition("/")
         return open_bucket(f"gs://{name}"), key
-    return None, Path(uri[len("file://"):] if uri.startswith("file://") else uri).expanduser()
+    return None, Path(uri[len("file://") :] if uri.startswith("file://") else uri).expanduser()
 
 
 def _refused(output_uri: str) -> OutputExists:
-    return OutputExists(f"{output_uri} exists: predictions never replace a file",
-                        hint="pick another --output name, or move the old file away")
+    return OutputExists(
+        f"{output_uri} exists: predictions never replace a file",
+        hint="pick another --output name, or move the old file away",
+    )
 
 
 def check_files(input_uri: str, output_uri: str) -> None:
@@ -43,9 +47,13 @@ def check_files(input_uri: str, output_uri: str) -> None:
 
     out_bucket, out_where = _split_uri(output_uri)
     if not out_bucket:
-        check_output_file("--output", out_where, force=False, example="labels.csv",
-                          exists_hint="predictions never replace a file: pick another --output name, or move "
-                                      "the old file away")
+        check_output_file(
+            "--output",
+            out_where,
+            force=False,
+            example="labels.csv",
+            exists_hint="predictions never replace a file: pick another --output name, or move the old file away",
+        )
     file_format(output_uri)
     file_format(input_uri)
     in_bucket, in_where = _split_uri(input_uri)
@@ -63,13 +71,41 @@ def _check_local_input(input_uri: str, path: Path) -> None:
     if not path.is_file():
         raise DataError(f"{input_uri} does not exist", hint="check the path")
     if path.stat().st_size == 0:
-        raise DataError(f"{input_uri} is empty: nothing to classify",
-                        hint="pass the file with the texts (a CSV needs a header row naming its text column)")
+        raise DataError(
+            f"{input_uri} is empty: nothing to classify",
+            hint="pass the file with the texts (a CSV needs a header row naming its text column)",
+        )
 
 
-def classify_file_cmd(model, input_uri: str, output_uri: str, *, text_col: str, id_col: str | None,
-                      batch_rows: int, label_sep: str, tmp: Path) -> None:
-    """`model` (trainer.serving.served_model.ServedModel) classifies every row of the input into the output."""
+class LabelTally:
+    """`classify` that also counts the rows given each label (one Counter update per batch)."""
+
+    def __init__(self, classify, labels: list[str]):
+        self.classify = classify
+        self.counts = Counter(dict.fromkeys(labels, 0))
+        self.no_label = 0
+
+    def __call__(self, texts):
+        chosen, probs = self.classify(texts)
+        for labels in chosen:
+            self.counts.update(labels)
+            self.no_label += not labels
+        return chosen, probs
+
+
+def classify_file_cmd(
+    model,
+    input_uri: str,
+    output_uri: str,
+    *,
+    text_col: str,
+    id_col: str | None,
+    batch_rows: int,
+    label_sep: str,
+    tmp: Path,
+) -> dict:
+    """`model` (trainer.serving.served_model.ServedModel) classifies every row of the input into the output
+    -> {input, output, rows, labels: {label: rows given it}, no_label, seconds} (predict --json)."""
     from trainer.serving.batch_predict import InputRows, classify_file
 
     # Again: the model took seconds to load, and a file may have come meanwhile.
@@ -90,15 +126,29 @@ def classify_file_cmd(model, input_uri: str, output_uri: str, *, text_col: str, 
             os.close(os.open(local_out, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
         except FileExistsError:
             raise refused from None
+    tally = LabelTally(model.predict, model.labels)
     started = time.monotonic()
-    with Progress(TextColumn("classifying"), BarColumn(), TaskProgressColumn(), TextColumn("{task.fields[rows]} rows"),
-                  TimeElapsedColumn(), TimeRemainingColumn(), console=err_console, transient=True,
-                  disable=not err_console.is_terminal) as bar:
+    with Progress(
+        TextColumn("classifying"),
+        BarColumn(),
+        TaskProgressColumn(),
+        TextColumn("{task.fields[rows]} rows"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=err_console,
+        transient=True,
+        disable=not err_console.is_terminal,
+    ) as bar:
         task = bar.add_task("classify", total=rows.total, rows=0)
         try:
-            written = classify_file(rows, local_out, classify=model.predict, labels=model.labels,
-                                    label_sep=label_sep,
-                                    on_batch=lambda done, n: bar.update(task, completed=done, rows=f"{n:,}"))
+            written = classify_file(
+                rows,
+                local_out,
+                classify=tally,
+                labels=model.labels,
+                label_sep=label_sep,
+                on_batch=lambda done, n: bar.update(task, completed=done, rows=f"{n:,}"),
+            )
         except BaseException:
             if not out_bucket:
                 local_out.unlink(missing_ok=True)  # ours (claimed above): no half-written output left behind
@@ -108,5 +158,17 @@ def classify_file_cmd(model, input_uri: str, output_uri: str, *, text_col: str, 
             raise refused
         out_bucket.upload(local_out, out_where)
     seconds = time.monotonic() - started
-    console.print(f"{written:,} rows classified by run {model.run_id} in {seconds:.1f}s "
-                  f"({written / max(seconds, 1e-9):,.0f} rows/s) -> {output_uri}", soft_wrap=True, markup=False)
+    console.print(
+        f"{written:,} rows classified by run {model.run_id} in {seconds:.1f}s "
+        f"({written / max(seconds, 1e-9):,.0f} rows/s) -> {output_uri}",
+        soft_wrap=True,
+        markup=False,
+    )
+    return {
+        "input": input_uri,
+        "output": output_uri,
+        "rows": written,
+        "labels": dict(tally.counts),
+        "no_label": tally.no_label,
+        "seconds": round(seconds, 3),
+    }

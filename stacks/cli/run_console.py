@@ -1,4 +1,5 @@
 """Console output of a run: log lines, a progress bar of stage and epoch, tables."""
+
 from __future__ import annotations
 
 from rich.markup import escape
@@ -20,8 +21,14 @@ class ConsoleReporter:
 
     def __enter__(self):
         if console.is_terminal:
-            self._progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[epochs]}"),
-                                      TimeElapsedColumn(), console=console, transient=True)
+            self._progress = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                TextColumn("{task.fields[epochs]}"),
+                TimeElapsedColumn(),
+                console=console,
+                transient=True,
+            )
             self._progress.start()
             self._task = self._progress.add_task("starting", total=1, epochs="")
         return self
@@ -46,8 +53,13 @@ class ConsoleReporter:
         p = status.progress or {}
         # the epoch running (1-based) less the share of it still to go
         done = p["epoch"] - 1 + p["batch"] / max(p["batches"], 1) if "epoch" in p else status.epoch
-        self._progress.update(self._task, description=f"{status.state.lower()} · {status.stage}",
-                              completed=done, total=max(status.epochs, 1), epochs=status.position())
+        self._progress.update(
+            self._task,
+            description=f"{status.state.lower()} · {status.stage}",
+            completed=done,
+            total=max(status.epochs, 1),
+            epochs=status.position(),
+        )
 
 
 def metrics_table(metrics: RunMetrics) -> Table:
@@ -59,19 +71,25 @@ def metrics_table(metrics: RunMetrics) -> Table:
         thr = "argmax" if m.threshold is None else f"{m.threshold:.2f}"
         table.add_row(label, f"{m.precision:.3f}", f"{m.recall:.3f}", f"{m.f1:.3f}", str(m.support), thr)
     tfidf = metrics.baseline_tfidf
-    vs_tfidf = (f"TF-IDF baseline macro-F1 {tfidf.macro_f1:.3f} (model {model.macro_f1 - tfidf.macro_f1:+.3f}) · "
-                if tfidf else "")
+    vs_tfidf = (
+        f"TF-IDF baseline macro-F1 {tfidf.macro_f1:.3f} (model {model.macro_f1 - tfidf.macro_f1:+.3f}) · "
+        if tfidf
+        else ""
+    )
     majority = metrics.baseline.macro_f1 if metrics.baseline else float("nan")
     kept = ""
     if metrics.blended and metrics.classifier is not None:
         kept = f"kept: {metrics.kept_name} (classifier alone macro-F1 {metrics.classifier.macro_f1:.3f}) · "
-    table.caption = (f"{kept}macro-F1 {model.macro_f1:.3f} · micro-F1 {_num(model.micro_f1)} · "
-                     f"accuracy {_num(model.accuracy)} · {vs_tfidf}majority baseline macro-F1 "
-                     f"{majority:.3f} · {metrics.n_train} train / {metrics.n_valid} valid"
-                     + (f" / {metrics.n_test} test" if metrics.n_test else "") + " rows"
-                     + (f" · {metrics.duration_s:.0f}s" if metrics.duration_s is not None else "")
-                     + _base_lm_note(metrics.document.get("base_lm", "unrecorded"))
-                     + _bidirectional_note(metrics))
+    table.caption = (
+        f"{kept}macro-F1 {model.macro_f1:.3f} · micro-F1 {_num(model.micro_f1)} · "
+        f"accuracy {_num(model.accuracy)} · {vs_tfidf}majority baseline macro-F1 "
+        f"{majority:.3f} · {metrics.n_train} train / {metrics.n_valid} valid"
+        + (f" / {metrics.n_test} test" if metrics.n_test else "")
+        + " rows"
+        + (f" · {metrics.duration_s:.0f}s" if metrics.duration_s is not None else "")
+        + _base_lm_note(metrics.document.get("base_lm", "unrecorded"))
+        + _bidirectional_note(metrics)
+    )
     return table
 
 
@@ -83,8 +101,10 @@ def _bidirectional_note(metrics: RunMetrics) -> str:
     """The backward model's and the ensemble's macro-F1 (the table above is the forward model's)."""
     if metrics.ensemble is None:
         return ""
-    return (f" · table: forward model; backward macro-F1 {metrics.backward.macro_f1:.3f}, "
-            f"forward+backward ensemble {metrics.ensemble.macro_f1:.3f}")
+    return (
+        f" · table: forward model; backward macro-F1 {metrics.backward.macro_f1:.3f}, "
+        f"forward+backward ensemble {metrics.ensemble.macro_f1:.3f}"
+    )
 
 
 def _base_lm_note(base: dict | str | None) -> str:
@@ -93,7 +113,9 @@ def _base_lm_note(base: dict | str | None) -> str:
     if base is None:
         return " · no base LM: expect weak transfer"
     tokens = f"{base['tokens']:,} tokens" if base.get("tokens") is not None else "tokens unknown"
-    return f" · base LM {base['id']} ({tokens})" + (" · small base LM: expect weak transfer" if base.get("small") else "")
+    return f" · base LM {base['id']} ({tokens})" + (
+        " · small base LM: expect weak transfer" if base.get("small") else ""
+    )
 
 
 def plain(cell) -> str:

@@ -4,6 +4,7 @@ one language or many; this picks the view by how many there are and renders the 
 One language: its log lines as they come (a progress bar on a terminal), then its metrics, the LM it published
 or its failure. Several: the live table of stacks/cli/multi_view.py, then one summary row per language.
 """
+
 from __future__ import annotations
 
 import sys
@@ -12,15 +13,24 @@ import traceback
 import typer
 from rich.markup import escape
 
-from stacks.cli.common import (STATE, console, describe_error, emit_json, err_console, json_on_stdout, load,
-                               print_error)
+from stacks.cli.common import STATE, console, describe_error, emit_json, err_console, json_on_stdout, load, print_error
 from stacks.cli.run_console import ConsoleReporter, metrics_table, print_table
 from stacks.errors import ExitStatus
 from trainer.params import Job
 
 
-def run_command(langs: list[str] | None, env: str, sets, detach: bool, *, job: str, parallel: int | None = None,
-                promote: bool = False, resume: dict[str, str] | None = None, as_json: bool = False) -> None:
+def run_command(
+    langs: list[str] | None,
+    env: str,
+    sets,
+    detach: bool,
+    *,
+    job: str,
+    parallel: int | None = None,
+    promote: bool = False,
+    resume: dict[str, str] | None = None,
+    as_json: bool = False,
+) -> None:
     """Run the languages' jobs (None: every language of the env), render them, exit with the command's
     status (0: every language succeeded). `as_json`: the end as one JSON document on stdout (runs_document),
     everything else on stderr."""
@@ -29,8 +39,9 @@ def run_command(langs: list[str] | None, env: str, sets, detach: bool, *, job: s
     project, config = load(env, sets)
     langs = langs or sorted(config.languages)
     with json_on_stdout(as_json):
-        results = _run(project, config, langs, env, sets, detach, job=job, parallel=parallel, promote=promote,
-                       resume=resume)
+        results = _run(
+            project, config, langs, env, sets, detach, job=job, parallel=parallel, promote=promote, resume=resume
+        )
     if as_json:
         emit_json(runs_document(results, config))
     if STATE["debug"]:
@@ -39,25 +50,33 @@ def run_command(langs: list[str] | None, env: str, sets, detach: bool, *, job: s
 
 
 def _run(project, config, langs: list[str], env: str, sets, detach: bool, **how) -> list:
-    """The languages' runs followed in one view, its summary, then their mirror in the tracker."""
+    """The languages' runs followed in one view, its summary, then what their mirror in the tracker did (each
+    run is mirrored as it ends; a tracker that fails costs one line)."""
+    from stacks.cli.export_cmd import RunEndMirror
     from stacks.cli.multi_view import TableView
     from stacks.runs.orchestrate import RunsInterrupted, run_languages
 
+    mirror = RunEndMirror(config, langs)
     view = StreamView() if len(langs) == 1 else TableView(langs)
     with view:
         try:
-            results = run_languages(project, config, langs, detach=detach, view=view, sets=list(sets or []),
-                                    describe_error=_described, **how)
+            results = run_languages(
+                project,
+                config,
+                langs,
+                detach=detach,
+                view=view,
+                sets=list(sets or []),
+                describe_error=_described,
+                on_ended=mirror.run_ended,
+                **how,
+            )
         except RunsInterrupted as stop:
             view.interrupted(stop, env)
+            mirror.say()  # the runs that ended before it
             raise typer.Exit(ExitStatus.INTERRUPTED) from None
     view.summary(results, config)
-    ended = [r for r in results if r.outcome is not None and r.outcome.status is not None and r.outcome.status.terminal]
-    if ended:  # the tracker mirrors what the bucket holds now; a tracker that fails costs one line
-        from stacks.cli.export_cmd import mirror_finished
-
-        mirror_finished(config, ended[0].outcome.bucket, [(r.lang, r.outcome.run_id) for r in ended],
-                        champions=[r.lang for r in ended if (r.promotion or "").startswith("promoted")])
+    mirror.say()
     return results
 
 
@@ -70,10 +89,18 @@ def runs_document(results, config) -> dict:
     for r in results:
         started = r.outcome is not None and r.outcome.run_id is not None
         row = run_row(r.outcome.bucket, config, r.lang, r.outcome.run_id) if started else {}
-        runs.append({"lang": r.lang, "run_id": row.get("run_id"), "state": row.get("state") or "ERROR",
-                     "exit_status": int(r.exit_status),
-                     **{k: row.get(k) for k in ("macro_f1", "tfidf_macro_f1", "kept", "url")},
-                     "error": row.get("error") or r.message, "hint": r.hint, "promotion": r.promotion})
+        runs.append(
+            {
+                "lang": r.lang,
+                "run_id": row.get("run_id"),
+                "state": row.get("state") or "ERROR",
+                "exit_status": int(r.exit_status),
+                **{k: row.get(k) for k in ("macro_f1", "tfidf_macro_f1", "kept", "url")},
+                "error": row.get("error") or r.message,
+                "hint": r.hint,
+                "promotion": r.promotion,
+            }
+        )
     return {"env": config.env, "exit_status": int(exit_status(results)), "runs": runs}
 
 
@@ -103,9 +130,11 @@ class StreamView(ConsoleReporter):
         if phase == FOLLOWING:
             print_error(f"stopped following run {run_id}; it keeps running", resume_hint(lang, env))
         elif phase in (APPLYING, DESTROYING):
-            print_error(f"interrupted while {phase} train-{lang}; the stack may be partly "
-                        + ("applied" if phase == APPLYING else "destroyed"),
-                        f"tear it down: trainctl destroy {lang} --env {env}")
+            print_error(
+                f"interrupted while {phase} train-{lang}; the stack may be partly "
+                + ("applied" if phase == APPLYING else "destroyed"),
+                f"tear it down: trainctl destroy {lang} --env {env}",
+            )
         else:
             err_console.print("interrupted: nothing was applied")
 
@@ -121,7 +150,9 @@ class StreamView(ConsoleReporter):
 
 def render(outcome) -> None:
     """The end of a followed run: its failure, the base LM it published, or its metrics and artifacts."""
-    from trainer.runfiles.status_file import ARTIFACTS, BWD_MODEL, SUCCEEDED, read_metrics
+    from trainer.runfiles.keys import ARTIFACTS, BWD_MODEL
+    from trainer.runfiles.readers import read_metrics
+    from trainer.runfiles.status_file import SUCCEEDED
 
     lang, run_id, bucket, status = outcome.lang, outcome.run_id, outcome.bucket, outcome.status
     if status.state != SUCCEEDED:
@@ -131,19 +162,28 @@ def render(outcome) -> None:
     metrics = read_metrics(bucket, lang, run_id)
     ran = metrics.job
     if ran != outcome.job:  # attached to a run of the other kind, started before this command
-        err_console.print(f"note: run {run_id} was a {ran} run, already active when this command started; "
-                          "nothing of what you asked has run yet: start it again now")
+        err_console.print(
+            f"note: run {run_id} was a {ran} run, already active when this command started; "
+            "nothing of what you asked has run yet: start it again now"
+        )
     # By what the run was, not what was asked: `train` may attach to a running `lm pretrain` and back.
     if ran == Job.PRETRAIN_LM:
         from trainer.lm import store
 
         lm = metrics.base_lm
         small = lm.get("tokens") is not None and lm["tokens"] < store.SMALL_LM_TOKENS
-        console.print(f"base LM {lm['id']}: held-out perplexity {lm['perplexity']}"
-                      + (f" (backward LM: {lm['backward_perplexity']})" if lm.get("backward") else "")
-                      + f", {lm['tokens']:,} training tokens" + (" (small base LM: expect weak transfer)" if small else ""))
-        console.print(f"  {bucket.url(store.prefix(lang, lm['id']))} · CURRENT names it: training runs of {lang} "
-                      "fine-tune from it", soft_wrap=True, markup=False)
+        console.print(
+            f"base LM {lm['id']}: held-out perplexity {lm['perplexity']}"
+            + (f" (backward LM: {lm['backward_perplexity']})" if lm.get("backward") else "")
+            + f", {lm['tokens']:,} training tokens"
+            + (" (small base LM: expect weak transfer)" if small else "")
+        )
+        console.print(
+            f"  {bucket.url(store.prefix(lang, lm['id']))} · CURRENT names it: training runs of {lang} "
+            "fine-tune from it",
+            soft_wrap=True,
+            markup=False,
+        )
     else:
         print_table(metrics_table(metrics))
         for name in (*ARTIFACTS, *([BWD_MODEL] if metrics.bidirectional else []), "log.txt", "status.json"):

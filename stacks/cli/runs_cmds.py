@@ -3,6 +3,7 @@
 Every read command takes `--json` (shapes in the README, "JSON output"); without a
 terminal the human output is unwrapped lines and tab-separated tables (report.print_table).
 """
+
 from __future__ import annotations
 
 import json
@@ -15,14 +16,38 @@ from rich.markup import escape
 from rich.table import Table
 
 from stacks.cli import export_cmd
-from stacks.cli.common import (EnvOpt, LangArg, SetOpt, check_output_file, console, emit_json, err_console,
-                               mapped_errors, open_env)
+from stacks.cli.common import (
+    EnvOpt,
+    LangArg,
+    SetOpt,
+    check_output_file,
+    console,
+    emit_json,
+    err_console,
+    mapped_errors,
+    open_env,
+)
+from stacks.cli.run_document import print_run, run_document
 from stacks.runs.records import find_run, pick_run
 
 RunOpt = Annotated[str | None, typer.Option("--run", help="run id (default: the newest)")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON (stable keys, see the README)")]
-STATUS_KEYS = ("run_id", "lang", "env", "state", "stage", "epoch", "epochs", "started_at", "updated_at",
-               "finished_at", "error", "resumed", "job", "progress")
+STATUS_KEYS = (
+    "run_id",
+    "lang",
+    "env",
+    "state",
+    "stage",
+    "epoch",
+    "epochs",
+    "started_at",
+    "updated_at",
+    "finished_at",
+    "error",
+    "resumed",
+    "job",
+    "progress",
+)
 
 runs_app = typer.Typer(help="Past and current runs of every language in the bucket.")
 
@@ -42,8 +67,11 @@ def status(lang: LangArg, env: EnvOpt = "local", sets: SetOpt = None, run: RunOp
     config, bucket = open_env(env, sets, lang, configured=False)
     run_id = pick_run(bucket, lang, run)
     state, s = run_state(bucket, lang, run_id, config)
-    data = {k: getattr(s, k) for k in STATUS_KEYS} if s else {**dict.fromkeys(STATUS_KEYS), "run_id": run_id,
-                                                              "lang": lang, "env": env, "resumed": 0}
+    data = (
+        {k: getattr(s, k) for k in STATUS_KEYS}
+        if s
+        else {**dict.fromkeys(STATUS_KEYS), "run_id": run_id, "lang": lang, "env": env, "resumed": 0}
+    )
     data.update(state=state, url=bucket.url(f"{lang}/runs/{run_id}"))
     errors = creation_errors(config, bucket, lang, run_id) if state in ("STARTING", "RUNNING") else []
     data["vm_errors"] = [e.line() for e in errors]
@@ -51,13 +79,21 @@ def status(lang: LangArg, env: EnvOpt = "local", sets: SetOpt = None, run: RunOp
         emit_json(data)
         return
     if s is None:
-        console.print(f"run {run_id} ({lang}, env {env}): [bold]{state}[/] · no status.json yet "
-                      f"(the trainer has not started)", soft_wrap=True)
+        console.print(
+            f"run {run_id} ({lang}, env {env}): [bold]{state}[/] · no status.json yet (the trainer has not started)",
+            soft_wrap=True,
+        )
     else:
-        console.print(f"run {s.run_id} ({s.lang}, env {s.env}): [bold]{s.state}[/] · stage {s.stage}"
-                      + (f" · {s.position()}" if s.epochs else ""), soft_wrap=True)
-        console.print(f"  started {s.started_at} · updated {s.updated_at}"
-                      + (f" · finished {s.finished_at}" if s.finished_at else "") + f" · resumed {s.resumed}x")
+        console.print(
+            f"run {s.run_id} ({s.lang}, env {s.env}): [bold]{s.state}[/] · stage {s.stage}"
+            + (f" · {s.position()}" if s.epochs else ""),
+            soft_wrap=True,
+        )
+        console.print(
+            f"  started {s.started_at} · updated {s.updated_at}"
+            + (f" · finished {s.finished_at}" if s.finished_at else "")
+            + f" · resumed {s.resumed}x"
+        )
         if s.error:
             console.print(f"  [red]error:[/] {escape(s.error)}", soft_wrap=True)
     if errors:
@@ -73,8 +109,9 @@ def creation_errors(config, bucket, lang: str, run_id: str) -> list:
 
     from stacks.targets import target_of
 
-    reporter = SimpleNamespace(warn=lambda message: console.print(f"[yellow]warning:[/] {escape(message)}",
-                                                                  soft_wrap=True))
+    reporter = SimpleNamespace(
+        warn=lambda message: console.print(f"[yellow]warning:[/] {escape(message)}", soft_wrap=True)
+    )
     poll = target_of(config).creation_errors(config, lang, reporter, bucket=bucket, run_id=run_id)
     return poll() if poll else []
 
@@ -98,15 +135,22 @@ class JsonLinesReporter:
 
 
 @mapped_errors
-def logs(lang: LangArg, env: EnvOpt = "local", sets: SetOpt = None, run: RunOpt = None,
-         follow: Annotated[bool, typer.Option("--follow", "-f", help="keep printing until the run ends")] = False,
-         as_json: Annotated[bool, typer.Option("--json", help='JSON lines: {"run_id", "lang", "line"} per log line')] = False):
+def logs(
+    lang: LangArg,
+    env: EnvOpt = "local",
+    sets: SetOpt = None,
+    run: RunOpt = None,
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="keep printing until the run ends")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help='JSON lines: {"run_id", "lang", "line"} per log line')
+    ] = False,
+):
     """Print a run's log.txt."""
     from stacks.cli.run_console import ConsoleReporter
-    from stacks.runs.watch import LogTail, follow as follow_run
-    from trainer.runfiles.status_file import read_status
-
+    from stacks.runs.watch import LogTail
+    from stacks.runs.watch import follow as follow_run
     from stacks.targets import target_of
+    from trainer.runfiles.status_file import read_status
 
     config, bucket = open_env(env, sets, lang, configured=False)
     run_id = pick_run(bucket, lang, run)
@@ -123,11 +167,15 @@ def logs(lang: LangArg, env: EnvOpt = "local", sets: SetOpt = None, run: RunOpt 
         if live_state(bucket, lang, run_id, target.status_appear_timeout_s) is None:
             for line in LogTail(bucket, lang, run_id).new_lines():
                 typer.echo(line)
-            err_console.print(f"run {run_id} has no status.json and is not starting (never started, or its start "
-                              f"failed): nothing to follow; `trainctl status {lang} --env {env} --run {run_id}`")
+            err_console.print(
+                f"run {run_id} has no status.json and is not starting (never started, or its start "
+                f"failed): nothing to follow; `trainctl status {lang} --env {env} --run {run_id}`"
+            )
             return
-        err_console.print(f"run {run_id} has no status.json yet (STARTING): following it as soon as its trainer "
-                          f"writes one (up to {target.status_appear_timeout_s / 60:.0f} min)")
+        err_console.print(
+            f"run {run_id} has no status.json yet (STARTING): following it as soon as its trainer "
+            f"writes one (up to {target.status_appear_timeout_s / 60:.0f} min)"
+        )
     if as_json:
         final = follow_run(bucket, lang, run_id, JsonLinesReporter(lang, run_id), **timing)
         print(f"run {run_id} ended: {final.state}", file=sys.stderr)
@@ -143,9 +191,13 @@ def _money(value) -> str:
 
 @runs_app.callback(invoke_without_command=True)
 @mapped_errors
-def runs(ctx: typer.Context, env: EnvOpt = "local", sets: SetOpt = None,
-         lang: Annotated[str | None, typer.Option("--lang", help="only this language")] = None,
-         as_json: JsonOpt = False):
+def runs(
+    ctx: typer.Context,
+    env: EnvOpt = "local",
+    sets: SetOpt = None,
+    lang: Annotated[str | None, typer.Option("--lang", help="only this language")] = None,
+    as_json: JsonOpt = False,
+):
     """Every run of every language in the bucket: state, started, duration, macro-F1 next to the TF-IDF
     baseline's on the same rows, resumes, est. cost."""
     if ctx.invoked_subcommand is not None:
@@ -158,15 +210,31 @@ def runs(ctx: typer.Context, env: EnvOpt = "local", sets: SetOpt = None,
     from stacks.runs.promotion import read_current
 
     promoted = {code: (read_current(bucket, code) or {}).get("run_id") for code in langs}
-    rows = [{**run_row(bucket, config, code, run_id), "promoted": promoted[code] == run_id}
-            for code in langs for run_id in run_ids(bucket, code)]
+    rows = [
+        {**run_row(bucket, config, code, run_id), "promoted": promoted[code] == run_id}
+        for code in langs
+        for run_id in run_ids(bucket, code)
+    ]
     rows.sort(key=lambda r: (r["run_id"], r["lang"]))
     if as_json:
         emit_json(rows)
         return
     table = Table(title=f"runs in {config.bucket} (times UTC; cost: estimated, USD)")
-    for col in ("run", "lang", "state", "started", "duration", "macro-F1", "kept", "TF-IDF", "Δ", "rows", "resumed",
-                "VM time", "est. cost"):
+    for col in (
+        "run",
+        "lang",
+        "state",
+        "started",
+        "duration",
+        "macro-F1",
+        "kept",
+        "TF-IDF",
+        "Δ",
+        "rows",
+        "resumed",
+        "VM time",
+        "est. cost",
+    ):
         table.add_column(col, no_wrap=col in ("run", "started"))
     for r in rows:
         dur = f"{r['duration_s']:.0f}s" if r["duration_s"] is not None else ""
@@ -175,9 +243,21 @@ def runs(ctx: typer.Context, env: EnvOpt = "local", sets: SetOpt = None,
         lang_cell = r["lang"] if r["configured"] else f"{r['lang']} (not in env {env})"
         tfidf = r["tfidf_macro_f1"]
         delta = f"{r['macro_f1'] - tfidf:+.3f}" if tfidf is not None and r["macro_f1"] is not None else ""
-        table.add_row(r["run_id"] + (" *" if r["promoted"] else ""), lang_cell, r["state"], started, dur, f1,
-                      r.get("kept") or "", f"{tfidf:.3f}" if tfidf is not None else "", delta, r["scored_rows"] or "", str(r["resumed"] or ""),
-                      f"{r['billed_vm_s'] / 3600:.2f}h", _money(r["est_cost"]))
+        table.add_row(
+            r["run_id"] + (" *" if r["promoted"] else ""),
+            lang_cell,
+            r["state"],
+            started,
+            dur,
+            f1,
+            r.get("kept") or "",
+            f"{tfidf:.3f}" if tfidf is not None else "",
+            delta,
+            r["scored_rows"] or "",
+            str(r["resumed"] or ""),
+            f"{r['billed_vm_s'] / 3600:.2f}h",
+            _money(r["est_cost"]),
+        )
     print_table(table)
     if any(r["promoted"] for r in rows):
         console.print("* the promoted model of its language (`trainctl predict` uses it; trainctl promote)")
@@ -187,16 +267,21 @@ def runs(ctx: typer.Context, env: EnvOpt = "local", sets: SetOpt = None,
 
 @runs_app.command("show")
 @mapped_errors
-def show(run_id: Annotated[str, typer.Argument(help="run id (see `trainctl runs`)")],
-         env: EnvOpt = "local", sets: SetOpt = None,
-         lang: Annotated[str | None, typer.Option("--lang", help="the run's language (default: searched)")] = None,
-         as_json: JsonOpt = False,
-         report: Annotated[Path | None, typer.Option("--report", help="also write the run's report.html here "
-                                                     "(self-contained: open it in a browser)")] = None,
-         force: Annotated[bool, typer.Option("--force", help="let --report replace an existing file")] = False):
+def show(
+    run_id: Annotated[str, typer.Argument(help="run id (see `trainctl runs`)")],
+    env: EnvOpt = "local",
+    sets: SetOpt = None,
+    lang: Annotated[str | None, typer.Option("--lang", help="the run's language (default: searched)")] = None,
+    as_json: JsonOpt = False,
+    report: Annotated[
+        Path | None,
+        typer.Option("--report", help="also write the run's report.html here (self-contained: open it in a browser)"),
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="let --report replace an existing file")] = False,
+):
     """One run in full: status, metrics summary, machine and cost, artifact URIs."""
     from stacks.runs.records import run_row
-    from trainer.runfiles.status_file import ARTIFACTS, BWD_MODEL, TRAINCTL_META, read_metrics, run_key
+    from trainer.runfiles.readers import read_metrics
 
     if report is not None:  # the user's path, checked before anything is read
         check_output_file("--report", report, force=force, example="report.html")
@@ -209,53 +294,22 @@ def show(run_id: Annotated[str, typer.Argument(help="run id (see `trainctl runs`
         console.print(f"report: {report.resolve()}", soft_wrap=True, markup=False)
     row = run_row(bucket, config, code, run_id)
     typed = read_metrics(bucket, code, run_id)
-    metrics = typed.document if typed else None
-    meta_key = run_key(code, run_id, TRAINCTL_META)
-    files = [*ARTIFACTS, BWD_MODEL, "test_predictions.csv", "report.html", "plots/per_label_f1.png", "plots/confusion_matrix.png",
-             "plots/history.png", "log.txt", "status.json"]  # those that exist
-    data = {"run": row,
-            "metrics": {k: metrics.get(k) for k in ("labels", "macro_f1", "micro_f1", "accuracy", "n_train",
-                                                    "n_valid", "n_test", "rows", "duration_s")} if metrics else None,
-            "baselines": {k: {m: (metrics.get(k) or {}).get(m) for m in ("macro_f1", "micro_f1", "accuracy")}
-                          for k in ("baseline_tfidf", "baseline")} if metrics else None,
-            # what predict serves (the classifier, or its blend with TF-IDF) beside the other two on the same rows
-            "kept": {"kept": metrics.get("kept", "classifier"), "blend_weight": (metrics.get("blend") or {}).get("weight"),
-                     **{k: {m: (metrics.get(k) or {}).get(m) for m in ("macro_f1", "micro_f1", "accuracy")}
-                        for k in ("classifier", "blend")}} if metrics and "classifier" in metrics else None,
-            # trainer.bidirectional: the backward classifier and the forward+backward ensemble
-            "bidirectional": {k: {m: metrics[k].get(m) for m in ("macro_f1", "micro_f1", "accuracy")}
-                              for k in ("backward", "ensemble")} if metrics and "ensemble" in metrics else None,
-            "metadata": json.loads(bucket.read_bytes(meta_key)) if bucket.exists(meta_key) else None,
-            "artifacts": {n: bucket.url(run_key(code, run_id, n)) for n in files if bucket.exists(run_key(code, run_id, n))}}
+    data = run_document(bucket, code, run_id, row, typed.document if typed else None)
     if as_json:
         emit_json(data)
         return
-    console.print(f"run {run_id} ({code}, env {env}): [bold]{row['state']}[/]", soft_wrap=True)
-    if data["kept"]:
-        k = data["kept"]
-        console.print(f"  kept           {typed.kept_name} (classifier macro-F1 "
-                      f"{k['classifier']['macro_f1']:.3f}, blend "
-                      f"{k['blend']['macro_f1']:.3f} at weight {k['blend_weight']}, TF-IDF "
-                      f"{data['baselines']['baseline_tfidf']['macro_f1']:.3f}; same rows)", soft_wrap=True)
-    for key in ("stage", "started_at", "finished_at", "duration_s", "resumed", "placements", "ran_in", "preemptions",
-                "capacity_wait_s", "interrupted_s", "macro_f1", "error", "machine_type",
-                "gpu_type", "gpu_count", "spot", "nodes", "vm_boots", "billed_vm_s", "est_cost", "cost_note",
-                "prices_source"):
-        if row.get(key) not in (None, "", []):
-            value = " → ".join(map(str, row[key])) if isinstance(row[key], list) else str(row[key])
-            console.print(f"  {key:14} {escape(value)}", soft_wrap=True)
-    if typed and typed.model is not None:  # a classifier run: per label, with both baselines
-        from stacks.cli.run_console import metrics_table, print_table
-
-        print_table(metrics_table(typed))
-    for name, url in data["artifacts"].items():
-        console.print(f"  {name:22} {url}", soft_wrap=True, markup=False)
+    print_run(data, typed, run_id, code, env)
 
 
 @runs_app.command("compare")
 @mapped_errors
-def compare(run_a: Annotated[str, typer.Argument(help="a run id")], run_b: Annotated[str, typer.Argument(help="another")],
-            env: EnvOpt = "local", sets: SetOpt = None, as_json: JsonOpt = False):
+def compare(
+    run_a: Annotated[str, typer.Argument(help="a run id")],
+    run_b: Annotated[str, typer.Argument(help="another")],
+    env: EnvOpt = "local",
+    sets: SetOpt = None,
+    as_json: JsonOpt = False,
+):
     """Per-label F1 of two runs side by side, on the rows both scored (refused when those differ)."""
     from stacks.cli.run_console import print_table
     from stacks.runs.promotion import compare as compare_runs

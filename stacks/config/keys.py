@@ -1,5 +1,6 @@
 """Keys of the config checked where they enter it: language keys (plain names) and, for a key no model
 has, the key it probably meant."""
+
 from __future__ import annotations
 
 import difflib
@@ -22,23 +23,34 @@ def check_language_key(lang: Any, source: str) -> None:
     """Refuse a key of `languages` that is not a plain lower-case name: it becomes a bucket folder (a path
     such as ../x or fr/x would leave or nest in another language's) and part of cloud resource names."""
     if isinstance(lang, bool):
-        raise ConfigError(f"a language key was read as {str(lang).lower()}: YAML reads an unquoted no, off, "
-                          "yes or on as a boolean", source=source,
-                          hint=f"quote the key in {source}: 'no': {{}}")
+        raise ConfigError(
+            f"a language key was read as {str(lang).lower()}: YAML reads an unquoted no, off, yes or on as a boolean",
+            source=source,
+            hint=f"quote the key in {source}: 'no': {{}}",
+        )
     key = str(lang)
     if LANGUAGE_KEY.fullmatch(key):
         return
     if isinstance(lang, str) and LANGUAGE_KEY.fullmatch(key.lower()):
-        raise ConfigError(f"{key}: language keys are lower case: use `{key.lower()}`", source=source,
-                          hint=f"use languages.{key.lower()} in the --set" if source == SET_SOURCE
-                          else f"rename the key in {source} to {key.lower()}")
+        raise ConfigError(
+            f"{key}: language keys are lower case: use `{key.lower()}`",
+            source=source,
+            hint=f"use languages.{key.lower()} in the --set"
+            if source == SET_SOURCE
+            else f"rename the key in {source} to {key.lower()}",
+        )
     plain = "lower-case letters, digits and -, from a letter: fr, fr-ca"
-    where = (f"write --set languages.LANG.KEY=VALUE with LANG of {plain}" if source == SET_SOURCE
-             else f"rename it in {source} ({plain})")
-    raise ConfigError(f"language key {key!r} is not a plain name: it is the language's folder in the bucket "
-                      "and part of its cloud resource names", source=source,
-                      hint=f"{where}; a key that is no ISO 639-1 code gives its language as `code:` "
-                           "(gr: {code: el})")
+    where = (
+        f"write --set languages.LANG.KEY=VALUE with LANG of {plain}"
+        if source == SET_SOURCE
+        else f"rename it in {source} ({plain})"
+    )
+    raise ConfigError(
+        f"language key {key!r} is not a plain name: it is the language's folder in the bucket "
+        "and part of its cloud resource names",
+        source=source,
+        hint=f"{where}; a key that is no ISO 639-1 code gives its language as `code:` (gr: {{code: el}})",
+    )
 
 
 def _model_at(path: tuple) -> type[BaseModel] | None:
@@ -84,8 +96,12 @@ def meant_key(path: tuple) -> str | None:
         for sub, sub_path in level:
             if sub is not model and name in sub.model_fields:
                 return ".".join((*sub_path, name))
-        level = [(nested, (*sub_path, field)) for sub, sub_path in level for field in _keys_of(sub)
-                 if (nested := _nested_model(sub, field)) is not None]
+        level = [
+            (nested, (*sub_path, field))
+            for sub, sub_path in level
+            for field in _keys_of(sub)
+            if (nested := _nested_model(sub, field)) is not None
+        ]
     close = difflib.get_close_matches(name, _keys_of(model), n=1)
     return ".".join((*parent, close[0])) if close else None
 

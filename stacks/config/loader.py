@@ -3,6 +3,7 @@
 Deep merge: mappings merge, lists and scalars replace. Every leaf remembers the
 file it came from, so a validation error can name the key *and* the file.
 """
+
 from __future__ import annotations
 
 import copy
@@ -51,14 +52,20 @@ def _read_yaml(path: Path, label: str) -> dict[str, Any]:
     except DuplicateKey as exc:
         raise ConfigError(str(exc), source=label, hint=f"keep one of the two in {label}") from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"not valid YAML: {exc}", source=label,
-                          hint=f"fix {label} at the line named (indentation, a missing ':' or quote)") from exc
+        raise ConfigError(
+            f"not valid YAML: {exc}",
+            source=label,
+            hint=f"fix {label} at the line named (indentation, a missing ':' or quote)",
+        ) from exc
     if data is None:
         return {}
     if not isinstance(data, dict):
         shape = "`key: value` lines (`target: local`, `defaults:` with its keys indented under it)"
-        raise ConfigError(f"top level must be a mapping of keys to settings, not {_kind_of(data)}",
-                          source=label, hint=f"write {label} as {shape}; envs/base.yaml shows every key")
+        raise ConfigError(
+            f"top level must be a mapping of keys to settings, not {_kind_of(data)}",
+            source=label,
+            hint=f"write {label} as {shape}; envs/base.yaml shows every key",
+        )
     return data
 
 
@@ -97,15 +104,22 @@ def _record(origin: dict[tuple, str], path: tuple, value: Any, source: str) -> N
 def parse_set(expr: str) -> tuple[list[str], Any]:
     """`a.b.c=value` -> (["a","b","c"], value parsed as YAML scalar/list)."""
     if "=" not in expr:
-        example = f"--set {expr.strip()}=VALUE" if re.fullmatch(r"[\w-]+(\.[\w-]+)*", expr.strip()) \
+        example = (
+            f"--set {expr.strip()}=VALUE"
+            if re.fullmatch(r"[\w-]+(\.[\w-]+)*", expr.strip())
             else "--set defaults.trainer.bs=32"
-        raise ConfigError(f"{expr!r} is not of the form key.path=value", source=SET_SOURCE,
-                          hint=f"write {SET_FORM}, e.g. {example}")
+        )
+        raise ConfigError(
+            f"{expr!r} is not of the form key.path=value", source=SET_SOURCE, hint=f"write {SET_FORM}, e.g. {example}"
+        )
     key, raw = expr.split("=", 1)
     parts = [p for p in key.strip().split(".")]
     if not all(parts):
-        raise ConfigError(f"{expr!r}: the key path has an empty part (a key between each two dots)",
-                          source=SET_SOURCE, hint=f"write {SET_FORM}, e.g. --set defaults.trainer.bs=32")
+        raise ConfigError(
+            f"{expr!r}: the key path has an empty part (a key between each two dots)",
+            source=SET_SOURCE,
+            hint=f"write {SET_FORM}, e.g. --set defaults.trainer.bs=32",
+        )
     try:
         value = yaml.safe_load(raw) if raw.strip() else ""
     except yaml.YAMLError:
@@ -120,10 +134,17 @@ def _env_files(envs_dir: Path, env: str, seen: list[str]) -> list[Path]:
     parent = _read_yaml(path, label).get("extends")
     if parent is None:
         return [path]
-    if (not isinstance(parent, str) or parent == "base" or not ENV_NAME.fullmatch(parent)
-            or not (envs_dir / f"{parent}.yaml").is_file()):
-        raise ConfigError(f"extends: {parent!r} is not an environment of {envs_dir.name}/",
-                          source=label, hint=f"name one of: {', '.join(available_envs(envs_dir))}")
+    if (
+        not isinstance(parent, str)
+        or parent == "base"
+        or not ENV_NAME.fullmatch(parent)
+        or not (envs_dir / f"{parent}.yaml").is_file()
+    ):
+        raise ConfigError(
+            f"extends: {parent!r} is not an environment of {envs_dir.name}/",
+            source=label,
+            hint=f"name one of: {', '.join(available_envs(envs_dir))}",
+        )
     if parent in seen or parent == env:
         raise ConfigError(f"extends goes round in a circle: {' -> '.join([*seen, env, parent])}", source=label)
     return [*_env_files(envs_dir, parent, [*seen, env]), path]
@@ -134,11 +155,15 @@ def merged_document(envs_dir: Path, env: str, overrides: list[str]) -> tuple[dic
     env_path = envs_dir / f"{env}.yaml"
     known = available_envs(envs_dir)
     if env == "base":
-        raise ConfigError("base is not an environment: envs/base.yaml holds the defaults every env shares",
-                          hint=f"pick one with --env or TRAINCTL_ENV: {', '.join(known) or 'none yet'}")
+        raise ConfigError(
+            "base is not an environment: envs/base.yaml holds the defaults every env shares",
+            hint=f"pick one with --env or TRAINCTL_ENV: {', '.join(known) or 'none yet'}",
+        )
     if not ENV_NAME.fullmatch(env or ""):
-        raise ConfigError(f"environment name {env!r} is not a plain name (letters, digits, - and _)",
-                          hint=f"pick one with --env or TRAINCTL_ENV: {', '.join(known) or 'none yet'}")
+        raise ConfigError(
+            f"environment name {env!r} is not a plain name (letters, digits, - and _)",
+            hint=f"pick one with --env or TRAINCTL_ENV: {', '.join(known) or 'none yet'}",
+        )
     if not env_path.is_file():
         raise ConfigError(
             f"unknown environment {env!r}; available: {', '.join(known) or 'none'}",
@@ -193,7 +218,7 @@ def _source_under(origin: dict[tuple, str], path: tuple) -> str:
     """The layer that wrote `path`, else the latest that wrote a key under it."""
     if path in origin:
         return origin[path]
-    layers = [src for key, src in origin.items() if key[:len(path)] == path]
+    layers = [src for key, src in origin.items() if key[: len(path)] == path]
     return _latest_layer(layers) if layers else "the config"
 
 
@@ -201,6 +226,7 @@ def _model_level_source(message: str, origin: dict[tuple, str]) -> tuple[str, st
     """Keys and file of an error a whole-config check raised (no location): the keys its message
     names (`bucket`, `languages.gr`), and the latest layer that set one of them or a key under
     them (--set, then the env file, then base.yaml)."""
+
     def named(path: tuple) -> bool:
         return re.search(rf"(?<![\w.]){re.escape('.'.join(path))}(?![\w])", message) is not None
 
@@ -209,7 +235,7 @@ def _model_level_source(message: str, origin: dict[tuple, str]) -> tuple[str, st
         return "", "the merged config (envs/base.yaml, the env's file and --set)"
     longest = max(len(k) for k in keys)
     keys = [k for k in keys if len(k) == longest]
-    layers = [src for path, src in origin.items() if any(path[:len(k)] == k for k in keys)]
+    layers = [src for path, src in origin.items() if any(path[: len(k)] == k for k in keys)]
     return "", _latest_layer(layers)
 
 
@@ -222,15 +248,17 @@ def _source_of(loc: tuple, origin: dict[tuple, str], message: str = "") -> tuple
     if path[:1] == ("languages",) and len(path) > 2:
         candidates.append(("defaults",) + path[2:])
     # The most specific recorded key wins (languages.fr.nodes from defaults.nodes over `fr: {}`).
-    found = [(len(cand) - n, origin[cand[:n]]) for cand in candidates
-             for n in range(len(cand), 0, -1) if cand[:n] in origin]
+    found = [
+        (len(cand) - n, origin[cand[:n]]) for cand in candidates for n in range(len(cand), 0, -1) if cand[:n] in origin
+    ]
     if found:
         return ".".join(path), min(found, key=lambda f: f[0])[1]
     return ".".join(path), "envs/base.yaml"
 
 
-def load_config_and_origin(envs_dir: Path, env: str,
-                           overrides: list[str] | None = None) -> tuple[EnvConfig, dict[tuple, str]]:
+def load_config_and_origin(
+    envs_dir: Path, env: str, overrides: list[str] | None = None
+) -> tuple[EnvConfig, dict[tuple, str]]:
     """The env's config validated by its model, and the file (or --set) each key came from."""
     doc, origin = merged_document(envs_dir, env, list(overrides or []))
     doc = _expand_languages(doc, origin)

@@ -1,4 +1,5 @@
 """Typed configuration: what envs/*.yaml may contain, after merging."""
+
 from __future__ import annotations
 
 from typing import Literal
@@ -8,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 from stacks.errors import ConfigError
 from trainer.params import JOBS, PARAMS, Job
 
-# Boot images: chosen per machine series from the GPU catalogue (stacks/targets/gcp/gpus.py)
+# Boot images: chosen per machine series from the GPU catalogue (stacks/targets/gcp/catalogue.yaml)
 # unless a language sets `boot_image`.
 
 
@@ -29,7 +30,8 @@ class DataSettings(StrictModel):
     label_sep: str = Field(";", min_length=1, description="what separates several labels in one cell (multi-label)")
     label_cols: list[str] = Field([], description="one 0/1 column per label, instead of label_col")
     task: Literal["auto", "single_label", "multi_label"] = Field(
-        "auto", description="auto: multi-label when a row has several labels (warned when under 1 % of rows)")
+        "auto", description="auto: multi-label when a row has several labels (warned when under 1 % of rows)"
+    )
 
 
 def _trainer_fields() -> dict:
@@ -38,8 +40,13 @@ def _trainer_fields() -> dict:
     fields = {}
     for name, p in PARAMS.items():
         if name == "base_lm":
-            fields["job"] = (Literal[JOBS], Field(
-                Job.CLASSIFIER.value, description="what a run of the stack does; `trainctl lm pretrain` sets pretrain-lm"))
+            fields["job"] = (
+                Literal[JOBS],
+                Field(
+                    Job.CLASSIFIER.value,
+                    description="what a run of the stack does; `trainctl lm pretrain` sets pretrain-lm",
+                ),
+            )
         kind = Literal[p.choices] if p.choices else type(p.default)
         fields[name] = (kind, Field(p.default, ge=p.ge, gt=p.gt, lt=p.lt, pattern=p.pattern, description=p.help))
     return fields
@@ -49,8 +56,10 @@ class _TrainerChecks(StrictModel):
     @model_validator(mode="after")
     def _token_cap_holds_batches(self):
         if 0 < self.max_lm_tokens < 100_000:
-            raise ValueError(f"max_lm_tokens {self.max_lm_tokens:,} leaves a base LM a handful of batches: "
-                             "0 (no cap) or at least 100,000")
+            raise ValueError(
+                f"max_lm_tokens {self.max_lm_tokens:,} leaves a base LM a handful of batches: "
+                "0 (no cap) or at least 100,000"
+            )
         return self
 
     def as_cli_args(self) -> list[str]:
@@ -62,7 +71,9 @@ class _TrainerChecks(StrictModel):
 
 
 TrainerSettings = create_model("TrainerSettings", __base__=_TrainerChecks, **_trainer_fields())
-TrainerSettings.__doc__ = "Hyper-parameters passed to `python -m trainer` (fields, defaults, bounds, help: trainer.params)."
+TrainerSettings.__doc__ = (
+    "Hyper-parameters passed to `python -m trainer` (fields, defaults, bounds, help: trainer.params)."
+)
 
 
 class LanguageSettings(StrictModel):
@@ -74,33 +85,67 @@ class LanguageSettings(StrictModel):
     gpu: GpuSettings = GpuSettings(type="nvidia-l4", count=1)
     spot: bool = Field(True, description="gcp: Spot VMs (preemptible, resumed from checkpoints) or on-demand")
     nodes: int = Field(1, ge=1, le=64, description="gcp: VMs of one run (data parallel over all their GPUs)")
-    compact_placement: bool = Field(True, description="nodes > 1 (gcp): a best-effort COLLOCATED placement policy "
-                                    "for lower latency between nodes; off: nodes go wherever capacity is")
+    compact_placement: bool = Field(
+        True,
+        description="nodes > 1 (gcp): a best-effort COLLOCATED placement policy "
+        "for lower latency between nodes; off: nodes go wherever capacity is",
+    )
     processes: int = Field(1, ge=1, le=64, description="local target: trainer ranks (gloo, CPU) on this machine")
-    cores: int = Field(0, ge=0, le=4096, description="local target: CPU cores the trainer is pinned to (0: all of "
-                       "the machine's); a local run finding fewer free cores queues until runs holding them end "
-                       "(`train --parallel N` sets each run's share)")
+    cores: int = Field(
+        0,
+        ge=0,
+        le=4096,
+        description="local target: CPU cores the trainer is pinned to (0: all of "
+        "the machine's); a local run finding fewer free cores queues until runs holding them end "
+        "(`train --parallel N` sets each run's share)",
+    )
     max_restarts: int = Field(3, ge=0, le=100, description="times an interrupted (preempted) run is resumed")
-    max_run_hours: float = Field(6, gt=0, le=168, description="a run is stopped (checkpoint, FAILED) this long after it started")
-    creation_error_minutes: float = Field(10, gt=0, le=1440, description="while a run has no VM (before its first "
-                                          "status.json, or after a preemption) how long its group may fail to create "
-                                          "one (each error printed once) before `trainctl train` moves the run to its "
-                                          "next zone (no capacity or quota) or destroys the stack and exits 3 (any "
-                                          "other error)")
-    capacity_wait_minutes: float = Field(60, ge=0, le=10080, description="when every zone lacks capacity: how long "
-                                         "`trainctl train` keeps trying them again (backoff) before it destroys the "
-                                         "stack and exits 3, the run resumable (`train LANG --resume RUN_ID`)")
-    on_demand_fallback: bool = Field(False, description="gcp, spot: take on-demand VMs once every zone lacked Spot "
-                                     "capacity (at the on-demand price; said with the difference)")
+    max_run_hours: float = Field(
+        6, gt=0, le=168, description="a run is stopped (checkpoint, FAILED) this long after it started"
+    )
+    creation_error_minutes: float = Field(
+        10,
+        gt=0,
+        le=1440,
+        description="while a run has no VM (before its first "
+        "status.json, or after a preemption) how long its group may fail to create "
+        "one (each error printed once) before `trainctl train` moves the run to its "
+        "next zone (no capacity or quota) or destroys the stack and exits 3 (any "
+        "other error)",
+    )
+    capacity_wait_minutes: float = Field(
+        60,
+        ge=0,
+        le=10080,
+        description="when every zone lacks capacity: how long "
+        "`trainctl train` keeps trying them again (backoff) before it destroys the "
+        "stack and exits 3, the run resumable (`train LANG --resume RUN_ID`)",
+    )
+    on_demand_fallback: bool = Field(
+        False,
+        description="gcp, spot: take on-demand VMs once every zone lacked Spot "
+        "capacity (at the on-demand price; said with the difference)",
+    )
     disk_gb: int = Field(100, ge=10, description="gcp: boot disk size of each VM")
     disk_type: str = Field("pd-balanced", description="boot disk type (pd-balanced, pd-ssd, hyperdisk-balanced)")
-    shm_size: str = Field("16g", pattern=r"^\d+[kmg]?$", description="gcp: /dev/shm of the trainer container (data loader workers)")
-    boot_image: str | None = Field(None, description="VM boot image or image family (gcp); default: the machine "
-                                   "series' image in the GPU catalogue (stacks/targets/gcp/gpus.py)")
-    gpu_driver: str = Field("latest", description="NVIDIA driver Container-Optimized OS installs at boot (gcp, COS "
-                            "images): default, latest, an exact version (580.95.05) or a branch (R580)")
-    secure_boot: bool | None = Field(None, description="Shielded VM Secure Boot (gcp); default: on where the boot "
-                                     "image's driver is signed (COS), off otherwise")
+    shm_size: str = Field(
+        "16g", pattern=r"^\d+[kmg]?$", description="gcp: /dev/shm of the trainer container (data loader workers)"
+    )
+    boot_image: str | None = Field(
+        None,
+        description="VM boot image or image family (gcp); default: the machine "
+        "series' image in the GPU catalogue (stacks/targets/gcp/catalogue.yaml)",
+    )
+    gpu_driver: str = Field(
+        "latest",
+        description="NVIDIA driver Container-Optimized OS installs at boot (gcp, COS "
+        "images): default, latest, an exact version (580.95.05) or a branch (R580)",
+    )
+    secure_boot: bool | None = Field(
+        None,
+        description="Shielded VM Secure Boot (gcp); default: on where the boot "
+        "image's driver is signed (COS), off otherwise",
+    )
     docker_flags: list[str] = Field([], description="extra `docker run` flags for the trainer container (gcp)")
     data: DataSettings = DataSettings()
     trainer: TrainerSettings = TrainerSettings()
@@ -116,16 +161,26 @@ class LanguageSettings(StrictModel):
 class MlflowSettings(StrictModel):
     """The team's MLflow server, which mirrors every run (credentials: MLflow's own variables, never here)."""
 
-    uri: str | None = Field(None, description="tracking server URI (http(s)://HOST[:PORT], databricks, ...); "
-                            "unset: MLFLOW_TRACKING_URI, else no mirroring")
-    experiment: str | None = Field(None, description="experiment of this env's runs (default: "
-                                   "MLFLOW_EXPERIMENT_NAME, else trainstack-<env>)")
-    registered_model: str = Field("trainstack-{env}-{lang}", min_length=1,
-                                  description="registered model a promoted run becomes a version of ({env}: the "
-                                              "env, {lang}: its language; one per env, so a dev promotion never "
-                                              "moves prod's alias)")
-    alias: str = Field("champion", pattern=r"^[A-Za-z_][A-Za-z0-9_-]*$",
-                       description="alias on the promoted run's version (moved at every promotion)")
+    uri: str | None = Field(
+        None,
+        description="tracking server URI (http(s)://HOST[:PORT], databricks, ...); "
+        "unset: MLFLOW_TRACKING_URI, else no mirroring",
+    )
+    experiment: str | None = Field(
+        None, description="experiment of this env's runs (default: MLFLOW_EXPERIMENT_NAME, else trainstack-<env>)"
+    )
+    registered_model: str = Field(
+        "trainstack-{env}-{lang}",
+        min_length=1,
+        description="registered model a promoted run becomes a version of ({env}: the "
+        "env, {lang}: its language; one per env, so a dev promotion never "
+        "moves prod's alias)",
+    )
+    alias: str = Field(
+        "champion",
+        pattern=r"^[A-Za-z_][A-Za-z0-9_-]*$",
+        description="alias on the promoted run's version (moved at every promotion)",
+    )
 
 
 class TrackingSettings(StrictModel):
@@ -138,14 +193,11 @@ class CiSettings(StrictModel):
     """Who may act as the CI service accounts (Workload Identity Federation)."""
 
     github_repository: str | None = Field(
-        None, pattern=r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$", description="owner/name of the GitHub repository")
+        None, pattern=r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$", description="owner/name of the GitHub repository"
+    )
     # The trust is pinned by ids (immune to renames): gh api repos/OWNER/NAME --jq '.id, .owner.id'
     github_repository_id: int | None = Field(None, ge=1, description="the repository's numeric id")
     github_repository_owner_id: int | None = Field(None, ge=1, description="the repository owner's numeric id")
-
-
-# The targets a run can execute on (stacks/targets: one module each) and the bucket URI scheme each stores runs in.
-BUCKET_SCHEMES = {"local": "file", "gcp": "gs"}
 
 
 class SimOutage(StrictModel):
@@ -186,57 +238,83 @@ class SpotMarketSettings(StrictModel):
     def _known_zones(self) -> "SpotMarketSettings":
         unknown = sorted({p.zone for p in self.preemptions} - set(self.zones))
         if unknown:
-            raise ValueError(f"preemptions name zones the market lacks: {', '.join(unknown)} "
-                             f"(zones: {', '.join(self.zones)})")
+            raise ValueError(
+                f"preemptions name zones the market lacks: {', '.join(unknown)} (zones: {', '.join(self.zones)})"
+            )
         return self
 
     def to_json(self) -> str:
         """What the local launcher reads (trainer.launchers.local.market.Market.from_json)."""
         import json
 
-        return json.dumps({
-            "speedup": self.speedup,
-            "zones": {z: [[o.start_s, o.end_s] for o in zone.outages] for z, zone in self.zones.items()},
-            "preemptions": [p.model_dump() for p in self.preemptions]}, separators=(",", ":"))
+        return json.dumps(
+            {
+                "speedup": self.speedup,
+                "zones": {z: [[o.start_s, o.end_s] for o in zone.outages] for z, zone in self.zones.items()},
+                "preemptions": [p.model_dump() for p in self.preemptions],
+            },
+            separators=(",", ":"),
+        )
 
 
 class EnvConfig(StrictModel):
     """One environment's effective configuration."""
 
     env: str = Field(description="environment name (the overlay file's stem)")
-    target: Literal["local", "gcp"] = Field("local", description="where runs go: local (this machine) or gcp")
+    target: str = Field(
+        "local", description="where runs go: local (this machine) or gcp (stacks/config/targets.py lists the targets)"
+    )
     project: str | None = Field(None, description="gcp: the Google Cloud project id")
     region: str | None = Field(None, description="gcp: the region of the bucket, registry and VMs")
     zones: list[str] = Field([], description="zones of `region`, in order of preference")
     fallback_zones: list[str] = Field([], description="zones of other regions, tried when `zones` lack GPU quota")
     bucket: str = Field(description="the env's bucket: file://PATH (local) or gs://NAME (gcp)")
     state_bucket: str | None = Field(None, description="Terraform state bucket (default <project>-trainstack-tfstate)")
-    kept_bucket: str | None = Field(None, description="gcp: where a VM copies a run's work folder when its artifacts "
-                                    "could not be uploaded (gs://BUCKET[/prefix]; the trainer account needs "
-                                    "roles/storage.objectCreator there); unset: <lang>/runs/<run-id>/kept/ of the bucket",
-                                    pattern=r"^gs://[a-z0-9][a-z0-9._-]{1,220}(/.*)?$")
+    kept_bucket: str | None = Field(
+        None,
+        description="gcp: where a VM copies a run's work folder when its artifacts "
+        "could not be uploaded (gs://BUCKET[/prefix]; the trainer account needs "
+        "roles/storage.objectCreator there); unset: <lang>/runs/<run-id>/kept/ of the bucket",
+        pattern=r"^gs://[a-z0-9][a-z0-9._-]{1,220}(/.*)?$",
+    )
     registry: str = Field("trainstack", description="Artifact Registry repository id")
     image: str | None = Field(None, description="trainer image; default: the registry's trainer at the tree's hash")
-    network: str = Field("default", description="VPC network of the VMs; set it (and subnetwork) when the project "
-                         "has no `default` network (org policy compute.skipDefaultNetworkCreation)")
-    access_log_grant: bool = Field(True, description="let cloud-storage-analytics@google.com write the access-log "
-                                   "bucket; false under domain restricted sharing (no usage logs then)")
+    network: str = Field(
+        "default",
+        description="VPC network of the VMs; set it (and subnetwork) when the project "
+        "has no `default` network (org policy compute.skipDefaultNetworkCreation)",
+    )
+    access_log_grant: bool = Field(
+        True,
+        description="let cloud-storage-analytics@google.com write the access-log "
+        "bucket; false under domain restricted sharing (no usage logs then)",
+    )
     subnetwork: str | None = Field(None, description="subnetwork self-link (needs Private Google Access)")
     ci: CiSettings = CiSettings()
     tracking: TrackingSettings = TrackingSettings()
-    spot_market: SpotMarketSettings | None = Field(None, description="local target: simulate Spot capacity and "
-                                                   "preemptions (envs/local-spot.yaml)")
+    spot_market: SpotMarketSettings | None = Field(
+        None, description="local target: simulate Spot capacity and preemptions (envs/local-spot.yaml)"
+    )
     defaults: LanguageSettings = LanguageSettings()
     languages: dict[str, LanguageSettings]
 
+    @field_validator("target")
+    @classmethod
+    def _target_is_registered(cls, name: str) -> str:
+        from stacks.config.targets import TARGETS
+
+        if name not in TARGETS:
+            raise ValueError(f"no target {name!r}: expected one of {', '.join(TARGETS)}")
+        return name
+
     @model_validator(mode="after")
     def _bucket_scheme_matches_target(self) -> "EnvConfig":
+        from stacks.config.targets import TARGETS
+
         scheme = self.bucket.split("://", 1)[0] if "://" in self.bucket else ""
-        wanted = BUCKET_SCHEMES[self.target]
+        wanted = TARGETS[self.target].bucket_scheme
         if scheme != wanted:
-            raise ValueError(
-                f"bucket must be a {wanted}:// URI for target {self.target!r}, got {self.bucket!r}"
-            )
+            raise ValueError(f"bucket must be a {wanted}:// URI for target {self.target!r}, got {self.bucket!r}")
         return self
 
     @model_validator(mode="after")
@@ -246,8 +324,7 @@ class EnvConfig(StrictModel):
         for key, settings in self.languages.items():
             code = settings.code or key
             tokenizer = settings.trainer.tokenizer
-            problem = check_code(code, key=key,
-                                 tokenizer=default_tokenizer(code) if tokenizer == "auto" else tokenizer)
+            problem = check_code(code, key=key, tokenizer=default_tokenizer(code) if tokenizer == "auto" else tokenizer)
             if problem:
                 raise ValueError(f"languages.{key}: {problem}")
         return self

@@ -4,6 +4,7 @@ Values are only ever shown through `show()`, which never prints a value whose se
 mask is set, and prints a long or multi-line string (a start-up script) as its hash and
 line count instead of its text.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -103,8 +104,7 @@ def long_string_diff(before: str, after: str) -> str:
             removed += i2 - i1
         if op in ("replace", "insert"):
             added += j2 - j1
-    return (f"{len(old)} → {len(new)} lines (+{added} −{removed}), "
-            f"{short_hash(before)} → {short_hash(after)}")
+    return f"{len(old)} → {len(new)} lines (+{added} −{removed}), {short_hash(before)} → {short_hash(after)}"
 
 
 def _empty(value: object) -> bool:
@@ -123,8 +123,11 @@ def attribute_changes(change: Change, limit: int = 200) -> list[AttributeChange]
         leaf_a = not isinstance(after, (dict, list)) or asens is True or unknown is True
         if not (leaf_b and leaf_a) and type(before) is type(after) and isinstance(after, (dict, list)):
             # Attributes known only after apply are absent from `after`, present in the unknown mask.
-            keys = (sorted(set(before) | set(after) | (set(unknown) if isinstance(unknown, dict) else set()))
-                    if isinstance(after, dict) else range(max(len(before), len(after))))
+            keys = (
+                sorted(set(before) | set(after) | (set(unknown) if isinstance(unknown, dict) else set()))
+                if isinstance(after, dict)
+                else range(max(len(before), len(after)))
+            )
             for key in keys:
                 b = before.get(key) if isinstance(before, dict) else (before[key] if key < len(before) else None)
                 a = after.get(key) if isinstance(after, dict) else (after[key] if key < len(after) else None)
@@ -133,28 +136,40 @@ def attribute_changes(change: Change, limit: int = 200) -> list[AttributeChange]
         if not (leaf_b and leaf_a) and _empty(before) and isinstance(after, (dict, list)) and asens is not True:
             # A block that appears: list its set leaves one by one.
             extra = set(unknown) if isinstance(unknown, dict) and isinstance(after, dict) else set()
-            for key in (sorted(set(after) | extra) if isinstance(after, dict) else range(len(after))):
+            for key in sorted(set(after) | extra) if isinstance(after, dict) else range(len(after)):
                 value = after.get(key) if isinstance(after, dict) else after[key]
                 walk(parts + (key,), None, value, False, _sub(asens, key), _sub(unknown, key))
             return
-        if (not (leaf_b and leaf_a) and _empty(after) and isinstance(before, (dict, list)) and bsens is not True
-                and unknown is not True):
+        if (
+            not (leaf_b and leaf_a)
+            and _empty(after)
+            and isinstance(before, (dict, list))
+            and bsens is not True
+            and unknown is not True
+        ):
             # A block that disappears: its set leaves one by one.
-            for key in (sorted(before) if isinstance(before, dict) else range(len(before))):
+            for key in sorted(before) if isinstance(before, dict) else range(len(before)):
                 walk(parts + (key,), before[key], None, _sub(bsens, key), False, False)
             return
         if unknown is not True and before == after and bsens == asens:
             return
         if unknown is not True and _empty(before) and _empty(after):
             return
-        forces = any(parts[:len(p)] == p for p in replace) if replace else False
+        forces = any(parts[: len(p)] == p for p in replace) if replace else False
         if bsens is True or asens is True:
             if before == after and unknown is not True:
                 return
             has_after = not _empty(after) or unknown is True
             op = "~" if not _empty(before) and has_after else ("+" if _empty(before) else "-")
-            found.append(AttributeChange(_path(parts), op, SENSITIVE if not _empty(before) else "",
-                                         SENSITIVE if (not _empty(after) or unknown is True) else "", forces))
+            found.append(
+                AttributeChange(
+                    _path(parts),
+                    op,
+                    SENSITIVE if not _empty(before) else "",
+                    SENSITIVE if (not _empty(after) or unknown is True) else "",
+                    forces,
+                )
+            )
             return
         if _empty(before):
             found.append(AttributeChange(_path(parts), "+", "", show(after, asens, unknown), forces))
@@ -167,8 +182,14 @@ def attribute_changes(change: Change, limit: int = 200) -> list[AttributeChange]
 
     before = change.before if change.kind != "create" else None
     after = change.after if change.kind != "delete" else None
-    walk((), before if before is not None else {}, after if after is not None else {},
-         change.before_sensitive, change.after_sensitive, change.after_unknown)
+    walk(
+        (),
+        before if before is not None else {},
+        after if after is not None else {},
+        change.before_sensitive,
+        change.after_sensitive,
+        change.after_unknown,
+    )
     return found
 
 

@@ -6,6 +6,7 @@ GCP_PLANNER_<E> (planner_account) or GCP_DEPLOYER_<E> (deployer_account), E uppe
 
     VARS_JSON='${{ toJSON(vars) }}' python -m stacks.plan_render.ci_matrix --role planner --local
 """
+
 from __future__ import annotations
 
 import argparse
@@ -13,6 +14,8 @@ import json
 import os
 import re
 import sys
+
+from stacks.errors import ExitStatus
 
 PROJECT = re.compile(r"GCP_PROJECT_([A-Z0-9_]+)")
 
@@ -27,8 +30,11 @@ def matrix(variables: dict[str, str], role: str, *, local: bool, credentials: bo
         if not m:
             continue
         suffix = m.group(1)
-        values = {"project": variables.get(key, ""), "provider": variables.get(f"GCP_WIF_PROVIDER_{suffix}", ""),
-                  "account": variables.get(f"GCP_{role.upper()}_{suffix}", "")}
+        values = {
+            "project": variables.get(key, ""),
+            "provider": variables.get(f"GCP_WIF_PROVIDER_{suffix}", ""),
+            "account": variables.get(f"GCP_{role.upper()}_{suffix}", ""),
+        }
         if all(values.values()):
             rows.append({"env": suffix.lower().replace("_", "-"), **values})
     return rows
@@ -47,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     if os.environ.get("GITHUB_OUTPUT"):
         with open(os.environ["GITHUB_OUTPUT"], "a") as out:
             out.write(line + "\n")
-    return 0
+    return ExitStatus.SUCCESS
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ Reads GITHUB_TOKEN and GITHUB_API_URL (default https://api.github.com). Only a c
 carries the marker *and* was written by `--author` (the Actions bot) is ever edited, so a
 marker pasted into someone else's comment cannot redirect the review.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -15,6 +16,9 @@ import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
+
+from stacks.errors import ExitStatus
+from trainer.errors import print_error
 
 MARKER = "<!-- trainstack-plan-review -->"
 BOT = "github-actions[bot]"
@@ -32,11 +36,18 @@ class Github:
 
     def request(self, method: str, path: str, payload: dict | None = None):
         data = None if payload is None else json.dumps(payload).encode()
-        req = urllib.request.Request(f"{self.api_url}{path}", data=data, method=method, headers={
-            "Accept": "application/vnd.github+json", "Authorization": f"Bearer {self.token}",
-            "X-GitHub-Api-Version": "2022-11-28", "User-Agent": "trainstack-plan-review",
-            **({"Content-Type": "application/json"} if data is not None else {}),
-        })
+        req = urllib.request.Request(
+            f"{self.api_url}{path}",
+            data=data,
+            method=method,
+            headers={
+                "Accept": "application/vnd.github+json",
+                "Authorization": f"Bearer {self.token}",
+                "X-GitHub-Api-Version": "2022-11-28",
+                "User-Agent": "trainstack-plan-review",
+                **({"Content-Type": "application/json"} if data is not None else {}),
+            },
+        )
         try:
             with urllib.request.urlopen(req, timeout=self.timeout) as resp:
                 body = resp.read()
@@ -54,7 +65,7 @@ def with_marker(markdown: str) -> str:
     if len(body) <= GITHUB_COMMENT_LIMIT:
         return body
     note = "\n\n_(cut: the review exceeded GitHub's comment limit; see the plan artifact)_\n"
-    return body[:GITHUB_COMMENT_LIMIT - len(note)] + note
+    return body[: GITHUB_COMMENT_LIMIT - len(note)] + note
 
 
 def find_comment(gh: Github, repo: str, pr: int, author: str = BOT) -> dict | None:
@@ -88,16 +99,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     token = os.environ.get("GITHUB_TOKEN")
     if not token:
-        print("error: GITHUB_TOKEN is not set", file=sys.stderr)
-        return 2
+        print_error("GITHUB_TOKEN is not set")
+        return ExitStatus.BAD_INPUT
     gh = Github(os.environ.get("GITHUB_API_URL", "https://api.github.com"), token)
     try:
         action, comment_id = upsert_comment(gh, args.repo, args.pr, args.body_file.read_text(), args.author)
     except GithubError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 3
+        print_error(str(exc))
+        return ExitStatus.INFRA_ERROR
     print(f"{action} comment {comment_id} on {args.repo}#{args.pr}")
-    return 0
+    return ExitStatus.SUCCESS
 
 
 if __name__ == "__main__":

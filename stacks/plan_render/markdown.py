@@ -4,14 +4,23 @@ Verdict, count table, destroy banner, run costs and errors always stay; drift, o
 each stack's attribute-level detail are added while they fit, then shortened to an address
 list, then to one line that points at the plan artifact.
 """
+
 from __future__ import annotations
 
 from typing import Callable
 
 from stacks.plan_render.attributes import SENSITIVE, attribute_changes, sensitive_values
 from stacks.plan_render.parse import Change, StackPlan
-from stacks.plan_render.summary import (banner, count_table, error_block, output_rows, training_lines, verdict,
-                                        where, where_html)
+from stacks.plan_render.summary import (
+    banner,
+    count_table,
+    error_block,
+    output_rows,
+    training_lines,
+    verdict,
+    where,
+    where_html,
+)
 
 GITHUB_COMMENT_LIMIT = 65_536
 # Room left for the sticky comment's marker and footer.
@@ -29,7 +38,7 @@ def _resource_lines(change: Change, with_attributes: bool) -> list[str]:
         return [head]
     lines = [head]
     for a in attribute_changes(change):
-        value = (f"{a.before} -> {a.after}" if a.op == "~" and a.before else a.after if a.op != "-" else a.before)
+        value = f"{a.before} -> {a.after}" if a.op == "~" and a.before else a.after if a.op != "-" else a.before
         lines.append(f"{a.op}     {a.path} = {value}" + ("   # forces replacement" if a.forces_replacement else ""))
     return lines
 
@@ -80,8 +89,10 @@ def drift_section(plans: list[StackPlan], limit: int, artifact: str) -> tuple[st
     drifted = [(p, c) for p in plans for c in p.drift]
     if not drifted:
         return "", True
-    head = ("### Changed outside Terraform (drift)\n\n"
-            "The last refresh found these objects changed since the last apply:\n\n")
+    head = (
+        "### Changed outside Terraform (drift)\n\n"
+        "The last refresh found these objects changed since the last apply:\n\n"
+    )
     full = head + "\n\n".join(f"{where(p)}\n\n" + _fenced(_resource_lines(c, True)) for p, c in drifted)
     if len(full) <= limit:
         return full, True
@@ -95,8 +106,10 @@ def outputs_section(plans: list[StackPlan], limit: int, artifact: str) -> tuple[
     rows = output_rows(plans)
     if not rows:
         return "", True
-    text = ("### Output changes\n\n| env · stack | output | change | before | after |\n|---|---|---|---|---|\n"
-            + "\n".join(rows))
+    text = (
+        "### Output changes\n\n| env · stack | output | change | before | after |\n|---|---|---|---|---|\n"
+        + "\n".join(rows)
+    )
     if len(text) <= limit:
         return text, True
     return f"### Output changes\n\n{len(rows)} outputs change: see {artifact}.", False
@@ -105,16 +118,25 @@ def outputs_section(plans: list[StackPlan], limit: int, artifact: str) -> tuple[
 def _scrub(text: str, plans: list[StackPlan]) -> str:
     """Last guard: no string Terraform marked sensitive survives, whatever path printed it."""
     secrets = {s for p in plans for c in (*p.changes, *p.drift) for s in sensitive_values(c) if len(s) >= 4}
-    secrets |= {str(v) for p in plans for o in p.outputs for v, masked in
-                ((o.before, o.before_sensitive), (o.after, o.after_sensitive))
-                if masked and v is not None and len(str(v)) >= 4}
+    secrets |= {
+        str(v)
+        for p in plans
+        for o in p.outputs
+        for v, masked in ((o.before, o.before_sensitive), (o.after, o.after_sensitive))
+        if masked and v is not None and len(str(v)) >= 4
+    }
     for secret in sorted(secrets, key=len, reverse=True):
         text = text.replace(secret, SENSITIVE)
     return text
 
 
-def render_markdown(plans: list[StackPlan], *, budget: int = DEFAULT_BUDGET, artifact: str = DEFAULT_ARTIFACT,
-                    title: str = "Terraform plan review") -> str:
+def render_markdown(
+    plans: list[StackPlan],
+    *,
+    budget: int = DEFAULT_BUDGET,
+    artifact: str = DEFAULT_ARTIFACT,
+    title: str = "Terraform plan review",
+) -> str:
     """The whole review, at most `budget` characters."""
     fixed = [f"## {title}", verdict(plans), count_table(plans)]
     used = sum(len(p) + 2 for p in fixed)
@@ -133,8 +155,9 @@ def render_markdown(plans: list[StackPlan], *, budget: int = DEFAULT_BUDGET, art
     cut_note = f"_Detail was cut to stay under GitHub's {GITHUB_COMMENT_LIMIT:,}-character limit: see {artifact}._"
 
     # Stacks that destroy something get the first claim on the budget (and come first).
-    changed = sorted((p for p in plans if not p.error and p.has_changes),
-                     key=lambda p: not (p.count("delete") or p.count("replace")))
+    changed = sorted(
+        (p for p in plans if not p.error and p.has_changes), key=lambda p: not (p.count("delete") or p.count("replace"))
+    )
     heading = "### Changes per stack" if changed else ""
     optional: list[tuple[Callable[[int], tuple[str, bool]], str]] = [
         (lambda lim: drift_section(plans, lim, artifact), "### Changed outside Terraform (drift): see artifact"),

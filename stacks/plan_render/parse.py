@@ -4,6 +4,7 @@ Works on any plan JSON (no Terraform, no credentials). Which stack and environme
 file belongs to comes from its `trainstack` key (written by `trainctl plan --json-out`),
 else from its path (`<env>/<stack>.json`), else from the file name alone.
 """
+
 from __future__ import annotations
 
 import json
@@ -93,7 +94,8 @@ class StackPlan:
     outputs: list[OutputChange] = field(default_factory=list)
     error: str | None = None
     terraform_version: str = ""
-    prices: dict | None = None  # the quote `plan` wrote with the plan (plan_render.training.quote)
+    prices: dict | None = None  # the quote `plan` wrote with the plan (the target's quote_plan)
+    target: str | None = None  # the env's target when planned (plans saved before it was recorded: None)
 
     def count(self, kind: str) -> int:
         return sum(1 for c in self.changes if c.kind == kind)
@@ -101,32 +103,53 @@ class StackPlan:
     @property
     def has_changes(self) -> bool:
         return any(c.kind not in ("no-op", "read") for c in self.changes) or any(
-            o.kind != "no-op" for o in self.outputs)
+            o.kind != "no-op" for o in self.outputs
+        )
 
 
 def _change(raw: dict) -> Change:
     ch = raw.get("change") or {}
     return Change(
-        address=raw.get("address", "?"), type=raw.get("type", ""), mode=raw.get("mode", "managed"),
-        actions=tuple(ch.get("actions") or ("no-op",)), before=ch.get("before"), after=ch.get("after"),
-        after_unknown=ch.get("after_unknown", False), before_sensitive=ch.get("before_sensitive", False),
+        address=raw.get("address", "?"),
+        type=raw.get("type", ""),
+        mode=raw.get("mode", "managed"),
+        actions=tuple(ch.get("actions") or ("no-op",)),
+        before=ch.get("before"),
+        after=ch.get("after"),
+        after_unknown=ch.get("after_unknown", False),
+        before_sensitive=ch.get("before_sensitive", False),
         after_sensitive=ch.get("after_sensitive", False),
-        replace_paths=tuple(tuple(p) for p in ch.get("replace_paths") or ()), action_reason=raw.get("action_reason"),
+        replace_paths=tuple(tuple(p) for p in ch.get("replace_paths") or ()),
+        action_reason=raw.get("action_reason"),
     )
 
 
 def plan_from_document(doc: dict, *, env: str, stack: str, source: str) -> StackPlan:
     """A StackPlan from one parsed `terraform show -json` document."""
     meta = doc.get("trainstack") or {}
-    plan = StackPlan(env=meta.get("env", env), stack=meta.get("stack", stack), source=source,
-                     error=meta.get("error"), terraform_version=doc.get("terraform_version", ""),
-                     prices=meta.get("prices") if isinstance(meta.get("prices"), dict) else None)
+    plan = StackPlan(
+        env=meta.get("env", env),
+        stack=meta.get("stack", stack),
+        source=source,
+        error=meta.get("error"),
+        terraform_version=doc.get("terraform_version", ""),
+        prices=meta.get("prices") if isinstance(meta.get("prices"), dict) else None,
+        target=meta.get("target") if isinstance(meta.get("target"), str) else None,
+    )
     plan.changes = [_change(r) for r in doc.get("resource_changes") or () if r.get("mode", "managed") == "managed"]
     plan.drift = [_change(r) for r in doc.get("resource_drift") or ()]
     for name, oc in sorted((doc.get("output_changes") or {}).items()):
-        plan.outputs.append(OutputChange(
-            name, tuple(oc.get("actions") or ("no-op",)), oc.get("before"), oc.get("after"),
-            bool(oc.get("after_unknown")), bool(oc.get("before_sensitive")), bool(oc.get("after_sensitive"))))
+        plan.outputs.append(
+            OutputChange(
+                name,
+                tuple(oc.get("actions") or ("no-op",)),
+                oc.get("before"),
+                oc.get("after"),
+                bool(oc.get("after_unknown")),
+                bool(oc.get("before_sensitive")),
+                bool(oc.get("after_sensitive")),
+            )
+        )
     return plan
 
 
@@ -145,16 +168,20 @@ def read_plan_documents(path: Path) -> list[dict]:
     try:
         doc = json.loads(path.read_text())
     except FileNotFoundError:
-        raise ConfigError(f"no plan file {path}",
-                          hint="pass files written by `terraform show -json PLANFILE`") from None
+        raise ConfigError(
+            f"no plan file {path}", hint="pass files written by `terraform show -json PLANFILE`"
+        ) from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path} is not JSON ({exc})",
-                          hint="pass the output of `terraform show -json PLANFILE`, not the plan file itself") from None
+        raise ConfigError(
+            f"{path} is not JSON ({exc})",
+            hint="pass the output of `terraform show -json PLANFILE`, not the plan file itself",
+        ) from None
     docs = doc.get(BUNDLE_KEY) if isinstance(doc, dict) and isinstance(doc.get(BUNDLE_KEY), list) else [doc]
     for d in docs:
         if not isinstance(d, dict) or not ({"resource_changes", "format_version", "trainstack"} & set(d)):
-            raise ConfigError(f"{path} is not a Terraform plan in JSON",
-                              hint="pass the output of `terraform show -json PLANFILE`")
+            raise ConfigError(
+                f"{path} is not a Terraform plan in JSON", hint="pass the output of `terraform show -json PLANFILE`"
+            )
     return docs
 
 
@@ -174,7 +201,8 @@ def load_plan_files(paths: list[Path]) -> list[StackPlan]:
     for p in paths:
         files += sorted(p.rglob("*.json")) if p.is_dir() else [p]
     if not files:
-        raise ConfigError("no plan JSON files found",
-                          hint="pass files or folders written by `trainctl plan --json-out`")
+        raise ConfigError(
+            "no plan JSON files found", hint="pass files or folders written by `trainctl plan --json-out`"
+        )
     plans = [plan for f in files for plan in _plans_of(f)]
     return sorted(plans, key=lambda p: (p.env, p.stack != "foundation", p.stack))

@@ -4,6 +4,7 @@
 variables in `variables`, the same values again in prior_state/planned_values). The plan
 artifact of a pull request is readable by everyone who can read the repository.
 """
+
 from __future__ import annotations
 
 from stacks.plan_render.attributes import SENSITIVE, sensitive_values

@@ -3,6 +3,7 @@
 Plans are redacted before anything is written; a training stack's plan carries its cost quote
 (`trainstack.prices`) so `plan --from-json` renders it without credentials.
 """
+
 from __future__ import annotations
 
 import json
@@ -49,17 +50,28 @@ def _stack_hint(only: str, names: list[str], env: str) -> str:
     return f"name one of them, e.g. --stack {example}, or leave --stack out to plan them all"
 
 
-def plan_stacks(env: str, sets, only: str | None, json_out: Path | None, *, preflight: bool, lock: bool,
-                keep_going: bool, prices: bool = False, foundation: bool = True,
-                show: Callable[[str, str], None] = lambda s, t: None, reporter=None,
-                echo: Callable | None = None) -> tuple[list[Planned], TrainstackError | None]:
+def plan_stacks(
+    env: str,
+    sets,
+    only: str | None,
+    json_out: Path | None,
+    *,
+    preflight: bool,
+    lock: bool,
+    keep_going: bool,
+    prices: bool = False,
+    foundation: bool = True,
+    show: Callable[[str, str], None] = lambda s, t: None,
+    reporter=None,
+    echo: Callable | None = None,
+) -> tuple[list[Planned], TrainstackError | None]:
     """Plan each stack -> (results, the first error). With `keep_going` a failed stack is
     recorded (its error rendered in the review) and the others are still planned."""
-    from stacks.runs.language_run import resolve
-    from stacks.runs.stack_ops import open_foundation, open_stack
     from stacks.naming import FOUNDATION
     from stacks.plan_render import plan_from_document
     from stacks.plan_render.redact import redact
+    from stacks.runs.language_run import resolve
+    from stacks.runs.stack_ops import open_foundation, open_stack
 
     written: list[dict] = []  # the documents FILE.json holds: this command's plans
     try:
@@ -67,15 +79,18 @@ def plan_stacks(env: str, sets, only: str | None, json_out: Path | None, *, pref
         config = project.load(env, list(sets or []))
     except TrainstackError as exc:
         # The review still shows why this env has no plan.
-        write_json(json_out, env, "_env", {"trainstack": {"env": env, "stack": "(config)", "error": exc.message}},
-                   written)
+        write_json(
+            json_out, env, "_env", {"trainstack": {"env": env, "stack": "(config)", "error": exc.message}}, written
+        )
         raise
     target = target_of(config)
     names = [*(target.stacks_before_training if foundation else ()), *(f"train-{lang}" for lang in config.languages)]
     if only:
         if only not in names:
-            raise ConfigError(f"no stack {only!r} in env {env!r}; stacks: {', '.join(names) or 'none'}",
-                              hint=_stack_hint(only, names, env))
+            raise ConfigError(
+                f"no stack {only!r} in env {env!r}; stacks: {', '.join(names) or 'none'}",
+                hint=_stack_hint(only, names, env),
+            )
         names = [only]
     project.work_outdir(env).parent.mkdir(parents=True, exist_ok=True)  # cdktf's App makes one level only
     results, first_error = [], None
@@ -87,8 +102,12 @@ def plan_stacks(env: str, sets, only: str | None, json_out: Path | None, *, pref
             if name == FOUNDATION:
                 tf = open_foundation(project, config, echo=echo)
             else:
-                tf = open_stack(resolve(project, config, name.removeprefix("train-")), echo=echo,
-                                preflight=preflight, reporter=reporter).tf
+                tf = open_stack(
+                    resolve(project, config, name.removeprefix("train-")),
+                    echo=echo,
+                    preflight=preflight,
+                    reporter=reporter,
+                ).tf
             planfile = tf.workdir / PLANFILE
             text = tf.plan(lock=lock, out=planfile)
             # Redacted before anything is written: plan JSON carries sensitive values in clear.
@@ -111,15 +130,15 @@ def plan_stacks(env: str, sets, only: str | None, json_out: Path | None, *, pref
 def quote_prices(doc: dict, target, config, books: dict) -> None:
     """Store with the plan what its VMs cost and which source said so (rendered by --from-json)."""
     from stacks.plan_render import plan_from_document
-    from stacks.plan_render.training import quote, training_facts
 
-    facts = training_facts(plan_from_document(doc, env=config.env, stack="", source=""))
-    if facts is None:
-        return
-    if "book" not in books:
-        books["book"] = target.prices_for_plan(config)
-    if books["book"] is not None:
-        doc["trainstack"]["prices"] = quote(facts, books["book"])
+    def book():
+        if "book" not in books:  # asked for once per plan command, and only when a plan has machines to price
+            books["book"] = target.prices_for_plan(config)
+        return books["book"]
+
+    prices = target.quote_plan(plan_from_document(doc, env=config.env, stack="", source=""), book)
+    if prices is not None:
+        doc["trainstack"]["prices"] = prices
 
 
 def stale_stacks(results: list[Planned], reviewed: Path, env: str) -> list[str]:

@@ -1,4 +1,5 @@
 """The parts of the review that are never cut: verdict, count table, the destroy banner, runs' costs."""
+
 from __future__ import annotations
 
 import html
@@ -6,7 +7,6 @@ import re
 
 from stacks.plan_render.attributes import SENSITIVE
 from stacks.plan_render.parse import StackPlan
-from stacks.plan_render.training import cost_line, training_facts
 
 KINDS = ("create", "update", "replace", "delete", "no-op")
 
@@ -42,14 +42,20 @@ def verdict(plans: list[StackPlan]) -> str:
     failed = [p for p in plans if p.error]
     outputs = sum(1 for p in plans for o in p.outputs if o.kind != "no-op")
     drift = sum(len(p.drift) for p in plans)
-    extra = "".join([f"; {outputs} output change{'s' * (outputs != 1)}" if outputs else "",
-                     f"; {drift} resource{'s' * (drift != 1)} drifted outside Terraform" if drift else ""])
+    extra = "".join(
+        [
+            f"; {outputs} output change{'s' * (outputs != 1)}" if outputs else "",
+            f"; {drift} resource{'s' * (drift != 1)} drifted outside Terraform" if drift else "",
+        ]
+    )
     if failed:
         names = ", ".join(f"{p.env}/{p.stack}" for p in failed)
         return f"❌ **Plan failed** for {names}. Others: {_counts_phrase(t)}{extra} ({scope})."
     if t["delete"] or t["replace"]:
-        return (f"⚠️ **Destroys resources**: {_counts_phrase(t, ('delete', 'replace'))}; "
-                f"also {_counts_phrase(t, ('create', 'update'))}{extra} ({scope}).")
+        return (
+            f"⚠️ **Destroys resources**: {_counts_phrase(t, ('delete', 'replace'))}; "
+            f"also {_counts_phrase(t, ('create', 'update'))}{extra} ({scope})."
+        )
     if any(p.has_changes for p in plans):
         return f"🟡 **Changes**: {_counts_phrase(t)}{extra} ({scope})."
     return f"✅ **No changes** ({scope}){extra}."
@@ -97,8 +103,10 @@ def banner(plans: list[StackPlan], max_chars: int, artifact: str) -> str:
     lines = banner_lines(plans)
     if not lines:
         return ""
-    head = (f"> [!CAUTION]\n> **{len(lines)} resource{'s' * (len(lines) != 1)} will be destroyed** "
-            "(deleted, or replaced by a new one):")
+    head = (
+        f"> [!CAUTION]\n> **{len(lines)} resource{'s' * (len(lines) != 1)} will be destroyed** "
+        "(deleted, or replaced by a new one):"
+    )
     kept, used = [], len(head)
     for n, line in enumerate(lines):
         if used + len(line) + 1 > max_chars - 200:
@@ -110,15 +118,18 @@ def banner(plans: list[StackPlan], max_chars: int, artifact: str) -> str:
 
 
 def training_lines(plans: list[StackPlan]) -> list[str]:
+    """Each training stack's machines and cost, as its target reads them from the plan."""
+    from stacks.targets import by_name, registered
+
     lines = []
     for p in plans:
         if p.error:
             continue
-        facts = training_facts(p)
-        if facts is not None:
-            lines.append(f"- {where(p)}: {cost_line(facts, p.prices)}")
-        elif p.stack.startswith("train-") and any(c.type == "terraform_data" for c in p.changes):
-            lines.append(f"- {where(p)}: runs as a local process on this machine (target local): no cloud cost")
+        # the target recorded with the plan; a plan saved without one: whichever target recognises it
+        names = [p.target] if p.target in registered() else registered()
+        line = next((line for line in (by_name(name).plan_line(p) for name in names) if line), None)
+        if line:
+            lines.append(f"- {where(p)}: {line}")
     return lines
 
 
@@ -138,8 +149,11 @@ def output_rows(plans: list[StackPlan]) -> list[str]:
             if o.kind == "no-op":
                 continue
             before = SENSITIVE if o.before_sensitive else ("" if o.kind == "create" else show(o.before))
-            after = (SENSITIVE if o.after_sensitive
-                     else "" if o.kind == "delete" else show(o.after, False, o.after_unknown))
-            rows.append(f"| {where(p)} | {code(o.name)} | {o.kind} | {code(before) if before else ''} | "
-                        f"{code(after) if after else ''} |")
+            after = (
+                SENSITIVE if o.after_sensitive else "" if o.kind == "delete" else show(o.after, False, o.after_unknown)
+            )
+            rows.append(
+                f"| {where(p)} | {code(o.name)} | {o.kind} | {code(before) if before else ''} | "
+                f"{code(after) if after else ''} |"
+            )
     return rows

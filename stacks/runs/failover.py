@@ -11,14 +11,17 @@ applied, nothing billed) and tries them again, until the run has been without a 
 `RunJournal` keeps what happened in `metadata/placements.json`: each placement tried and how it ended,
 each preemption seen (detected, training again), the time spent waiting for capacity.
 """
+
 from __future__ import annotations
 
 import json
 import time
 from dataclasses import dataclass, field
 
-from trainer.runfiles.status_file import PLACEMENTS_META as PLACEMENTS
-from trainer.runfiles.status_file import INTERRUPTED_STAGE, RUNNING, RunStatus, now_iso, run_key
+from trainer.runfiles.keys import PLACEMENTS_META as PLACEMENTS
+from trainer.runfiles.keys import run_key
+from trainer.runfiles.status_file import INTERRUPTED_STAGE, RUNNING, RunStatus
+from trainer.runfiles.timestamps import now_iso
 
 
 @dataclass
@@ -51,13 +54,15 @@ class Failover:
             self.tried_in_pass, self.index = 0, 0
             return self.candidates[0]
         if self.tried_in_pass >= len(self.candidates):
-            pause = min(self.backoff_s[0] * 2 ** self.pauses, self.backoff_s[1])
+            pause = min(self.backoff_s[0] * 2**self.pauses, self.backoff_s[1])
             left = self.without_vm_since + self.wait_limit_s - now
             if left <= 0:
                 return None
             pause = min(pause, left)
-            say(f"no capacity in any of {len(self.candidates)} placement(s): trying them again in {pause:.0f}s "
-                f"(nothing applied meanwhile; {left / 60:.1f} of capacity_wait_minutes left)")
+            say(
+                f"no capacity in any of {len(self.candidates)} placement(s): trying them again in {pause:.0f}s "
+                f"(nothing applied meanwhile; {left / 60:.1f} of capacity_wait_minutes left)"
+            )
             self.sleep(pause)
             self.pauses += 1
             self.tried_in_pass = 0
@@ -94,8 +99,9 @@ class RunJournal:
     def _save(self) -> None:
         """Best effort: the record must never stop a run being followed (the next save writes it all)."""
         try:
-            self.bucket.write_bytes(run_key(self.lang, self.run_id, PLACEMENTS),
-                                    json.dumps(self.data, indent=2).encode())
+            self.bucket.write_bytes(
+                run_key(self.lang, self.run_id, PLACEMENTS), json.dumps(self.data, indent=2).encode()
+            )
         except Exception:
             pass
 
@@ -131,19 +137,31 @@ class RunJournal:
             self._mark(ran=True)
             return "started"
         if stage == INTERRUPTED_STAGE and before not in (None, INTERRUPTED_STAGE):
-            zone = (self.data["placements"][-1].get("zone") if self.data["placements"] else None)
-            self.data["preemptions"].append({"detected_at": now_iso(), "zone": zone, "stage": before,
-                                             "epoch": status.epoch, "training_again_at": None, "lost_s": None})
-            self._mark(preempted=(self.data["placements"][-1].get("preempted", 0) + 1) if self.data["placements"] else 1)
+            zone = self.data["placements"][-1].get("zone") if self.data["placements"] else None
+            self.data["preemptions"].append(
+                {
+                    "detected_at": now_iso(),
+                    "zone": zone,
+                    "stage": before,
+                    "epoch": status.epoch,
+                    "training_again_at": None,
+                    "lost_s": None,
+                }
+            )
+            self._mark(
+                preempted=(self.data["placements"][-1].get("preempted", 0) + 1) if self.data["placements"] else 1
+            )
             return "preempted"
         if before == INTERRUPTED_STAGE and stage != INTERRUPTED_STAGE and status.state == RUNNING:
             open_ = [p for p in self.data["preemptions"] if p["training_again_at"] is None]
             if open_:
-                from trainer.runfiles.status_file import parse_time
+                from trainer.runfiles.timestamps import parse_time
 
                 p = open_[-1]
                 p["training_again_at"] = now_iso()
-                p["lost_s"] = round((parse_time(p["training_again_at"]) - parse_time(p["detected_at"])).total_seconds(), 1)
+                p["lost_s"] = round(
+                    (parse_time(p["training_again_at"]) - parse_time(p["detected_at"])).total_seconds(), 1
+                )
             self._mark(ran=True)
             return "training"
         return None
@@ -151,6 +169,6 @@ class RunJournal:
 
 def read_journal(bucket, lang: str, run_id: str) -> dict | None:
     """A run's metadata/placements.json (None: never written, e.g. a run from before failover)."""
-    from trainer.runfiles.status_file import read_json
+    from trainer.runfiles.readers import read_json
 
     return read_json(bucket, run_key(lang, run_id, PLACEMENTS))

@@ -1,6 +1,7 @@
 """One language's run, resolved once and then filled in as it moves on: what `train`, `lm pretrain`,
 `destroy` and `gc` pass from step to step (instead of config, language, settings, bucket and run id as
 loose arguments), and what a command's view renders at the end."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -60,13 +61,13 @@ class LanguageRun:
 
     @property
     def run_url(self) -> str:
-        from trainer.runfiles.status_file import run_prefix
+        from trainer.runfiles.keys import run_prefix
 
         return self.bucket.url(run_prefix(self.lang, self.run_id))
 
     def url(self, name: str) -> str:
         """Where one of the run's files is (a local bucket's URL of a folder has no trailing /)."""
-        from trainer.runfiles.status_file import run_key
+        from trainer.runfiles.keys import run_key
 
         return self.bucket.url(run_key(self.lang, self.run_id, name))
 

@@ -5,12 +5,15 @@
 side by side), checks that the runs starting together fit (gcp: summed GPU quota, before anything is
 applied), then runs each language (`runflow.run_language`) in a worker thread: stacks are synthesized and
 applied one at a time (a start lock), runs are followed side by side and each stack is destroyed as its
-run ends. One language's error is its own result and never stops the others; `exit_status` is the
-command's. A view (stacks/cli/run_view.py) renders it: one language's stream of lines, or a table.
+run ends, promoted when asked, then handed to the command's `on_ended` (the CLI mirrors it in the tracker).
+One language's error is its own result and never stops the others; `exit_status` is the command's. A view
+(stacks/cli/run_view.py) renders it: one language's stream of lines, or a table.
 Ctrl-C raises RunsInterrupted, saying where each language was (the runs keep going).
 """
+
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 import time
@@ -27,6 +30,7 @@ if TYPE_CHECKING:
     from stacks.project import Project
     from stacks.runs.language_run import LanguageRun
 
+
 @dataclass
 class LanguageResult:
     """How one language's part of the command ended."""
@@ -42,6 +46,11 @@ class LanguageResult:
     @property
     def ok(self) -> bool:
         return self.exit_status == ExitStatus.SUCCESS
+
+    @property
+    def run_ended(self) -> bool:
+        """The language's run has its final status (it was followed to its end, not detached from)."""
+        return self.outcome is not None and self.outcome.status is not None and self.outcome.status.terminal
 
 
 class RunsInterrupted(TrainstackError):
@@ -66,27 +75,44 @@ def exit_status(results: list[LanguageResult]) -> int:
     return next((r.exit_status for r in results if not r.ok), ExitStatus.SUCCESS)
 
 
-def prepared_config(project: "Project", config: "EnvConfig", sets: list[str], langs: list[str], *, job: Job,
-                    parallel: int) -> "EnvConfig":
+def prepared_config(
+    project: "Project", config: "EnvConfig", sets: list[str], langs: list[str], *, job: Job, parallel: int
+) -> "EnvConfig":
     """The env's config for this command: runs side by side share the local cores (the user's --set wins),
     and a job other than training is set on each configured language (an unknown one fails as itself)."""
     from trainer.launchers.local.cores import share
 
     first = [f"defaults.cores={share(min(parallel, len(langs)))}"] if parallel > 1 else []
-    last = [f"languages.{lang}.trainer.job={job}" for lang in langs if lang in config.languages] \
-        if job != Job.CLASSIFIER else []
+    last = (
+        [f"languages.{lang}.trainer.job={job}" for lang in langs if lang in config.languages]
+        if job != Job.CLASSIFIER
+        else []
+    )
     return project.load(config.env, [*first, *sets, *last]) if first or last else config
 
 
-def run_languages(project: "Project", config: "EnvConfig", langs: list[str], *, job: Job, detach: bool,
-                  view: RunView, describe_error: Callable, sets: list[str] | None = None,
-                  parallel: int | None = None, promote: bool = False,
-                  resume: dict[str, str] | None = None) -> list[LanguageResult]:
+def run_languages(
+    project: "Project",
+    config: "EnvConfig",
+    langs: list[str],
+    *,
+    job: Job,
+    detach: bool,
+    view: RunView,
+    describe_error: Callable,
+    sets: list[str] | None = None,
+    parallel: int | None = None,
+    promote: bool = False,
+    resume: dict[str, str] | None = None,
+    on_ended: Callable[[LanguageResult], None] | None = None,
+) -> list[LanguageResult]:
     """Run every language's `job` (set here, once, on each language's config: the stacks and runs read it
     there); results in the order of `langs`. `parallel`: runs at a time (default:
     all where the target runs them side by side, else one); `describe_error(exc)` -> (message, hint, code);
     `promote`: promote each successful run that beats the promoted model (a problem there is a note);
-    `resume`: {lang: run id} of stopped runs to continue instead of starting new ones."""
+    `resume`: {lang: run id} of stopped runs to continue instead of starting new ones; `on_ended(result)`: what
+    the command does with each run as soon as it has ended (trainctl: mirrors it in the tracker), from the
+    language's worker thread; an error there is a warning, never the run's result."""
     from stacks.targets import target_of
 
     target = target_of(config)
@@ -94,24 +120,41 @@ def run_languages(project: "Project", config: "EnvConfig", langs: list[str], *, 
     config = prepared_config(project, config, list(sets or []), langs, job=job, parallel=parallel)
     together = [lang for lang in langs if lang in config.languages][:parallel]
     decided = target.preflight_together(config, together, None) if len(together) > 1 else {}
-    return run_in_workers(project, config, langs, detach=detach, parallel=parallel, view=view,
-                          describe_error=describe_error, promote=promote, decided=decided, resume=resume)
+    return run_in_workers(
+        project,
+        config,
+        langs,
+        detach=detach,
+        parallel=parallel,
+        view=view,
+        describe_error=describe_error,
+        promote=promote,
+        decided=decided,
+        resume=resume,
+        on_ended=on_ended,
+    )
 
 
-def run_in_workers(project, config, langs: list[str], *, detach: bool, parallel: int, view: RunView,
-                   describe_error: Callable, promote: bool = False, decided: dict | None = None,
-                   resume: dict[str, str] | None = None) -> list[LanguageResult]:
+def run_in_workers(
+    project,
+    config,
+    langs: list[str],
+    *,
+    detach: bool,
+    parallel: int,
+    view: RunView,
+    describe_error: Callable,
+    promote: bool = False,
+    decided: dict | None = None,
+    resume: dict[str, str] | None = None,
+    on_ended: Callable[[LanguageResult], None] | None = None,
+) -> list[LanguageResult]:
     """`parallel` worker threads take the languages in order. Ctrl-C reaches this (main) thread and raises
-    RunsInterrupted, leaving the runs as they are (daemon workers: nothing waits for them)."""
-    from trainer.runfiles.status_file import SUCCEEDED
-
+    RunsInterrupted, leaving the runs as they are (daemon workers: nothing waits for them). `on_ended(result)`:
+    told in the language's worker as soon as its run has a final status (promoted first, when asked)."""
     start_lock = threading.Lock()
-    todo: queue.Queue[str] = queue.Queue()
-    for lang in langs:
-        todo.put(lang)
-    results: dict[str, LanguageResult] = {}
-    reporters: dict = {}
     where: dict[str, tuple[str, str | None]] = {lang: (WAITING, None) for lang in langs}
+    reporters: dict = {}
 
     def one(lang: str) -> LanguageResult:
         started = time.monotonic()
@@ -122,24 +165,90 @@ def run_in_workers(project, config, langs: list[str], *, detach: bool, parallel:
 
         try:
             rep = reporters[lang] = view.reporter(lang)
-            outcome = runflow.run_language(project, config, lang, detach=detach, rep=rep, echo=view.echo,
-                                           start_lock=start_lock, decided=(decided or {}).get(lang), track=track,
-                                           resume=(resume or {}).get(lang))
+            outcome = runflow.run_language(
+                project,
+                config,
+                lang,
+                detach=detach,
+                rep=rep,
+                echo=view.echo,
+                start_lock=start_lock,
+                decided=(decided or {}).get(lang),
+                track=track,
+                resume=(resume or {}).get(lang),
+            )
         except Exception as exc:  # this language's error, reported with it; the others go on
             message, hint, code = describe_error(exc)
             return LanguageResult(lang, code, time.monotonic() - started, message=message, hint=hint)
-        failed = outcome.status is not None and outcome.status.state != SUCCEEDED
-        result = LanguageResult(lang, ExitStatus.RUN_FAILED if failed else ExitStatus.SUCCESS,
-                                time.monotonic() - started, outcome, message=outcome.status.error if failed else None)
-        if promote and not failed and outcome.status is not None:
-            try:
-                result.promotion = promotion.promote_if_better(outcome.bucket, lang, outcome.run_id)
-            except Exception as exc:  # the run succeeded: a promotion problem is a note, not its failure
-                result.promotion = f"not promoted: {describe_error(exc)[0]} (trainctl promote {lang} {outcome.run_id})"
+        result = returned(lang, outcome, time.monotonic() - started)
+        if promote:
+            try_promotion(result, describe_error)
         return result
 
+    def ended(lang: str, result: LanguageResult) -> None:
+        where[lang] = (DONE, where[lang][1])
+        rep = reporters.get(lang)
+        if rep is not None:
+            try:
+                rep.finished(result)
+            except Exception:  # the view must not lose a language's result
+                pass
+        if on_ended is not None and result.run_ended:
+            try:
+                on_ended(result)
+            except Exception as exc:  # what follows a run's end never changes how it ended
+                with contextlib.suppress(Exception):  # nor does a view that cannot say so
+                    rep.warn(f"after run {result.outcome.run_id} ended: {describe_error(exc)[0]}")
+
+    try:
+        results = in_workers(langs, parallel, one, ended)
+    except KeyboardInterrupt:
+        raise RunsInterrupted(dict(where)) from None
+    return [
+        results.get(lang) or LanguageResult(lang, ExitStatus.INFRA_ERROR, 0.0, message="did not run") for lang in langs
+    ]
+
+
+def returned(lang: str, outcome: "LanguageRun", duration_s: float) -> LanguageResult:
+    """The result of a language whose run_language returned: its run's final state (None: detached)."""
+    from trainer.runfiles.status_file import SUCCEEDED
+
+    failed = outcome.status is not None and outcome.status.state != SUCCEEDED
+    return LanguageResult(
+        lang,
+        ExitStatus.RUN_FAILED if failed else ExitStatus.SUCCESS,
+        duration_s,
+        outcome,
+        message=outcome.status.error if failed else None,
+    )
+
+
+def try_promotion(result: LanguageResult, describe_error: Callable) -> None:
+    """--promote-if-better on a run that succeeded: what happened in `result.promotion` (a problem there is a
+    note, never the run's failure)."""
+    outcome = result.outcome
+    if not result.ok or outcome.status is None:
+        return
+    try:
+        result.promotion = promotion.promote_if_better(outcome.bucket, result.lang, outcome.run_id)
+    except Exception as exc:
+        result.promotion = f"not promoted: {describe_error(exc)[0]} (trainctl promote {result.lang} {outcome.run_id})"
+
+
+def in_workers(
+    langs: list[str], parallel: int, one: Callable[[str], LanguageResult], ended: Callable[[str, LanguageResult], None]
+) -> dict[str, LanguageResult]:
+    """{lang: one(lang)} from `parallel` daemon threads taking the languages in order, `ended(lang, result)`
+    told in the same thread. The main thread only waits, so that Ctrl-C (KeyboardInterrupt) reaches it; after
+    it, no language is started."""
+    todo: queue.Queue[str] = queue.Queue()
+    for lang in langs:
+        todo.put(lang)
+    results: dict[str, LanguageResult] = {}
+    stopping = threading.Event()
+
     def worker() -> None:
-        while True:
+        while not stopping.is_set():
             try:
                 lang = todo.get_nowait()
             except queue.Empty:
@@ -147,18 +256,16 @@ def run_in_workers(project, config, langs: list[str], *, detach: bool, parallel:
             try:
                 result = one(lang)
             except BaseException as exc:  # a bug of ours: still this language's result, never the others'
-                result = LanguageResult(lang, ExitStatus.INFRA_ERROR, 0.0, message=f"unexpected {exc!r}",
-                                        hint="rerun with --debug")
+                result = LanguageResult(
+                    lang, ExitStatus.INFRA_ERROR, 0.0, message=f"unexpected {exc!r}", hint="rerun with --debug"
+                )
             results[lang] = result
-            where[lang] = (DONE, where[lang][1])
-            if lang in reporters:
-                try:
-                    reporters[lang].finished(result)
-                except Exception:  # the view must not lose a language's result
-                    pass
+            ended(lang, result)
 
-    workers = [threading.Thread(target=worker, name=f"trainctl-run-{i}", daemon=True)
-               for i in range(max(1, min(parallel, len(langs))))]
+    workers = [
+        threading.Thread(target=worker, name=f"trainctl-run-{i}", daemon=True)
+        for i in range(max(1, min(parallel, len(langs))))
+    ]
     try:
         for thread in workers:
             thread.start()
@@ -166,6 +273,6 @@ def run_in_workers(project, config, langs: list[str], *, detach: bool, parallel:
             while thread.is_alive():  # join with a timeout, so Ctrl-C reaches this (main) thread
                 thread.join(timeout=0.2)
     except KeyboardInterrupt:
-        raise RunsInterrupted(dict(where)) from None
-    return [results.get(lang) or LanguageResult(lang, ExitStatus.INFRA_ERROR, 0.0, message="did not run")
-            for lang in langs]
+        stopping.set()  # the command stops: a worker whose language ends takes no other
+        raise
+    return results

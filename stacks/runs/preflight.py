@@ -1,12 +1,13 @@
 """Checks before anything is created or billed: the language is configured, its labelled data (or corpus)
 reads as the trainer will read it, and the target's cost estimate (`report_preflight`)."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from stacks.config import LanguageSettings
-from trainer.data.labelled import LabelledData, load_labelled, unlabelled_key, unlabelled_texts
 from stacks.targets import target_of
+from trainer.data.labelled import LabelledData, load_labelled, unlabelled_key, unlabelled_texts
 from trainer.params import Job
 from trainer.storage import Bucket
 
@@ -16,13 +17,20 @@ if TYPE_CHECKING:
 
 def preflight_data(bucket: Bucket, lang: str, settings: LanguageSettings) -> LabelledData:
     """The trainer's own validation, run before anything is created or written."""
-    from trainer.text.preflight import check_tokenizer
-
     import importlib.util
 
+    from trainer.text.preflight import check_tokenizer
+
     d = settings.data
-    data = load_labelled(bucket, lang, text_col=d.text_col, label_col=d.label_col, label_sep=d.label_sep,
-                         task=d.task, label_cols=tuple(d.label_cols))[0]
+    data = load_labelled(
+        bucket,
+        lang,
+        text_col=d.text_col,
+        label_col=d.label_col,
+        label_sep=d.label_sep,
+        task=d.task,
+        label_cols=tuple(d.label_cols),
+    )[0]
     if (key := unlabelled_key(bucket, lang)) is not None:  # its text column, before a GPU VM finds it missing
         unlabelled_texts(bucket.read_bytes(key), key, text_col=d.text_col, source=bucket.url(key))
     try:
@@ -31,8 +39,10 @@ def preflight_data(bucket: Bucket, lang: str, settings: LanguageSettings) -> Lab
         has_trainer = False
     if not has_trainer:
         # an operator install without the trainer extra (gcp runs train in the image)
-        data.warnings.append("tokenizer not checked before apply: this install lacks the trainer extra "
-                             "(pip install 'trainstack[trainer]' to check it here)")
+        data.warnings.append(
+            "tokenizer not checked before apply: this install lacks the trainer extra "
+            "(pip install 'trainstack[trainer]' to check it here)"
+        )
         return data
     # imports fastai/spaCy: seconds, but before any infrastructure
     check_tokenizer(lang, data.texts, code=settings.code, tokenizer=settings.trainer.tokenizer)
@@ -46,8 +56,10 @@ def preflight_corpus(bucket: Bucket, lang: str, settings: LanguageSettings) -> s
 
     keys = corpus_keys(bucket, lang)
     if not keys:
-        raise DataError(f"no corpus at {bucket.url(f'{lang}/data/corpus/')} (.txt or .txt.gz, one text per line)",
-                        hint=f"stage it: trainctl data push {lang} FOLDER (holding corpus/*.txt[.gz])")
+        raise DataError(
+            f"no corpus at {bucket.url(f'{lang}/data/corpus/')} (.txt or .txt.gz, one text per line)",
+            hint=f"stage it: trainctl data push {lang} FOLDER (holding corpus/*.txt[.gz])",
+        )
     return f"corpus ok: {len(keys)} file(s) under {bucket.url(f'{lang}/data/corpus/')}"
 
 
@@ -59,8 +71,10 @@ def report_preflight(run: "LanguageRun", rep) -> None:
         data = preflight_data(bucket, lang, settings)
         for warning in data.warnings:
             rep.warn(warning)
-        rep.info(f"data ok: {len(data.texts)} rows, labels {', '.join(data.label_names)}"
-                 + (" (multi-label)" if data.multi_label else ""))
+        rep.info(
+            f"data ok: {len(data.texts)} rows, labels {', '.join(data.label_names)}"
+            + (" (multi-label)" if data.multi_label else "")
+        )
     else:
         rep.info(preflight_corpus(bucket, lang, settings))
     target_of(config).estimate(config, lang, bucket, rep)

@@ -5,6 +5,7 @@ unless forced, scores at least the promoted model's macro-F1 on the same rows (i
 its validation rows). Every promotion is kept under `<lang>/models/history/`; CURRENT is written
 last, so a reader never sees a CURRENT without its record.
 """
+
 from __future__ import annotations
 
 import getpass
@@ -15,7 +16,9 @@ from datetime import datetime, timezone
 
 from stacks.errors import TrainstackError
 from trainer.runfiles.metrics_file import RunMetrics, kept_model_name
-from trainer.runfiles.status_file import SUCCEEDED, now_iso, read_metrics, read_status, scored_predictions
+from trainer.runfiles.readers import read_metrics, scored_predictions
+from trainer.runfiles.status_file import SUCCEEDED, read_status
+from trainer.runfiles.timestamps import now_iso
 from trainer.storage import Bucket
 
 
@@ -63,12 +66,16 @@ def _successful_metrics(bucket: Bucket, lang: str, run_id: str) -> RunMetrics:
     status = read_status(bucket, lang, run_id)
     if status is None or status.state != SUCCEEDED:
         state = status.state if status else "not started"
-        raise PromotionRefused(f"run {run_id} of {lang} did not succeed ({state}): only a successful run is promoted",
-                               hint=f"list the runs: trainctl runs --lang {lang}")
+        raise PromotionRefused(
+            f"run {run_id} of {lang} did not succeed ({state}): only a successful run is promoted",
+            hint=f"list the runs: trainctl runs --lang {lang}",
+        )
     metrics = read_metrics(bucket, lang, run_id)
     if metrics is None or metrics.model is None:
-        raise PromotionRefused(f"run {run_id} of {lang} has no classifier metrics (a base-LM run?)",
-                               hint="promote a classifier run (trainctl train); base LMs: trainctl lm use")
+        raise PromotionRefused(
+            f"run {run_id} of {lang} has no classifier metrics (a base-LM run?)",
+            hint="promote a classifier run (trainctl train); base LMs: trainctl lm use",
+        )
     return metrics
 
 
@@ -79,8 +86,9 @@ def _served(metrics) -> str:
     return served if served == model else f"{served} (tfidf.json/.npz)"
 
 
-def promote(bucket: Bucket, lang: str, run_id: str, *, force: bool = False, require_better: bool = False,
-            who: str | None = None) -> dict:
+def promote(
+    bucket: Bucket, lang: str, run_id: str, *, force: bool = False, require_better: bool = False, who: str | None = None
+) -> dict:
     """Write `run_id` as the promoted model of `lang` -> its record. Refuses a run that did not succeed,
     and (unless `force`) one below the promoted model's macro-F1 on the same rows, or scored on other rows.
     `require_better` (train --promote-if-better): also refuse a tie, and never force."""
@@ -96,19 +104,33 @@ def promote(bucket: Bucket, lang: str, run_id: str, *, force: bool = False, requ
                 f"run {run_id} was scored on other rows than the promoted run {current['run_id']} "
                 f"({count} {metrics.scored_rows} rows vs {current.get('n_rows')} {current.get('scored_rows')} rows, "
                 "different data or split): their macro-F1 do not compare",
-                hint=f"promote it anyway: trainctl promote {lang} {run_id} --force")
+                hint=f"promote it anyway: trainctl promote {lang} {run_id} --force",
+            )
         if f1 < current["macro_f1"] or (require_better and f1 <= current["macro_f1"]):
             raise PromotionRefused(
                 f"run {run_id} scores macro-F1 {f1:.4f}, the promoted run {current['run_id']} "
                 f"{current['macro_f1']:.4f} on the same {count} {metrics.scored_rows} rows",
-                hint=f"keep the promoted model, or: trainctl promote {lang} {run_id} --force")
+                hint=f"keep the promoted model, or: trainctl promote {lang} {run_id} --force",
+            )
     tfidf = metrics.baseline_tfidf
-    record = {"run_id": run_id, "lang": lang, "macro_f1": f1, "scored_rows": metrics.scored_rows, "n_rows": count,
-              "rows": rows, "model": _served(metrics),
-              "tfidf_macro_f1": tfidf.macro_f1 if tfidf else None, "micro_f1": metrics.model.micro_f1,
-              "accuracy": metrics.model.accuracy, "n_train": metrics.n_train, "labels": metrics.labels,
-              "promoted_by": who or f"{getpass.getuser()}@{socket.gethostname()}", "promoted_at": now_iso(),
-              "forced": bool(force), "replaces": current["run_id"] if current else None}
+    record = {
+        "run_id": run_id,
+        "lang": lang,
+        "macro_f1": f1,
+        "scored_rows": metrics.scored_rows,
+        "n_rows": count,
+        "rows": rows,
+        "model": _served(metrics),
+        "tfidf_macro_f1": tfidf.macro_f1 if tfidf else None,
+        "micro_f1": metrics.model.micro_f1,
+        "accuracy": metrics.model.accuracy,
+        "n_train": metrics.n_train,
+        "labels": metrics.labels,
+        "promoted_by": who or f"{getpass.getuser()}@{socket.gethostname()}",
+        "promoted_at": now_iso(),
+        "forced": bool(force),
+        "replaces": current["run_id"] if current else None,
+    }
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
     body = json.dumps(record, indent=2).encode()
     bucket.write_bytes(f"{lang}/models/history/{stamp}-{run_id}.json", body, if_absent=True)
@@ -123,7 +145,9 @@ def promote_if_better(bucket: Bucket, lang: str, run_id: str) -> str:
         record = promote(bucket, lang, run_id, require_better=True)
     except PromotionRefused as refused:
         return f"not promoted: {refused.message}"
-    return f"promoted run {run_id} (macro-F1 {record['macro_f1']:.3f} on {record['n_rows']} {record['scored_rows']} rows)"
+    return (
+        f"promoted run {run_id} (macro-F1 {record['macro_f1']:.3f} on {record['n_rows']} {record['scored_rows']} rows)"
+    )
 
 
 def history(bucket: Bucket, lang: str) -> list[dict]:
@@ -138,24 +162,41 @@ def compare(bucket: Bucket, lang_a: str, run_a: str, lang_b: str, run_b: str) ->
     for lang, run_id in ((lang_a, run_a), (lang_b, run_b)):
         metrics = read_metrics(bucket, lang, run_id)
         if metrics is None or metrics.model is None:
-            raise RowsDiffer(f"run {run_id} ({lang}) has no classifier metrics yet",
-                             hint="compare two finished classifier runs (trainctl runs)")
+            raise RowsDiffer(
+                f"run {run_id} ({lang}) has no classifier metrics yet",
+                hint="compare two finished classifier runs (trainctl runs)",
+            )
         figures.append((metrics, *scored_rows(bucket, lang, run_id, metrics)))
     (ma, rows_a, n_a), (mb, rows_b, n_b) = figures
     if rows_a != rows_b:
-        why = (f"{run_a} scored {n_a} {ma.scored_rows} rows of {lang_a}, {run_b} {n_b} {mb.scored_rows} rows of {lang_b}"
-               if (n_a, ma.scored_rows, lang_a) != (n_b, mb.scored_rows, lang_b) else
-               f"both scored {n_a} {ma.scored_rows} rows, but not the same ones (different data or split seed)")
-        raise RowsDiffer(f"the runs were not scored on the same rows: {why}",
-                         hint="compare runs trained on the same data and split (same data, seed and split settings)")
+        why = (
+            f"{run_a} scored {n_a} {ma.scored_rows} rows of {lang_a}, {run_b} {n_b} {mb.scored_rows} rows of {lang_b}"
+            if (n_a, ma.scored_rows, lang_a) != (n_b, mb.scored_rows, lang_b)
+            else f"both scored {n_a} {ma.scored_rows} rows, but not the same ones (different data or split seed)"
+        )
+        raise RowsDiffer(
+            f"the runs were not scored on the same rows: {why}",
+            hint="compare runs trained on the same data and split (same data, seed and split settings)",
+        )
     labels = list(dict.fromkeys([*ma.labels, *mb.labels]))
-    per_label = {label: {"a": ma.model.per_label[label].f1 if label in ma.model.per_label else None,
-                         "b": mb.model.per_label[label].f1 if label in mb.model.per_label else None,
-                         "support": (ma.model.per_label.get(label) or mb.model.per_label.get(label)).support}
-                 for label in labels}
-    return {"a": run_a, "b": run_b, "rows": rows_a, "n_rows": n_a, "scored_rows": ma.scored_rows,
-            "per_label": per_label, "macro_f1": {"a": decisive_f1(ma), "b": decisive_f1(mb)},
-            "tfidf_macro_f1": {"a": ma.tfidf_macro_f1, "b": mb.tfidf_macro_f1}}
+    per_label = {
+        label: {
+            "a": ma.model.per_label[label].f1 if label in ma.model.per_label else None,
+            "b": mb.model.per_label[label].f1 if label in mb.model.per_label else None,
+            "support": (ma.model.per_label.get(label) or mb.model.per_label.get(label)).support,
+        }
+        for label in labels
+    }
+    return {
+        "a": run_a,
+        "b": run_b,
+        "rows": rows_a,
+        "n_rows": n_a,
+        "scored_rows": ma.scored_rows,
+        "per_label": per_label,
+        "macro_f1": {"a": decisive_f1(ma), "b": decisive_f1(mb)},
+        "tfidf_macro_f1": {"a": ma.tfidf_macro_f1, "b": mb.tfidf_macro_f1},
+    }
 
 
 def serving_run(bucket: Bucket, lang: str, run: str | None) -> tuple[str, str | None]:
@@ -168,4 +209,7 @@ def serving_run(bucket: Bucket, lang: str, run: str | None) -> tuple[str, str | 
     if current:
         return current["run_id"], None
     run_id = pick_run(bucket, lang, None, succeeded=True)
-    return run_id, f"no promoted model for {lang}: using the newest successful run {run_id} (trainctl promote {lang} RUN)"
+    return (
+        run_id,
+        f"no promoted model for {lang}: using the newest successful run {run_id} (trainctl promote {lang} RUN)",
+    )

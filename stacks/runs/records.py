@@ -1,16 +1,20 @@
 """Runs as trainctl reads them back: every language's run folders, their state, VMs and cost.
 
-Read-only over the bucket layout of trainer/runfiles/status_file.py (stdlib only): `<lang>/runs/<run-id>/status.json`,
+Read-only over the bucket layout of trainer/runfiles/keys.py (stdlib only): `<lang>/runs/<run-id>/status.json`,
 `metadata/trainctl.json` (written at apply); a gcp run's VM boot records: stacks/targets/gcp/cost.py.
 """
+
 from __future__ import annotations
 
 import json
 from typing import TYPE_CHECKING
 
 from stacks.errors import RunNotFoundError
-from trainer.runfiles.status_file import (PLACEMENTS_META, RunFileError, parse_time, placements_summary, read_json,
-                                         read_metrics, read_status, run_key)
+from trainer.runfiles.keys import PLACEMENTS_META, run_key
+from trainer.runfiles.placements import placements_summary
+from trainer.runfiles.readers import RunFileError, read_json, read_metrics
+from trainer.runfiles.status_file import read_status
+from trainer.runfiles.timestamps import parse_time
 from trainer.storage import Bucket
 
 if TYPE_CHECKING:  # the config models take ~0.3 s to import: `trainctl --help` reads this module
@@ -66,22 +70,44 @@ def run_row(bucket: Bucket, config: EnvConfig, lang: str, run_id: str) -> dict:
         state, status = run_state(bucket, lang, run_id, config)
         metrics = read_metrics(bucket, lang, run_id)
     except RunFileError as exc:
-        return {"run_id": run_id, "lang": lang, "configured": lang in config.languages, "state": UNREADABLE,
-                "stage": None, "started_at": None, "finished_at": None, "duration_s": None, "macro_f1": None,
-                "tfidf_macro_f1": None, "kept": None, "scored_rows": None, "resumed": 0,
-                **placements_summary(None), "error": str(exc), "url": bucket.url(f"{lang}/runs/{run_id}"),
-                **run_cost(bucket, config, lang, run_id, None)}
-    return {"run_id": run_id, "lang": lang, "configured": lang in config.languages, "state": state,
-            "stage": status.stage if status else None, "started_at": status.started_at if status else None,
-            "finished_at": status.finished_at if status else None, "duration_s": duration_s(status),
-            "macro_f1": metrics.macro_f1 if metrics else None,
-            "tfidf_macro_f1": metrics.tfidf_macro_f1 if metrics else None,
-            "kept": metrics.kept if metrics and metrics.model is not None else None,
-            "scored_rows": metrics.scored_rows if metrics else None,
-            "resumed": status.resumed if status else 0,
-            **placements_summary(read_json(bucket, run_key(lang, run_id, PLACEMENTS_META))),
-            "error": status.error if status else None, "url": bucket.url(f"{lang}/runs/{run_id}"),
-            **run_cost(bucket, config, lang, run_id, status)}
+        return {
+            "run_id": run_id,
+            "lang": lang,
+            "configured": lang in config.languages,
+            "state": UNREADABLE,
+            "stage": None,
+            "started_at": None,
+            "finished_at": None,
+            "duration_s": None,
+            "macro_f1": None,
+            "tfidf_macro_f1": None,
+            "kept": None,
+            "scored_rows": None,
+            "resumed": 0,
+            **placements_summary(None),
+            "error": str(exc),
+            "url": bucket.url(f"{lang}/runs/{run_id}"),
+            **run_cost(bucket, config, lang, run_id, None),
+        }
+    return {
+        "run_id": run_id,
+        "lang": lang,
+        "configured": lang in config.languages,
+        "state": state,
+        "stage": status.stage if status else None,
+        "started_at": status.started_at if status else None,
+        "finished_at": status.finished_at if status else None,
+        "duration_s": duration_s(status),
+        "macro_f1": metrics.macro_f1 if metrics else None,
+        "tfidf_macro_f1": metrics.tfidf_macro_f1 if metrics else None,
+        "kept": metrics.kept if metrics and metrics.model is not None else None,
+        "scored_rows": metrics.scored_rows if metrics else None,
+        "resumed": status.resumed if status else 0,
+        **placements_summary(read_json(bucket, run_key(lang, run_id, PLACEMENTS_META))),
+        "error": status.error if status else None,
+        "url": bucket.url(f"{lang}/runs/{run_id}"),
+        **run_cost(bucket, config, lang, run_id, status),
+    }
 
 
 def record_cost(bucket: Bucket, config: EnvConfig, lang: str, run_id: str) -> dict:
@@ -100,15 +126,19 @@ def pick_run(bucket: Bucket, lang: str, run_id: str | None, *, succeeded: bool =
         if run_id not in ids:
             raise RunNotFoundError(f"no run {run_id!r} for {lang}", hint=f"list them: trainctl runs --lang {lang}")
         if succeeded and (s := read_status(bucket, lang, run_id)) is not None and s.state != SUCCEEDED:
-            raise RunNotFoundError(f"run {run_id} of {lang} is {s.state}: it has no model to use"
-                                   + (f" ({s.error.splitlines()[0][:160]})" if s.error else ""),
-                                   hint=f"pick a successful one: trainctl runs --lang {lang}")
+            raise RunNotFoundError(
+                f"run {run_id} of {lang} is {s.state}: it has no model to use"
+                + (f" ({s.error.splitlines()[0][:160]})" if s.error else ""),
+                hint=f"pick a successful one: trainctl runs --lang {lang}",
+            )
         return run_id
     if succeeded:
         ids = [i for i in ids if (s := read_status(bucket, lang, i)) and s.state == SUCCEEDED]
     if not ids:
-        raise RunNotFoundError(f"no {'successful ' if succeeded else ''}run for {lang} in {bucket.uri}",
-                               hint=f"start one: trainctl train {lang}")
+        raise RunNotFoundError(
+            f"no {'successful ' if succeeded else ''}run for {lang} in {bucket.uri}",
+            hint=f"start one: trainctl train {lang}",
+        )
     return ids[-1]
 
 

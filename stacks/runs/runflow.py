@@ -3,6 +3,7 @@
 stacks.runs.orchestrate calls `run_language` for every language of a command (`train`, `lm pretrain`),
 each in a worker thread; the command's view renders the LanguageRun it returns.
 """
+
 from __future__ import annotations
 
 from contextlib import nullcontext
@@ -22,17 +23,35 @@ if TYPE_CHECKING:
 
 # Where a language of a command is (what a Ctrl-C leaves behind: stacks.runs.orchestrate.RunsInterrupted)
 WAITING, PREPARING, APPLYING, FOLLOWING, DESTROYING, DONE = (
-    "waiting", "preparing", "applying", "following", "destroying", "done")
+    "waiting",
+    "preparing",
+    "applying",
+    "following",
+    "destroying",
+    "done",
+)
 
 
 def resume_hint(lang: str, env: str) -> str:
-    return (f"follow it again: trainctl train {lang} --env {env}   (attaches, then tears down)\n"
-            f"  stop it and tear down: trainctl destroy {lang} --env {env}")
+    return (
+        f"follow it again: trainctl train {lang} --env {env}   (attaches, then tears down)\n"
+        f"  stop it and tear down: trainctl destroy {lang} --env {env}"
+    )
 
 
-def run_language(project: "Project", config: "EnvConfig", lang: str, *, detach: bool, rep,
-                 echo: Callable | None = None, start_lock=None, decided=None,
-                 track: Callable[..., None] = lambda phase, run_id=None: None, resume: str | None = None) -> LanguageRun:
+def run_language(
+    project: "Project",
+    config: "EnvConfig",
+    lang: str,
+    *,
+    detach: bool,
+    rep,
+    echo: Callable | None = None,
+    start_lock=None,
+    decided=None,
+    track: Callable[..., None] = lambda phase, run_id=None: None,
+    resume: str | None = None,
+) -> LanguageRun:
     """Apply the language's stack, follow its run to the end and destroy the stack (unless `detach`).
 
     `start_lock`: held from the preflight to the launch, so languages run side by side synthesize
@@ -57,13 +76,16 @@ def run_language(project: "Project", config: "EnvConfig", lang: str, *, detach: 
     if attached:
         running = read_status(run.bucket, lang, run.run_id)
         if running is not None and running.job != run.job:
-            rep.warn(f"run {run.run_id} of {lang} is a {running.job} run, already active: following it to its end "
-                     f"(one run per language at a time); start this one afterwards")
+            rep.warn(
+                f"run {run.run_id} of {lang} is a {running.job} run, already active: following it to its end "
+                f"(one run per language at a time); start this one afterwards"
+            )
     track(FOLLOWING, run.run_id)
     if detach:
         rep.info(f"run {run.run_id} started: {run.run_url}")
-        rep.info(f"follow: trainctl logs {lang} --env {run.env} --follow · "
-                 f"status: trainctl status {lang} --env {run.env}")
+        rep.info(
+            f"follow: trainctl logs {lang} --env {run.env} --follow · status: trainctl status {lang} --env {run.env}"
+        )
         return run
     target = target_of(config)
     note = None if attached else target.waiting_note(config, lang, run.placement)
@@ -94,56 +116,26 @@ def placement_record(placement, spot: bool) -> dict:
     return {"zone": zone, **({"region": zone.rsplit("-", 1)[0]} if zone and zone.count("-") >= 2 else {}), "spot": spot}
 
 
-def follow_moving(run: LanguageRun, rep, journal: RunJournal, *, echo=None, start_lock=None,
-                  track: Callable[..., None] = lambda phase, run_id=None: None):
+def follow_moving(
+    run: LanguageRun,
+    rep,
+    journal: RunJournal,
+    *,
+    echo=None,
+    start_lock=None,
+    track: Callable[..., None] = lambda phase, run_id=None: None,
+):
     """Follow the run to its final status, moving it to the next placement whenever its group can create no
     VM for lack of capacity or quota (stacks.runs.failover); every move and preemption in `journal`."""
-    lang = run.lang
     target = target_of(run.config)
     # The candidates (gcp: a quota look-up per zone) are only asked for once the run has to move.
     failover = Failover([], run.settings.capacity_wait_minutes * 60, target.capacity_retry_s(run.config))
-
-    def on_demand() -> bool:
-        """on_demand_fallback: once every Spot placement lacked capacity, the same placements on demand."""
-        if not (run.settings.on_demand_fallback and run.settings.spot):
-            return False
-        on_demand_settings = run.config.languages[lang].model_copy(update={"spot": False})
-        run.config = run.config.model_copy(update={"languages": {**run.config.languages, lang: on_demand_settings}})
-        run.settings = run.config.language(lang)
-        rep.warn(f"no Spot capacity in any of {len(failover.candidates)} placement(s): on_demand_fallback takes "
-                 f"on-demand VMs for run {run.run_id}, at the on-demand price:")
-        target.estimate(run.config, lang, run.bucket, rep)
-        failover.candidates[:] = target.placements(run.config, lang, rep)
-        return True
-
-    failover.pass_done = on_demand
-
-    def seen(status) -> None:
-        event = journal.observe(status)
-        if event == "preempted":
-            rep.warn(f"run {run.run_id} was interrupted in {target.describe_placement(run.placement)} (preempted, or "
-                     f"its machine lost): waiting for its group to create a VM again; it resumes from its checkpoint")
-        elif event in ("started", "training"):
-            if failover.waited_s():
-                journal.waited(failover.waited_s())
-            failover.vm_came()
-            if event == "training":
-                rep.info(f"run {run.run_id} is training again in {target.describe_placement(run.placement)}")
-
-    tail = watch.LogTail(run.bucket, lang, run.run_id)
+    failover.pass_done = lambda: take_on_demand(run, rep, failover)
+    seen = status_observer(run, rep, journal, failover)
+    tail = watch.LogTail(run.bucket, run.lang, run.run_id)
     while True:
-        alive = target.launcher_alive(run.project, run.env, run.run_id)
-        config, settings = run.config, run.settings  # on_demand_fallback may have replaced them
         try:
-            return watch.follow(
-                run.bucket, lang, run.run_id, rep, launcher_alive=alive, poll_s=target.poll_s,
-                appear_timeout_s=target.status_appear_timeout_s,
-                give_up_at=watch.give_up_time(run.run_id, settings.max_run_hours),
-                creation_errors=target.creation_errors(config, lang, rep, placement=run.placement,
-                                                       project=run.project, run_id=run.run_id),
-                creation_error_limit_s=settings.creation_error_minutes * 60,
-                vm_running=lambda: target.vm_running(run.project, run.config, lang, run.run_id, run.placement),
-                on_status=seen, tail=tail)
+            return follow_in_place(run, rep, on_status=seen, tail=tail)
         except VmCreationError as exc:
             if not exc.movable:
                 raise
@@ -154,32 +146,113 @@ def follow_moving(run: LanguageRun, rep, journal: RunJournal, *, echo=None, star
             stack_ops.teardown(run, rep)  # nothing billed while it waits or moves
             stack_ops.after_move_teardown(run)
             if not failover.candidates:
-                failover.candidates[:] = target.placements(config, lang, rep, first=run.placement)
+                failover.candidates[:] = target.placements(run.config, run.lang, rep, first=run.placement)
                 failover.index = next((i for i, c in enumerate(failover.candidates) if c == run.placement), 0)
-            failed_for_s = exc.minutes * 60
-            while True:
-                placement = failover.next_placement(failed_for_s, rep.info)
-                if placement is None:
-                    give_up(run, rep, journal, failover, len(failover.candidates), exc.hint)
-                track(APPLYING)
-                try:
-                    with start_lock or nullcontext():
-                        stack_ops.reapply(run, placement, rep, echo=echo)
-                except stack_ops.RunActiveError:
-                    raise  # another run took the stack meanwhile: never applied over it
-                except TrainstackError as apply_error:  # the plan's quota guard, an apply error: the next one
-                    rep.warn(f"could not apply {run.stack} at {target.describe_placement(placement)}: "
-                             f"{apply_error.message.splitlines()[0]}; trying the next placement")
-                    journal.placed(placement_record(placement, run.settings.spot))
-                    journal.ended("apply failed")
-                    stack_ops.teardown(run, rep)
-                    failed_for_s = 0.0
-                    continue
-                break
+            placement = reapply_at_next(run, rep, journal, failover, exc, echo=echo, start_lock=start_lock, track=track)
             journal.placed(placement_record(placement, run.settings.spot))
-            rep.info(f"run {run.run_id} moved to {target.describe_placement(placement)}: it resumes from its "
-                     f"last checkpoint")
+            rep.info(
+                f"run {run.run_id} moved to {target.describe_placement(placement)}: it resumes from its last checkpoint"
+            )
             track(FOLLOWING, run.run_id)
+
+
+def follow_in_place(run: LanguageRun, rep, *, on_status: Callable, tail: watch.LogTail):
+    """watch.follow where the run is now, with its settings now (on_demand_fallback may have replaced them)."""
+    target, lang, config, settings = target_of(run.config), run.lang, run.config, run.settings
+    return watch.follow(
+        run.bucket,
+        lang,
+        run.run_id,
+        rep,
+        launcher_alive=target.launcher_alive(run.project, run.env, run.run_id),
+        poll_s=target.poll_s,
+        appear_timeout_s=target.status_appear_timeout_s,
+        give_up_at=watch.give_up_time(run.run_id, settings.max_run_hours),
+        creation_errors=target.creation_errors(
+            config, lang, rep, placement=run.placement, project=run.project, run_id=run.run_id
+        ),
+        creation_error_limit_s=settings.creation_error_minutes * 60,
+        vm_running=lambda: target.vm_running(run.project, run.config, lang, run.run_id, run.placement),
+        on_status=on_status,
+        tail=tail,
+    )
+
+
+def status_observer(run: LanguageRun, rep, journal: RunJournal, failover: Failover) -> Callable:
+    """What to tell of every status read: a preemption, and the run training again (the wait for a VM ends)."""
+    target = target_of(run.config)
+
+    def seen(status) -> None:
+        event = journal.observe(status)
+        if event == "preempted":
+            rep.warn(
+                f"run {run.run_id} was interrupted in {target.describe_placement(run.placement)} (preempted, or "
+                f"its machine lost): waiting for its group to create a VM again; it resumes from its checkpoint"
+            )
+        elif event in ("started", "training"):
+            if failover.waited_s():
+                journal.waited(failover.waited_s())
+            failover.vm_came()
+            if event == "training":
+                rep.info(f"run {run.run_id} is training again in {target.describe_placement(run.placement)}")
+
+    return seen
+
+
+def take_on_demand(run: LanguageRun, rep, failover: Failover) -> bool:
+    """on_demand_fallback: once every Spot placement lacked capacity, the same placements on demand (the run's
+    config and settings replaced); False when the language does not fall back."""
+    if not (run.settings.on_demand_fallback and run.settings.spot):
+        return False
+    target, lang = target_of(run.config), run.lang
+    on_demand_settings = run.config.languages[lang].model_copy(update={"spot": False})
+    run.config = run.config.model_copy(update={"languages": {**run.config.languages, lang: on_demand_settings}})
+    run.settings = run.config.language(lang)
+    rep.warn(
+        f"no Spot capacity in any of {len(failover.candidates)} placement(s): on_demand_fallback takes "
+        f"on-demand VMs for run {run.run_id}, at the on-demand price:"
+    )
+    target.estimate(run.config, lang, run.bucket, rep)
+    failover.candidates[:] = target.placements(run.config, lang, rep)
+    return True
+
+
+def reapply_at_next(
+    run: LanguageRun,
+    rep,
+    journal: RunJournal,
+    failover: Failover,
+    exc: VmCreationError,
+    *,
+    echo,
+    start_lock,
+    track: Callable[..., None],
+):
+    """The run's stack applied at the next placement that takes it -> that placement; none left for
+    capacity_wait_minutes: give_up (NoCapacityError)."""
+    target = target_of(run.config)
+    failed_for_s = exc.minutes * 60
+    while True:
+        placement = failover.next_placement(failed_for_s, rep.info)
+        if placement is None:
+            give_up(run, rep, journal, failover, len(failover.candidates), exc.hint)
+        track(APPLYING)
+        try:
+            with start_lock or nullcontext():
+                stack_ops.reapply(run, placement, rep, echo=echo)
+        except stack_ops.RunActiveError:
+            raise  # another run took the stack meanwhile: never applied over it
+        except TrainstackError as apply_error:  # the plan's quota guard, an apply error: the next one
+            rep.warn(
+                f"could not apply {run.stack} at {target.describe_placement(placement)}: "
+                f"{apply_error.message.splitlines()[0]}; trying the next placement"
+            )
+            journal.placed(placement_record(placement, run.settings.spot))
+            journal.ended("apply failed")
+            stack_ops.teardown(run, rep)
+            failed_for_s = 0.0
+            continue
+        return placement
 
 
 def resume_command(run: LanguageRun) -> str:
@@ -194,8 +267,13 @@ def stop_resumable(run: LanguageRun, reason: str) -> None:
     if run.run_id is None:
         return
     try:
-        mark_failed(run.bucket, run.lang, run.run_id, run.env,
-                    f"{reason.splitlines()[0]}; stopped, resumable: {resume_command(run)}")
+        mark_failed(
+            run.bucket,
+            run.lang,
+            run.run_id,
+            run.env,
+            f"{reason.splitlines()[0]}; stopped, resumable: {resume_command(run)}",
+        )
     except Exception:  # the error being raised is the one to show
         pass
 
@@ -207,10 +285,14 @@ def give_up(run: LanguageRun, rep, journal: RunJournal, failover: Failover, trie
 
     waited = failover.waited_s()
     journal.waited(waited)
-    hint = (f"resume it when capacity is back: {resume_command(run)} "
-            f"(its checkpoints are kept; nothing is running or billed)")
-    message = (f"no capacity for run {run.run_id} in any of {tried} placement(s) for {waited / 60:.1f} min "
-               f"(capacity_wait_minutes={run.settings.capacity_wait_minutes:g}): stopped")
+    hint = (
+        f"resume it when capacity is back: {resume_command(run)} "
+        f"(its checkpoints are kept; nothing is running or billed)"
+    )
+    message = (
+        f"no capacity for run {run.run_id} in any of {tried} placement(s) for {waited / 60:.1f} min "
+        f"(capacity_wait_minutes={run.settings.capacity_wait_minutes:g}): stopped"
+    )
     mark_failed(run.bucket, run.lang, run.run_id, run.env, f"{message}; {hint}")
     run.status = None
     raise NoCapacityError(message, hint=f"{hint}\n  or: {advice}")

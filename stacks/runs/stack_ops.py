@@ -1,6 +1,7 @@
 """A language's stack: synthesize and init it, lock it, apply it for a new run (or find the run it holds),
 record the run's metadata, tear it down. `train`, `destroy` and `gc` share these steps and `stack_run`,
 the one rule for whether the run a stack holds has ended."""
+
 from __future__ import annotations
 
 import fcntl
@@ -14,10 +15,12 @@ from stacks.config import EnvConfig
 from stacks.errors import InfraError, TrainstackError
 from stacks.project import Project
 from stacks.runs.language_run import LanguageRun
-from stacks.terraform import terraform_version
 from stacks.runs.watch import Reporter, live_state
 from stacks.targets import target_of
-from trainer.runfiles.status_file import INTERRUPTED_STAGE, PENDING, SUCCEEDED, TRAINCTL_META, new_run_id, run_key
+from stacks.terraform import terraform_version
+from trainer.runfiles.keys import TRAINCTL_META, run_key
+from trainer.runfiles.run_ids import new_run_id
+from trainer.runfiles.status_file import INTERRUPTED_STAGE, PENDING, SUCCEEDED
 
 
 def synth_and_init(project: Project, config: EnvConfig, name: str, echo=None, placements=None):
@@ -34,8 +37,9 @@ def synth_and_init(project: Project, config: EnvConfig, name: str, echo=None, pl
     return tf
 
 
-def open_stack(run: LanguageRun, echo=None, *, preflight: bool = False, reporter: Reporter | None = None,
-               decided=None) -> LanguageRun:
+def open_stack(
+    run: LanguageRun, echo=None, *, preflight: bool = False, reporter: Reporter | None = None, decided=None
+) -> LanguageRun:
     """Synthesize (after the target's preflight when asked: gcp quota, image, boot image) and
     `terraform init` a language's stack -> the run, with its Terraform runner and placement."""
     from stacks.terraform import terraform_binary
@@ -63,8 +67,10 @@ def stack_lock(project: Project, env: str, stack: str):
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise InfraError(f"another trainctl is applying or destroying {stack} in env {env}",
-                             hint="wait for it to finish, then rerun") from None
+            raise InfraError(
+                f"another trainctl is applying or destroying {stack} in env {env}",
+                hint="wait for it to finish, then rerun",
+            ) from None
         yield
 
 
@@ -88,18 +94,26 @@ def write_run_metadata(run: LanguageRun) -> None:
     bucket, run_id = run.bucket, run.run_id
     stack_json = run.project.work_outdir(run.env) / "stacks" / run.stack / "cdk.tf.json"
     meta = {
-        "env": run.env, "lang": run.lang, "run_id": run_id, "stack": run.stack,
-        "git_sha": git_sha(run.project.root), "host": platform.node(),
+        "env": run.env,
+        "lang": run.lang,
+        "run_id": run_id,
+        "stack": run.stack,
+        "git_sha": git_sha(run.project.root),
+        "host": platform.node(),
         "terraform": terraform_version(run.tf.binary),
     }
     settings = run.settings
-    meta.update(target=run.config.target, machine_type=settings.machine_type,
-                gpu={"type": settings.gpu.type, "count": settings.gpu.count}, spot=settings.spot,
-                nodes=settings.nodes, max_run_hours=settings.max_run_hours)
+    meta.update(
+        target=run.config.target,
+        machine_type=settings.machine_type,
+        gpu={"type": settings.gpu.type, "count": settings.gpu.count},
+        spot=settings.spot,
+        nodes=settings.nodes,
+        max_run_hours=settings.max_run_hours,
+    )
     meta.update(target_of(run.config).run_metadata(run.config, run.lang, run.placement, bucket))
     prefix = "metadata/"
-    bucket.write_bytes(run_key(run.lang, run_id, prefix + "config.json"),
-                       run.config.model_dump_json(indent=2).encode())
+    bucket.write_bytes(run_key(run.lang, run_id, prefix + "config.json"), run.config.model_dump_json(indent=2).encode())
     bucket.write_bytes(run_key(run.lang, run_id, prefix + "stack.json"), stack_json.read_bytes())
     bucket.write_bytes(run_key(run.lang, run_id, TRAINCTL_META), json.dumps(meta, indent=2).encode())
 
@@ -117,11 +131,15 @@ def launch(run: LanguageRun, reporter: Reporter, *, resume: str | None = None) -
         if current:
             if state is not None:
                 if resume and current != resume:
-                    raise RunActiveError(f"run {current} of {run.lang} is active in env {run.env}; one run per "
-                                         f"language at a time", hint=f"wait for it (trainctl train {run.lang} "
-                                         f"attaches) or stop it (trainctl destroy {run.lang}), then resume {resume}")
-                reporter.info(f"a {run.lang} run is already active in env {run.env} "
-                              f"({current}, {state}); following it instead of starting another")
+                    raise RunActiveError(
+                        f"run {current} of {run.lang} is active in env {run.env}; one run per language at a time",
+                        hint=f"wait for it (trainctl train {run.lang} "
+                        f"attaches) or stop it (trainctl destroy {run.lang}), then resume {resume}",
+                    )
+                reporter.info(
+                    f"a {run.lang} run is already active in env {run.env} "
+                    f"({current}, {state}); following it instead of starting another"
+                )
                 run.run_id = current
                 return True
             reporter.info(f"tearing down the ended run {current} left in {run.stack}")
@@ -141,38 +159,50 @@ class RunActiveError(TrainstackError):
 
 def reopen(run: LanguageRun, run_id: str, reporter: Reporter) -> None:
     """Make a stopped run resumable by its trainer (status no longer final); refuse one that cannot be (exit 2)."""
-    from stacks.errors import RunNotFoundError
     import math
     import time
 
-    from trainer.runfiles.status_file import now_iso, read_status, run_prefix, run_started_at, write_status
+    from stacks.errors import RunNotFoundError
+    from trainer.runfiles.keys import run_prefix
+    from trainer.runfiles.run_ids import run_started_at
+    from trainer.runfiles.status_file import read_status, write_status
+    from trainer.runfiles.timestamps import now_iso
 
     status = read_status(run.bucket, run.lang, run_id)
     if status is None and not run.bucket.list(run_prefix(run.lang, run_id)):
-        raise RunNotFoundError(f"no run {run_id} of {run.lang} in {run.config.bucket}",
-                               hint=f"trainctl runs {run.lang} --env {run.env} lists them")
+        raise RunNotFoundError(
+            f"no run {run_id} of {run.lang} in {run.config.bucket}",
+            hint=f"trainctl runs {run.lang} --env {run.env} lists them",
+        )
     if status is not None and status.job != run.job:
-        raise TrainstackError(f"run {run_id} is a {status.job} run, not {run.job}",
-                              hint="resume it with the command that started it")
+        raise TrainstackError(
+            f"run {run_id} is a {status.job} run, not {run.job}", hint="resume it with the command that started it"
+        )
     if status is not None and status.state == SUCCEEDED:
-        raise TrainstackError(f"run {run_id} of {run.lang} already SUCCEEDED: nothing to resume",
-                              hint=f"start a new run: trainctl train {run.lang} --env {run.env}")
+        raise TrainstackError(
+            f"run {run_id} of {run.lang} already SUCCEEDED: nothing to resume",
+            hint=f"start a new run: trainctl train {run.lang} --env {run.env}",
+        )
     started = run_started_at(run_id)
     budget_h = run.settings.max_run_hours
     if started is not None and time.time() > started + budget_h * 3600 - 600:
         # Every launcher counts max_run_hours from the run's start (the id's time), resumes included.
         needed = math.ceil((time.time() - started) / 3600 + budget_h)
-        raise TrainstackError(f"run {run_id} started {(time.time() - started) / 3600:.1f} h ago: past (or within "
-                              f"10 min of) max_run_hours={budget_h:g}, which counts from a run's start",
-                              hint=f"give it room: trainctl train {run.lang} --env {run.env} --resume {run_id} "
-                                   f"--set languages.{run.lang}.max_run_hours={needed}")
+        raise TrainstackError(
+            f"run {run_id} started {(time.time() - started) / 3600:.1f} h ago: past (or within "
+            f"10 min of) max_run_hours={budget_h:g}, which counts from a run's start",
+            hint=f"give it room: trainctl train {run.lang} --env {run.env} --resume {run_id} "
+            f"--set languages.{run.lang}.max_run_hours={needed}",
+        )
     if status is not None and status.terminal:
         reporter.info(f"resuming run {run_id} (it stopped: {(status.error or 'FAILED').splitlines()[0][:200]})")
         status.state, status.stage, status.error, status.finished_at = PENDING, INTERRUPTED_STAGE, None, None
         write_status(run.bucket, status)
         set_aside_vm_notes(run.bucket, run.lang, run_id)
-        run.bucket.append(run_key(run.lang, run_id, "log.txt"),
-                          f"{now_iso().replace('+00:00', 'Z')} resumed by trainctl (--resume)\n".encode())
+        run.bucket.append(
+            run_key(run.lang, run_id, "log.txt"),
+            f"{now_iso().replace('+00:00', 'Z')} resumed by trainctl (--resume)\n".encode(),
+        )
     else:
         reporter.info(f"resuming run {run_id} from its checkpoints")
 
@@ -180,7 +210,7 @@ def reopen(run: LanguageRun, run_id: str, reporter: Reporter) -> None:
 def set_aside_vm_notes(bucket, lang: str, run_id: str) -> None:
     """A VM's start-up notes of an earlier attempt (vm/*-startup-error.txt) move to vm/before-resume/*.old: read
     as this attempt's, they would stop the resumed run at once."""
-    from trainer.runfiles.status_file import run_key as key_of
+    from trainer.runfiles.keys import run_key as key_of
 
     for key in bucket.list(key_of(lang, run_id, "vm/")):
         if key.endswith("-startup-error.txt"):
@@ -198,10 +228,14 @@ def reapply(run: LanguageRun, placement, reporter: Reporter, echo=None) -> None:
         run.tf = synth_and_init(run.project, run.config, run.stack, echo, {run.lang: placement} if placement else None)
         current = active_run(run)
         if current and current != run.run_id:
-            raise RunActiveError(f"run {current} of {run.lang} took {run.stack} while run {run.run_id} waited to "
-                                 f"move", hint=f"continue this one once that one ends: trainctl train {run.lang} "
-                                 f"--env {run.env} --resume {run.run_id}")
-        reporter.info(f"applying {run.stack} (run {run.run_id}) at {target_of(run.config).describe_placement(placement)}")
+            raise RunActiveError(
+                f"run {current} of {run.lang} took {run.stack} while run {run.run_id} waited to move",
+                hint=f"continue this one once that one ends: trainctl train {run.lang} "
+                f"--env {run.env} --resume {run.run_id}",
+            )
+        reporter.info(
+            f"applying {run.stack} (run {run.run_id}) at {target_of(run.config).describe_placement(placement)}"
+        )
         run.tf.apply({"run_id": run.run_id})
         write_run_metadata(run)
 

@@ -1,4 +1,5 @@
 """Watching a run from the operator side: its live state, its log as it grows, following it to the end."""
+
 from __future__ import annotations
 
 import itertools
@@ -6,7 +7,9 @@ import time
 from typing import Callable, Protocol
 
 from stacks.errors import InfraError, VmCreationError
-from trainer.runfiles.status_file import INTERRUPTED_STAGE, RunStatus, read_status, run_key, run_started_at
+from trainer.runfiles.keys import run_key
+from trainer.runfiles.run_ids import run_started_at
+from trainer.runfiles.status_file import INTERRUPTED_STAGE, RunStatus, read_status
 from trainer.storage import Bucket
 
 
@@ -48,12 +51,24 @@ class LogTail:
         return chunk.decode("utf-8", "replace").splitlines()
 
 
-def follow(bucket: Bucket, lang: str, run_id: str, reporter: Reporter, *, poll_s: float = 1.0,
-           launcher_alive: Callable[[], bool] | None = None, print_log: bool = True,
-           appear_timeout_s: float = 180, give_up_at: float | None = None,
-           notes_every: int = 12, creation_errors: Callable[[], list[CreationProblem]] | None = None,
-           creation_error_limit_s: float = 600, vm_running: Callable[[], bool | None] | None = None,
-           on_status: Callable[[RunStatus | None], None] | None = None, tail: LogTail | None = None) -> RunStatus:
+def follow(
+    bucket: Bucket,
+    lang: str,
+    run_id: str,
+    reporter: Reporter,
+    *,
+    poll_s: float = 1.0,
+    launcher_alive: Callable[[], bool] | None = None,
+    print_log: bool = True,
+    appear_timeout_s: float = 180,
+    give_up_at: float | None = None,
+    notes_every: int = 12,
+    creation_errors: Callable[[], list[CreationProblem]] | None = None,
+    creation_error_limit_s: float = 600,
+    vm_running: Callable[[], bool | None] | None = None,
+    on_status: Callable[[RunStatus | None], None] | None = None,
+    tail: LogTail | None = None,
+) -> RunStatus:
     """Print log lines and progress until the run ends; return its final status.
 
     `give_up_at` (epoch s): past it a run without a final status is reported instead of
@@ -67,8 +82,12 @@ def follow(bucket: Bucket, lang: str, run_id: str, reporter: Reporter, *, poll_s
     """
     tail = tail or LogTail(bucket, lang, run_id)
     started = time.monotonic()
-    dead_since = errors_since = lost_at = None
-    kinds: set[str] = set()
+    dead_since = None
+    creation = (
+        None
+        if creation_errors is None
+        else CreationWatch(run_id, creation_errors, creation_error_limit_s, vm_running, reporter)
+    )
     for poll in itertools.count():
         for line in tail.new_lines() if print_log else []:
             reporter.log_line(line)
@@ -81,47 +100,95 @@ def follow(bucket: Bucket, lang: str, run_id: str, reporter: Reporter, *, poll_s
                 for line in tail.new_lines() if print_log else []:
                     reporter.log_line(line)
                 return status
-        # A VM lost without a word leaves a RUNNING status that stops changing: no VM while it stays so.
-        no_vm = status is None or status.stage == INTERRUPTED_STAGE or (
-            lost_at is not None and status.updated_at == lost_at)
-        if creation_errors is not None and (no_vm or poll % notes_every == 0):
-            problems = creation_errors()
-            for problem in problems:
-                reporter.warn(problem.line())
-            if problems and not no_vm and vm_running is not None and vm_running() is False:
-                no_vm, lost_at = True, status.updated_at
-            if not no_vm:
-                errors_since, kinds = None, set()
-            elif problems:
-                errors_since, last = errors_since or time.monotonic(), problems[-1]
-                kinds |= {getattr(p, "kind", "other") for p in problems}
-            if errors_since is not None and time.monotonic() - errors_since >= creation_error_limit_s:
-                running = vm_running() if vm_running is not None else False
-                if running:
-                    errors_since, kinds = None, set()  # the group has a VM: its status will come
-                elif running is None:
-                    pass  # the group could not be asked: nothing is moved on a guess; asked again next poll
-                else:
-                    raise VmCreationError(run_id, round(creation_error_limit_s / 60, 2), last.line(), hint=last.hint,
-                                          kinds=frozenset(kinds))
+        if creation is not None and (creation.no_vm(status) or poll % notes_every == 0):
+            creation.check(status)
         # A VM that cannot (re)start the trainer leaves a note and stops its group.
         if (status is None or poll % notes_every == 0) and (note := vm_startup_error(bucket, lang, run_id)):
-            raise InfraError(f"run {run_id} stopped on its VM: {note}",
-                             hint=f"fix the cause, then `trainctl destroy {lang}` and train again")
+            raise InfraError(
+                f"run {run_id} stopped on its VM: {note}",
+                hint=f"fix the cause, then `trainctl destroy {lang}` and train again",
+            )
         if status is None and time.monotonic() - started > appear_timeout_s:
-            raise StatusMissing(f"run {run_id} wrote no status.json within {appear_timeout_s:.0f}s",
-                                hint=f"look at the launcher's output; `trainctl logs {lang} --run {run_id}`")
+            raise StatusMissing(
+                f"run {run_id} wrote no status.json within {appear_timeout_s:.0f}s",
+                hint=f"look at the launcher's output; `trainctl logs {lang} --run {run_id}`",
+            )
         if give_up_at is not None and time.time() > give_up_at:
-            raise InfraError(f"run {run_id} is past max_run_hours without a final status",
-                             hint=f"`trainctl logs {lang} --run {run_id}`; `trainctl destroy {lang}` tears it down")
+            raise InfraError(
+                f"run {run_id} is past max_run_hours without a final status",
+                hint=f"`trainctl logs {lang} --run {run_id}`; `trainctl destroy {lang}` tears it down",
+            )
         if launcher_alive is not None and not launcher_alive():
             # The supervisor writes the final status before it exits; give storage a moment.
             dead_since = dead_since or time.monotonic()
             if time.monotonic() - dead_since > 10:
-                raise InfraError(f"the trainer of run {run_id} is gone without a final status",
-                                 hint=f"`trainctl logs {lang} --run {run_id}`; `trainctl destroy {lang}`")
+                raise InfraError(
+                    f"the trainer of run {run_id} is gone without a final status",
+                    hint=f"`trainctl logs {lang} --run {run_id}`; `trainctl destroy {lang}`",
+                )
         time.sleep(poll_s)
     raise AssertionError("unreachable")
+
+
+class CreationWatch:
+    """The errors creating a run's machines, as `follow` checks them: each warned once; no VM for `limit_s` and
+    only errors meanwhile: VmCreationError, unless `vm_running()` (the group's own view) says a VM runs."""
+
+    def __init__(
+        self,
+        run_id: str,
+        errors: Callable[[], list[CreationProblem]],
+        limit_s: float,
+        vm_running: Callable[[], bool | None] | None,
+        reporter: Reporter,
+    ):
+        self.run_id, self.errors, self.limit_s, self.vm_running, self.reporter = (
+            run_id,
+            errors,
+            limit_s,
+            vm_running,
+            reporter,
+        )
+        self.since: float | None = None  # when only errors began to come while no VM ran
+        self.lost_at: str | None = None  # the updated_at of a RUNNING status whose VM the group says is gone
+        self.kinds: set[str] = set()
+        self.last: CreationProblem | None = None
+
+    def no_vm(self, status: RunStatus | None) -> bool:
+        """No VM runs the run: no status.json yet, interrupted by a preemption, or lost without a word (a RUNNING
+        status that stopped changing once the group said it had no VM: no VM while it stays so)."""
+        return (
+            status is None
+            or status.stage == INTERRUPTED_STAGE
+            or (self.lost_at is not None and status.updated_at == self.lost_at)
+        )
+
+    def check(self, status: RunStatus | None) -> None:
+        no_vm, problems = self.no_vm(status), self.errors()
+        for problem in problems:
+            self.reporter.warn(problem.line())
+        if problems and not no_vm and self.vm_running is not None and self.vm_running() is False:
+            no_vm, self.lost_at = True, status.updated_at
+        if not no_vm:
+            self.since, self.kinds = None, set()
+        elif problems:
+            self.since, self.last = self.since or time.monotonic(), problems[-1]
+            self.kinds |= {getattr(p, "kind", "other") for p in problems}
+        if self.since is None or time.monotonic() - self.since < self.limit_s:
+            return
+        running = self.vm_running() if self.vm_running is not None else False
+        if running:
+            self.since, self.kinds = None, set()  # the group has a VM: its status will come
+        elif running is None:
+            pass  # the group could not be asked: nothing is moved on a guess; asked again next poll
+        else:
+            raise VmCreationError(
+                self.run_id,
+                round(self.limit_s / 60, 2),
+                self.last.line(),
+                hint=self.last.hint,
+                kinds=frozenset(self.kinds),
+            )
 
 
 class StatusMissing(InfraError):

@@ -1,11 +1,7 @@
-"""Where a run executes. One package per target (local/, gcp/: everything of that target), one interface
-(`Target`), chosen here: the rest of the operator side asks `target_of(config)` instead of testing
-`config.target`.
+"""Where a run executes. One package per target (local/, gcp/: everything of that target: its constructs, checks,
+commands), one interface (`Target`), found through the registry (stacks/config/targets.py): the rest of the
+operator side asks `target_of(config)` instead of testing `config.target`. Adding a target: docs/design.md."""
 
-Adding a target (docs/DECISIONS.md has the checklist): a package here implementing Target, its
-name in `stacks.config.models.EnvConfig.target` and BUCKET_SCHEMES, in `by_name`, its bucket in
-trainer/storage.open_bucket, and its stack composition in stacks/constructs/train_stack.py.
-"""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable, Protocol
@@ -13,13 +9,16 @@ from typing import TYPE_CHECKING, Callable, Protocol
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from stacks.cdk import TerraformStack
     from stacks.config.models import EnvConfig
-    from stacks.project import Project
+    from stacks.constructs.train_stack import TrainStack
     from stacks.targets.checks import Check
     from trainer.storage import Bucket
 
 
 class Target(Protocol):
+    """`project` arguments are the operator's stacks.project.Project (its folders for state, processes, cores)."""
+
     name: str
     status_appear_timeout_s: float  # a run applied this long ago without status.json is not starting any more
     poll_s: float  # how often `train` reads the run's status while following it
@@ -30,8 +29,22 @@ class Target(Protocol):
         """Before several languages are applied: refuse (naming the languages) what cannot run all at once;
         -> what was decided for each (passed back to `preflight` as `decided`)."""
 
-    def stack_host(self, config: "EnvConfig", project: "Project", lang: str, *, python: str, placement) -> dict:
-        """TrainStack's host keyword for this target: {"local": LocalHost} or {"gcp": GcpPlacement}."""
+    def training_part(
+        self, config: "EnvConfig", project, lang: str, *, python: str, placement
+    ) -> Callable[["TrainStack"], str]:
+        """This target's part of `train-<lang>` (stacks.constructs.train_stack): a function that adds the backend and
+        the resources running the trainer to the stack and returns the run id as the apply fixes it."""
+
+    def before_training(self, app, config: "EnvConfig", name: str) -> "TerraformStack":
+        """The stack `name` of `stacks_before_training`, added to `app`."""
+
+    def left_out_of_app(self, config: "EnvConfig") -> dict[str, str]:
+        """Stacks of `stacks_before_training` a plain `cdktf synth|deploy` leaves out -> why, for each."""
+
+    def register_commands(self, app, kit) -> None:
+        """Add this target's own commands to trainctl's `app` (typer). `kit` carries what every command uses:
+        env_option, set_option (typer option types), load(env, sets) -> (project, config), mapped_errors
+        (decorator: errors to one line and an exit status), console, err_console, print_table."""
 
     def preflight(self, config: "EnvConfig", lang: str, reporter, decided=None) -> object | None:
         """Checks before synth (quota, image); the placement the stack is synthesized with, if any.
@@ -47,7 +60,7 @@ class Target(Protocol):
     def capacity_retry_s(self, config: "EnvConfig") -> tuple[float, float]:
         """The first and longest pause between passes over every placement when none has capacity."""
 
-    def vm_running(self, project: "Project", config: "EnvConfig", lang: str, run_id: str, placement) -> bool | None:
+    def vm_running(self, project, config: "EnvConfig", lang: str, run_id: str, placement) -> bool | None:
         """The group's own view: is a VM of the run up? (asked before a run is moved; None: cannot tell)"""
 
     def estimate(self, config: "EnvConfig", lang: str, bucket: "Bucket", reporter) -> None:
@@ -59,13 +72,21 @@ class Target(Protocol):
     def require_artifacts(self, config: "EnvConfig") -> None:
         """Raise (exit 3) unless what a stack applied without a preflight needs is in place (`apply --reviewed`)."""
 
-    def creation_errors(self, config: "EnvConfig", lang: str, reporter, *, placement=None,
-                        bucket: "Bucket | None" = None, run_id: str | None = None,
-                        project: "Project | None" = None) -> Callable[[], list] | None:
+    def creation_errors(
+        self,
+        config: "EnvConfig",
+        lang: str,
+        reporter,
+        *,
+        placement=None,
+        bucket: "Bucket | None" = None,
+        run_id: str | None = None,
+        project=None,
+    ) -> Callable[[], list] | None:
         """New errors creating the run's machines at each call (stacks.runs.watch.CreationProblem), or None;
         where they are is the `placement`'s, else what the run's metadata in `bucket` recorded."""
 
-    def launcher_alive(self, project: "Project", env: str, run_id: str) -> Callable[[], bool] | None:
+    def launcher_alive(self, project, env: str, run_id: str) -> Callable[[], bool] | None:
         """A check that whatever runs the trainer is still there (None: the target cannot tell)."""
 
     def run_cost(self, bucket: "Bucket", config: "EnvConfig", lang: str, run_id: str, status) -> dict:
@@ -81,6 +102,14 @@ class Target(Protocol):
     def prices_for_plan(self, config: "EnvConfig"):
         """The price book a plan review quotes, or None (no cloud cost)."""
 
+    def quote_plan(self, plan, book: Callable[[], object]) -> dict | None:
+        """What the planned machines cost by the price book `book()` returns (called only when there is something to
+        price; it returns prices_for_plan's), stored with the plan (StackPlan.prices); None: nothing to price."""
+
+    def plan_line(self, plan) -> str | None:
+        """What a saved plan of this target's training stack runs where, and what one run costs (read from the plan
+        alone, so a saved plan renders the same anywhere); None: not a training stack of this target."""
+
     def doctor(self, config: "EnvConfig", echo: Callable[["Check"], None]) -> tuple[list["Check"], str]:
         """`trainctl doctor`: read-only checks that a first run can start, each echoed as it completes
         -> (the checks, what they do not cover)."""
@@ -90,16 +119,22 @@ class Target(Protocol):
         """Refuse (ConfigError, exit 2) an env this target cannot deploy as written; `origin` names each key's file."""
 
 
+def registered() -> list[str]:
+    """The targets' names, as stacks/config/targets.py lists them."""
+    from stacks.config.targets import TARGETS
+
+    return list(TARGETS)
+
+
 def by_name(name: str) -> Target:
-    if name == "gcp":
-        from stacks.targets.gcp.target import GCP
+    from importlib import import_module
 
-        return GCP
-    if name == "local":
-        from stacks.targets.local.target import LOCAL
+    from stacks.config.targets import TARGETS
 
-        return LOCAL
-    raise ValueError(f"no target {name!r} in stacks/targets (see the checklist in its docstring)")
+    if name not in TARGETS:
+        raise ValueError(f"no target {name!r} in stacks/config/targets.py (expected one of {', '.join(TARGETS)})")
+    module, _, attribute = TARGETS[name].code.partition(":")
+    return getattr(import_module(module), attribute)
 
 
 def target_of(config: "EnvConfig") -> Target:

@@ -1,5 +1,6 @@
 """A line of `trainctl doctor`'s report: what each target's doctor returns (gcp: stacks.targets.gcp.doctor,
 local: stacks.targets.local.target)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

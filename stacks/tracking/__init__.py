@@ -5,14 +5,19 @@ client.py opens the server quick to give up, export.py writes a run idempotently
 model, registry.py moves the alias to the promoted run. The bucket stays the source of truth: a tracker that
 is down costs one line and a catch-up command (`trainctl runs export`), never a run or an exit status.
 """
+
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass, field
 
 from stacks.errors import TrackerUnavailable
 
 CHAMPION = "models/CURRENT"  # in `missed`: the language's alias could not be moved to its promoted run
+# One mirror at a time in a process: logging a model points MLflow's process-wide URIs at the tracker
+# (client.fluent_uris), and a training command mirrors each run from its own worker thread as it ends.
+_ONE_MIRROR_AT_A_TIME = threading.Lock()
 
 
 @dataclass
@@ -23,6 +28,19 @@ class MirrorResult:
     reason: str | None = None  # why they were not
     unreadable: list[tuple[str, str, str]] = field(default_factory=list)  # (lang, run id, why): its folder
     reached: bool = True  # False: the server could not be opened at all (`reason` says why)
+
+
+def merged(parts: list[MirrorResult]) -> MirrorResult:
+    """Several mirrors (a command's runs, each mirrored as it ended) as one, in the order given."""
+    whole = MirrorResult()
+    for part in parts:
+        whole.exported += part.exported
+        whole.champions.update(part.champions)
+        whole.missed += part.missed
+        whole.unreadable += part.unreadable
+        whole.reason = whole.reason or part.reason
+        whole.reached = whole.reached and part.reached
+    return whole
 
 
 def _from_env(name: str) -> str | None:
@@ -38,8 +56,7 @@ def mlflow_settings(config):
     if not uri:
         return None
     model = settings.registered_model.replace("{env}", config.env)
-    return settings.model_copy(update={"uri": uri, "experiment": experiment_name(config),
-                                       "registered_model": model})
+    return settings.model_copy(update={"uri": uri, "experiment": experiment_name(config), "registered_model": model})
 
 
 def registry_uri() -> str | None:
@@ -57,14 +74,23 @@ def catch_up(config, missed: list[tuple[str, str]]) -> str:
     langs = sorted({lang for lang, _ in missed})
     named = [run_id for _, run_id in missed if run_id != CHAMPION]
     runs = " ".join(named) if len(langs) == 1 and len(named) == len(missed) else ""
-    return " ".join(part for part in ("trainctl runs export", langs[0] if len(langs) == 1 else "", runs,
-                                      f"--env {config.env}") if part)
+    return " ".join(
+        part
+        for part in ("trainctl runs export", langs[0] if len(langs) == 1 else "", runs, f"--env {config.env}")
+        if part
+    )
 
 
 def mirror(config, bucket, runs: list[tuple[str, str]], *, champions: list[str] = ()) -> MirrorResult:
     """Mirror `runs` ((lang, run id) pairs) and move the alias of each language in `champions` to its
     promoted run. The first call the server refuses ends the mirror: the rest is `missed`, with the reason.
-    Raises nothing but TrackerUnavailable when tracking is off is not asked for (check mlflow_settings)."""
+    Raises nothing but TrackerUnavailable when tracking is off is not asked for (check mlflow_settings).
+    Safe from any thread: mirrors wait for each other."""
+    with _ONE_MIRROR_AT_A_TIME:
+        return _mirror(config, bucket, runs, champions)
+
+
+def _mirror(config, bucket, runs: list[tuple[str, str]], champions) -> MirrorResult:
     from stacks.tracking.client import open_tracker, why
     from stacks.tracking.export import export_run
     from stacks.tracking.record import read_mirror
@@ -90,8 +116,9 @@ def mirror(config, bucket, runs: list[tuple[str, str]], *, champions: list[str] 
             return result
     for lang in dict.fromkeys(champions):
         try:
-            version = sync_champion(tracker, bucket, lang, name=model_name(settings.registered_model, lang),
-                                    alias=settings.alias)
+            version = sync_champion(
+                tracker, bucket, lang, name=model_name(settings.registered_model, lang), alias=settings.alias
+            )
         except Exception as exc:
             result.reason = result.reason or why(exc)
             result.missed.append((lang, CHAMPION))

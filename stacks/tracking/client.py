@@ -5,23 +5,29 @@ training command up, so requests get a short timeout and one retry unless the us
 variables (MLFLOW_HTTP_REQUEST_TIMEOUT, _MAX_RETRIES, _BACKOFF_FACTOR); credentials come the way MLflow
 documents them (MLFLOW_TRACKING_TOKEN, MLFLOW_TRACKING_USERNAME/PASSWORD), never from the config or the bucket.
 """
+
 from __future__ import annotations
 
 import contextlib
-import io
 import logging
 import os
 import re
+import sys
+import threading
 import warnings
 
 from stacks.errors import TrackerUnavailable, TrainstackError
 
 # What a mirror waits for at most per request (MLflow's defaults: 120 s, 7 retries with backoff 2).
-QUICK = {"MLFLOW_HTTP_REQUEST_TIMEOUT": "10", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1",
-         "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1", "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER": "0",
-         "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",
-         # a 503/429 with Retry-After: 3600 would otherwise hold the command for an hour (urllib3 sleeps it)
-         "MLFLOW_HTTP_RESPECT_RETRY_AFTER_HEADER": "false"}
+QUICK = {
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "10",
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER": "0",
+    "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",
+    # a 503/429 with Retry-After: 3600 would otherwise hold the command for an hour (urllib3 sleeps it)
+    "MLFLOW_HTTP_RESPECT_RETRY_AFTER_HEADER": "false",
+}
 
 
 def why(exc: BaseException) -> str:
@@ -46,15 +52,38 @@ def quick_requests() -> None:
         os.environ.setdefault(name, value)
 
 
+class MutedInThread:
+    """sys.stdout or sys.stderr while one thread talks to MLflow: that thread's writes go nowhere, every other
+    thread's reach the stream as before (a training command mirrors a run from its worker thread while the
+    other languages' lines and the live table go on)."""
+
+    def __init__(self, stream, thread: threading.Thread):
+        self._stream, self._thread = stream, thread
+
+    def write(self, text: str) -> int:
+        return len(text) if threading.current_thread() is self._thread else self._stream.write(text)
+
+    def flush(self) -> None:
+        if threading.current_thread() is not self._thread:
+            self._stream.flush()
+
+    def __getattr__(self, name: str):  # isatty, encoding, fileno: the stream's own
+        return getattr(self._stream, name)
+
+
 @contextlib.contextmanager
 def quiet():
     """MLflow's own chatter while logging (links to the run, advice on type hints and input examples): the
     command prints what happened in one line of its own."""
     loggers = [logging.getLogger(name) for name in ("mlflow", "mlflow.pyfunc", "mlflow.tracking")]
     levels = [logger.level for logger in loggers]
+    me = threading.current_thread()
     # MLflow sets its own warning filters inside (so ignoring them is not enough): its chatter goes nowhere
-    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
-            contextlib.redirect_stderr(io.StringIO()):
+    with (
+        warnings.catch_warnings(),
+        contextlib.redirect_stdout(MutedInThread(sys.stdout, me)),
+        contextlib.redirect_stderr(MutedInThread(sys.stderr, me)),
+    ):
         warnings.simplefilter("ignore")
         for logger in loggers:
             logger.setLevel(logging.ERROR)
@@ -127,8 +156,10 @@ class Tracker:
         create_run retried after the server had committed it, two commands mirroring at once), the oldest
         is the mirror and the others are deleted, so a duplicate never outlives the next export."""
         found = self.client.search_runs(
-            [self.experiment_id], max_results=50,
-            filter_string=f"tags.`trainstack.run_id` = '{run_id}' and tags.`trainstack.lang` = '{lang}'")
+            [self.experiment_id],
+            max_results=50,
+            filter_string=f"tags.`trainstack.run_id` = '{run_id}' and tags.`trainstack.lang` = '{lang}'",
+        )
         if not found:
             return None
         keep, *extra = sorted(found, key=lambda run: (run.info.start_time or 0, run.info.run_id))

@@ -2,9 +2,11 @@
 
 Idempotent by construction: a run's mirror is looked up by `trainstack.run_id` (+ lang) before anything
 is created; params are written once (MLflow's are immutable), metric points only for the (key, step)
-pairs it lacks, dataset inputs only those it lacks, files overwrite their own path, and `trainstack.source_sha` is written last: a mirror
+pairs it lacks, dataset inputs only those it lacks, files overwrite their own path, and `trainstack.source_sha` is
+written last: a mirror
 cut short is completed by the next export, one that is complete and unchanged is left alone.
 """
+
 from __future__ import annotations
 
 import json
@@ -14,7 +16,7 @@ from pathlib import Path, PurePosixPath
 
 from stacks.tracking.record import SOURCE_TAG, Mirror
 from stacks.tracking.run_tags import MLFLOW_DATASET_CONTEXT, MLFLOW_USER
-from trainer.runfiles.status_file import run_key
+from trainer.runfiles.keys import run_key
 from trainer.storage import Bucket
 
 BATCH = {"metrics": 1000, "params": 100, "tags": 100}  # MLflow's log_batch limits
@@ -31,7 +33,7 @@ class Exported:
 
 def _chunks(items: list, size: int):
     for start in range(0, len(items), size):
-        yield items[start:start + size]
+        yield items[start : start + size]
 
 
 def _present_points(client, mlflow_run_id: str, keys: set[str]) -> set[tuple[str, int]]:
@@ -60,9 +62,14 @@ def _write_datasets(client, mlflow_run_id: str, mirror: Mirror, found) -> None:
 
     inputs = found.inputs.dataset_inputs if found is not None and found.inputs else []
     have = {(i.dataset.name, i.dataset.digest) for i in inputs}
-    wanted = [DatasetInput(Dataset(d.name, d.digest, d.source_type, json.dumps({"uri": d.source_uri}),
-                                   profile=d.profile), tags=[InputTag(MLFLOW_DATASET_CONTEXT, d.context)])
-              for d in mirror.datasets if (d.name, d.digest) not in have]
+    wanted = [
+        DatasetInput(
+            Dataset(d.name, d.digest, d.source_type, json.dumps({"uri": d.source_uri}), profile=d.profile),
+            tags=[InputTag(MLFLOW_DATASET_CONTEXT, d.context)],
+        )
+        for d in mirror.datasets
+        if (d.name, d.digest) not in have
+    ]
     if wanted:
         client.log_inputs(mlflow_run_id, datasets=wanted)
 
@@ -97,8 +104,9 @@ def export_run(tracker, bucket: Bucket, mirror: Mirror) -> Exported:
     if found is not None and found.data.tags.get(SOURCE_TAG) == mirror.source_sha:
         return Exported(lang, run_id, "unchanged", found.info.run_id)
     if found is None:
-        client.create_run(tracker.experiment_id, start_time=mirror.start_ms, run_name=mirror.name,
-                          tags=_run_tags(mirror, None))
+        client.create_run(
+            tracker.experiment_id, start_time=mirror.start_ms, run_name=mirror.name, tags=_run_tags(mirror, None)
+        )
         mlflow_run_id = tracker.find(run_id, lang).info.run_id  # the oldest, if a retried create made two
     else:
         mlflow_run_id = found.info.run_id

@@ -9,21 +9,60 @@ environment. Nothing here needs torch: the operator's CLI logs the files, it nev
 
 The code carried is the exporting checkout's `trainer`: a run records its commit (metadata/trainctl.json),
 not its code. The model's metadata and tags say so, with the code's package name and the checkout's commit.
+
+Its two slow steps (the run's files from the bucket, the model up to MLflow: a model.pth is tens to hundreds
+of MB) are shown by the report a command sets around its mirror (`reporting_transfers`); unset, nothing is said.
 """
+
 from __future__ import annotations
 
 import json
 import tempfile
 from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from pathlib import Path
 
 import trainer
 from stacks.tracking.record import Mirror
-from trainer.runfiles.status_file import TRAINCTL_META, run_key
+from trainer.runfiles.keys import TRAINCTL_META, run_key
 from trainer.storage import Bucket
 
 TRAINER_CODE = Path(trainer.__file__).parent  # the exporting checkout's package: what a model carries
 MODEL_CODE = Path("serving") / "mlflow_model_code.py"  # MLflow's "models from code", inside the package
+
+
+@dataclass
+class Transfer:
+    """One slow step as a report sees it: `size` in bytes, set by the step once it is known (a download's)."""
+
+    size: int | None = None
+
+
+@contextmanager
+def _unreported(doing: str, size: int | None = None):
+    yield Transfer(size)
+
+
+# A context variable, not an argument: a training command mirrors each run from the worker thread that
+# followed it, under its live view, and a thread never sees the command's report: those stay silent.
+_REPORT: ContextVar = ContextVar("model_transfer_report", default=_unreported)
+
+
+@contextmanager
+def reporting_transfers(report):
+    """Inside the `with`, logging a model shows its slow steps with `report(doing, size)`: a context manager
+    around the step, yielding a Transfer (stacks.cli.transfer_progress.TransferReport)."""
+    token = _REPORT.set(report)
+    try:
+        yield
+    finally:
+        _REPORT.reset(token)
+
+
+def folder_size(path: Path) -> int:
+    path = Path(path)
+    return path.stat().st_size if path.is_file() else sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
 def requirements(trainer_meta: dict, metrics: dict) -> list[str]:
@@ -67,7 +106,8 @@ def logged_before(tracker, mlflow_run_id: str) -> str | None:
     from mlflow.entities import LoggedModelStatus
 
     models = tracker.client.search_logged_models(
-        [tracker.experiment_id], filter_string=f"source_run_id = '{mlflow_run_id}' AND name = 'model'")
+        [tracker.experiment_id], filter_string=f"source_run_id = '{mlflow_run_id}' AND name = 'model'"
+    )
     ready = [m for m in models if m.status == LoggedModelStatus.READY]
     return ready[0].model_uri if ready else None
 
@@ -126,24 +166,37 @@ def pyfunc_model(bucket: Bucket, lang: str, run_id: str, *, code_source: Path = 
     meta_key = run_key(lang, run_id, "metadata/trainer.json")
     trainer_meta = json.loads(bucket.read_bytes(meta_key)) if bucket.exists(meta_key) else {}
     trainctl_key = run_key(lang, run_id, TRAINCTL_META)
-    run_commit = (json.loads(bucket.read_bytes(trainctl_key)).get("git_sha") if bucket.exists(trainctl_key)
-                  else None) or "unknown"
+    run_commit = (
+        json.loads(bucket.read_bytes(trainctl_key)).get("git_sha") if bucket.exists(trainctl_key) else None
+    ) or "unknown"
     with tempfile.TemporaryDirectory(prefix="trainstack-model-") as tmp:
         files = {}  # keyed by the run's own file names: what ServedModel.load takes
-        for name in SERVED_FILES:
-            if bucket.exists(run_key(lang, run_id, name)):
-                bucket.download(run_key(lang, run_id, name), Path(tmp) / "artifacts" / name)
-                files[name] = str(Path(tmp) / "artifacts" / name)
+        with _REPORT.get()(f"downloading the model files of {lang} {run_id} from the bucket") as step:
+            for name in SERVED_FILES:
+                if bucket.exists(run_key(lang, run_id, name)):
+                    bucket.download(run_key(lang, run_id, name), Path(tmp) / "artifacts" / name)
+                    files[name] = str(Path(tmp) / "artifacts" / name)
+            step.size = sum(folder_size(Path(path)) for path in files.values())
         code = copy_code(source=code_source, dest=Path(tmp) / "code")
-        origin = (f"the exporting checkout, {code_version(code_source)}: the run records its commit "
-                  f"({run_commit}), not its code")
+        origin = (
+            f"the exporting checkout, {code_version(code_source)}: the run records its commit "
+            f"({run_commit}), not its code"
+        )
         with importable(code):
-            yield dict(python_model=str(code / MODEL_CODE), artifacts=files, code_paths=[str(code)],
-                       pip_requirements=requirements(trainer_meta, metrics),
-                       signature=signature(list(metrics.get("labels") or [])),
-                       input_example=_input_example(bucket, lang, run_id),
-                       metadata={"trainstack.run_id": run_id, "trainstack.lang": lang,
-                                 "trainstack.code_package": code.name, "trainstack.code_origin": origin})
+            yield dict(
+                python_model=str(code / MODEL_CODE),
+                artifacts=files,
+                code_paths=[str(code)],
+                pip_requirements=requirements(trainer_meta, metrics),
+                signature=signature(list(metrics.get("labels") or [])),
+                input_example=_input_example(bucket, lang, run_id),
+                metadata={
+                    "trainstack.run_id": run_id,
+                    "trainstack.lang": lang,
+                    "trainstack.code_package": code.name,
+                    "trainstack.code_origin": origin,
+                },
+            )
 
 
 def log_model(tracker, bucket: Bucket, mirror: Mirror, mlflow_run_id: str) -> str:
@@ -157,11 +210,24 @@ def log_model(tracker, bucket: Bucket, mirror: Mirror, mlflow_run_id: str) -> st
 
     with pyfunc_model(bucket, mirror.lang, mirror.run_id) as model:
         tags = dict(model["metadata"])  # so the list of logged models shows which code each carries
-        with quiet(), fluent_uris(tracker):  # defining the model class warns (type hints)
+        size = sum(folder_size(Path(path)) for path in [*model["artifacts"].values(), *model["code_paths"]])
+        with (
+            _REPORT.get()(f"logging the model of {mirror.lang} {mirror.run_id} to MLflow", size),
+            quiet(),
+            fluent_uris(tracker),
+        ):  # defining the model class warns (type hints)
             from mlflow.models import Model
 
             info = Model.log(
-                artifact_path=None, name="model", flavor=_Pyfunc, flavor_name="pyfunc.ModelFromCode",
-                validate_serving_input=False, run_id=mlflow_run_id, step=mirror.final_step,
-                params=mirror.params, tags=tags, **model)
+                artifact_path=None,
+                name="model",
+                flavor=_Pyfunc,
+                flavor_name="pyfunc.ModelFromCode",
+                validate_serving_input=False,
+                run_id=mlflow_run_id,
+                step=mirror.final_step,
+                params=mirror.params,
+                tags=tags,
+                **model,
+            )
     return info.model_uri

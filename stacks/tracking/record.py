@@ -5,6 +5,7 @@ metadata/trainer.json, trainctl.json, placements.json, cost.json, the base LM's 
 `Mirror`, which export.py writes and which a second export compares against, so a run mirrored twice is
 the same run.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -13,10 +14,11 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from trainer.runfiles.curves import epoch_points, final_figures, finite, key_name, run_settings
-from trainer.runfiles.status_file import (FAILED, PLACEMENTS_META, SUCCEEDED, TRAINCTL_META,
-                                         placements_summary, run_key, run_prefix)
 from stacks.tracking.run_tags import TAG, base_lm_tags, folder_url, machine_tags, system_tags
+from trainer.runfiles.curves import epoch_points, final_figures, finite, key_name, run_settings
+from trainer.runfiles.keys import PLACEMENTS_META, TRAINCTL_META, run_key, run_prefix
+from trainer.runfiles.placements import placements_summary
+from trainer.runfiles.status_file import FAILED, SUCCEEDED
 from trainer.storage import Bucket
 
 RUN_ID_TAG = f"{TAG}run_id"
@@ -24,8 +26,16 @@ SOURCE_TAG = f"{TAG}source_sha"  # the sha256 of what the mirror was made from: 
 COST_META = "metadata/cost.json"  # written by trainctl once a run has ended (stacks/runs/records.py)
 
 # The files a run's page attaches (those the run has); model.pth goes up as the logged model, not here.
-FILES = ("metrics.json", "report.html", "log.txt", "valid_predictions.csv", "test_predictions.csv",
-         "plots/history.png", "plots/per_label_f1.png", "metadata/trainer.json")
+FILES = (
+    "metrics.json",
+    "report.html",
+    "log.txt",
+    "valid_predictions.csv",
+    "test_predictions.csv",
+    "plots/history.png",
+    "plots/per_label_f1.png",
+    "metadata/trainer.json",
+)
 # The line EpochLogCallback writes at each epoch's end: `<time> <stage> [<phase>] epoch <n>/<total>  figures`
 _EPOCH_LINE = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ) (\S+) \[([^\]]*)\] epoch (\d+)/\d+(?:\s|$)")
 
@@ -119,15 +129,22 @@ def _history_metrics(history: list[dict], *, start_ms: int, ends: dict) -> list[
 
 
 def _points(figures: dict[str, object], *, step: int, at_ms: int) -> list[Metric]:
-    return [Metric(key_name(k), v, step, at_ms) for k, value in figures.items()
-            if (v := finite(value)) is not None]
+    return [Metric(key_name(k), v, step, at_ms) for k, value in figures.items() if (v := finite(value)) is not None]
 
 
 def _cost_metrics(cost: dict, estimate: dict, *, step: int, at_ms: int) -> list[Metric]:
     """What the run cost (metadata/cost.json, from its VMs' boot records) beside the estimate at apply."""
-    return _points({"cost/est_usd": cost.get("est_cost"), "cost/billed_vm_s": cost.get("billed_vm_s"),
-                    "cost/vm_per_hour": cost.get("vm_per_hour"), "cost/vm_boots": cost.get("vm_boots"),
-                    "cost/estimate_per_hour": estimate.get("per_hour")}, step=step, at_ms=at_ms)
+    return _points(
+        {
+            "cost/est_usd": cost.get("est_cost"),
+            "cost/billed_vm_s": cost.get("billed_vm_s"),
+            "cost/vm_per_hour": cost.get("vm_per_hour"),
+            "cost/vm_boots": cost.get("vm_boots"),
+            "cost/estimate_per_hour": estimate.get("per_hour"),
+        },
+        step=step,
+        at_ms=at_ms,
+    )
 
 
 def _datasets(bucket: Bucket, lang: str, *, doc: dict, data_hash: str | None) -> list[Dataset]:
@@ -143,15 +160,24 @@ def _datasets(bucket: Bucket, lang: str, *, doc: dict, data_hash: str | None) ->
     if not data_hash:
         return []
     counts = {"train": doc.get("n_train"), "valid": doc.get("n_valid"), "test": doc.get("n_test")}
-    return [Dataset(f"{lang}-{split}", data_hash, source, split, rows) for split, rows in counts.items()
-            if split != "test" or rows]
+    return [
+        Dataset(f"{lang}-{split}", data_hash, source, split, rows)
+        for split, rows in counts.items()
+        if split != "test" or rows
+    ]
 
 
 def _params(doc: dict, trainer_meta: dict) -> dict[str, str]:
     params = {k: str(v) for k, v in run_settings(trainer_meta.get("args") or {}).items()}
-    recorded = {"data_hash": trainer_meta.get("data_hash"), "tokenizer": doc.get("tokenizer"),
-                "n_train": doc.get("n_train"), "n_valid": doc.get("n_valid"), "n_test": doc.get("n_test"),
-                "device": trainer_meta.get("device"), "precision_used": trainer_meta.get("precision")}
+    recorded = {
+        "data_hash": trainer_meta.get("data_hash"),
+        "tokenizer": doc.get("tokenizer"),
+        "n_train": doc.get("n_train"),
+        "n_valid": doc.get("n_valid"),
+        "n_test": doc.get("n_test"),
+        "device": trainer_meta.get("device"),
+        "precision_used": trainer_meta.get("precision"),
+    }
     params.update({k: str(v) for k, v in recorded.items() if v is not None})
     return params
 
@@ -165,11 +191,16 @@ def _log_text(bucket: Bucket, lang: str, run_id: str) -> str:
 def _tags(bucket: Bucket, lang: str, run_id: str, *, env: str, files: dict) -> dict[str, str]:
     status, doc, trainer_meta, trainctl_meta = (files[k] for k in ("status", "doc", "trainer", "trainctl"))
     state, job = status.get("state") or "PENDING", _job(files)
-    tags = {RUN_ID_TAG: run_id, f"{TAG}lang": lang, f"{TAG}env": status.get("env") or env, f"{TAG}job": job,
-            f"{TAG}state": state, f"{TAG}run_url": bucket.url(run_prefix(lang, run_id)),
-            f"{TAG}git_sha": str(trainctl_meta.get("git_sha") or "unknown")}
-    tags.update(system_tags(lang=lang, run_id=run_id, job=job, trainctl_meta=trainctl_meta,
-                             trainer_meta=trainer_meta))
+    tags = {
+        RUN_ID_TAG: run_id,
+        f"{TAG}lang": lang,
+        f"{TAG}env": status.get("env") or env,
+        f"{TAG}job": job,
+        f"{TAG}state": state,
+        f"{TAG}run_url": bucket.url(run_prefix(lang, run_id)),
+        f"{TAG}git_sha": str(trainctl_meta.get("git_sha") or "unknown"),
+    }
+    tags.update(system_tags(lang=lang, run_id=run_id, job=job, trainctl_meta=trainctl_meta, trainer_meta=trainer_meta))
     tags.update(base_lm_tags(bucket, lang, doc.get("base_lm") or trainer_meta.get("base_lm") or {}))
     tags.update(machine_tags(trainctl_meta, files["cost"], files["moves"]))
     if doc.get("kept"):
@@ -180,12 +211,17 @@ def _tags(bucket: Bucket, lang: str, run_id: str, *, env: str, files: dict) -> d
 
 
 def _job(files: dict) -> str:
-    return (files["doc"].get("job") or files["status"].get("job")
-            or (files["trainer"].get("args") or {}).get("job") or "classifier")
+    return (
+        files["doc"].get("job")
+        or files["status"].get("job")
+        or (files["trainer"].get("args") or {}).get("job")
+        or "classifier"
+    )
 
 
-def _metrics(bucket: Bucket, lang: str, run_id: str, *, files: dict, start: int | None,
-             end: int | None) -> list[Metric]:
+def _metrics(
+    bucket: Bucket, lang: str, run_id: str, *, files: dict, start: int | None, end: int | None
+) -> list[Metric]:
     doc, state, moves = files["doc"], files["status"].get("state"), files["moves"]
     history = list(doc.get("history") or [])
     ends = epoch_end_times(_log_text(bucket, lang, run_id)) if history else {}
@@ -195,24 +231,38 @@ def _metrics(bucket: Bucket, lang: str, run_id: str, *, files: dict, start: int 
         metrics += _points(final_figures(doc), step=step, at_ms=final_at)
     if state in (SUCCEEDED, FAILED):  # what Spot and the machines cost the run, in time and money
         if moves["placements"]:
-            metrics += [Metric(f"spot/{name}", float(moves[name]), step, final_at)
-                        for name in ("preemptions", "capacity_wait_s", "interrupted_s")]
-        metrics += _cost_metrics(files["cost"], files["trainctl"].get("cost_estimate") or {}, step=step,
-                                 at_ms=final_at)
+            metrics += [
+                Metric(f"spot/{name}", float(moves[name]), step, final_at)
+                for name in ("preemptions", "capacity_wait_s", "interrupted_s")
+            ]
+        metrics += _cost_metrics(files["cost"], files["trainctl"].get("cost_estimate") or {}, step=step, at_ms=final_at)
     return metrics
 
 
 def _run_files(bucket: Bucket, lang: str, run_id: str) -> dict:
-    files = {name: _json(bucket, run_key(lang, run_id, key)) or {} for name, key in (
-        ("status", "status.json"), ("doc", "metrics.json"), ("trainer", "metadata/trainer.json"),
-        ("trainctl", TRAINCTL_META), ("cost", COST_META))}
+    files = {
+        name: _json(bucket, run_key(lang, run_id, key)) or {}
+        for name, key in (
+            ("status", "status.json"),
+            ("doc", "metrics.json"),
+            ("trainer", "metadata/trainer.json"),
+            ("trainctl", TRAINCTL_META),
+            ("cost", COST_META),
+        )
+    }
     files["moves"] = placements_summary(_json(bucket, run_key(lang, run_id, PLACEMENTS_META)))
     return files
 
 
 def _source_sha(mirror: Mirror) -> str:
-    content = [mirror.tags, mirror.params, [m.__dict__ for m in mirror.metrics], mirror.files, mirror.model,
-               [d.__dict__ for d in mirror.datasets]]
+    content = [
+        mirror.tags,
+        mirror.params,
+        [m.__dict__ for m in mirror.metrics],
+        mirror.files,
+        mirror.model,
+        [d.__dict__ for d in mirror.datasets],
+    ]
     return hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
@@ -223,14 +273,21 @@ def read_mirror(bucket: Bucket, lang: str, run_id: str, *, env: str) -> Mirror:
     state = status.get("state") or "PENDING"
     start = _ms(status.get("started_at")) or _ms(status.get("updated_at"))
     end = _ms(status.get("finished_at")) if state in (SUCCEEDED, FAILED) else None
-    model = (state == SUCCEEDED and _job(files) == "classifier"
-             and bucket.exists(run_key(lang, run_id, "model.pth")))
-    mirror = Mirror(lang, run_id, state, start, end, _tags(bucket, lang, run_id, env=env, files=files),
-                    _params(doc, files["trainer"]),
-                    _metrics(bucket, lang, run_id, files=files, start=start, end=end),
-                    [name for name in FILES if bucket.exists(run_key(lang, run_id, name))], model=model,
-                    datasets=_datasets(bucket, lang, doc=doc, data_hash=files["trainer"].get("data_hash")),
-                    final_step=len(doc.get("history") or []))
+    model = state == SUCCEEDED and _job(files) == "classifier" and bucket.exists(run_key(lang, run_id, "model.pth"))
+    mirror = Mirror(
+        lang,
+        run_id,
+        state,
+        start,
+        end,
+        _tags(bucket, lang, run_id, env=env, files=files),
+        _params(doc, files["trainer"]),
+        _metrics(bucket, lang, run_id, files=files, start=start, end=end),
+        [name for name in FILES if bucket.exists(run_key(lang, run_id, name))],
+        model=model,
+        datasets=_datasets(bucket, lang, doc=doc, data_hash=files["trainer"].get("data_hash")),
+        final_step=len(doc.get("history") or []),
+    )
     mirror.source_sha = _source_sha(mirror)
     mirror.tags[SOURCE_TAG] = mirror.source_sha
     return mirror

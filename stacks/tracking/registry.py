@@ -1,6 +1,7 @@
 """The promoted model in MLflow's registry: a version of `trainstack-<env>-<lang>` per promoted run, and the
 alias (`champion`) on the one `<lang>/models/CURRENT` names. The bucket decides; the registry follows it,
 so a refused promotion changes nothing there and a catch-up export moves the alias where CURRENT points."""
+
 from __future__ import annotations
 
 from stacks.runs.promotion import read_current
@@ -31,9 +32,15 @@ def sync_champion(tracker, bucket: Bucket, lang: str, *, name: str, alias: str) 
         from stacks.tracking.client import fluent_uris, quiet
 
         with quiet(), fluent_uris(tracker):  # it announces itself on stdout and the log
-            created = mlflow.register_model(found.data.tags[MODEL_TAG], name,
-                                            tags={"trainstack.run_id": current["run_id"], "trainstack.lang": lang,
-                                                  "macro_f1": f"{current['macro_f1']:.4f}"})
+            created = mlflow.register_model(
+                found.data.tags[MODEL_TAG],
+                name,
+                tags={
+                    "trainstack.run_id": current["run_id"],
+                    "trainstack.lang": lang,
+                    "macro_f1": f"{current['macro_f1']:.4f}",
+                },
+            )
         version = int(created.version)
     try:
         holder = client.get_model_version_by_alias(name, alias)

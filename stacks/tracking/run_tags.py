@@ -2,6 +2,7 @@
 and run name read as for a run MLflow started), where and on what it trained, and the base LM it started from.
 Pure translation from the run files' dicts (record.py reads them); stdlib only.
 """
+
 from __future__ import annotations
 
 from trainer.storage import Bucket
@@ -21,14 +22,19 @@ MLFLOW_DATASET_CONTEXT = "mlflow.data.context"
 COMMANDS = {"classifier": "train", "pretrain-lm": "lm pretrain"}  # the trainctl command that starts each job
 
 
-def system_tags(*, lang: str, run_id: str, job: str, trainctl_meta: dict,
-                trainer_meta: dict) -> dict[str, str]:
+def system_tags(*, lang: str, run_id: str, job: str, trainctl_meta: dict, trainer_meta: dict) -> dict[str, str]:
     """MLflow's own fields: the run's name, the command that made it, its commit and image, its user where the
     run records one (else export.py names the exporting account when it creates the run)."""
-    tags = {MLFLOW_RUN_NAME: f"{lang}-{run_id}", MLFLOW_SOURCE_TYPE: "JOB",
-            MLFLOW_SOURCE_NAME: f"trainctl {COMMANDS.get(job, job)} {lang}"}
-    recorded = {MLFLOW_GIT_COMMIT: trainctl_meta.get("git_sha"), MLFLOW_USER: trainctl_meta.get("user"),
-                MLFLOW_DOCKER_IMAGE_URI: trainer_meta.get("image") or trainctl_meta.get("image")}
+    tags = {
+        MLFLOW_RUN_NAME: f"{lang}-{run_id}",
+        MLFLOW_SOURCE_TYPE: "JOB",
+        MLFLOW_SOURCE_NAME: f"trainctl {COMMANDS.get(job, job)} {lang}",
+    }
+    recorded = {
+        MLFLOW_GIT_COMMIT: trainctl_meta.get("git_sha"),
+        MLFLOW_USER: trainctl_meta.get("user"),
+        MLFLOW_DOCKER_IMAGE_URI: trainer_meta.get("image") or trainctl_meta.get("image"),
+    }
     tags.update({name: str(value) for name, value in recorded.items() if value})
     return tags
 
@@ -37,13 +43,21 @@ def machine_tags(trainctl_meta: dict, cost: dict, moves: dict) -> dict[str, str]
     """Where and on what the run trained, as recorded at apply (metadata/trainctl.json) and as it moved
     (metadata/placements.json: the zone it last ran in)."""
     gpu = trainctl_meta.get("gpu") or {}
-    gpus = f"{gpu['type']} x{gpu.get('count') or 1}" if gpu.get("type") else (
-        "none" if trainctl_meta.get("machine_type") else None)
-    values = {"target": trainctl_meta.get("target"), "machine_type": trainctl_meta.get("machine_type"),
-              "gpu": gpus, "market": {True: "spot", False: "on-demand"}.get(trainctl_meta.get("spot")),
-              "nodes": trainctl_meta.get("nodes"), "region": trainctl_meta.get("region"),
-              "zone": (moves["ran_in"] or [None])[-1] or trainctl_meta.get("zone"),
-              "cost_note": cost.get("cost_note")}
+    gpus = (
+        f"{gpu['type']} x{gpu.get('count') or 1}"
+        if gpu.get("type")
+        else ("none" if trainctl_meta.get("machine_type") else None)
+    )
+    values = {
+        "target": trainctl_meta.get("target"),
+        "machine_type": trainctl_meta.get("machine_type"),
+        "gpu": gpus,
+        "market": {True: "spot", False: "on-demand"}.get(trainctl_meta.get("spot")),
+        "nodes": trainctl_meta.get("nodes"),
+        "region": trainctl_meta.get("region"),
+        "zone": (moves["ran_in"] or [None])[-1] or trainctl_meta.get("zone"),
+        "cost_note": cost.get("cost_note"),
+    }
     tags = {f"{TAG}{name}": str(value) for name, value in values.items() if value is not None}
     if moves["placements"]:
         tags[f"{TAG}placements"] = " -> ".join(str(z) for z in moves["placements"])
@@ -72,7 +86,10 @@ def base_lm_tags(bucket: Bucket, lang: str, base_lm: dict) -> dict[str, str]:
 
     lm_id = str(base_lm["id"])
     published = _published_lm(bucket, lang, lm_id)
-    values = {"": lm_id, ".source": base_lm.get("source") or (published.source if published else None),
-              ".uri": folder_url(bucket, store.prefix(lang, lm_id)),
-              ".run_id": base_lm.get("run_id") or (published.run_id if published else None)}
+    values = {
+        "": lm_id,
+        ".source": base_lm.get("source") or (published.source if published else None),
+        ".uri": folder_url(bucket, store.prefix(lang, lm_id)),
+        ".run_id": base_lm.get("run_id") or (published.run_id if published else None),
+    }
     return {f"{TAG}base_lm{suffix}": str(value) for suffix, value in values.items() if value}

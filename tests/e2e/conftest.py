@@ -1,5 +1,6 @@
 """Fixtures of the end-to-end tests: a project with the French sample pushed, and one French run trained
 once for the tests that only read it."""
+
 from __future__ import annotations
 
 import socket

@@ -2,6 +2,7 @@
 mid-epoch checkpoint, and the full-softmax layout it publishes (fine-tuning into an adaptive head from a
 full-softmax LM: tests/e2e/test_lm_pretrain.py; the published layout loading into fastai's full-softmax
 model: tests/unit/test_adaptive_head.py)."""
+
 from __future__ import annotations
 
 import io
@@ -14,8 +15,18 @@ from tests.support.trainer_proc import stage_sample, trainer, wait_status
 from trainer.storage import open_bucket
 
 # one epoch of ~20 batches on the sample corpus: room for an interruption inside it
-PRETRAIN = ("--job", "pretrain-lm", "--lm-head", "adaptive", "--epochs-base-lm", "1", "--bs", "8",
-            "--checkpoint-minutes", "0")
+PRETRAIN = (
+    "--job",
+    "pretrain-lm",
+    "--lm-head",
+    "adaptive",
+    "--epochs-base-lm",
+    "1",
+    "--bs",
+    "8",
+    "--checkpoint-minutes",
+    "0",
+)
 
 
 def _published(bucket) -> tuple[dict, dict]:
@@ -35,8 +46,16 @@ def test_an_adaptive_pretrain_resumes_mid_epoch_exactly_and_publishes_the_full_l
     assert proc.returncode == 0, out
 
     proc = trainer(uri["cut"], "p", *PRETRAIN, "--progress-seconds", "0", start_new_session=True)
-    wait_status(cut, "p", lambda s: s["stage"] == "base_lm" and s.get("progress") is not None
-                and 3 <= s["progress"]["batch"] < s["progress"]["batches"] - 3, proc)
+    wait_status(
+        cut,
+        "p",
+        lambda s: (
+            s["stage"] == "base_lm"
+            and s.get("progress") is not None
+            and 3 <= s["progress"]["batch"] < s["progress"]["batches"] - 3
+        ),
+        proc,
+    )
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 143, out

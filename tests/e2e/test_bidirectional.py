@@ -3,6 +3,7 @@
 Unit tests for the reversal and the ensemble figures; tiny end-to-end runs for the rest
 (the trainer as a subprocess, a file:// bucket).
 """
+
 from __future__ import annotations
 
 import json
@@ -22,8 +23,9 @@ BIDIRECTIONAL = ("--bidirectional", "true")
 
 
 def test_reversed_reads_every_text_right_to_left_and_keeps_text_order():
-    table = TokenIds(["a", "b", "c", "d"], np.array([0, 1, 2, 3, 3, 2], dtype=np.int32),
-                     np.array([0, 3, 3, 4, 6], dtype=np.int64))  # texts: abc, (empty), d, dc
+    table = TokenIds(
+        ["a", "b", "c", "d"], np.array([0, 1, 2, 3, 3, 2], dtype=np.int32), np.array([0, 3, 3, 4, 6], dtype=np.int64)
+    )  # texts: abc, (empty), d, dc
     back = table.reversed()
     assert [back.text(i).tolist() for i in range(len(back))] == [[2, 1, 0], [], [3], [2, 3]]
     assert back.vocab is table.vocab and back.reversed() == table
@@ -36,8 +38,15 @@ def test_ensemble_averages_probabilities_and_tunes_its_own_thresholds():
     targets = np.array([[1, 0], [0, 1], [1, 0], [0, 1]])
     fwd = np.array([[0.4, 0.6], [0.1, 0.9], [0.9, 0.1], [0.2, 0.8]])
     bwd = np.array([[0.9, 0.1], [0.6, 0.4], [0.8, 0.2], [0.1, 0.9]])
-    out = ensemble.figures((fwd, fwd), (bwd, bwd), valid_targets=targets, scored_targets=targets, labels=labels,
-                           multi_label=False, allow_empty=False)
+    out = ensemble.figures(
+        (fwd, fwd),
+        (bwd, bwd),
+        valid_targets=targets,
+        scored_targets=targets,
+        labels=labels,
+        multi_label=False,
+        allow_empty=False,
+    )
     assert out["backward"]["accuracy"] == 0.75 and out["ensemble"]["accuracy"] == 1.0
     assert out["ensemble"]["per_label"]["a"]["threshold"] is None
     # Multi-label: each model's thresholds are tuned on its own validation probabilities (label a:
@@ -47,8 +56,15 @@ def test_ensemble_averages_probabilities_and_tunes_its_own_thresholds():
     bwd_valid = np.array([[0.5, 0.9], [0.25, 0.9], [0.5, 0.1], [0.25, 0.1]])
     scored_targets = np.array([[1, 0], [0, 1]])
     fwd_scored, bwd_scored = np.array([[0.45, 0.1], [0.2, 0.9]]), np.array([[0.45, 0.1], [0.45, 0.9]])
-    out = ensemble.figures((fwd_valid, fwd_scored), (bwd_valid, bwd_scored), valid_targets=valid_targets,
-                           scored_targets=scored_targets, labels=labels, multi_label=True, allow_empty=True)
+    out = ensemble.figures(
+        (fwd_valid, fwd_scored),
+        (bwd_valid, bwd_scored),
+        valid_targets=valid_targets,
+        scored_targets=scored_targets,
+        labels=labels,
+        multi_label=True,
+        allow_empty=True,
+    )
     assert 0.15 < out["backward"]["per_label"]["a"]["threshold"] <= 0.5
     assert 0.15 < out["ensemble"]["per_label"]["a"]["threshold"] <= 0.4  # from the mean: 0.15 on the negatives
     # backward: a at 0.45 on both rows is one threshold's call; the ensemble's mean (0.45, 0.325) splits them
@@ -82,8 +98,13 @@ def test_sigterm_in_the_backward_classifier_resumes_with_the_forward_model_carri
     assert pointer["position"]["stage"] == "classifier_bwd"
     # (and each classifier's linear probe, whose figures metrics.json reports: trainer.classification.probe)
     # the encoder the backward probe read rides along until the stage ends (stage.confirm_over_probe)
-    assert set(last["carry"]) == {"classifier", "classifier_bwd_best", "classifier_probe", "classifier_bwd_probe",
-                                  "classifier_bwd_start_encoder"}
+    assert set(last["carry"]) == {
+        "classifier",
+        "classifier_bwd_best",
+        "classifier_probe",
+        "classifier_bwd_probe",
+        "classifier_bwd_start_encoder",
+    }
 
     proc = trainer(uri, "r1", *args, start_new_session=True)
     sigterm_at(bucket, "r1", proc, "classifier_bwd", 3)
@@ -93,9 +114,13 @@ def test_sigterm_in_the_backward_classifier_resumes_with_the_forward_model_carri
     out, _ = proc.communicate(timeout=900)
     assert proc.returncode == 0, out
     log = bucket.read_appended("fr/runs/r1/log.txt")[0].decode()
-    for line in ("lm_finetune: finished before the interruption", "classifier: finished before the interruption",
-                 "lm_finetune_bwd: finished before the interruption", "classifier_bwd: resumed at classifier_bwd",
-                 "bidirectional: backward macro-F1"):
+    for line in (
+        "lm_finetune: finished before the interruption",
+        "classifier: finished before the interruption",
+        "lm_finetune_bwd: finished before the interruption",
+        "classifier_bwd: resumed at classifier_bwd",
+        "bidirectional: backward macro-F1",
+    ):
         assert line in log, line
     assert f"base LM: {inline}" in log and "has no backward LM" not in log
     whole, resumed = (json.loads(bucket.read_bytes(f"fr/runs/{r}/metrics.json")) for r in ("whole", "r1"))
@@ -114,6 +139,7 @@ def test_sigterm_in_the_backward_classifier_resumes_with_the_forward_model_carri
     text = "Le colis n'est jamais arrivé"
     ids = [learn.dls.test_dl([text]).one_batch()[0][0].tolist() for learn in (fwd, bwd)]
     assert ids[1] == ids[0][::-1] and ids[0][0] == fwd.dls.vocab[0].index("xxbos")
+
     # The models' own probabilities (the blend aside): the ensemble averages the two.
     def served(learn, metrics, **parts):  # the text's labels and {label: probability}
         model = ServedModel(metrics=metrics, learn=learn, **parts)
@@ -157,9 +183,27 @@ def test_pretrain_publishes_a_backward_lm_and_resumes_it(tmp_path):
     stage_sample(bucket)
 
     def pretrain(run_id, *extra, **popen):
-        return subprocess.Popen([sys.executable, "-m", "trainer", "--lang", "fr", "--bucket", uri, "--run-id", run_id,
-                                 "--job", "pretrain-lm", *TINY_TRAINER_ARGS, *extra], stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, **popen)
+        return subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "trainer",
+                "--lang",
+                "fr",
+                "--bucket",
+                uri,
+                "--run-id",
+                run_id,
+                "--job",
+                "pretrain-lm",
+                *TINY_TRAINER_ARGS,
+                *extra,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            **popen,
+        )
 
     def finish(proc):
         out, _ = proc.communicate(timeout=900)
@@ -183,7 +227,10 @@ def test_pretrain_publishes_a_backward_lm_and_resumes_it(tmp_path):
     # batch (kept in the checkpoint) and the documents' order is drawn afresh each epoch.
     strip = lambda h: [{k: v for k, v in e.items() if k != "train_loss"} for e in h]  # noqa: E731 (smoothed loss restarts)
     assert strip(resumed["history"]) == strip(whole["history"])
-    assert (resumed["perplexity"], resumed["backward_perplexity"]) == (whole["perplexity"], whole["backward_perplexity"])
+    assert (resumed["perplexity"], resumed["backward_perplexity"]) == (
+        whole["perplexity"],
+        whole["backward_perplexity"],
+    )
     assert "base_lm: finished before the interruption" in bucket.read_appended("fr/runs/r1/log.txt")[0].decode()
     # A kill leaves no checkpoint of its own: the run resumes from the last epoch's, where the LM's
     # hidden state starts afresh as in the uninterrupted run.

@@ -4,6 +4,7 @@ ja and zh get a SentencePiece model trained on the run's training rows (the defa
 languages without spaces between words); Greek is named `gr` and mapped to its ISO code
 `el` for spaCy, and keeps its case markers. The exported model.pth predicts raw strings.
 """
+
 from __future__ import annotations
 
 import csv
@@ -19,7 +20,6 @@ from tests.support.project import SAMPLE, TINY_TRAINER_ARGS
 from trainer.storage import open_bucket
 
 
-
 def _rows(lang: str) -> list[dict]:
     return list(csv.DictReader(io.StringIO((SAMPLE / lang / "train.csv").read_text(encoding="utf-8"))))
 
@@ -28,7 +28,9 @@ def _stage(bucket, key: str, lang: str) -> list[str]:
     """The sample in another format; returns the extra trainer flags it needs."""
     rows = _rows(lang)
     if key == "ja":  # JSON Lines, labels as JSON lists
-        body = "".join(json.dumps({"text": r["text"], "labels": [r["labels"]]}, ensure_ascii=False) + "\n" for r in rows)
+        body = "".join(
+            json.dumps({"text": r["text"], "labels": [r["labels"]]}, ensure_ascii=False) + "\n" for r in rows
+        )
         bucket.write_bytes("ja/data/train.jsonl", body.encode())
         return []
     if key == "zh":  # Parquet, one 0/1 column per label
@@ -37,16 +39,19 @@ def _stage(bucket, key: str, lang: str) -> list[str]:
 
         names = sorted({r["labels"] for r in rows})
         buf = io.BytesIO()
-        pq.write_table(pa.Table.from_pylist([{"body": r["text"], **{n: int(r["labels"] == n) for n in names}}
-                                             for r in rows]), buf)
+        pq.write_table(
+            pa.Table.from_pylist([{"body": r["text"], **{n: int(r["labels"] == n) for n in names}} for r in rows]), buf
+        )
         bucket.write_bytes("zh/data/train.parquet", buf.getvalue())
         return ["--text-col", "body", *(arg for n in names for arg in ("--label-cols", n))]
     bucket.upload(SAMPLE / lang / "train.csv", f"{key}/data/train.csv")
     return ["--lang-code", lang]
 
 
-@pytest.mark.parametrize("key, lang, tokenizer", [("ja", "ja", "sentencepiece-"), ("zh", "zh", "sentencepiece-"),
-                                                  ("gr", "el", "fastai-spacy-blank-el-")])
+@pytest.mark.parametrize(
+    "key, lang, tokenizer",
+    [("ja", "ja", "sentencepiece-"), ("zh", "zh", "sentencepiece-"), ("gr", "el", "fastai-spacy-blank-el-")],
+)
 def test_a_language_trains_end_to_end_and_its_model_predicts_strings(tmp_path, key, lang, tokenizer):
     from trainer.serving.served_model import ServedModel
 
@@ -56,10 +61,28 @@ def test_a_language_trains_end_to_end_and_its_model_predicts_strings(tmp_path, k
     cwd, scratch = tmp_path / "cwd", tmp_path / "tmp"
     cwd.mkdir()
     scratch.mkdir()
-    proc = subprocess.run([sys.executable, "-m", "trainer", "--lang", key, "--bucket", uri, "--run-id", "r1",
-                           *TINY_TRAINER_ARGS, "--sp-vocab-size", "400", *extra],
-                          capture_output=True, text=True, timeout=600, cwd=cwd,
-                          env={**os.environ, "TMPDIR": str(scratch)})
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "trainer",
+            "--lang",
+            key,
+            "--bucket",
+            uri,
+            "--run-id",
+            "r1",
+            *TINY_TRAINER_ARGS,
+            "--sp-vocab-size",
+            "400",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=cwd,
+        env={**os.environ, "TMPDIR": str(scratch)},
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert not list(cwd.iterdir()), "the trainer wrote into its working directory"
     assert not list(scratch.iterdir()), "the trainer left its scratch folder behind"
@@ -86,7 +109,7 @@ def test_a_language_trains_end_to_end_and_its_model_predicts_strings(tmp_path, k
 
 def test_real_japanese_rows_pass_the_preflight_and_train(project):
     """Real Japanese prose (the shared corpus) as labelled rows: dialogue (「…」) or narration.
-    `trainctl train` runs the preflight first; it refused such data before (issue 17)."""
+    `trainctl train` runs the preflight first; it refused such data before."""
     from typer.testing import CliRunner
 
     from stacks.cli.main import app
@@ -96,15 +119,18 @@ def test_real_japanese_rows_pass_the_preflight_and_train(project):
     dialogue = [t for t in lines if t.startswith("「")][:60]
     narration = [t for t in lines if not t.startswith("「")][:60]
     assert len(dialogue) == len(narration) == 60
-    rows = [{"text": t, "labels": "dialogue"} for t in dialogue] + [{"text": t, "labels": "narration"} for t in narration]
+    rows = [{"text": t, "labels": "dialogue"} for t in dialogue] + [
+        {"text": t, "labels": "narration"} for t in narration
+    ]
     data = project / "ja-data"
     data.mkdir()
     (data / "train.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
     runner = CliRunner()
     push = runner.invoke(app, ["data", "push", "ja", str(data), "--set", "languages.ja={}"])
     assert push.exit_code == 0, push.output
-    result = runner.invoke(app, ["train", "ja", "--set", "languages.ja={}", *TINY_SETS,
-                                 "--set", "defaults.trainer.sp_vocab_size=400"])
+    result = runner.invoke(
+        app, ["train", "ja", "--set", "languages.ja={}", *TINY_SETS, "--set", "defaults.trainer.sp_vocab_size=400"]
+    )
     assert result.exit_code == 0, result.output
     bucket = open_bucket(f"file://{project / '.trainstack/local/bucket'}")
     [run_id] = [k.split("/")[2] for k in bucket.list("ja/runs/") if k.endswith("/metrics.json")]

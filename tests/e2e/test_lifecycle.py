@@ -2,6 +2,7 @@
 
 After every test: Terraform state holds no resource and no trainer process is left.
 """
+
 from __future__ import annotations
 
 import json
@@ -26,9 +27,18 @@ def test_train_end_to_end(trained_fr):
     assert f"fr {run_id}" in warning and "unreachable" in warning
     assert f"catch up: trainctl runs export fr {run_id} --env local" in warning
     folder = run_dir(staged, "fr", run_id)
-    for name in ("model.pth", "metrics.json", "valid_predictions.csv", "status.json", "log.txt",
-                 "metadata/config.json", "metadata/stack.json", "metadata/trainer.json", "plots/history.png",
-                 "plots/per_label_f1.png"):
+    for name in (
+        "model.pth",
+        "metrics.json",
+        "valid_predictions.csv",
+        "status.json",
+        "log.txt",
+        "metadata/config.json",
+        "metadata/stack.json",
+        "metadata/trainer.json",
+        "plots/history.png",
+        "plots/per_label_f1.png",
+    ):
         assert (folder / name).is_file(), name
     status = json.loads((folder / "status.json").read_text())
     assert status["state"] == "SUCCEEDED" and status["finished_at"] and status["resumed"] == 0
@@ -54,7 +64,9 @@ def test_train_end_to_end(trained_fr):
     # The run is listed, and its model answers.
     listing = json.loads(trainctl(staged, "runs", "--json").stdout)
     assert [row["run_id"] for row in listing] == [run_id] and listing[0]["macro_f1"] == metrics["macro_f1"]
-    assert listing[0]["tfidf_macro_f1"] == metrics["baseline_tfidf"]["macro_f1"] and listing[0]["scored_rows"] == "valid"
+    assert (
+        listing[0]["tfidf_macro_f1"] == metrics["baseline_tfidf"]["macro_f1"] and listing[0]["scored_rows"] == "valid"
+    )
     assert listing[0]["state"] == "SUCCEEDED" and listing[0]["est_cost"] == 0 and listing[0]["configured"]
     p = trainctl(staged, "predict", "fr", "Mon colis n'est jamais arrivé, le suivi est bloqué")
     assert p.returncode == 0 and any(lbl in p.stdout for lbl in metrics["labels"])
@@ -78,9 +90,13 @@ def test_second_train_attaches_then_destroy_cancels(staged):
     reader.start()
     wait_for(lambda: any("already active" in line for line in seen), 90, "the attach message")
     # following: the run's log lines (timestamped) come after the attach message
-    wait_for(lambda: any(LOG_LINE.match(line) for line in seen[[i for i, line in enumerate(seen)
-                                                                if "already active" in line][0]:]),
-             90, "the run's log lines")
+    wait_for(
+        lambda: any(
+            LOG_LINE.match(line) for line in seen[[i for i, line in enumerate(seen) if "already active" in line][0] :]
+        ),
+        90,
+        "the run's log lines",
+    )
     proc.send_signal(signal.SIGINT)  # Ctrl-C while following
     proc.wait(timeout=60)
     reader.join(timeout=10)
@@ -102,8 +118,11 @@ def test_gc_destroys_stacks_of_ended_runs(staged):
     assert r.returncode == 0, r.stdout + r.stderr
     run_id = only_run(staged, "fr")
     status_file = run_dir(staged, "fr", run_id) / "status.json"
-    wait_for(lambda: status_file.exists() and json.loads(status_file.read_text())["state"] == "SUCCEEDED",
-             240, "the detached run to succeed")
+    wait_for(
+        lambda: status_file.exists() and json.loads(status_file.read_text())["state"] == "SUCCEEDED",
+        240,
+        "the detached run to succeed",
+    )
     report = run_dir(staged, "fr", run_id) / "report.html"
     assert ">SUCCEEDED</b>" not in report.read_text()  # the trainer wrote it before its final status
     g = trainctl(staged, "gc")
@@ -148,11 +167,15 @@ def _interrupt_during_classifier(project: Path, sets: list[str], pick_victim, si
     r = trainctl(project, "train", "fr", "--detach", *sets)
     assert r.returncode == 0, r.stdout + r.stderr
     run_id = only_run(project, "fr")
-    status = wait_for(lambda: (s := _status(project, run_id)).get("stage") == "classifier" and s["epoch"] >= 1
-                      and s, 240, "the classifier's first epoch")
+    status = wait_for(
+        lambda: (s := _status(project, run_id)).get("stage") == "classifier" and s["epoch"] >= 1 and s,
+        240,
+        "the classifier's first epoch",
+    )
     os.kill(pick_victim(run_id, status), sig)
-    final = wait_for(lambda: (s := _status(project, run_id)).get("state") in ("SUCCEEDED", "FAILED") and s,
-                     300, "the run to end")
+    final = wait_for(
+        lambda: (s := _status(project, run_id)).get("state") in ("SUCCEEDED", "FAILED") and s, 300, "the run to end"
+    )
     assert final["state"] == "SUCCEEDED", final
     assert final["resumed"] >= 1
     folder = run_dir(project, "fr", run_id)
@@ -172,8 +195,12 @@ def _interrupt_during_classifier(project: Path, sets: list[str], pick_victim, si
 def test_sigkill_to_the_trainer_resumes_and_succeeds(staged):
     # A crash or OOM kill: no checkpoint at the kill; the launcher restarts the trainer, which
     # resumes from the newest complete checkpoint, as a recreated Spot VM would.
-    _interrupt_during_classifier(staged, [*TINY_SETS, "--set", "defaults.trainer.epochs_clf=10"],
-                                 lambda run_id, status: status["pid"], signal.SIGKILL)
+    _interrupt_during_classifier(
+        staged,
+        [*TINY_SETS, "--set", "defaults.trainer.epochs_clf=10"],
+        lambda run_id, status: status["pid"],
+        signal.SIGKILL,
+    )
 
 
 def test_sigterm_to_one_rank_of_two_resumes_and_succeeds(staged):
@@ -184,15 +211,27 @@ def test_sigterm_to_one_rank_of_two_resumes_and_succeeds(staged):
         return ranks[0]
 
     final = _interrupt_during_classifier(
-        staged, [*TINY_SETS, "--set", "defaults.trainer.epochs_clf=10", "--set", "languages.fr.processes=2"],
-        rank1, signal.SIGTERM)
+        staged,
+        [*TINY_SETS, "--set", "defaults.trainer.epochs_clf=10", "--set", "languages.fr.processes=2"],
+        rank1,
+        signal.SIGTERM,
+    )
     log = (run_dir(staged, "fr", final["run_id"]) / "log.txt").read_text()
     assert "data parallel: 2 processes" in log and "classifier: resumed at classifier" in log
 
 
 # A model big enough to learn something on the sample in seconds (TINY predicts every label).
-SMALL = [*TINY_SETS, "--set", "defaults.trainer.epochs_base_lm=2", "--set", "defaults.trainer.epochs_clf=8",
-         "--set", "defaults.trainer.emb_sz=64", "--set", "defaults.trainer.n_hid=128"]
+SMALL = [
+    *TINY_SETS,
+    "--set",
+    "defaults.trainer.epochs_base_lm=2",
+    "--set",
+    "defaults.trainer.epochs_clf=8",
+    "--set",
+    "defaults.trainer.emb_sz=64",
+    "--set",
+    "defaults.trainer.n_hid=128",
+]
 # Two ranks at bs 16 take the steps one process takes at bs 32 (bs is per process). Their
 # macro-F1 differs by data order and dropout masks only; measured 0.647 vs 0.592 (2 cores).
 DATA_PARALLEL_TOLERANCE = 0.15
@@ -201,8 +240,9 @@ DATA_PARALLEL_TOLERANCE = 0.15
 def test_two_processes_train_data_parallel_like_one(staged):
     one = trainctl(staged, "train", "fr", *SMALL, "--set", "defaults.trainer.bs=32")
     assert one.returncode == 0, one.stdout + one.stderr
-    two = trainctl(staged, "train", "fr", *SMALL, "--set", "defaults.trainer.bs=16",
-                   "--set", "languages.fr.processes=2")
+    two = trainctl(
+        staged, "train", "fr", *SMALL, "--set", "defaults.trainer.bs=16", "--set", "languages.fr.processes=2"
+    )
     assert two.returncode == 0, two.stdout + two.stderr
     runs = sorted(p.name for p in (staged / ".trainstack/local/bucket/fr/runs").iterdir())
     metrics = [json.loads((run_dir(staged, "fr", r) / "metrics.json").read_text()) for r in runs]
@@ -212,5 +252,6 @@ def test_two_processes_train_data_parallel_like_one(staged):
     assert "data parallel: 2 processes" in log and log.count("SUCCEEDED in") == 1  # rank 0 alone writes
     assert json.loads((folder / "metadata/trainer.json").read_text())["world_size"] == 2
     assert sorted(p.name for p in (folder / "checkpoints").iterdir()) == sorted(
-        {*(p.name for p in (folder / "checkpoints").glob("*.ckpt.pt")), "LATEST.ckpt.json"})
+        {*(p.name for p in (folder / "checkpoints").glob("*.ckpt.pt")), "LATEST.ckpt.json"}
+    )
     assert_nothing_left(staged)

@@ -3,6 +3,7 @@
 A tiny LM on the French sample corpus; then a training run (trainer.base_lm: current) fine-tunes
 from it and records it; a changed corpus gives a new id and leaves the first one as it was.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,8 +22,17 @@ def test_pretrain_publishes_current_and_a_training_run_uses_it(staged, tmp_path)
     import re
 
     # a full-softmax LM, as every LM published before trainer.lm_head existed
-    r = trainctl(staged, "lm", "pretrain", "fr", *TINY_SETS, "--set", "defaults.trainer.progress_seconds=0",
-                 "--set", "defaults.trainer.lm_head=full")
+    r = trainctl(
+        staged,
+        "lm",
+        "pretrain",
+        "fr",
+        *TINY_SETS,
+        "--set",
+        "defaults.trainer.progress_seconds=0",
+        "--set",
+        "defaults.trainer.lm_head=full",
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert_nothing_left(staged)
     # inside the epoch: batch, tokens/s and ETA lines (status.json carried them; gone once the run ended)
@@ -91,10 +101,21 @@ def test_a_sentencepiece_base_lm_brings_its_tokenizer_to_training_runs(tmp_path)
     bucket.upload(SAMPLE / "ja" / "train.csv", "ja/data/train.csv")
     texts = (SAMPLE / "ja" / "train.csv").read_text(encoding="utf-8").splitlines()[1:]
     bucket.write_bytes("ja/data/corpus/web.txt", "\n".join(t.rsplit(",", 1)[0] for t in texts * 3).encode())
-    common = [sys.executable, "-m", "trainer", "--lang", "ja", "--bucket", uri, *TINY_TRAINER_ARGS,
-              "--sp-vocab-size", "300"]
-    done = subprocess.run([*common, "--run-id", "p1", "--job", "pretrain-lm"], capture_output=True, text=True,
-                          timeout=300, cwd=tmp_path)
+    common = [
+        sys.executable,
+        "-m",
+        "trainer",
+        "--lang",
+        "ja",
+        "--bucket",
+        uri,
+        *TINY_TRAINER_ARGS,
+        "--sp-vocab-size",
+        "300",
+    ]
+    done = subprocess.run(
+        [*common, "--run-id", "p1", "--job", "pretrain-lm"], capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     lm_id = json.loads(bucket.read_bytes("ja/lm/CURRENT"))["id"]
     meta = json.loads(bucket.read_bytes(f"ja/lm/{lm_id}/meta.json"))

@@ -1,5 +1,6 @@
 """Several languages in one command, end to end on `local`: one summary, a failure of its own, reports,
 the promoted model serving a whole file."""
+
 from __future__ import annotations
 
 import csv
@@ -18,9 +19,18 @@ def test_train_two_languages_and_a_bad_one(staged, tmp_path):
     out = r.stdout
     assert "[xx] error: language 'xx' is not configured" in out
     fr, en = only_run(staged, "fr"), only_run(staged, "en")
-    summary = out[out.index("3 language(s), env local"):].splitlines()
-    assert summary[1].split("\t") == ["lang", "state", "run", "macro-F1", "TF-IDF", "Δ", "duration", "est. cost",
-                                      "promoted"]
+    summary = out[out.index("3 language(s), env local") :].splitlines()
+    assert summary[1].split("\t") == [
+        "lang",
+        "state",
+        "run",
+        "macro-F1",
+        "TF-IDF",
+        "Δ",
+        "duration",
+        "est. cost",
+        "promoted",
+    ]
     rows = {line.split("\t")[0]: line.split("\t") for line in summary[2:5]}
     assert rows["fr"][1:3] == ["SUCCEEDED", fr] and rows["en"][1:3] == ["SUCCEEDED", en] and rows["xx"][1] == "ERROR"
     metrics = json.loads((run_dir(staged, "fr", fr) / "metrics.json").read_text())
@@ -44,8 +54,19 @@ def test_train_two_languages_and_a_bad_one(staged, tmp_path):
         for i, row in enumerate(reader):
             writer.writerow([f"m{i}", row["text"]])
     out_file = tmp_path / "labels.jsonl"
-    r = trainctl(staged, "predict", "fr", "--input", str(texts), "--output", str(out_file), "--text-col", "message",
-                 "--batch-rows", "100")
+    r = trainctl(
+        staged,
+        "predict",
+        "fr",
+        "--input",
+        str(texts),
+        "--output",
+        str(out_file),
+        "--text-col",
+        "message",
+        "--batch-rows",
+        "100",
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert f"380 rows classified by run {fr}" in r.stdout
     lines = [json.loads(line) for line in out_file.read_text().splitlines()]
@@ -73,8 +94,14 @@ def test_ctrl_c_detaches_from_every_run(staged):
     try:
         # Both runs under way: training, or (a machine that gives this test one core) the second queued for
         # the cores the first holds; either is a run Ctrl-C must leave going.
-        wait_for(lambda: all(any(f"[{lang}]" in line and ("epoch" in line or "queued" in line) for line in seen)
-                             for lang in ("fr", "en")), 180, "both runs under way")
+        wait_for(
+            lambda: all(
+                any(f"[{lang}]" in line and ("epoch" in line or "queued" in line) for line in seen)
+                for lang in ("fr", "en")
+            ),
+            180,
+            "both runs under way",
+        )
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=60)
         reader.join(timeout=10)

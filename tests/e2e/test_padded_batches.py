@@ -5,6 +5,7 @@ The run is the session's (tests/e2e/conftest.py `trained_fr`). The reference is 
 of every shape: empty, blank, one word, capitals, unknown words, literal special tokens, texts of one
 chunk and of many (where fastai's batches decide a row's result), longer than the encoder's max_len.
 """
+
 from __future__ import annotations
 
 import copy
@@ -31,8 +32,17 @@ def served(trained_fr):
 def varied_texts(count: int = 300) -> list[str]:
     sample = [row["text"] for row in csv.DictReader(open(SAMPLE / "fr" / "train.csv", encoding="utf-8"))]
     rng = random.Random(7)
-    texts = ["", " ", "\n\t", "a", "?!", "xxbos xxpad xxunk", "COLIS PERDU ÉNORME", "zzqx wvyk qqq",
-             "Remboursement " * 2000]  # the last: thousands of tokens, past the encoder's max_len
+    texts = [
+        "",
+        " ",
+        "\n\t",
+        "a",
+        "?!",
+        "xxbos xxpad xxunk",
+        "COLIS PERDU ÉNORME",
+        "zzqx wvyk qqq",
+        "Remboursement " * 2000,
+    ]  # the last: thousands of tokens, past the encoder's max_len
     while len(texts) < count:
         words = rng.choice([1, 1, 1, 2, 3, 6, 30, 90])  # many texts of one chunk, some of several
         texts.append(" ".join(rng.choice(sample) for _ in range(words)) + f" ({len(texts)})")

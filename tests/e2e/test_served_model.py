@@ -4,6 +4,7 @@ The run is the session's (tests/e2e/conftest.py `trained_fr`). One model is save
 repository's `trainer`, the other from a copy whose ServedModel marks every row's labels: a process that ran
 one tree's code for both (MLflow's "Limitation of code_paths") gives both the same labels.
 """
+
 from __future__ import annotations
 
 import csv
@@ -21,7 +22,7 @@ from tests.support.trainctl import run_dir
 mlflow = pytest.importorskip("mlflow")
 
 MARK = "from-tree-b"
-ALTERATION = f'''
+ALTERATION = f"""
 
 _unaltered_predict = ServedModel.predict
 
@@ -32,7 +33,8 @@ def _marked_predict(self, texts):  # the test's alteration: which tree's code ra
 
 
 ServedModel.predict = _marked_predict
-'''
+"""
+
 
 @pytest.fixture(scope="module")
 def two_trees(tmp_path_factory, trained_fr):
@@ -46,8 +48,9 @@ def two_trees(tmp_path_factory, trained_fr):
     tmp = tmp_path_factory.mktemp("trees")
     models = []
     for tree in ("a", "b"):
-        code = shutil.copytree(Path(trainer.__file__).parent, tmp / tree / "trainer",
-                               ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        code = shutil.copytree(
+            Path(trainer.__file__).parent, tmp / tree / "trainer", ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+        )
         if tree == "b":
             served = code / "serving" / "served_model.py"
             served.write_text(served.read_text() + ALTERATION)

@@ -5,6 +5,7 @@ The overlay's market: sim-a dry when the run starts, sim-b preempted once the cl
 epoch (dry for good after it), sim-c with capacity. Triggers are events (a stage's epoch, read from the run's
 status and its append-only log), not times.
 """
+
 from __future__ import annotations
 
 import json
@@ -63,8 +64,13 @@ def test_a_dry_zone_and_a_preemption_move_the_run_which_resumes_exactly(spot, tr
     [preemption] = journal["preemptions"]
     # the stage `train` last saw before the interruption: its poll (1 s) may miss the tiny stages before the
     # classifier's first epoch, where the market preempts (said by the log, below)
-    assert preemption["zone"] == "sim-b" and preemption["stage"] in ("base_lm", "lm_finetune", "classifier",
-                                                                     "evaluating", "uploading")
+    assert preemption["zone"] == "sim-b" and preemption["stage"] in (
+        "base_lm",
+        "lm_finetune",
+        "classifier",
+        "evaluating",
+        "uploading",
+    )
     assert preemption["lost_s"] > 0
     assert journal["capacity_wait_s"] > 0
     out = r.stdout + r.stderr
@@ -82,18 +88,26 @@ def test_a_dry_zone_and_a_preemption_move_the_run_which_resumes_exactly(spot, tr
     assert "<h2>Placements</h2>" in report and "1 preemption(s)" in report
     # Exact resume: the same figures, epoch by epoch, as the undisturbed run with the same seed and settings.
     undisturbed_root, undisturbed_id, _ = trained_fr
-    undisturbed = json.loads((undisturbed_root / ".trainstack/local/bucket/fr/runs" / undisturbed_id
-                              / "metrics.json").read_text())
+    undisturbed = json.loads(
+        (undisturbed_root / ".trainstack/local/bucket/fr/runs" / undisturbed_id / "metrics.json").read_text()
+    )
     metrics = _read(spot, run_id, "metrics.json")
     assert metrics["macro_f1"] == undisturbed["macro_f1"] and metrics["micro_f1"] == undisturbed["micro_f1"]
-    assert [(h["stage"], h["epoch"], h.get("valid_loss")) for h in metrics["history"]] == \
-        [(h["stage"], h["epoch"], h.get("valid_loss")) for h in undisturbed["history"]]
+    assert [(h["stage"], h["epoch"], h.get("valid_loss")) for h in metrics["history"]] == [
+        (h["stage"], h["epoch"], h.get("valid_loss")) for h in undisturbed["history"]
+    ]
     _nothing_left(spot)
 
 
 def test_every_zone_dry_stops_resumable_with_exit_3_then_resume_finishes_it(spot):
-    dry = ["--set", "spot_market.zones.sim-a.outages=[{start_s: 0}]",
-           "--set", "spot_market.zones.sim-c.outages=[{start_s: 0}]", "--set", "defaults.capacity_wait_minutes=0.2"]
+    dry = [
+        "--set",
+        "spot_market.zones.sim-a.outages=[{start_s: 0}]",
+        "--set",
+        "spot_market.zones.sim-c.outages=[{start_s: 0}]",
+        "--set",
+        "defaults.capacity_wait_minutes=0.2",
+    ]
     r = trainctl(spot, "train", "fr", *QUICK, *dry)
     assert r.returncode == 3, r.stdout + r.stderr
     run_id = _only_run(spot)

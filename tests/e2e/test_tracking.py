@@ -5,11 +5,13 @@ The run is the session's (tests/e2e/conftest.py `trained_fr`, whose `train` met 
 tests/e2e/test_lifecycle.py checks that line); copies of its folder with other figures give the registry a
 worse and a better run without training again.
 """
+
 from __future__ import annotations
 
 import csv
 import json
 import os
+import re
 import shutil
 
 import numpy as np
@@ -23,8 +25,10 @@ from tests.support.runs import TRACKED_IMAGE, tracked_run, utc_ms, write
 from tests.support.trainctl import run_dir
 from trainer.storage import open_bucket
 
-mlflow = pytest.importorskip("mlflow", reason="the dev install brings mlflow (pyproject [dev]); the CLI alone "
-                                              "has mlflow-skinny, which has no server")
+mlflow = pytest.importorskip(
+    "mlflow",
+    reason="the dev install brings mlflow (pyproject [dev]); the CLI alone has mlflow-skinny, which has no server",
+)
 
 EXPERIMENT = "trainstack-local"
 
@@ -88,7 +92,9 @@ def test_export_mirrors_a_run_once_however_often_it_runs(server, trained):
     [run] = mirrored(server, run_id)
     metrics = json.loads((run_dir(root, "fr", run_id) / "metrics.json").read_text())
     tags, params, values = run.data.tags, run.data.params, run.data.metrics
-    assert tags["trainstack.lang"] == "fr" and tags["trainstack.env"] == "local" and tags["trainstack.job"] == "classifier"
+    assert (
+        tags["trainstack.lang"] == "fr" and tags["trainstack.env"] == "local" and tags["trainstack.job"] == "classifier"
+    )
     assert tags["trainstack.run_url"].endswith(f"/fr/runs/{run_id}") and len(tags["trainstack.git_sha"]) >= 7
     assert tags["trainstack.base_lm"] == metrics["base_lm"]["id"] and tags["trainstack.kept"] == metrics["kept"]
     assert params["epochs_clf"] == "2" and params["n_train"] == str(metrics["n_train"]) and params["data_hash"]
@@ -103,7 +109,9 @@ def test_export_mirrors_a_run_once_however_often_it_runs(server, trained):
     log = (run_dir(root, "fr", run_id) / "log.txt").read_text()
     assert {point.timestamp for point in epochs} <= set(epoch_end_times(log).values())  # each epoch's end
     assert {(i.dataset.name, i.dataset.digest) for i in run.inputs.dataset_inputs} == {
-        ("fr-train", params["data_hash"]), ("fr-valid", params["data_hash"])}
+        ("fr-train", params["data_hash"]),
+        ("fr-valid", params["data_hash"]),
+    }
 
     lengths = history_lengths(server, run)
     again = cli(root, "runs", "export", "fr", run_id, *sets(server))
@@ -115,8 +123,11 @@ def test_export_mirrors_a_run_once_however_often_it_runs(server, trained):
     assert redo.exit_code == 0 and "0 created, 1 updated" in redo.output, redo.output
     batches = [seen for seen in server.proxy.requests if "log-batch" in seen.target]
     assert len(batches) == 1  # the tags; no params, no metric point (all there), and no second run or model
-    created = [seen.target for seen in server.proxy.requests if seen.method == "POST"
-               and (seen.target.endswith("/runs/create") or seen.target.endswith("/logged-models"))]
+    created = [
+        seen.target
+        for seen in server.proxy.requests
+        if seen.method == "POST" and (seen.target.endswith("/runs/create") or seen.target.endswith("/logged-models"))
+    ]
     assert created == []
     [same] = mirrored(server, run_id)
     assert same.info.run_id == run.info.run_id and history_lengths(server, same) == lengths
@@ -128,8 +139,11 @@ def test_a_second_mirror_of_one_run_is_removed_by_the_next_export(server, traine
     root, run_id = trained
     assert cli(root, "runs", "export", "fr", run_id, *sets(server)).exit_code == 0
     [original] = mirrored(server, run_id)
-    client(server).create_run(original.info.experiment_id, start_time=original.info.start_time + 1,
-                              tags={"trainstack.run_id": run_id, "trainstack.lang": "fr"})
+    client(server).create_run(
+        original.info.experiment_id,
+        start_time=original.info.start_time + 1,
+        tags={"trainstack.run_id": run_id, "trainstack.lang": "fr"},
+    )
     assert len(mirrored(server, run_id)) == 2
     r = cli(root, "runs", "export", "fr", run_id, *sets(server))
     assert r.exit_code == 0 and "1 unchanged" in r.output, r.output
@@ -183,8 +197,7 @@ def _copy_run(root, run_id: str, new_id: str, *, f1_delta: float) -> str:
     return new_id
 
 
-def test_promote_moves_the_alias_and_the_pyfunc_model_predicts_as_trainctl(server, trained, tmp_path,
-                                                                           monkeypatch):
+def test_promote_moves_the_alias_and_the_pyfunc_model_predicts_as_trainctl(server, trained, tmp_path, monkeypatch):
     root, run_id = trained
     worse = _copy_run(root, run_id, f"{run_id[:-4]}wrse", f1_delta=-0.2)
     name = "trainstack-local-fr"  # the env's own: trainstack-{env}-{lang}
@@ -214,8 +227,9 @@ def test_promote_moves_the_alias_and_the_pyfunc_model_predicts_as_trainctl(serve
     assert [sorted(json.loads(cell)) for cell in served["labels"]] == expected
     # its own code, not this process's `trainer`; and the same in an interpreter with no project at all
     assert type(model.unwrap_python_model().served).__module__.startswith("trainer_")
-    [fresh, imported] = load_in_a_fresh_interpreter([f"models:/{name}@champion"], texts, cwd=tmp_path,
-                                                    env={"MLFLOW_TRACKING_URI": server.url})
+    [fresh, imported] = load_in_a_fresh_interpreter(
+        [f"models:/{name}@champion"], texts, cwd=tmp_path, env={"MLFLOW_TRACKING_URI": server.url}
+    )
     assert [sorted(labels) for labels in fresh["labels"]] == expected
     assert imported == [fresh["code"].split(".")[0]]  # its own code package, nothing else
     np.testing.assert_allclose(fresh["probs"], served.drop(columns="labels").to_numpy(), atol=1e-6)
@@ -244,12 +258,14 @@ def test_tensorboard_shows_the_run_as_mlflow_names_it_with_its_rates_and_hparams
     assert all(tag.split("/")[0] in {h["stage"] for h in history} for tag, step in seen if step < len(history))
     assert any(tag == "lm_finetune/tokens_per_s" for tag, _ in seen)
     assert not any(tag == "classifier/tokens_per_s" for tag, _ in seen)
-    hparams = {tag: HParamsPluginData.FromString(raw)
-               for tag, raw in board.PluginRunToTagToContent("hparams")[run].items()}
+    hparams = {
+        tag: HParamsPluginData.FromString(raw) for tag, raw in board.PluginRunToTagToContent("hparams")[run].items()
+    }
     settings = hparams["_hparams_/session_start_info"].session_start_info.hparams
     assert settings["epochs_clf"].number_value == float(mirror.params["epochs_clf"])
     assert "bucket" not in settings and "macro_f1" in [
-        m.name.tag for m in hparams["_hparams_/experiment"].experiment.metric_infos]
+        m.name.tag for m in hparams["_hparams_/experiment"].experiment.metric_infos
+    ]
 
 
 BUCKET = ".trainstack/local/bucket"
@@ -276,6 +292,12 @@ def test_a_mirrored_run_looks_like_one_mlflow_started(server, tmp_path, monkeypa
     monkeypatch.setenv("MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING", "true")
     r = cli(root, "runs", "export", "de", run_id, *sets(server))
     assert r.exit_code == 0 and "1 created" in r.output, r.output
+    said = r.stdout.splitlines()  # the model's two transfers, each with its size and time
+    assert f"downloading the model files of de {run_id} from the bucket…" in said, r.stdout
+    assert any(
+        re.fullmatch(rf"logging the model of de {run_id} to MLflow: [\d.]+ MB in [\d.]+ s \(.*/s\)", line)
+        for line in said
+    ), r.stdout
     [run] = mirrored(server, run_id)
     tags, mlflow_run_id = run.data.tags, run.info.run_id
     assert run.info.user_id == tags["mlflow.user"] == exporting_user() and run.info.run_name == f"de-{run_id}"
@@ -292,7 +314,8 @@ def test_a_mirrored_run_looks_like_one_mlflow_started(server, tmp_path, monkeypa
     assert set(inputs) == {"de-train", "de-valid"}
     train = inputs["de-train"]
     assert train.dataset.digest == "d1e2f3a4b5c6d7e8" and {(t.key, t.value) for t in train.tags} == {
-        ("mlflow.data.context", "train")}
+        ("mlflow.data.context", "train")
+    }
     assert json.loads(train.dataset.source)["uri"] == f"file://{root / BUCKET}/de/data/"
     assert train.dataset.source_type == "local" and json.loads(train.dataset.profile) == {"num_rows": 30}
 
@@ -302,8 +325,9 @@ def test_a_mirrored_run_looks_like_one_mlflow_started(server, tmp_path, monkeypa
     assert model.params["epochs_clf"] == "2" and model.params["data_hash"] == "d1e2f3a4b5c6d7e8"
     linked = {m.key: m.value for m in model.metrics}
     assert linked["macro_f1"] == 0.8 and linked["f1/b c"] == 0.9 and "cost/est_usd" in linked
-    folder = mlflow.artifacts.download_artifacts(f"{model.artifact_location}/", tracking_uri=server.url,
-                                                 dst_path=str(tmp_path / "model"))
+    folder = mlflow.artifacts.download_artifacts(
+        f"{model.artifact_location}/", tracking_uri=server.url, dst_path=str(tmp_path / "model")
+    )
     logged = mlflow.models.Model.load(folder)
     assert [c.name for c in logged.signature.outputs.inputs] == ["labels", "prob_a", "prob_b c"]
     example = logged.load_input_example(folder)
@@ -323,8 +347,11 @@ def test_mlflow_own_variables_are_enough_to_mirror(server, tmp_path, monkeypatch
     env's own; the config wins where set, a registered model it names too; the variables are as they were."""
     run_id = "20261127-100000-a002"
     root = _staged(tmp_path, run_id, promoted=True)
-    env = {"MLFLOW_TRACKING_URI": server.url, "MLFLOW_EXPERIMENT_NAME": "from-the-env",
-           "MLFLOW_REGISTRY_URI": server.proxy.url}
+    env = {
+        "MLFLOW_TRACKING_URI": server.url,
+        "MLFLOW_EXPERIMENT_NAME": "from-the-env",
+        "MLFLOW_REGISTRY_URI": server.proxy.url,
+    }
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     server.proxy.clear()
@@ -336,7 +363,16 @@ def test_mlflow_own_variables_are_enough_to_mirror(server, tmp_path, monkeypatch
     assert any("registered-models" in seen.target for seen in server.proxy.requests)
     assert {name: os.environ.get(name) for name in env} == env
 
-    r = cli(root, "runs", "export", "de", run_id, "--set", "tracking.mlflow.experiment=from-the-config",
-            "--set", "tracking.mlflow.registered_model=team-{lang}-classifier")
+    r = cli(
+        root,
+        "runs",
+        "export",
+        "de",
+        run_id,
+        "--set",
+        "tracking.mlflow.experiment=from-the-config",
+        "--set",
+        "tracking.mlflow.registered_model=team-{lang}-classifier",
+    )
     assert r.exit_code == 0 and "experiment from-the-config: 1 created" in r.output, r.output
     assert client(server).get_model_version_by_alias("team-de-classifier", "champion").version == "1"

@@ -1,4 +1,5 @@
 """The trainer on its own: gs:// through the emulator, determinism, resume after SIGTERM."""
+
 from __future__ import annotations
 
 import json
@@ -11,7 +12,7 @@ from trainer.storage import open_bucket
 
 
 def test_trainer_on_gcs_bucket_and_same_seed_same_metrics(gcs_env, gcs_proxy, tmp_path, monkeypatch):
-    """Run b also meets storage faults (issue 29): three 503s on its model.pth upload, its first checkpoint's
+    """Run b also meets storage faults: three 503s on its model.pth upload, its first checkpoint's
     answer cut, a 429 on a log piece; retried under the policy, it gets run a's figures all the same."""
     uri = f"gs://test-bucket/{tmp_path.name}"
     bucket = open_bucket(uri)
@@ -131,8 +132,9 @@ def test_test_split_scores_test_rows_with_thresholds_tuned_on_valid_rows(tmp_pat
     thresholds = M.choose_thresholds(valid_probs, valid_targets)
     assert [m["per_label"][l]["threshold"] for l in m["labels"]] == thresholds.tolist()
     # The reported figures are recomputed from test_predictions.csv with those thresholds.
-    recomputed = M.score(M.decide(test_probs, multi_label=True, thresholds=thresholds), test_targets, m["labels"],
-                         thresholds)
+    recomputed = M.score(
+        M.decide(test_probs, multi_label=True, thresholds=thresholds), test_targets, m["labels"], thresholds
+    )
     assert recomputed["macro_f1"] == m["macro_f1"] and recomputed["per_label"] == m["per_label"]
     # What was kept, beside the classifier alone and the best blend, on the same rows. The tiny classifier
     # (2 epochs, 64 hidden units) is far below TF-IDF on this sample (n-grams score ~0.98), so the blend wins

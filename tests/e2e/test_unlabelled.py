@@ -1,5 +1,6 @@
 """Unlabelled in-domain texts (`<lang>/data/unlabelled.*`): staged by `data push`, read by LM fine-tuning
 beside the training rows, never a validation or test text, counted in metrics.json."""
+
 from __future__ import annotations
 
 import csv
@@ -26,7 +27,9 @@ def test_unlabelled_texts_of_every_format():
     plain = "\n".join(lines).encode()
     assert unlabelled_texts(plain, "unlabelled.txt", text_col="text", source="s") == ["premier texte", "second texte"]
     assert unlabelled_texts(gzip.compress(plain), "unlabelled.txt.gz", text_col="text", source="s") == [
-        "premier texte", "second texte"]
+        "premier texte",
+        "second texte",
+    ]
     table = b"body,other\npremier texte,1\n,2\nsecond texte,3\n"
     assert unlabelled_texts(table, "unlabelled.csv", text_col="body", source="s") == ["premier texte", "second texte"]
     jsonl = b'{"body": "premier texte"}\n{"body": null}\n'
@@ -78,18 +81,40 @@ def test_lm_fine_tuning_reads_unlabelled_texts_but_never_a_held_out_one(tmp_path
         bucket.write_bytes(f"fr/data/{name}.csv", buf.getvalue().encode())
     # A word only the unlabelled texts hold reaches the vocabulary; one only a validation text holds never does.
     held_out = valid[0]["text"] + " quuxvalide"
-    bucket.write_bytes(f"fr/data/{'valid'}.csv", bucket.read_bytes("fr/data/valid.csv").replace(
-        valid[0]["text"].encode(), held_out.encode(), 1))
+    bucket.write_bytes(
+        f"fr/data/{'valid'}.csv",
+        bucket.read_bytes("fr/data/valid.csv").replace(valid[0]["text"].encode(), held_out.encode(), 1),
+    )
     domain = [f"le zorglubique colis numéro {i} est arrivé" for i in range(40)] + [held_out, held_out]
     bucket.write_bytes("fr/data/unlabelled.txt", "\n".join(domain).encode())
-    proc = subprocess.run([sys.executable, "-m", "trainer", "--lang", "fr", "--bucket", uri, "--run-id", "u1",
-                           *TINY_TRAINER_ARGS, "--base-lm", "none"], capture_output=True, text=True,
-                          timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "trainer",
+            "--lang",
+            "fr",
+            "--bucket",
+            uri,
+            "--run-id",
+            "u1",
+            *TINY_TRAINER_ARGS,
+            "--base-lm",
+            "none",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     metrics = json.loads(bucket.read_bytes("fr/runs/u1/metrics.json"))
-    assert metrics["unlabelled"] == {"source": bucket.url("fr/data/unlabelled.txt"), "texts": 40,
-                                     "tokens": metrics["unlabelled"]["tokens"], "dropped_held_out": 2,
-                                     "sampled_from": 0}
+    assert metrics["unlabelled"] == {
+        "source": bucket.url("fr/data/unlabelled.txt"),
+        "texts": 40,
+        "tokens": metrics["unlabelled"]["tokens"],
+        "dropped_held_out": 2,
+        "sampled_from": 0,
+    }
     assert metrics["unlabelled"]["tokens"] > 40 * 7
     assert metrics["n_valid"] == len(valid)
     log = bucket.read_appended("fr/runs/u1/log.txt")[0].decode()
@@ -107,7 +132,10 @@ def test_unlabelled_lines_end_where_corpus_lines_do():
     and a held-out text holding one would come back as pieces that match nothing)."""
     raw = "un texte\u2028sur deux lignes\nsuivant\x85encore\r\nfin".encode()
     assert unlabelled_texts(raw, "unlabelled.txt", text_col="text", source="s") == [
-        "un texte\u2028sur deux lignes", "suivant\x85encore", "fin"]
+        "un texte\u2028sur deux lignes",
+        "suivant\x85encore",
+        "fin",
+    ]
 
 
 def test_data_push_names_the_spelling_and_checks_before_apply(project, tmp_path):
@@ -152,7 +180,9 @@ def test_lm_fine_tuning_tokenizes_only_the_seeded_sample_it_reads(tmp_path, monk
         return (*domain.load(rc, data, splits, spacy_spec("fr")), lines)
 
     def tokenized() -> int:
-        return sum(len(TokenIds.from_bytes(bucket.read_bytes(k))) for k in bucket.list("fr/cache/") if k.endswith(".npz"))
+        return sum(
+            len(TokenIds.from_bytes(bucket.read_bytes(k))) for k in bucket.list("fr/cache/") if k.endswith(".npz")
+        )
 
     tokens, info, lines = sample(1, 2000)  # and a tenth more for the LM's validation texts
     assert 2000 < info.tokens <= 2200 and tokens.n_tokens == info.tokens

@@ -3,6 +3,7 @@
 Runs trainctl in a subprocess where importing torch, fastai, spaCy, sentencepiece or numpy
 fails, as in a `pip install '.[cli]'` environment.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -25,8 +26,9 @@ run()
 
 
 def trainctl(project, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", SCRIPT, *args], cwd=project, capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", SCRIPT, *args], cwd=project, capture_output=True, text=True, timeout=300
+    )
 
 
 @pytest.mark.skipif(shutil.which("terraform") is None, reason="terraform is not on PATH")

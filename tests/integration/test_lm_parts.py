@@ -1,5 +1,6 @@
 """LM fine-tuning reads a different part of the unlabelled texts each epoch (trainer.lm.parts), with a real
 fastai learner: each epoch trains on its own part, every part runs as many batches, on every rank."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -56,6 +57,9 @@ def test_every_rank_runs_the_same_number_of_batches_in_every_part():
 
     tokens = _table(n_docs=61, length=37)
     p = plan(tokens.lengths(), n_always=3, epochs=4, budget=4 * 500, seed=1)
-    lengths = {len(dl) for rank in (0, 1) for dl in lm_part_dataloaders(tokens, p.parts, p.valid, bs=2, seq_len=8,
-                                                                            rank=rank, world=2)[1]}
+    lengths = {
+        len(dl)
+        for rank in (0, 1)
+        for dl in lm_part_dataloaders(tokens, p.parts, p.valid, bs=2, seq_len=8, rank=rank, world=2)[1]
+    }
     assert len(lengths) == 1

@@ -3,13 +3,14 @@
 The end-to-end test (test_trainer) interrupts wherever SIGTERM happens to land; this one
 places the interruption on purpose, so every position is covered on every run.
 """
+
 from __future__ import annotations
 
 import copy
 
+import fastai.callback.schedule  # noqa: F401  (adds Learner.fit_one_cycle)
 import pytest
 import torch
-import fastai.callback.schedule  # noqa: F401  (adds Learner.fit_one_cycle)
 from fastai.callback.core import Callback
 from fastai.data.core import DataLoaders
 from fastai.data.load import DataLoader
@@ -20,8 +21,8 @@ from torch import nn
 
 from trainer.runtime import distributed as D
 from trainer.runtime.callbacks import CheckpointCallback, Phase, ResumeCallback
-from trainer.runtime.preemption import Preemption
 from trainer.runtime.checkpoints import set_rng_state
+from trainer.runtime.preemption import Preemption
 
 N, BS, EPOCHS = 48, 8, 2  # 6 training batches per epoch
 
@@ -60,9 +61,14 @@ def fit(stop_at=None, resume=None):
     preemption = Preemption(ctx)
     saved = []
     learn = make_learner()
-    ckpt = CheckpointCallback(ctx, preemption, lambda lrn, pos, rng: saved.append(
-        (pos, {k: v.clone() for k, v in lrn.model.state_dict().items()}, copy.deepcopy(lrn.opt.state_dict()), rng)),
-        minutes=0)
+    ckpt = CheckpointCallback(
+        ctx,
+        preemption,
+        lambda lrn, pos, rng: saved.append(
+            (pos, {k: v.clone() for k, v in lrn.model.state_dict().items()}, copy.deepcopy(lrn.opt.state_dict()), rng)
+        ),
+        minutes=0,
+    )
     cbs = [ckpt] + ([StopAt(preemption, *stop_at)] if stop_at else [])
     start = 0
     if resume is not None:

@@ -1,4 +1,5 @@
 """trainer.text with real work: tokenizer worker processes, and fastai models trained from token ids."""
+
 from __future__ import annotations
 
 import os
@@ -102,8 +103,13 @@ def test_language_model_trains_from_ids(tmp_path, fr_ids):
     from trainer.text.loaders import lm_dataloaders
 
     dls = lm_dataloaders(fr_ids, bs=8, seq_len=16, seed=1)
-    learn = language_model_learner(dls, AWD_LSTM, config={**awd_lstm_lm_config, "emb_sz": 16, "n_hid": 32,
-                                                           "n_layers": 1}, pretrained=False, path=tmp_path)
+    learn = language_model_learner(
+        dls,
+        AWD_LSTM,
+        config={**awd_lstm_lm_config, "emb_sz": 16, "n_hid": 32, "n_layers": 1},
+        pretrained=False,
+        path=tmp_path,
+    )
     with learn.no_bar(), learn.no_logging():
         learn.fit(1, 1e-2)
     assert learn.model[0].encoder.weight.shape[0] == len(fr_ids.vocab)
@@ -118,11 +124,17 @@ def test_classifier_from_ids_exports_a_raw_text_model(tmp_path, fr, fr_ids):
     rows = list(range(48))
     ids = fr_ids.select(rows)
     splits = (rows[:36], rows[36:])
-    dls = classifier_dataloaders(ids, [fr.labels[i] for i in rows], multi_label=True,
-                                 label_names=fr.label_names, splits=splits, bs=8, seq_len=16)
-    learn = text_classifier_learner(dls, AWD_LSTM, config={**awd_lstm_clas_config, "emb_sz": 16, "n_hid": 32,
-                                                            "n_layers": 1}, pretrained=False, seq_len=16,
-                                    path=tmp_path)
+    dls = classifier_dataloaders(
+        ids, [fr.labels[i] for i in rows], multi_label=True, label_names=fr.label_names, splits=splits, bs=8, seq_len=16
+    )
+    learn = text_classifier_learner(
+        dls,
+        AWD_LSTM,
+        config={**awd_lstm_clas_config, "emb_sz": 16, "n_hid": 32, "n_layers": 1},
+        pretrained=False,
+        seq_len=16,
+        path=tmp_path,
+    )
     with learn.no_bar(), learn.no_logging():
         learn.fit(1, 1e-2)
         probs, targets = learn.get_preds(ds_idx=1)
@@ -157,7 +169,9 @@ def test_an_exported_sentencepiece_pipeline_loads_with_plain_fastai(tmp_path):
     expected = list(tok(JAPANESE[1]))
     (tmp_path / "tok.pkl").write_bytes(pickle.dumps(tok))
     (tmp_path / "cache" / "spm.model").unlink()  # the model travels inside the pickle
-    code = ("import sys, pickle; sys.modules['trainer'] = None; "
-            f"tok = pickle.load(open({str(tmp_path / 'tok.pkl')!r}, 'rb')); print(list(tok({JAPANESE[1]!r})))")
+    code = (
+        "import sys, pickle; sys.modules['trainer'] = None; "
+        f"tok = pickle.load(open({str(tmp_path / 'tok.pkl')!r}, 'rb')); print(list(tok({JAPANESE[1]!r})))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == str(expected)

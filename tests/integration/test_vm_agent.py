@@ -1,5 +1,6 @@
 """The VM agent (`python -m trainer.launchers.vm`) against a text metadata server, a recorded Compute API
 and the GCS emulator, with a fake trainer instead of fastai (tests/fixtures/vm/fake_trainer.py)."""
+
 from __future__ import annotations
 
 import json
@@ -15,14 +16,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.project import REPO  # noqa: E402
 from tests.support.recorded_api import FIXTURES, RecordedApi
-from trainer.runfiles.status_file import FAILED, RUNNING, SUCCEEDED, RunStatus, now_iso, read_status, write_status
-from trainer.storage import open_bucket
 from trainer.launchers.vm.agent import end_reason
 from trainer.launchers.vm.metadata import MetadataClient, MetadataError
 from trainer.launchers.vm.spec import JOIN_TIMEOUT_S, VmSpec, build_command, command_env, node_rank
+from trainer.runfiles.status_file import FAILED, RUNNING, SUCCEEDED, RunStatus, read_status, write_status
+from trainer.runfiles.timestamps import now_iso
+from trainer.storage import open_bucket
 
-from tests.support.project import REPO  # noqa: E402
 FAKE = FIXTURES / "vm" / "fake_trainer.py"
 PROJECT, ZONE, MIG = "test-project", "europe-west4-a", "train-fr"
 RESIZE = rf"/compute/v1/projects/{PROJECT}/zones/{ZONE}/instanceGroupManagers/{MIG}/resize"
@@ -41,7 +43,7 @@ class MetadataServer:
             def do_GET(self):
                 server.seen.append(self.path)
                 prefix = "/computeMetadata/v1/"
-                value = server.values.get(self.path[len(prefix):]) if self.path.startswith(prefix) else None
+                value = server.values.get(self.path[len(prefix) :]) if self.path.startswith(prefix) else None
                 if self.headers.get("Metadata-Flavor") != "Google":
                     code, value = 403, "Missing Metadata-Flavor:Google header."
                 else:
@@ -77,20 +79,40 @@ def run_id_at(when: datetime) -> str:
 class Vm:
     """One VM of a run: its metadata, the bucket, the recorded Compute API, the agent process."""
 
-    def __init__(self, tmp_path: Path, gcs: str, *, mode: str, nodes: int = 1, name: str = "train-fr-x7k2",
-                 max_run_hours: str = "4", run_id: str | None = None, extra: dict | None = None):
+    def __init__(
+        self,
+        tmp_path: Path,
+        gcs: str,
+        *,
+        mode: str,
+        nodes: int = 1,
+        name: str = "train-fr-x7k2",
+        max_run_hours: str = "4",
+        run_id: str | None = None,
+        extra: dict | None = None,
+    ):
         self.bucket_uri = f"gs://test-bucket/vm-{tmp_path.name}"
         self.bucket = open_bucket(self.bucket_uri)
         self.run_id = run_id or run_id_at(datetime.now(timezone.utc))
         self.mark = tmp_path / "mark.jsonl"
         args = ["--lang", "fr", "--bucket", self.bucket_uri, "--env", "dev", "--mode", mode, "--mark", str(self.mark)]
         attrs = {
-            "trainstack-image": "europe-west4-docker.pkg.dev/p/trainstack/trainer:3f2a", "trainstack-run-id": self.run_id,
-            "trainstack-args": json.dumps(args), "trainstack-lang": "fr", "trainstack-env": "dev",
-            "trainstack-bucket": self.bucket_uri, "trainstack-nodes": str(nodes), "trainstack-gpus-per-node": "1",
-            "trainstack-shm-size": "16g", "trainstack-docker-flags": "[]", "trainstack-max-run-hours": max_run_hours,
-            "trainstack-project": PROJECT, "trainstack-zone": ZONE, "trainstack-mig": MIG,
-            "trainstack-base-name": "train-fr", **(extra or {}),
+            "trainstack-image": "europe-west4-docker.pkg.dev/p/trainstack/trainer:3f2a",
+            "trainstack-run-id": self.run_id,
+            "trainstack-args": json.dumps(args),
+            "trainstack-lang": "fr",
+            "trainstack-env": "dev",
+            "trainstack-bucket": self.bucket_uri,
+            "trainstack-nodes": str(nodes),
+            "trainstack-gpus-per-node": "1",
+            "trainstack-shm-size": "16g",
+            "trainstack-docker-flags": "[]",
+            "trainstack-max-run-hours": max_run_hours,
+            "trainstack-project": PROJECT,
+            "trainstack-zone": ZONE,
+            "trainstack-mig": MIG,
+            "trainstack-base-name": "train-fr",
+            **(extra or {}),
         }
         self.metadata = {f"instance/attributes/{k}": v for k, v in attrs.items()}
         self.metadata["instance/name"] = name
@@ -100,21 +122,38 @@ class Vm:
         self.work = tmp_path / "work" / self.run_id  # the trainer's --work-dir (trainer.launchers.vm.kept)
 
     def start(self, md: MetadataServer, api: RecordedApi, *action: str) -> subprocess.Popen:
-        env = {**os.environ, "GCE_METADATA_HOST": md.host, "TRAINSTACK_COMPUTE_ENDPOINT": api.url,
-               "STORAGE_EMULATOR_HOST": self.gcs, "GOOGLE_CLOUD_PROJECT": PROJECT, "TRAINSTACK_GRACE_S": "1",
-               "TRAINSTACK_SETTLE_S": "0.5", "TRAINSTACK_REJOIN_PAUSE_S": "0",
-               "TRAINSTACK_SHUTDOWN_FLAG": str(self.shutdown_flag),
-               # The node's GPUs as the agent's hardware check sees them (no GPU here).
-               "TRAINSTACK_GPU_PROBE": json.dumps(self.hardware),
-               "TRAINSTACK_WORK_ROOT": str(self.work.parent),
-               "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
+        env = {
+            **os.environ,
+            "GCE_METADATA_HOST": md.host,
+            "TRAINSTACK_COMPUTE_ENDPOINT": api.url,
+            "STORAGE_EMULATOR_HOST": self.gcs,
+            "GOOGLE_CLOUD_PROJECT": PROJECT,
+            "TRAINSTACK_GRACE_S": "1",
+            "TRAINSTACK_SETTLE_S": "0.5",
+            "TRAINSTACK_REJOIN_PAUSE_S": "0",
+            "TRAINSTACK_SHUTDOWN_FLAG": str(self.shutdown_flag),
+            # The node's GPUs as the agent's hardware check sees them (no GPU here).
+            "TRAINSTACK_GPU_PROBE": json.dumps(self.hardware),
+            "TRAINSTACK_WORK_ROOT": str(self.work.parent),
+            "PYTHONPATH": str(REPO),
+            "PYTHONUNBUFFERED": "1",
+        }
         action = action or ("run", "--trainer-cmd", f"{sys.executable} {FAKE}")
-        return subprocess.Popen([sys.executable, "-m", "trainer.launchers.vm", *action], cwd=REPO, env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        return subprocess.Popen(
+            [sys.executable, "-m", "trainer.launchers.vm", *action],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
 
     def run(self, *action: str, timeout: float = 60) -> tuple[int, str, list]:
         """Runs the agent to the end: (exit code, output, resize requests)."""
-        with MetadataServer(self.metadata) as md, RecordedApi({("POST", RESIZE): (200, "vm/resize_operation.json")}) as api:
+        with (
+            MetadataServer(self.metadata) as md,
+            RecordedApi({("POST", RESIZE): (200, "vm/resize_operation.json")}) as api,
+        ):
             proc = self.start(md, api, *action)
             out, _ = proc.communicate(timeout=timeout)
             return proc.returncode, out, api.requests("POST", RESIZE)
@@ -247,8 +286,13 @@ def test_deadline_stops_the_trainer_marks_failed_and_resizes(tmp_path, gcs_env):
 
 
 def test_deadline_already_passed_does_not_start_the_trainer(tmp_path, gcs_env):
-    vm = Vm(tmp_path, gcs_env, mode="succeed", max_run_hours="1",
-            run_id=run_id_at(datetime.now(timezone.utc) - timedelta(hours=2)))
+    vm = Vm(
+        tmp_path,
+        gcs_env,
+        mode="succeed",
+        max_run_hours="1",
+        run_id=run_id_at(datetime.now(timezone.utc) - timedelta(hours=2)),
+    )
     code, out, resizes = vm.run()
     assert code == 124, out
     assert vm.events() == []
@@ -313,8 +357,9 @@ def test_interrupted_more_than_max_restarts_fails_and_node_0_stops_the_group(tmp
 
 def test_recreated_node_past_max_restarts_does_not_start_the_trainer(tmp_path, gcs_env):
     vm = Vm(tmp_path, gcs_env, mode="succeed", nodes=2, name="train-fr-0")  # trainstack-max-restarts absent: 3
-    write_status(vm.bucket, RunStatus(run_id=vm.run_id, lang="fr", env="dev", state=RUNNING, stage="interrupted",
-                                      resumed=3))
+    write_status(
+        vm.bucket, RunStatus(run_id=vm.run_id, lang="fr", env="dev", state=RUNNING, stage="interrupted", resumed=3)
+    )
     code, out, resizes = vm.run()
     assert code == 1, out
     assert vm.events() == []
@@ -328,7 +373,9 @@ def test_multi_node_crash_says_what_status_json_says(tmp_path, gcs_env):
     assert code == 3, out
     assert_one_resize_to_zero(resizes, out)
     assert len(vm.events()) == 1  # a crash is not rejoined
-    assert vm.status().error == "trainer exited with code 3 without writing a final status; it was at stage 'classifier'"
+    assert (
+        vm.status().error == "trainer exited with code 3 without writing a final status; it was at stage 'classifier'"
+    )
 
 
 def test_missing_metadata_is_an_agent_error(tmp_path, gcs_env):
@@ -340,20 +387,50 @@ def test_missing_metadata_is_an_agent_error(tmp_path, gcs_env):
 
 
 def spec(nodes: int, gpus: int, base: str = "train-fr", max_restarts: int = 3) -> VmSpec:
-    return VmSpec(run_id="20261122-101500-ab12", lang="fr", env="dev", bucket="gs://b", args=["--lang", "fr"],
-                  nodes=nodes, gpus_per_node=gpus, max_run_hours=4, project=PROJECT, zone=ZONE, mig=MIG,
-                  base_name=base, max_restarts=max_restarts)
+    return VmSpec(
+        run_id="20261122-101500-ab12",
+        lang="fr",
+        env="dev",
+        bucket="gs://b",
+        args=["--lang", "fr"],
+        nodes=nodes,
+        gpus_per_node=gpus,
+        max_run_hours=4,
+        project=PROJECT,
+        zone=ZONE,
+        mig=MIG,
+        base_name=base,
+        max_restarts=max_restarts,
+    )
 
 
 def test_commands_for_one_and_many_gpus():
-    tail = ["-m", "trainer", "--lang", "fr", "--run-id", "20261122-101500-ab12", "--work-dir",
-            "/home/trainer/work/20261122-101500-ab12"]
+    tail = [
+        "-m",
+        "trainer",
+        "--lang",
+        "fr",
+        "--run-id",
+        "20261122-101500-ab12",
+        "--work-dir",
+        "/home/trainer/work/20261122-101500-ab12",
+    ]
     assert build_command(spec(1, 1), 0) == [sys.executable, *tail]
     assert command_env(spec(1, 1)) == {}
     # One VM: torchrun only for its GPUs; the group recreates the VM, torchrun restarts nothing.
     assert build_command(spec(1, 4), 0) == [
-        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1", "--nproc-per-node", "4",
-        "--max-restarts", "0", *tail]
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nnodes",
+        "1",
+        "--nproc-per-node",
+        "4",
+        "--max-restarts",
+        "0",
+        *tail,
+    ]
     assert command_env(spec(1, 4)) == {}
     assert build_command(spec(1, 1), 0, ["fake"])[0] == "fake"
 
@@ -361,10 +438,29 @@ def test_commands_for_one_and_many_gpus():
 def test_nodes_meet_through_an_elastic_c10d_rendezvous_on_node_0():
     three = spec(3, 2, max_restarts=5)
     assert build_command(three, 1) == [
-        sys.executable, "-m", "torch.distributed.run", "--rdzv-backend", "c10d", "--rdzv-endpoint", "train-fr-0:29500",
-        "--rdzv-id", "20261122-101500-ab12", "--rdzv-conf", f"join_timeout={JOIN_TIMEOUT_S},is_host=0",
-        "--nnodes", "3", "--nproc-per-node", "2", "--max-restarts", "5", *"-m trainer --lang fr".split(),
-        "--run-id", "20261122-101500-ab12", "--work-dir", "/home/trainer/work/20261122-101500-ab12"]
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--rdzv-backend",
+        "c10d",
+        "--rdzv-endpoint",
+        "train-fr-0:29500",
+        "--rdzv-id",
+        "20261122-101500-ab12",
+        "--rdzv-conf",
+        f"join_timeout={JOIN_TIMEOUT_S},is_host=0",
+        "--nnodes",
+        "3",
+        "--nproc-per-node",
+        "2",
+        "--max-restarts",
+        "5",
+        *"-m trainer --lang fr".split(),
+        "--run-id",
+        "20261122-101500-ab12",
+        "--work-dir",
+        "/home/trainer/work/20261122-101500-ab12",
+    ]
     assert JOIN_TIMEOUT_S >= 1800  # a recreated Spot VM boots, installs its driver and pulls the image first
     node_0 = build_command(three, 0)
     assert node_0[node_0.index("--rdzv-conf") + 1].endswith(",is_host=1")  # node 0 hosts the store
@@ -390,10 +486,20 @@ def test_torchrun_accepts_the_commands(monkeypatch):
             assert args.standalone and config.max_restarts == 0
             continue
         assert (config.min_nodes, config.max_nodes) == (3, 3)
-        assert (config.rdzv_backend, config.rdzv_endpoint, config.run_id) == ("c10d", "train-fr-0:29500", vm_spec.run_id)
+        assert (config.rdzv_backend, config.rdzv_endpoint, config.run_id) == (
+            "c10d",
+            "train-fr-0:29500",
+            vm_spec.run_id,
+        )
         assert config.max_restarts == 5
-        params = RendezvousParameters(config.rdzv_backend, config.rdzv_endpoint, config.run_id, config.min_nodes,
-                                      config.max_nodes, **config.rdzv_configs)
+        params = RendezvousParameters(
+            config.rdzv_backend,
+            config.rdzv_endpoint,
+            config.run_id,
+            config.min_nodes,
+            config.max_nodes,
+            **config.rdzv_configs,
+        )
         assert params.get_as_int("join_timeout") == JOIN_TIMEOUT_S
         assert params.get_as_bool("is_host") is (rank == 0)
 
@@ -412,8 +518,9 @@ def test_max_restarts_comes_from_the_metadata(monkeypatch, tmp_path, gcs_env):
 
 def test_end_reason_counts_interruptions_and_the_join_window():
     now = time.time()
-    status = RunStatus(run_id="r", lang="fr", env="dev", state=RUNNING, stage="interrupted", resumed=2,
-                       updated_at=now_iso())
+    status = RunStatus(
+        run_id="r", lang="fr", env="dev", state=RUNNING, stage="interrupted", resumed=2, updated_at=now_iso()
+    )
     assert end_reason(spec(2, 1, max_restarts=3), status, now) is None  # interruption 3 of 3 allowed
     assert end_reason(spec(2, 1, max_restarts=2), status, now) == "interrupted 3 times; max_restarts=2 reached"
     late = end_reason(spec(2, 1, max_restarts=3), status, now + JOIN_TIMEOUT_S + 60)
@@ -449,6 +556,7 @@ def test_metadata_client_honours_gce_metadata_host(monkeypatch):
 
 
 # --- the VM going away: a trainer death then is an interruption, never a failure -------------
+
 
 @pytest.mark.parametrize("how", ["preempted", "shutdown-flag"])
 @pytest.mark.parametrize("mode", ["silent", "fail-no-status"])

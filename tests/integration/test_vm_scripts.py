@@ -2,6 +2,7 @@
 docker / curl / nvidia-smi / systemctl / shutdown / cos-extensions / mount / iptables first on PATH
 (each records its arguments). curl answers the metadata server from files and Google APIs with
 FAKE_API_CODE; no gcloud is on the fake host, as on Container-Optimized OS."""
+
 from __future__ import annotations
 
 import json
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.project import REPO  # noqa: E402
+
 STARTUP, SHUTDOWN = REPO / "images/trainer/startup.sh", REPO / "images/trainer/shutdown.sh"
 IMAGE = "europe-west4-docker.pkg.dev/p/trainstack/trainer:3f2a"
 
@@ -71,29 +73,48 @@ class Host:
         self.md = tmp_path / "md"
         self.md.mkdir()
         self.run_id = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S-ab12")
-        defaults = {"trainstack-image": IMAGE, "trainstack-run-id": self.run_id, "trainstack-lang": "fr",
-                    "trainstack-bucket": "gs://b", "trainstack-shm-size": "16g",
-                    "trainstack-docker-flags": json.dumps(["--ulimit", "memlock=-1"]),
-                    "trainstack-max-run-hours": "4", "trainstack-project": "p", "trainstack-zone": "z",
-                    "trainstack-mig": "train-fr",
-                    "token": json.dumps({"access_token": "ya29.fake", "expires_in": 3599, "token_type": "Bearer"})}
+        defaults = {
+            "trainstack-image": IMAGE,
+            "trainstack-run-id": self.run_id,
+            "trainstack-lang": "fr",
+            "trainstack-bucket": "gs://b",
+            "trainstack-shm-size": "16g",
+            "trainstack-docker-flags": json.dumps(["--ulimit", "memlock=-1"]),
+            "trainstack-max-run-hours": "4",
+            "trainstack-project": "p",
+            "trainstack-zone": "z",
+            "trainstack-mig": "train-fr",
+            "token": json.dumps({"access_token": "ya29.fake", "expires_in": 3599, "token_type": "Bearer"}),
+        }
         for key, value in {**defaults, **attrs}.items():
             if value is not None:
                 (self.md / key).write_text(value)
         self.calls = tmp_path / "calls.log"
         self.groups: list[int] = []
-        self.env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_CALLS": str(self.calls),
-                    "FAKE_MD": str(self.md), "TRAINSTACK_POLL_S": "0", "TRAINSTACK_WATCHDOG_POLL_S": "0.2",
-                    "TRAINSTACK_DOCKER_POLL_S": "0.05",
-                    "TRAINSTACK_WATCHDOG_LOG": str(tmp_path / "watchdog.log"),
-                    "TRAINSTACK_STATE_DIR": str(tmp_path / "state"),
-                    "TRAINSTACK_DOCKER_CONFIG": str(tmp_path / "docker"),
-                    "TRAINSTACK_OS_RELEASE": str(tmp_path / "os-release")}
+        self.env = {
+            **os.environ,
+            "PATH": f"{bin_dir}:{os.environ['PATH']}",
+            "FAKE_CALLS": str(self.calls),
+            "FAKE_MD": str(self.md),
+            "TRAINSTACK_POLL_S": "0",
+            "TRAINSTACK_WATCHDOG_POLL_S": "0.2",
+            "TRAINSTACK_DOCKER_POLL_S": "0.05",
+            "TRAINSTACK_WATCHDOG_LOG": str(tmp_path / "watchdog.log"),
+            "TRAINSTACK_STATE_DIR": str(tmp_path / "state"),
+            "TRAINSTACK_DOCKER_CONFIG": str(tmp_path / "docker"),
+            "TRAINSTACK_OS_RELEASE": str(tmp_path / "os-release"),
+        }
 
     def start(self, script: Path, **env) -> subprocess.Popen:
         """Starts `script` in its own process group (the watchdog stays in it; cleanup kills the group)."""
-        proc = subprocess.Popen(["bash", str(script)], env={**self.env, **env}, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, start_new_session=True)
+        proc = subprocess.Popen(
+            ["bash", str(script)],
+            env={**self.env, **env},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
         self.groups.append(proc.pid)
         return proc
 
@@ -139,8 +160,9 @@ def host(tmp_path):
         h.cleanup()
 
 
-RESIZE = ("POST https://compute.googleapis.com/compute/v1/projects/p/zones/z/instanceGroupManagers/train-fr/"
-          "resize?size=0")
+RESIZE = (
+    "POST https://compute.googleapis.com/compute/v1/projects/p/zones/z/instanceGroupManagers/train-fr/resize?size=0"
+)
 
 
 def test_agent_exit_0_leaves_the_group_to_the_agent(host):
@@ -154,9 +176,12 @@ def test_agent_exit_0_leaves_the_group_to_the_agent(host):
     assert h.lines("docker run") == [
         "docker run --rm --name trainstack-trainer --init --stop-timeout 25 --gpus all --shm-size 16g --network host "
         f"--volume {h.tmp}/state:/run/trainstack:ro "
-        f"--ulimit memlock=-1 -e PYTHONUNBUFFERED=1 --entrypoint python {IMAGE} -m trainer.launchers.vm run"]
-    assert "curl -sSf --retry 5 --retry-connrefused -H Metadata-Flavor: Google " \
+        f"--ulimit memlock=-1 -e PYTHONUNBUFFERED=1 --entrypoint python {IMAGE} -m trainer.launchers.vm run"
+    ]
+    assert (
+        "curl -sSf --retry 5 --retry-connrefused -H Metadata-Flavor: Google "
         "http://metadata.google.internal/computeMetadata/v1/instance/attributes/trainstack-image" in h.lines("curl")
+    )
     assert h.lines("cos-extensions") == [] and h.lines("shutdown") == []
 
 
@@ -226,11 +251,18 @@ def test_a_failed_resize_still_powers_the_vm_off(host):
 
 
 def test_missing_group_metadata_still_stops_the_group_named_by_created_by(host):
-    h = host(**{"trainstack-mig": None, "created-by": "projects/123456/zones/europe-west4-b/instanceGroupManagers/dev-train-fr"})
+    h = host(
+        **{
+            "trainstack-mig": None,
+            "created-by": "projects/123456/zones/europe-west4-b/instanceGroupManagers/dev-train-fr",
+        }
+    )
     result = h.run(STARTUP)
     assert result.returncode == 1
-    assert h.resizes() == ["POST https://compute.googleapis.com/compute/v1/projects/123456/zones/europe-west4-b/"
-                           "instanceGroupManagers/dev-train-fr/resize?size=0"]
+    assert h.resizes() == [
+        "POST https://compute.googleapis.com/compute/v1/projects/123456/zones/europe-west4-b/"
+        "instanceGroupManagers/dev-train-fr/resize?size=0"
+    ]
     assert h.lines("docker run") == []
 
 
@@ -337,6 +369,7 @@ def test_shutdown_flags_the_vm_as_going_away_before_signalling(host):
 
 # --- the backstop starts first ------------------------------------------------------------------
 
+
 def test_watchdog_runs_even_when_the_run_metadata_is_unreadable(host):
     # No trainstack-* run metadata at all: the main script stops, the watchdog still counts
     # from boot with the backstop (here 0 h + 1 s grace) and stops what it can name.
@@ -366,14 +399,14 @@ def test_watchdog_stopping_during_shutdown_leaves_the_group(host):
 
 # --- boot images: Container-Optimized OS has no container toolkit --------------------------------
 
+
 def test_container_optimized_os_installs_the_driver_and_mounts_it(host):
     h = host(**{"trainstack-gpu-driver": "580.65.06"})
     (h.tmp / "os-release").write_text('NAME="Container-Optimized OS"\nID=cos\n')
     result = h.run(STARTUP)
     assert result.returncode == 0, result.stdout + result.stderr
     assert h.lines("cos-extensions") == ["cos-extensions install gpu -- -version=580.65.06"]
-    assert h.lines("mount") == ["mount --bind /var/lib/nvidia /var/lib/nvidia",
-                                "mount -o remount,exec /var/lib/nvidia"]
+    assert h.lines("mount") == ["mount --bind /var/lib/nvidia /var/lib/nvidia", "mount -o remount,exec /var/lib/nvidia"]
     (run,) = h.lines("docker run --rm --name")
     assert "--gpus" not in run
     assert "--volume /var/lib/nvidia/lib64:/usr/local/nvidia/lib64" in run
@@ -387,7 +420,8 @@ def test_container_optimized_os_waits_for_docker_before_the_driver_install(host)
     assert result.returncode == 0, result.stdout + result.stderr
     calls = [line for line in h.lines() if line.startswith(("systemctl is-active", "cos-extensions"))]
     assert calls == ["systemctl is-active --quiet gcr-online.target docker.socket"] * 4 + [
-        "cos-extensions install gpu -- -version=latest"]
+        "cos-extensions install gpu -- -version=latest"
+    ]
     assert "waiting for gcr-online.target and docker.socket" in result.stdout
     assert "gcr-online.target and docker.socket are active" in result.stdout
 
@@ -424,8 +458,9 @@ def test_container_optimized_os_opens_the_host_firewall_to_the_other_nodes_befor
     calls = h.lines()
     (agent,) = [i for i, line in enumerate(calls) if line.startswith("docker run --rm --name")]
     assert calls.index(f"iptables -w -I {ACCEPT_SUBNET}") < agent
-    assert "http://metadata.google.internal/computeMetadata/v1/instance/network-interfaces/0/subnetmask" in \
-        " ".join(h.lines("curl"))
+    assert "http://metadata.google.internal/computeMetadata/v1/instance/network-interfaces/0/subnetmask" in " ".join(
+        h.lines("curl")
+    )
 
 
 def test_the_host_firewall_rule_is_added_once(host):
@@ -436,8 +471,11 @@ def test_the_host_firewall_rule_is_added_once(host):
     assert h.lines("iptables") == [f"iptables -w -C {ACCEPT_SUBNET}"]
 
 
-@pytest.mark.parametrize("os_release, nodes", [("ID=cos\n", "1"), ("ID=cos\n", None), ("ID=debian\n", "2"),
-                                               (None, "2")], ids=["cos-1-node", "cos-no-nodes-attr", "debian", "none"])
+@pytest.mark.parametrize(
+    "os_release, nodes",
+    [("ID=cos\n", "1"), ("ID=cos\n", None), ("ID=debian\n", "2"), (None, "2")],
+    ids=["cos-1-node", "cos-no-nodes-attr", "debian", "none"],
+)
 def test_the_host_firewall_is_left_alone_for_one_node_or_another_os(host, os_release, nodes):
     h = host(**{**NODE_NET, "trainstack-nodes": nodes})
     if os_release:

@@ -1,4 +1,5 @@
 """Recorded Compute Engine answers for project p1 (projects.get, regions.get, acceleratorTypes.get)."""
+
 from __future__ import annotations
 
 import copy
@@ -39,9 +40,11 @@ def machine_type(zone: str, name: str) -> dict:
 
 def compute_api(*, project=None, ew4=None, ew1=None, not_offered=()) -> RecordedApi:
     """Routes for p1: projects.get, regions.get of two regions, acceleratorTypes.get per zone."""
-    routes = {("GET", PROJECT): (200, project or fixture("project_p1.json")),
-              ("GET", REGION.format("europe-west4")): (200, ew4 or fixture("region_europe-west4.json")),
-              ("GET", REGION.format("europe-west1")): (200, ew1 or fixture("region_europe-west1.json"))}
+    routes = {
+        ("GET", PROJECT): (200, project or fixture("project_p1.json")),
+        ("GET", REGION.format("europe-west4")): (200, ew4 or fixture("region_europe-west4.json")),
+        ("GET", REGION.format("europe-west1")): (200, ew1 or fixture("region_europe-west1.json")),
+    }
     for zone in not_offered:
         routes[("GET", ACCEL.format(zone))] = (404, "compute/error_404_accelerator_type.json")
     for zone in ("europe-west4-a", "europe-west4-b", "europe-west4-c", "europe-west1-b", "europe-west1-c"):

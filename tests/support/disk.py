@@ -1,5 +1,6 @@
 """A disk that fills up: a size-limited tmpfs where this machine lets a test mount one, else ENOSPC injected
 at the same place a full disk raises it (the write of a file's bytes)."""
+
 from __future__ import annotations
 
 import errno
@@ -14,8 +15,9 @@ from pathlib import Path
 def _mount(path: Path, size: int) -> bool:
     if os.geteuid() != 0 or shutil.which("mount") is None:
         return False
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True, text=True
+    )
     return done.returncode == 0
 
 

@@ -3,6 +3,7 @@
 FAULT_ENOSPC (a regex of bucket keys) names the writes and appends that meet ENOSPC (FAULT_TIMES of them,
 default 1, after letting FAULT_SKIP through): the bytes stop half way, as on a disk that fills up during
 the write, inside the real LocalBucket code (its temporary file, cleanup and error)."""
+
 from __future__ import annotations
 
 import builtins

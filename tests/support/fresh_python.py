@@ -1,4 +1,5 @@
 """Logged models loaded in a fresh interpreter that cannot import the project: what a serving host has."""
+
 from __future__ import annotations
 
 import json
@@ -10,7 +11,7 @@ from pathlib import Path
 
 # Run in `python -I` (no user site, no script folder, no PYTHONPATH) with the project's packages made
 # unimportable: the editable install's finder would otherwise find them.
-LOADER = textwrap.dedent('''
+LOADER = textwrap.dedent("""
     import importlib.abc, json, sys
 
     class NoProject(importlib.abc.MetaPathFinder):
@@ -33,15 +34,15 @@ LOADER = textwrap.dedent('''
     ours = {name.split(".")[0] for name in sys.modules if name.startswith(("trainer", "stacks"))}
     out.append(sorted(ours))
     print(json.dumps(out))
-''')
+""")
 
 
-def load_in_a_fresh_interpreter(uris: list[str], texts: list[str], *, cwd: Path,
-                                env: dict | None = None) -> list:
+def load_in_a_fresh_interpreter(uris: list[str], texts: list[str], *, cwd: Path, env: dict | None = None) -> list:
     """[{labels, probs, code} per model, the top-level packages named trainer*/stacks* it imported]: each
     model's labels (lists) and probabilities per text, and the module its ServedModel came from."""
     command = [sys.executable, "-I", "-W", "ignore", "-c", LOADER, json.dumps(uris), json.dumps(texts)]
-    proc = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=cwd,
-                          env={**os.environ, **(env or {})})
+    proc = subprocess.run(
+        command, capture_output=True, text=True, timeout=300, cwd=cwd, env={**os.environ, **(env or {})}
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])

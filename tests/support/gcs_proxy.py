@@ -11,6 +11,7 @@ requests (`skip` lets that many matches through first; `body` also asks a regex 
 The matched text is "METHOD decoded-path?query @object-name" (uploads name their object in the body).
 `requests` records (method, that text, request body bytes) for what a test wants to count.
 """
+
 from __future__ import annotations
 
 import http.client
@@ -27,8 +28,13 @@ from pathlib import Path
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 HOP = {"connection", "keep-alive", "transfer-encoding", "proxy-connection", "te", "trailer", "upgrade"}
-NOT_MET = {"error": {"code": 412, "message": "At least one of the pre-conditions you specified did not hold.",
-                     "errors": [{"reason": "conditionNotMet", "message": "Precondition Failed"}]}}
+NOT_MET = {
+    "error": {
+        "code": 412,
+        "message": "At least one of the pre-conditions you specified did not hold.",
+        "errors": [{"reason": "conditionNotMet", "message": "Precondition Failed"}],
+    }
+}
 
 
 @dataclass
@@ -80,8 +86,11 @@ class GcsProxy:
             self.requests.clear()
 
     def bytes_written(self, pattern: str = "") -> int:
-        return sum(s.body_bytes for s in list(self.requests)
-                   if s.method in ("POST", "PUT", "PATCH") and re.search(pattern, s.target))
+        return sum(
+            s.body_bytes
+            for s in list(self.requests)
+            if s.method in ("POST", "PUT", "PATCH") and re.search(pattern, s.target)
+        )
 
     # -- serving --------------------------------------------------------------------------------------
 
@@ -160,8 +169,12 @@ class GcsProxy:
         self.requests.append(Seen(h.command, line, len(body)))
         fault = self._fault(line, body)
         if fault and fault.kind == "status":
-            return self._answer(h, fault.status, [("Content-Type", "application/json")], json.dumps(
-                {"error": {"code": fault.status, "message": f"injected {fault.status}"}}).encode())
+            return self._answer(
+                h,
+                fault.status,
+                [("Content-Type", "application/json")],
+                json.dumps({"error": {"code": fault.status, "message": f"injected {fault.status}"}}).encode(),
+            )
         if fault and fault.kind == "stall":
             time.sleep(fault.seconds)
         headers = {k: v for k, v in h.headers.items() if k.lower() not in HOP and k.lower() != "host"}
@@ -171,9 +184,16 @@ class GcsProxy:
                 return self._answer(h, 412, [("Content-Type", "application/json")], json.dumps(NOT_MET).encode())
             status, out_headers, data = self._forward(h.command, h.path, headers, body)
         # A resumable upload's session URL names the emulator: point it here, so its chunks come through too.
-        out_headers = [(k, v.replace(self.upstream, self.url) if k.lower() == "location" else v) for k, v in out_headers]
-        self._answer(h, status, [(k, v) for k, v in out_headers if k.lower() not in HOP | {"content-length"}],
-                     data, cut=bool(fault and fault.kind == "cut"))
+        out_headers = [
+            (k, v.replace(self.upstream, self.url) if k.lower() == "location" else v) for k, v in out_headers
+        ]
+        self._answer(
+            h,
+            status,
+            [(k, v) for k, v in out_headers if k.lower() not in HOP | {"content-length"}],
+            data,
+            cut=bool(fault and fault.kind == "cut"),
+        )
 
     @staticmethod
     def _answer(h: BaseHTTPRequestHandler, status: int, headers: list, data: bytes, *, cut: bool = False) -> None:
@@ -216,9 +236,22 @@ def start_emulator(workdir: Path) -> tuple[subprocess.Popen, GcsProxy]:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     exe = Path(sys.executable).parent / "gcp-storage-emulator"
-    proc = subprocess.Popen([str(exe), "start", "--host", "127.0.0.1", "--port", str(port), "--in-memory",
-                             "--default-bucket", "test-bucket"], cwd=workdir,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            str(exe),
+            "start",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--in-memory",
+            "--default-bucket",
+            "test-bucket",
+        ],
+        cwd=workdir,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:

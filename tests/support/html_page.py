@@ -1,4 +1,5 @@
 """A page read back as a person's browser would: headings, table cells, images; tables balanced."""
+
 from __future__ import annotations
 
 from html.parser import HTMLParser

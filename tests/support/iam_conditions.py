@@ -1,12 +1,14 @@
 """A tiny evaluator of the IAM conditions (a CEL subset) the synthesized stacks grant with."""
+
 from __future__ import annotations
 
 import re
 
 # The only grammar the stacks' conditions use; anything else fails the test rather than guessing.
 CEL_TOKEN = re.compile(
-    r'\s+|&&|\|\||\(|\)|==|resource\.type|resource\.name\.startsWith|resource\.name\.extract|resource\.name\b|'
-    r'\.startsWith|"[^"\\]*"')
+    r"\s+|&&|\|\||\(|\)|==|resource\.type|resource\.name\.startsWith|resource\.name\.extract|resource\.name\b|"
+    r'\.startsWith|"[^"\\]*"'
+)
 
 
 def extract(name: str, template: str) -> str:
@@ -17,7 +19,7 @@ def extract(name: str, template: str) -> str:
     start = name.find(before)
     if start < 0:
         return ""
-    value = name[start + len(before):]
+    value = name[start + len(before) :]
     if not after:
         return value
     end = value.find(after)
@@ -31,10 +33,18 @@ def condition_holds(expression: str | None, rtype: str, name: str) -> bool:
     python, pos = [], 0
     while pos < len(expression):
         match = CEL_TOKEN.match(expression, pos)
-        assert match, f"condition outside the tested grammar at {expression[pos:pos + 40]!r}"
+        assert match, f"condition outside the tested grammar at {expression[pos : pos + 40]!r}"
         token, pos = match.group(0), match.end()
-        python.append({"&&": " and ", "||": " or ", "resource.type": "rtype",
-                       "resource.name.startsWith": "name.startswith", ".startsWith": ".startswith",
-                       "resource.name.extract": "name_extract", "resource.name": "name"}.get(token, token))
+        python.append(
+            {
+                "&&": " and ",
+                "||": " or ",
+                "resource.type": "rtype",
+                "resource.name.startsWith": "name.startswith",
+                ".startsWith": ".startswith",
+                "resource.name.extract": "name_extract",
+                "resource.name": "name",
+            }.get(token, token)
+        )
     names = {"rtype": rtype, "name": name, "name_extract": lambda template: extract(name, template)}
     return bool(eval("".join(python), {}, names))  # noqa: S307 (grammar checked above)

@@ -1,6 +1,7 @@
 """A real MLflow tracking server for tests: `mlflow server` on 127.0.0.1 with an SQLite backend store and
 a local artifact root, and the fault proxy (tests/support/gcs_proxy.py) in front of it for 503, 401 and a
 connection cut mid-export. No mock of the client: trainctl talks HTTP to the server MLflow ships."""
+
 from __future__ import annotations
 
 import os
@@ -42,12 +43,27 @@ def start_mlflow(root: Path, *, timeout_s: float = 120) -> MlflowServer:
     port = _free_port()
     exe = Path(sys.executable).parent / "mlflow"
     log = open(root / "mlflow-server.log", "wb")
-    proc = subprocess.Popen([str(exe), "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
-                             "--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}",
-                             "--artifacts-destination", str(root / "artifacts")],
-                            cwd=root, stdout=log, stderr=subprocess.STDOUT,
-                            # the GenAI job runners (huey consumers, ~10 processes): nothing here uses them
-                            env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"})
+    proc = subprocess.Popen(
+        [
+            str(exe),
+            "server",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+            "--backend-store-uri",
+            f"sqlite:///{root / 'mlflow.db'}",
+            "--artifacts-destination",
+            str(root / "artifacts"),
+        ],
+        cwd=root,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        # the GenAI job runners (huey consumers, ~10 processes): nothing here uses them
+        env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

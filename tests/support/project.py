@@ -1,4 +1,5 @@
 """The repository, its sample data, tiny trainer settings and the shared real corpora."""
+
 from __future__ import annotations
 
 import shutil
@@ -9,22 +10,51 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "data" / "sample"
 # Small enough for a CPU test, big enough to exercise every stage.
-TINY = ["defaults.trainer.epochs_base_lm=1", "defaults.trainer.epochs_lm=2", "defaults.trainer.epochs_clf=2",
-        "defaults.trainer.min_clf_steps=0",
-        "defaults.trainer.emb_sz=32", "defaults.trainer.n_hid=64", "defaults.trainer.n_layers=1",
-        # exact and alike on every CPU (auto is bf16 autocast where the CPU has it)
-        "defaults.trainer.precision=fp32"]
+TINY = [
+    "defaults.trainer.epochs_base_lm=1",
+    "defaults.trainer.epochs_lm=2",
+    "defaults.trainer.epochs_clf=2",
+    "defaults.trainer.min_clf_steps=0",
+    "defaults.trainer.emb_sz=32",
+    "defaults.trainer.n_hid=64",
+    "defaults.trainer.n_layers=1",
+    # exact and alike on every CPU (auto is bf16 autocast where the CPU has it)
+    "defaults.trainer.precision=fp32",
+]
 TINY_SETS = [arg for s in TINY for arg in ("--set", s)]
-TINY_TRAINER_ARGS = ["--epochs-base-lm", "1", "--epochs-lm", "2", "--epochs-clf", "2", "--min-clf-steps", "0",
-                     "--emb-sz", "32",
-                     "--n-hid", "64", "--n-layers", "1", "--bs", "32", "--min-freq", "1", "--precision", "fp32"]
+TINY_TRAINER_ARGS = [
+    "--epochs-base-lm",
+    "1",
+    "--epochs-lm",
+    "2",
+    "--epochs-clf",
+    "2",
+    "--min-clf-steps",
+    "0",
+    "--emb-sz",
+    "32",
+    "--n-hid",
+    "64",
+    "--n-layers",
+    "1",
+    "--bs",
+    "32",
+    "--min-freq",
+    "1",
+    "--precision",
+    "fp32",
+]
 
 
 # Real prose (../shared/corpora, see its README) lives beside the project in the workspace, never in it.
 SHARED_CORPORA = REPO.parent / "shared" / "corpora"
-CORPUS_FILES = {"fr": "fr/fr_eltec_novels.txt.gz", "en": "en/en_eltec_novels.txt.gz",
-                "es": "es/es_eltec_novels.txt.gz", "el": "el/el_laws_fek_2021_2024.txt.gz",
-                "ja": "ja/ja_aozora_modern_kana.txt.gz"}
+CORPUS_FILES = {
+    "fr": "fr/fr_eltec_novels.txt.gz",
+    "en": "en/en_eltec_novels.txt.gz",
+    "es": "es/es_eltec_novels.txt.gz",
+    "el": "el/el_laws_fek_2021_2024.txt.gz",
+    "ja": "ja/ja_aozora_modern_kana.txt.gz",
+}
 
 
 def shared_corpus(lang: str) -> Path:

@@ -4,6 +4,7 @@ Routes map (method, path regex) to a status and a JSON body (a dict, or the
 name of a file under tests/fixtures/). Every request is recorded so a test can
 assert what the client actually sent.
 """
+
 from __future__ import annotations
 
 import json
@@ -46,9 +47,12 @@ class RecordedApi:
                 body = self.rfile.read(length) if length else b""
                 api.seen.append(Seen(self.command, parts.path, parse_qs(parts.query), body, dict(self.headers)))
                 query = parse_qs(parts.query)
-                for (method, pattern, *wanted), (status, payload) in api.routes.items():
-                    if method == self.command and re.fullmatch(pattern, parts.path) and all(
-                            query.get(k) == [v] for k, v in (wanted[0] if wanted else ())):
+                for (method, pattern, *wanted), (status, payload) in api.routes.items():  # noqa: B007 (read after the break)
+                    if (
+                        method == self.command
+                        and re.fullmatch(pattern, parts.path)
+                        and all(query.get(k) == [v] for k, v in (wanted[0] if wanted else ()))
+                    ):
                         break
                 else:
                     status, payload = 404, {"error": {"code": 404, "message": f"no recording for {parts.path}"}}
@@ -70,8 +74,7 @@ class RecordedApi:
                 pass
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self._thread.start()
         return self
 

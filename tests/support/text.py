@@ -1,11 +1,20 @@
 """Texts for the trainer.text tests: odd strings, the sample rows as parsed, fastai's own tokens."""
+
 from __future__ import annotations
 
 from tests.support.project import SAMPLE
 from trainer.data.labelled import parse_labelled_csv
 
-ODD_TEXTS = ["Ça coûte 12,50 € — trop cher !!!", "", "   ", "ÉNORME problème avec ma COMMANDE",
-             "emoji 🙂 et 日本語", "ligne\navec\r\nretours", "xxbos xxmaj déjà là", "a" * 3000]
+ODD_TEXTS = [
+    "Ça coûte 12,50 € — trop cher !!!",
+    "",
+    "   ",
+    "ÉNORME problème avec ma COMMANDE",
+    "emoji 🙂 et 日本語",
+    "ligne\navec\r\nretours",
+    "xxbos xxmaj déjà là",
+    "a" * 3000,
+]
 
 
 def parse(raw: bytes):

@@ -1,4 +1,5 @@
 """trainctl as a user runs it (a subprocess in a project folder) and what a local run leaves behind."""
+
 from __future__ import annotations
 
 import json
@@ -14,24 +15,37 @@ TRAINCTL = str(Path(sys.prefix) / "bin" / "trainctl")
 
 
 def trainctl(project: Path, *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([TRAINCTL, *args], cwd=project, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "COLUMNS": "200"})
+    return subprocess.run(
+        [TRAINCTL, *args],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "COLUMNS": "200"},
+    )
 
 
 # Puts SIGINT back to its default, then becomes trainctl (same pid). A background job of a non-interactive
 # shell (`bash -c 'bash .ci/run &'`, nohup) starts every child with SIGINT ignored, and Python raises no
 # KeyboardInterrupt for an ignored SIGINT. An exec wrapper rather than preexec_fn: the test has threads.
-_SIGINT_AT_DEFAULT = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
-                      "os.execv(sys.argv[1], sys.argv[1:])")
+_SIGINT_AT_DEFAULT = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])"
+)
 
 
 def start_trainctl(project: Path, *args: str, program: str = TRAINCTL) -> subprocess.Popen:
     """trainctl as a terminal starts it, for the tests that press Ctrl-C: SIGINT at its default whatever this
     process inherited (trainctl itself keeps an ignored SIGINT ignored, as nohup intends: README), in a
     session of its own so the test's signal reaches it alone; stdout and stderr together, as text."""
-    return subprocess.Popen([sys.executable, "-c", _SIGINT_AT_DEFAULT, program, *args], cwd=project,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-                            env={**os.environ, "COLUMNS": "200"})
+    return subprocess.Popen(
+        [sys.executable, "-c", _SIGINT_AT_DEFAULT, program, *args],
+        cwd=project,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+        env={**os.environ, "COLUMNS": "200"},
+    )
 
 
 def run_dir(project: Path, lang: str, run_id: str) -> Path:

@@ -1,4 +1,5 @@
 """The trainer as a subprocess (python -m trainer) on the sample data, and waits on its status.json."""
+
 from __future__ import annotations
 
 import json
@@ -19,9 +20,25 @@ def stage_sample(bucket, lang="fr"):
 
 
 def trainer(uri: str, run_id: str, *extra: str, **popen) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "trainer", "--lang", "fr", "--bucket", uri, "--run-id", run_id,
-                             *TINY_TRAINER_ARGS, *extra], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, **popen)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "trainer",
+            "--lang",
+            "fr",
+            "--bucket",
+            uri,
+            "--run-id",
+            run_id,
+            *TINY_TRAINER_ARGS,
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        **popen,
+    )
 
 
 def wait_status(bucket, run_id: str, predicate, proc, timeout: float = 600) -> dict:

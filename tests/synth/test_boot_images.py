@@ -1,4 +1,5 @@
 """Boot images per machine series (the GPU catalogue), Secure Boot, org-policy switches, as synthesized."""
+
 from __future__ import annotations
 
 import json
@@ -8,8 +9,15 @@ import pytest
 from typer.testing import CliRunner
 
 from stacks.cli.main import app
-from stacks.targets.gcp.gpus import (COS_IMAGE, DLVM_IMAGE, G2_LIMITATIONS, SERIES_IMAGES, boot_image_problem,
-                                default_boot_image, signed_driver)
+from stacks.targets.gcp.gpus import (
+    COS_IMAGE,
+    DLVM_IMAGE,
+    G2_LIMITATIONS,
+    SERIES_IMAGES,
+    boot_image_problem,
+    default_boot_image,
+    signed_driver,
+)
 
 runner = CliRunner()
 # The foundation needs the one GitHub repository it trusts; any will do here.
@@ -42,8 +50,9 @@ def test_every_series_boots_container_optimized_os_which_ships_docker():
 COS_121_LTS = "projects/cos-cloud/global/images/family/cos-121-lts"
 
 
-@pytest.mark.parametrize("machine", ["a3-highgpu-1g", "a3-highgpu-8g", "a3-megagpu-8g", "a3-edgegpu-8g",
-                                     "a3-ultragpu-8g"])
+@pytest.mark.parametrize(
+    "machine", ["a3-highgpu-1g", "a3-highgpu-8g", "a3-megagpu-8g", "a3-edgegpu-8g", "a3-ultragpu-8g"]
+)
 def test_a3_machines_boot_the_cos_121_lts_family_not_cos_stable(machine):
     # COS release notes, milestone 125: known performance and functional issues on a3-highgpu; use milestone 121.
     assert default_boot_image(machine) == COS_121_LTS
@@ -51,8 +60,12 @@ def test_a3_machines_boot_the_cos_121_lts_family_not_cos_stable(machine):
 
 
 def test_an_a3_language_synthesizes_the_cos_121_lts_family(project):
-    stacks = synth(project, "languages.en.machine_type=a3-highgpu-8g", "languages.en.gpu.type=nvidia-h100-80gb",
-                   "languages.en.gpu.count=8")
+    stacks = synth(
+        project,
+        "languages.en.machine_type=a3-highgpu-8g",
+        "languages.en.gpu.type=nvidia-h100-80gb",
+        "languages.en.gpu.count=8",
+    )
     fr, en = template(stacks["train-fr"]), template(stacks["train-en"])
     assert en["disk"][0]["source_image"] == COS_121_LTS and fr["disk"][0]["source_image"] == COS_IMAGE
     assert en["shielded_instance_config"]["enable_secure_boot"] is True
@@ -81,8 +94,12 @@ def test_shipped_envs_boot_images_their_series_supports(project):
 
 
 def test_g2_boots_cos_with_secure_boot_and_a_driver_version(project):
-    stacks = synth(project, "languages.en.machine_type=a2-highgpu-1g", "languages.en.gpu.type=nvidia-tesla-a100",
-                   f"languages.en.boot_image={DLVM_IMAGE}")
+    stacks = synth(
+        project,
+        "languages.en.machine_type=a2-highgpu-1g",
+        "languages.en.gpu.type=nvidia-tesla-a100",
+        f"languages.en.boot_image={DLVM_IMAGE}",
+    )
     fr, en = template(stacks["train-fr"]), template(stacks["train-en"])
     assert fr["disk"][0]["source_image"] == COS_IMAGE
     assert fr["shielded_instance_config"]["enable_secure_boot"] is True
@@ -93,9 +110,14 @@ def test_g2_boots_cos_with_secure_boot_and_a_driver_version(project):
 
 
 def test_secure_boot_switch_and_pinned_driver(project):
-    stacks = synth(project, "languages.en.machine_type=a2-highgpu-1g", "languages.en.gpu.type=nvidia-tesla-a100",
-                   f"languages.en.boot_image={DLVM_IMAGE}",
-                   "languages.en.secure_boot=true", "languages.fr.gpu_driver=580.95.05")
+    stacks = synth(
+        project,
+        "languages.en.machine_type=a2-highgpu-1g",
+        "languages.en.gpu.type=nvidia-tesla-a100",
+        f"languages.en.boot_image={DLVM_IMAGE}",
+        "languages.en.secure_boot=true",
+        "languages.fr.gpu_driver=580.95.05",
+    )
     assert template(stacks["train-en"])["shielded_instance_config"]["enable_secure_boot"] is True
     assert template(stacks["train-fr"])["metadata"]["trainstack-gpu-driver"] == "580.95.05"
 
@@ -109,13 +131,17 @@ def test_dlvm_on_g2_is_refused_with_exit_2_naming_the_doc(project):
 
 
 def test_access_log_grant_is_optional_and_the_network_configurable(project):
-    stacks = synth(project, "access_log_grant=false", "network=projects/p1/global/networks/train",
-                   "subnetwork=projects/p1/regions/europe-west4/subnetworks/train-eu")
+    stacks = synth(
+        project,
+        "access_log_grant=false",
+        "network=projects/p1/global/networks/train",
+        "subnetwork=projects/p1/regions/europe-west4/subnetworks/train-eu",
+    )
     members = [g["member"] for g in stacks["foundation"]["resource"]["google_storage_bucket_iam_member"].values()]
     assert "group:cloud-storage-analytics@google.com" not in members
     nic = template(stacks["train-fr"])["network_interface"][0]
     assert nic["network"] == "projects/p1/global/networks/train"
-    # multi-node runs meet through the foundation's rule on that same (custom) network (issue 38)
+    # multi-node runs meet through the foundation's rule on that same (custom) network
     (rule,) = stacks["foundation"]["resource"]["google_compute_firewall"].values()
     assert rule["network"] == nic["network"] and rule["target_tags"] == template(stacks["train-fr"])["tags"]
     assert nic["subnetwork"] == "projects/p1/regions/europe-west4/subnetworks/train-eu"
@@ -124,25 +150,33 @@ def test_access_log_grant_is_optional_and_the_network_configurable(project):
 
 @pytest.mark.parametrize("value", ["latest", "default", "580.95.05", "R580"])
 def test_gpu_driver_accepts_the_documented_forms(project, value):
-    result = runner.invoke(app, ["config", "show", "--env", "dev", "--set", "project=p1",
-                                 "--set", f"defaults.gpu_driver={value}"])
+    result = runner.invoke(
+        app, ["config", "show", "--env", "dev", "--set", "project=p1", "--set", f"defaults.gpu_driver={value}"]
+    )
     assert result.exit_code == 0, result.output
 
 
 @pytest.mark.parametrize("value", ["580", "r580", "v580;rm"])
 def test_gpu_driver_refuses_undocumented_forms_naming_the_documented_ones(project, value):
-    result = runner.invoke(app, ["config", "show", "--env", "dev", "--set", "project=p1",
-                                 "--set", f"defaults.gpu_driver={value}"])
+    result = runner.invoke(
+        app, ["config", "show", "--env", "dev", "--set", "project=p1", "--set", f"defaults.gpu_driver={value}"]
+    )
     assert result.exit_code == 2, result.output
     assert "R580" in result.output and "580.95.05" in result.output and "run-gpus" in result.output
 
 
-@pytest.mark.parametrize(("settings", "wanted"), [
-    (["machine_type=a3-ultragpu-8g", "gpu.type=nvidia-h200-141gb", "gpu.count=8"], "hyperdisk-balanced"),
-    # Issue 38: "pd-standard isn't supported on instances that use the G2 machine type".
-    (["disk_type=pd-standard"], "g2-limitations"),
-    (["machine_type=a3-highgpu-2g", "gpu.type=nvidia-h100-80gb", "gpu.count=2", "spot=false"], "Spot or Flex-start"),
-])
+@pytest.mark.parametrize(
+    ("settings", "wanted"),
+    [
+        (["machine_type=a3-ultragpu-8g", "gpu.type=nvidia-h200-141gb", "gpu.count=8"], "hyperdisk-balanced"),
+        # Issue 38: "pd-standard isn't supported on instances that use the G2 machine type".
+        (["disk_type=pd-standard"], "g2-limitations"),
+        (
+            ["machine_type=a3-highgpu-2g", "gpu.type=nvidia-h100-80gb", "gpu.count=2", "spot=false"],
+            "Spot or Flex-start",
+        ),
+    ],
+)
 def test_machine_types_that_refuse_a_setting_stop_before_apply(project, settings, wanted):
     args = ["config", "show", "--env", "dev", "--set", "project=p1"]
     for setting in settings:
@@ -155,8 +189,12 @@ def test_machine_types_that_refuse_a_setting_stop_before_apply(project, settings
 
 def test_machine_limits_pass_when_the_setting_fits(project):
     args = ["config", "show", "--env", "dev", "--set", "project=p1"]
-    for setting in ["machine_type=a3-ultragpu-8g", "gpu.type=nvidia-h200-141gb", "gpu.count=8",
-                    "disk_type=hyperdisk-balanced"]:
+    for setting in [
+        "machine_type=a3-ultragpu-8g",
+        "gpu.type=nvidia-h200-141gb",
+        "gpu.count=8",
+        "disk_type=hyperdisk-balanced",
+    ]:
         args += ["--set", f"languages.fr.{setting}"]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
@@ -164,26 +202,54 @@ def test_machine_limits_pass_when_the_setting_fits(project):
 
 @pytest.mark.parametrize("gpu", ["nvidia-tesla-v100", "nvidia-tesla-p100", "nvidia-tesla-p4"])
 def test_gpus_the_image_cuda_dropped_are_refused_at_config_load_with_the_source(project, gpu):
-    result = runner.invoke(app, ["config", "show", "--env", "dev", "--set", "project=p1",
-                                 "--set", "languages.fr.machine_type=n1-standard-8",
-                                 "--set", f"languages.fr.gpu.type={gpu}", "--set", "languages.fr.gpu.count=1"])
+    result = runner.invoke(
+        app,
+        [
+            "config",
+            "show",
+            "--env",
+            "dev",
+            "--set",
+            "project=p1",
+            "--set",
+            "languages.fr.machine_type=n1-standard-8",
+            "--set",
+            f"languages.fr.gpu.type={gpu}",
+            "--set",
+            "languages.fr.gpu.count=1",
+        ],
+    )
     assert result.exit_code == 2, result.output
     text = " ".join(result.output.split())
     assert f"{gpu} (compute capability" in text and "cuda-toolkit-release-notes" in text and "nvidia-tesla-t4" in text
 
 
 def test_a_t4_on_n1_still_passes(project):
-    result = runner.invoke(app, ["config", "show", "--env", "dev", "--set", "project=p1",
-                                 "--set", "languages.fr.machine_type=n1-standard-8",
-                                 "--set", "languages.fr.gpu.type=nvidia-tesla-t4", "--set", "languages.fr.gpu.count=1"])
+    result = runner.invoke(
+        app,
+        [
+            "config",
+            "show",
+            "--env",
+            "dev",
+            "--set",
+            "project=p1",
+            "--set",
+            "languages.fr.machine_type=n1-standard-8",
+            "--set",
+            "languages.fr.gpu.type=nvidia-tesla-t4",
+            "--set",
+            "languages.fr.gpu.count=1",
+        ],
+    )
     assert result.exit_code == 0, result.output
-
 
 
 @pytest.mark.parametrize("value", ["535.230.02", "R570"])
 def test_a_driver_older_than_the_image_needs_is_refused_at_config_load(project, value):
-    result = runner.invoke(app, ["config", "show", "--env", "dev", "--set", "project=p1",
-                                 "--set", f"defaults.gpu_driver={value}"])
+    result = runner.invoke(
+        app, ["config", "show", "--env", "dev", "--set", "project=p1", "--set", f"defaults.gpu_driver={value}"]
+    )
     assert result.exit_code == 2, result.output
     text = " ".join(result.output.split())
     assert f"gpu_driver {value} is older than the 580" in text and "R580" in text

@@ -1,5 +1,6 @@
 """Construct-level synth tests: each construct alone in a stack, asserted with the CDK's Testing
 (cdktf or cdktn, whichever stacks.cdk picked)."""
+
 from __future__ import annotations
 
 import json
@@ -7,14 +8,14 @@ import json
 from stacks import cdk
 from stacks.cdk import TerraformStack
 from stacks.targets.gcp.cdk_google import GoogleProvider
-from stacks.constructs.artifact_bucket import CHECKPOINT_SUFFIXES, ArtifactBucket
-from stacks.constructs.ci_identities import CiIdentities
-from stacks.constructs.container_registry import ContainerRegistry
-from stacks.constructs.github_federation import GithubFederation
-from stacks.constructs.gpu_instance_group import GpuInstanceGroup
-from stacks.constructs.project_services import APIS, ProjectServices
-from stacks.constructs.quota_guard import QuotaGuard, quota_id
-from stacks.constructs.trainer_identity import RESIZE_PERMISSIONS, TrainerIdentity
+from stacks.targets.gcp.constructs.artifact_bucket import CHECKPOINT_SUFFIXES, ArtifactBucket
+from stacks.targets.gcp.constructs.ci_identities import CiIdentities
+from stacks.targets.gcp.constructs.container_registry import ContainerRegistry
+from stacks.targets.gcp.constructs.github_federation import GithubFederation
+from stacks.targets.gcp.constructs.gpu_instance_group import GpuInstanceGroup
+from stacks.targets.gcp.constructs.project_services import APIS, ProjectServices
+from stacks.targets.gcp.constructs.quota_guard import QuotaGuard, quota_id
+from stacks.targets.gcp.constructs.trainer_identity import RESIZE_PERMISSIONS, TrainerIdentity
 from tests.support.iam_conditions import condition_holds
 
 PRIMITIVE = {"roles/owner", "roles/editor", "roles/viewer"}
@@ -35,12 +36,29 @@ def resources(doc: dict, kind: str) -> list[dict]:
 
 def group(nodes: int, spot: bool = True, preconditions=None, compact_placement: bool = True):
     def build(stack):
-        GpuInstanceGroup(stack, "vms", project="p1", name="dev-train-fr", zone="europe-west4-b",
-                         machine_type="g2-standard-8", gpu_type="nvidia-l4", gpu_count=1, nodes=nodes, spot=spot,
-                         boot_image="projects/x/global/images/family/y", disk_gb=150, disk_type="pd-ssd",
-                         service_account="sa@p1.iam.gserviceaccount.com", network="default", subnetwork=None,
-                         labels={"lang": "fr", "run": "r1"}, metadata={"startup-script": "#!/bin/bash\n"},
-                         preconditions=preconditions, compact_placement=compact_placement)
+        GpuInstanceGroup(
+            stack,
+            "vms",
+            project="p1",
+            name="dev-train-fr",
+            zone="europe-west4-b",
+            machine_type="g2-standard-8",
+            gpu_type="nvidia-l4",
+            gpu_count=1,
+            nodes=nodes,
+            spot=spot,
+            boot_image="projects/x/global/images/family/y",
+            disk_gb=150,
+            disk_type="pd-ssd",
+            service_account="sa@p1.iam.gserviceaccount.com",
+            network="default",
+            subnetwork=None,
+            labels={"lang": "fr", "run": "r1"},
+            metadata={"startup-script": "#!/bin/bash\n"},
+            preconditions=preconditions,
+            compact_placement=compact_placement,
+        )
+
     return synth(build)
 
 
@@ -54,16 +72,32 @@ def test_project_services_enable_every_api_and_never_disable_them():
     text, doc = synth(lambda s: ProjectServices(s, "services", project="p1"))
     services = resources(doc, "google_project_service")
     assert sorted(s["service"] for s in services) == sorted(f"{a}.googleapis.com" for a in APIS)
-    assert {"compute", "storage", "artifactregistry", "iam", "logging", "cloudbuild", "cloudquotas",
-            "iamcredentials", "sts"} <= set(APIS)
+    assert {
+        "compute",
+        "storage",
+        "artifactregistry",
+        "iam",
+        "logging",
+        "cloudbuild",
+        "cloudquotas",
+        "iamcredentials",
+        "sts",
+    } <= set(APIS)
     assert all(s["disable_on_destroy"] is False for s in services)
 
 
 def test_artifact_bucket_is_private_versioned_and_expires_old_versions_and_checkpoints():
     text, doc = synth(lambda s: ArtifactBucket(s, "artifacts", project="p1", name="b1", location="EUROPE-WEST4"))
-    assert cdk.Testing.to_have_resource_with_properties(text, "google_storage_bucket", {
-        "name": "b1", "uniform_bucket_level_access": True, "public_access_prevention": "enforced",
-        "versioning": {"enabled": True}})
+    assert cdk.Testing.to_have_resource_with_properties(
+        text,
+        "google_storage_bucket",
+        {
+            "name": "b1",
+            "uniform_bucket_level_access": True,
+            "public_access_prevention": "enforced",
+            "versioning": {"enabled": True},
+        },
+    )
     main = next(b for b in resources(doc, "google_storage_bucket") if b["name"] == "b1")
     conditions = [r["condition"] for r in main["lifecycle_rule"]]
     assert {"days_since_noncurrent_time": 30, "with_state": "ARCHIVED"} in conditions
@@ -75,8 +109,9 @@ def test_artifact_bucket_is_private_versioned_and_expires_old_versions_and_check
 
 
 def test_registry_is_docker_with_cleanup_that_keeps_recent_images():
-    text, doc = synth(lambda s: ContainerRegistry(s, "registry", project="p1", location="europe-west4",
-                                                  repository_id="trainstack"))
+    text, doc = synth(
+        lambda s: ContainerRegistry(s, "registry", project="p1", location="europe-west4", repository_id="trainstack")
+    )
     repo = resources(doc, "google_artifact_registry_repository")[0]
     assert repo["format"] == "DOCKER" and repo["docker_config"]["immutable_tags"] is True
     actions = {p["id"]: p["action"] for p in repo["cleanup_policies"]}
@@ -86,11 +121,20 @@ def test_registry_is_docker_with_cleanup_that_keeps_recent_images():
 def _identities(stack):
     bucket = ArtifactBucket(stack, "artifacts", project="p1", name="b1", location="EU").bucket
     repo = ContainerRegistry(stack, "registry", project="p1", location="europe-west4", repository_id="r").repository
-    trainer = TrainerIdentity(stack, "trainer", project="p1", env="dev", bucket=bucket, repository=repo,
-                              languages=["fr"])
+    trainer = TrainerIdentity(
+        stack, "trainer", project="p1", env="dev", bucket=bucket, repository=repo, languages=["fr"]
+    )
     ci = CiIdentities(stack, "ci", project="p1", state_bucket="p1-tfstate", trainer_account=trainer.account)
-    GithubFederation(stack, "github", project="p1", repository="acme/trainstack", repository_id=101,
-                     repository_owner_id=202, planner=ci.planner, deployer=ci.deployer)
+    GithubFederation(
+        stack,
+        "github",
+        project="p1",
+        repository="acme/trainstack",
+        repository_id=101,
+        repository_owner_id=202,
+        planner=ci.planner,
+        deployer=ci.deployer,
+    )
 
 
 def test_identities_are_least_privilege():
@@ -109,7 +153,9 @@ def test_identities_are_least_privilege():
     assert role["permissions"] == RESIZE_PERMISSIONS
     assert "objectAdmin" not in json.dumps([m for m in project_roles])  # no project-wide storage grant
     # actAs on the trainer account only, for the deployer.
-    act_as = [m for m in resources(doc, "google_service_account_iam_member") if m["role"] == "roles/iam.serviceAccountUser"]
+    act_as = [
+        m for m in resources(doc, "google_service_account_iam_member") if m["role"] == "roles/iam.serviceAccountUser"
+    ]
     assert len(act_as) == 1 and "deployer" in act_as[0]["member"]
 
 
@@ -130,24 +176,39 @@ def test_github_federation_trusts_one_repository_and_deploys_from_main_only():
     text, doc = synth(_identities)
     provider = resources(doc, "google_iam_workload_identity_pool_provider")[0]
     assert provider["attribute_condition"].startswith(
-        'assertion.repository_id == "101" && assertion.repository_owner_id == "202" && ')
+        'assertion.repository_id == "101" && assertion.repository_owner_id == "202" && '
+    )
     assert provider["oidc"]["issuer_uri"] == "https://token.actions.githubusercontent.com"
-    wif = [(m["service_account_id"], m["member"]) for m in resources(doc, "google_service_account_iam_member")
-           if m["role"] == "roles/iam.workloadIdentityUser"]
+    wif = [
+        (m["service_account_id"], m["member"])
+        for m in resources(doc, "google_service_account_iam_member")
+        if m["role"] == "roles/iam.workloadIdentityUser"
+    ]
     planner = [member for account, member in wif if "planner" in account]
-    deployer = sorted(member.split("/attribute.repository_event_ref/")[1] for account, member in wif
-                      if "deployer" in account)
-    assert len(planner) == 1 and planner[0].startswith("principalSet://iam.googleapis.com/${google_iam_workload_identity_pool.")
+    deployer = sorted(
+        member.split("/attribute.repository_event_ref/")[1] for account, member in wif if "deployer" in account
+    )
+    assert len(planner) == 1 and planner[0].startswith(
+        "principalSet://iam.googleapis.com/${google_iam_workload_identity_pool."
+    )
     assert planner[0].endswith("/attribute.repository_event/101:pull_request")
-    assert deployer == ["101:push@refs/heads/main", "101:schedule@refs/heads/main",
-                        "101:workflow_dispatch@refs/heads/main"]
+    assert deployer == [
+        "101:push@refs/heads/main",
+        "101:schedule@refs/heads/main",
+        "101:workflow_dispatch@refs/heads/main",
+    ]
 
 
 def test_single_node_spot_group():
     text, doc = group(nodes=1)
     template = resources(doc, "google_compute_instance_template")[0]
-    assert template["scheduling"] == {"provisioning_model": "SPOT", "preemptible": True, "automatic_restart": False,
-                                      "on_host_maintenance": "TERMINATE", "instance_termination_action": "DELETE"}
+    assert template["scheduling"] == {
+        "provisioning_model": "SPOT",
+        "preemptible": True,
+        "automatic_restart": False,
+        "on_host_maintenance": "TERMINATE",
+        "instance_termination_action": "DELETE",
+    }
     assert template["guest_accelerator"] == [{"type": "nvidia-l4", "count": 1}]
     assert template["disk"][0]["disk_size_gb"] == 150 and template["disk"][0]["disk_type"] == "pd-ssd"
     assert "access_config" not in template["network_interface"][0]  # no external IP
@@ -195,16 +256,42 @@ def test_standard_provisioning_when_spot_is_off():
 
 def test_quota_guard_becomes_a_precondition_on_the_group():
     def build(stack):
-        guard = QuotaGuard(stack, "quota", project="p1", region="europe-west4",
-                           metrics=["PREEMPTIBLE_NVIDIA_L4_GPUS", "NVIDIA_L4_GPUS"], needed=4)
-        GpuInstanceGroup(stack, "vms", project="p1", name="g", zone="europe-west4-b", machine_type="g2-standard-48",
-                         gpu_type="nvidia-l4", gpu_count=4, nodes=1, spot=True, boot_image="i", disk_gb=100,
-                         disk_type="pd-balanced", service_account="sa", network="default", subnetwork=None,
-                         labels={}, metadata={}, preconditions=[guard.precondition])
+        guard = QuotaGuard(
+            stack,
+            "quota",
+            project="p1",
+            region="europe-west4",
+            metrics=["PREEMPTIBLE_NVIDIA_L4_GPUS", "NVIDIA_L4_GPUS"],
+            needed=4,
+        )
+        GpuInstanceGroup(
+            stack,
+            "vms",
+            project="p1",
+            name="g",
+            zone="europe-west4-b",
+            machine_type="g2-standard-48",
+            gpu_type="nvidia-l4",
+            gpu_count=4,
+            nodes=1,
+            spot=True,
+            boot_image="i",
+            disk_gb=100,
+            disk_type="pd-balanced",
+            service_account="sa",
+            network="default",
+            subnetwork=None,
+            labels={},
+            metadata={},
+            preconditions=[guard.precondition],
+        )
+
     text, doc = synth(build)
     infos = sorted(doc["data"]["google_cloud_quotas_quota_info"].values(), key=lambda i: i["quota_id"])
-    assert [i["quota_id"] for i in infos] == ["NVIDIA-L4-GPUS-per-project-region",
-                                               "PREEMPTIBLE-NVIDIA-L4-GPUS-per-project-region"]
+    assert [i["quota_id"] for i in infos] == [
+        "NVIDIA-L4-GPUS-per-project-region",
+        "PREEMPTIBLE-NVIDIA-L4-GPUS-per-project-region",
+    ]
     assert quota_id("PREEMPTIBLE_NVIDIA_L4_GPUS") == "PREEMPTIBLE-NVIDIA-L4-GPUS-per-project-region"
     assert all(i["service"] == "compute.googleapis.com" and i["parent"] == "projects/p1" for i in infos)
     lifecycle = resources(doc, "google_compute_instance_group_manager")[0]["lifecycle"]
@@ -221,25 +308,53 @@ def test_quota_guard_reads_the_family_quota_of_the_gpu_family():
     # H100/H200/B200 quota is one Cloud Quotas quota with a gpu_family dimension: the guard's limit is the
     # entry of this family (in the region, else its default), not another family's entry of the region.
     def build(stack):
-        guard = QuotaGuard(stack, "quota", project="p1", region="europe-west4",
-                           metrics=["PREEMPTIBLE_GPUS_PER_GPU_FAMILY"], needed=8, gpu_family="NVIDIA_H100")
-        GpuInstanceGroup(stack, "vms", project="p1", name="g", zone="europe-west4-b", machine_type="a3-highgpu-8g",
-                         gpu_type="nvidia-h100-80gb", gpu_count=8, nodes=1, spot=True, boot_image="i", disk_gb=100,
-                         disk_type="pd-balanced", service_account="sa", network="default", subnetwork=None,
-                         labels={}, metadata={}, preconditions=[guard.precondition])
+        guard = QuotaGuard(
+            stack,
+            "quota",
+            project="p1",
+            region="europe-west4",
+            metrics=["PREEMPTIBLE_GPUS_PER_GPU_FAMILY"],
+            needed=8,
+            gpu_family="NVIDIA_H100",
+        )
+        GpuInstanceGroup(
+            stack,
+            "vms",
+            project="p1",
+            name="g",
+            zone="europe-west4-b",
+            machine_type="a3-highgpu-8g",
+            gpu_type="nvidia-h100-80gb",
+            gpu_count=8,
+            nodes=1,
+            spot=True,
+            boot_image="i",
+            disk_gb=100,
+            disk_type="pd-balanced",
+            service_account="sa",
+            network="default",
+            subnetwork=None,
+            labels={},
+            metadata={},
+            preconditions=[guard.precondition],
+        )
+
     _, doc = synth(build)
     (info,) = doc["data"]["google_cloud_quotas_quota_info"].values()
     assert info["quota_id"] == "PREEMPTIBLE-GPUS-PER-GPU-FAMILY-per-project-region"
     (limit,) = doc["locals"].values()
     family = 'try(d.dimensions["gpu_family"], "") == "NVIDIA_H100"'
     assert limit.count(family) == 2 and limit.index(family) < limit.index('try(d.dimensions["gpu_family"], "") == ""')
-    assert "gpu_family NVIDIA_H100" in resources(doc, "google_compute_instance_group_manager")[0][
-        "lifecycle"]["precondition"][0]["error_message"]
+    assert (
+        "gpu_family NVIDIA_H100"
+        in resources(doc, "google_compute_instance_group_manager")[0]["lifecycle"]["precondition"][0]["error_message"]
+    )
 
 
 def test_access_logs_can_be_delivered():
     text, doc = synth(lambda s: ArtifactBucket(s, "artifacts", project="p1", name="b1", location="EU"))
     grants = resources(doc, "google_storage_bucket_iam_member")
     assert [(g["role"], g["member"]) for g in grants] == [
-        ("roles/storage.objectCreator", "group:cloud-storage-analytics@google.com")]
+        ("roles/storage.objectCreator", "group:cloud-storage-analytics@google.com")
+    ]
     assert grants[0]["bucket"].startswith("${google_storage_bucket.artifacts_access_logs")

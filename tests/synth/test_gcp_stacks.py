@@ -3,6 +3,7 @@
 The google provider cannot be downloaded here, so every property is asserted on
 the synthesized JSON (and checked by checkov in test_policy.py).
 """
+
 from __future__ import annotations
 
 import json
@@ -13,15 +14,27 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from stacks.targets.gcp.target import VM_SCRIPTS
 from stacks.cli.main import app
+from stacks.targets.gcp.target import VM_SCRIPTS
 from tests.support.project import REPO, make_project
 
 runner = CliRunner()
 CI_SETS = ["ci.github_repository=acme/trainstack", "ci.github_repository_id=101", "ci.github_repository_owner_id=202"]
-SETS = [*(a for s in CI_SETS for a in ("--set", s)), "--set", "project=p1", "--set", "languages.en.nodes=2", "--set", "languages.en.machine_type=g2-standard-24",
-        "--set", "languages.en.gpu.count=2", "--set", "languages.en.spot=false",
-        "--set", "kept_bucket=gs://p1-kept/trainstack"]
+SETS = [
+    *(a for s in CI_SETS for a in ("--set", s)),
+    "--set",
+    "project=p1",
+    "--set",
+    "languages.en.nodes=2",
+    "--set",
+    "languages.en.machine_type=g2-standard-24",
+    "--set",
+    "languages.en.gpu.count=2",
+    "--set",
+    "languages.en.spot=false",
+    "--set",
+    "kept_bucket=gs://p1-kept/trainstack",
+]
 
 
 def synth(root: Path, outdir: str) -> dict[str, dict]:
@@ -84,7 +97,8 @@ def test_foundation_bucket_registry_and_services(synthesized):
     assert resources(doc, "google_artifact_registry_repository")[0]["repository_id"] == "trainstack"
     provider = resources(doc, "google_iam_workload_identity_pool_provider")[0]
     assert provider["attribute_condition"].startswith(
-        'assertion.repository_id == "101" && assertion.repository_owner_id == "202" && ')
+        'assertion.repository_id == "101" && assertion.repository_owner_id == "202" && '
+    )
 
 
 def test_train_stack_runs_the_content_hash_image_on_spot_l4_in_the_first_zone(synthesized):
@@ -92,14 +106,24 @@ def test_train_stack_runs_the_content_hash_image_on_spot_l4_in_the_first_zone(sy
     doc = stacks["train-fr"]
     template = resources(doc, "google_compute_instance_template")[0]
     meta = template["metadata"]
-    assert re.fullmatch(r"europe-west4-docker\.pkg\.dev/p1/trainstack/trainer:[0-9a-f]{12,64}", meta["trainstack-image"])
+    assert re.fullmatch(
+        r"europe-west4-docker\.pkg\.dev/p1/trainstack/trainer:[0-9a-f]{12,64}", meta["trainstack-image"]
+    )
     assert doc["output"]["image"]["value"] == meta["trainstack-image"]
     assert meta["startup-script"] == (VM_SCRIPTS / "startup.sh").read_text()
     assert meta["shutdown-script"] == (VM_SCRIPTS / "shutdown.sh").read_text()
     assert meta["enable-oslogin"] == "TRUE" and meta["block-project-ssh-keys"] == "TRUE"
     args = json.loads(meta["trainstack-args"])
-    assert args[:8] == ["--lang", "fr", "--lang-code", "fr", "--bucket", "gs://trainstack-dev-artifacts",
-                        "--env", "dev"]
+    assert args[:8] == [
+        "--lang",
+        "fr",
+        "--lang-code",
+        "fr",
+        "--bucket",
+        "gs://trainstack-dev-artifacts",
+        "--env",
+        "dev",
+    ]
     assert "--run-id" not in args and meta["trainstack-run-id"].startswith("${terraform_data.")
     assert template["labels"]["lang"] == "fr" and template["labels"]["run"] == meta["trainstack-run-id"]
     assert template["machine_type"] == "g2-standard-8"
@@ -109,8 +133,10 @@ def test_train_stack_runs_the_content_hash_image_on_spot_l4_in_the_first_zone(sy
     assert mig["zone"] == "europe-west4-a" and mig["name"] == "dev-train-fr" == meta["trainstack-mig"]
     assert mig["target_size"] == 1 and mig["wait_for_instances"] is False
     # No preflight decision (plain synth): the guard accepts Spot or on-demand quota, like the preflight.
-    assert sorted(i["quota_id"] for i in doc["data"]["google_cloud_quotas_quota_info"].values()) == \
-        ["NVIDIA-L4-GPUS-per-project-region", "PREEMPTIBLE-NVIDIA-L4-GPUS-per-project-region"]
+    assert sorted(i["quota_id"] for i in doc["data"]["google_cloud_quotas_quota_info"].values()) == [
+        "NVIDIA-L4-GPUS-per-project-region",
+        "PREEMPTIBLE-NVIDIA-L4-GPUS-per-project-region",
+    ]
 
 
 def test_multi_node_standard_language(synthesized):
@@ -121,9 +147,13 @@ def test_multi_node_standard_language(synthesized):
     assert template["scheduling"]["provisioning_model"] == "STANDARD"
     assert template["metadata"]["trainstack-nodes"] == "2"
     assert template["metadata"]["trainstack-max-restarts"] == "3"
-    assert sorted(c["name"] for c in resources(doc, "google_compute_per_instance_config")) == \
-        ["dev-train-en-0", "dev-train-en-1"]
-    assert resources(doc, "google_compute_resource_policy")[0]["group_placement_policy"] == {"collocation": "COLLOCATED"}
+    assert sorted(c["name"] for c in resources(doc, "google_compute_per_instance_config")) == [
+        "dev-train-en-0",
+        "dev-train-en-1",
+    ]
+    assert resources(doc, "google_compute_resource_policy")[0]["group_placement_policy"] == {
+        "collocation": "COLLOCATED"
+    }
     infos = doc["data"]["google_cloud_quotas_quota_info"].values()
     assert [i["quota_id"] for i in infos] == ["NVIDIA-L4-GPUS-per-project-region"]  # not Spot: on-demand only
 
@@ -137,8 +167,11 @@ def test_every_stack_bills_provider_calls_to_its_project(synthesized):
         assert provider["user_project_override"] is True and provider["billing_project"] == "p1", name
     members = resources(stacks["foundation"], "google_project_iam_member")
     for account in ("ci_planner", "ci_deployer"):
-        assert any(m["role"] == "roles/serviceusage.serviceUsageConsumer" and f"google_service_account.{account}"
-                   in m["member"] for m in members), account
+        assert any(
+            m["role"] == "roles/serviceusage.serviceUsageConsumer"
+            and f"google_service_account.{account}" in m["member"]
+            for m in members
+        ), account
 
 
 def test_vms_log_to_cloud_logging_and_carry_the_tag_the_foundation_firewall_lets_meet(synthesized):
@@ -146,7 +179,9 @@ def test_vms_log_to_cloud_logging_and_carry_the_tag_the_foundation_firewall_lets
     _, stacks, _ = synthesized
     (rule,) = resources(stacks["foundation"], "google_compute_firewall")
     assert rule["direction"] == "INGRESS" and rule["network"] == "default"
-    assert sorted(a["protocol"] for a in rule["allow"]) == ["tcp", "udp"] and all("ports" not in a for a in rule["allow"])
+    assert sorted(a["protocol"] for a in rule["allow"]) == ["tcp", "udp"] and all(
+        "ports" not in a for a in rule["allow"]
+    )
     assert rule["source_tags"] == rule["target_tags"] == ["trainstack-dev-trainer"]
     assert "source_ranges" not in rule
     for lang in ("fr", "en"):
@@ -155,14 +190,20 @@ def test_vms_log_to_cloud_logging_and_carry_the_tag_the_foundation_firewall_lets
         assert template["tags"] == rule["target_tags"]
 
 
-@pytest.mark.parametrize("sets, message", [
-    ([], "sets no `project`"),
-    (["project=p1", "defaults.gpu.type=nvidia-h900"], "unknown GPU type 'nvidia-h900'"),
-    (["project=p1", "languages.fr.gpu.type=nvidia-tesla-a100"], "attaches only to a2-highgpu-* or a2-megagpu-*"),
-    (["project=p1", "languages.fr.nodes=0"], "languages.fr.nodes"),
-    (["project=p1", "zones=[europe-west4-a,us-central1-a]"], "zone 'us-central1-a' is not in region 'europe-west4'"),
-    (["project=p1", "languages.fr.processes=2"], "runs gloo ranks on the local target only"),
-])
+@pytest.mark.parametrize(
+    "sets, message",
+    [
+        ([], "sets no `project`"),
+        (["project=p1", "defaults.gpu.type=nvidia-h900"], "unknown GPU type 'nvidia-h900'"),
+        (["project=p1", "languages.fr.gpu.type=nvidia-tesla-a100"], "attaches only to a2-highgpu-* or a2-megagpu-*"),
+        (["project=p1", "languages.fr.nodes=0"], "languages.fr.nodes"),
+        (
+            ["project=p1", "zones=[europe-west4-a,us-central1-a]"],
+            "zone 'us-central1-a' is not in region 'europe-west4'",
+        ),
+        (["project=p1", "languages.fr.processes=2"], "runs gloo ranks on the local target only"),
+    ],
+)
 def test_bad_gcp_config_is_exit_2(project, sets, message):
     result = runner.invoke(app, ["synth", "--env", "dev", *[a for s in sets for a in ("--set", s)]])
     assert result.exit_code == 2, result.output
@@ -179,14 +220,16 @@ def test_cdktf_app_without_ci_settings_leaves_the_foundation_out_and_maps_errors
     dev = root / "envs" / "dev.yaml"
     dev.write_text(dev.read_text() + "\nproject: p1\n")
     env = {**os.environ, "TRAINCTL_ENV": "dev"}
-    done = subprocess.run([sys.executable, "-m", "stacks.app"], cwd=root, env=env, capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "stacks.app"], cwd=root, env=env, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr
     assert "stack foundation left out: set ci.github_repository" in done.stderr
     assert sorted(p.name for p in (root / "cdktf.out" / "stacks").iterdir()) == ["train-en", "train-fr"]
     dev.write_text(dev.read_text() + "defaults: {nodes: 0}\n")
-    done = subprocess.run([sys.executable, "-m", "stacks.app"], cwd=root, env=env, capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "stacks.app"], cwd=root, env=env, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 2 and "Traceback" not in done.stderr and done.stderr.startswith("error: ")
 
 
@@ -201,12 +244,20 @@ def test_vm_metadata_round_trips_through_synth(synthesized):
 
         class SynthesizedMetadata(MetadataClient):  # the metadata server, answering from the template
             def get(self, path: str) -> str | None:
-                return written.get(path.removeprefix("instance/attributes/"))
+                return written.get(path.removeprefix("instance/attributes/"))  # noqa: B023 (read in this pass)
 
         spec = VmSpec.from_metadata(SynthesizedMetadata(root="http://unused/"))
-        assert (spec.lang, spec.env, spec.nodes, spec.project, spec.mig) == (lang, "dev", nodes, "p1", f"dev-train-{lang}")
+        assert (spec.lang, spec.env, spec.nodes, spec.project, spec.mig) == (
+            lang,
+            "dev",
+            nodes,
+            "p1",
+            f"dev-train-{lang}",
+        )
         assert spec.args[:2] == ["--lang", lang] and spec.image and spec.docker_flags == ()
-        assert spec.kept_bucket == "gs://p1-kept/trainstack"  # where a kept work folder goes (trainer.launchers.vm.kept)
+        assert (
+            spec.kept_bucket == "gs://p1-kept/trainstack"
+        )  # where a kept work folder goes (trainer.launchers.vm.kept)
         assert spec.to_metadata() == {k: v for k, v in written.items() if k.startswith("trainstack-")}
     # startup.sh reads only attributes the stack writes
     read = set(re.findall(r"\bmd (trainstack-[a-z-]+)", (REPO / "images/trainer/startup.sh").read_text()))

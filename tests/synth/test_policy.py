@@ -22,6 +22,7 @@ cdktf merges a string into its metadata object character by character.
 A skip without a reason, one checkov cannot read, or one whose check does not fail on that
 resource (a typo, or the resource was fixed) fails the suite.
 """
+
 from __future__ import annotations
 
 import json
@@ -42,22 +43,33 @@ REQUIREMENTS = REPO / "requirements-lint.txt"
 # Every gcp env whose stacks must pass; the overrides make the env synthesizable offline.
 # prod's `en` is made multi-node so the placement policy and per-instance configs are scanned too.
 CI_SETS = ["ci.github_repository=acme/trainstack", "ci.github_repository_id=101", "ci.github_repository_owner_id=202"]
-ENVS = {"dev": ["project=p1", *CI_SETS],
-        "prod": ["project=p2", *CI_SETS, "languages.en.nodes=2", "languages.en.machine_type=a2-highgpu-2g",
-                 "languages.en.gpu.count=2"]}
+ENVS = {
+    "dev": ["project=p1", *CI_SETS],
+    "prod": [
+        "project=p2",
+        *CI_SETS,
+        "languages.en.nodes=2",
+        "languages.en.machine_type=a2-highgpu-2g",
+        "languages.en.gpu.count=2",
+    ],
+}
 # checkov's own grammar (checkov/common/comment/enum.py: COMMENT_REGEX).
 SKIP_COMMENT = re.compile(r"(?:checkov|bridgecrew|cortex):skip= *([A-Za-z_\d-]+(?:,[A-Za-z_\d-]+)*)?(?::([^\n]*))?")
 
 
 # ---------------------------------------------------------------- running checkov
 
+
 def checkov_executable() -> Path:
     """The checkov program of .venv-lint (or $TRAINSTACK_CHECKOV); fails the test when missing."""
     override = os.environ.get("TRAINSTACK_CHECKOV")
     exe = Path(override) if override else LINT_VENV / "bin" / "checkov"
     if not (exe.is_file() and os.access(exe, os.X_OK)):
-        pytest.fail(f"checkov not found at {exe}: run `make setup` (creates {LINT_VENV.name} from "
-                    f"{REQUIREMENTS.name}), or set TRAINSTACK_CHECKOV to a checkov executable", pytrace=False)
+        pytest.fail(
+            f"checkov not found at {exe}: run `make setup` (creates {LINT_VENV.name} from "
+            f"{REQUIREMENTS.name}), or set TRAINSTACK_CHECKOV to a checkov executable",
+            pytrace=False,
+        )
     return exe
 
 
@@ -72,8 +84,17 @@ def run_checkov(root: Path, timeout: int = 300) -> list[dict]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("BC_API", "PRISMA_"))}
     # Offline and quiet: no update check against PyPI, no guideline download from the Prisma Cloud API.
     env.update(CKV_SKIP_PACKAGE_UPDATE_CHECK="true", BC_SKIP_MAPPING="TRUE", LOG_LEVEL="WARNING")
-    cmd = [str(checkov_executable()), "--directory", str(root), "--framework", "terraform_json",
-           "--output", "json", "--skip-download", "--compact"]
+    cmd = [
+        str(checkov_executable()),
+        "--directory",
+        str(root),
+        "--framework",
+        "terraform_json",
+        "--output",
+        "json",
+        "--skip-download",
+        "--compact",
+    ]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
     if proc.returncode not in (0, 1):  # 1: some check failed; anything else: checkov itself failed
         pytest.fail(f"checkov exited {proc.returncode}: {' '.join(cmd)}\n{proc.stderr[-3000:]}", pytrace=False)
@@ -85,6 +106,7 @@ def run_checkov(root: Path, timeout: int = 300) -> list[dict]:
 
 
 # ---------------------------------------------------------------- skips written in the stacks
+
 
 @dataclass(frozen=True)
 class Skip:
@@ -149,6 +171,7 @@ def index_resources(root: Path) -> dict[Path, dict[str, Resource]]:
 
 # ---------------------------------------------------------------- checkov's findings, skips applied
 
+
 @dataclass(frozen=True)
 class Finding:
     stack: str
@@ -199,8 +222,13 @@ def evaluate(reports: list[dict], root: Path) -> PolicyResult:
             if record["check_result"]["result"] != "FAILED":
                 continue
             first, last = record["file_line_range"]
-            finding = Finding(resource.stack, record["check_id"], record.get("check_name") or "", resource.address,
-                              f"{path.name}:{first}-{last}")
+            finding = Finding(
+                resource.stack,
+                record["check_id"],
+                record.get("check_name") or "",
+                resource.address,
+                f"{path.name}:{first}-{last}",
+            )
             failing.add((resource.address, finding.check_id))
             skip = next((s for s in resource.skips if s.check_id == finding.check_id and s.reason), None)
             if skip:
@@ -223,21 +251,30 @@ def failure_message(result: PolicyResult) -> str:
     if result.failed:
         lines.append(f"{len(result.failed)} failed checkov check(s):")
         lines += [f"  {f}" for f in sorted(result.failed, key=str)]
-        lines.append('fix the resource, or skip with a reason next to it: '
-                     'resource.add_override("//.checkov.skip.<CHECK_ID>", "<why it does not apply>")')
+        lines.append(
+            "fix the resource, or skip with a reason next to it: "
+            'resource.add_override("//.checkov.skip.<CHECK_ID>", "<why it does not apply>")'
+        )
     return "\n".join(lines)
 
 
 def skip_problems(result: PolicyResult) -> str:
     lines = [f"  {r.stack}: {r.address}: skip of {s.check_id} gives no reason" for r, s in result.unjustified]
-    lines += [f"  {r.stack}: {r.address}: unreadable skip {entry} (write "
-              f'"//": {{"checkov": {{"skip": {{"CKV_...": "reason"}}}}}})' for r, entry in result.invalid]
-    lines += [f"  {r.stack}: {r.address}: skip of {s.check_id} is unused: checkov does not fail it there "
-              f"(typo, or fixed: remove the skip)" for r, s in result.unused]
+    lines += [
+        f"  {r.stack}: {r.address}: unreadable skip {entry} (write "
+        f'"//": {{"checkov": {{"skip": {{"CKV_...": "reason"}}}}}})'
+        for r, entry in result.invalid
+    ]
+    lines += [
+        f"  {r.stack}: {r.address}: skip of {s.check_id} is unused: checkov does not fail it there "
+        f"(typo, or fixed: remove the skip)"
+        for r, s in result.unused
+    ]
     return "\n".join(["skips to fix:", *lines]) if lines else ""
 
 
 # ---------------------------------------------------------------- the gcp stacks
+
 
 @pytest.fixture(scope="module", params=sorted(ENVS))
 def gcp_policy(request, tmp_path_factory):
@@ -256,8 +293,9 @@ def gcp_policy(request, tmp_path_factory):
 
 def test_checkov_scanned_every_stack(gcp_policy):
     env, names, result = gcp_policy
-    assert result.checkov_version == pinned_checkov_version(), \
+    assert result.checkov_version == pinned_checkov_version(), (
         f"checkov {result.checkov_version} ran, {REQUIREMENTS.name} pins {pinned_checkov_version()}: run `make setup`"
+    )
     assert not result.parsing_errors, f"checkov could not parse: {result.parsing_errors}"
     assert "foundation" in names
     missing = [n for n in names if not result.scanned.get(n)]
@@ -279,6 +317,7 @@ def test_every_skip_is_justified_and_used(gcp_policy):
 
 # ---------------------------------------------------------------- the harness itself (hand-written JSON)
 
+
 @pytest.fixture(scope="module")
 def fixture_policy():
     """One checkov run over tests/fixtures/policy/{secure,insecure}/cdk.tf.json."""
@@ -291,8 +330,10 @@ def test_secure_fixture_passes_with_its_justified_skips(fixture_policy):
     assert result.scanned["secure"] >= 25
     assert [f for f in result.failed if f.stack == "secure"] == []
     skipped = {(f.check_id, f.address): s.reason for f, s in fixture_policy.skipped if f.stack == "secure"}
-    assert set(skipped) == {("CKV_GCP_62", "google_storage_bucket.artifacts_access_logs"),  # checkov:skip= string
-                            ("CKV_GCP_84", "google_artifact_registry_repository.registry_repository")}  # mapping
+    assert set(skipped) == {
+        ("CKV_GCP_62", "google_storage_bucket.artifacts_access_logs"),  # checkov:skip= string
+        ("CKV_GCP_84", "google_artifact_registry_repository.registry_repository"),
+    }  # mapping
     assert all(skipped.values())
     assert not [r for r, _ in result.unjustified + result.unused + result.invalid if r.stack == "secure"]
 
@@ -301,17 +342,33 @@ def test_insecure_fixture_fails_each_misconfiguration(fixture_policy):
     failed = {(f.check_id, f.address) for f in fixture_policy.failed if f.stack == "insecure"}
     bucket, template = "google_storage_bucket.open", "google_compute_instance_template.bad"
     assert failed == {
-        ("CKV_GCP_29", bucket), ("CKV_GCP_63", bucket), ("CKV_GCP_78", bucket), ("CKV_GCP_114", bucket),
+        ("CKV_GCP_29", bucket),
+        ("CKV_GCP_63", bucket),
+        ("CKV_GCP_78", bucket),
+        ("CKV_GCP_114", bucket),
         ("CKV_GCP_84", "google_artifact_registry_repository.repo"),
-        ("CKV_GCP_117", "google_project_iam_member.editor"), ("CKV_GCP_46", "google_project_iam_member.editor"),
+        ("CKV_GCP_117", "google_project_iam_member.editor"),
+        ("CKV_GCP_46", "google_project_iam_member.editor"),
         ("CKV_GCP_49", "google_project_iam_member.editor"),
-        ("CKV_GCP_41", "google_project_iam_member.sa_user"), ("CKV_GCP_49", "google_project_iam_member.sa_user"),
+        ("CKV_GCP_41", "google_project_iam_member.sa_user"),
+        ("CKV_GCP_49", "google_project_iam_member.sa_user"),
         ("CKV_GCP_42", "google_project_iam_member.admin_literal"),
         ("CKV_GCP_28", "google_storage_bucket_iam_member.public"),
         ("CKV_GCP_118", "google_iam_workload_identity_pool_provider.gh"),
         ("CKV_GCP_125", "google_iam_workload_identity_pool_provider.gh"),
-        *((c, template) for c in ("CKV_GCP_30", "CKV_GCP_31", "CKV_GCP_32", "CKV_GCP_34", "CKV_GCP_35",
-                                  "CKV_GCP_36", "CKV_GCP_39", "CKV_GCP_40")),
+        *(
+            (c, template)
+            for c in (
+                "CKV_GCP_30",
+                "CKV_GCP_31",
+                "CKV_GCP_32",
+                "CKV_GCP_34",
+                "CKV_GCP_35",
+                "CKV_GCP_36",
+                "CKV_GCP_39",
+                "CKV_GCP_40",
+            )
+        ),
     }
     message = failure_message(fixture_policy)
     assert "insecure: CKV_GCP_29 google_storage_bucket.open (cdk.tf.json:" in message
@@ -323,9 +380,11 @@ def test_insecure_fixture_skips_without_reason_do_not_count(fixture_policy):
     unjustified = {(r.address, s.check_id) for r, s in fixture_policy.unjustified}
     assert unjustified == {("google_storage_bucket.open", "CKV_GCP_78"), ("google_storage_bucket.open", "CKV_GCP_114")}
     assert [(r.address, e) for r, e in fixture_policy.invalid] == [
-        ("google_project_iam_member.sa_user", '"skip CKV_GCP_41 please"')]
+        ("google_project_iam_member.sa_user", '"skip CKV_GCP_41 please"')
+    ]
     assert [(r.address, s.check_id) for r, s in fixture_policy.unused] == [
-        ("google_storage_bucket_iam_member.public", "CKV_GCP_29")]
+        ("google_storage_bucket_iam_member.public", "CKV_GCP_29")
+    ]
     problems = skip_problems(fixture_policy)
     assert "google_storage_bucket.open: skip of CKV_GCP_78 gives no reason" in problems
     assert "skip of CKV_GCP_29 is unused" in problems
@@ -333,18 +392,25 @@ def test_insecure_fixture_skips_without_reason_do_not_count(fixture_policy):
 
 # ---------------------------------------------------------------- pure helpers (no checkov)
 
-@pytest.mark.parametrize(("comment", "skips", "invalid"), [
-    (None, [], []),
-    ("checkov:skip=CKV_GCP_62: log sink", [Skip("CKV_GCP_62", "log sink")], []),
-    ("checkov:skip=CKV_GCP_62,CKV_GCP_78:both: with colon", [Skip("CKV_GCP_62", "both: with colon"),
-                                                             Skip("CKV_GCP_78", "both: with colon")], []),
-    (["checkov:skip=CKV_A: a", "checkov:skip=CKV_B"], [Skip("CKV_A", "a"), Skip("CKV_B", "")], []),
-    ({"skip": {"CKV_GCP_84": " no CMEK "}}, [Skip("CKV_GCP_84", "no CMEK")], []),
-    ({"skip": [{"id": "CKV_GCP_84", "comment": "x"}]}, [Skip("CKV_GCP_84", "x")], []),
-    ("please skip CKV_GCP_62", [], ['"please skip CKV_GCP_62"']),
-    ("checkov:skip=: no id", [], ['"checkov:skip=: no id"']),
-    ({"CKV_GCP_84": "x"}, [], ['{"CKV_GCP_84": "x"}']),
-])
+
+@pytest.mark.parametrize(
+    ("comment", "skips", "invalid"),
+    [
+        (None, [], []),
+        ("checkov:skip=CKV_GCP_62: log sink", [Skip("CKV_GCP_62", "log sink")], []),
+        (
+            "checkov:skip=CKV_GCP_62,CKV_GCP_78:both: with colon",
+            [Skip("CKV_GCP_62", "both: with colon"), Skip("CKV_GCP_78", "both: with colon")],
+            [],
+        ),
+        (["checkov:skip=CKV_A: a", "checkov:skip=CKV_B"], [Skip("CKV_A", "a"), Skip("CKV_B", "")], []),
+        ({"skip": {"CKV_GCP_84": " no CMEK "}}, [Skip("CKV_GCP_84", "no CMEK")], []),
+        ({"skip": [{"id": "CKV_GCP_84", "comment": "x"}]}, [Skip("CKV_GCP_84", "x")], []),
+        ("please skip CKV_GCP_62", [], ['"please skip CKV_GCP_62"']),
+        ("checkov:skip=: no id", [], ['"checkov:skip=: no id"']),
+        ({"CKV_GCP_84": "x"}, [], ['{"CKV_GCP_84": "x"}']),
+    ],
+)
 def test_parse_skips(comment, skips, invalid):
     assert parse_skips(comment) == (skips, invalid)
 
@@ -352,16 +418,36 @@ def test_parse_skips(comment, skips, invalid):
 def test_evaluate_turns_an_unskipped_finding_into_a_failure(tmp_path):
     stack = tmp_path / "stacks" / "s"
     stack.mkdir(parents=True)
-    (stack / "cdk.tf.json").write_text(json.dumps({"resource": {"google_storage_bucket": {
-        "a": {"//": {"checkov": {"skip": {"CKV_GCP_62": "sink"}}}, "name": "a"},
-        "b": {"name": "b"}}}}))
-    record = {"check_id": "CKV_GCP_62", "check_name": "Bucket should log access", "file_path": "/s/cdk.tf.json",
-              "file_line_range": [1, 1], "check_result": {"result": "FAILED"}}
-    report = {"summary": {"checkov_version": "x"}, "results": {"passed_checks": [], "failed_checks": [
-        {**record, "resource": "resource.a"}, {**record, "resource": "resource.b"}]}}
+    (stack / "cdk.tf.json").write_text(
+        json.dumps(
+            {
+                "resource": {
+                    "google_storage_bucket": {
+                        "a": {"//": {"checkov": {"skip": {"CKV_GCP_62": "sink"}}}, "name": "a"},
+                        "b": {"name": "b"},
+                    }
+                }
+            }
+        )
+    )
+    record = {
+        "check_id": "CKV_GCP_62",
+        "check_name": "Bucket should log access",
+        "file_path": "/s/cdk.tf.json",
+        "file_line_range": [1, 1],
+        "check_result": {"result": "FAILED"},
+    }
+    report = {
+        "summary": {"checkov_version": "x"},
+        "results": {
+            "passed_checks": [],
+            "failed_checks": [{**record, "resource": "resource.a"}, {**record, "resource": "resource.b"}],
+        },
+    }
     result = evaluate([report], tmp_path / "stacks")
     assert [str(f) for f in result.failed] == [
-        "s: CKV_GCP_62 google_storage_bucket.b (cdk.tf.json:1-1) Bucket should log access"]
+        "s: CKV_GCP_62 google_storage_bucket.b (cdk.tf.json:1-1) Bucket should log access"
+    ]
     assert [(f.address, s.reason) for f, s in result.skipped] == [("google_storage_bucket.a", "sink")]
     assert result.scanned == {"s": 2} and not result.unused and not result.unjustified
 
@@ -369,9 +455,17 @@ def test_evaluate_turns_an_unskipped_finding_into_a_failure(tmp_path):
 # ---------------------------------------------------------------- least privilege on the bucket (no checkov)
 
 # Roles that can create, overwrite or delete objects, and the ones that can only read them.
-WRITE_ROLES = {"roles/storage.objectUser", "roles/storage.objectCreator", "roles/storage.objectAdmin",
-               "roles/storage.admin", "roles/storage.legacyBucketWriter", "roles/storage.legacyBucketOwner"}
+WRITE_ROLES = {
+    "roles/storage.objectUser",
+    "roles/storage.objectCreator",
+    "roles/storage.objectAdmin",
+    "roles/storage.admin",
+    "roles/storage.legacyBucketWriter",
+    "roles/storage.legacyBucketOwner",
+}
 READ_ROLES = WRITE_ROLES | {"roles/storage.objectViewer", "roles/storage.legacyObjectReader"}
+
+
 @pytest.fixture(scope="module")
 def dev_foundation(tmp_path_factory) -> dict:
     from stacks.app import synth
@@ -391,13 +485,18 @@ def storage_grants(doc: dict, account: str) -> list[dict]:
 
 def allowed(grants: list[dict], roles: set[str], obj: str, bucket: str = "trainstack-dev-artifacts") -> bool:
     name = f"projects/_/buckets/{bucket}/objects/{obj}"
-    return any(g["role"] in roles and condition_holds((g.get("condition") or {}).get("expression"),
-                                                      "storage.googleapis.com/Object", name) for g in grants)
+    return any(
+        g["role"] in roles
+        and condition_holds((g.get("condition") or {}).get("expression"), "storage.googleapis.com/Object", name)
+        for g in grants
+    )
 
 
 def test_condition_evaluator_reads_the_grammar_it_is_given():
-    expr = ('resource.type == "storage.googleapis.com/Object" && '
-            '(resource.name.startsWith("a/") || resource.name.startsWith("b/"))')
+    expr = (
+        'resource.type == "storage.googleapis.com/Object" && '
+        '(resource.name.startsWith("a/") || resource.name.startsWith("b/"))'
+    )
     assert condition_holds(expr, "storage.googleapis.com/Object", "b/x")
     assert not condition_holds(expr, "storage.googleapis.com/Object", "c/x")
     assert not condition_holds(expr, "storage.googleapis.com/Bucket", "a/x")
@@ -413,18 +512,33 @@ def test_trainer_writes_only_its_languages_run_lm_and_cache_prefixes(dev_foundat
     grants = storage_grants(dev_foundation, "trainer_account")
     assert grants, "the trainer account has no bucket grant"
     for lang in ("de", "en", "fr"):
-        for obj in (f"{lang}/runs/20261125-010000-ab12/status.json", f"{lang}/lm/CURRENT",
-                    f"{lang}/lm/20261125/weights.pth", f"{lang}/cache/0123abcd/tokens.npz"):
+        for obj in (
+            f"{lang}/runs/20261125-010000-ab12/status.json",
+            f"{lang}/lm/CURRENT",
+            f"{lang}/lm/20261125/weights.pth",
+            f"{lang}/cache/0123abcd/tokens.npz",
+        ):
             assert allowed(grants, WRITE_ROLES, obj), obj
         assert allowed(grants, READ_ROLES, f"{lang}/data/train.csv")
         assert not allowed(grants, WRITE_ROLES, f"{lang}/data/train.csv")  # data is the operator's
         assert not allowed(grants, WRITE_ROLES, f"{lang}/runsX/x") and not allowed(grants, WRITE_ROLES, f"{lang}/x")
-    for obj in ("_cloudbuild/0123456789abcdef.tgz", "it/runs/r/status.json", "runs/r/status.json", "CURRENT",
-                "fr", "xfr/runs/r/status.json"):
+    for obj in (
+        "_cloudbuild/0123456789abcdef.tgz",
+        "it/runs/r/status.json",
+        "runs/r/status.json",
+        "CURRENT",
+        "fr",
+        "xfr/runs/r/status.json",
+    ):
         assert not allowed(grants, READ_ROLES, obj), obj
     # Listing is checked on the bucket itself: names only.
-    lister = [g for g in grants if condition_holds(g["condition"]["expression"], "storage.googleapis.com/Bucket",
-                                                   "projects/_/buckets/trainstack-dev-artifacts")]
+    lister = [
+        g
+        for g in grants
+        if condition_holds(
+            g["condition"]["expression"], "storage.googleapis.com/Bucket", "projects/_/buckets/trainstack-dev-artifacts"
+        )
+    ]
     assert [g["role"] for g in lister] == ["roles/storage.objectViewer"]
     assert all(g.get("condition") for g in grants)  # no unconditioned grant on the bucket
 
@@ -436,8 +550,11 @@ def test_trainer_has_no_project_wide_storage_role(dev_foundation):
 
 
 def test_only_the_builder_reads_build_contexts_and_no_account_of_the_stacks_writes_them(dev_foundation):
-    grants = [g for g in dev_foundation["resource"]["google_storage_bucket_iam_member"].values()
-              if g["bucket"].startswith("${google_storage_bucket.artifacts_bucket")]  # not state, not access logs
+    grants = [
+        g
+        for g in dev_foundation["resource"]["google_storage_bucket_iam_member"].values()
+        if g["bucket"].startswith("${google_storage_bucket.artifacts_bucket")
+    ]  # not state, not access logs
     context = "_cloudbuild/0123456789abcdef.tgz"
     writers = [g for g in grants if allowed([g], WRITE_ROLES, context)]
     assert writers == []  # operators write it with their own roles (README)
@@ -450,8 +567,11 @@ def test_only_the_builder_reads_build_contexts_and_no_account_of_the_stacks_writ
 def test_the_resize_role_carries_what_the_stop_path_calls(dev_foundation):
     # trainer/launchers/vm/group.py (instanceGroupManagers.resize) and startup.sh's curl POST
     # .../resize: neither reads the group nor waits on the zone operation.
-    (role,) = [r for r in dev_foundation["resource"]["google_project_iam_custom_role"].values()
-               if r["role_id"] == "trainstackGroupResizer"]
+    (role,) = [
+        r
+        for r in dev_foundation["resource"]["google_project_iam_custom_role"].values()
+        if r["role_id"] == "trainstackGroupResizer"
+    ]
     assert role["permissions"] == ["compute.instanceGroupManagers.update"]
 
 
@@ -461,8 +581,11 @@ def test_trainer_resizes_only_its_environments_groups(dev_foundation):
     expression = resizer["condition"]["expression"]
 
     def may_resize(group: str, zone: str = "europe-west4-b") -> bool:
-        return condition_holds(expression, "compute.googleapis.com/InstanceGroupManager",
-                               f"projects/p1/zones/{zone}/instanceGroupManagers/{group}")
+        return condition_holds(
+            expression,
+            "compute.googleapis.com/InstanceGroupManager",
+            f"projects/p1/zones/{zone}/instanceGroupManagers/{group}",
+        )
 
     assert may_resize("dev-train-fr") and may_resize("dev-train-de", zone="us-central1-a")
     assert not may_resize("prod-train-fr") and not may_resize("web-frontend") and not may_resize("x-dev-train-fr")

@@ -1,4 +1,5 @@
 """Synthesized local stacks: shape, determinism, validity for the real terraform."""
+
 from __future__ import annotations
 
 import json
@@ -10,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from tests.support.project import REPO, make_project
-
 
 
 @pytest.fixture(scope="module")
@@ -75,8 +75,9 @@ def test_real_terraform_validates_the_stack(synthesized, tmp_path):
     shutil.copy(root / "out1" / "stacks" / "train-fr" / "cdk.tf.json", work)
     env = {**os.environ, "TF_IN_AUTOMATION": "1"}
     # init without the backend: validate needs no state, and nothing is downloaded.
-    subprocess.run(["terraform", "init", "-backend=false", "-input=false"], cwd=work, env=env, check=True,
-                   capture_output=True)
+    subprocess.run(
+        ["terraform", "init", "-backend=false", "-input=false"], cwd=work, env=env, check=True, capture_output=True
+    )
     out = subprocess.run(["terraform", "validate", "-json"], cwd=work, env=env, capture_output=True, text=True)
     assert json.loads(out.stdout)["valid"] is True, out.stdout
 
@@ -88,11 +89,22 @@ def test_cdktf_cli_synth_matches_trainctl_synth(synthesized, tmp_path):
     root, names = synthesized
     import sys
 
-    env = {**os.environ, "PATH": f"{Path(sys.prefix) / 'bin'}{os.pathsep}{os.environ['PATH']}",
-           "CHECKPOINT_DISABLE": "1", "CI": "1", "TRAINCTL_ENV": "local",
-           "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "18,20"}
-    out = subprocess.run([str(cdktf), "synth", "--output", str(root / "cdk-cli-out")], cwd=root, env=env,
-                         capture_output=True, text=True, timeout=300)
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.prefix) / 'bin'}{os.pathsep}{os.environ['PATH']}",
+        "CHECKPOINT_DISABLE": "1",
+        "CI": "1",
+        "TRAINCTL_ENV": "local",
+        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "18,20",
+    }
+    out = subprocess.run(
+        [str(cdktf), "synth", "--output", str(root / "cdk-cli-out")],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     for name in names:
         assert stack_json(root, "cdk-cli-out", name) == stack_json(root, "out1", name)
@@ -103,10 +115,14 @@ def test_local_synth_never_loads_the_google_provider(tmp_path):
     import sys
 
     root = make_project(tmp_path / "proj")
-    code = ("import sys\nfrom stacks.app import synth\nfrom stacks.project import Project\n"
-            "from pathlib import Path\nproject = Project(Path.cwd())\nsynth(project.load('local'), project, project.root / 'out')\n"
-            "from stacks.cdk import GOOGLE_PACKAGE, KIND\n"
-            "print(KIND, sorted(m for m in sys.modules if m.startswith(GOOGLE_PACKAGE) or m == 'stacks.targets.gcp.cdk_google'))")
+    code = (
+        "import sys\nfrom stacks.app import synth\nfrom stacks.project import Project\n"
+        "from pathlib import Path\nproject = Project(Path.cwd())\nsynth(project.load('local'), project, "
+        "project.root / 'out')\n"
+        "from stacks.cdk import KIND\n"
+        "google = ('cdktf_cdktf_provider_google', 'cdktn_provider_google', 'stacks.targets.gcp')\n"
+        "print(KIND, sorted(m for m in sys.modules if m.startswith(google)))"
+    )
     done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     kind, loaded = done.stdout.split(" ", 1)

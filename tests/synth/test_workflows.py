@@ -1,5 +1,6 @@
 """CI: the WIF trust of the synthesized foundation on sample GitHub tokens, the deployer's rights,
 workflow hygiene (actionlint, zizmor, pinning, permissions) and what the workflows rely on."""
+
 from __future__ import annotations
 
 import json
@@ -24,7 +25,7 @@ def tokenize(text: str) -> list[tuple[str, str]]:
     while pos < len(text.rstrip()):
         m = TOKEN.match(text, pos)
         if not m or m.end() == pos:
-            raise SyntaxError(f"unsupported CEL at {text[pos:pos + 20]!r}")
+            raise SyntaxError(f"unsupported CEL at {text[pos : pos + 20]!r}")
         kind = m.lastgroup
         tokens.append((kind, m.group(kind)))
         pos = m.end()
@@ -143,8 +144,14 @@ def synthesized_dev(tmp_path_factory) -> Path:
     cwd = Path.cwd()
     os.chdir(root)
     try:
-        args = ["synth", "--env", "dev", "--set", "project=p1",
-                *(a for s in [*CI_SETS, *MULTI_NODE] for a in ("--set", s))]
+        args = [
+            "synth",
+            "--env",
+            "dev",
+            "--set",
+            "project=p1",
+            *(a for s in [*CI_SETS, *MULTI_NODE] for a in ("--set", s)),
+        ]
         result = CliRunner().invoke(app, args)
         assert result.exit_code == 0, result.output
     finally:
@@ -177,31 +184,55 @@ def admitted(doc: dict, claims: dict[str, str]) -> set[str]:
     return accounts
 
 
-def token(event: str, ref: str, *, repository_id: str = "101", owner_id: str = "202",
-          repository: str = "acme/trainstack", environment: str | None = None) -> dict[str, str]:
-    sub = f"repo:{repository}:environment:{environment}" if environment else (
-        f"repo:{repository}:pull_request" if event == "pull_request" else f"repo:{repository}:ref:{ref}")
-    return {"sub": sub, "repository": repository, "repository_id": repository_id, "repository_owner": "acme",
-            "repository_owner_id": owner_id, "event_name": event, "ref": ref, "actor": "someone"}
+def token(
+    event: str,
+    ref: str,
+    *,
+    repository_id: str = "101",
+    owner_id: str = "202",
+    repository: str = "acme/trainstack",
+    environment: str | None = None,
+) -> dict[str, str]:
+    sub = (
+        f"repo:{repository}:environment:{environment}"
+        if environment
+        else (f"repo:{repository}:pull_request" if event == "pull_request" else f"repo:{repository}:ref:{ref}")
+    )
+    return {
+        "sub": sub,
+        "repository": repository,
+        "repository_id": repository_id,
+        "repository_owner": "acme",
+        "repository_owner_id": owner_id,
+        "event_name": event,
+        "ref": ref,
+        "actor": "someone",
+    }
 
 
-@pytest.mark.parametrize("claims, accounts", [
-    (token("push", "refs/heads/main"), {"deployer"}),
-    (token("push", "refs/heads/main", environment="dev"), {"deployer"}),  # deploy jobs use GitHub environments
-    (token("workflow_dispatch", "refs/heads/main"), {"deployer"}),
-    (token("schedule", "refs/heads/main"), {"deployer"}),
-    (token("pull_request", "refs/pull/7/merge"), {"planner"}),
-    # Runs a fork author can start with main's context get nothing.
-    (token("pull_request_target", "refs/heads/main"), set()),
-    (token("workflow_run", "refs/heads/main"), set()),
-    (token("issue_comment", "refs/heads/main"), set()),
-    (token("push", "refs/heads/feature"), set()),
-    (token("workflow_dispatch", "refs/heads/feature"), set()),
-    # Same name, another repository (renamed, deleted and re-created, transferred): ids differ.
-    (token("push", "refs/heads/main", repository_id="999"), set()),
-    (token("push", "refs/heads/main", owner_id="999"), set()),
-    (token("pull_request", "refs/pull/7/merge", repository="other/repo", repository_id="303", owner_id="404"), set()),
-])
+@pytest.mark.parametrize(
+    "claims, accounts",
+    [
+        (token("push", "refs/heads/main"), {"deployer"}),
+        (token("push", "refs/heads/main", environment="dev"), {"deployer"}),  # deploy jobs use GitHub environments
+        (token("workflow_dispatch", "refs/heads/main"), {"deployer"}),
+        (token("schedule", "refs/heads/main"), {"deployer"}),
+        (token("pull_request", "refs/pull/7/merge"), {"planner"}),
+        # Runs a fork author can start with main's context get nothing.
+        (token("pull_request_target", "refs/heads/main"), set()),
+        (token("workflow_run", "refs/heads/main"), set()),
+        (token("issue_comment", "refs/heads/main"), set()),
+        (token("push", "refs/heads/feature"), set()),
+        (token("workflow_dispatch", "refs/heads/feature"), set()),
+        # Same name, another repository (renamed, deleted and re-created, transferred): ids differ.
+        (token("push", "refs/heads/main", repository_id="999"), set()),
+        (token("push", "refs/heads/main", owner_id="999"), set()),
+        (
+            token("pull_request", "refs/pull/7/merge", repository="other/repo", repository_id="303", owner_id="404"),
+            set(),
+        ),
+    ],
+)
 def test_wif_admits_only_the_configured_repository_and_events(foundation, claims, accounts):
     assert admitted(foundation, claims) == accounts
 
@@ -270,16 +301,21 @@ def test_workflows_exist():
 def test_actionlint_finds_nothing():
     import subprocess
 
-    proc = subprocess.run([str(lint_tool("actionlint")), "-no-color", *map(str, WORKFLOWS)], capture_output=True,
-                          text=True, timeout=120)
+    proc = subprocess.run(
+        [str(lint_tool("actionlint")), "-no-color", *map(str, WORKFLOWS)], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def test_zizmor_finds_nothing():
     import subprocess
 
-    proc = subprocess.run([str(lint_tool("zizmor")), "--offline", "--format", "json",
-                           str(REPO / ".github" / "workflows")], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [str(lint_tool("zizmor")), "--offline", "--format", "json", str(REPO / ".github" / "workflows")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     findings = json.loads(proc.stdout or "[]")
     assert findings == [], json.dumps([(f["ident"], f["desc"]) for f in findings], indent=1)
     assert proc.returncode == 0, proc.stderr
@@ -316,8 +352,10 @@ def test_actions_pinned_by_a_vouched_sha_and_tag_on_node24(path):
 def test_pin_check_refuses_unvouched_shas_wrong_tags_and_branches():
     good = "actions/checkout@3d3c42e5aac5ba805825da76410c181273ba90b1"
     assert pin_problems(f"- uses: {good} # v7.0.1") == []
-    assert "not vouched" in pin_problems(
-        "- uses: actions/upload-artifact@043fb46d1a93c77aae656e7c1c64a875d1fc6a0a # v7.0.1")[0]
+    assert (
+        "not vouched"
+        in pin_problems("- uses: actions/upload-artifact@043fb46d1a93c77aae656e7c1c64a875d1fc6a0a # v7.0.1")[0]
+    )
     assert "says v7.0.2" in pin_problems(f"- uses: {good} # v7.0.2")[0]
     assert "says no tag" in pin_problems(f"- uses: {good}")[0]
     assert "not pinned by commit SHA" in pin_problems("- uses: actions/checkout@v7")[0]
@@ -347,8 +385,9 @@ def test_plan_workflow_comments_once_also_on_failure_and_never_for_forks():
     upload = next(s for s in plan["steps"] if "upload-artifact" in s.get("uses", ""))
     assert upload["if"] == "always()"
     comment = next(s for s in review["steps"] if "github_comment" in s.get("run", ""))
-    assert comment["if"] == ("github.event.pull_request.head.repo.full_name == github.repository && "
-                             "github.actor != 'dependabot[bot]'")
+    assert comment["if"] == (
+        "github.event.pull_request.head.repo.full_name == github.repository && github.actor != 'dependabot[bot]'"
+    )
     summary = next(s for s in review["steps"] if "GITHUB_STEP_SUMMARY" in s.get("run", ""))
     assert "if" not in summary  # forks get the review in the job summary
     envs_run = doc["jobs"]["envs"]["steps"][-1]["run"]
@@ -380,19 +419,27 @@ def test_gc_workflow_runs_daily_as_the_deployer_with_a_summary():
 
 # --- the environment matrix ------------------------------------------------------------------------
 
+
 def test_matrix_lists_local_and_configured_gcp_envs():
     from stacks.plan_render.ci_matrix import matrix
 
-    variables = {"GCP_PROJECT_DEV": "p-dev", "GCP_WIF_PROVIDER_DEV": "projects/1/x", "GCP_PLANNER_DEV": "plan@p",
-                 "GCP_DEPLOYER_DEV": "deploy@p", "GCP_PROJECT_PROD": "p-prod"}  # prod: not wired yet
+    variables = {
+        "GCP_PROJECT_DEV": "p-dev",
+        "GCP_WIF_PROVIDER_DEV": "projects/1/x",
+        "GCP_PLANNER_DEV": "plan@p",
+        "GCP_DEPLOYER_DEV": "deploy@p",
+        "GCP_PROJECT_PROD": "p-prod",
+    }  # prod: not wired yet
     planner = matrix(variables, "planner", local=True, credentials=True)
     assert [r["env"] for r in planner] == ["local", "dev"] and planner[1]["account"] == "plan@p"
     assert matrix(variables, "deployer", local=False, credentials=True) == [
-        {"env": "dev", "project": "p-dev", "provider": "projects/1/x", "account": "deploy@p"}]
+        {"env": "dev", "project": "p-dev", "provider": "projects/1/x", "account": "deploy@p"}
+    ]
     assert [r["env"] for r in matrix(variables, "planner", local=True, credentials=False)] == ["local"]
 
 
 # --- the deployer: a custom role instead of compute.instanceAdmin.v1, its env's states only -------
+
 
 def deployer_grants(doc: dict, kind: str) -> list[dict]:
     return [g for g in doc["resource"].get(kind, {}).values() if "google_service_account.ci_deployer" in g["member"]]
@@ -403,17 +450,26 @@ def test_deployer_compute_rights_are_a_custom_role_covering_the_training_stacks(
 
     roles = {g["role"] for g in deployer_grants(foundation, "google_project_iam_member")}
     assert not any("compute." in r or r.endswith(("admin", "Admin", "editor", "owner")) for r in roles), roles
-    (custom,) = [r for r in foundation["resource"]["google_project_iam_custom_role"].values()
-                 if r["role_id"] == "trainstackDeployer"]
+    (custom,) = [
+        r
+        for r in foundation["resource"]["google_project_iam_custom_role"].values()
+        if r["role_id"] == "trainstackDeployer"
+    ]
     assert any(r.startswith("${google_project_iam_custom_role.") for r in roles)
     permissions = set(custom["permissions"])
     assert permissions == set(DEPLOYER_PERMISSIONS)
-    assert not {p for p in permissions if p.startswith(("compute.instances.", "compute.disks.", "compute.snapshots."))
-                or p.endswith(("setIamPolicy", ".setMetadata"))}
+    assert not {
+        p
+        for p in permissions
+        if p.startswith(("compute.instances.", "compute.disks.", "compute.snapshots."))
+        or p.endswith(("setIamPolicy", ".setMetadata"))
+    }
     # Every Compute resource type of the synthesized training stacks can be created, read and deleted.
-    collection = {"google_compute_instance_template": "instanceTemplates",
-                  "google_compute_instance_group_manager": "instanceGroupManagers",
-                  "google_compute_resource_policy": "resourcePolicies"}
+    collection = {
+        "google_compute_instance_template": "instanceTemplates",
+        "google_compute_instance_group_manager": "instanceGroupManagers",
+        "google_compute_resource_policy": "resourcePolicies",
+    }
     types = set()
     for stack in ("train-fr", "train-en"):
         types |= set(json.loads((synthesized_dev / stack / "cdk.tf.json").read_text())["resource"])
@@ -422,21 +478,30 @@ def test_deployer_compute_rights_are_a_custom_role_covering_the_training_stacks(
     for kind, name in collection.items():
         assert {f"compute.{name}.{verb}" for verb in ("create", "get", "delete")} <= permissions, kind
     # Per-instance configs, template roll-outs: updates of the group; the template is used by it.
-    assert {"compute.instanceGroupManagers.update", "compute.instanceTemplates.useReadOnly",
-            "compute.resourcePolicies.use", "compute.subnetworks.use", "compute.zoneOperations.get"} <= permissions
+    assert {
+        "compute.instanceGroupManagers.update",
+        "compute.instanceTemplates.useReadOnly",
+        "compute.resourcePolicies.use",
+        "compute.subnetworks.use",
+        "compute.zoneOperations.get",
+    } <= permissions
 
 
 def test_deployer_state_access_is_its_envs_training_stacks_only(foundation):
     from tests.support.iam_conditions import condition_holds
 
-    (state,) = [g for g in deployer_grants(foundation, "google_storage_bucket_iam_member")
-                if g["bucket"] == "p1-trainstack-tfstate"]
+    (state,) = [
+        g
+        for g in deployer_grants(foundation, "google_storage_bucket_iam_member")
+        if g["bucket"] == "p1-trainstack-tfstate"
+    ]
     assert state["role"] == "roles/storage.objectUser"
     expression = state["condition"]["expression"]
 
     def may(name: str) -> bool:
-        return condition_holds(expression, "storage.googleapis.com/Object",
-                               f"projects/_/buckets/p1-trainstack-tfstate/objects/{name}")
+        return condition_holds(
+            expression, "storage.googleapis.com/Object", f"projects/_/buckets/p1-trainstack-tfstate/objects/{name}"
+        )
 
     assert may("dev/train-fr/default.tfstate") and may("dev/train-en/default.tflock")
     for other in ("dev/foundation/default.tfstate", "prod/train-fr/default.tfstate", "dev/trainx", "train-fr/x"):
@@ -447,23 +512,37 @@ def test_deployer_state_access_is_its_envs_training_stacks_only(foundation):
 def test_deployer_reads_run_folders_only_for_gc(foundation):
     from tests.support.iam_conditions import condition_holds
 
-    grants = [g for g in deployer_grants(foundation, "google_storage_bucket_iam_member")
-              if g["bucket"] != "p1-trainstack-tfstate"]
+    grants = [
+        g
+        for g in deployer_grants(foundation, "google_storage_bucket_iam_member")
+        if g["bucket"] != "p1-trainstack-tfstate"
+    ]
     assert grants and {g["role"] for g in grants} == {"roles/storage.objectViewer"}
 
     def may(name: str) -> bool:
-        return any(condition_holds(g["condition"]["expression"], "storage.googleapis.com/Object",
-                                   f"projects/_/buckets/trainstack-dev-artifacts/objects/{name}") for g in grants)
+        return any(
+            condition_holds(
+                g["condition"]["expression"],
+                "storage.googleapis.com/Object",
+                f"projects/_/buckets/trainstack-dev-artifacts/objects/{name}",
+            )
+            for g in grants
+        )
 
     assert may("fr/runs/20261125-010000-ab12/status.json") and may("en/runs/r/log.txt")
     for other in ("fr/data/train.csv", "fr/lm/CURRENT", "_cloudbuild/x.tgz", "de/runs/r/status.json"):
         assert not may(other), other
     # Issue 38: objects.list (gc lists <run>/vm/) is checked on the bucket, not on an object.
-    assert all(condition_holds(g["condition"]["expression"], "storage.googleapis.com/Bucket",
-                               "projects/_/buckets/trainstack-dev-artifacts") for g in grants)
+    assert all(
+        condition_holds(
+            g["condition"]["expression"], "storage.googleapis.com/Bucket", "projects/_/buckets/trainstack-dev-artifacts"
+        )
+        for g in grants
+    )
 
 
 # --- trainctl gc --summary: what the daily workflow lists -------------------------------------------
+
 
 def test_gc_summary_lists_destroyed_and_kept_stacks(project, tmp_path, monkeypatch):
     from stacks.cli.main import app
@@ -473,8 +552,9 @@ def test_gc_summary_lists_destroyed_and_kept_stacks(project, tmp_path, monkeypat
     destroyed = []
     monkeypatch.setattr(stack_ops, "open_stack", lambda run: run)  # no synth: the stacks' runs are given here
     monkeypatch.setattr(stack_ops, "active_run", lambda run: runs[run.lang])
-    monkeypatch.setattr(stack_ops, "live_state",
-                        lambda bucket, lang, run_id, target: "RUNNING" if lang == "en" else None)
+    monkeypatch.setattr(
+        stack_ops, "live_state", lambda bucket, lang, run_id, target: "RUNNING" if lang == "en" else None
+    )
     monkeypatch.setattr(stack_ops, "teardown", lambda run, reporter: destroyed.append(run.stack))
     summary = tmp_path / "summary.md"
     result = CliRunner().invoke(app, ["gc", "--summary", str(summary)])

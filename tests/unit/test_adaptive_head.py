@@ -1,4 +1,5 @@
 """The adaptive softmax head (trainer.lm.adaptive): its clusters, its loss, and the layout it publishes."""
+
 from __future__ import annotations
 
 import numpy as np

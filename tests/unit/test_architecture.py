@@ -1,5 +1,6 @@
 """The operator side's layers: modules import downwards only (no import circle, counting the imports
 inside functions, which hide circles from Python but not from a reader)."""
+
 from __future__ import annotations
 
 import ast
@@ -26,9 +27,14 @@ def import_graph(root: Path = REPO) -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {m: set() for m in modules}
     for module, path in modules.items():
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        skip = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
-                and getattr(node.test, "id", getattr(node.test, "attr", None)) == "TYPE_CHECKING"
-                for child in node.body for n in ast.walk(child)}
+        skip = {
+            id(n)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.If)
+            and getattr(node.test, "id", getattr(node.test, "attr", None)) == "TYPE_CHECKING"
+            for child in node.body
+            for n in ast.walk(child)
+        }
         for node in ast.walk(tree):
             if id(node) in skip:
                 continue
@@ -44,6 +50,7 @@ def import_graph(root: Path = REPO) -> dict[str, set[str]]:
 
 def circles(graph: dict[str, set[str]]) -> list[set[str]]:
     """Groups of modules that import each other, directly or not."""
+
     def reach(start: str) -> set[str]:
         seen, todo = set(), [start]
         while todo:
@@ -68,8 +75,9 @@ def test_the_circle_finder_finds_a_circle_through_a_function_level_import(tmp_pa
         (tmp_path / pkg / "__init__.py").write_text("")
     (tmp_path / "stacks" / "low.py").write_text("def late():\n    from stacks.high import x\n")
     (tmp_path / "stacks" / "high.py").write_text("from stacks import low\nx = 1\n")
-    (tmp_path / "trainer" / "typed.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
-                                                   "    from stacks.high import x\n")
+    (tmp_path / "trainer" / "typed.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from stacks.high import x\n"
+    )
     graph = import_graph(tmp_path)
     assert circles(graph) == [{"stacks.low", "stacks.high"}]
     assert graph["trainer.typed"] == set()  # a TYPE_CHECKING import never runs
@@ -87,7 +95,7 @@ def test_each_side_keeps_at_most_six_loose_modules_the_rest_in_packages_named_fo
 def layers(design: Path = REPO / "docs" / "design.md") -> list[set[str]]:
     """The written layer order (docs/design.md, "## Layers"): top line first, packages of one line together."""
     text = design.read_text()
-    section = text[text.index("## Layers"):].split("\n## ", 1)[0]
+    section = text[text.index("## Layers") :].split("\n## ", 1)[0]
     return [set(line.split()) for line in section.splitlines() if line.startswith("    ") and line.strip()]
 
 
@@ -125,17 +133,21 @@ def test_the_layer_check_fails_on_a_loop_added_inside_a_function(tmp_path):
     policy = tmp_path / "trainer" / "storage" / "policy.py"
     policy.write_text(policy.read_text() + "\n\ndef _late():\n    from trainer.stages import upload\n")
     assert layer_breaks(import_graph(tmp_path), layers()) == [
-        "trainer.storage.policy imports trainer.stages.upload: trainer.storage is not above trainer.stages"]
+        "trainer.storage.policy imports trainer.stages.upload: trainer.storage is not above trainer.stages"
+    ]
     (tmp_path / "trainer" / "newpkg").mkdir()
     (tmp_path / "trainer" / "newpkg" / "__init__.py").write_text('"""x"""\n')
     assert "trainer.newpkg is in no layer of docs/design.md" in layer_breaks(import_graph(tmp_path), layers())
 
 
-def test_a_module_over_300_lines_says_why_in_its_docstring():
+def test_a_module_over_400_lines_says_why_in_its_docstring():
+    """Lines as the formatter lays them out (a long call: one argument a line)."""
     long = []
     for pkg in PACKAGES:
         for path in (REPO / pkg).rglob("*.py"):
             text = path.read_text(encoding="utf-8")
-            if text.count("\n") > 300 and "Size: over 300 lines because" not in (ast.get_docstring(ast.parse(text)) or ""):
+            if text.count("\n") > 400 and "Size: over 400 lines because" not in (
+                ast.get_docstring(ast.parse(text)) or ""
+            ):
                 long.append(f"{path.relative_to(REPO)}: {text.count(chr(10))} lines")
     assert not long, long

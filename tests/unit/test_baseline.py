@@ -1,4 +1,5 @@
 """The TF-IDF baseline every run reports: same rows, same threshold policy, the model's metric shape."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -12,14 +13,16 @@ from trainer.data.splits import make_splits
 
 @pytest.mark.parametrize("lang, multi", [("fr", True), ("en", False)])
 def test_tfidf_baseline_on_the_samples(lang, multi):
-    data = parse_labelled_csv((SAMPLE / lang / "train.csv").read_bytes(), text_col="text", label_col="labels",
-                              label_sep=";", source=lang)
+    data = parse_labelled_csv(
+        (SAMPLE / lang / "train.csv").read_bytes(), text_col="text", label_col="labels", label_sep=";", source=lang
+    )
     assert data.multi_label is multi
     s = make_splits(data, valid_pct=0.2, seed=42)
     train, valid = s.train, s.valid
     targets = np.array([[int(l in row) for l in data.label_names] for row in data.labels])
-    result = tfidf_baseline(data.texts, targets, train_idx=train, valid_idx=valid, multi_label=multi,
-                            labels=data.label_names)
+    result = tfidf_baseline(
+        data.texts, targets, train_idx=train, valid_idx=valid, multi_label=multi, labels=data.label_names
+    )
     assert set(result["per_label"]) == set(data.label_names)
     assert sum(v["support"] for v in result["per_label"].values()) == int(targets[valid].sum())
     thresholds = [v["threshold"] for v in result["per_label"].values()]
@@ -43,7 +46,7 @@ def test_recipe_spreads_rates_by_2_6_per_layer_group_for_any_depth():
     assert [(f, n) for f, n, _ in fitted] == [(-2, 1), (-3, 1), (None, 4)]
     assert fitted[0][2].stop == pytest.approx(1e-2) and fitted[-1][2].stop == pytest.approx(2e-3)
     assert lm_finetune_phases(2e-2, 4) == [(-1, 1, 2e-2), (None, 3, pytest.approx(2e-3))]
-    # one epoch trains every layer: frozen alone, the LSTMs never saw the domain (issue 37's 12M-token run)
+    # one epoch trains every layer: frozen alone, the LSTMs never saw the domain (IMDb's 12M-token run)
     assert lm_finetune_phases(2e-2, 1) == [(None, 1, pytest.approx(2e-3))]
 
 
@@ -62,8 +65,13 @@ def test_report_plots(tmp_path):
 
     labels = ["a", "b", "c"]
     per = {l: {"f1": f} for l, f in zip(labels, (0.5, 0.7, 0.9))}
-    result = {"labels": labels, "per_label": per, "macro_f1": 0.7, "rows": {"scores": "test"},
-              "baseline_tfidf": {"per_label": per, "macro_f1": 0.7}}
+    result = {
+        "labels": labels,
+        "per_label": per,
+        "macro_f1": 0.7,
+        "rows": {"scores": "test"},
+        "baseline_tfidf": {"per_label": per, "macro_f1": 0.7},
+    }
     f1 = plots.per_label_f1(result, tmp_path / "f1.png")
     cm = plots.confusion(np.array([0, 1, 2, 2]), np.array([0, 2, 2, 1]), labels, tmp_path / "cm.png", "test")
     for path in (f1, cm):
@@ -95,8 +103,15 @@ def test_fitted_tfidf_round_trips_through_arrays_without_pickle(multi):
     from trainer.classification.baseline import DEFAULT_C, TfidfModel, TfidfSpec, fit_tfidf
 
     texts, targets, names = _toy(multi)
-    model = fit_tfidf(texts, targets, train_idx=list(range(40)), valid_idx=list(range(40, 60)), multi_label=multi,
-                      labels=names, spec=TfidfSpec.for_language("fr"))
+    model = fit_tfidf(
+        texts,
+        targets,
+        train_idx=list(range(40)),
+        valid_idx=list(range(40, 60)),
+        multi_label=multi,
+        labels=names,
+        spec=TfidfSpec.for_language("fr"),
+    )
     assert model.c == DEFAULT_C  # 20 validation rows: too few to choose C on
     files = model.save()
     assert set(files) == {"tfidf.json", "tfidf.npz"}
@@ -131,11 +146,25 @@ def test_c_is_chosen_on_validation_only_with_enough_rows():
     texts, targets, names = _toy(False)
     texts, targets = texts * 10, np.vstack([targets] * 10)  # 600 rows
     idx = list(range(len(texts)))
-    chosen = B.fit_tfidf(texts, targets, train_idx=idx[:60], valid_idx=idx[60:], multi_label=False, labels=names,
-                         spec=B.TfidfSpec(fixed_c=5.0))  # 540 validation rows: C comes from the grid, not fixed_c
+    chosen = B.fit_tfidf(
+        texts,
+        targets,
+        train_idx=idx[:60],
+        valid_idx=idx[60:],
+        multi_label=False,
+        labels=names,
+        spec=B.TfidfSpec(fixed_c=5.0),
+    )  # 540 validation rows: C comes from the grid, not fixed_c
     assert chosen.c in B.C_GRID and chosen.c != 5.0
-    few = B.fit_tfidf(texts, targets, train_idx=idx[:60], valid_idx=idx[60:80], multi_label=False, labels=names,
-                      spec=B.TfidfSpec(fixed_c=3.0))
+    few = B.fit_tfidf(
+        texts,
+        targets,
+        train_idx=idx[:60],
+        valid_idx=idx[60:80],
+        multi_label=False,
+        labels=names,
+        spec=B.TfidfSpec(fixed_c=3.0),
+    )
     assert few.c == 3.0
 
 
@@ -147,6 +176,7 @@ def test_class_weights_against_imbalance():
     single = label_weights(targets, multi_label=False, how="balanced")
     assert single[1] / single[0] == pytest.approx(9.0) and 0.9 * single[0] + 0.1 * single[1] == pytest.approx(1.0)
     assert label_weights(targets, multi_label=False, how="sqrt")[1] / label_weights(
-        targets, multi_label=False, how="sqrt")[0] == pytest.approx(3.0)
+        targets, multi_label=False, how="sqrt"
+    )[0] == pytest.approx(3.0)
     multi = label_weights(targets, multi_label=True, how="sqrt")  # pos_weight: (negatives / positives) ** 0.5
     assert multi.tolist() == pytest.approx([(1 / 9) ** 0.5, 3.0])

@@ -1,4 +1,5 @@
 """predict --input: rows stream through in batches in every format, beside their ids."""
+
 from __future__ import annotations
 
 import csv
@@ -8,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from trainer.serving.batch_predict import InputRows, classify_file
 from trainer.errors import DataError
+from trainer.serving.batch_predict import InputRows, classify_file
 
 LABELS = ["neg", "pos"]
 
@@ -19,12 +20,14 @@ def fake_classify(seen: list[int]):
         seen.append(len(texts))
         probs = np.array([[0.2, 0.8] if "good" in t else [0.9, 0.1] for t in texts])
         return [["pos"] if p[1] > 0.5 else ["neg"] for p in probs], probs
+
     return classify
 
 
 def frame(n: int) -> pd.DataFrame:
-    return pd.DataFrame({"doc": [f"d{i}" for i in range(n)], "body": ["good, with a comma" if i % 2 else "bad\nline"
-                                                                   for i in range(n)]})
+    return pd.DataFrame(
+        {"doc": [f"d{i}" for i in range(n)], "body": ["good, with a comma" if i % 2 else "bad\nline" for i in range(n)]}
+    )
 
 
 @pytest.mark.parametrize("suffix", ["csv", "jsonl", "parquet"])
@@ -40,12 +43,23 @@ def test_every_format_streams_in_batches(tmp_path, suffix):
     seen: list[int] = []
     rows = InputRows(src, text_col="body", id_col="doc", batch_rows=100)
     progress = []
-    written = classify_file(rows, out, classify=fake_classify(seen), labels=LABELS, label_sep=";",
-                            on_batch=lambda done, n: progress.append((done, n)))
+    written = classify_file(
+        rows,
+        out,
+        classify=fake_classify(seen),
+        labels=LABELS,
+        label_sep=";",
+        on_batch=lambda done, n: progress.append((done, n)),
+    )
     assert written == 250 and seen == [100, 100, 50]  # never more than a batch in memory
     assert [n for _, n in progress] == [100, 200, 250] and progress[-1][0] <= rows.total
-    got = (pd.read_csv(out) if suffix == "csv" else pd.read_json(out, lines=True) if suffix == "jsonl"
-           else pd.read_parquet(out))
+    got = (
+        pd.read_csv(out)
+        if suffix == "csv"
+        else pd.read_json(out, lines=True)
+        if suffix == "jsonl"
+        else pd.read_parquet(out)
+    )
     assert list(got.columns) == ["doc", "labels", "prob_neg", "prob_pos"]
     assert list(got["doc"][:3]) == ["d0", "d1", "d2"] and list(got["labels"][:2]) == ["neg", "pos"]
     assert got["prob_pos"][1] == pytest.approx(0.8)
@@ -55,13 +69,23 @@ def test_row_numbers_when_there_is_no_id_and_the_text_column_is_checked(tmp_path
     src = tmp_path / "in.jsonl"
     src.write_text("".join(json.dumps({"text": t}) + "\n" for t in ["good", "bad", "good"]))
     out = tmp_path / "out.csv"
-    classify_file(InputRows(src, text_col="text", id_col=None, batch_rows=2), out, classify=fake_classify([]),
-                  labels=LABELS, label_sep=";")
+    classify_file(
+        InputRows(src, text_col="text", id_col=None, batch_rows=2),
+        out,
+        classify=fake_classify([]),
+        labels=LABELS,
+        label_sep=";",
+    )
     with open(out) as fh:
         assert [r["row"] for r in csv.DictReader(fh)] == ["0", "1", "2"]
     with pytest.raises(DataError, match=r"no text column 'body' \(columns: text\)") as refused:
-        classify_file(InputRows(src, text_col="body", id_col=None, batch_rows=2), tmp_path / "o2.csv",
-                      classify=fake_classify([]), labels=LABELS, label_sep=";")
+        classify_file(
+            InputRows(src, text_col="body", id_col=None, batch_rows=2),
+            tmp_path / "o2.csv",
+            classify=fake_classify([]),
+            labels=LABELS,
+            label_sep=";",
+        )
     assert "--text-col" in refused.value.hint
     with pytest.raises(DataError, match="cannot tell the format"):
         InputRows(tmp_path / "in.txt", text_col="text", id_col=None, batch_rows=2)
@@ -80,15 +104,123 @@ def test_bucket_input_and_output_and_nothing_overwritten(gcs_env, tmp_path):
     model = SimpleNamespace(predict=fake_classify([]), labels=LABELS, run_id="r1")  # a ServedModel's parts
     work = tmp_path / "work"
     work.mkdir()
-    classify_file_cmd(model, "gs://test-bucket/fr/scoring/in.parquet", "gs://test-bucket/fr/scoring/out.jsonl",
-                      text_col="body", id_col="doc", batch_rows=2, label_sep="|", tmp=work)
+    classify_file_cmd(
+        model,
+        "gs://test-bucket/fr/scoring/in.parquet",
+        "gs://test-bucket/fr/scoring/out.jsonl",
+        text_col="body",
+        id_col="doc",
+        batch_rows=2,
+        label_sep="|",
+        tmp=work,
+    )
     lines = [json.loads(line) for line in bucket.read_bytes("fr/scoring/out.jsonl").decode().splitlines()]
     assert [line["doc"] for line in lines] == ["d0", "d1", "d2", "d3", "d4"] and lines[1]["labels"] == "pos"
     before = bucket.read_bytes("fr/scoring/out.jsonl")
     with pytest.raises(OutputExists):
-        classify_file_cmd(model, "gs://test-bucket/fr/scoring/in.parquet", "gs://test-bucket/fr/scoring/out.jsonl",
-                          text_col="body", id_col="doc", batch_rows=2, label_sep="|", tmp=work)
+        classify_file_cmd(
+            model,
+            "gs://test-bucket/fr/scoring/in.parquet",
+            "gs://test-bucket/fr/scoring/out.jsonl",
+            text_col="body",
+            id_col="doc",
+            batch_rows=2,
+            label_sep="|",
+            tmp=work,
+        )
     assert bucket.read_bytes("fr/scoring/out.jsonl") == before
     with pytest.raises(DataError, match="does not exist"):
-        classify_file_cmd(model, "gs://test-bucket/fr/scoring/missing.csv", str(tmp_path / "o.csv"),
-                          text_col="body", id_col=None, batch_rows=2, label_sep="|", tmp=work)
+        classify_file_cmd(
+            model,
+            "gs://test-bucket/fr/scoring/missing.csv",
+            str(tmp_path / "o.csv"),
+            text_col="body",
+            id_col=None,
+            batch_rows=2,
+            label_sep="|",
+            tmp=work,
+        )
+
+
+@pytest.fixture
+def served(project, monkeypatch):
+    """`trainctl predict` in a project with one finished run, served by fake_classify (no model loads)."""
+    from types import SimpleNamespace
+
+    import stacks.cli.models_cmd as models_cmd
+    from tests.support.runs import fake_run
+
+    fake_run(project / ".trainstack" / "local" / "bucket", "fr", "20260101-100000-abcd", f1={"neg": 0.8, "pos": 0.6})
+    model = SimpleNamespace(
+        predict=fake_classify([]),
+        labels=LABELS,
+        run_id="20260101-100000-abcd",
+        metrics=SimpleNamespace(kept="classifier"),
+        ensemble=False,
+    )
+    monkeypatch.setattr(models_cmd, "_served_model", lambda *a, **kw: model)
+    return model
+
+
+def test_predict_json_of_texts_is_each_text_its_labels_and_probabilities(served):
+    from typer.testing import CliRunner
+
+    from stacks.cli.main import app
+
+    r = CliRunner().invoke(app, ["predict", "fr", "good stuff", "bad stuff", "--json"])
+    assert r.exit_code == 0, r.output
+    document = json.loads(r.stdout)  # the human lines went to stderr
+    assert {k: v for k, v in document.items() if k != "predictions"} == {
+        "env": "local",
+        "lang": "fr",
+        "run_id": "20260101-100000-abcd",
+        "kept": "classifier",
+        "ensemble": False,
+        "labels": {"neg": 1, "pos": 1},
+        "no_label": 0,
+    }
+    first, second = document["predictions"]
+    assert first["text"] == "good stuff" and first["labels"] == ["pos"]
+    assert first["probabilities"] == {"neg": pytest.approx(0.2), "pos": pytest.approx(0.8)}
+    assert second["labels"] == ["neg"] and "good stuff" in r.stderr
+
+
+def test_predict_json_of_a_file_is_a_summary_with_the_rows_of_each_label(served, tmp_path):
+    from typer.testing import CliRunner
+
+    from stacks.cli.main import app
+
+    src, out = tmp_path / "in.csv", tmp_path / "out.csv"
+    frame(5).to_csv(src, index=False)  # rows 1 and 3 are "good": pos
+    r = CliRunner().invoke(
+        app,
+        [
+            "predict",
+            "fr",
+            "--input",
+            str(src),
+            "--output",
+            str(out),
+            "--text-col",
+            "body",
+            "--batch-rows",
+            "2",
+            "--json",
+        ],
+    )
+    assert r.exit_code == 0, r.output
+    document = json.loads(r.stdout)
+    assert {k: v for k, v in document.items() if k != "seconds"} == {
+        "env": "local",
+        "lang": "fr",
+        "run_id": "20260101-100000-abcd",
+        "kept": "classifier",
+        "ensemble": False,
+        "input": str(src),
+        "output": str(out),
+        "rows": 5,
+        "labels": {"neg": 3, "pos": 2},
+        "no_label": 0,
+    }
+    assert document["seconds"] >= 0 and len(pd.read_csv(out)) == 5
+    assert "5 rows classified" in r.stderr

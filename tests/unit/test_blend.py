@@ -1,4 +1,5 @@
 """The kept model: the classifier, or its blend with TF-IDF when that scores better on the validation rows."""
+
 from __future__ import annotations
 
 import json
@@ -86,11 +87,14 @@ def test_the_lower_validation_log_loss_decides():
     assert choice.kept == blend.CLASSIFIER
 
 
-@pytest.mark.parametrize("gains, clear", [
-    (np.full(30, 0.01), True),                       # small, but on every checked row
-    (np.tile([0.5, -0.45], 15), False),              # above zero on average, by noise
-    (np.array([2.0, *np.full(29, -0.01)]), False),   # one lucky row
-    (np.array([0.5]), False),                        # one row decides nothing
-])
+@pytest.mark.parametrize(
+    "gains, clear",
+    [
+        (np.full(30, 0.01), True),  # small, but on every checked row
+        (np.tile([0.5, -0.45], 15), False),  # above zero on average, by noise
+        (np.array([2.0, *np.full(29, -0.01)]), False),  # one lucky row
+        (np.array([0.5]), False),  # one row decides nothing
+    ],
+)
 def test_a_weight_is_kept_only_for_a_clear_gain_on_the_rows_it_was_checked_on(gains, clear):
     assert blend.clear_gain(gains) is clear

@@ -1,6 +1,7 @@
 """TensorBoard's view of a run (trainer/runtime/board.py, fed by BoardCallback), read back with TensorBoard's
 own loader: MLflow's mirror's names and steps (stacks/tracking/record.py), the learning rate, the HParams
 session. No training: tests/support/runs.py's finished run goes through the callback epoch by epoch."""
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,16 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData  # noqa: E402
 
 RUN = "20261127-100000-b0a4"
-ARGS = {"epochs_clf": 2, "lr": 0.01, "bidirectional": False, "label_cols": ["a"], "lang_code": None,
-        "bucket": "x", "run_id": RUN, "work_dir": "/tmp/w"}
+ARGS = {
+    "epochs_clf": 2,
+    "lr": 0.01,
+    "bidirectional": False,
+    "label_cols": ["a"],
+    "lang_code": None,
+    "bucket": "x",
+    "run_id": RUN,
+    "work_dir": "/tmp/w",
+}
 LOG = SimpleNamespace(line=lambda text: None)
 
 
@@ -71,13 +80,13 @@ def test_every_figure_has_mlflows_name_and_step_in_tensorboard(run, tmp_path):
     # one TensorBoard section per stage; the rate is the head's, the epoch's last
     assert {k[0] for k in seen if k[0].endswith("/lr")} == {"lm_finetune/lr", "classifier/lr"}
     assert {k: v for k, v in seen.items() if k[0].endswith("/lr")} == pytest.approx(
-        {("lm_finetune/lr", 1): 0.001, ("classifier/lr", 2): 0.002, ("classifier/lr", 3): 0.003})
+        {("lm_finetune/lr", 1): 0.001, ("classifier/lr", 2): 0.002, ("classifier/lr", 3): 0.003}
+    )
 
 
 def test_the_run_is_one_hparams_session_with_mlflows_params_and_final_figures(run, tmp_path):
     board = board_of(run, tmp_path / "work")
-    content = {tag: HParamsPluginData.FromString(raw)
-               for tag, raw in board.PluginTagToContent("hparams").items()}
+    content = {tag: HParamsPluginData.FromString(raw) for tag, raw in board.PluginTagToContent("hparams").items()}
     start = content["_hparams_/session_start_info"].session_start_info
     hparams = {k: getattr(v, v.WhichOneof("kind")) for k, v in start.hparams.items()}
     # numbers stay numbers (the tab's axes), the rest as MLflow's params show them; unset ones and the
@@ -85,7 +94,8 @@ def test_the_run_is_one_hparams_session_with_mlflows_params_and_final_figures(ru
     assert hparams == {"epochs_clf": 2, "lr": 0.01, "bidirectional": "False", "label_cols": "['a']"}
     params = read_mirror(open_bucket(f"file://{run}"), "fr", RUN, env="local").params
     assert {k: v for k, v in hparams.items() if isinstance(v, str)} == {
-        k: params[k] for k in ("bidirectional", "label_cols")}
+        k: params[k] for k in ("bidirectional", "label_cols")
+    }
     metrics = [m.name.tag for m in content["_hparams_/experiment"].experiment.metric_infos]
     assert {"macro_f1", "micro_f1", "accuracy", "f1/a", "f1/b c", "duration_s"} <= set(metrics)
     final = {tag: points(board)[(tag, 3)] for tag in metrics}  # the session's figures, at the last epoch

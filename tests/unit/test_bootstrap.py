@@ -1,4 +1,5 @@
 """`trainctl bootstrap` creates the state bucket through the real GCS client (emulator on 127.0.0.1)."""
+
 from __future__ import annotations
 
 import json
@@ -18,12 +19,17 @@ BATCH_ENABLE = "/v1/projects/{}/services:batchEnable"
 
 def service_usage(project: str, enabled: list[str], *, operation: list[dict] | None = None) -> RecordedApi:
     """Service Usage v1: the enabled services, batchEnable answering an operation, then its polls."""
-    listing = {"services": [{"name": f"projects/123/services/{n}", "config": {"name": n}, "state": "ENABLED"}
-                            for n in enabled]}
+    listing = {
+        "services": [{"name": f"projects/123/services/{n}", "config": {"name": n}, "state": "ENABLED"} for n in enabled]
+    }
     polls = iter(operation or [])
-    return RecordedApi({("GET", SERVICES.format(project)): (200, listing),
-                        ("POST", BATCH_ENABLE.format(project)): (200, {"name": "operations/acf.p2-1", "done": False}),
-                        ("GET", "/v1/operations/acf.p2-1"): (200, lambda body: (200, next(polls)))})  # each poll: the next
+    return RecordedApi(
+        {
+            ("GET", SERVICES.format(project)): (200, listing),
+            ("POST", BATCH_ENABLE.format(project)): (200, {"name": "operations/acf.p2-1", "done": False}),
+            ("GET", "/v1/operations/acf.p2-1"): (200, lambda body: (200, next(polls))),
+        }
+    )  # each poll: the next
 
 
 @pytest.fixture

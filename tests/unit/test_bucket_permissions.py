@@ -1,5 +1,6 @@
 """`check_access` asks Cloud Storage what the account may do (testIamPermissions), not only whether it may
 list: recorded answers of the JSON API on 127.0.0.1 to the real google-cloud-storage client."""
+
 from __future__ import annotations
 
 import pytest
@@ -12,9 +13,12 @@ TEST_PERMISSIONS = "/storage/v1/b/acme-runs/iam/testPermissions"
 
 
 def served(granted: list[str]) -> RecordedApi:
-    return RecordedApi({("GET", LIST): (200, {"kind": "storage#objects", "items": []}),
-                        ("GET", TEST_PERMISSIONS): (200, {"kind": "storage#testIamPermissionsResponse",
-                                                          "permissions": granted})})
+    return RecordedApi(
+        {
+            ("GET", LIST): (200, {"kind": "storage#objects", "items": []}),
+            ("GET", TEST_PERMISSIONS): (200, {"kind": "storage#testIamPermissionsResponse", "permissions": granted}),
+        }
+    )
 
 
 def test_an_object_viewer_is_refused_before_anything_is_applied(monkeypatch):
@@ -27,8 +31,11 @@ def test_an_object_viewer_is_refused_before_anything_is_applied(monkeypatch):
         asked = api.requests("GET", TEST_PERMISSIONS)
     assert err.value.bad_input and "lacks storage.objects.create on gs://acme-runs" in err.value.message
     assert "roles/storage.objectUser" in err.value.message
-    assert sorted(asked[0].query["permissions"]) == ["storage.objects.create", "storage.objects.get",
-                                                     "storage.objects.list"]
+    assert sorted(asked[0].query["permissions"]) == [
+        "storage.objects.create",
+        "storage.objects.get",
+        "storage.objects.list",
+    ]
 
 
 def test_an_object_user_passes(monkeypatch):

@@ -1,4 +1,5 @@
 """trainer.runtime.callbacks: the order fastai runs them in comes from what each declares it runs after or before."""
+
 from __future__ import annotations
 
 import pytest
@@ -7,8 +8,14 @@ from fastai.callback.schedule import ParamScheduler
 from fastai.learner import Recorder
 
 from trainer.runtime.callbacks import (
-    BatchProgressCallback, CheckpointCallback, EpochLogCallback, HeapTrimCallback, Phase, ResumeCallback,
-    StatusCallback, place,
+    BatchProgressCallback,
+    CheckpointCallback,
+    EpochLogCallback,
+    HeapTrimCallback,
+    Phase,
+    ResumeCallback,
+    StatusCallback,
+    place,
 )
 
 OURS = [ResumeCallback, EpochLogCallback, StatusCallback, CheckpointCallback, BatchProgressCallback, HeapTrimCallback]
@@ -53,8 +60,9 @@ def test_run_before_among_ours_places_the_other_one_later():
 
 
 def test_every_phase_callback_takes_what_it_needs_from_the_phase():
-    phase = Phase("classifier", index=2, count=3, offset=4, total=6, metric_names={"f1_score": "macro_f1@0.5"},
-                  saves_done=True)
+    phase = Phase(
+        "classifier", index=2, count=3, offset=4, total=6, metric_names={"f1_score": "macro_f1@0.5"}, saves_done=True
+    )
     log = type("Log", (), {"line": lambda *a: None, "update": lambda *a, **k: None})()
     epoch_log, status = EpochLogCallback(log, []), StatusCallback(log)
     ckpt = CheckpointCallback(None, None, None, minutes=0)
@@ -74,9 +82,8 @@ def test_patience_stops_the_fit_after_epochs_without_a_lower_validation_loss():
 
     from fastai.callback.core import CancelFitException
 
-    from trainer.runtime.callbacks import Phase, PatienceCallback
-
     from trainer.runtime import distributed as D
+    from trainer.runtime.callbacks import PatienceCallback, Phase
 
     one = D.Context(rank=0, world=1, local_rank=0)  # a single process: broadcast returns its own decision
     best_epoch = {"classifier": 3}
@@ -106,8 +113,9 @@ def test_the_epoch_eta_counts_the_validation_pass_at_its_measured_speed():
     log = type("Log", (), {"line": lambda self, text: lines.append(text), "update": lambda *a, **k: None})()
     cb = BatchProgressCallback(log, every_s=0, clock=lambda: now[0])
     cb.begin_phase(Phase("base_lm", 0, 1, offset=0, total=2))
-    cb.learn = SimpleNamespace(training=True, yb=[1], xb=[torch.zeros(4, 8)], epoch=0, n_iter=10, iter=0,
-                               dls=SimpleNamespace(valid=range(5)))
+    cb.learn = SimpleNamespace(
+        training=True, yb=[1], xb=[torch.zeros(4, 8)], epoch=0, n_iter=10, iter=0, dls=SimpleNamespace(valid=range(5))
+    )
 
     def train(batches: int, seconds_each: float):
         cb.before_train()
@@ -136,8 +144,9 @@ def test_status_carries_the_last_epoch_figures_for_followers():
 
     updates = []
     log = type("Log", (), {"line": lambda *a: None, "update": lambda self, **k: updates.append(k)})()
-    history = [{"stage": "classifier", "phase": "1/1", "epoch": 3, "train_loss": 0.6, "valid_loss": 0.63,
-                "macro_f1": 0.55}]
+    history = [
+        {"stage": "classifier", "phase": "1/1", "epoch": 3, "train_loss": 0.6, "valid_loss": 0.63, "macro_f1": 0.55}
+    ]
     cb = StatusCallback(log, history)
     cb.begin_phase(Phase("classifier", 0, 1, offset=2, total=4))
     cb.learn = SimpleNamespace(epoch=0, cbs=[])

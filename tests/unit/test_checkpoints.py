@@ -1,11 +1,12 @@
 """Checkpoint objects and their pointer: a kill between two uploads never pairs mismatched state."""
+
 from __future__ import annotations
 
 import pytest
 import torch
 
-from trainer.runtime.checkpoints import CheckpointStore, Position
 from trainer.errors import DataError
+from trainer.runtime.checkpoints import CheckpointStore, Position
 from trainer.storage import open_bucket
 
 

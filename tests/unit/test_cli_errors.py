@@ -1,6 +1,6 @@
 """Bad input: one clear message, the documented exit code, nothing written under runs/."""
-from __future__ import annotations
 
+from __future__ import annotations
 
 import pytest
 from typer.testing import CliRunner
@@ -38,11 +38,14 @@ def test_missing_train_csv(project):
     assert_no_runs(project)
 
 
-@pytest.mark.parametrize("raw, message", [
-    (b"", "is empty"),
-    (b"body,labels\nx,a\n", "no column 'text'"),
-    ("text,labels\nfa\xe7ture,a\nb,b\n".encode("latin-1"), "not UTF-8"),
-])
+@pytest.mark.parametrize(
+    "raw, message",
+    [
+        (b"", "is empty"),
+        (b"body,labels\nx,a\n", "no column 'text'"),
+        ("text,labels\nfa\xe7ture,a\nb,b\n".encode("latin-1"), "not UTF-8"),
+    ],
+)
 def test_bad_train_csv(project, raw, message):
     stage(project, "fr", raw)
     r = runner.invoke(app, ["train", "fr"])
@@ -109,15 +112,22 @@ def test_status_without_runs(project):
     assert r.exit_code == 2 and "no run for fr" in r.output
 
 
-@pytest.mark.parametrize("lang, sets, message, hint", [
-    ("gr", [], "'gr' is not an ISO 639-1 language code", "languages.gr.code: el"),
-    ("gr", ["languages.gr.trainer.tokenizer=spacy"], "'gr' is not an ISO 639-1", "probably 'el'"),
-    ("zh", ["languages.zh.trainer.tokenizer=spacy"], "the spacy tokenizer for 'zh'",
-     "languages.zh.trainer.tokenizer: sentencepiece"),
-    ("bm", ["languages.bm.trainer.tokenizer=spacy"], "spaCy has no tokenizer for 'bm'", "sentencepiece"),
-    # a known language key given an unknown code on the command line (xx, spaCy's multi-language code, is valid)
-    ("fr", ["languages.fr.code=qq"], "'qq' is not an ISO 639-1 language code", "set languages.fr.code"),
-])
+@pytest.mark.parametrize(
+    "lang, sets, message, hint",
+    [
+        ("gr", [], "'gr' is not an ISO 639-1 language code", "languages.gr.code: el"),
+        ("gr", ["languages.gr.trainer.tokenizer=spacy"], "'gr' is not an ISO 639-1", "probably 'el'"),
+        (
+            "zh",
+            ["languages.zh.trainer.tokenizer=spacy"],
+            "the spacy tokenizer for 'zh'",
+            "languages.zh.trainer.tokenizer: sentencepiece",
+        ),
+        ("bm", ["languages.bm.trainer.tokenizer=spacy"], "spaCy has no tokenizer for 'bm'", "sentencepiece"),
+        # a known language key given an unknown code on the command line (xx, spaCy's multi-language code, is valid)
+        ("fr", ["languages.fr.code=qq"], "'qq' is not an ISO 639-1 language code", "set languages.fr.code"),
+    ],
+)
 def test_a_language_the_tokenizer_cannot_handle_stops_before_apply(project, lang, sets, message, hint):
     stage(project, lang, "text,labels\n我的包裹没有到 Το πακέτο,a\n发票错了 λάθος,b\n".encode())
     extra = [arg for s in sets for arg in ("--set", s)]
@@ -132,7 +142,9 @@ def test_a_language_the_tokenizer_cannot_handle_stops_before_apply(project, lang
 def test_data_push_of_another_format_replaces_the_old_file_only_with_replace(project, tmp_path):
     assert runner.invoke(app, ["data", "push", "fr", str(SAMPLE / "fr" / "train.csv")]).exit_code == 0
     jsonl = tmp_path / "mine.jsonl"
-    jsonl.write_text('{"text": "mon colis", "labels": ["livraison"]}\n{"text": "ma facture", "labels": "facturation"}\n')
+    jsonl.write_text(
+        '{"text": "mon colis", "labels": ["livraison"]}\n{"text": "ma facture", "labels": "facturation"}\n'
+    )
     r = runner.invoke(app, ["data", "push", "fr", str(jsonl)])
     assert r.exit_code == 2 and "train.csv" in r.output and "--replace" in r.output
     assert not (bucket(project) / "fr/data/train.jsonl").exists()
@@ -149,8 +161,16 @@ def test_data_push_checks_label_columns_from_the_config(project, tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    pq.write_table(pa.Table.from_pylist([{"text": "a", "toxic": 1, "insult": 0}, {"text": "b", "toxic": 0, "insult": 1},
-                                         {"text": "c", "toxic": 7, "insult": 0}]), data)
+    pq.write_table(
+        pa.Table.from_pylist(
+            [
+                {"text": "a", "toxic": 1, "insult": 0},
+                {"text": "b", "toxic": 0, "insult": 1},
+                {"text": "c", "toxic": 7, "insult": 0},
+            ]
+        ),
+        data,
+    )
     r = runner.invoke(app, ["data", "push", "fr", str(data), "--set", 'defaults.data.label_cols=["toxic","insult"]'])
     assert r.exit_code == 2 and "line 3" in r.output and "'toxic' holds 7" in r.output
     assert not (bucket(project) / "fr").exists()
@@ -207,8 +227,12 @@ def test_predict_with_a_failed_run_says_it_has_no_model(project):
     from trainer.runfiles.status_file import RunStatus, write_status
     from trainer.storage import open_bucket
 
-    write_status(open_bucket(f"file://{bucket(project)}"), RunStatus(
-        run_id="20261127-100000-ffff", lang="fr", env="local", state="FAILED", error="valid_pct left no rows"))
+    write_status(
+        open_bucket(f"file://{bucket(project)}"),
+        RunStatus(
+            run_id="20261127-100000-ffff", lang="fr", env="local", state="FAILED", error="valid_pct left no rows"
+        ),
+    )
     r = runner.invoke(app, ["predict", "fr", "bonjour", "--run", "20261127-100000-ffff"])
     assert r.exit_code == 2 and "is FAILED: it has no model" in r.output and "gcloud" not in r.output, r.output
 
@@ -224,15 +248,19 @@ def test_a_resumed_run_sets_its_old_vm_notes_aside(project):
     assert vm_startup_error(store, "fr", run) == "docker pull failed"
     set_aside_vm_notes(store, "fr", run)
     assert vm_startup_error(store, "fr", run) is None
-    assert store.read_bytes(f"fr/runs/{run}/vm/before-resume/dev-train-fr-x1-startup-error.old") == b"docker pull failed"
+    assert (
+        store.read_bytes(f"fr/runs/{run}/vm/before-resume/dev-train-fr-x1-startup-error.old") == b"docker pull failed"
+    )
 
 
 def test_runs_show_report_checks_its_path_before_work_and_never_overwrites(project, tmp_path):
     from trainer.runfiles.status_file import RunStatus, write_status
     from trainer.storage import open_bucket
 
-    write_status(open_bucket(f"file://{bucket(project)}"), RunStatus(
-        run_id="20261127-100000-aaaa", lang="fr", env="local", state="SUCCEEDED"))
+    write_status(
+        open_bucket(f"file://{bucket(project)}"),
+        RunStatus(run_id="20261127-100000-aaaa", lang="fr", env="local", state="SUCCEEDED"),
+    )
     show = ["runs", "show", "20261127-100000-aaaa", "--report"]
     for target, said in ((tmp_path, "is a folder"), (tmp_path / "missing" / "r.html", "no folder")):
         r = runner.invoke(app, [*show, str(target)])

@@ -1,5 +1,6 @@
 """trainctl's own flags: shell completion, `--debug` anywhere on the line or TRAINCTL_DEBUG, a quick
 --help."""
+
 from __future__ import annotations
 
 import os
@@ -37,9 +38,14 @@ def test_completion_is_shown_and_installed(completion_for_a_named_shell):
 
 def test_the_installed_script_completes_commands_and_options(project):
     """What bash runs on <TAB>: the installed trainctl answers with its commands and a command's options."""
+
     def complete(words: str) -> list[str]:
-        env = {**os.environ, "_TRAINCTL_COMPLETE": "complete_bash", "COMP_WORDS": words,
-               "COMP_CWORD": str(len(words.split()) - (0 if words.endswith(" ") else 1))}
+        env = {
+            **os.environ,
+            "_TRAINCTL_COMPLETE": "complete_bash",
+            "COMP_WORDS": words,
+            "COMP_CWORD": str(len(words.split()) - (0 if words.endswith(" ") else 1)),
+        }
         done = subprocess.run([TRAINCTL], cwd=project, env=env, capture_output=True, text=True, timeout=60)
         return done.stdout.split()
 
@@ -65,16 +71,20 @@ def a_bug_in_status(monkeypatch):
     monkeypatch.setattr("stacks.cli.runs_cmds.open_env", broken)
 
 
-@pytest.mark.parametrize("args, env, traceback", [
-    (["status", "fr"], {}, False),
-    (["--debug", "status", "fr"], {}, True),
-    (["status", "fr", "--debug"], {}, True),
-    (["status", "--debug", "fr"], {}, True),
-    (["status", "fr"], {"TRAINCTL_DEBUG": "1"}, True),
-    (["status", "fr"], {"TRAINCTL_DEBUG": "0"}, False),
-])
-def test_debug_anywhere_on_the_line_or_from_the_environment(project, a_bug_in_status, monkeypatch, args, env,
-                                                            traceback):
+@pytest.mark.parametrize(
+    "args, env, traceback",
+    [
+        (["status", "fr"], {}, False),
+        (["--debug", "status", "fr"], {}, True),
+        (["status", "fr", "--debug"], {}, True),
+        (["status", "--debug", "fr"], {}, True),
+        (["status", "fr"], {"TRAINCTL_DEBUG": "1"}, True),
+        (["status", "fr"], {"TRAINCTL_DEBUG": "0"}, False),
+    ],
+)
+def test_debug_anywhere_on_the_line_or_from_the_environment(
+    project, a_bug_in_status, monkeypatch, args, env, traceback
+):
     monkeypatch.delenv("TRAINCTL_DEBUG", raising=False)
     r = runner.invoke(app, args, env=env)
     assert r.exit_code == 3, r.output

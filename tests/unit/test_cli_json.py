@@ -1,5 +1,6 @@
 """`--json` on the commands that act (train, runs export, data push, doctor): one JSON document on stdout,
 everything else on stderr; and a tracker that cannot be reached is an error, with nothing to export too."""
+
 from __future__ import annotations
 
 import json
@@ -31,11 +32,23 @@ def test_train_json_says_each_run_its_state_and_the_exit(project, monkeypatch):
     def run_languages(project_, config, langs, **_):
         fake_run(bucket_root(project), "fr", "20260101-100000-abcd", f1={"a": 0.9, "b": 0.7})
         bucket = open_bucket(config.bucket)
-        outcome = SimpleNamespace(lang="fr", run_id="20260101-100000-abcd", bucket=bucket,
-                                  status=read_status(bucket, "fr", "20260101-100000-abcd"), url=bucket.url)
-        return [LanguageResult("fr", ExitStatus.SUCCESS, 300.0, outcome=outcome),
-                LanguageResult("en", ExitStatus.BAD_INPUT, 0.1, message="no labelled data at en/data/",
-                               hint="trainctl data push en DIR")]
+        outcome = SimpleNamespace(
+            lang="fr",
+            run_id="20260101-100000-abcd",
+            bucket=bucket,
+            status=read_status(bucket, "fr", "20260101-100000-abcd"),
+            url=bucket.url,
+        )
+        return [
+            LanguageResult("fr", ExitStatus.SUCCESS, 300.0, outcome=outcome),
+            LanguageResult(
+                "en",
+                ExitStatus.BAD_INPUT,
+                0.1,
+                message="no labelled data at en/data/",
+                hint="trainctl data push en DIR",
+            ),
+        ]
 
     monkeypatch.setattr(orchestrate, "run_languages", run_languages)
     r = runner.invoke(app, ["train", "fr", "en", "--json"])
@@ -43,12 +56,16 @@ def test_train_json_says_each_run_its_state_and_the_exit(project, monkeypatch):
     document = json.loads(r.stdout)  # the summary table and the errors went to stderr
     assert document["exit_status"] == 2 and document["env"] == "local"
     fr, en = document["runs"]
-    assert (fr["lang"], fr["run_id"], fr["state"], fr["exit_status"]) == (
-        "fr", "20260101-100000-abcd", "SUCCEEDED", 0)
+    assert (fr["lang"], fr["run_id"], fr["state"], fr["exit_status"]) == ("fr", "20260101-100000-abcd", "SUCCEEDED", 0)
     assert fr["macro_f1"] == pytest.approx(0.8) and fr["tfidf_macro_f1"] == 0.7
     assert fr["url"].startswith("file://")
     assert (en["state"], en["run_id"], en["exit_status"], en["error"], en["hint"]) == (
-        "ERROR", None, 2, "no labelled data at en/data/", "trainctl data push en DIR")
+        "ERROR",
+        None,
+        2,
+        "no labelled data at en/data/",
+        "trainctl data push en DIR",
+    )
     assert "20260101-100000-abcd" in r.stderr and "no labelled data" in r.stderr
 
 
@@ -73,7 +90,9 @@ def test_runs_export_json_says_what_became_of_each_run(project):
     document = json.loads(r.stdout)
     assert document["tracker"] == "http://127.0.0.1:9" and document["experiment"] == "trainstack-local"
     assert [(run["run_id"], run["action"]) for run in document["runs"]] == [
-        ("20260101-100000-abcd", "missed"), ("20260102-100000-dcba", "missed")]
+        ("20260101-100000-abcd", "missed"),
+        ("20260102-100000-dcba", "missed"),
+    ]
     assert document["runs"][0]["error"] == document["reason"] and document["runs"][0]["mlflow_run_id"] is None
     assert "2 not mirrored" in r.stderr
 

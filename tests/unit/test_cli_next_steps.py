@@ -1,5 +1,6 @@
 """User mistakes: exit 2 with what to do next, found before any slow work; storage advice for the
 bucket's own scheme."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -37,8 +38,7 @@ def no_planning(monkeypatch):
 def test_plan_checks_its_markdown_path_before_planning(project, tmp_path, no_planning):
     kept = tmp_path / "mine.md"
     kept.write_text("my notes")
-    for target, said in ((tmp_path / "missing" / "p.md", "no folder"), (tmp_path, "is a folder"),
-                         (kept, "exists")):
+    for target, said in ((tmp_path / "missing" / "p.md", "no folder"), (tmp_path, "is a folder"), (kept, "exists")):
         r = runner.invoke(app, ["plan", "--markdown", str(target)])
         assert r.exit_code == 2 and said in r.output, r.output
         r = runner.invoke(app, ["plan", "--from-json", str(PLANS / "prod"), "--markdown", str(target)])
@@ -80,11 +80,13 @@ def test_predict_checks_its_files_before_loading_the_model(project, tmp_path, no
     texts.write_text("text\nbonjour\n")
     taken = tmp_path / "labels.csv"
     taken.write_text("mine")
-    cases = [(["--input", str(empty), "--output", str(tmp_path / "o.csv")], f"{empty} is empty"),
-             (["--input", str(tmp_path / "nope.csv"), "--output", str(tmp_path / "o.csv")], "does not exist"),
-             (["--input", str(texts), "--output", str(taken)], f"{taken} exists"),
-             (["--input", str(texts), "--output", str(tmp_path / "no" / "o.csv")], "no folder"),
-             (["--input", str(texts), "--output", str(tmp_path)], "is a folder")]
+    cases = [
+        (["--input", str(empty), "--output", str(tmp_path / "o.csv")], f"{empty} is empty"),
+        (["--input", str(tmp_path / "nope.csv"), "--output", str(tmp_path / "o.csv")], "does not exist"),
+        (["--input", str(texts), "--output", str(taken)], f"{taken} exists"),
+        (["--input", str(texts), "--output", str(tmp_path / "no" / "o.csv")], "no folder"),
+        (["--input", str(texts), "--output", str(tmp_path)], "is a folder"),
+    ]
     for args, said in cases:
         r = runner.invoke(app, ["predict", "fr", *args])
         out = one_line(r.output)
@@ -110,8 +112,7 @@ def test_a_file_bucket_that_cannot_exist_gets_folder_advice_not_gcloud(project, 
     not_a_folder = tmp_path / "a-file"
     not_a_folder.write_text("")
     where = not_a_folder / "bucket"
-    r = runner.invoke(app, ["data", "push", "fr", str(SAMPLE / "fr" / "train.csv"),
-                            "--set", f"bucket=file://{where}"])
+    r = runner.invoke(app, ["data", "push", "fr", str(SAMPLE / "fr" / "train.csv"), "--set", f"bucket=file://{where}"])
     out = one_line(r.output)
     assert r.exit_code == 2, r.output
     assert "gcloud" not in out and f"the bucket folder {where} does not exist" in out, r.output

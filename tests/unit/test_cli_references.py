@@ -1,4 +1,6 @@
-"""Every `trainctl COMMAND [SUBCOMMAND]` the code tells a user to run exists (issue 38: `trainctl data check`)."""
+"""Every `trainctl COMMAND [SUBCOMMAND]` the code tells a user to run exists (a hint once named `trainctl data
+check`, which never existed)."""
+
 from __future__ import annotations
 
 import re

@@ -1,4 +1,5 @@
 """Overlays, --set, per-language blocks and errors that name key and file."""
+
 from __future__ import annotations
 
 import json
@@ -21,8 +22,8 @@ def test_local_overlay_merges_deeply(project):
     cfg = load_config(project / "envs", "local")
     fr = cfg.language("fr")
     assert cfg.target == "local"
-    assert fr.trainer.emb_sz == 200            # from local.yaml
-    assert fr.trainer.seq_len == 72            # from base.yaml, same mapping
+    assert fr.trainer.emb_sz == 200  # from local.yaml
+    assert fr.trainer.seq_len == 72  # from base.yaml, same mapping
     assert fr.data.label_sep == ";"
 
 
@@ -40,7 +41,11 @@ def test_a_new_base_lm_learns_at_its_own_rate_on_the_gpu_envs(project):
 
 
 def test_set_overrides_last_and_language_block_wins(project):
-    write(project, "local.yaml", "target: local\nbucket: file://b\nlanguages:\n  fr: {trainer: {epochs_clf: 9}}\n  en: {}\n")
+    write(
+        project,
+        "local.yaml",
+        "target: local\nbucket: file://b\nlanguages:\n  fr: {trainer: {epochs_clf: 9}}\n  en: {}\n",
+    )
     cfg = load_config(project / "envs", "local", ["languages.fr.trainer.bs=8", "defaults.trainer.bs=16"])
     assert cfg.language("fr").trainer.epochs_clf == 9
     assert cfg.language("fr").trainer.bs == 8
@@ -107,20 +112,29 @@ def test_trainer_parameters_have_one_definition(name):
         TrainerSettings(**{name: bad})
     parser = build_parser()
     with pytest.raises(SystemExit):
-        parser.parse_args(["--lang", "fr", "--bucket", "file:///b", "--run-id", "r", f"--{name.replace('_', '-')}", bad])
+        parser.parse_args(
+            ["--lang", "fr", "--bucket", "file:///b", "--run-id", "r", f"--{name.replace('_', '-')}", bad]
+        )
 
 
 def test_trainer_run_settings_reach_the_trainer_and_bad_values_name_the_key(project):
     from stacks.config.trainer_command import trainer_args
     from trainer.cli import build_parser
 
-    cfg = load_config(project / "envs", "local", ["languages.fr.processes=2", "defaults.trainer.precision=bf16",
-                                                  "defaults.trainer.deterministic=true"])
+    cfg = load_config(
+        project / "envs",
+        "local",
+        ["languages.fr.processes=2", "defaults.trainer.precision=bf16", "defaults.trainer.deterministic=true"],
+    )
     assert cfg.language("fr").processes == 2 and cfg.language("fr").max_restarts == 3
     args = build_parser().parse_args([*trainer_args(cfg, "fr"), "--run-id", "r"])
     assert (args.precision, args.deterministic, args.checkpoint_minutes) == ("bf16", True, 10.0)
-    assert build_parser().parse_args([*trainer_args(load_config(project / "envs", "local"), "fr"),
-                                      "--run-id", "r"]).deterministic is False
+    assert (
+        build_parser()
+        .parse_args([*trainer_args(load_config(project / "envs", "local"), "fr"), "--run-id", "r"])
+        .deterministic
+        is False
+    )
     with pytest.raises(ConfigError, match="precision"):
         load_config(project / "envs", "local", ["defaults.trainer.precision=fp8"])
 
@@ -140,11 +154,10 @@ def test_a_whole_config_error_names_the_layer_that_set_the_key(project):
         load_config(project / "envs", "odd")
 
 
-@pytest.mark.parametrize(("env", "said"), [
-    ("base", "holds the defaults every env shares"),
-    ("../envs/local", "not a plain name"),
-    ("", "not a plain name"),
-])
+@pytest.mark.parametrize(
+    ("env", "said"),
+    [("base", "holds the defaults every env shares"), ("../envs/local", "not a plain name"), ("", "not a plain name")],
+)
 def test_an_env_is_a_plain_name_of_envs_never_base_or_a_path(project, env, said):
     with pytest.raises(ConfigError, match=said) as caught:
         load_config(project / "envs", env)
@@ -160,8 +173,9 @@ def test_extends_names_an_env_of_envs_only(project):
 
 
 def test_a_key_written_twice_is_an_error_naming_both_lines(project):
-    (project / "envs" / "twice.yaml").write_text("extends: local\ndefaults:\n  max_run_hours: 1\n"
-                                                 "  cores: 1\n  max_run_hours: 3\n")
+    (project / "envs" / "twice.yaml").write_text(
+        "extends: local\ndefaults:\n  max_run_hours: 1\n  cores: 1\n  max_run_hours: 3\n"
+    )
     with pytest.raises(ConfigError, match="max_run_hours.*set twice.*lines 3 and 5") as caught:
         load_config(project / "envs", "twice")
     assert "envs/twice.yaml" in str(caught.value) and caught.value.hint

@@ -1,6 +1,7 @@
 """Names refused where they enter the config: language keys, unknown keys, the shape of an overlay and --set.
 
 Each refusal is a ConfigError (exit 2) naming the key and the file (or --set), with a next step."""
+
 from __future__ import annotations
 
 import pytest
@@ -54,8 +55,7 @@ def test_yaml_reading_a_language_key_as_a_boolean_says_to_quote_it(project):
 
 
 def test_plain_language_keys_still_load_and_any_name_may_carry_a_code(project):
-    overlay(project, "mine", "extends: local\nlanguages:\n"
-                             "  gr: {code: el}\n  fr-ca: {code: fr}\n  de2: {code: de}\n")
+    overlay(project, "mine", "extends: local\nlanguages:\n  gr: {code: el}\n  fr-ca: {code: fr}\n  de2: {code: de}\n")
     assert {"gr", "fr-ca", "de2"} <= set(load_config(project / "envs", "mine").languages)
 
 
@@ -72,8 +72,9 @@ def test_an_unknown_key_in_defaults_is_reported_once_with_a_close_match(project)
     error = refusal(project, "mine")
     # not once more for each language defaults reach: the file has no languages.fr.max_run_hour
     assert error.message.count("max_run_hour'") == 1 and "languages." not in error.message
-    assert error.message == ("envs/mine.yaml: unknown key 'defaults.max_run_hour' "
-                             "(did you mean defaults.max_run_hours?)")
+    assert error.message == (
+        "envs/mine.yaml: unknown key 'defaults.max_run_hour' (did you mean defaults.max_run_hours?)"
+    )
 
 
 def test_unknown_keys_name_the_file_that_has_each(project):
@@ -81,20 +82,27 @@ def test_unknown_keys_name_the_file_that_has_each(project):
     overlay(project, "mine", "extends: mid\ndefaults:\n  trainer: {bss: 3}\ntraget: gcp\n")
     error = refusal(project, "mine", ["languages.en.nodez=2"])
     lines = error.message.splitlines()[1:]
-    assert sorted(line.strip() for line in lines) == sorted([
-        "envs/mid.yaml: unknown key 'languages.fr.trainer.epoch_clf' "
-        "(did you mean languages.fr.trainer.epochs_clf?)",
-        "envs/mine.yaml: unknown key 'defaults.trainer.bss' (did you mean defaults.trainer.bs?)",
-        "envs/mine.yaml: unknown key 'traget' (did you mean target?)",
-        "--set: unknown key 'languages.en.nodez' (did you mean languages.en.nodes?)",
-    ])
+    assert sorted(line.strip() for line in lines) == sorted(
+        [
+            "envs/mid.yaml: unknown key 'languages.fr.trainer.epoch_clf' "
+            "(did you mean languages.fr.trainer.epochs_clf?)",
+            "envs/mine.yaml: unknown key 'defaults.trainer.bss' (did you mean defaults.trainer.bs?)",
+            "envs/mine.yaml: unknown key 'traget' (did you mean target?)",
+            "--set: unknown key 'languages.en.nodez' (did you mean languages.en.nodes?)",
+        ]
+    )
 
 
-@pytest.mark.parametrize(("written", "meant"), [
-    ("max_run_hours: 3", "defaults.max_run_hours"), ("nodes: 2", "defaults.nodes"),  # not `zones`
-    ("bs: 8", "defaults.trainer.bs"), ("defaults: {epochs_clf: 3}", "defaults.trainer.epochs_clf"),
-    ("uri: http://x", "tracking.mlflow.uri"),
-])
+@pytest.mark.parametrize(
+    ("written", "meant"),
+    [
+        ("max_run_hours: 3", "defaults.max_run_hours"),
+        ("nodes: 2", "defaults.nodes"),  # not `zones`
+        ("bs: 8", "defaults.trainer.bs"),
+        ("defaults: {epochs_clf: 3}", "defaults.trainer.epochs_clf"),
+        ("uri: http://x", "tracking.mlflow.uri"),
+    ],
+)
 def test_a_key_written_at_a_level_above_its_own_is_pointed_to_it(project, written, meant):
     overlay(project, "mine", f"extends: local\n{written}\n")
     assert f"(did you mean {meant}?)" in refusal(project, "mine").message
@@ -105,8 +113,9 @@ def test_an_unknown_key_like_no_other_says_so_without_a_guess(project):
     assert refusal(project, "mine").message == "envs/mine.yaml: unknown key 'defaults.zzzzzz'"
 
 
-@pytest.mark.parametrize(("text", "found"), [("- target: local\n- bucket: x\n", "a list"),
-                                             ("local\n", "a string"), ("3\n", "a number")])
+@pytest.mark.parametrize(
+    ("text", "found"), [("- target: local\n- bucket: x\n", "a list"), ("local\n", "a string"), ("3\n", "a number")]
+)
 def test_an_overlay_that_is_no_mapping_says_what_it_should_look_like(project, text, found):
     overlay(project, "mine", text)
     error = refusal(project, "mine")

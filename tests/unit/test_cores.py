@@ -1,4 +1,5 @@
 """Local runs never share cores: claims, the queue, and what a queued run says."""
+
 from __future__ import annotations
 
 import os
@@ -44,8 +45,9 @@ def test_a_queued_run_says_for_whom_and_stops_when_cancelled(tmp_path):
     ledger = CoreLedger(tmp_path / "cores", cores=[0, 1])
     ledger.claim("20260101-100000-aaaa", 0, pid=os.getpid(), label="es run 20260101-100000-aaaa")
     bucket_root = tmp_path / "bucket"
-    args = SimpleNamespace(lang="fr", run_id="20260102-100000-bbbb", env="local", job="classifier",
-                           bucket=f"file://{bucket_root}")
+    args = SimpleNamespace(
+        lang="fr", run_id="20260102-100000-bbbb", env="local", job="classifier", bucket=f"file://{bucket_root}"
+    )
     state_dir = tmp_path / "state"
     state_dir.mkdir()
     stopping = {"signal": False, "child": None}
@@ -63,8 +65,9 @@ def test_a_queued_run_says_for_whom_and_stops_when_cancelled(tmp_path):
     log = log_file.read_text()
     assert "queued: waiting for 1 of this machine's 2 cores, held by es run 20260101-100000-aaaa (cores 0-1)" in log
     ledger.release("20260101-100000-aaaa")
-    assert supervisor._wait_for_cores(ledger, 1, args, {"signal": False}, state_dir.parent / "other",
-                                      deadline=float("inf")) == [0]
+    assert supervisor._wait_for_cores(
+        ledger, 1, args, {"signal": False}, state_dir.parent / "other", deadline=float("inf")
+    ) == [0]
 
 
 def test_a_reused_pid_is_not_the_holder(tmp_path):
@@ -72,6 +75,7 @@ def test_a_reused_pid_is_not_the_holder(tmp_path):
 
     ledger = CoreLedger(tmp_path, cores=[0, 1])
     # a claim left by a process that died, whose pid now belongs to another process (this one)
-    (tmp_path / "old.json").write_text(json.dumps({"run_id": "old", "pid": os.getpid(), "cores": [0, 1],
-                                                   "started": "1"}))
+    (tmp_path / "old.json").write_text(
+        json.dumps({"run_id": "old", "pid": os.getpid(), "cores": [0, 1], "started": "1"})
+    )
     assert ledger.claim("new", 0, pid=os.getpid()) == [0, 1]

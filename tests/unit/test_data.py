@@ -1,4 +1,5 @@
 """Validation of train.csv: every bad input gets one clear DataError."""
+
 from __future__ import annotations
 
 import pytest
@@ -24,15 +25,18 @@ def test_rare_label_is_warned():
     assert any("fewer than 2" in w and "b" in w for w in d.warnings)
 
 
-@pytest.mark.parametrize("raw, message", [
-    (b"", "is empty"),
-    (b"   \n", "is empty"),
-    (b"body,labels\nx,a\n", "no column 'text'"),
-    (b"text,label\nx,a\n", "no column 'labels'"),
-    ("text,labels\ncaf\xe9,a\n".encode("latin-1"), "not UTF-8"),
-    (b"text,labels\nx,\n", "no usable rows"),
-    (b"text,labels\nx,a\ny,a\n", "single label"),
-])
+@pytest.mark.parametrize(
+    "raw, message",
+    [
+        (b"", "is empty"),
+        (b"   \n", "is empty"),
+        (b"body,labels\nx,a\n", "no column 'text'"),
+        (b"text,label\nx,a\n", "no column 'labels'"),
+        ("text,labels\ncaf\xe9,a\n".encode("latin-1"), "not UTF-8"),
+        (b"text,labels\nx,\n", "no usable rows"),
+        (b"text,labels\nx,a\ny,a\n", "single label"),
+    ],
+)
 def test_bad_input(raw, message):
     with pytest.raises(DataError, match=message) as info:
         parse(raw)

@@ -1,4 +1,5 @@
 """The docs cannot rot silently: the map of docs/design.md matches the tree, relative links resolve."""
+
 from __future__ import annotations
 
 import re
@@ -10,9 +11,13 @@ LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")  # [text](path) or [text](path
 
 def test_every_home_in_the_design_map_exists():
     text = (REPO / "docs" / "design.md").read_text()
-    table = text[text.index("## The map"):text.index("## Environments")]
-    homes = [p for row in table.splitlines() if row.startswith("| ") and "`" in row
-             for p in re.findall(r"`([^`]+)`", row.split("|")[2])]
+    table = text[text.index("## The map") : text.index("## Environments")]
+    homes = [
+        p
+        for row in table.splitlines()
+        if row.startswith("| ") and "`" in row
+        for p in re.findall(r"`([^`]+)`", row.split("|")[2])
+    ]
     assert len(homes) >= 15
     assert not [home for home in homes if not (REPO / home).exists()]
 
@@ -21,8 +26,9 @@ SKIP = {".git", ".venv", ".venv-lint", ".venv-cdktn", "node_modules", ".trainsta
 
 
 def test_relative_links_in_the_docs_resolve():
-    docs = [doc for doc in REPO.rglob("*.md") if not SKIP & set(doc.relative_to(REPO).parts)
-            and "egg-info" not in str(doc)]
+    docs = [
+        doc for doc in REPO.rglob("*.md") if not SKIP & set(doc.relative_to(REPO).parts) and "egg-info" not in str(doc)
+    ]
     assert {REPO / "README.md", REPO / "docs/research/cdk-terrain.md", REPO / "data/sample/README.md"} <= set(docs)
     dead = []
     for doc in docs:
@@ -44,8 +50,9 @@ def test_the_cli_reference_is_the_cli():
     spec.loader.exec_module(reference)
     rendered = reference.render()
     assert "## `trainctl train`" in rendered and "## `trainctl runs compare`" in rendered
-    assert (REPO / "docs" / "cli.md").read_text() == rendered, \
+    assert (REPO / "docs" / "cli.md").read_text() == rendered, (
         "docs/cli.md is not the CLI's: python docs/cli_reference.py > docs/cli.md"
+    )
 
 
 def _reference(name: str):
@@ -61,8 +68,9 @@ def test_the_config_reference_is_the_models_and_the_envs():
     reference = _reference("config_reference")
     doc = (REPO / "docs" / "config.md").read_text()
     assert "| `defaults.trainer.epochs_clf` |" in doc and "| `defaults.data.label_sep` |" in doc
-    assert reference.rendered(doc) == doc, \
+    assert reference.rendered(doc) == doc, (
         "docs/config.md's settings are not the models' and envs': python docs/config_reference.py --write"
+    )
 
 
 SETTING = re.compile(r"`(?:languages\.[a-z]+\.|defaults\.)?((?:trainer|data|gpu|ci)\.[a-z_]+)(?:[:=][^`]*)?`")
@@ -98,12 +106,15 @@ def test_every_setting_the_docs_name_exists():
 def test_the_doctor_roles_in_gcp_md_name_every_role_doctor_asks_for():
     """Whoever runs `trainctl doctor` meets the roles its own problems name (and the provider billing check's)."""
     checks = ("doctor.py", "deploy_checks.py", "lookups.py", "quota.py")
-    asked = {role for name in checks
-             for role in re.findall(r"roles/[\w.]+\w", (REPO / "stacks/targets/gcp" / name).read_text())}
+    asked = {
+        role
+        for name in checks
+        for role in re.findall(r"roles/[\w.]+\w", (REPO / "stacks/targets/gcp" / name).read_text())
+    }
     assert "roles/serviceusage.serviceUsageConsumer" in asked and len(asked) >= 4
     text = (REPO / "docs" / "gcp.md").read_text()
     row = next(line for line in text.splitlines() if line.startswith("| check (`trainctl doctor`)"))
-    bullet = text[text.index("- To check (`trainctl doctor`)"):]
-    bullet = bullet[:bullet.index("\n- ") if "\n- " in bullet else len(bullet)]
+    bullet = text[text.index("- To check (`trainctl doctor`)") :]
+    bullet = bullet[: bullet.index("\n- ") if "\n- " in bullet else len(bullet)]
     assert not [role for role in sorted(asked) if role not in row], row
     assert not [role for role in sorted(asked) if role not in bullet], bullet

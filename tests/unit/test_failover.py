@@ -1,4 +1,5 @@
 """The failover rule (stacks.runs.failover) and the simulated market (trainer.launchers.local.market), alone."""
+
 from __future__ import annotations
 
 from stacks.runs.failover import Failover
@@ -54,9 +55,11 @@ def test_a_preemption_after_a_stage_shorter_than_a_poll_is_still_due():
     p = Preemption("b", stage="classifier", epoch=1)
     running = {"state": "RUNNING", "stage": "classifier", "epoch": 1}
     assert p.due(0, running) and not p.due(0, {**running, "epoch": 0})
-    log = ["2026-11-27T10:00:00Z == stage classifier (2 epochs)",
-           "2026-11-27T10:00:01Z classifier [1/2] epoch 1/2  train_loss 0.5",
-           "2026-11-27T10:00:01Z == stage evaluating"]
+    log = [
+        "2026-11-27T10:00:00Z == stage classifier (2 epochs)",
+        "2026-11-27T10:00:01Z classifier [1/2] epoch 1/2  train_loss 0.5",
+        "2026-11-27T10:00:01Z == stage evaluating",
+    ]
     evaluating = {"state": "RUNNING", "stage": "evaluating", "epoch": 2}
     assert p.due(0, evaluating, log[:2]) and p.due(0, evaluating, [log[0], log[2]])
     assert not p.due(0, evaluating, []) and not p.due(0, None, log[:1])
@@ -68,12 +71,15 @@ def test_a_moved_run_bills_each_vm_until_its_placement_ended_in_its_own_region()
 
     from stacks.targets.gcp.cost import billed_vm_seconds
 
-    records = [{"name": "dev-train-fr-a1", "zone": "europe-west4-a", "booted_at": "20261127T100000Z"},
-               {"name": "dev-train-fr-a1", "zone": "europe-west4-a", "booted_at": "20261127T103000Z"},  # preempted
-               {"name": "dev-train-fr-b7", "zone": "europe-west1-b", "booted_at": "20261127T111000Z"}]
-    placements = [{"zone": "europe-west4-a", "applied_at": "2026-11-27T09:58:00+00:00",
-                   "ended_at": "2026-11-27T11:00:00+00:00"},
-                  {"zone": "europe-west1-b", "applied_at": "2026-11-27T11:01:00+00:00", "ended_at": None}]
+    records = [
+        {"name": "dev-train-fr-a1", "zone": "europe-west4-a", "booted_at": "20261127T100000Z"},
+        {"name": "dev-train-fr-a1", "zone": "europe-west4-a", "booted_at": "20261127T103000Z"},  # preempted
+        {"name": "dev-train-fr-b7", "zone": "europe-west1-b", "booted_at": "20261127T111000Z"},
+    ]
+    placements = [
+        {"zone": "europe-west4-a", "applied_at": "2026-11-27T09:58:00+00:00", "ended_at": "2026-11-27T11:00:00+00:00"},
+        {"zone": "europe-west1-b", "applied_at": "2026-11-27T11:01:00+00:00", "ended_at": None},
+    ]
     end = datetime(2026, 11, 27, 13, 0, tzinfo=timezone.utc)
     assert billed_vm_seconds(records, end, placements) == {"europe-west4": 3600.0, "europe-west1": 6600.0}
     # without the record of the move, the first VM would be billed until the run's end

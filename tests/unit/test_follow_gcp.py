@@ -1,4 +1,5 @@
 """Following a gcp run through its bucket (GCS emulator): a VM that could not start the trainer."""
+
 from __future__ import annotations
 
 import pytest
@@ -12,16 +13,25 @@ GCP_APPEAR_S = by_name("gcp").status_appear_timeout_s
 
 
 class Quiet:
-    def info(self, message): pass
-    def warn(self, message): pass
-    def log_line(self, line): pass
-    def progress(self, status): pass
+    def info(self, message):
+        pass
+
+    def warn(self, message):
+        pass
+
+    def log_line(self, line):
+        pass
+
+    def progress(self, status):
+        pass
 
 
 def test_startup_error_note_ends_following_with_its_reason(gcs_env):
     bucket = open_bucket("gs://test-bucket/follow1")
-    bucket.write_bytes("fr/runs/r9/vm/dev-train-fr-abcd-startup-error.txt",
-                       b"2026-11-22T10:00:00Z dev-train-fr-abcd: docker pull failed 5 times\n")
+    bucket.write_bytes(
+        "fr/runs/r9/vm/dev-train-fr-abcd-startup-error.txt",
+        b"2026-11-22T10:00:00Z dev-train-fr-abcd: docker pull failed 5 times\n",
+    )
     with pytest.raises(InfraError) as err:
         follow(bucket, "fr", "r9", Quiet(), poll_s=0.01, appear_timeout_s=5)
     assert "stopped on its VM" in err.value.message and "docker pull failed 5 times" in err.value.message
@@ -51,13 +61,19 @@ def test_past_max_run_hours_without_final_status_stops_following(gcs_env):
     bucket = open_bucket("gs://test-bucket/follow4")
     write_status(bucket, RunStatus(run_id="20260101-000000-ab12", lang="fr", env="dev", state="RUNNING"))
     with pytest.raises(InfraError) as err:
-        follow(bucket, "fr", "20260101-000000-ab12", Quiet(), poll_s=0.01,
-               give_up_at=give_up_time("20260101-000000-ab12", max_run_hours=4))
+        follow(
+            bucket,
+            "fr",
+            "20260101-000000-ab12",
+            Quiet(),
+            poll_s=0.01,
+            give_up_at=give_up_time("20260101-000000-ab12", max_run_hours=4),
+        )
     assert "past max_run_hours" in err.value.message
 
 
 def test_a_starting_run_is_live_until_its_status_may_appear(gcs_env):
-    from trainer.runfiles.status_file import new_run_id
+    from trainer.runfiles.run_ids import new_run_id
 
     bucket = open_bucket("gs://test-bucket/follow5")
     fresh = new_run_id()

@@ -2,6 +2,7 @@
 DataError (exit 2, the bucket as it was), never a traceback, and never a row lost without a count.
 
 Bounded and derandomized (the same examples every run), so CI is deterministic and the file stays fast."""
+
 from __future__ import annotations
 
 import csv
@@ -23,12 +24,31 @@ from trainer.data.textfiles import check_text_file, unlabelled_texts
 from trainer.errors import DataError
 
 OPTS = dict(text_col="text", label_col="labels", label_sep=";")
-FUZZ = settings(derandomize=True, deadline=None, database=None, max_examples=150,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+FUZZ = settings(
+    derandomize=True,
+    deadline=None,
+    database=None,
+    max_examples=150,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 
 # Texts and labels chosen to hit the readers' edges: separators, quotes, line ends, NULs, blanks.
-ODD = ["a, b", 'il a dit "oui"', '"', "deux\nlignes", "cr\rseul", "  ", "", "x\x00y", "\ufeffbom", "é à ç",
-       "a\tb", "a;b", "\u2028", "[\"a\"]"]
+ODD = [
+    "a, b",
+    'il a dit "oui"',
+    '"',
+    "deux\nlignes",
+    "cr\rseul",
+    "  ",
+    "",
+    "x\x00y",
+    "\ufeffbom",
+    "é à ç",
+    "a\tb",
+    "a;b",
+    "\u2028",
+    '["a"]',
+]
 TEXT = st.one_of(st.text(max_size=15), st.sampled_from(ODD))
 LABEL = st.sampled_from(["a", "b", "c", "a;b", "", " ", '["a", "b"]', "d\x00"])
 # two usable rows of two labels first, so that most examples get past "a single label" to the rest
@@ -102,6 +122,7 @@ def csv_records(raw: bytes) -> int:
 
 # -- the readers ---------------------------------------------------------------------------------------------
 
+
 @FUZZ
 @given(rows=ROWS, newline=st.sampled_from(["\n", "\r\n"]))
 def test_a_well_formed_csv_is_read_whole_whatever_its_texts(rows, newline):
@@ -144,8 +165,7 @@ def parquet_bytes(rows: list[tuple[str, str]]) -> bytes:
 
 
 @settings(FUZZ, max_examples=60)
-@given(rows=ROWS, cut=st.none() | st.floats(0, 1), flip=st.none() | st.integers(0, 10_000),
-       byte=st.integers(0, 255))
+@given(rows=ROWS, cut=st.none() | st.floats(0, 1), flip=st.none() | st.integers(0, 10_000), byte=st.integers(0, 255))
 def test_a_damaged_parquet_file_reads_or_fails_with_one_clear_error(rows, cut, flip, byte):
     raw = bytearray(parquet_bytes(rows))
     if flip is not None:
@@ -178,8 +198,7 @@ def test_a_corpus_check_accepts_exactly_what_the_reader_reads(raw, zipped, cut):
         read = None
     except DataError as exc:
         read = exc
-    assert (checked is None) == (read is None), (f"check: {checked and checked.message}; "
-                                                 f"read: {read and read.message}")
+    assert (checked is None) == (read is None), f"check: {checked and checked.message}; read: {read and read.message}"
 
 
 # -- data push -----------------------------------------------------------------------------------------------
@@ -202,8 +221,9 @@ def skipped_in(output: str) -> tuple[int, int, int]:
 
 @settings(FUZZ, max_examples=80)
 @given(train=any_csv(), corpus=TEXT_FILES, corpus_as=st.sampled_from(["txt", "gzip", "plain as .gz"]))
-def test_data_push_of_fuzzed_files_is_exit_0_or_2_and_exit_2_stages_nothing(project, tmp_path, train, corpus,
-                                                                              corpus_as):
+def test_data_push_of_fuzzed_files_is_exit_0_or_2_and_exit_2_stages_nothing(
+    project, tmp_path, train, corpus, corpus_as
+):
     shutil.rmtree(project / ".trainstack", ignore_errors=True)
     (project / ".trainstack" / "local" / "bucket" / "fr" / "data").mkdir(parents=True)
     (project / ".trainstack/local/bucket/fr/data/test.csv").write_bytes(b"text,labels\nstaged before,a\n")
@@ -234,8 +254,7 @@ def test_the_sample_data_pushes_cleanly_as_the_fuzzed_test_expects(project):
     assert skipped_in(" ".join(r.output.split())) == (380, 380, 0)
 
 
-@pytest.mark.parametrize("raw", [b"text,labels\nx,a\ny,b\n\x00", b'text,labels\n"x,a\ny,b\n',
-                                 b"\xff\xfe\x00\x00"])
+@pytest.mark.parametrize("raw", [b"text,labels\nx,a\ny,b\n\x00", b'text,labels\n"x,a\ny,b\n', b"\xff\xfe\x00\x00"])
 def test_the_bucket_is_untouched_by_a_refused_push_of_a_known_bad_file(project, tmp_path, raw):
     (tmp_path / "train.csv").write_bytes(raw)
     r = runner.invoke(app, ["data", "push", "fr", str(tmp_path / "train.csv")])

@@ -3,6 +3,7 @@
 Real clients all the way: GCS through gcp-storage-emulator, Compute and the registry
 through recorded responses on 127.0.0.1.
 """
+
 from __future__ import annotations
 
 from typer.testing import CliRunner
@@ -10,8 +11,8 @@ from typer.testing import CliRunner
 from stacks.cli.main import app
 from stacks.targets.gcp.image import REGISTRY_ENDPOINT_ENV
 from stacks.targets.gcp.quota import ENDPOINT_ENV
-from tests.support.project import SAMPLE
 from tests.support.compute_api import PROJECT, compute_api, fixture, with_quotas
+from tests.support.project import SAMPLE
 
 runner = CliRunner()
 MANIFEST = "/v2/p1/trainstack/trainer/manifests/[^/]+"
@@ -62,9 +63,9 @@ def test_run_metadata_records_the_image_zone_and_quota_metric(project, tmp_path)
     import json
     from types import SimpleNamespace
 
+    from stacks.project import Project
     from stacks.runs.language_run import resolve
     from stacks.runs.stack_ops import write_run_metadata
-    from stacks.project import Project
     from stacks.targets.gcp.placement import GcpPlacement
     from trainer.storage import LocalBucket
 
@@ -73,8 +74,13 @@ def test_run_metadata_records_the_image_zone_and_quota_metric(project, tmp_path)
     stack_dir = proj.work_outdir("dev") / "stacks" / "train-fr"
     stack_dir.mkdir(parents=True)
     (stack_dir / "cdk.tf.json").write_text("{}")
-    placement = GcpPlacement(zone="europe-west4-b", image="europe-west4-docker.pkg.dev/p1/trainstack/trainer:abc123",
-                             quota_metrics=["NVIDIA_L4_GPUS"], startup_script="", shutdown_script="")
+    placement = GcpPlacement(
+        zone="europe-west4-b",
+        image="europe-west4-docker.pkg.dev/p1/trainstack/trainer:abc123",
+        quota_metrics=["NVIDIA_L4_GPUS"],
+        startup_script="",
+        shutdown_script="",
+    )
     bucket = LocalBucket(tmp_path / "bucket")
     run = resolve(proj, config, "fr", bucket=bucket)
     run.tf, run.placement, run.run_id = SimpleNamespace(binary="terraform"), placement, "20261122-101500-ab12"
@@ -102,8 +108,13 @@ def test_a_boot_image_that_does_not_resolve_is_exit_3_before_anything_is_created
 
 def fr_and_en_beside_two_free_gpus(folder: str, nodes: int):
     """Both languages' data pushed; europe-west4 has 2 Spot L4 free, the recorded europe-west1 4 -> (args, api)."""
-    args = [*dev(f"gs://test-bucket/{folder}"), "--set", f"defaults.nodes={nodes}",
-            "--set", "fallback_zones=[europe-west1-b, europe-west1-c]"]
+    args = [
+        *dev(f"gs://test-bucket/{folder}"),
+        "--set",
+        f"defaults.nodes={nodes}",
+        "--set",
+        "fallback_zones=[europe-west1-b, europe-west1-c]",
+    ]
     for lang in ("fr", "en"):
         assert runner.invoke(app, ["data", "push", lang, str(SAMPLE / lang), *args]).exit_code == 0
     ew4 = with_quotas(fixture("region_europe-west4.json"), PREEMPTIBLE_NVIDIA_L4_GPUS=(8, 6))

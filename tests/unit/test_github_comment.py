@@ -1,4 +1,5 @@
 """The sticky plan-review comment against a recorded GitHub REST API on 127.0.0.1."""
+
 from __future__ import annotations
 
 import json
@@ -17,9 +18,13 @@ def comment(id: int, body: str, login: str = BOT) -> dict:
 
 
 def test_updates_the_marked_bot_comment_in_place():
-    routes = {("GET", COMMENTS): (200, [comment(1, "LGTM", "alice"), comment(2, f"{MARKER}\nold review"),
-                                        comment(3, "another bot note")]),
-              ("PATCH", EDIT): (200, {"id": 2})}
+    routes = {
+        ("GET", COMMENTS): (
+            200,
+            [comment(1, "LGTM", "alice"), comment(2, f"{MARKER}\nold review"), comment(3, "another bot note")],
+        ),
+        ("PATCH", EDIT): (200, {"id": 2}),
+    }
     with RecordedApi(routes) as api:
         result = upsert_comment(Github(api.url, "t0ken"), "acme/trainstack", 7, "## new review")
     assert result == ("updated", 2)
@@ -30,8 +35,10 @@ def test_updates_the_marked_bot_comment_in_place():
 
 
 def test_creates_one_when_none_is_marked_or_the_marker_is_in_someone_elses_comment():
-    routes = {("GET", COMMENTS): (200, [comment(5, f"quoting {MARKER}", "mallory")]),
-              ("POST", COMMENTS): (201, {"id": 9})}
+    routes = {
+        ("GET", COMMENTS): (200, [comment(5, f"quoting {MARKER}", "mallory")]),
+        ("POST", COMMENTS): (201, {"id": 9}),
+    }
     with RecordedApi(routes) as api:
         result = upsert_comment(Github(api.url, "t"), "acme/trainstack", 7, "review")
     assert result == ("created", 9)
@@ -68,8 +75,11 @@ def test_cli_needs_a_token(tmp_path, monkeypatch):
 def test_cli_end_to_end(tmp_path, monkeypatch, capsys, existing, action):
     review = tmp_path / "review.md"
     review.write_text("## Terraform plan review")
-    routes = {("GET", COMMENTS): (200, existing), ("PATCH", EDIT): (200, {"id": 4}),
-              ("POST", COMMENTS): (201, {"id": 11})}
+    routes = {
+        ("GET", COMMENTS): (200, existing),
+        ("PATCH", EDIT): (200, {"id": 4}),
+        ("POST", COMMENTS): (201, {"id": 11}),
+    }
     with RecordedApi(routes) as api:
         monkeypatch.setenv("GITHUB_API_URL", api.url)
         monkeypatch.setenv("GITHUB_TOKEN", "t")

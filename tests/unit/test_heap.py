@@ -1,4 +1,5 @@
-"""trainer.runtime.heap: freed heap pages go back to the OS (the LM pretrain's memory growth, issue 17)."""
+"""trainer.runtime.heap: freed heap pages go back to the OS (the LM pretrain's memory growth)."""
+
 import os
 import sys
 from types import SimpleNamespace
@@ -18,8 +19,10 @@ def resident_mb() -> float:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
-glibc = pytest.mark.skipif(not sys.platform.startswith("linux") or heap._malloc_trim() is None,
-                           reason="malloc_trim is glibc's: elsewhere heap.trim() is a no-op by design")
+glibc = pytest.mark.skipif(
+    not sys.platform.startswith("linux") or heap._malloc_trim() is None,
+    reason="malloc_trim is glibc's: elsewhere heap.trim() is a no-op by design",
+)
 
 
 @glibc
@@ -48,9 +51,15 @@ def test_every_learner_trims_its_heap(tmp_path):
         def add_cb(self, cb):
             self.cbs.append(cb)
 
-    args = SimpleNamespace(emb_sz=8, n_hid=8, n_layers=1, checkpoint_minutes=0, progress_seconds=60, patience=10,
-                           lm_head="full")
-    rc = SimpleNamespace(a=args, ctx=SimpleNamespace(distributed=False, world=1, main=False), log=QuietLog(), precision="fp32",
-                         preemption=None)
+    args = SimpleNamespace(
+        emb_sz=8, n_hid=8, n_layers=1, checkpoint_minutes=0, progress_seconds=60, patience=10, lm_head="full"
+    )
+    rc = SimpleNamespace(
+        a=args,
+        ctx=SimpleNamespace(distributed=False, world=1, main=False),
+        log=QuietLog(),
+        precision="fp32",
+        preemption=None,
+    )
     learn = Fitter(rc).setup(Learner())
     assert [type(cb) for cb in learn.cbs] == [HeapTrimCallback]

@@ -3,13 +3,14 @@
 Google APIs are served from recordings on 127.0.0.1 (registry, Cloud Build) and by
 gcp-storage-emulator (the build context upload); no client library is patched.
 """
+
 from __future__ import annotations
 
 import io
 import json
 import os
-import shutil
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -22,15 +23,24 @@ import yaml
 from packaging.requirements import Requirement
 from typer.testing import CliRunner
 
-from stacks.cli import image_cmd
 from stacks.config import load_config
 from stacks.errors import ExitStatus, InfraError
-from stacks.targets.gcp.image import (CLOUDBUILD_ENDPOINT_ENV, DOCKERFILE, REGISTRY_ENDPOINT_ENV, ImageNotBuiltError,
-                              content_hash, context_files, context_tarball, image_exists, image_ref,
-                              require_image, submit_build)
+from stacks.targets.gcp.image import (
+    CLOUDBUILD_ENDPOINT_ENV,
+    DOCKERFILE,
+    REGISTRY_ENDPOINT_ENV,
+    ImageNotBuiltError,
+    content_hash,
+    context_files,
+    context_tarball,
+    image_exists,
+    image_ref,
+    require_image,
+    submit_build,
+)
+from tests.support.project import REPO  # noqa: E402
 from tests.support.recorded_api import RecordedApi
 
-from tests.support.project import REPO  # noqa: E402
 REQUIREMENTS = REPO / "images" / "trainer" / "requirements.txt"
 BUILDS = "/v1/projects/p1/locations/europe-west4/builds"
 BUILD_ID = "5f0e6c1a-2b7d-4c3e-9a8f-1d2e3f4a5b6c"
@@ -40,6 +50,7 @@ GCP_SETS = ["project=p1", "bucket=gs://test-bucket"]
 
 
 # --- Dockerfile and pins -----------------------------------------------------------------
+
 
 def test_hadolint_passes_on_the_dockerfile():
     exe = Path(sys.executable).parent / "hadolint"
@@ -82,14 +93,22 @@ def test_cloudbuild_config_builds_and_pushes_the_substituted_image():
 
 # --- build context and tag ---------------------------------------------------------------
 
+
 def make_tree(dest: Path) -> Path:
     """A checkout with the image's files plus files that must stay out of the image."""
     for rel in context_files(REPO):
         (dest / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(REPO / rel, dest / rel)
     shutil.copy(REPO / ".dockerignore", dest / ".dockerignore")
-    for rel in ("README.md", "stacks/app.py", "tests/test_x.py", "images/trainer/startup.sh",
-                "trainer/__pycache__/cli.cpython-312.pyc", "envs/dev.yaml", ".venv/lib/x.py"):
+    for rel in (
+        "README.md",
+        "stacks/app.py",
+        "tests/test_x.py",
+        "images/trainer/startup.sh",
+        "trainer/__pycache__/cli.cpython-312.pyc",
+        "envs/dev.yaml",
+        ".venv/lib/x.py",
+    ):
         (dest / rel).parent.mkdir(parents=True, exist_ok=True)
         (dest / rel).write_text("outside the image\n")
     return dest
@@ -98,8 +117,14 @@ def make_tree(dest: Path) -> Path:
 def test_context_is_the_dockerignore_allowlist():
     names = [p.as_posix() for p in context_files(REPO)]
     assert names == sorted(names)
-    assert {DOCKERFILE, "images/trainer/requirements.txt", "images/trainer/cloudbuild.yaml",
-            "pyproject.toml", "trainer/__main__.py", "trainer/cli.py"} <= set(names)
+    assert {
+        DOCKERFILE,
+        "images/trainer/requirements.txt",
+        "images/trainer/cloudbuild.yaml",
+        "pyproject.toml",
+        "trainer/__main__.py",
+        "trainer/cli.py",
+    } <= set(names)
     assert not [n for n in names if n.startswith(("stacks/", "tests/", "envs/", ".")) or "__pycache__" in n]
     assert "README.md" not in names and "images/trainer/startup.sh" not in names
 
@@ -111,8 +136,14 @@ def test_hash_ignores_location_mtime_and_files_outside_the_context(tmp_path):
     assert content_hash(a) == first == content_hash(b) == content_hash(REPO)
     os.utime(a / "trainer" / "cli.py", (1, 1))
     assert content_hash(a) == first
-    for rel in ("README.md", "stacks/app.py", "tests/test_x.py", "images/trainer/startup.sh",
-                "trainer/__pycache__/cli.cpython-312.pyc", ".venv/lib/x.py"):
+    for rel in (
+        "README.md",
+        "stacks/app.py",
+        "tests/test_x.py",
+        "images/trainer/startup.sh",
+        "trainer/__pycache__/cli.cpython-312.pyc",
+        ".venv/lib/x.py",
+    ):
         (a / rel).write_text("changed\n")
     assert content_hash(a) == first
 
@@ -138,8 +169,16 @@ def test_new_trainer_module_and_exec_bit_change_the_hash(tmp_path):
 
 def test_dockerignore_rules_follow_docker_semantics(tmp_path):
     tree = tmp_path / "t"
-    for rel in (DOCKERFILE, "a/keep.txt", "a/b/drop.log", "a/b/keep.log",
-                "c/x1.py", "c/xy.py", "c/z1.txt", "d/e/f.txt"):
+    for rel in (
+        DOCKERFILE,
+        "a/keep.txt",
+        "a/b/drop.log",
+        "a/b/keep.log",
+        "c/x1.py",
+        "c/xy.py",
+        "c/z1.txt",
+        "d/e/f.txt",
+    ):
         (tree / rel).parent.mkdir(parents=True, exist_ok=True)
         (tree / rel).write_text(rel)
     (tree / ".dockerignore").write_text("# comment\n\n**/*.log\n!a/b/keep.log\nc/x[0-9].py\nc/z?.txt\n/d/\n")
@@ -177,8 +216,10 @@ REF = "europe-west4-docker.pkg.dev/p1/trainstack/trainer:{tag}"
 
 
 def test_image_exists_asks_the_registry_v2_api(monkeypatch):
-    routes = {("HEAD", "/v2/p1/trainstack/trainer/manifests/built"): (200, {}),
-              ("HEAD", "/v2/p1/trainstack/trainer/manifests/denied"): (403, "image/registry_denied.json")}
+    routes = {
+        ("HEAD", "/v2/p1/trainstack/trainer/manifests/built"): (200, {}),
+        ("HEAD", "/v2/p1/trainstack/trainer/manifests/denied"): (403, "image/registry_denied.json"),
+    }
     with RecordedApi(routes) as api:
         monkeypatch.setenv(REGISTRY_ENDPOINT_ENV, api.url)
         assert image_exists(REF.format(tag="built")) is True
@@ -208,21 +249,26 @@ def test_a_ref_without_tag_is_rejected():
 
 # --- Cloud Build -------------------------------------------------------------------------
 
+
 def cloudbuild_routes(final: str, *, exists: bool = False) -> dict:
-    return {("HEAD", MANIFEST): (200 if exists else 404, {}),
-            ("POST", BUILDS): (200, "image/build_operation.json"),
-            ("GET", f"{BUILDS}/{BUILD_ID}"): (200, final)}
+    return {
+        ("HEAD", MANIFEST): (200 if exists else 404, {}),
+        ("POST", BUILDS): (200, "image/build_operation.json"),
+        ("GET", f"{BUILDS}/{BUILD_ID}"): (200, final),
+    }
 
 
 @pytest.fixture
 def apis(gcs_env, monkeypatch):
     """Start a recorded registry + Cloud Build API and point trainstack at it."""
+
     def start(routes):
         api = RecordedApi(routes).__enter__()
         started.append(api)
         monkeypatch.setenv(REGISTRY_ENDPOINT_ENV, api.url)
         monkeypatch.setenv(CLOUDBUILD_ENDPOINT_ENV, api.url)
         return api
+
     started: list[RecordedApi] = []
     yield start
     for api in started:
@@ -262,8 +308,9 @@ def test_submit_build_uploads_the_context_and_polls_to_success(apis):
     body = json.loads(post.body)
     assert body["substitutions"]["_IMAGE"] == result.ref
     generation = blob(f"_cloudbuild/{tag}.tgz").generation
-    assert body["source"] == {"storageSource": {"bucket": "test-bucket", "object": f"_cloudbuild/{tag}.tgz",
-                                                "generation": str(generation)}}
+    assert body["source"] == {
+        "storageSource": {"bucket": "test-bucket", "object": f"_cloudbuild/{tag}.tgz", "generation": str(generation)}
+    }
     assert body["images"] == ["${_IMAGE}"] and body["steps"][0]["name"] == "gcr.io/cloud-builders/docker"
     assert body["timeout"] == "3600s" and body["options"]["machineType"] == "E2_HIGHCPU_8"
     # Runs as the foundation's builder account, never the project's default compute account.
@@ -337,8 +384,10 @@ def test_submit_build_failure_is_an_infra_error_with_the_log_url(apis):
 
 def test_cloud_build_refusal_names_the_permission(apis):
     routes = cloudbuild_routes("image/build_success.json")
-    routes[("POST", BUILDS)] = (403, {"error": {"code": 403, "status": "PERMISSION_DENIED",
-                                                "message": "The caller does not have permission"}})
+    routes[("POST", BUILDS)] = (
+        403,
+        {"error": {"code": 403, "status": "PERMISSION_DENIED", "message": "The caller does not have permission"}},
+    )
     apis(routes)
     config = load_config(REPO / "envs", "dev", GCP_SETS)
     with pytest.raises(InfraError) as info:
@@ -348,19 +397,11 @@ def test_cloud_build_refusal_names_the_permission(apis):
 
 # --- CLI ---------------------------------------------------------------------------------
 
+
 def cli() -> typer.Typer:
     from stacks.cli import main
 
-    if any(group.name == "image" for group in main.app.registered_groups):
-        return main.app
-    app = typer.Typer()
-    app.add_typer(image_cmd.app, name="image")
-
-    @app.callback()
-    def _root():
-        """trainctl (test root)"""
-
-    return app
+    return main.app
 
 
 def test_cli_image_build_prints_the_ref(project, apis):

@@ -1,4 +1,5 @@
 """`trainctl lm import | list | use`: a fastai-format pair made here (tiny arch) is published; misfits are refused."""
+
 from __future__ import annotations
 
 import json
@@ -35,8 +36,9 @@ def language_model(vocab_size: int, arch: dict):
     return get_language_model(AWD_LSTM, vocab_size, config={**awd_lstm_lm_config, **arch})
 
 
-def write_pair(folder: Path, vocab: list[str], arch: dict = TINY_ARCH, *, learn_save: bool = False,
-               vocab_obj=None) -> tuple[Path, Path]:
+def write_pair(
+    folder: Path, vocab: list[str], arch: dict = TINY_ARCH, *, learn_save: bool = False, vocab_obj=None
+) -> tuple[Path, Path]:
     """weights.pth (a fastai LM state dict; `learn_save`: wrapped as learn.save writes it) + vocab.pkl."""
     import torch
 
@@ -105,8 +107,20 @@ def test_import_publishes_infers_arch_reports_coverage(project, tmp_path, vocab)
     # ... but not under another tokenizer: the id is the files', and a base LM has one tokenizer
     sp_model = tmp_path / "spm.model"
     sp_model.write_bytes(b"not used: refused before tokenizing")
-    r = runner.invoke(app, ["lm", "import", "fr", str(weights), str(vocab_path), "--tokenizer", "sentencepiece",
-                            "--sp-model", str(sp_model)])
+    r = runner.invoke(
+        app,
+        [
+            "lm",
+            "import",
+            "fr",
+            str(weights),
+            str(vocab_path),
+            "--tokenizer",
+            "sentencepiece",
+            "--sp-model",
+            str(sp_model),
+        ],
+    )
     assert r.exit_code == 2 and f"already published as {lm_id} with tokenizer fastai-spacy" in r.output
     assert {p.name: p.stat().st_mtime_ns for p in folder.iterdir()} == before
 
@@ -125,14 +139,38 @@ def test_import_with_a_backward_lm_publishes_both_and_refuses_another_arch(proje
 
     shuffled = tmp_path / "pair" / "itos_bwd.pkl"
     shuffled.write_bytes(pickle.dumps(vocab[1:] + vocab[:1]))  # same size, another order
-    r = runner.invoke(app, ["lm", "import", "fr", str(weights), str(vocab_path), "--backward", str(backward),
-                            "--backward-vocab", str(shuffled)])
+    r = runner.invoke(
+        app,
+        [
+            "lm",
+            "import",
+            "fr",
+            str(weights),
+            str(vocab_path),
+            "--backward",
+            str(backward),
+            "--backward-vocab",
+            str(shuffled),
+        ],
+    )
     assert_refused(project, r, "the backward LM's vocabulary differs")
 
     same = tmp_path / "pair" / "itos_bwd_same.pkl"
     same.write_bytes(pickle.dumps(list(vocab)))
-    r = runner.invoke(app, ["lm", "import", "fr", str(weights), str(vocab_path), "--backward", str(backward),
-                            "--backward-vocab", str(same)])
+    r = runner.invoke(
+        app,
+        [
+            "lm",
+            "import",
+            "fr",
+            str(weights),
+            str(vocab_path),
+            "--backward",
+            str(backward),
+            "--backward-vocab",
+            str(same),
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert "with a backward LM" in r.output
     [with_bwd] = published_ids(project)
@@ -190,11 +228,14 @@ def test_vocab_shorter_than_weights_is_refused(project, tmp_path, vocab):
     assert_refused(project, r, f"the embedding has {len(vocab)} rows but the vocabulary has {len(vocab) - 1} tokens")
 
 
-@pytest.mark.parametrize("bad, message", [
-    ({"xxunk": 0, "xxpad": 1}, "holds dict, not a list of str"),
-    (PurePosixPath("vocab"), "refers to pathlib"),
-    ("a string", "holds str, not a list of str"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ({"xxunk": 0, "xxpad": 1}, "holds dict, not a list of str"),
+        (PurePosixPath("vocab"), "refers to pathlib"),
+        ("a string", "holds str, not a list of str"),
+    ],
+)
 def test_vocab_that_is_not_a_list_of_str_is_refused(project, tmp_path, vocab, bad, message):
     weights, vocab_path = write_pair(tmp_path / "pair", vocab, vocab_obj=bad)
     r = runner.invoke(app, ["lm", "import", "fr", str(weights), str(vocab_path)])
@@ -203,12 +244,18 @@ def test_vocab_that_is_not_a_list_of_str_is_refused(project, tmp_path, vocab, ba
 
 def test_vocab_with_duplicates_or_without_specials_is_refused(project, tmp_path, vocab):
     weights, vocab_path = write_pair(tmp_path / "pair", vocab, vocab_obj=vocab[:-1] + ["facture"])
-    assert_refused(project, runner.invoke(app, ["lm", "import", "fr", str(weights), str(vocab_path)]),
-                   "duplicate tokens: 'facture'")
+    assert_refused(
+        project,
+        runner.invoke(app, ["lm", "import", "fr", str(weights), str(vocab_path)]),
+        "duplicate tokens: 'facture'",
+    )
     plain = [f"w{i}" for i in range(len(vocab))]
     weights, vocab_path = write_pair(tmp_path / "plain", plain)
-    assert_refused(project, runner.invoke(app, ["lm", "import", "fr", str(weights), str(vocab_path)]),
-                   "lacks fastai's special tokens xxunk, xxpad, xxbos")
+    assert_refused(
+        project,
+        runner.invoke(app, ["lm", "import", "fr", str(weights), str(vocab_path)]),
+        "lacks fastai's special tokens xxunk, xxpad, xxbos",
+    )
 
 
 def test_weights_that_are_not_a_language_model_are_refused(project, tmp_path, vocab):
@@ -218,27 +265,35 @@ def test_weights_that_are_not_a_language_model_are_refused(project, tmp_path, vo
     state = torch.load(weights, weights_only=True)
     del state["1.decoder.bias"]
     torch.save(state, weights)
-    assert_refused(project, runner.invoke(app, ["lm", "import", "fr", str(weights), str(vocab_path)]),
-                   "missing 1.decoder.bias")
+    assert_refused(
+        project, runner.invoke(app, ["lm", "import", "fr", str(weights), str(vocab_path)]), "missing 1.decoder.bias"
+    )
     state = language_model(len(vocab), TINY_ARCH).state_dict()
     state["0.rnns.1.module.weight_ih_l0"] = torch.zeros(64, 31)
     torch.save(state, weights)
-    assert_refused(project, runner.invoke(app, ["lm", "import", "fr", str(weights), str(vocab_path)]),
-                   "0.rnns.1.module.weight_ih_l0 is [64, 31], expected [64, 32]")
+    assert_refused(
+        project,
+        runner.invoke(app, ["lm", "import", "fr", str(weights), str(vocab_path)]),
+        "0.rnns.1.module.weight_ih_l0 is [64, 31], expected [64, 32]",
+    )
     state = language_model(len(vocab), TINY_ARCH).state_dict()
     state["0.encoder_with_dropout.embed.weight"] = state.pop("0.encoder_dp.emb.weight")
     torch.save(state, weights)
-    assert_refused(project, runner.invoke(app, ["lm", "import", "fr", str(weights), str(vocab_path)]),
-                   "fastai 0.7's format")
+    assert_refused(
+        project, runner.invoke(app, ["lm", "import", "fr", str(weights), str(vocab_path)]), "fastai 0.7's format"
+    )
     weights.write_bytes(b"not a torch file")
-    assert_refused(project, runner.invoke(app, ["lm", "import", "fr", str(weights), str(vocab_path)]),
-                   "is not a torch state dict")
+    assert_refused(
+        project, runner.invoke(app, ["lm", "import", "fr", str(weights), str(vocab_path)]), "is not a torch state dict"
+    )
 
 
 def test_list_and_use(project, tmp_path, vocab):
     first = write_pair(tmp_path / "one", vocab)
     # learn.save's {"model": ..., "opt": ...} with one layer and a longer vocabulary
-    second = write_pair(tmp_path / "two", vocab + ["client"], {"emb_sz": 8, "n_hid": 24, "n_layers": 1}, learn_save=True)
+    second = write_pair(
+        tmp_path / "two", vocab + ["client"], {"emb_sz": 8, "n_hid": 24, "n_layers": 1}, learn_save=True
+    )
     assert runner.invoke(app, ["lm", "import", "fr", *map(str, first)]).exit_code == 0
     r = runner.invoke(app, ["lm", "import", "fr", *map(str, second)])
     assert r.exit_code == 0, r.output
@@ -275,8 +330,16 @@ def test_list_marks_small_lms_and_empty_language(project):
     r = runner.invoke(app, ["lm", "list", "fr"])
     assert r.exit_code == 0 and "no base LM published for fr" in r.output
     bucket = LocalBucket(bucket_dir(project))
-    small = store.BaseLM(id="pre-small", source="pretrain", tokenizer="t", arch=dict(TINY_ARCH), vocab_size=8,
-                         tokens=5_000, perplexity=120.5, created_at="2026-01-01T00:00:00Z")
+    small = store.BaseLM(
+        id="pre-small",
+        source="pretrain",
+        tokenizer="t",
+        arch=dict(TINY_ARCH),
+        vocab_size=8,
+        tokens=5_000,
+        perplexity=120.5,
+        created_at="2026-01-01T00:00:00Z",
+    )
     store.publish(bucket, "fr", small, b"w", b"v", make_current=True)
     r = runner.invoke(app, ["lm", "list", "fr"])
     row = next(line.split("\t") for line in r.output.splitlines() if "\tpre-small\t" in line)
@@ -300,7 +363,9 @@ def test_unknown_language_and_missing_trainer_extra(project, tmp_path, monkeypat
     import stacks.cli.lm_cmd as lm_cmd
 
     real = lm_cmd.importlib.util.find_spec
-    monkeypatch.setattr(lm_cmd.importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a))
+    monkeypatch.setattr(
+        lm_cmd.importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a)
+    )
     r = runner.invoke(app, ["lm", "import", "fr", "w.pth", "v.pkl"])
     assert r.exit_code == 2 and "pip install 'trainstack[trainer]'" in r.output
 
@@ -311,8 +376,16 @@ def test_one_damaged_base_lm_is_a_line_and_the_others_are_listed(project):
 
     bucket = LocalBucket(bucket_dir(project))
     for lm_id in ("pre-good", "pre-cut"):
-        lm = store.BaseLM(id=lm_id, source="pretrain", tokenizer="t", arch=dict(TINY_ARCH), vocab_size=8,
-                          tokens=500_000, perplexity=80.0, created_at="2026-01-01T00:00:00Z")
+        lm = store.BaseLM(
+            id=lm_id,
+            source="pretrain",
+            tokenizer="t",
+            arch=dict(TINY_ARCH),
+            vocab_size=8,
+            tokens=500_000,
+            perplexity=80.0,
+            created_at="2026-01-01T00:00:00Z",
+        )
         store.publish(bucket, "fr", lm, b"w", b"v", make_current=lm_id == "pre-good")
     meta = bucket_dir(project) / "fr" / "lm" / "pre-cut" / "meta.json"
     meta.write_text(meta.read_text()[:25])  # cut short, as by a full disk

@@ -1,4 +1,5 @@
 """LM fine-tuning reads the user's text: epochs walk through the unlabelled texts in parts (trainer.lm.parts)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -14,7 +15,7 @@ def test_a_budget_larger_than_one_epoch_share_reads_different_texts_each_epoch()
     for part in p.parts:  # the training rows in every epoch, then 300 tokens of unlabelled text
         assert part[:3].tolist() == [0, 1, 2]
         assert 300 <= lengths[part[3:]].sum() < 310
-    assert all(not (a & b) for i, a in enumerate(unlabelled) for b in unlabelled[i + 1:])  # one pass: no text twice
+    assert all(not (a & b) for i, a in enumerate(unlabelled) for b in unlabelled[i + 1 :])  # one pass: no text twice
     assert not set(p.valid.tolist()) & set().union(*unlabelled)  # validation texts are never trained on
     assert p.valid.min() >= 3 and len(p.valid) == 20  # a tenth of the unlabelled texts, never a training row
     assert 0.6 < p.passes < 0.7  # 1,200 of the 1,800 tokens left after validation

@@ -1,4 +1,5 @@
 """The base-LM registry in the bucket: `<lang>/lm/<lm-id>/`, `<lang>/lm/CURRENT`, the legacy flat layout."""
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,16 @@ def bucket(tmp_path):
 
 
 def make_lm(lm_id: str, created_at: str, tokens: int | None = 1000) -> BaseLM:
-    return BaseLM(id=lm_id, source="pretrain", tokenizer="fastai-spacy-blank-fr-unicase-v1", arch=dict(ARCH),
-                  vocab_size=16, tokens=tokens, perplexity=42.0, created_at=created_at)
+    return BaseLM(
+        id=lm_id,
+        source="pretrain",
+        tokenizer="fastai-spacy-blank-fr-unicase-v1",
+        arch=dict(ARCH),
+        vocab_size=16,
+        tokens=tokens,
+        perplexity=42.0,
+        created_at=created_at,
+    )
 
 
 def test_publish_read_list_and_current(bucket):
@@ -63,8 +72,9 @@ def test_incomplete_id_is_not_listed_and_can_be_completed(bucket):
     assert store.list_lms(bucket, "fr") == [] and store.read(bucket, "fr", "pre-aaa") is None
     with pytest.raises(DataError):
         store.set_current(bucket, "fr", "pre-aaa")
-    assert store.publish(bucket, "fr", make_lm("pre-aaa", "2026-01-01T00:00:00Z"), b"whole", b"vocab",
-                         make_current=True)
+    assert store.publish(
+        bucket, "fr", make_lm("pre-aaa", "2026-01-01T00:00:00Z"), b"whole", b"vocab", make_current=True
+    )
     assert bucket.read_bytes("fr/lm/pre-aaa/weights.pth") == b"whole"
     assert [lm.id for lm in store.list_lms(bucket, "fr")] == ["pre-aaa"]
     assert store.current_id(bucket, "fr") == "pre-aaa"
@@ -73,8 +83,9 @@ def test_incomplete_id_is_not_listed_and_can_be_completed(bucket):
 def test_legacy_flat_layout_is_listed_and_current_without_current(bucket):
     bucket.write_bytes("fr/lm/weights.pth", b"w")
     bucket.write_bytes("fr/lm/vocab.pkl", b"v")
-    bucket.write_bytes("fr/lm/meta.json", json.dumps({"arch": ARCH, "vocab_size": 16,
-                                                      "trained_at": "2025-06-01T00:00:00Z"}).encode())
+    bucket.write_bytes(
+        "fr/lm/meta.json", json.dumps({"arch": ARCH, "vocab_size": 16, "trained_at": "2025-06-01T00:00:00Z"}).encode()
+    )
     [legacy] = store.list_lms(bucket, "fr")
     assert legacy.id == LEGACY_ID and legacy.source == LEGACY_ID and legacy.arch == ARCH
     assert legacy.created_at == "2025-06-01T00:00:00Z"

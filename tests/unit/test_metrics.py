@@ -1,5 +1,5 @@
-import pytest
 import numpy as np
+import pytest
 
 from trainer.classification import metrics as M
 

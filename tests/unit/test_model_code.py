@@ -1,4 +1,5 @@
 """The code a logged model carries: the trainer package under a name of its own, its imports renamed."""
+
 from __future__ import annotations
 
 import ast
@@ -30,11 +31,13 @@ def late():
     if True: import trainer.storage as storage
 '''
     out = renamed_imports(source, "trainer_0123")
-    assert out == (source.replace("from trainer.serving", "from trainer_0123.serving")
-                   .replace("from trainer import errors", "from trainer_0123 import errors")
-                   .replace("import trainer.params", "import trainer_0123.params")
-                   .replace("from trainer.classification", "from trainer_0123.classification")
-                   .replace("import trainer.storage", "import trainer_0123.storage"))
+    assert out == (
+        source.replace("from trainer.serving", "from trainer_0123.serving")
+        .replace("from trainer import errors", "from trainer_0123 import errors")
+        .replace("import trainer.params", "import trainer_0123.params")
+        .replace("from trainer.classification", "from trainer_0123.classification")
+        .replace("import trainer.storage", "import trainer_0123.storage")
+    )
 
 
 @pytest.mark.parametrize("line", ["import trainer.params", "import json, trainer"])
@@ -63,8 +66,13 @@ def test_the_whole_trainer_copies_with_no_import_of_trainer_left(tmp_path):
     assert code.name == code_package(TRAINER) and (code / "serving" / "mlflow_model_code.py").exists()
     for path in code.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            names = ([node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 else
-                     [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            names = (
+                [node.module]
+                if isinstance(node, ast.ImportFrom) and node.level == 0
+                else [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else []
+            )
             assert not [n for n in names if n and n.split(".")[0] == "trainer"], (path, ast.unparse(node))
     path_before = list(sys.path)
     with importable(code):

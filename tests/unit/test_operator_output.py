@@ -3,6 +3,7 @@ runs of every language in the bucket, STARTING runs, and cost estimates.
 
 Fabricated run folders in the local (file://) bucket; no training runs here.
 """
+
 from __future__ import annotations
 
 import json
@@ -14,7 +15,8 @@ import pytest
 from typer.testing import CliRunner
 
 from stacks.cli.main import app
-from trainer.runfiles.status_file import RunStatus, new_run_id
+from trainer.runfiles.run_ids import new_run_id
+from trainer.runfiles.status_file import RunStatus
 from trainer.storage import LocalBucket
 
 runner = CliRunner()
@@ -30,9 +32,18 @@ def write(bucket_root: Path, key: str, data) -> None:
 
 
 def finished(lang: str, run_id: str, env: str = "local", state: str = "SUCCEEDED") -> bytes:
-    return RunStatus(run_id=run_id, lang=lang, env=env, state=state, stage="done", epoch=2, epochs=2,
-                     started_at="2025-01-01T10:00:00+00:00", updated_at="2025-01-01T10:05:00+00:00",
-                     finished_at="2025-01-01T10:05:00+00:00").to_json()
+    return RunStatus(
+        run_id=run_id,
+        lang=lang,
+        env=env,
+        state=state,
+        stage="done",
+        epoch=2,
+        epochs=2,
+        started_at="2025-01-01T10:00:00+00:00",
+        updated_at="2025-01-01T10:05:00+00:00",
+        finished_at="2025-01-01T10:05:00+00:00",
+    ).to_json()
 
 
 @pytest.fixture
@@ -43,12 +54,24 @@ def bucket(project, monkeypatch):
     monkeypatch.setenv("TRAINCTL_ENV", "local")
     fresh = new_run_id()
     write(root, f"fr/runs/{OLD_FR}/status.json", finished("fr", OLD_FR))
-    write(root, f"fr/runs/{OLD_FR}/metrics.json", {"run_id": OLD_FR, "lang": "fr", "macro_f1": 0.8125,
-                                                   "labels": ["a", "b"], "micro_f1": 0.8, "accuracy": 0.8,
-                                                   "per_label": {label: {"precision": 0.8, "recall": 0.8, "f1": 0.8,
-                                                                         "support": 5, "threshold": None}
-                                                                 for label in ("a", "b")},
-                                                   "baseline_tfidf": {"macro_f1": 0.9}, "rows": {"scores": "valid"}})
+    write(
+        root,
+        f"fr/runs/{OLD_FR}/metrics.json",
+        {
+            "run_id": OLD_FR,
+            "lang": "fr",
+            "macro_f1": 0.8125,
+            "labels": ["a", "b"],
+            "micro_f1": 0.8,
+            "accuracy": 0.8,
+            "per_label": {
+                label: {"precision": 0.8, "recall": 0.8, "f1": 0.8, "support": 5, "threshold": None}
+                for label in ("a", "b")
+            },
+            "baseline_tfidf": {"macro_f1": 0.9},
+            "rows": {"scores": "valid"},
+        },
+    )
     write(root, f"fr/runs/{OLD_FR}/model.pth", b"weights")
     write(root, f"fr/runs/{OLD_FR}/log.txt", b"line one\n[not markup] line two\n")
     write(root, f"fr/runs/{fresh}/metadata/trainctl.json", {"run_id": fresh, "lang": "fr"})
@@ -62,7 +85,10 @@ def test_runs_json_lists_every_language_with_cost(bucket):
     assert r.exit_code == 0, r.output
     rows = json.loads(r.output)
     assert [(x["run_id"], x["lang"], x["state"]) for x in rows] == [
-        (OLD_FR, "fr", "SUCCEEDED"), (OLD_ES, "es", "FAILED"), (bucket.fresh, "fr", "STARTING")]
+        (OLD_FR, "fr", "SUCCEEDED"),
+        (OLD_ES, "es", "FAILED"),
+        (bucket.fresh, "fr", "STARTING"),
+    ]
     assert [x["configured"] for x in rows] == [True, False, True]
     assert all(x["est_cost"] == 0 and x["billed_vm_s"] == 0 for x in rows)  # local runs cost nothing
     assert rows[0]["macro_f1"] == 0.8125 and rows[0]["duration_s"] == 300
@@ -76,11 +102,37 @@ def test_runs_table_without_a_terminal_is_whole(bucket):
     lines = r.output.splitlines()
     assert lines[0].startswith("runs in file://")  # the title, whole, on one line
     assert lines[0].endswith(f"/{LONG}/bucket (times UTC; cost: estimated, USD)")
-    assert lines[1].split("\t") == ["run", "lang", "state", "started", "duration", "macro-F1", "kept", "TF-IDF",
-                                    "Δ", "rows", "resumed", "VM time", "est. cost"]
+    assert lines[1].split("\t") == [
+        "run",
+        "lang",
+        "state",
+        "started",
+        "duration",
+        "macro-F1",
+        "kept",
+        "TF-IDF",
+        "Δ",
+        "rows",
+        "resumed",
+        "VM time",
+        "est. cost",
+    ]
     # a run from before the blend: its classifier is what was kept
-    assert lines[2].split("\t") == [OLD_FR, "fr", "SUCCEEDED", "2025-01-01 10:00", "300s", "0.812", "classifier", "0.900",
-                                    "-0.088", "valid", "", "0.00h", "$0.00"]
+    assert lines[2].split("\t") == [
+        OLD_FR,
+        "fr",
+        "SUCCEEDED",
+        "2025-01-01 10:00",
+        "300s",
+        "0.812",
+        "classifier",
+        "0.900",
+        "-0.088",
+        "valid",
+        "",
+        "0.00h",
+        "$0.00",
+    ]
     assert lines[3].split("\t")[:3] == [OLD_ES, "es (not in env local)", "FAILED"]
 
 
@@ -111,23 +163,46 @@ def test_runs_show_and_logs_json(bucket):
 
 
 def test_gcp_run_cost_from_the_vm_boot_records(project, tmp_path, monkeypatch):
-    from stacks.targets.gcp.prices import fallback_book
     from stacks.project import Project
     from stacks.runs.records import record_cost, run_row
+    from stacks.targets.gcp.prices import fallback_book
 
     config = Project(project).load("dev", ["project=p1"])
     b = LocalBucket(tmp_path / "b")
     run_id = "20250301-120000-cccc"
-    write(b.root, f"fr/runs/{run_id}/status.json", RunStatus(
-        run_id=run_id, lang="fr", env="dev", state="SUCCEEDED", started_at="2025-03-01T12:05:00+00:00",
-        updated_at="2025-03-01T14:00:00+00:00", finished_at="2025-03-01T14:00:00+00:00").to_json())
-    write(b.root, f"fr/runs/{run_id}/metadata/trainctl.json", {
-        "run_id": run_id, "machine_type": "g2-standard-8", "gpu": {"type": "nvidia-l4", "count": 1},
-        "spot": True, "nodes": 1, "zone": "europe-west4-b", "region": "europe-west4"})
+    write(
+        b.root,
+        f"fr/runs/{run_id}/status.json",
+        RunStatus(
+            run_id=run_id,
+            lang="fr",
+            env="dev",
+            state="SUCCEEDED",
+            started_at="2025-03-01T12:05:00+00:00",
+            updated_at="2025-03-01T14:00:00+00:00",
+            finished_at="2025-03-01T14:00:00+00:00",
+        ).to_json(),
+    )
+    write(
+        b.root,
+        f"fr/runs/{run_id}/metadata/trainctl.json",
+        {
+            "run_id": run_id,
+            "machine_type": "g2-standard-8",
+            "gpu": {"type": "nvidia-l4", "count": 1},
+            "spot": True,
+            "nodes": 1,
+            "zone": "europe-west4-b",
+            "region": "europe-west4",
+        },
+    )
     # Booted at 12:00, preempted and recreated at 13:00 (same VM name): 2 h of VM time in all.
     for booted in ("20250301T120000Z", "20250301T130000Z"):
-        write(b.root, f"fr/runs/{run_id}/metadata/instances/dev-train-fr-x1/{booted}.json",
-              {"name": "dev-train-fr-x1", "booted_at": booted, "machine_type": "g2-standard-8"})
+        write(
+            b.root,
+            f"fr/runs/{run_id}/metadata/instances/dev-train-fr-x1/{booted}.json",
+            {"name": "dev-train-fr-x1", "booted_at": booted, "machine_type": "g2-standard-8"},
+        )
     row = run_row(b, config, "fr", run_id)
     # the suite's catalog is a closed port: the dated fallback table prices it, and says so
     per_hour, note = fallback_book().vm_per_hour("europe-west4", "g2-standard-8", "nvidia-l4", 1, True)
@@ -138,9 +213,13 @@ def test_gcp_run_cost_from_the_vm_boot_records(project, tmp_path, monkeypatch):
     cost = record_cost(b, config, "fr", run_id)
     assert json.loads(b.read_bytes(f"fr/runs/{run_id}/metadata/cost.json")) == cost
     # A machine type the table does not know: "cost unknown", not a crash.
-    write(b.root, f"fr/runs/{run_id}/metadata/trainctl.json", {"machine_type": "z9-mystery-1", "region": "europe-west4"})
+    write(
+        b.root, f"fr/runs/{run_id}/metadata/trainctl.json", {"machine_type": "z9-mystery-1", "region": "europe-west4"}
+    )
     row = run_row(b, config, "fr", run_id)
-    assert row["est_cost"] is None and row["cost_note"].startswith("cost unknown: no price for machine type z9-mystery-1")
+    assert row["est_cost"] is None and row["cost_note"].startswith(
+        "cost unknown: no price for machine type z9-mystery-1"
+    )
     from stacks.cli import runs_cmds
 
     monkeypatch.setattr(runs_cmds, "open_env", lambda *a, **k: (config, b))  # a gcp env over a folder bucket
@@ -151,8 +230,8 @@ def test_gcp_run_cost_from_the_vm_boot_records(project, tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("env", ["dev", "prod"])
 def test_fallback_table_knows_every_configured_machine(project, env):
-    from stacks.targets.gcp.prices import estimate, fallback_book
     from stacks.project import Project
+    from stacks.targets.gcp.prices import estimate, fallback_book
 
     book = fallback_book()
     config = Project(project).load(env, ["project=p1"])
@@ -160,7 +239,9 @@ def test_fallback_table_knows_every_configured_machine(project, env):
         for spot in (True, False):
             settings = config.language(lang).model_copy(update={"spot": spot})
             est = estimate(settings, config.region, book)
-            assert est.per_hour and est.at_max_run_hours == pytest.approx(est.per_hour * settings.max_run_hours, abs=0.01)
+            assert est.per_hour and est.at_max_run_hours == pytest.approx(
+                est.per_hour * settings.max_run_hours, abs=0.01
+            )
     unknown = estimate(config.language("fr").model_copy(update={"machine_type": "z9-mystery-1"}), config.region, book)
     assert unknown.per_hour is None and "cost unknown" in unknown.line("z9-mystery-1")
 

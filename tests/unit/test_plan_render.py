@@ -1,4 +1,5 @@
 """The plan review renderer: real `terraform show -json` output, hand-written fixtures, the size budget."""
+
 from __future__ import annotations
 
 import json
@@ -8,8 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from stacks.plan_render import (GITHUB_COMMENT_LIMIT, load_plan_file, load_plan_files, plan_from_document,
-                                render_markdown)
+from stacks.plan_render import (
+    GITHUB_COMMENT_LIMIT,
+    load_plan_file,
+    load_plan_files,
+    plan_from_document,
+    render_markdown,
+)
 from stacks.plan_render.attributes import attribute_changes
 from stacks.plan_render.redact import redact
 
@@ -24,20 +30,30 @@ def render(*names: str, **kw) -> str:
 
 # --- real terraform ------------------------------------------------------------------------------
 
+
 def terraform(workdir: Path, *args: str) -> str:
-    env = {"TF_IN_AUTOMATION": "1", "CHECKPOINT_DISABLE": "1", "PATH": "/usr/local/bin:/usr/bin:/bin",
-           "TF_CLI_CONFIG_FILE": "/dev/null", "HOME": str(workdir)}
+    env = {
+        "TF_IN_AUTOMATION": "1",
+        "CHECKPOINT_DISABLE": "1",
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "TF_CLI_CONFIG_FILE": "/dev/null",
+        "HOME": str(workdir),
+    }
     proc = subprocess.run(["terraform", *args, "-no-color"], cwd=workdir, env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout
 
 
 def write_config(workdir: Path, resources: dict, secret: str = "hunter2-very-secret") -> None:
-    (workdir / "main.tf.json").write_text(json.dumps({
-        "variable": {"secret": {"type": "string", "sensitive": True, "default": secret}},
-        "resource": {"terraform_data": resources},
-        "output": {"token": {"value": "${var.secret}", "sensitive": True}},
-    }))
+    (workdir / "main.tf.json").write_text(
+        json.dumps(
+            {
+                "variable": {"secret": {"type": "string", "sensitive": True, "default": secret}},
+                "resource": {"terraform_data": resources},
+                "output": {"token": {"value": "${var.secret}", "sensitive": True}},
+            }
+        )
+    )
 
 
 def real_plan(workdir: Path) -> dict:
@@ -49,20 +65,24 @@ def real_plan(workdir: Path) -> dict:
 def real_plans(tmp_path_factory) -> dict[str, dict]:
     """Plans made by the real binary with Terraform's built-in provider only (offline)."""
     workdir = tmp_path_factory.mktemp("tf")
-    initial = {"settings": {"input": {"epochs": 6, "script": "#!/bin/bash\necho one\necho two\n"}},
-               "run": {"triggers_replace": ["run-1"], "input": "fr"},
-               "recreated": {"triggers_replace": ["a"], "input": "x", "lifecycle": {"create_before_destroy": True}},
-               "old": {"input": "stays until removed"},
-               "secret": {"input": "${var.secret}"}}
+    initial = {
+        "settings": {"input": {"epochs": 6, "script": "#!/bin/bash\necho one\necho two\n"}},
+        "run": {"triggers_replace": ["run-1"], "input": "fr"},
+        "recreated": {"triggers_replace": ["a"], "input": "x", "lifecycle": {"create_before_destroy": True}},
+        "old": {"input": "stays until removed"},
+        "secret": {"input": "${var.secret}"},
+    }
     write_config(workdir, initial)
     terraform(workdir, "init", "-input=false")
     plans = {"create": real_plan(workdir)}
     terraform(workdir, "apply", "-input=false", "-auto-approve")
     plans["no-op"] = real_plan(workdir)
-    changed = {**initial,
-               "settings": {"input": {"epochs": 8, "script": "#!/bin/bash\necho one\necho 2\necho three\n"}},
-               "run": {"triggers_replace": ["run-2"], "input": "fr"},
-               "recreated": {**initial["recreated"], "triggers_replace": ["b"]}}
+    changed = {
+        **initial,
+        "settings": {"input": {"epochs": 8, "script": "#!/bin/bash\necho one\necho 2\necho three\n"}},
+        "run": {"triggers_replace": ["run-2"], "input": "fr"},
+        "recreated": {**initial["recreated"], "triggers_replace": ["b"]},
+    }
     del changed["old"]
     write_config(workdir, changed, secret="hunter3-very-secret")
     plans["changed"] = real_plan(workdir)
@@ -90,8 +110,12 @@ def test_real_update_replace_delete_plan(real_plans):
     doc = real_plans["changed"]
     plan = plan_from_document(doc, env="local", stack="train-fr", source="changed")
     assert {c.address: c.kind for c in plan.changes if c.kind != "no-op"} == {
-        "terraform_data.settings": "update", "terraform_data.run": "replace", "terraform_data.recreated": "replace",
-        "terraform_data.old": "delete", "terraform_data.secret": "update"}
+        "terraform_data.settings": "update",
+        "terraform_data.run": "replace",
+        "terraform_data.recreated": "replace",
+        "terraform_data.old": "delete",
+        "terraform_data.secret": "update",
+    }
     text = render_markdown([plan])
     head = "\n".join(text.splitlines()[:14])
     assert "**delete** `local` · `train-fr` `terraform_data.old` — its configuration was removed" in head
@@ -108,19 +132,24 @@ def test_real_update_replace_delete_plan(real_plans):
 
 # --- hand-written fixtures -----------------------------------------------------------------------
 
+
 def test_delete_is_in_the_banner_under_the_table():
     lines = render("dev/delete.json").splitlines()
     assert lines[2].startswith("⚠️ **Destroys resources**: 1 to delete")
     table_end = max(i for i, ln in enumerate(lines) if ln.startswith("| `dev`"))
     assert lines[table_end + 2] == "> [!CAUTION]"
-    assert lines[table_end + 4] == ("> - **delete** `dev` · `foundation` `google_storage_bucket.artifacts_bucket` "
-                                    "— its configuration was removed")
+    assert lines[table_end + 4] == (
+        "> - **delete** `dev` · `foundation` `google_storage_bucket.artifacts_bucket` — its configuration was removed"
+    )
 
 
-@pytest.mark.parametrize("name, order, forced", [
-    ("dev/replace-create-before-destroy.json", "create before destroy", "`machine_type`"),
-    ("dev/replace-destroy-before-create.json", "destroy before create", "`location`"),
-])
+@pytest.mark.parametrize(
+    "name, order, forced",
+    [
+        ("dev/replace-create-before-destroy.json", "create before destroy", "`machine_type`"),
+        ("dev/replace-destroy-before-create.json", "destroy before create", "`location`"),
+    ],
+)
 def test_replace_names_order_reason_and_forcing_attribute(name, order, forced):
     text = render(name)
     banner = next(ln for ln in text.splitlines() if ln.startswith("> - **replace**"))
@@ -171,9 +200,11 @@ def test_the_quote_stored_with_the_plan_prices_it_and_names_its_source():
 
     doc = json.loads((FIXTURES / "dev/train-fr.json").read_text())
     doc.setdefault("trainstack", {})["prices"] = {
-        "source": "Cloud Billing Catalog API, read 2026-11-25T16:00Z", "warning": "",
+        "source": "Cloud Billing Catalog API, read 2026-11-25T16:00Z",
+        "warning": "",
         "spot": {"vm_per_hour": 0.5, "note": ""},
-        "on_demand": {"vm_per_hour": None, "note": "cost unknown: the Billing Catalog has no on-demand core/g2 SKU"}}
+        "on_demand": {"vm_per_hour": None, "note": "cost unknown: the Billing Catalog has no on-demand core/g2 SKU"},
+    }
     (line,) = training_lines([plan_from_document(doc, env="dev", stack="train-fr", source="x")])
     assert "Spot (planned) $2.00" in line and "on-demand: cost unknown: the Billing Catalog has no" in line
     assert "(list prices: Cloud Billing Catalog API, read 2026-11-25T16:00Z; estimate)" in line
@@ -199,33 +230,73 @@ def test_folder_input_orders_env_then_foundation_first():
 
 # --- the size budget -----------------------------------------------------------------------------
 
+
 def big_plan(env: str, stack: str, n: int, *, delete: str | None = None, replace: str | None = None) -> dict:
     script = "#!/bin/bash\n" + "".join(f"echo {i}\n" for i in range(300))
     changes = []
     for i in range(n):
-        after = {"name": f"{stack}-vm-{i}", "machine_type": "g2-standard-8", "zone": "europe-west4-b",
-                 "labels": {"app": "trainstack", "env": env, "index": str(i)}, "startup": script,
-                 "password": f"pw-{i:04d}-sensitive"}
-        changes.append({"address": f"google_compute_instance.vm_{i:03d}", "type": "google_compute_instance",
-                        "mode": "managed", "change": {"actions": ["create"], "before": None, "after": after,
-                                                      "after_unknown": {"id": True}, "before_sensitive": False,
-                                                      "after_sensitive": {"password": True}}})
+        after = {
+            "name": f"{stack}-vm-{i}",
+            "machine_type": "g2-standard-8",
+            "zone": "europe-west4-b",
+            "labels": {"app": "trainstack", "env": env, "index": str(i)},
+            "startup": script,
+            "password": f"pw-{i:04d}-sensitive",
+        }
+        changes.append(
+            {
+                "address": f"google_compute_instance.vm_{i:03d}",
+                "type": "google_compute_instance",
+                "mode": "managed",
+                "change": {
+                    "actions": ["create"],
+                    "before": None,
+                    "after": after,
+                    "after_unknown": {"id": True},
+                    "before_sensitive": False,
+                    "after_sensitive": {"password": True},
+                },
+            }
+        )
     if delete:
-        changes.append({"address": delete, "type": "google_storage_bucket", "mode": "managed",
-                        "action_reason": "delete_because_no_resource_config",
-                        "change": {"actions": ["delete"], "before": {"name": "b"}, "after": None}})
+        changes.append(
+            {
+                "address": delete,
+                "type": "google_storage_bucket",
+                "mode": "managed",
+                "action_reason": "delete_because_no_resource_config",
+                "change": {"actions": ["delete"], "before": {"name": "b"}, "after": None},
+            }
+        )
     if replace:
-        changes.append({"address": replace, "type": "google_compute_instance_template", "mode": "managed",
-                        "action_reason": "replace_because_cannot_update",
-                        "change": {"actions": ["create", "delete"], "before": {"machine_type": "a"},
-                                   "after": {"machine_type": "b"}, "replace_paths": [["machine_type"]]}})
+        changes.append(
+            {
+                "address": replace,
+                "type": "google_compute_instance_template",
+                "mode": "managed",
+                "action_reason": "replace_because_cannot_update",
+                "change": {
+                    "actions": ["create", "delete"],
+                    "before": {"machine_type": "a"},
+                    "after": {"machine_type": "b"},
+                    "replace_paths": [["machine_type"]],
+                },
+            }
+        )
     return {"format_version": "1.2", "resource_changes": changes, "trainstack": {"env": env, "stack": stack}}
 
 
 def test_400_resources_with_one_delete_and_one_replace_fit_in_one_comment():
     docs = [big_plan("dev", f"train-l{k}", 50) for k in range(7)]
-    docs.append(big_plan("prod", "foundation", 48, delete="google_storage_bucket.old_artifacts",
-                         replace="google_compute_instance_template.vms_template"))
+    docs.append(
+        big_plan(
+            "prod",
+            "foundation",
+            48,
+            delete="google_storage_bucket.old_artifacts",
+            replace="google_compute_instance_template.vms_template",
+        )
+    )
     plans = [plan_from_document(d, env="?", stack="?", source="gen") for d in docs]
     assert sum(len(p.changes) for p in plans) == 400
     text = render_markdown(plans, artifact="the `plan-json` artifact")
@@ -246,14 +317,16 @@ def test_a_huge_single_stack_keeps_verdict_table_and_banner():
 
 
 def test_attribute_changes_report_unknown_and_added_blocks():
-    plan = plan_from_document(json.loads((FIXTURES / "dev/train-fr.json").read_text()), env="dev", stack="x",
-                              source="t")
+    plan = plan_from_document(
+        json.loads((FIXTURES / "dev/train-fr.json").read_text()), env="dev", stack="x", source="t"
+    )
     template = plan.changes[0]
     paths = {a.path: a.after for a in attribute_changes(template)}
     assert paths["id"] == "(known after apply)" and paths["guest_accelerator[0].type"] == '"nvidia-l4"'
 
 
 # --- `trainctl plan`: renderer wiring and exit codes -------------------------------------------------
+
 
 def invoke(*args: str):
     from typer.testing import CliRunner
@@ -266,8 +339,16 @@ def invoke(*args: str):
 def test_from_json_renders_without_terraform(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))  # no terraform, no gcloud
     out = tmp_path / "review.md"
-    result = invoke("plan", "--from-json", str(FIXTURES / "dev" / "delete.json"),
-                    str(FIXTURES / "prod"), "--markdown", str(out), "--artifact", "the `plan-json` artifact")
+    result = invoke(
+        "plan",
+        "--from-json",
+        str(FIXTURES / "dev" / "delete.json"),
+        str(FIXTURES / "prod"),
+        "--markdown",
+        str(out),
+        "--artifact",
+        "the `plan-json` artifact",
+    )
     assert result.exit_code == 0, result.output
     text = out.read_text()
     assert "google_storage_bucket.artifacts_bucket" in text and "`prod` · `foundation`" in text
@@ -285,8 +366,9 @@ def test_from_json_needs_markdown_and_real_files(tmp_path):
 
 @needs_terraform
 def test_plan_of_local_stacks_writes_json_and_review_and_exits_4(project, tmp_path):
-    result = invoke("plan", "--env", "local", "--json-out", str(tmp_path / "json"), "--markdown",
-                    str(tmp_path / "plan.md"))
+    result = invoke(
+        "plan", "--env", "local", "--json-out", str(tmp_path / "json"), "--markdown", str(tmp_path / "plan.md")
+    )
     assert result.exit_code == 4, result.output
     doc = json.loads((tmp_path / "json" / "local" / "train-fr.json").read_text())
     assert doc["trainstack"] == {"env": "local", "stack": "train-fr", "target": "local"}
@@ -331,8 +413,7 @@ def test_plan_exit_codes(project, tmp_path, monkeypatch, case, code):
     terraform(workdir, "apply", "-input=false", "-auto-approve")
     if case == "broken":
         (workdir / "main.tf.json").write_text(json.dumps({"output": {"x": {"value": "${terraform_data.nope.id}"}}}))
-    monkeypatch.setattr(stack_ops, "open_stack",
-                        lambda *a, **kw: _Handle(Terraform(workdir, "train-fr")))
+    monkeypatch.setattr(stack_ops, "open_stack", lambda *a, **kw: _Handle(Terraform(workdir, "train-fr")))
     result = invoke("plan", "--env", "local", "--stack", "train-fr", "--markdown", str(tmp_path / "plan.md"))
     assert result.exit_code == code, result.output
     text = (tmp_path / "plan.md").read_text()
@@ -344,6 +425,7 @@ def test_plan_exit_codes(project, tmp_path, monkeypatch, case, code):
 
 
 # --- `trainctl apply`: only the reviewed plan --------------------------------------------------------
+
 
 @pytest.fixture
 def reviewed_stack(project, tmp_path, monkeypatch):
@@ -422,8 +504,17 @@ def test_a_config_error_is_recorded_for_the_review(project, tmp_path):
 
 def test_an_expected_env_without_plans_is_shown_as_failed(tmp_path):
     out = tmp_path / "review.md"
-    result = invoke("plan", "--from-json", str(FIXTURES / "prod"), "--markdown", str(out),
-                    "--expect-env", "prod", "--expect-env", "dev")
+    result = invoke(
+        "plan",
+        "--from-json",
+        str(FIXTURES / "prod"),
+        "--markdown",
+        str(out),
+        "--expect-env",
+        "prod",
+        "--expect-env",
+        "dev",
+    )
     assert result.exit_code == 0, result.output
     text = out.read_text()
     assert "❌ **Plan failed** for dev/(all)" in text and "no plan was produced for env dev" in text
@@ -454,8 +545,8 @@ def test_apply_checks_the_target_artifacts_before_applying_anything(reviewed_sta
 
 @pytest.mark.parametrize(("answer", "built"), [(404, False), (200, True)])
 def test_a_gcp_env_requires_the_image_of_this_tree_in_the_registry(project, monkeypatch, answer, built):
-    from stacks.targets.gcp.image import REGISTRY_ENDPOINT_ENV, ImageNotBuiltError
     from stacks.project import Project
+    from stacks.targets.gcp.image import REGISTRY_ENDPOINT_ENV, ImageNotBuiltError
     from stacks.targets.gcp.target import GCP
     from tests.support.recorded_api import RecordedApi
 

@@ -1,4 +1,5 @@
 """trainer.runtime.precision: which precision a run uses on a CPU, and bf16 autocast around CPU batches."""
+
 from __future__ import annotations
 
 import pytest
@@ -11,8 +12,9 @@ fastai_learner = pytest.importorskip("fastai.learner")
 FLAGS = "processor\t: 0\nflags\t\t: fpu sse avx2 {extra}\nbugs\t\t: spectre\n"
 
 
-@pytest.mark.parametrize("extra, found", [("avx512f avx512_bf16", "avx512_bf16"), ("amx_bf16 amx_tile", "amx_bf16"),
-                                          ("avx512f", None)])
+@pytest.mark.parametrize(
+    "extra, found", [("avx512f avx512_bf16", "avx512_bf16"), ("amx_bf16 amx_tile", "amx_bf16"), ("avx512f", None)]
+)
 def test_native_bf16_is_read_from_the_cpu_flags(tmp_path, extra, found):
     info = tmp_path / "cpuinfo"
     info.write_text(FLAGS.format(extra=extra))
@@ -21,9 +23,18 @@ def test_native_bf16_is_read_from_the_cpu_flags(tmp_path, extra, found):
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU rules; a GPU machine follows the card's")
-@pytest.mark.parametrize("flag, requested, resolved", [
-    ("amx_bf16", "auto", "bf16"), ("amx_bf16", "bf16", "bf16"), ("amx_bf16", "fp32", "fp32"),
-    (None, "auto", "fp32"), (None, "bf16", "fp32"), (None, "fp16", "fp32"), ("avx512_bf16", "fp16", "fp32")])
+@pytest.mark.parametrize(
+    "flag, requested, resolved",
+    [
+        ("amx_bf16", "auto", "bf16"),
+        ("amx_bf16", "bf16", "bf16"),
+        ("amx_bf16", "fp32", "fp32"),
+        (None, "auto", "fp32"),
+        (None, "bf16", "fp32"),
+        (None, "fp16", "fp32"),
+        ("avx512_bf16", "fp16", "fp32"),
+    ],
+)
 def test_a_cpu_runs_bf16_only_where_it_has_it(monkeypatch, flag, requested, resolved):
     monkeypatch.setattr(P, "cpu_bf16", lambda: flag)
     assert P.resolve(requested) == resolved
@@ -39,10 +50,10 @@ def test_a_cpu_runs_bf16_only_where_it_has_it(monkeypatch, flag, requested, reso
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="apply() gives a GPU machine fastai's CUDA MixedPrecision")
 def test_cpu_autocast_runs_the_forward_pass_in_bf16_and_leaves_nothing_enabled():
+    from fastai.callback.core import Callback
     from fastai.data.core import DataLoaders
     from fastai.data.load import DataLoader
     from fastai.learner import Learner
-    from fastai.callback.core import Callback
 
     seen = []
 

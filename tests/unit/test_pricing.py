@@ -1,5 +1,6 @@
 """Cost estimates from the Cloud Billing Catalog (recorded responses served to the real reader),
 cached in the bucket for a day, and the dated fallback table when the catalog cannot be read."""
+
 from __future__ import annotations
 
 import json
@@ -8,10 +9,10 @@ from datetime import datetime, timedelta, timezone
 import pytest
 import yaml
 
-from stacks.targets.gcp.prices import PRICES_FILE, PriceTable, estimate, fallback_book
-from stacks.targets.gcp import pricing
-from stacks.targets.gcp.quota import ENDPOINT_ENV as COMPUTE_ENDPOINT_ENV
 from stacks.project import Project
+from stacks.targets.gcp import pricing
+from stacks.targets.gcp.prices import PRICES_FILE, PriceTable, estimate, fallback_book
+from stacks.targets.gcp.quota import ENDPOINT_ENV as COMPUTE_ENDPOINT_ENV
 from tests.support.recorded_api import FIXTURES, RecordedApi
 from trainer.storage import LocalBucket
 
@@ -24,12 +25,15 @@ def page(n: int) -> list[dict]:
 
 
 def catalog_api(**extra) -> RecordedApi:
-    return RecordedApi({
-        ("GET", SKUS, (("pageToken", "Cg5wYWdlLTI"),)): (200, "billing/skus_page2.json"),
-        ("GET", SKUS): (200, "billing/skus_page1.json"),
-        ("GET", MACHINE.format("g2-standard-8")): (200, "compute/machine_type_g2-standard-8.json"),
-        ("GET", MACHINE.format("a2-highgpu-1g")): (200, "compute/machine_type_a2-highgpu-1g.json"),
-        **extra})
+    return RecordedApi(
+        {
+            ("GET", SKUS, (("pageToken", "Cg5wYWdlLTI"),)): (200, "billing/skus_page2.json"),
+            ("GET", SKUS): (200, "billing/skus_page1.json"),
+            ("GET", MACHINE.format("g2-standard-8")): (200, "compute/machine_type_g2-standard-8.json"),
+            ("GET", MACHINE.format("a2-highgpu-1g")): (200, "compute/machine_type_a2-highgpu-1g.json"),
+            **extra,
+        }
+    )
 
 
 @pytest.fixture
@@ -52,16 +56,23 @@ def test_rates_keep_one_sku_per_key_and_never_a_lookalike():
     assert "Commit1Yr" not in iowa
 
 
-@pytest.mark.parametrize("desc, group, usage, key", [
-    ("G2 Instance Core running in Iowa", "CPU", "OnDemand", "core/g2"),
-    ("Spot Preemptible N1 Predefined Instance Ram running in Americas", "N1Standard", "Preemptible", "ram/n1"),
-    ("Nvidia Tesla T4 GPU attached to Spot Preemptible VMs running in Warsaw", "GPU", "Preemptible",
-     "gpu/nvidia-tesla-t4"),
-    ("Nvidia H100 80GB Mega GPU running in Virginia", "GPU", "OnDemand", "gpu/nvidia-h100-mega-80gb"),
-    ("N1 Predefined Instance Core running in Americas", "N1Standard", "Commit1Yr", None),
-    ("Nvidia Tesla T4 Virtual Workstation GPU running in Americas", "GPU", "OnDemand", None),
-    ("A3Plus Instance Core running in Iowa", "CPU", "OnDemand", None),
-])
+@pytest.mark.parametrize(
+    "desc, group, usage, key",
+    [
+        ("G2 Instance Core running in Iowa", "CPU", "OnDemand", "core/g2"),
+        ("Spot Preemptible N1 Predefined Instance Ram running in Americas", "N1Standard", "Preemptible", "ram/n1"),
+        (
+            "Nvidia Tesla T4 GPU attached to Spot Preemptible VMs running in Warsaw",
+            "GPU",
+            "Preemptible",
+            "gpu/nvidia-tesla-t4",
+        ),
+        ("Nvidia H100 80GB Mega GPU running in Virginia", "GPU", "OnDemand", "gpu/nvidia-h100-mega-80gb"),
+        ("N1 Predefined Instance Core running in Americas", "N1Standard", "Commit1Yr", None),
+        ("Nvidia Tesla T4 Virtual Workstation GPU running in Americas", "GPU", "OnDemand", None),
+        ("A3Plus Instance Core running in Iowa", "CPU", "OnDemand", None),
+    ],
+)
 def test_sku_descriptions_map_to_keys(desc, group, usage, key):
     sku = {"description": desc, "category": {"resourceFamily": "Compute", "resourceGroup": group, "usageType": usage}}
     assert pricing.sku_key(sku) == key
@@ -101,12 +112,14 @@ def test_catalog_says_why_it_cannot_price(dev, tmp_path, monkeypatch):
     vm, note = book.vm_per_hour("us-central1", "a3-highgpu-1g", "nvidia-h100-80gb", 1, False)
     assert vm is None and "shape of a3-highgpu-1g could not be read" in note
     book.shapes["a3-highgpu-1g"] = {"vcpus": 26, "memory_gib": 234.0}
-    book.rates["us-central1"]["OnDemand"].update({"core/a3-highgpu": {"usd": 0.03, "sku": "x"},
-                                                  "ram/a3-highgpu": {"usd": 0.004, "sku": "y"}})
+    book.rates["us-central1"]["OnDemand"].update(
+        {"core/a3-highgpu": {"usd": 0.03, "sku": "x"}, "ram/a3-highgpu": {"usd": 0.004, "sku": "y"}}
+    )
     vm, note = book.vm_per_hour("us-central1", "a3-highgpu-1g", "nvidia-h100-80gb", 1, False)
     assert vm is None and note.startswith("cost unknown: 2 on-demand gpu/nvidia-h100-80gb SKUs match in us-central1")
     assert book.vm_per_hour("us-central1", "z9-mystery-1", None, 0, False)[1].startswith(
-        "cost unknown: no catalog wording known for machine type z9-mystery-1")
+        "cost unknown: no catalog wording known for machine type z9-mystery-1"
+    )
 
 
 def test_stale_cache_is_read_again(dev, tmp_path, monkeypatch):
@@ -121,7 +134,9 @@ def test_stale_cache_is_read_again(dev, tmp_path, monkeypatch):
     assert json.loads(bucket.read_bytes(pricing.CACHE_KEY))["read_at"] == book.read_at
 
 
-@pytest.mark.parametrize("status, words", [(403, "gcloud services enable cloudbilling.googleapis.com"), (500, "retry later")])
+@pytest.mark.parametrize(
+    "status, words", [(403, "gcloud services enable cloudbilling.googleapis.com"), (500, "retry later")]
+)
 def test_unreadable_catalog_falls_back_to_the_dated_table_with_a_warning(dev, monkeypatch, status, words):
     error = {"error": {"code": status, "message": "Cloud Billing API has not been used in project p1"}}
     with RecordedApi({("GET", SKUS): (status, error)}) as api:
@@ -152,10 +167,10 @@ def test_fallback_table_is_dated_and_every_figure_names_its_source():
 
 
 def test_plan_stores_the_catalog_quote_its_review_renders(dev, monkeypatch, gcs_env):
-    from stacks.plan_render.review import quote_prices
-    from stacks.targets.gcp.target import GCP
     from stacks.plan_render import plan_from_document
+    from stacks.plan_render.review import quote_prices
     from stacks.plan_render.summary import training_lines
+    from stacks.targets.gcp.target import GCP
 
     doc = json.loads((FIXTURES / "plans" / "dev" / "train-fr.json").read_text())
     doc["trainstack"] = {"env": "dev", "stack": "train-fr", "target": "gcp"}

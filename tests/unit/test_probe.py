@@ -1,4 +1,5 @@
 """The linear probe the classifier's head starts from (trainer.classification.probe)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -24,8 +25,9 @@ def test_the_head_it_is_written_into_predicts_exactly_the_probe(labels):
     x, t = _data(d=3 * 8, labels=labels)
     probe = fit_probe(x[:90], t[:90], multi_label=False, seed=0)
     assert probe.c > 0 and np.isfinite(probe.cv_loss)
-    model = get_text_classifier(AWD_LSTM, 50, labels, config={**awd_lstm_clas_config, "emb_sz": 8, "n_hid": 16,
-                                                              "n_layers": 1}, lin_ftrs=[])
+    model = get_text_classifier(
+        AWD_LSTM, 50, labels, config={**awd_lstm_clas_config, "emb_sz": 8, "n_hid": 16, "n_layers": 1}, lin_ftrs=[]
+    )
     linear_head(model)
     install(model[1], probe)
     head = model[1].layers.eval()
@@ -68,7 +70,7 @@ def test_c_is_chosen_by_cross_validated_log_loss():
 
 def test_a_multi_label_probe_gives_the_probabilities_of_the_classifier_loss_not_of_its_class_weights():
     # A rare label (6 % of rows) with a weak signal: a balanced fit's probabilities of it were inflated, so
-    # its validation BCE lost to fine-tuned epochs (unweighted BCE) that ranked worse (issue 37, fr_mlma_hate).
+    # its validation BCE lost to fine-tuned epochs (unweighted BCE) that ranked worse (fr_mlma_hate).
     from trainer.classification.probe import fit_probe
 
     rng = np.random.default_rng(1)

@@ -1,4 +1,5 @@
 """Promotion is decided on figures on the same rows: refusals, history, compare, predict's default."""
+
 from __future__ import annotations
 
 import json
@@ -7,14 +8,26 @@ import pytest
 from typer.testing import CliRunner
 
 from stacks.cli.main import app
-from stacks.runs.promotion import (PromotionRefused, RowsDiffer, compare, history, promote, promote_if_better,
-                              read_current)
+from stacks.runs.promotion import (
+    PromotionRefused,
+    RowsDiffer,
+    compare,
+    history,
+    promote,
+    promote_if_better,
+    read_current,
+)
 from tests.support.runs import fake_run
 from trainer.storage import LocalBucket
 
 ROWS = [(1, "colis perdu", "b", "b"), (2, "mot de passe", "a", "a"), (3, "facture", "a", "b")]
-A, B, WORSE, FAILED, OTHER = ("20260101-100000-aaaa", "20260102-100000-bbbb", "20260103-100000-cccc",
-                              "20260104-100000-dddd", "20260105-100000-eeee")
+A, B, WORSE, FAILED, OTHER = (
+    "20260101-100000-aaaa",
+    "20260102-100000-bbbb",
+    "20260103-100000-cccc",
+    "20260104-100000-dddd",
+    "20260105-100000-eeee",
+)
 
 
 @pytest.fixture
@@ -60,8 +73,9 @@ def test_compare_same_rows_and_refusal(bucket):
     with pytest.raises(RowsDiffer, match="3 valid rows of fr, .* 2 valid rows of fr"):
         compare(bucket, "fr", A, "fr", OTHER)
     # same count, other texts: still refused
-    fake_run(bucket.root, "fr", "20260107-100000-1111", f1={"a": 0.6, "b": 0.6},
-             rows=[(1, "autre", "b", "b"), *ROWS[1:]])
+    fake_run(
+        bucket.root, "fr", "20260107-100000-1111", f1={"a": 0.6, "b": 0.6}, rows=[(1, "autre", "b", "b"), *ROWS[1:]]
+    )
     with pytest.raises(RowsDiffer, match="not the same ones"):
         compare(bucket, "fr", A, "fr", "20260107-100000-1111")
 
@@ -90,3 +104,39 @@ def test_predict_serves_the_promoted_run_not_the_newest(project, bucket):
     promote(bucket, "fr", A)
     assert serving_run(bucket, "fr", None) == (A, None)
     assert serving_run(bucket, "fr", B) == (B, None)
+
+
+def test_cli_promote_json_says_what_it_replaced_and_where_the_alias_went(project, bucket):
+    sets = ["--set", f"bucket=file://{bucket.root}"]
+    runner = CliRunner()
+    r = runner.invoke(app, ["promote", "fr", A, "--json", *sets])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout) == {  # the lines went to stderr
+        "env": "local",
+        "lang": "fr",
+        "run_id": A,
+        "previous": None,
+        "macro_f1": 0.6,
+        "scored_rows": "valid",
+        "n_rows": 3,
+        "model": "model.pth",
+        "forced": False,
+        "current": f"file://{bucket.root}/fr/models/CURRENT",
+        "tracker": None,
+    }
+    assert f"promoted run {A}" in r.stderr
+    closed_port = ["--set", "tracking.mlflow.uri=http://127.0.0.1:9"]  # refused at once
+    r = runner.invoke(app, ["promote", "fr", B, "--json", *sets, *closed_port])
+    assert r.exit_code == 0, r.output
+    document = json.loads(r.stdout)
+    assert (document["run_id"], document["previous"], document["macro_f1"]) == (B, A, 0.75)
+    tracker = document["tracker"]
+    assert (tracker["uri"], tracker["registered_model"], tracker["alias"], tracker["version"]) == (
+        "http://127.0.0.1:9",
+        "trainstack-local-fr",
+        "champion",
+        None,
+    )
+    assert tracker["error"].startswith("unreachable") and "not mirrored to MLflow" in r.stderr
+    r = runner.invoke(app, ["promote", "fr", WORSE, "--json", *sets])
+    assert r.exit_code == 2 and r.stdout == "" and "same 3 valid rows" in r.stderr

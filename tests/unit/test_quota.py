@@ -1,4 +1,5 @@
 """GPU quota preflight against recorded Compute API responses served to the real client."""
+
 from __future__ import annotations
 
 import socket
@@ -6,17 +7,14 @@ import socket
 import pytest
 from typer.testing import CliRunner
 
-from stacks.cli import quota_cmd
 from stacks.cli.main import app
-from stacks.targets.gcp.quota import ENDPOINT_ENV, ComputeQuotas, QuotaError, choose_zone, choose_zones, quota_id
 from stacks.project import Project
-from tests.support.compute_api import (ACCEL, ACCEL_ANY, DEV, MACHINE, PROJECT, REGION, compute_api, fixture,
-                                       with_quotas)
+from stacks.targets.gcp.quota import ENDPOINT_ENV, ComputeQuotas, QuotaError, choose_zone, choose_zones, quota_id
+from tests.support.compute_api import ACCEL, ACCEL_ANY, DEV, MACHINE, PROJECT, REGION, compute_api, fixture, with_quotas
 from tests.support.recorded_api import RecordedApi
 
 runner = CliRunner()
-if "quota" not in {c.name for c in app.registered_commands}:  # until main.py registers it
-    quota_cmd.register(app)
+
 
 def dev_config(*sets: str):
     return Project.discover().load("dev", [*DEV, *sets])
@@ -37,12 +35,20 @@ def test_enough_quota_picks_first_zone_with_spot_metric(project, monkeypatch):
         monkeypatch.setenv(ENDPOINT_ENV, api.url)
         r = quota()
     assert (decision.zone, decision.region, decision.metric, decision.needed) == (
-        "europe-west4-a", "europe-west4", "PREEMPTIBLE_NVIDIA_L4_GPUS", 1)
+        "europe-west4-a",
+        "europe-west4",
+        "PREEMPTIBLE_NVIDIA_L4_GPUS",
+        1,
+    )
     glob, zone = decision.rows
     assert (glob.scope, glob.metric, glob.limit, glob.usage, glob.ok) == ("global", "GPUS_ALL_REGIONS", 8, 3, True)
     assert (zone.zone, zone.limit, zone.usage, zone.ok, zone.note) == ("europe-west4-a", 8, 2, True, "chosen")
-    assert sent == [PROJECT, REGION.format("europe-west4"), ACCEL.format("europe-west4-a"),
-                    MACHINE.format("europe-west4-a", "g2-standard-8")]  # its vCPUs, for the CPU quota
+    assert sent == [
+        PROJECT,
+        REGION.format("europe-west4"),
+        ACCEL.format("europe-west4-a"),
+        MACHINE.format("europe-west4-a", "g2-standard-8"),
+    ]  # its vCPUs, for the CPU quota
     assert all(s.headers.get("Authorization") is None for s in api.seen)  # anonymous on an override
     # the CLI: a table and a decision per language, one regions.get for both
     assert r.exit_code == 0, r.output
@@ -57,7 +63,9 @@ def test_languages_together_do_not_count_the_same_free_gpus(project):
     # 2 Spot L4 left in europe-west4: fr takes both, en must go to europe-west1.
     ew4 = with_quotas(fixture("region_europe-west4.json"), PREEMPTIBLE_NVIDIA_L4_GPUS=(8, 6))
     with compute_api(ew4=ew4) as api:
-        fr, en = choose_zones(dev_config("defaults.nodes=2"), ["fr", "en"], compute=ComputeQuotas("p1", api.url)).values()
+        fr, en = choose_zones(
+            dev_config("defaults.nodes=2"), ["fr", "en"], compute=ComputeQuotas("p1", api.url)
+        ).values()
     assert (fr.zone, en.zone) == ("europe-west4-a", "europe-west1-b")
     assert en.rows[0].usage == 3 + 2  # global usage includes fr's reservation
     assert en.rows[1].usage == 6 + 2 and en.rows[1].note == "0 free, needs 2; usage counts 2 for languages above"
@@ -72,8 +80,11 @@ def test_exhausted_region_falls_back_to_the_next_region(project, monkeypatch):
         r = quota("--lang", "fr", "--set", "defaults.nodes=2")
     assert (decision.zone, decision.metric, decision.needed) == ("europe-west1-b", "PREEMPTIBLE_NVIDIA_L4_GPUS", 2)
     assert [(row.zone, row.ok, row.note) for row in decision.rows[1:]] == [
-        ("europe-west4-a", False, "1 free, needs 2"), ("europe-west4-b", False, "1 free, needs 2"),
-        ("europe-west4-c", False, "1 free, needs 2"), ("europe-west1-b", True, "chosen")]
+        ("europe-west4-a", False, "1 free, needs 2"),
+        ("europe-west4-b", False, "1 free, needs 2"),
+        ("europe-west4-c", False, "1 free, needs 2"),
+        ("europe-west1-b", True, "chosen"),
+    ]
     assert decision.rows[-1].limit == 4 and decision.rows[-1].usage == 0
     # no accelerator look-up where quota already rules a zone out
     assert paths(api, ACCEL_ANY) == [ACCEL.format("europe-west1-b")] * 2
@@ -140,27 +151,46 @@ def test_no_zone_fits_lists_every_zone_and_how_to_get_more(project, monkeypatch)
     assert "no zone fits train-fr: it needs 1 x nvidia-l4" in r.output
     table = [line.split() for line in r.output.splitlines() if line.strip().startswith("europe-west")]
     assert [t[:5] for t in table] == [
-        [z, "PREEMPTIBLE_NVIDIA_L4_GPUS", lim, lim, "1"] for z, lim in [
-            ("europe-west4-a", "8"), ("europe-west4-b", "8"), ("europe-west4-c", "8"),
-            ("europe-west1-b", "4"), ("europe-west1-c", "4")]]
-    assert ("--quota-id=PREEMPTIBLE-NVIDIA-L4-GPUS-per-project-region --dimensions=region=europe-west4 "
-            "--preferred-value=9") in r.output
+        [z, "PREEMPTIBLE_NVIDIA_L4_GPUS", lim, lim, "1"]
+        for z, lim in [
+            ("europe-west4-a", "8"),
+            ("europe-west4-b", "8"),
+            ("europe-west4-c", "8"),
+            ("europe-west1-b", "4"),
+            ("europe-west1-c", "4"),
+        ]
+    ]
+    assert (
+        "--quota-id=PREEMPTIBLE-NVIDIA-L4-GPUS-per-project-region --dimensions=region=europe-west4 --preferred-value=9"
+    ) in r.output
     assert "metric=compute.googleapis.com%2Fpreemptible_nvidia_l4_gpus" in r.output
     assert r.output.index("in europe-west4 to >= 9") < r.output.index("in europe-west1 to >= 5")  # preference order
     assert "`zones` / `fallback_zones` in envs/dev.yaml" in r.output
 
 
-PROJECT_404 = {"error": {"code": 404, "message": "The resource 'projects/p1' was not found",
-                          "errors": [{"message": "The resource 'projects/p1' was not found", "domain": "global",
-                                      "reason": "notFound"}]}}
+PROJECT_404 = {
+    "error": {
+        "code": 404,
+        "message": "The resource 'projects/p1' was not found",
+        "errors": [{"message": "The resource 'projects/p1' was not found", "domain": "global", "reason": "notFound"}],
+    }
+}
 
 
-@pytest.mark.parametrize("status, body, message, hint", [
-    (403, "compute/error_403_permission.json", "permission denied reading project p1", "roles/compute.viewer"),
-    (403, "compute/error_403_api_disabled.json", "Compute Engine API is not enabled in project p1",
-     "gcloud services enable compute.googleapis.com --project=p1"),
-    (404, PROJECT_404, "reading project p1: The resource 'projects/p1' was not found", "check `project` ('p1')"),
-], ids=["forbidden", "api-disabled", "no-project"])
+@pytest.mark.parametrize(
+    "status, body, message, hint",
+    [
+        (403, "compute/error_403_permission.json", "permission denied reading project p1", "roles/compute.viewer"),
+        (
+            403,
+            "compute/error_403_api_disabled.json",
+            "Compute Engine API is not enabled in project p1",
+            "gcloud services enable compute.googleapis.com --project=p1",
+        ),
+        (404, PROJECT_404, "reading project p1: The resource 'projects/p1' was not found", "check `project` ('p1')"),
+    ],
+    ids=["forbidden", "api-disabled", "no-project"],
+)
 def test_api_errors_are_exit_3_with_a_hint(project, monkeypatch, status, body, message, hint):
     with RecordedApi({("GET", PROJECT): (status, body)}) as api:
         monkeypatch.setenv(ENDPOINT_ENV, api.url)
@@ -217,8 +247,10 @@ def test_a_region_whose_quotas_regions_get_left_out_is_not_refused(project, warn
     # preflight refused every zone as "not reported" while a missing GPUS_ALL_REGIONS passed.
     ew4 = fixture("region_europe-west4.json")
     if warning:
-        ew4 = {**{k: v for k, v in ew4.items() if k != "quotas"},
-               "quotaStatusWarning": {"code": "UNREACHABLE", "message": "quota data is temporarily unavailable"}}
+        ew4 = {
+            **{k: v for k, v in ew4.items() if k != "quotas"},
+            "quotaStatusWarning": {"code": "UNREACHABLE", "message": "quota data is temporarily unavailable"},
+        }
     else:
         ew4 = with_quotas(ew4, PREEMPTIBLE_NVIDIA_L4_GPUS=None, NVIDIA_L4_GPUS=None)
     with compute_api(ew4=ew4) as api:
@@ -241,31 +273,38 @@ def test_an_unreported_metric_leaves_the_plan_guard_both_metrics(project, monkey
     with compute_api(ew4=ew4) as api:
         decision = choose_zone(dev_config(), "fr", compute=ComputeQuotas("p1", api.url))
     monkeypatch.setattr(image, "require_image", lambda ref, env: None)  # no registry here
-    monkeypatch.setattr(doctor, "check_boot_image", lambda config, lang: SimpleNamespace(ok=True, name="boot", detail=""))
+    monkeypatch.setattr(
+        doctor, "check_boot_image", lambda config, lang: SimpleNamespace(ok=True, name="boot", detail="")
+    )
     placement = GcpTarget().preflight(dev_config(), "fr", None, decided=decision)
     assert placement.zone == "europe-west4-a"
     assert placement.quota_metrics == ["PREEMPTIBLE_NVIDIA_L4_GPUS", "NVIDIA_L4_GPUS"]
 
 
-
-@pytest.mark.parametrize(("quotas", "short"), [
-    ({"G2_CPUS": (48, 44)}, "G2_CPUS 4 free, needs 8"),  # the family's own CPU quota
-    ({"PREEMPTIBLE_CPUS": (16, 12)}, "PREEMPTIBLE_CPUS 4 free, needs 8"),  # Spot VMs draw on it where it exists
-    ({"SSD_TOTAL_GB": (2048, 2000)}, "SSD_TOTAL_GB 48 free, needs 100"),  # pd-balanced boot disks
-])
+@pytest.mark.parametrize(
+    ("quotas", "short"),
+    [
+        ({"G2_CPUS": (48, 44)}, "G2_CPUS 4 free, needs 8"),  # the family's own CPU quota
+        ({"PREEMPTIBLE_CPUS": (16, 12)}, "PREEMPTIBLE_CPUS 4 free, needs 8"),  # Spot VMs draw on it where it exists
+        ({"SSD_TOTAL_GB": (2048, 2000)}, "SSD_TOTAL_GB 48 free, needs 100"),  # pd-balanced boot disks
+    ],
+)
 def test_cpu_and_disk_quota_join_the_gpu_quota(project, quotas, short):
     # Issue 38: a short CPU or disk quota only showed as the group's creation errors, while train waited 45 min.
     ew4 = with_quotas(fixture("region_europe-west4.json"), **quotas)
     with compute_api(ew4=ew4) as api:
         decision = choose_zone(dev_config(), "fr", compute=ComputeQuotas("p1", api.url))
     assert decision.zone == "europe-west1-b"
-    assert [(r.zone, r.ok, r.note) for r in decision.rows[1:4]] == [(z, False, short) for z in (
-        "europe-west4-a", "europe-west4-b", "europe-west4-c")]
+    assert [(r.zone, r.ok, r.note) for r in decision.rows[1:4]] == [
+        (z, False, short) for z in ("europe-west4-a", "europe-west4-b", "europe-west4-c")
+    ]
     with compute_api(ew4=ew4, ew1=with_quotas(fixture("region_europe-west1.json"), **quotas)) as api:
         with pytest.raises(QuotaError) as err:
             choose_zone(dev_config(), "fr", compute=ComputeQuotas("p1", api.url))
     metric = short.split()[0]
-    assert f"raise {metric} in europe-west4 to >=" in err.value.hint and f"--quota-id={quota_id(metric)}" in err.value.hint
+    assert (
+        f"raise {metric} in europe-west4 to >=" in err.value.hint and f"--quota-id={quota_id(metric)}" in err.value.hint
+    )
 
 
 def test_languages_together_count_each_others_cpus(project):
@@ -308,7 +347,11 @@ def test_an_h100_with_only_the_family_quota_is_decided_by_it(project, monkeypatc
         monkeypatch.setenv("TRAINSTACK_CLOUDQUOTAS_ENDPOINT", api.url)
         decision = choose_zone(dev_config(*H100), "fr", compute=ComputeQuotas("p1", api.url))
     assert (decision.zone, decision.metric, decision.needed, decision.reported) == (
-        "europe-west4-a", "PREEMPTIBLE_GPUS_PER_GPU_FAMILY", 8, True)
+        "europe-west4-a",
+        "PREEMPTIBLE_GPUS_PER_GPU_FAMILY",
+        8,
+        True,
+    )
     row = decision.rows[1]
     assert (row.limit, row.ok) == (16, True) and "gpu_family=NVIDIA_H100" in row.note
     assert quota_id(decision.metric) == "PREEMPTIBLE-GPUS-PER-GPU-FAMILY-per-project-region"
@@ -326,11 +369,16 @@ def test_an_h100_family_quota_too_small_is_refused_naming_it(project, monkeypatc
         ("europe-west4-a", "PREEMPTIBLE_GPUS_PER_GPU_FAMILY", 4, False),
         ("europe-west4-b", "PREEMPTIBLE_GPUS_PER_GPU_FAMILY", 4, False),
         ("europe-west4-c", "PREEMPTIBLE_GPUS_PER_GPU_FAMILY", 4, False),
-        ("europe-west1-b", "GPUS_PER_GPU_FAMILY", 0, False), ("europe-west1-c", "GPUS_PER_GPU_FAMILY", 0, False)]
-    assert ("--quota-id=PREEMPTIBLE-GPUS-PER-GPU-FAMILY-per-project-region "
-            "--dimensions=region=europe-west4,gpu_family=NVIDIA_H100 --preferred-value=8") in err.hint
-    assert ("--quota-id=GPUS-PER-GPU-FAMILY-per-project-region "
-            "--dimensions=region=europe-west1,gpu_family=NVIDIA_H100") in err.hint
+        ("europe-west1-b", "GPUS_PER_GPU_FAMILY", 0, False),
+        ("europe-west1-c", "GPUS_PER_GPU_FAMILY", 0, False),
+    ]
+    assert (
+        "--quota-id=PREEMPTIBLE-GPUS-PER-GPU-FAMILY-per-project-region "
+        "--dimensions=region=europe-west4,gpu_family=NVIDIA_H100 --preferred-value=8"
+    ) in err.hint
+    assert (
+        "--quota-id=GPUS-PER-GPU-FAMILY-per-project-region --dimensions=region=europe-west1,gpu_family=NVIDIA_H100"
+    ) in err.hint
 
 
 def test_without_a_decision_an_h100_guard_reads_the_family_quotas(project):
@@ -338,6 +386,8 @@ def test_without_a_decision_an_h100_guard_reads_the_family_quotas(project):
     from stacks.targets.gcp.target import gcp_placement
 
     assert gcp_placement(dev_config(*H100), "fr").quota_metrics == [
-        "PREEMPTIBLE_GPUS_PER_GPU_FAMILY", "GPUS_PER_GPU_FAMILY"]
+        "PREEMPTIBLE_GPUS_PER_GPU_FAMILY",
+        "GPUS_PER_GPU_FAMILY",
+    ]
     assert gcp_placement(dev_config(*H100, "defaults.spot=false"), "fr").quota_metrics == ["GPUS_PER_GPU_FAMILY"]
     assert gcp_placement(dev_config(), "fr").quota_metrics == ["PREEMPTIBLE_NVIDIA_L4_GPUS", "NVIDIA_L4_GPUS"]

@@ -1,5 +1,6 @@
 """The served model's spaCy ids: text cut into pieces as spaCy cuts it, each piece tokenized once, give
 fastai's tokens and Numericalize's ids (unknown tokens 0), whatever the whitespace."""
+
 from __future__ import annotations
 
 import random
@@ -9,9 +10,33 @@ import pytest
 
 pytest.importorskip("spacy")
 
-ODD = [" ", "  ", "\n", "\t", " \n ", "\u00a0", "\u2003", "\r\n", "!!!", "...", "(", ")", "'", "-", "€",
-       "😀", "http://x.fr/a?b=1", "l'été", "A.B.", "xxmaj", "xxbos", "xxup ÉTÉ", "e-mail", "3,5",
-       "aujourd'hui"]
+ODD = [
+    " ",
+    "  ",
+    "\n",
+    "\t",
+    " \n ",
+    "\u00a0",
+    "\u2003",
+    "\r\n",
+    "!!!",
+    "...",
+    "(",
+    ")",
+    "'",
+    "-",
+    "€",
+    "😀",
+    "http://x.fr/a?b=1",
+    "l'été",
+    "A.B.",
+    "xxmaj",
+    "xxbos",
+    "xxup ÉTÉ",
+    "e-mail",
+    "3,5",
+    "aujourd'hui",
+]
 WORDS = ["colis", "livraison", "Facture", "COMPTE", "produit", "n'est", "pas", "arrivé", "(3)", "rembourser"]
 
 
@@ -19,8 +44,7 @@ def varied_texts(count: int) -> list[str]:
     rng = random.Random(3)
     texts = ["", " ", "  a", " a", "\n", "a ", "a  ", " \n", "\n a", "xxbos", "a\u00a0 b"]
     while len(texts) < count:
-        parts = [rng.choice(ODD) if rng.random() < 0.4 else rng.choice(WORDS)
-                 for _ in range(rng.randint(1, 10))]
+        parts = [rng.choice(ODD) if rng.random() < 0.4 else rng.choice(WORDS) for _ in range(rng.randint(1, 10))]
         texts.append(rng.choice(["", " ", "  ", "\n"]).join(parts))
     return texts
 

@@ -1,12 +1,13 @@
 """Where a run's rows come from: the data's own split, or a stratified one without duplicates."""
+
 from __future__ import annotations
 
 import pytest
 
 from tests.support.project import SAMPLE
 from trainer.data.labelled import load_labelled, parse_labelled_csv
-from trainer.errors import DataError
 from trainer.data.splits import make_splits
+from trainer.errors import DataError
 from trainer.storage import open_bucket
 
 OPTS = dict(text_col="text", label_col="labels", label_sep=";")
@@ -27,8 +28,9 @@ def test_stratified_split_drops_duplicates_and_keeps_every_label_on_both_sides()
 
 
 def test_split_column_is_used_and_checked():
-    rows = ["text,labels,split"] + [f"texte {i},{'a' if i % 2 else 'b'},{['train', 'valid', 'test', ''][i % 4]}"
-                                     for i in range(40)]
+    rows = ["text,labels,split"] + [
+        f"texte {i},{'a' if i % 2 else 'b'},{['train', 'valid', 'test', ''][i % 4]}" for i in range(40)
+    ]
     data = parse_labelled_csv("\n".join(rows).encode(), source="x", **OPTS)
     s = make_splits(data, valid_pct=0.2, seed=1)
     assert s.source == "data" and len(s.valid) == 10 and len(s.test) == 10 and len(s.train) == 20

@@ -1,4 +1,5 @@
 """The same contract for file:// folders and gs:// buckets (real emulator server)."""
+
 from __future__ import annotations
 
 import pytest
@@ -101,7 +102,6 @@ def test_local_bucket_files_follow_the_umask(tmp_path, umask, mode):
     """Files a run writes are as readable as any file the user creates (mkstemp alone makes 0600)."""
     import os
     import stat
-
 
     old = os.umask(umask)
     try:

@@ -1,5 +1,6 @@
 """What a bucket call does when Cloud Storage misbehaves: the policy in trainer/storage, against the
 emulator behind a fault-injecting proxy (tests/support/gcs_proxy.py)."""
+
 from __future__ import annotations
 
 import pytest
@@ -117,8 +118,9 @@ def test_a_full_disk_names_the_path_and_the_space_and_keeps_the_old_object(tmp_p
         with pytest.raises(StorageError, match="no space left"):  # a quarter MiB fits, then the disk is full
             b.append("fr/runs/r/log.txt", b"z" * (1024 * 1024))
         assert (tmp_path / "disk/fr/runs/r/log.txt").read_bytes() == b"before\n"  # no half append left behind
-        with pytest.raises(StorageError, match=r"no space left on the device \(1,048,576 bytes needed, [\d,]+ free"
-                           ) as err:
+        with pytest.raises(
+            StorageError, match=r"no space left on the device \(1,048,576 bytes needed, [\d,]+ free"
+        ) as err:
             b.write_bytes("fr/runs/r/checkpoints/000001-classifier.ckpt.pt", b"y" * (1024 * 1024))
         assert "000001-classifier.ckpt.pt" in err.value.uri, kind
         assert b.read_bytes("fr/runs/r/checkpoints/000001-classifier.ckpt.pt") == b"x" * 1000  # intact
@@ -141,7 +143,15 @@ def test_a_download_onto_a_full_disk_leaves_no_partial_file(gcs_env, tmp_path, m
 @pytest.mark.parametrize("scheme", ["file", "gs"])
 def test_mark_failed_never_replaces_a_success_written_meanwhile(tmp_path, request, scheme):
     """The supervisor (or VM agent) gives up on a run just as the trainer writes SUCCEEDED."""
-    from trainer.runfiles.status_file import FAILED, RUNNING, SUCCEEDED, RunStatus, mark_failed, read_status, write_status
+    from trainer.runfiles.status_file import (
+        FAILED,
+        RUNNING,
+        SUCCEEDED,
+        RunStatus,
+        mark_failed,
+        read_status,
+        write_status,
+    )
     from trainer.storage import open_bucket
 
     if scheme == "gs":
@@ -165,8 +175,8 @@ def test_mark_failed_never_replaces_a_success_written_meanwhile(tmp_path, reques
 
 
 def test_retry_notes_reach_the_run_log_and_a_failed_flush_loses_no_line(tmp_path):
-    from trainer.runtime.runlog import RunLog
     from trainer.runfiles.status_file import RunStatus
+    from trainer.runtime.runlog import RunLog
     from trainer.storage import LocalBucket
     from trainer.storage.policy import report_retry
 
@@ -210,8 +220,8 @@ def test_a_log_written_whole_before_pieces_keeps_its_lines(gcs_env, tmp_path):
 def test_a_final_status_is_tried_again_and_a_success_is_never_recorded_as_failure(tmp_path):
     from types import SimpleNamespace
 
-    from trainer.runtime.runlog import RunLog
     from trainer.runfiles.status_file import RunStatus, read_status
+    from trainer.runtime.runlog import RunLog
     from trainer.storage import LocalBucket
 
     class Flaky(LocalBucket):

@@ -1,10 +1,10 @@
 """Bad input never costs data: every malformed row is an error naming its line, every dropped row is counted,
 and `data push` checks corpus and unlabelled files, and warns of what it ignores, before staging anything."""
+
 from __future__ import annotations
 
 import gzip
 import io
-import json
 
 import pytest
 from typer.testing import CliRunner
@@ -36,6 +36,7 @@ def error_of(raw: bytes, fmt: str = "csv", **kwargs) -> DataError:
 
 
 # -- labelled CSV: structure ---------------------------------------------------------------------------------
+
 
 def test_an_unterminated_quote_mid_file_is_an_error_at_its_line_not_one_giant_field():
     err = error_of(rows_csv(60, bad_line=31, bad='"texte sans fin,a'))
@@ -89,6 +90,7 @@ def test_a_tab_separated_file_named_csv_gets_a_hint_about_the_separator():
 
 # -- labelled JSON Lines and Parquet -------------------------------------------------------------------------
 
+
 def test_a_nul_in_a_json_string_is_an_error_at_its_line():
     raw = b'{"text": "ok", "labels": "a"}\n{"text": "x\\u0000y", "labels": "b"}\n'
     err = error_of(raw, "jsonl")
@@ -104,8 +106,9 @@ def test_a_parquet_file_with_a_duplicated_column_is_an_error_naming_it():
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    table = pa.Table.from_arrays([pa.array(["a", "b"]), pa.array(["x", "y"]), pa.array(["c", "d"])],
-                                 names=["text", "labels", "text"])
+    table = pa.Table.from_arrays(
+        [pa.array(["a", "b"]), pa.array(["x", "y"]), pa.array(["c", "d"])], names=["text", "labels", "text"]
+    )
     buf = io.BytesIO()
     pq.write_table(table, buf)
     err = error_of(buf.getvalue(), "parquet")
@@ -114,13 +117,13 @@ def test_a_parquet_file_with_a_duplicated_column_is_an_error_naming_it():
 
 # -- dropped rows are counted, with their lines --------------------------------------------------------------
 
+
 def test_rows_dropped_for_an_empty_label_or_text_are_counted_with_their_lines():
     raw = rows_csv(59, bad_line=7, bad="sans label,").replace(b"texte num\xc3\xa9ro 17,", b",", 1)
     data = parse(raw)
     assert data.total_rows == 59 and len(data.texts) == 57
     summary = next(w for w in data.warnings if w.startswith("kept"))
-    assert summary == ("kept 57 of 59 rows: skipped 1 row with an empty label (line 7), "
-                       "1 with an empty text (line 19)")
+    assert summary == ("kept 57 of 59 rows: skipped 1 row with an empty label (line 7), 1 with an empty text (line 19)")
 
 
 def test_no_usable_rows_says_why_each_row_was_dropped():
@@ -131,13 +134,17 @@ def test_no_usable_rows_says_why_each_row_was_dropped():
 
 # -- unlabelled texts ----------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("raw, name, message", [
-    (b"un texte\nun\x00autre\n", "unlabelled.txt", "line 2"),
-    ("un texte\ncaf\xe9\n".encode("latin-1"), "unlabelled.txt", "not UTF-8"),
-    (b"not gzip at all", "unlabelled.txt.gz", "not a readable gzip file"),
-    (gzip.compress(b"un texte\n" * 200)[:-12], "unlabelled.txt.gz", "gzip"),
-    (gzip.compress(b"un\x00texte\n"), "unlabelled.txt.gz", "NUL"),
-])
+
+@pytest.mark.parametrize(
+    "raw, name, message",
+    [
+        (b"un texte\nun\x00autre\n", "unlabelled.txt", "line 2"),
+        ("un texte\ncaf\xe9\n".encode("latin-1"), "unlabelled.txt", "not UTF-8"),
+        (b"not gzip at all", "unlabelled.txt.gz", "not a readable gzip file"),
+        (gzip.compress(b"un texte\n" * 200)[:-12], "unlabelled.txt.gz", "gzip"),
+        (gzip.compress(b"un\x00texte\n"), "unlabelled.txt.gz", "NUL"),
+    ],
+)
 def test_unlabelled_text_files_with_binary_content_are_errors(raw, name, message):
     with pytest.raises(DataError) as info:
         unlabelled_texts(raw, name, text_col="text", source=name)
@@ -145,6 +152,7 @@ def test_unlabelled_text_files_with_binary_content_are_errors(raw, name, message
 
 
 # -- valid/test labels the training data never has -----------------------------------------------------------
+
 
 def test_load_labelled_warns_of_valid_labels_never_seen_in_train(tmp_path):
     bucket = LocalBucket(tmp_path)
@@ -156,6 +164,7 @@ def test_load_labelled_warns_of_valid_labels_never_seen_in_train(tmp_path):
 
 
 # -- data push -----------------------------------------------------------------------------------------------
+
 
 def bucket_files(project) -> dict[str, bytes]:
     root = project / ".trainstack" / "local" / "bucket"
@@ -176,16 +185,18 @@ def data_folder(tmp_path, **files: bytes):
     return folder
 
 
-@pytest.mark.parametrize("name, raw, message", [
-    ("corpus__a.txt.gz", b"plain text, not gzip\n", "not a readable gzip file"),
-    ("corpus__a.txt.gz", gzip.compress(b"une ligne de corpus\n" * 500)[:-20], "gzip"),
-    ("corpus__a.txt", b"une ligne\n\x00\x01\x02binaire\n", "NUL"),
-    ("corpus__a.txt", "une ligne\ncaf\xe9\n".encode("latin-1"), "not UTF-8"),
-    ("unlabelled.txt", b"ok\nun\x00texte\n", "NUL"),
-    ("unlabelled.txt.gz", b"\x1f\x8b not really", "gzip"),
-])
-def test_data_push_refuses_a_broken_corpus_or_unlabelled_file_and_stages_nothing(project, tmp_path, name, raw,
-                                                                                   message):
+@pytest.mark.parametrize(
+    "name, raw, message",
+    [
+        ("corpus__a.txt.gz", b"plain text, not gzip\n", "not a readable gzip file"),
+        ("corpus__a.txt.gz", gzip.compress(b"une ligne de corpus\n" * 500)[:-20], "gzip"),
+        ("corpus__a.txt", b"une ligne\n\x00\x01\x02binaire\n", "NUL"),
+        ("corpus__a.txt", "une ligne\ncaf\xe9\n".encode("latin-1"), "not UTF-8"),
+        ("unlabelled.txt", b"ok\nun\x00texte\n", "NUL"),
+        ("unlabelled.txt.gz", b"\x1f\x8b not really", "gzip"),
+    ],
+)
+def test_data_push_refuses_a_broken_corpus_or_unlabelled_file_and_stages_nothing(project, tmp_path, name, raw, message):
     before = bucket_files(project)
     r, out = push(str(data_folder(tmp_path, **{name: raw})))
     assert r.exit_code == 2, r.output

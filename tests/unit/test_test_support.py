@@ -1,4 +1,5 @@
 """The suite's own helpers behave the same however the suite was started."""
+
 from __future__ import annotations
 
 import signal
@@ -7,8 +8,10 @@ import sys
 
 from tests.support.trainctl import start_trainctl
 
-SHOW_SIGINT = ("import signal; handler = signal.getsignal(signal.SIGINT); "
-               "print('ignored' if handler == signal.SIG_IGN else handler.__name__)")
+SHOW_SIGINT = (
+    "import signal; handler = signal.getsignal(signal.SIGINT); "
+    "print('ignored' if handler == signal.SIG_IGN else handler.__name__)"
+)
 
 
 def test_start_trainctl_gives_the_child_sigint_at_its_default_even_when_this_process_ignores_it(tmp_path):

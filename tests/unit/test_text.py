@@ -1,7 +1,9 @@
 """trainer.text in process: token-id tables, the bucket cache, DataLoaders from ids (no model trained)."""
+
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import math
 from collections import Counter
@@ -11,10 +13,11 @@ import pytest
 
 from tests.support.project import SAMPLE
 from tests.support.text import fastai_tokens, parse, sample_ids, sample_rows
-from trainer.storage import open_bucket
 from trainer.data.labelled import corpus_keys
+from trainer.storage import open_bucket
 from trainer.text.cache import corpus_tokens, labelled_tokens
 from trainer.text.tokens import TokenIds, build_vocab, remap, tokenize
+
 
 class Lines:
     """Stands in for RunLog: keeps the lines."""
@@ -49,6 +52,7 @@ def bucket(request, tmp_path):
 
 # -- tokenize ---------------------------------------------------------------------------------------
 
+
 def test_token_ids_bytes_select_concat():
     a = tokenize(["Bonjour le monde", "le colis", ""], "fr", workers=1)
     b = tokenize(["Autre monde !", "colis perdu"], "fr", workers=1)
@@ -73,12 +77,15 @@ def test_vocab_and_remap_match_the_fastai_pipeline(fr, fr_corpus):
     old_texts, old_corpus = fastai_tokens(fr.texts), fastai_tokens(fr_corpus)
     train = list(range(0, len(fr.texts), 3))
     # textdata.build_vocab's code: make_vocab over a Counter of the tokens in stream order
-    for tables, token_lists in [([texts], old_texts),
-                                ([corpus, texts.select(train)], old_corpus + [old_texts[i] for i in train])]:
+    for tables, token_lists in [
+        ([texts], old_texts),
+        ([corpus, texts.select(train)], old_corpus + [old_texts[i] for i in train]),
+    ]:
         for min_freq, max_vocab in [(1, 60000), (2, 60000), (3, 200)]:
             counter = Counter(t for toks in token_lists for t in toks)
-            assert build_vocab(tables, min_freq=min_freq, max_vocab=max_vocab) == \
-                make_vocab(counter, min_freq=min_freq, max_vocab=max_vocab)
+            assert build_vocab(tables, min_freq=min_freq, max_vocab=max_vocab) == make_vocab(
+                counter, min_freq=min_freq, max_vocab=max_vocab
+            )
     vocab = build_vocab([texts], min_freq=3, max_vocab=60000)
     ids = remap(texts, vocab)
     num = Numericalize(vocab=vocab)
@@ -96,6 +103,7 @@ def test_csv_field_longer_than_the_csv_default_limit():
 
 
 # -- the bucket cache -------------------------------------------------------------------------------
+
 
 def test_labelled_and_corpus_cache(bucket, fr, fr_corpus):
     corpus_a = "\n".join(fr_corpus[:150]) + "\n\n   \n" + "caf\xc3 mal encod\xe9".encode("latin-1").decode("latin-1")
@@ -133,7 +141,8 @@ def test_corpus_shards_index_and_resume(bucket, fr_corpus):
     keys = bucket.list("fr/cache/")
     prefix = keys[0].rsplit("/", 1)[0]
     assert sorted(k.rsplit("/", 1)[1] for k in keys) == ["index.json"] + [
-        f"part-{i:05d}.{ext}" for i in range(5) for ext in ("json", "npz")]
+        f"part-{i:05d}.{ext}" for i in range(5) for ext in ("json", "npz")
+    ]
     # interrupted before the index and part 3: the next call tokenizes only part 3
     bucket.delete(f"{prefix}/index.json")
     bucket.delete(f"{prefix}/part-00003.json")
@@ -157,7 +166,83 @@ def test_corpus_parts_also_end_at_a_character_budget(tmp_path, monkeypatch, fr_c
     assert whole == tokenize(fr_corpus, "fr", workers=1)
 
 
+def test_a_long_tokenization_says_where_it_is_in_the_log(tmp_path, monkeypatch, fr, fr_corpus):
+    from trainer.text import progress
+
+    monkeypatch.setattr(progress, "LINE_EVERY_S", 0.0)  # a line after every chunk but the last
+    bucket = open_bucket(f"file://{tmp_path}")
+    log = Lines()
+    texts = [f"{text} {n}" for n in range(50) for text in fr.texts[:60]]  # 3,000 texts: two chunks of 2,000
+    table = labelled_tokens(bucket, "fr", texts, log=log, workers=1)
+    said, last = log.lines[:-1], log.last()
+    assert len(said) == 1 and said[0].startswith("tokens: tokenizing 2,000 of 3,000 texts (67%), "), said
+    tokens = int(said[0].split(", ")[1].split()[0].replace(",", ""))
+    assert 0 < tokens < table.n_tokens and "tokens/s, about " in said[0] and " left" in said[0]
+    assert last.startswith("tokens: cached 3000 texts")
+
+    bucket.write_bytes("fr/data/corpus/big.txt", "\n".join(fr_corpus).encode())
+    log = Lines()
+    corpus_tokens(bucket, "fr", "fr/data/corpus/big.txt", log=log, workers=1, shard_lines=50)
+    said = log.lines[:-1]  # a shard is a chunk: the file's bytes read so far, and the texts
+    assert said and all(line.startswith("tokens: tokenizing fr/data/corpus/big.txt: ") for line in said), said
+    assert " MB read), 50 texts, " in said[0] and " MB read), 100 texts, " in said[1]
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_on_a_terminal_a_bar_is_drawn_and_wiped_before_each_log_line(monkeypatch):
+    from trainer.text.progress import WIPE, TokenizingProgress
+
+    monkeypatch.setenv("COLUMNS", "200")  # the bar is cut at the terminal's width
+    now = [100.0]
+    log, screen = Lines(), Terminal()
+    with TokenizingProgress(
+        log, "tokenizing", total=1000, every_s=10.0, clock=lambda: now[0], stream=screen
+    ) as progress:
+        now[0] += 1.0
+        progress.advance(100, 2_000)
+        assert not log.lines and screen.getvalue() == (
+            WIPE + "tokens [##......................] 100 of 1,000 texts (10%), 2,000 tokens, 2,000 tokens/s, "
+            "about 9s left"
+        )
+        now[0] += 10.0
+        progress.advance(400, 8_000)
+        assert log.lines == ["tokens: tokenizing 500 of 1,000 texts (50%), 10,000 tokens, 909 tokens/s, about 11s left"]
+    assert screen.getvalue().endswith(WIPE)  # the caller's own line starts on a clean line
+    plain = io.StringIO()  # not a terminal: lines only
+    TokenizingProgress(Lines(), "tokenizing", total=10, stream=plain).advance(5, 50)
+    assert plain.getvalue() == ""
+
+
+def test_the_cached_parts_a_resumed_corpus_skips_count_in_no_rate():
+    from trainer.text.progress import TokenizingProgress
+
+    now = [0.0]
+    log = Lines()
+    progress = TokenizingProgress(
+        log,
+        "tokenizing big.txt:",
+        total=4_000_000,
+        unit="bytes",
+        every_s=0.0,
+        clock=lambda: now[0],
+        stream=io.StringIO(),
+    )
+    now[0] += 1.0
+    progress.skip(3000, 60_000, done=3_000_000)  # cached parts, read back in a second
+    now[0] += 100.0
+    progress.advance(500, 10_000, done=3_500_000)
+    assert log.lines == [
+        "tokens: tokenizing big.txt: 88% (3.5 MB of 4.0 MB read), 3,500 texts, 70,000 tokens, "
+        "100 tokens/s, about 1m40s left"
+    ]
+
+
 # -- DataLoaders from ids ---------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def fr_ids(fr):
@@ -170,8 +255,11 @@ def test_lm_dataloaders_shard_with_equal_batches(fr_ids):
     # documents of very different lengths, so that the two shards differ by several batches
     lengths = np.arange(1, 121) ** 2 // 10 + 1
     rng = np.random.default_rng(0)
-    table = TokenIds(fr_ids.vocab, rng.integers(0, len(fr_ids.vocab), lengths.sum()).astype(np.int32),
-                     np.concatenate([[0], np.cumsum(lengths)]))
+    table = TokenIds(
+        fr_ids.vocab,
+        rng.integers(0, len(fr_ids.vocab), lengths.sum()).astype(np.int32),
+        np.concatenate([[0], np.cumsum(lengths)]),
+    )
     bs, seq_len = 4, 12
     train, _ = split_documents(len(table), 0.1, seed=3)
     uncapped = [math.ceil(((int(lengths[train[r::2]].sum()) - 1) // bs) / seq_len) for r in range(2)]
@@ -199,20 +287,23 @@ def test_a_token_cap_trains_on_a_seeded_sample_and_holds_out_the_same_documents(
     capped = lm_dataloaders(fr_ids, bs=8, seq_len=12, seed=3, max_train_tokens=2000)
     train, valid = split_documents(len(fr_ids), 0.1, seed=3)
     kept = list(capped.train.dataset.items)
-    assert kept == train[:len(kept)] and len(kept) < len(train)  # the first documents of the seeded order
+    assert kept == train[: len(kept)] and len(kept) < len(train)  # the first documents of the seeded order
     lengths = fr_ids.lengths()
     assert lengths[kept[:-1]].sum() < 2000 <= lengths[kept].sum()
     assert list(capped.valid.dataset.items) == list(whole.valid.dataset.items) == valid
     assert len(capped.train) < len(whole.train)
 
 
-@pytest.mark.parametrize("train_tokens, epochs, cap, expected", [
-    (1_000, 8, 0, (8, 0)),                    # no cap
-    (1_000, 8, 10_000, (8, 0)),               # the cap does not bind
-    (3_000, 8, 10_000, (3, 0)),               # fewer epochs over everything
-    (11_000_000, 8, 12_000_000, (1, 0)),      # one epoch: the whole French corpus
-    (15_000_000, 8, 12_000_000, (1, 12_000_000)),  # one epoch over a sample of a larger corpus
-])
+@pytest.mark.parametrize(
+    "train_tokens, epochs, cap, expected",
+    [
+        (1_000, 8, 0, (8, 0)),  # no cap
+        (1_000, 8, 10_000, (8, 0)),  # the cap does not bind
+        (3_000, 8, 10_000, (3, 0)),  # fewer epochs over everything
+        (11_000_000, 8, 12_000_000, (1, 0)),  # one epoch: the whole French corpus
+        (15_000_000, 8, 12_000_000, (1, 12_000_000)),  # one epoch over a sample of a larger corpus
+    ],
+)
 def test_a_token_cap_cuts_epochs_first(train_tokens, epochs, cap, expected):
     from trainer.lm.train import lm_budget
 

@@ -1,4 +1,5 @@
 """Tokenizers for every language: Unicode case markers, SentencePiece, language codes."""
+
 from __future__ import annotations
 
 import pkgutil
@@ -24,8 +25,14 @@ def _apply(text: str) -> str:
 def test_case_rules_match_fastai_on_ascii_and_mark_any_cased_script():
     from fastai.text.core import defaults
 
-    ascii_texts = ["Hello WORLD, this is A test", "I said OK. NASA and Ab-c", "x A1 B2b Cd9 e", "ALL CAPS HERE",
-                   "  Leading  spaces and MiXeD case", "one\nTwo\tTHREE"]
+    ascii_texts = [
+        "Hello WORLD, this is A test",
+        "I said OK. NASA and Ab-c",
+        "x A1 B2b Cd9 e",
+        "ALL CAPS HERE",
+        "  Leading  spaces and MiXeD case",
+        "one\nTwo\tTHREE",
+    ]
     for text in ascii_texts:
         theirs = text
         for rule in defaults.text_proc_rules:
@@ -66,11 +73,19 @@ def test_language_tables_match_the_installed_spacy():
     assert set(L.COMMON_MISTAKES) & L.KNOWN_CODES == {"se", "kr"}
 
 
-@pytest.mark.parametrize("code, tokenizer, expected", [
-    ("fr", "spacy", None), ("el", "spacy", None), ("ja", "sentencepiece", None), ("bm", "sentencepiece", None),
-    ("gr", "spacy", "probably 'el'"), ("jp", "sentencepiece", "probably 'ja'"), ("zz", "spacy", "ISO 639-1"),
-    ("bm", "spacy", "spaCy has no tokenizer for 'bm'"),
-])
+@pytest.mark.parametrize(
+    "code, tokenizer, expected",
+    [
+        ("fr", "spacy", None),
+        ("el", "spacy", None),
+        ("ja", "sentencepiece", None),
+        ("bm", "sentencepiece", None),
+        ("gr", "spacy", "probably 'el'"),
+        ("jp", "sentencepiece", "probably 'ja'"),
+        ("zz", "spacy", "ISO 639-1"),
+        ("bm", "spacy", "spaCy has no tokenizer for 'bm'"),
+    ],
+)
 def test_language_codes_are_checked(code, tokenizer, expected):
     problem = L.check_code(code, key=code, tokenizer=tokenizer)
     assert (problem is None) if expected is None else (expected in problem)
@@ -78,7 +93,15 @@ def test_language_codes_are_checked(code, tokenizer, expected):
 
 def test_default_tokenizer_is_sentencepiece_where_words_are_not_spaced():
     assert [L.default_tokenizer(c) for c in ("fr", "el", "ru", "ja", "zh", "th", "ko", "bm")] == [
-        "spacy", "spacy", "spacy", "sentencepiece", "sentencepiece", "sentencepiece", "sentencepiece", "sentencepiece"]
+        "spacy",
+        "spacy",
+        "spacy",
+        "sentencepiece",
+        "sentencepiece",
+        "sentencepiece",
+        "sentencepiece",
+        "sentencepiece",
+    ]
 
 
 def test_config_names_the_code_a_language_key_stands_for(project):

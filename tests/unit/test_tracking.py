@@ -1,4 +1,5 @@
 """What a run folder becomes in MLflow (stacks/tracking/record.py, pure) and how a failing tracker is told."""
+
 from __future__ import annotations
 
 import json
@@ -17,19 +18,49 @@ RUN = "20261127-101010-abcd"
 def stage_run(root, *, state="SUCCEEDED"):
     folder = root / "fr" / "runs" / RUN
     (folder / "metadata").mkdir(parents=True)
-    (folder / "status.json").write_text(json.dumps({
-        "run_id": RUN, "lang": "fr", "env": "dev", "state": state, "stage": "done", "job": "classifier",
-        "started_at": "2026-11-27T10:10:10+00:00", "finished_at": "2026-11-27T10:20:10+00:00" if state == "SUCCEEDED" else None}))
-    (folder / "metrics.json").write_text(json.dumps({
-        "run_id": RUN, "lang": "fr", "labels": ["a", "b c"], "macro_f1": 0.8, "micro_f1": 0.85, "accuracy": 0.9,
-        "kept": "blend", "tokenizer": "fastai-spacy-blank-fr", "n_train": 30, "n_valid": 10, "n_test": 0,
-        "per_label": {"a": {"f1": 0.7}, "b c": {"f1": 0.9}}, "baseline_tfidf": {"macro_f1": 0.75, "micro_f1": 0.8},
-        "blend": {"weight": 0.4}, "base_lm": {"id": "pt-1"},
-        "history": [{"stage": "lm_finetune", "phase": "1/1", "epoch": 1, "train_loss": 4.0, "valid_loss": 3.9},
+    (folder / "status.json").write_text(
+        json.dumps(
+            {
+                "run_id": RUN,
+                "lang": "fr",
+                "env": "dev",
+                "state": state,
+                "stage": "done",
+                "job": "classifier",
+                "started_at": "2026-11-27T10:10:10+00:00",
+                "finished_at": "2026-11-27T10:20:10+00:00" if state == "SUCCEEDED" else None,
+            }
+        )
+    )
+    (folder / "metrics.json").write_text(
+        json.dumps(
+            {
+                "run_id": RUN,
+                "lang": "fr",
+                "labels": ["a", "b c"],
+                "macro_f1": 0.8,
+                "micro_f1": 0.85,
+                "accuracy": 0.9,
+                "kept": "blend",
+                "tokenizer": "fastai-spacy-blank-fr",
+                "n_train": 30,
+                "n_valid": 10,
+                "n_test": 0,
+                "per_label": {"a": {"f1": 0.7}, "b c": {"f1": 0.9}},
+                "baseline_tfidf": {"macro_f1": 0.75, "micro_f1": 0.8},
+                "blend": {"weight": 0.4},
+                "base_lm": {"id": "pt-1"},
+                "history": [
+                    {"stage": "lm_finetune", "phase": "1/1", "epoch": 1, "train_loss": 4.0, "valid_loss": 3.9},
                     {"stage": "classifier", "phase": "1/2", "epoch": 1, "train_loss": 0.7, "macro_f1@0.5": 0.5},
-                    {"stage": "classifier", "phase": "2/2", "epoch": 2, "train_loss": 0.5, "valid_loss": float("nan")}]}))
-    (folder / "metadata/trainer.json").write_text(json.dumps({"args": {"epochs_clf": 2, "bucket": "x", "lr": 0.01},
-                                                               "data_hash": "d1", "device": "cpu"}))
+                    {"stage": "classifier", "phase": "2/2", "epoch": 2, "train_loss": 0.5, "valid_loss": float("nan")},
+                ],
+            }
+        )
+    )
+    (folder / "metadata/trainer.json").write_text(
+        json.dumps({"args": {"epochs_clf": 2, "bucket": "x", "lr": 0.01}, "data_hash": "d1", "device": "cpu"})
+    )
     (folder / "metadata/trainctl.json").write_text(json.dumps({"git_sha": "0123abc"}))
     (folder / "log.txt").write_text("a line\n")
     (folder / "model.pth").write_bytes(b"model")
@@ -41,8 +72,16 @@ def test_a_run_folder_becomes_tags_params_and_metrics_with_global_epoch_steps(tm
     assert mirror.tags[RUN_ID_TAG] == RUN and mirror.tags["trainstack.env"] == "dev"  # the run's own env
     assert mirror.tags["trainstack.kept"] == "blend" and mirror.tags["trainstack.git_sha"] == "0123abc"
     assert mirror.tags["trainstack.base_lm"] == "pt-1" and mirror.mlflow_status == "FINISHED"
-    assert mirror.params == {"epochs_clf": "2", "lr": "0.01", "data_hash": "d1", "tokenizer": "fastai-spacy-blank-fr",
-                             "n_train": "30", "n_valid": "10", "n_test": "0", "device": "cpu"}
+    assert mirror.params == {
+        "epochs_clf": "2",
+        "lr": "0.01",
+        "data_hash": "d1",
+        "tokenizer": "fastai-spacy-blank-fr",
+        "n_train": "30",
+        "n_valid": "10",
+        "n_test": "0",
+        "device": "cpu",
+    }
     points = {(m.key, m.step): m.value for m in mirror.metrics}
     assert points[("lm_finetune/valid_loss", 1)] == 3.9 and points[("classifier/train_loss", 3)] == 0.5
     assert ("classifier/macro_f1_at_0.5", 2) in points and ("classifier/valid_loss", 3) not in points  # NaN left out
@@ -58,13 +97,17 @@ def test_the_source_hash_is_stable_and_moves_with_the_run(tmp_path):
     assert first.source_sha == again.source_sha == first.tags[SOURCE_TAG]
     assert first.mlflow_status == "RUNNING" and first.end_ms is None and not first.model
     status = tmp_path / "fr/runs" / RUN / "status.json"
-    status.write_text(status.read_text().replace('"RUNNING"', '"SUCCEEDED"').replace('"finished_at": null',
-                                                                                     '"finished_at": "2026-11-27T11:00:00+00:00"'))
+    status.write_text(
+        status.read_text()
+        .replace('"RUNNING"', '"SUCCEEDED"')
+        .replace('"finished_at": null', '"finished_at": "2026-11-27T11:00:00+00:00"')
+    )
     assert read_mirror(bucket, "fr", RUN, env="local").source_sha != first.source_sha
 
 
-@pytest.mark.parametrize("text,expected", [
-    ("macro_f1@0.5", "macro_f1_at_0.5"), ("f1/κατηγορία", "f1/κατηγορία"), ("f1/a|b", "f1/a_b")])
+@pytest.mark.parametrize(
+    "text,expected", [("macro_f1@0.5", "macro_f1_at_0.5"), ("f1/κατηγορία", "f1/κατηγορία"), ("f1/a|b", "f1/a_b")]
+)
 def test_keys_mlflow_accepts_keep_any_script(text, expected):
     assert key_name(text) == expected
 
@@ -76,15 +119,28 @@ def test_the_catch_up_command_names_what_was_missed(tmp_path):
     assert catch_up(config, [("fr", "r1"), ("en", "r2")]) == "trainctl runs export --env dev"
 
 
-@pytest.mark.parametrize("message,reason", [
-    ("API request to endpoint /api/2.0/mlflow/runs/log-batch failed with error code 401 != 200", "(401)"),
-    ("API request to endpoint x failed with error code 503 != 200. Response body: ''", "server error (503)"),
-    ("HTTPConnectionPool(host='127.0.0.1', port=9): Max retries exceeded (Caused by NewConnectionError)", "unreachable"),
-    ("PERMISSION_DENIED: no", "forbids"),
-    ("HTTPConnectionPool(host='h', port=8403): Max retries exceeded (Caused by ResponseError('too many 503 error "
-     "responses'))", "server error (503)"),
-    ("HTTPConnectionPool(host='h', port=8401): Max retries exceeded (Caused by NewConnectionError: refused)",
-     "unreachable")])
+@pytest.mark.parametrize(
+    "message,reason",
+    [
+        ("API request to endpoint /api/2.0/mlflow/runs/log-batch failed with error code 401 != 200", "(401)"),
+        ("API request to endpoint x failed with error code 503 != 200. Response body: ''", "server error (503)"),
+        (
+            "HTTPConnectionPool(host='127.0.0.1', port=9): Max retries exceeded (Caused by NewConnectionError)",
+            "unreachable",
+        ),
+        ("PERMISSION_DENIED: no", "forbids"),
+        (
+            "HTTPConnectionPool(host='h', port=8403): Max retries exceeded (Caused by ResponseError('too many 503 "
+            "error "
+            "responses'))",
+            "server error (503)",
+        ),
+        (
+            "HTTPConnectionPool(host='h', port=8401): Max retries exceeded (Caused by NewConnectionError: refused)",
+            "unreachable",
+        ),
+    ],
+)
 def test_a_failed_call_is_said_in_a_few_words(message, reason):
     assert reason in why(RuntimeError(message))
 
@@ -102,11 +158,21 @@ def test_the_alias_must_be_one_mlflow_accepts(project):
 def test_a_pretrain_run_mirrors_its_perplexity_curve_and_tokens_and_no_model(tmp_path):
     bucket = stage_run(tmp_path)
     metrics = tmp_path / "fr/runs" / RUN / "metrics.json"
-    metrics.write_text(json.dumps({"run_id": RUN, "lang": "fr", "job": "pretrain-lm", "perplexity": 42.4,
-                                   "base_lm": {"id": "pt-9", "tokens": 1_000_000, "corpus_hash": "c0ffee",
-                                               "corpus_tokens": 1_200_000},
-                                   "history": [{"stage": "base_lm", "phase": "1/1", "epoch": 1, "perplexity": 60.0},
-                                               {"stage": "base_lm", "phase": "1/1", "epoch": 2, "perplexity": 45.0}]}))
+    metrics.write_text(
+        json.dumps(
+            {
+                "run_id": RUN,
+                "lang": "fr",
+                "job": "pretrain-lm",
+                "perplexity": 42.4,
+                "base_lm": {"id": "pt-9", "tokens": 1_000_000, "corpus_hash": "c0ffee", "corpus_tokens": 1_200_000},
+                "history": [
+                    {"stage": "base_lm", "phase": "1/1", "epoch": 1, "perplexity": 60.0},
+                    {"stage": "base_lm", "phase": "1/1", "epoch": 2, "perplexity": 45.0},
+                ],
+            }
+        )
+    )
     mirror = read_mirror(bucket, "fr", RUN, env="local")
     points = {(m.key, m.step): m.value for m in mirror.metrics}
     assert points[("base_lm/perplexity", 1)] == 60.0 and points[("base_lm/perplexity", 2)] == 45.0
@@ -114,7 +180,8 @@ def test_a_pretrain_run_mirrors_its_perplexity_curve_and_tokens_and_no_model(tmp
     assert mirror.tags["trainstack.job"] == "pretrain-lm" and mirror.tags["trainstack.base_lm"] == "pt-9"
     assert not mirror.model  # a base LM is published to <lang>/lm/, not served
     assert [(d.name, d.digest, d.context, d.rows) for d in mirror.datasets] == [
-        ("fr-corpus", "c0ffee", "train", 1_200_000)]
+        ("fr-corpus", "c0ffee", "train", 1_200_000)
+    ]
     assert mirror.tags["mlflow.source.name"] == "trainctl lm pretrain fr"
 
 
@@ -130,9 +197,15 @@ def test_a_run_carries_mlflow_own_tags_its_machine_and_its_base_lm(tmp_path):
     assert "mlflow.user" not in tags  # the run records none: the exporting account's, at creation
     machine = ("target", "machine_type", "gpu", "market", "nodes", "region", "zone", "placements")
     assert {k: tags[f"trainstack.{k}"] for k in machine} == {
-        "target": "gcp", "machine_type": "g2-standard-8", "gpu": "nvidia-l4 x1", "market": "spot",
-        "nodes": "1", "region": "europe-west4", "zone": "europe-west4-b",  # the zone it ran in last
-        "placements": "europe-west4-a -> europe-west4-b"}
+        "target": "gcp",
+        "machine_type": "g2-standard-8",
+        "gpu": "nvidia-l4 x1",
+        "market": "spot",
+        "nodes": "1",
+        "region": "europe-west4",
+        "zone": "europe-west4-b",  # the zone it ran in last
+        "placements": "europe-west4-a -> europe-west4-b",
+    }
     assert tags["trainstack.base_lm"] == "pt-0123456789ab" and tags["trainstack.base_lm.source"] == "pretrain"
     assert tags["trainstack.base_lm.run_id"] == "20261126-090000-beef"  # from the LM's meta.json
     assert tags["trainstack.base_lm.uri"] == f"file://{tmp_path}/de/lm/pt-0123456789ab/"
@@ -152,8 +225,7 @@ def test_our_names_for_mlflow_tags_are_mlflow_own():
 
     from stacks.tracking import run_tags
 
-    for name in ("USER", "SOURCE_NAME", "SOURCE_TYPE", "GIT_COMMIT", "RUN_NAME", "DOCKER_IMAGE_URI",
-                 "DATASET_CONTEXT"):
+    for name in ("USER", "SOURCE_NAME", "SOURCE_TYPE", "GIT_COMMIT", "RUN_NAME", "DOCKER_IMAGE_URI", "DATASET_CONTEXT"):
         assert getattr(run_tags, f"MLFLOW_{name}") == getattr(mlflow_tags, f"MLFLOW_{name}")
 
 
@@ -187,8 +259,10 @@ def test_the_data_is_one_dataset_per_split_with_the_run_data_hash(tmp_path):
     tracked_run(tmp_path, "de", TRACKED, n_test=5)
     mirror = read_mirror(open_bucket(f"file://{tmp_path}"), "de", TRACKED, env="dev")
     assert [(d.name, d.digest, d.context, d.rows) for d in mirror.datasets] == [
-        ("de-train", "d1e2f3a4b5c6d7e8", "train", 30), ("de-valid", "d1e2f3a4b5c6d7e8", "valid", 10),
-        ("de-test", "d1e2f3a4b5c6d7e8", "test", 5)]
+        ("de-train", "d1e2f3a4b5c6d7e8", "train", 30),
+        ("de-valid", "d1e2f3a4b5c6d7e8", "valid", 10),
+        ("de-test", "d1e2f3a4b5c6d7e8", "test", 5),
+    ]
     sources = {(d.source_uri, d.source_type) for d in mirror.datasets}
     assert sources == {(f"file://{tmp_path}/de/data/", "local")}
     no_test = read_mirror(stage_run(tmp_path / "other"), "fr", RUN, env="local")
@@ -210,9 +284,39 @@ def test_mlflow_own_variables_fill_what_the_config_leaves_unset(project, monkeyp
     assert (settings.uri, settings.experiment) == ("http://from-env:5000", "team-exp")
     assert experiment_name(config) == "team-exp"
     assert registry_uri() == "http://registry:5000" and settings.registered_model == "trainstack-local-{lang}"
-    config = Project.discover().load("local", ["tracking.mlflow.uri=http://config:5000", "tracking.mlflow.experiment=cfg",
-                                             "tracking.mlflow.registered_model=m-{lang}"])
+    config = Project.discover().load(
+        "local",
+        [
+            "tracking.mlflow.uri=http://config:5000",
+            "tracking.mlflow.experiment=cfg",
+            "tracking.mlflow.registered_model=m-{lang}",
+        ],
+    )
     settings = mlflow_settings(config)
-    assert (settings.uri, settings.experiment, settings.registered_model) == ("http://config:5000", "cfg",
-                                                                             "m-{lang}")
+    assert (settings.uri, settings.experiment, settings.registered_model) == ("http://config:5000", "cfg", "m-{lang}")
     assert config.tracking.mlflow.uri == "http://config:5000"  # the config itself is left as loaded
+
+
+def test_mlflow_chatter_is_muted_in_the_mirroring_thread_alone(capsys):
+    """A training command mirrors a run from its worker thread while the other languages' lines go on: what
+    MLflow prints there goes nowhere, what every other thread prints meanwhile is shown."""
+    import threading
+
+    from stacks.tracking.client import quiet
+
+    inside, printed = threading.Event(), threading.Event()
+
+    def other_language():
+        inside.wait(10)
+        print("[en] classifier epoch 2/4")
+        printed.set()
+
+    other = threading.Thread(target=other_language)
+    other.start()
+    with quiet():
+        print("View run at http://127.0.0.1:5000/#/experiments/1/runs/abc")
+        inside.set()
+        assert printed.wait(10)
+    other.join()
+    print("after")
+    assert capsys.readouterr().out == "[en] classifier epoch 2/4\nafter\n"

@@ -1,5 +1,6 @@
 """VM creation errors of a run's group (instanceGroupManagers.listErrors) while `trainctl train` waits:
 recorded responses served on 127.0.0.1 to the real google-cloud-compute client, GCS through the emulator."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -8,10 +9,10 @@ import pytest
 from typer.testing import CliRunner
 
 from stacks.cli.main import app
+from stacks.runs import runflow, stack_ops
 from stacks.targets.gcp.group_errors import GroupErrors
 from stacks.targets.gcp.image import REGISTRY_ENDPOINT_ENV
 from stacks.targets.gcp.quota import ENDPOINT_ENV
-from stacks.runs import runflow, stack_ops
 from stacks.targets.gcp.target import GCP
 from tests.support.compute_api import compute_api, fixture
 from tests.support.project import SAMPLE
@@ -30,8 +31,9 @@ def test_each_error_of_the_group_is_returned_once():
     (error,) = first
     assert again == []
     assert error.code == "ZONE_RESOURCE_POOL_EXHAUSTED" and error.instance.endswith("/dev-train-fr-x7k2")
-    assert error.line().startswith("VM creation failed in europe-west4-a (dev-train-fr-x7k2): "
-                                   "ZONE_RESOURCE_POOL_EXHAUSTED: The zone")
+    assert error.line().startswith(
+        "VM creation failed in europe-west4-a (dev-train-fr-x7k2): ZONE_RESOURCE_POOL_EXHAUSTED: The zone"
+    )
 
 
 def test_a_group_not_created_yet_has_no_errors():
@@ -61,8 +63,9 @@ LIST_ERRORS_ANY = "/compute/v1/projects/p1/zones/(?P<zone>[^/]+)/instanceGroupMa
 NO_ERRORS = {"kind": "compute#instanceGroupManagersListErrorsResponse", "items": []}
 
 
-def _gcp_train(project, monkeypatch, api, sets: list[str], *, on_apply=None, spots: list | None = None,
-               appear_s: float = 45 * 60):
+def _gcp_train(
+    project, monkeypatch, api, sets: list[str], *, on_apply=None, spots: list | None = None, appear_s: float = 45 * 60
+):
     """`trainctl train fr --env dev` against the recorded APIs, its Terraform faked -> (result, Terraform's calls,
     the zone of each synth)."""
     terraform, zones = FakeTerraform(), []
@@ -85,8 +88,10 @@ def _gcp_train(project, monkeypatch, api, sets: list[str], *, on_apply=None, spo
     args = ["--env", "dev", "--set", "project=p1", *sets, "--set", "defaults.creation_error_minutes=0.01"]
     assert runner.invoke(app, ["data", "push", "fr", str(SAMPLE / "fr"), *args]).exit_code == 0
     api.routes[("HEAD", MANIFEST)] = (200, {})
-    api.routes[("GET", COS_FAMILY)] = (200, {"kind": "compute#image", "name": "cos-121-18867-199-88",
-                                             "status": "READY", "family": "cos-stable"})
+    api.routes[("GET", COS_FAMILY)] = (
+        200,
+        {"kind": "compute#image", "name": "cos-121-18867-199-88", "status": "READY", "family": "cos-stable"},
+    )
     with api:
         monkeypatch.setenv(ENDPOINT_ENV, api.url)
         monkeypatch.setenv(REGISTRY_ENDPOINT_ENV, api.url)
@@ -94,20 +99,25 @@ def _gcp_train(project, monkeypatch, api, sets: list[str], *, on_apply=None, spo
     return result, terraform.calls, zones
 
 
-@pytest.mark.parametrize(("recorded", "hint"), [
-    ("list_errors_zone_exhausted.json", "fallback_zones"),
-    ("list_errors_quota_exceeded.json", "iam-admin/quotas?project=p1"),
-])
+@pytest.mark.parametrize(
+    ("recorded", "hint"),
+    [
+        ("list_errors_zone_exhausted.json", "fallback_zones"),
+        ("list_errors_quota_exceeded.json", "iam-admin/quotas?project=p1"),
+    ],
+)
 def test_no_capacity_in_any_zone_moves_through_them_then_stops_resumable_with_exit_3(
-        project, gcs_env, monkeypatch, recorded, hint):
+    project, gcs_env, monkeypatch, recorded, hint
+):
     from trainer.runfiles.status_file import read_status
     from trainer.storage import open_bucket
 
     api = compute_api()
     api.routes[("GET", LIST_ERRORS_ANY)] = (200, fixture(recorded))
     bucket = f"gs://test-bucket/creation-{recorded[:20]}"
-    result, calls, zones = _gcp_train(project, monkeypatch, api, [
-        "--set", f"bucket={bucket}", "--set", "defaults.capacity_wait_minutes=0.05"])
+    result, calls, zones = _gcp_train(
+        project, monkeypatch, api, ["--set", f"bucket={bucket}", "--set", "defaults.capacity_wait_minutes=0.05"]
+    )
     out = " ".join(result.output.split())
     assert result.exit_code == 3, result.output
     # every zone of `zones` tried in order (each with quota), each apply torn down before the next
@@ -133,15 +143,34 @@ def test_on_demand_fallback_takes_on_demand_vms_once_every_spot_zone_is_dry(proj
 
     def stand_in_vm(zone: str, run_id: str) -> None:
         if not spot_of_synth[-1]:  # on demand: capacity (its group's error list is the old zone's, already seen)
-            write_status(open_bucket(uri), RunStatus(run_id=run_id, lang="fr", env="dev", state="FAILED",
-                                                     stage="classifier", error="the stand-in VM's run"))
+            write_status(
+                open_bucket(uri),
+                RunStatus(
+                    run_id=run_id,
+                    lang="fr",
+                    env="dev",
+                    state="FAILED",
+                    stage="classifier",
+                    error="the stand-in VM's run",
+                ),
+            )
 
-    result, calls, zones = _gcp_train(project, monkeypatch, api, [
-        "--set", f"bucket={uri}", "--set", "defaults.on_demand_fallback=true"], on_apply=stand_in_vm, spots=spot_of_synth)
+    result, calls, zones = _gcp_train(
+        project,
+        monkeypatch,
+        api,
+        ["--set", f"bucket={uri}", "--set", "defaults.on_demand_fallback=true"],
+        on_apply=stand_in_vm,
+        spots=spot_of_synth,
+    )
     out = " ".join(result.output.split())
     assert result.exit_code == 1 and "the stand-in VM's run" in out, result.output
     assert spot_of_synth[:4] == [True, True, True, False] and zones[:4] == [
-        "europe-west4-a", "europe-west4-b", "europe-west4-c", "europe-west4-a"]
+        "europe-west4-a",
+        "europe-west4-b",
+        "europe-west4-c",
+        "europe-west4-a",
+    ]
     assert "on_demand_fallback takes on-demand VMs" in out and "(on-demand, europe-west4)" in out
 
 
@@ -149,8 +178,9 @@ MANAGED = "/compute/v1/projects/p1/zones/europe-west4-a/instanceGroupManagers/de
 
 
 @pytest.mark.parametrize("group_has_a_vm", [False, True])
-def test_a_running_status_with_errors_moves_only_when_the_group_has_no_vm(project, gcs_env, monkeypatch,
-                                                                          group_has_a_vm):
+def test_a_running_status_with_errors_moves_only_when_the_group_has_no_vm(
+    project, gcs_env, monkeypatch, group_has_a_vm
+):
     import threading
 
     from trainer.runfiles.status_file import RunStatus, write_status
@@ -159,8 +189,11 @@ def test_a_running_status_with_errors_moves_only_when_the_group_has_no_vm(projec
     api = compute_api()
     api.routes[("GET", LIST_ERRORS)] = (200, fixture("list_errors_zone_exhausted.json"))
     api.routes[("GET", LIST_ERRORS_ANY)] = (200, NO_ERRORS)
-    vm = {"instance": "https://www.googleapis.com/compute/v1/projects/p1/zones/europe-west4-a/instances/dev-train-fr-x7k2",
-          "instanceStatus": "RUNNING", "currentAction": "NONE"}
+    vm = {
+        "instance": "https://www.googleapis.com/compute/v1/projects/p1/zones/europe-west4-a/instances/dev-train-fr-x7k2",
+        "instanceStatus": "RUNNING",
+        "currentAction": "NONE",
+    }
     api.routes[("POST", MANAGED)] = (200, {"managedInstances": [vm] if group_has_a_vm else []})
     uri = f"gs://test-bucket/creation-late-{group_has_a_vm}"
 
@@ -169,12 +202,33 @@ def test_a_running_status_with_errors_moves_only_when_the_group_has_no_vm(projec
         if zone == "europe-west4-a":  # its trainer said RUNNING once; the group's errors come after
             write_status(bucket, RunStatus(run_id=run_id, lang="fr", env="dev", state="RUNNING", stage="classifier"))
             if group_has_a_vm:  # a healthy run whose status is late: it ends where it is
-                threading.Timer(4.0, write_status, [bucket, RunStatus(
-                    run_id=run_id, lang="fr", env="dev", state="FAILED", stage="classifier",
-                    error="the stand-in VM's run")]).start()
+                threading.Timer(
+                    4.0,
+                    write_status,
+                    [
+                        bucket,
+                        RunStatus(
+                            run_id=run_id,
+                            lang="fr",
+                            env="dev",
+                            state="FAILED",
+                            stage="classifier",
+                            error="the stand-in VM's run",
+                        ),
+                    ],
+                ).start()
         else:
-            write_status(bucket, RunStatus(run_id=run_id, lang="fr", env="dev", state="FAILED", stage="classifier",
-                                           error="the stand-in VM's run"))
+            write_status(
+                bucket,
+                RunStatus(
+                    run_id=run_id,
+                    lang="fr",
+                    env="dev",
+                    state="FAILED",
+                    stage="classifier",
+                    error="the stand-in VM's run",
+                ),
+            )
 
     result, calls, zones = _gcp_train(project, monkeypatch, api, ["--set", f"bucket={uri}"], on_apply=vm_in)
     assert result.exit_code == 1 and "the stand-in VM's run" in result.output, result.output
@@ -209,9 +263,18 @@ def test_a_zone_without_capacity_moves_the_run_to_the_next_where_it_runs(project
     uri = "gs://test-bucket/creation-moves"
 
     def vm_in(zone: str, run_id: str) -> None:  # the VM the group creates where there is capacity (its run
-        if zone != "europe-west4-a":           # ends at once: no trainer here)
-            write_status(open_bucket(uri), RunStatus(run_id=run_id, lang="fr", env="dev", state="FAILED",
-                                                     stage="classifier", error="the stand-in VM's run"))
+        if zone != "europe-west4-a":  # ends at once: no trainer here)
+            write_status(
+                open_bucket(uri),
+                RunStatus(
+                    run_id=run_id,
+                    lang="fr",
+                    env="dev",
+                    state="FAILED",
+                    stage="classifier",
+                    error="the stand-in VM's run",
+                ),
+            )
 
     result, calls, zones = _gcp_train(project, monkeypatch, api, ["--set", f"bucket={uri}"], on_apply=vm_in)
     assert result.exit_code == 1 and "the stand-in VM's run" in result.output, result.output
@@ -222,13 +285,16 @@ def test_a_zone_without_capacity_moves_the_run_to_the_next_where_it_runs(project
     assert "moved to zone europe-west4-b" in out
     journal = read_journal(open_bucket(uri), "fr", run_id)
     assert [(p["zone"], p["outcome"]) for p in journal["placements"]] == [
-        ("europe-west4-a", "no capacity"), ("europe-west4-b", "failed")]
+        ("europe-west4-a", "no capacity"),
+        ("europe-west4-b", "failed"),
+    ]
 
 
 def test_status_shows_the_group_errors_of_a_starting_run(project, gcs_env, monkeypatch):
     import json
 
-    from trainer.runfiles.status_file import TRAINCTL_META, new_run_id, run_key
+    from trainer.runfiles.keys import TRAINCTL_META, run_key
+    from trainer.runfiles.run_ids import new_run_id
     from trainer.storage import open_bucket
 
     uri = "gs://test-bucket/creation-status"
@@ -245,4 +311,5 @@ def test_status_shows_the_group_errors_of_a_starting_run(project, gcs_env, monke
     assert "QUOTA_EXCEEDED: Quota 'PREEMPTIBLE_CPUS' exceeded" in out and "iam-admin/quotas?project=p1" in out
     assert json.loads(as_json.output)["vm_errors"] == [
         "VM creation failed in europe-west4-a (dev-train-fr-x7k2): QUOTA_EXCEEDED: Quota 'PREEMPTIBLE_CPUS' "
-        "exceeded.  Limit: 4.0 in region europe-west4."]
+        "exceeded.  Limit: 4.0 in region europe-west4."
+    ]

@@ -1,4 +1,5 @@
 """The VM agent's hardware check (trainer/launchers/vm/hardware.py): what it refuses and what it lets train."""
+
 from __future__ import annotations
 
 import pytest
@@ -12,12 +13,15 @@ def test_the_agent_and_the_gpu_catalogue_need_the_same_driver():
     assert hardware.MIN_DRIVER == IMAGE_MIN_DRIVER
 
 
-@pytest.mark.parametrize(("found", "expected", "wanted"), [
-    (Hardware(0, "570.172.08"), 1, "NVIDIA driver 570.172.08 on this VM is older than the 580"),
-    (Hardware(1, "535.230.02"), 1, "older than the 580"),  # a driver CUDA 13 cannot use, even with devices seen
-    (Hardware(1, None), 2, "sees 1 of the 2 GPU(s)"),
-    (Hardware(0, "580.95.05"), 1, "sees 0 of the 1 GPU(s) this node was created with (driver 580.95.05)"),
-])
+@pytest.mark.parametrize(
+    ("found", "expected", "wanted"),
+    [
+        (Hardware(0, "570.172.08"), 1, "NVIDIA driver 570.172.08 on this VM is older than the 580"),
+        (Hardware(1, "535.230.02"), 1, "older than the 580"),  # a driver CUDA 13 cannot use, even with devices seen
+        (Hardware(1, None), 2, "sees 1 of the 2 GPU(s)"),
+        (Hardware(0, "580.95.05"), 1, "sees 0 of the 1 GPU(s) this node was created with (driver 580.95.05)"),
+    ],
+)
 def test_problems_name_what_was_found_and_the_setting(found, expected, wanted):
     text = problem(found, expected)
     assert text and wanted in text and "defaults.gpu_driver" in text

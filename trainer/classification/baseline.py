@@ -15,6 +15,7 @@ The fitted baseline (`TfidfModel`) is plain arrays and vocabularies: `save` writ
 JSON + npz (nothing unpickled on load), and the blend (trainer.classification.blend) and
 `trainctl predict` read them back.
 """
+
 from __future__ import annotations
 
 import io
@@ -39,7 +40,8 @@ FORMAT = "trainstack-tfidf/1"
 
 @dataclass(frozen=True)
 class TfidfSpec:
-    """How the baseline is built. `legacy()` is the baseline before issue 27 (benchmarks show both)."""
+    """How the baseline is built. `legacy()` is the first one (C=10, no class weights, char_wb 2-5-grams for
+    every language; benchmarks show both)."""
 
     unsegmented: bool = False
     c_grid: tuple[float, ...] = C_GRID
@@ -56,11 +58,17 @@ class TfidfSpec:
         return cls(c_grid=(10.0,), class_weight=None, char_analyzer="char_wb", fixed_c=10.0)
 
     def describe(self) -> str:
-        feats = ("char 1-3-grams (no spaces between words)" if self._char()[0] == "char"
-                 else "word 1-2-grams + char 2-5-grams")
+        feats = (
+            "char 1-3-grams (no spaces between words)"
+            if self._char()[0] == "char"
+            else "word 1-2-grams + char 2-5-grams"
+        )
         weight = ", class-weighted" if self.class_weight else ""
-        grid = (f"C chosen on >= {MIN_ROWS_TO_CHOOSE_C} validation rows from {list(self.c_grid)}, else "
-                f"{self.fixed_c:g}" if len(self.c_grid) > 1 else f"C={self.c_grid[0]:g}")
+        grid = (
+            f"C chosen on >= {MIN_ROWS_TO_CHOOSE_C} validation rows from {list(self.c_grid)}, else {self.fixed_c:g}"
+            if len(self.c_grid) > 1
+            else f"C={self.c_grid[0]:g}"
+        )
         return f"TF-IDF ({feats}) + one logistic regression per label (liblinear{weight}; {grid})"
 
     def _char(self) -> tuple[str, tuple[int, int]]:
@@ -72,12 +80,15 @@ class TfidfSpec:
         from sklearn.feature_extraction.text import TfidfVectorizer
 
         analyzer, ngrams = self._char()
-        char = TfidfVectorizer(analyzer=analyzer, ngram_range=ngrams, sublinear_tf=True,
-                               max_features=MAX_CHAR_FEATURES, dtype=np.float32)
+        char = TfidfVectorizer(
+            analyzer=analyzer, ngram_range=ngrams, sublinear_tf=True, max_features=MAX_CHAR_FEATURES, dtype=np.float32
+        )
         if analyzer == "char":
             return [char]
-        return [TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, max_features=MAX_WORD_FEATURES,
-                                dtype=np.float32), char]
+        return [
+            TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, max_features=MAX_WORD_FEATURES, dtype=np.float32),
+            char,
+        ]
 
 
 def _stack(blocks):
@@ -101,7 +112,8 @@ class TfidfModel:
     fit_s: float = 0.0
 
     def features(self, texts: list[str]):
-        # stripped as the trainer's rows are (trainer.data.labelled): a served text's spaces make no n-grams it never saw
+        # stripped as the trainer's rows are (trainer.data.labelled): a served text's spaces make no n-grams it
+        # never saw
         return _stack([v.transform([t.strip() for t in texts]) for v in self.vectorizers])
 
     def probabilities(self, texts: list[str], x=None) -> np.ndarray:
@@ -115,12 +127,22 @@ class TfidfModel:
 
     def save(self) -> dict[str, bytes]:
         """{"tfidf.json": spec + vocabularies, "tfidf.npz": idf, coef, intercept}: nothing to unpickle."""
-        spec = {"format": FORMAT, "labels": self.labels, "multi_label": self.multi_label, "c": self.c,
-                "description": self.description,
-                "thresholds": None if self.thresholds is None else [float(t) for t in self.thresholds],
-                "vectorizers": [{"analyzer": v.analyzer, "ngram_range": list(v.ngram_range),
-                                 "vocabulary": sorted(v.vocabulary_, key=v.vocabulary_.get)}
-                                for v in self.vectorizers]}
+        spec = {
+            "format": FORMAT,
+            "labels": self.labels,
+            "multi_label": self.multi_label,
+            "c": self.c,
+            "description": self.description,
+            "thresholds": None if self.thresholds is None else [float(t) for t in self.thresholds],
+            "vectorizers": [
+                {
+                    "analyzer": v.analyzer,
+                    "ngram_range": list(v.ngram_range),
+                    "vocabulary": sorted(v.vocabulary_, key=v.vocabulary_.get),
+                }
+                for v in self.vectorizers
+            ],
+        }
         arrays = {f"idf_{i}": v.idf_.astype(np.float32) for i, v in enumerate(self.vectorizers)}
         buf = io.BytesIO()
         np.savez_compressed(buf, coef=self.coef.astype(np.float32), intercept=self.intercept, **arrays)
@@ -136,13 +158,26 @@ class TfidfModel:
         arrays = np.load(io.BytesIO(arrays_npz), allow_pickle=False)
         vectorizers = []
         for i, v in enumerate(spec["vectorizers"]):
-            vec = TfidfVectorizer(analyzer=v["analyzer"], ngram_range=tuple(v["ngram_range"]), sublinear_tf=True,
-                                  vocabulary={term: j for j, term in enumerate(v["vocabulary"])}, dtype=np.float32)
+            vec = TfidfVectorizer(
+                analyzer=v["analyzer"],
+                ngram_range=tuple(v["ngram_range"]),
+                sublinear_tf=True,
+                vocabulary={term: j for j, term in enumerate(v["vocabulary"])},
+                dtype=np.float32,
+            )
             vec.idf_ = arrays[f"idf_{i}"]
             vectorizers.append(vec)
         thresholds = spec.get("thresholds")
-        return cls(spec["labels"], spec["multi_label"], vectorizers, arrays["coef"], arrays["intercept"],
-                   spec["c"], spec["description"], None if thresholds is None else np.array(thresholds))
+        return cls(
+            spec["labels"],
+            spec["multi_label"],
+            vectorizers,
+            arrays["coef"],
+            arrays["intercept"],
+            spec["c"],
+            spec["description"],
+            None if thresholds is None else np.array(thresholds),
+        )
 
 
 def _fit_labels(x, targets: np.ndarray, c: float, class_weight, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -163,9 +198,19 @@ def _fit_labels(x, targets: np.ndarray, c: float, class_weight, seed: int) -> tu
     return coef, intercept
 
 
-def fit_tfidf(texts: list[str], targets: np.ndarray, *, train_idx: list[int], valid_idx: list[int],
-              multi_label: bool, labels: list[str], spec: TfidfSpec, seed: int = 0,
-              allow_empty: bool = False, threshold_policy: str = M.DEFAULT_POLICY) -> TfidfModel:
+def fit_tfidf(
+    texts: list[str],
+    targets: np.ndarray,
+    *,
+    train_idx: list[int],
+    valid_idx: list[int],
+    multi_label: bool,
+    labels: list[str],
+    spec: TfidfSpec,
+    seed: int = 0,
+    allow_empty: bool = False,
+    threshold_policy: str = M.DEFAULT_POLICY,
+) -> TfidfModel:
     """Fitted on the training rows; C (when the spec has several) and thresholds chosen on the validation rows."""
     started = time.perf_counter()
     vectorizers = spec.vectorizers()
@@ -188,22 +233,42 @@ def fit_tfidf(texts: list[str], targets: np.ndarray, *, train_idx: list[int], va
         if best_key is None or key > best_key:
             best, best_key = model, key
     if multi_label:
-        best.thresholds = M.choose_thresholds(best.probabilities(valid_texts, x_valid), targets[valid_idx],
-                                              threshold_policy)
+        best.thresholds = M.choose_thresholds(
+            best.probabilities(valid_texts, x_valid), targets[valid_idx], threshold_policy
+        )
     best.fit_s = round(time.perf_counter() - started, 2)
     return best
 
 
-def tfidf_baseline(texts: list[str], targets: np.ndarray, *, train_idx: list[int], valid_idx: list[int],
-                   test_idx: list[int] | None = None, multi_label: bool, labels: list[str], seed: int = 0,
-                   allow_empty: bool = False, spec: TfidfSpec | None = None,
-                   model: TfidfModel | None = None) -> dict:
+def tfidf_baseline(
+    texts: list[str],
+    targets: np.ndarray,
+    *,
+    train_idx: list[int],
+    valid_idx: list[int],
+    test_idx: list[int] | None = None,
+    multi_label: bool,
+    labels: list[str],
+    seed: int = 0,
+    allow_empty: bool = False,
+    spec: TfidfSpec | None = None,
+    model: TfidfModel | None = None,
+) -> dict:
     """Fitted on train (or `model`, already fitted so), thresholds tuned on valid, scored on test when
     given (else on valid); the model's metric shape plus `fit_s`, `model` and `c`."""
     scored = test_idx or valid_idx
     if model is None:
-        model = fit_tfidf(texts, targets, train_idx=train_idx, valid_idx=valid_idx, multi_label=multi_label,
-                          labels=labels, spec=spec or TfidfSpec(), seed=seed, allow_empty=allow_empty)
+        model = fit_tfidf(
+            texts,
+            targets,
+            train_idx=train_idx,
+            valid_idx=valid_idx,
+            multi_label=multi_label,
+            labels=labels,
+            spec=spec or TfidfSpec(),
+            seed=seed,
+            allow_empty=allow_empty,
+        )
     probs = model.probabilities([texts[i] for i in scored])
     pred = M.decide(probs, multi_label=multi_label, thresholds=model.thresholds, allow_empty=allow_empty)
     result = M.score(pred, targets[scored], labels, model.thresholds)

@@ -15,6 +15,7 @@ interval (docs/BENCHMARKS.md "Real tasks"). Each blend gets its own
 decision thresholds (multi-label), from all validation rows. The scored rows only report the
 choice. `trainctl predict` serves what was kept (the TF-IDF part from tfidf.json + tfidf.npz).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -75,11 +76,21 @@ def clear_gain(gains: np.ndarray) -> bool:
     return bool(np.quantile(resampled, 0.10) > 0)
 
 
-def choose(clf_valid: np.ndarray, tfidf_valid: np.ndarray | None, targets: np.ndarray, labels: list[str], *,
-           multi_label: bool, threshold_policy: str = M.DEFAULT_POLICY) -> Choice:
+def choose(
+    clf_valid: np.ndarray,
+    tfidf_valid: np.ndarray | None,
+    targets: np.ndarray,
+    labels: list[str],
+    *,
+    multi_label: bool,
+    threshold_policy: str = M.DEFAULT_POLICY,
+) -> Choice:
     """The weight chosen on half the validation rows when it also clearly beats TF-IDF alone on the other
     half (w = 1: the classifier alone), else TF-IDF alone (a blend with w = 0)."""
-    thresholds = (lambda p: M.choose_thresholds(p, targets, policy=threshold_policy) if multi_label else None)
+
+    def thresholds(p):
+        return M.choose_thresholds(p, targets, policy=threshold_policy) if multi_label else None
+
     clf_loss = log_loss(clf_valid, targets, multi_label=multi_label)
     if tfidf_valid is None:
         return Choice(CLASSIFIER, 1.0, thresholds(clf_valid), {CLASSIFIER: round(clf_loss, 4)})
@@ -91,9 +102,15 @@ def choose(clf_valid: np.ndarray, tfidf_valid: np.ndarray | None, targets: np.nd
     if not confirmed:
         w = 0.0
     shown = w if w < 1 else _lowest(losses, rows, WEIGHTS[:-1])  # the blend column: the best blend below 1
-    valid = {CLASSIFIER: round(clf_loss, 4), BLEND: round(float(losses[shown].mean()), 4), "blend_weight": shown,
-             "chosen_weight": chosen, "chosen_on_rows": len(chosen_on), "checked_on_rows": len(checked_on),
-             "confirmed": confirmed}
+    valid = {
+        CLASSIFIER: round(clf_loss, 4),
+        BLEND: round(float(losses[shown].mean()), 4),
+        "blend_weight": shown,
+        "chosen_weight": chosen,
+        "chosen_on_rows": len(chosen_on),
+        "checked_on_rows": len(checked_on),
+        "confirmed": confirmed,
+    }
     if w == 1.0:
         return Choice(CLASSIFIER, 1.0, thresholds(clf_valid), valid)
     return Choice(BLEND, w, thresholds(mix(w, clf_valid, tfidf_valid)), valid)

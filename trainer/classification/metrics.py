@@ -2,6 +2,7 @@
 
 Works on plain numpy arrays: probs (n, k) and targets (n, k) in {0,1}.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -53,8 +54,9 @@ def choose_thresholds(probs: np.ndarray, targets: np.ndarray, policy: str = DEFA
     return np.round((support * own + SHRINK_ROWS * prefer) / (support + SHRINK_ROWS), 3)
 
 
-def decide(probs: np.ndarray, *, multi_label: bool, thresholds: np.ndarray | None,
-           allow_empty: bool = False) -> np.ndarray:
+def decide(
+    probs: np.ndarray, *, multi_label: bool, thresholds: np.ndarray | None, allow_empty: bool = False
+) -> np.ndarray:
     """Boolean predictions: thresholds for multi-label, argmax otherwise.
 
     Multi-label rows get at least their most likely label unless `allow_empty` (the
@@ -76,14 +78,21 @@ def score(pred: np.ndarray, targets: np.ndarray, labels: list[str], thresholds=N
     for j, label in enumerate(labels):
         p, r, f1, support = _prf(pred[:, j], true[:, j])
         per_label[label] = {
-            "precision": round(p, 4), "recall": round(r, 4), "f1": round(f1, 4), "support": support,
+            "precision": round(p, 4),
+            "recall": round(r, 4),
+            "f1": round(f1, 4),
+            "support": support,
             "threshold": None if thresholds is None else float(thresholds[j]),
         }
     micro = _prf(pred.ravel(), true.ravel())[2]
     macro = float(np.mean([v["f1"] for v in per_label.values()]))
     accuracy = float((pred == true).all(axis=1).mean())
-    return {"per_label": per_label, "micro_f1": round(micro, 4), "macro_f1": round(macro, 4),
-            "accuracy": round(accuracy, 4)}
+    return {
+        "per_label": per_label,
+        "micro_f1": round(micro, 4),
+        "macro_f1": round(macro, 4),
+        "accuracy": round(accuracy, 4),
+    }
 
 
 def majority_baseline(train_targets: np.ndarray, valid_targets: np.ndarray, labels: list[str]) -> dict:
@@ -91,5 +100,9 @@ def majority_baseline(train_targets: np.ndarray, valid_targets: np.ndarray, labe
     pred = np.zeros_like(valid_targets, dtype=bool)
     pred[:, int(train_targets.sum(axis=0).argmax())] = True
     s = score(pred, valid_targets, labels)
-    return {"strategy": "most frequent training label", "micro_f1": s["micro_f1"],
-            "macro_f1": s["macro_f1"], "accuracy": s["accuracy"]}
+    return {
+        "strategy": "most frequent training label",
+        "micro_f1": s["micro_f1"],
+        "macro_f1": s["macro_f1"],
+        "accuracy": s["accuracy"],
+    }

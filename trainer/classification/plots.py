@@ -1,4 +1,5 @@
 """The run's pictures (rank 0, at upload): loss history, per-label F1 against TF-IDF, confusion matrix."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -95,8 +96,15 @@ def confusion(true_idx: np.ndarray, pred_idx: np.ndarray, labels: list[str], pat
     if k <= 30:
         for i in range(k):
             for j in range(k):
-                ax.text(j, i, str(matrix[i, j]), ha="center", va="center", fontsize=8,
-                        color="white" if matrix[i, j] > matrix.max() / 2 else "black")
+                ax.text(
+                    j,
+                    i,
+                    str(matrix[i, j]),
+                    ha="center",
+                    va="center",
+                    fontsize=8,
+                    color="white" if matrix[i, j] > matrix.max() / 2 else "black",
+                )
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)

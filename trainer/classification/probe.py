@@ -12,6 +12,7 @@ rows), written into the classifier's linear head
 (BatchNorm's running statistics standardise, the Linear holds the coefficients). Its validation
 loss is epoch 0 of trainer.best_epoch, so fine-tuning that never beats it keeps the probe's head.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -121,7 +122,9 @@ def _folds(targets: np.ndarray, multi_label: bool, seed: int) -> list:
         y = targets.argmax(axis=1)
         smallest = np.bincount(y)[np.bincount(y) > 0].min()
         if smallest >= 2:
-            return list(StratifiedKFold(min(FOLDS, int(smallest)), shuffle=True, random_state=seed).split(np.zeros(n), y))
+            return list(
+                StratifiedKFold(min(FOLDS, int(smallest)), shuffle=True, random_state=seed).split(np.zeros(n), y)
+            )
     return list(KFold(min(FOLDS, n), shuffle=True, random_state=seed).split(np.zeros(n)))
 
 
@@ -138,8 +141,16 @@ def fit_probe(x: np.ndarray, targets: np.ndarray, *, multi_label: bool, seed: in
     if len(rows) >= 4:
         folds = _folds(targets[rows], multi_label, seed)
         for c in C_GRID:
-            held = [_loss(z[rows[va]], *_fit(z[rows[tr]], targets[rows[tr]], multi_label, c, seed, loss_power),
-                          targets[rows[va]], multi_label) * len(va) for tr, va in folds]
+            held = [
+                _loss(
+                    z[rows[va]],
+                    *_fit(z[rows[tr]], targets[rows[tr]], multi_label, c, seed, loss_power),
+                    targets[rows[va]],
+                    multi_label,
+                )
+                * len(va)
+                for tr, va in folds
+            ]
             losses[c] = sum(held) / len(rows)
     c = min(losses, key=lambda k: (round(losses[k], 9), k)) if losses else 0.1
     coef, intercept = _fit(z, targets, multi_label, c, seed, loss_power)
@@ -162,9 +173,10 @@ def pooled_features(model, tokens, rows: list[int], *, bs: int, seq_len: int) ->
     try:
         with torch.no_grad():
             for start in range(0, len(order), bs):
-                chunk = order[start:start + bs]
-                batch = pad_input_chunk([(torch.from_numpy(tokens.text(i).astype(np.int64)),) for i in chunk],
-                                        pad_idx=1, seq_len=seq_len)
+                chunk = order[start : start + bs]
+                batch = pad_input_chunk(
+                    [(torch.from_numpy(tokens.text(i).astype(np.int64)),) for i in chunk], pad_idx=1, seq_len=seq_len
+                )
                 x = torch.stack([b[0] for b in batch]).to(device)
                 hidden, mask = encoder(x)
                 pooled = masked_concat_pool(hidden.float(), mask, seq_len).cpu().numpy()
@@ -198,8 +210,9 @@ def linear_head(model) -> None:
     block[-1] = nn.Linear(old.in_features, old.out_features, bias=True)
 
 
-def fine_tuning_confirmed(probe_probs: np.ndarray, clf_probs: np.ndarray, targets: np.ndarray, *,
-                          multi_label: bool) -> tuple[bool, float]:
+def fine_tuning_confirmed(
+    probe_probs: np.ndarray, clf_probs: np.ndarray, targets: np.ndarray, *, multi_label: bool
+) -> tuple[bool, float]:
     """Whether the fine-tuned classifier's validation loss is clearly below the probe's, row by row (the
     blend's rule: a 90 % one-sided paired bootstrap bound above zero) -> (confirmed, mean gain per row).
 
@@ -208,6 +221,7 @@ def fine_tuning_confirmed(probe_probs: np.ndarray, clf_probs: np.ndarray, target
     log loss of so few rows moves by more than the epochs differ."""
     from trainer.classification.blend import clear_gain, row_losses
 
-    gains = (row_losses(probe_probs, targets, multi_label=multi_label)
-             - row_losses(clf_probs, targets, multi_label=multi_label))
+    gains = row_losses(probe_probs, targets, multi_label=multi_label) - row_losses(
+        clf_probs, targets, multi_label=multi_label
+    )
     return clear_gain(gains), float(gains.mean()) if len(gains) else 0.0

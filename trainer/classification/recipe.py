@@ -6,6 +6,7 @@ halving the peak rate each time, then trains everything at lr/10 for the remaini
 epochs. Within a phase, rates fall by 2.6 per layer group from the head down: for G
 groups the slice spans a factor 2.6 ** (G - 1), whatever the number of LSTM layers.
 """
+
 from __future__ import annotations
 
 import math
@@ -31,8 +32,12 @@ def classifier_phases(lr: float, epochs: int, n_groups: int, *, head_fitted: boo
     its rate (lr, the highest) only threw it away (IMDb: validation loss 0.62 -> 1.59 in that epoch)."""
     d = LAYER_FACTOR ** (n_groups - 1)
     head = [] if head_fitted else [(-1, 1, lr)]
-    phases = [*head, (-2, 1, slice(lr / 2 / d, lr / 2)), (-3, 1, slice(lr / 4 / d, lr / 4)),
-              (None, epochs - 2 - len(head), slice(lr / 10 / d, lr / 10))]
+    phases = [
+        *head,
+        (-2, 1, slice(lr / 2 / d, lr / 2)),
+        (-3, 1, slice(lr / 4 / d, lr / 4)),
+        (None, epochs - 2 - len(head), slice(lr / 10 / d, lr / 10)),
+    ]
     left, trimmed = epochs, []
     for freeze_to, n, rate in phases:
         n = min(n, left)
@@ -70,5 +75,5 @@ def label_weights(targets, *, multi_label: bool, how: str):
     if multi_label:
         return (np.maximum(len(t) - pos, 1.0) / pos) ** power
     share = pos / pos.sum()
-    w = share ** -power
+    w = share**-power
     return w / (share * w).sum()

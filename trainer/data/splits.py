@@ -6,6 +6,7 @@ duplicate texts are dropped (the first copy stays) and the rows are split strati
 by label — iterative stratification (Sechidis et al., 2011) for multi-label data — so a
 rare label lands on both sides and no text is in both.
 """
+
 from __future__ import annotations
 
 import random

@@ -1,4 +1,5 @@
 """The `classifier` job: ULMFiT's stages in run order (forward, then backward with trainer.bidirectional)."""
+
 from __future__ import annotations
 
 from trainer.runtime.context import RunContext

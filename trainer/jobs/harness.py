@@ -1,4 +1,4 @@
-"""The run harness: one job (trainer.jobs.Job) under one status.json, log.txt and exit code.
+"""The run harness: one job (trainer.params.Job) under one status.json, log.txt and exit code.
 
 The job itself is a sequence of stages (trainer/jobs/classifier.py, pretrain_lm.py). Every stage
 checkpoints (trainer.runtime.checkpoints); a run started again with the same id (a recreated Spot VM, the
@@ -6,25 +6,28 @@ local launcher's restart) resumes from the newest complete checkpoint at the exa
 every rank runs this code on its shard of the data; only rank 0 writes to the bucket
 (trainer.runtime.distributed).
 """
+
 from __future__ import annotations
 
 import shutil
+import sys
 import time
 import traceback
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 
-from trainer.errors import DataError, RunExistsError, TrainerExit
+from trainer.errors import DataError, RunExistsError, TrainerExit, print_error
 from trainer.jobs import classifier, pretrain_lm
 from trainer.params import Job
+from trainer.runfiles.keys import KEPT_MARK
 from trainer.runfiles.status_file import INTERRUPTED_STAGE, QUEUED, SUCCEEDED, RunStatus, mark_failed, read_status
 from trainer.runtime import distributed as D
 from trainer.runtime import precision as P
-from trainer.runtime.context import KEPT_MARK, RunContext
+from trainer.runtime.context import RunContext
 from trainer.runtime.fitting import Fitter
 from trainer.runtime.preemption import Interrupted, Preemption
 from trainer.runtime.runlog import QuietLog, RunLog
 from trainer.storage import StorageError, on_retry, open_bucket
-
 
 SEQUENCES = {Job.CLASSIFIER: classifier.run, Job.PRETRAIN_LM: pretrain_lm.run}
 
@@ -45,74 +48,111 @@ def _log_for(ctx: D.Context, bucket, args):
     return log, resume
 
 
+@dataclass
+class JobRun:
+    """One run of a job in this process: what the harness holds so that the run ends the same way (its status,
+    log, exit code and scratch folder) whatever stops it."""
+
+    args: object
+    ctx: D.Context
+    bucket: object
+    log: object = field(default_factory=QuietLog)
+    rc: RunContext | None = None
+    fit: Fitter | None = None
+    stop_notes: Callable[[], None] = lambda: None
+    interrupted: bool = False  # SIGTERM or a lost peer: the same run id resumes, so the log is not sealed
+
+    def go(self, preemption: Preemption, started: float) -> TrainerExit:
+        """The job's stages, then SUCCEEDED (rank 0 writes it)."""
+        ctx = self.ctx
+        D.init(ctx)
+        self.log, _ = _log_for(ctx, self.bucket, self.args)
+        if isinstance(self.log, RunLog):
+            self.stop_notes = on_retry(self.log.note)  # storage retries in the run log, once each
+        self.rc = RunContext.create(self.args, self.bucket, self.log, ctx, preemption)
+        self.log.line(P.describe(self.args.precision, self.rc.precision))
+        self.fit = Fitter(self.rc)
+        SEQUENCES[Job(self.args.job)](self.rc, self.fit, started)
+        if ctx.main:
+            self.log.succeeded()
+            self.log.line(f"SUCCEEDED in {time.time() - started:.0f}s")
+            self.log.flush()
+        D.barrier(ctx)  # ranks leave together: one that exits early reads as a failure to torchrun
+        return TrainerExit.SUCCEEDED
+
+    def stopped_by(self, exc: Exception) -> TrainerExit:
+        """The exit code for what stopped the job, its status written: interrupted runs resume, bad input is the
+        user's to fix, anything else failed the run (rank 0's status; another rank records its own error)."""
+        ctx, log, args = self.ctx, self.log, self.args
+        if isinstance(exc, Interrupted):
+            return self._interrupted("interrupted (SIGTERM): checkpoint saved; the same run id resumes from it")
+        if isinstance(exc, DataError):
+            log.failed(exc.message + (f" ({exc.hint})" if exc.hint else ""))
+            return TrainerExit.BAD_INPUT
+        if isinstance(exc, StorageError):  # what the storage policy gave up on, said in one line (no traceback)
+            if ctx.main and getattr(log, "status", None) is not None and log.status.state == SUCCEEDED:
+                # every artifact is uploaded; only the final status write failed: never call that run FAILED
+                print(
+                    f"run {args.run_id} finished and uploaded its artifacts, but status.json could not be "
+                    f"written: {exc}",
+                    flush=True,
+                )
+            elif ctx.main:
+                log.failed(f"storage: {exc}")
+            else:
+                mark_failed(self.bucket, args.lang, args.run_id, args.env, f"rank {ctx.rank}: storage: {exc}")
+            return TrainerExit.FAILED
+        if D.is_peer_error(exc):
+            return self._interrupted(
+                f"a peer process stopped ({str(exc).splitlines()[0][:200]}); resuming from the last complete checkpoint"
+            )
+        traceback.print_exception(exc)
+        if ctx.main:
+            log.failed(f"{type(exc).__name__}: {exc}")
+        else:  # rank 0 would only see a lost peer: record the real error
+            mark_failed(self.bucket, args.lang, args.run_id, args.env, f"rank {ctx.rank}: {type(exc).__name__}: {exc}")
+        return TrainerExit.FAILED
+
+    def _interrupted(self, why: str) -> TrainerExit:
+        self.interrupted = True
+        self.log.line(why)
+        self.log.update(stage=INTERRUPTED_STAGE, progress=None)
+        return TrainerExit.INTERRUPTED
+
+    def close(self) -> None:
+        """Whatever ended the run: the curves' last points, the log's last lines, the processes' group, and the
+        scratch folder (kept where an artifact never reached the bucket: its file is all there is)."""
+        if self.fit is not None and self.fit.board is not None:
+            self.fit.board.close()
+        self.stop_notes()
+        self.log.close(seal=not self.interrupted)
+        D.shutdown(self.ctx)
+        rc = self.rc
+        if rc is not None and rc.scratch is not None:
+            if (rc.work / KEPT_MARK).exists():
+                print(f"kept {rc.work}: {(rc.work / KEPT_MARK).read_text().strip()}", flush=True)
+            else:
+                shutil.rmtree(rc.scratch, ignore_errors=True)
+
+
 def run_job(args) -> int:
     """Runs `args.job` for `args.run_id` to an exit code (trainer.errors.TrainerExit), its status written."""
     ctx = D.Context.from_env()
     bucket = open_bucket(args.bucket)
     status = read_status(bucket, args.lang, args.run_id)
     if status is not None and status.terminal:
-        err = RunExistsError(f"run {args.run_id} already ended ({status.state}); its files are kept as they are",
-                             hint="start a new run id")
-        print(f"error: {err.message}\n  {err.hint}", flush=True)
+        err = RunExistsError(
+            f"run {args.run_id} already ended ({status.state}); its files are kept as they are",
+            hint="start a new run id",
+        )
+        print_error(err.message, err.hint, file=sys.stdout)
         return TrainerExit.BAD_INPUT
     preemption = Preemption(ctx)
     preemption.install()
-    started = time.time()
-    log, rc, fit, stop_notes, interrupted = QuietLog(), None, None, lambda: None, False
+    run = JobRun(args, ctx, bucket)
     try:
-        D.init(ctx)
-        log, _ = _log_for(ctx, bucket, args)
-        if isinstance(log, RunLog):
-            stop_notes = on_retry(log.note)  # storage retries in the run log, once each
-        rc = RunContext.create(args, bucket, log, ctx, preemption)
-        log.line(P.describe(args.precision, rc.precision))
-        fit = Fitter(rc)
-        SEQUENCES[Job(args.job)](rc, fit, started)
-        if ctx.main:
-            log.succeeded()
-            log.line(f"SUCCEEDED in {time.time() - started:.0f}s")
-            log.flush()
-        D.barrier(ctx)  # ranks leave together: one that exits early reads as a failure to torchrun
-        return TrainerExit.SUCCEEDED
-    except Interrupted:
-        interrupted = True
-        log.line("interrupted (SIGTERM): checkpoint saved; the same run id resumes from it")
-        log.update(stage=INTERRUPTED_STAGE, progress=None)
-        return TrainerExit.INTERRUPTED
-    except DataError as exc:
-        log.failed(exc.message + (f" ({exc.hint})" if exc.hint else ""))
-        return TrainerExit.BAD_INPUT
-    except StorageError as exc:  # what the storage policy gave up on, said in one line (no traceback)
-        if ctx.main and getattr(log, "status", None) is not None and log.status.state == SUCCEEDED:
-            # every artifact is uploaded; only the final status write failed: never call that run FAILED
-            print(f"run {args.run_id} finished and uploaded its artifacts, but status.json could not be "
-                  f"written: {exc}", flush=True)
-        elif ctx.main:
-            log.failed(f"storage: {exc}")
-        else:
-            mark_failed(bucket, args.lang, args.run_id, args.env, f"rank {ctx.rank}: storage: {exc}")
-        return TrainerExit.FAILED
+        return run.go(preemption, time.time())
     except Exception as exc:  # the run must end with a status, whatever happened
-        if D.is_peer_error(exc):
-            interrupted = True
-            log.line(f"a peer process stopped ({str(exc).splitlines()[0][:200]}); "
-                     "resuming from the last complete checkpoint")
-            log.update(stage=INTERRUPTED_STAGE, progress=None)
-            return TrainerExit.INTERRUPTED
-        traceback.print_exc()
-        if ctx.main:
-            log.failed(f"{type(exc).__name__}: {exc}")
-        else:  # rank 0 would only see a lost peer: record the real error
-            mark_failed(bucket, args.lang, args.run_id, args.env, f"rank {ctx.rank}: {type(exc).__name__}: {exc}")
-        return TrainerExit.FAILED
+        return run.stopped_by(exc)
     finally:
-        if fit is not None and fit.board is not None:
-            fit.board.close()  # the curves' last points, whatever ended the run
-        stop_notes()
-        log.close(seal=not interrupted)
-        D.shutdown(ctx)
-        if rc is not None and rc.scratch is not None:
-            if (rc.work / KEPT_MARK).exists():  # an artifact never reached the bucket: its file is all there is
-                print(f"kept {rc.work}: {(rc.work / KEPT_MARK).read_text().strip()}", flush=True)
-            else:
-                shutil.rmtree(rc.scratch, ignore_errors=True)
+        run.close()

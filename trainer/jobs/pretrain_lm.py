@@ -1,4 +1,5 @@
-"""The `pretrain-lm` job (`python -m trainer --job pretrain-lm`): pretrain a base LM on `<lang>/data/corpus/` and publish it.
+"""The `pretrain-lm` job (`python -m trainer --job pretrain-lm`): pretrain a base LM on `<lang>/data/corpus/` and
+publish it.
 
 The same run machinery as a training run (status, log, checkpoints, exact resume, data
 parallel): the corpus is streamed and tokenized once into the bucket's cache, a slice of
@@ -6,6 +7,7 @@ its lines is held out for perplexity, and the result is published as
 `<lang>/lm/pt-<hash>/` with CURRENT written last. The id hashes the corpus, tokenizer,
 arch, epochs and seed: another corpus gives another id, the same inputs the same one.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -15,11 +17,11 @@ import pickle
 import time
 from dataclasses import dataclass
 
-from trainer.runtime import distributed as D
 from trainer.errors import DataError
-from trainer.params import Job
 from trainer.lm import store
 from trainer.lm.store import BaseLM
+from trainer.params import Job
+from trainer.runtime import distributed as D
 
 VALID_PCT = 0.02  # of corpus lines held out for perplexity (at least one line)
 
@@ -44,24 +46,30 @@ def prepare(rc, fit) -> Corpus:
     rc.stage("preparing")
     keys = corpus_keys(bucket, a.lang)
     if not keys:
-        raise DataError(f"no corpus at {bucket.url(f'{a.lang}/data/corpus/')} (.txt or .txt.gz, one text "
-                        "per line)", hint=f"stage it: trainctl data push {a.lang} FOLDER (with corpus/*.txt[.gz])")
+        raise DataError(
+            f"no corpus at {bucket.url(f'{a.lang}/data/corpus/')} (.txt or .txt.gz, one text per line)",
+            hint=f"stage it: trainctl data push {a.lang} FOLDER (with corpus/*.txt[.gz])",
+        )
     code = a.lang_code or a.lang
     kind = default_tokenizer(code) if a.tokenizer == "auto" else a.tokenizer
     with D.rank0_first(rc.ctx):
-        tokenizer = (spacy_spec(code) if kind == SPACY else
-                     sentencepiece_tokenizer(bucket, a.lang, code, [], vocab_size=a.sp_vocab_size, log=log))
+        tokenizer = (
+            spacy_spec(code)
+            if kind == SPACY
+            else sentencepiece_tokenizer(bucket, a.lang, code, [], vocab_size=a.sp_vocab_size, log=log)
+        )
         tables = tuple(corpus_tokens(bucket, a.lang, k, log=log, tokenizer=tokenizer) for k in keys)
     h = hashlib.sha256(tokenizer.id.encode())
     for table in tables:
         h.update(table.ids.tobytes())
         h.update("\n".join(table.vocab).encode())
     n_lines, n_tokens = sum(len(t) for t in tables), sum(t.n_tokens for t in tables)
-    log.line(f"corpus: {n_lines:,} lines, {n_tokens:,} tokens in {len(keys)} file(s); tokenizer "
-             f"{tokenizer.describe()}")
+    log.line(f"corpus: {n_lines:,} lines, {n_tokens:,} tokens in {len(keys)} file(s); tokenizer {tokenizer.describe()}")
     if n_tokens < store.SMALL_LM_TOKENS:
-        log.line(f"warning: small corpus ({n_tokens:,} tokens, under {store.SMALL_LM_TOKENS:,}): "
-                 "expect weak transfer from this base LM")
+        log.line(
+            f"warning: small corpus ({n_tokens:,} tokens, under {store.SMALL_LM_TOKENS:,}): "
+            "expect weak transfer from this base LM"
+        )
     corpus = Corpus(tokenizer, tables, h.hexdigest()[:16])
     fit.find_resume()
     fit.adopt_resume(data_hash=corpus.data_hash, labels=[])  # checkpoints record labels: none here
@@ -94,19 +102,36 @@ def pretrain(rc, fit, corpus: Corpus) -> BaseLM:
     from trainer.text.tokens import TokenIds, build_vocab, remap
 
     a = rc.a
-    vocab = (fit.resume.payload["vocab"] if fit.resume_point("base_lm") is not None
-             else fit.carry["base_lm"]["vocab"] if fit.resumed_past("base_lm")
-             else build_vocab(corpus.tables, min_freq=a.min_freq, max_vocab=a.max_vocab))
+    vocab = (
+        fit.resume.payload["vocab"]
+        if fit.resume_point("base_lm") is not None
+        else fit.carry["base_lm"]["vocab"]
+        if fit.resumed_past("base_lm")
+        else build_vocab(corpus.tables, min_freq=a.min_freq, max_vocab=a.max_vocab)
+    )
     tokens = TokenIds.concat([remap(t, vocab) for t in corpus.tables])
     valid_pct = max(VALID_PCT, 1.5 / max(len(tokens), 1))
     weights, perplexity = _train(rc, fit, "base_lm", tokens, valid_pct, vocab)
     # the same held-out lines, read right to left (split_documents draws them by seed, not content)
-    weights_bwd, perplexity_bwd = (_train(rc, fit, "base_lm_bwd", tokens.reversed(), valid_pct, vocab)
-                                   if a.bidirectional else (None, None))
+    weights_bwd, perplexity_bwd = (
+        _train(rc, fit, "base_lm_bwd", tokens.reversed(), valid_pct, vocab) if a.bidirectional else (None, None)
+    )
     n_train_tokens = int(tokens.n_tokens * (1 - valid_pct))
     # everything that changes the weights: the same inputs give the same id, any other a new one
-    shaped_by = [corpus.data_hash, fit.arch, a.epochs_base_lm, a.seed, a.max_vocab, a.min_freq,
-                 a.lr_base_lm or a.lr_lm, a.bs, a.seq_len, a.drop_mult, VALID_PCT, a.precision]
+    shaped_by = [
+        corpus.data_hash,
+        fit.arch,
+        a.epochs_base_lm,
+        a.seed,
+        a.max_vocab,
+        a.min_freq,
+        a.lr_base_lm or a.lr_lm,
+        a.bs,
+        a.seq_len,
+        a.drop_mult,
+        VALID_PCT,
+        a.precision,
+    ]
     if a.bidirectional:  # forward-only ids stay as they were
         shaped_by.append("bidirectional")
     shaped_by += id_part(fit.lm_head)  # so do full-softmax ones
@@ -117,17 +142,37 @@ def pretrain(rc, fit, corpus: Corpus) -> BaseLM:
         shaped_by.append(["max_lm_tokens", *budget])
     lm_id = "pt-" + hashlib.sha256(json.dumps(shaped_by).encode()).hexdigest()[:12]
     read = min(n_train_tokens, budget[1]) if budget[1] else n_train_tokens  # a capped epoch reads a sample
-    lm = BaseLM(id=lm_id, source="pretrain", tokenizer=corpus.tokenizer.id, arch=dict(fit.arch),
-                vocab_size=len(vocab), tokens=read, corpus_tokens=n_train_tokens, corpus_hash=corpus.data_hash,
-                perplexity=perplexity,
-                run_id=a.run_id, created_at=store.now(), backward=bool(a.bidirectional),
-                backward_perplexity=perplexity_bwd, head=fit.lm_head)
+    lm = BaseLM(
+        id=lm_id,
+        source="pretrain",
+        tokenizer=corpus.tokenizer.id,
+        arch=dict(fit.arch),
+        vocab_size=len(vocab),
+        tokens=read,
+        corpus_tokens=n_train_tokens,
+        corpus_hash=corpus.data_hash,
+        perplexity=perplexity,
+        run_id=a.run_id,
+        created_at=store.now(),
+        backward=bool(a.bidirectional),
+        backward_perplexity=perplexity_bwd,
+        head=fit.lm_head,
+    )
     if rc.ctx.main:
-        fresh = store.publish(rc.bucket, a.lang, lm, weights, pickle.dumps(list(vocab)), make_current=True,
-                              tokenizer_model=corpus.tokenizer.sp_model, weights_bwd=weights_bwd)
+        fresh = store.publish(
+            rc.bucket,
+            a.lang,
+            lm,
+            weights,
+            pickle.dumps(list(vocab)),
+            make_current=True,
+            tokenizer_model=corpus.tokenizer.sp_model,
+            weights_bwd=weights_bwd,
+        )
         where = rc.bucket.url(store.prefix(a.lang, lm.id))
-        rc.log.line(f"base LM: {'published' if fresh else 'already published'} {lm.describe()} at {where}; "
-                    "CURRENT now names it")
+        rc.log.line(
+            f"base LM: {'published' if fresh else 'already published'} {lm.describe()} at {where}; CURRENT now names it"
+        )
     D.barrier(rc.ctx)
     return lm
 
@@ -141,8 +186,18 @@ def run(rc, fit, started: float) -> None:
 
         from trainer.runfiles.metrics_file import RunMetrics
 
-        metrics = RunMetrics.from_document({
-            "run_id": rc.a.run_id, "lang": rc.a.lang, "job": Job.PRETRAIN_LM.value, "base_lm": asdict(lm), "perplexity": lm.perplexity,
-            "backward_perplexity": lm.backward_perplexity, "tokens": lm.tokens, "tokenizer": corpus.tokenizer.id,
-            "duration_s": round(time.time() - started, 1), "history": fit.history})
+        metrics = RunMetrics.from_document(
+            {
+                "run_id": rc.a.run_id,
+                "lang": rc.a.lang,
+                "job": Job.PRETRAIN_LM.value,
+                "base_lm": asdict(lm),
+                "perplexity": lm.perplexity,
+                "backward_perplexity": lm.backward_perplexity,
+                "tokens": lm.tokens,
+                "tokenizer": corpus.tokenizer.id,
+                "duration_s": round(time.time() - started, 1),
+                "history": fit.history,
+            }
+        )
         rc.put(metrics.to_json(), "metrics.json")

@@ -4,6 +4,7 @@ resumes the run under the same id, and how many a run may have before it ends FA
 An interruption leaves a checkpoint and no final status: the trainer stopped on SIGTERM (its stage is
 "interrupted"), or its process was lost (a signal, a peer rank gone) without recording an end. A data or
 code failure records FAILED, or exits 1/2 alone, and is never resumed. Stdlib only."""
+
 from __future__ import annotations
 
 from trainer.errors import TrainerExit

@@ -1,5 +1,6 @@
 """How both launchers (local/supervisor.py, vm/agent.py) start and stop the trainer process: its command,
 alone or under torchrun, and the grace between SIGTERM and SIGKILL."""
+
 from __future__ import annotations
 
 import sys
@@ -18,5 +19,16 @@ def one_machine_command(processes: int, tail: list[str]) -> list[str]:
     """
     if processes == 1:
         return [sys.executable, "-m", "trainer", *tail]
-    return [*TORCHRUN, "--standalone", "--nnodes", "1", "--nproc-per-node", str(processes), "--max-restarts", "0",
-            "-m", "trainer", *tail]
+    return [
+        *TORCHRUN,
+        "--standalone",
+        "--nnodes",
+        "1",
+        "--nproc-per-node",
+        str(processes),
+        "--max-restarts",
+        "0",
+        "-m",
+        "trainer",
+        *tail,
+    ]

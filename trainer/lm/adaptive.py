@@ -10,7 +10,7 @@ Every word is scored against its own embedding, as in fastai's tied full softmax
 projections of its own, only a bias per word and one scorer per cluster). An untied head (torch's
 AdaptiveLogSoftmaxWithLoss, projections 4x narrower per cluster) was measured first: it learnt
 nothing from 500k-token corpora (el perplexity 1,091 against the full softmax's 115,
-docs/DECISIONS.md "Adaptive softmax and CPU bf16"); tied, the rare words learn from every
+docs/DECISIONS.md "Adaptive softmax LM head"); tied, the rare words learn from every
 sentence they appear in as inputs, and a fine-tune starts from the base LM's word vectors.
 
 Only the head changes: the encoder stays fastai's AWD-LSTM, and a published LM is written in the
@@ -20,6 +20,7 @@ fine-tuning read it as they read any LM. A fine-tune with this head scores the t
 against the matched embedding from any base LM, old ones included; its biases and cluster scorers
 start afresh from the task's word counts.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -127,8 +128,10 @@ class AdaptiveDecoder(nn.Module):
         """Every word's log-probability at each position (N, n_words): what a full softmax would give."""
         short, head = self.bounds[1], self._head(hidden)
         parts = [head[:, :short]]
-        parts += [self._scores(hidden, lo, hi).log_softmax(1) + head[:, short + i:short + i + 1]
-                  for i, (lo, hi) in enumerate(self._clusters())]
+        parts += [
+            self._scores(hidden, lo, hi).log_softmax(1) + head[:, short + i : short + i + 1]
+            for i, (lo, hi) in enumerate(self._clusters())
+        ]
         return torch.cat(parts, 1)
 
     def predict(self, hidden: torch.Tensor) -> torch.Tensor:

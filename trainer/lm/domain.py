@@ -6,6 +6,7 @@ rows; ULMFiT's second stage learns the domain's language from them. They are tok
 a held-out row's text, or to one of its lines, is dropped, so the rows that are scored stay
 unseen until they are scored.
 """
+
 from __future__ import annotations
 
 import re
@@ -85,20 +86,29 @@ def load(rc, data, splits, tokenizer):
             n = FIRST_CHUNK
         else:  # the texts the rest of the budget needs at the tokens per text seen so far, and a tenth more
             n = max(FIRST_CHUNK, int((budget - used) / max(used / done, 1.0) * 1.1))
-        chunk = [kept[i] for i in order[done:done + n]]
+        chunk = [kept[i] for i in order[done : done + n]]
         tables.append(labelled_tokens(rc.bucket, a.lang, chunk, log=rc.log, tokenizer=tokenizer))
         used += tables[-1].n_tokens
         done += len(chunk)
     tokens = TokenIds.concat(tables)
     rows = np.arange(len(tokens))
     if budget and tokens.n_tokens > budget:  # the seeded order's first texts within the budget
-        rows = rows[:int(np.searchsorted(np.cumsum(tokens.lengths()), budget, side="right"))]
-    info = DomainTexts(source=rc.bucket.url(key), texts=len(rows), tokens=int(tokens.lengths()[rows].sum()),
-                       dropped_held_out=len(texts) - len(kept), sampled_from=len(kept) if len(rows) < len(kept) else 0)
-    rc.log.line(f"unlabelled: {info.texts:,} texts, {info.tokens:,} tokens from {info.source} for LM fine-tuning"
-                + (f" (a seeded sample of {info.sampled_from:,}: trainer.max_lm_tokens {a.max_lm_tokens:,} and "
-                   f"held-out texts for the LM's validation; only the sample was tokenized)"
-                   if info.sampled_from else "")
-                + (f"; {info.dropped_held_out:,} equal to a validation or test text dropped"
-                   if info.dropped_held_out else ""))
+        rows = rows[: int(np.searchsorted(np.cumsum(tokens.lengths()), budget, side="right"))]
+    info = DomainTexts(
+        source=rc.bucket.url(key),
+        texts=len(rows),
+        tokens=int(tokens.lengths()[rows].sum()),
+        dropped_held_out=len(texts) - len(kept),
+        sampled_from=len(kept) if len(rows) < len(kept) else 0,
+    )
+    rc.log.line(
+        f"unlabelled: {info.texts:,} texts, {info.tokens:,} tokens from {info.source} for LM fine-tuning"
+        + (
+            f" (a seeded sample of {info.sampled_from:,}: trainer.max_lm_tokens {a.max_lm_tokens:,} and "
+            f"held-out texts for the LM's validation; only the sample was tokenized)"
+            if info.sampled_from
+            else ""
+        )
+        + (f"; {info.dropped_held_out:,} equal to a validation or test text dropped" if info.dropped_held_out else "")
+    )
     return (tokens if len(rows) == len(tokens) else tokens.select(rows)), info

@@ -1,40 +1,32 @@
 """`trainctl lm import`: publish existing fastai AWD-LSTM language-model weights as a base LM.
 
-Accepts a fastai language-model state dict (`get_language_model(AWD_LSTM, ...)`; fastai's
-WT103 `lstm_fwd.pth` has this shape, and a `{"model": ...}` file as `learn.save` writes) and
-its vocabulary pickle (a list of str, e.g. `itos_wt103.pkl`). Everything is checked before
-anything is written: a pair that does not fit is refused with a DataError and publishes nothing.
-
-What is published is the state dict normalised to the keys and key order of this fastai's
-model (fastai's `load_pretrained` matches weights to the model by position) and the vocabulary
-as a plain pickled list; the origin records the sha256 of the files as given.
+The files are checked first (trainer.lm.import_checks): a pair that does not fit publishes nothing. What is
+published is the state dict normalised to this fastai's model and the vocabulary as a plain pickled list;
+the origin records the sha256 of the files as given, and how much of the language's training text the
+vocabulary knows.
 """
+
 from __future__ import annotations
 
 import hashlib
 import io
 import pickle
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from trainer.errors import DataError
 from trainer.lm import store
+from trainer.lm.import_checks import (
+    HINT,
+    OTHER_SPECIALS,
+    PAD_ENTRY,
+    checked_backward,
+    load_state_dict,
+    load_vocab,
+    normalise,
+)
 from trainer.lm.store import BaseLM
 from trainer.text.tokenizers import TokenizerSpec
-
-# fastai maps unknown words to xxunk, pads with xxpad and starts every text with xxbos:
-# a vocabulary without them was not made for a fastai language model.
-REQUIRED_SPECIALS = ("xxunk", "xxpad", "xxbos")
-# the other special tokens fastai's rules emit: their absence weakens transfer, it is not an error
-OTHER_SPECIALS = ("xxeos", "xxfld", "xxrep", "xxwrep", "xxup", "xxmaj")
-PAD_ENTRY = "xxfake"  # fastai pads a vocabulary to a multiple of 8 with repeats of this
-ENCODER, ENCODER_DP, DECODER_W, DECODER_B = ("0.encoder.weight", "0.encoder_dp.emb.weight",
-                                             "1.decoder.weight", "1.decoder.bias")
-RNN_KEY = re.compile(r"^0\.rnns\.(\d+)\.(.+)$")
-RNN_PARTS = ("weight_hh_l0_raw", "module.weight_ih_l0", "module.bias_ih_l0", "module.bias_hh_l0")
-HINT = ("pass fastai AWD-LSTM language-model weights (get_language_model / learn.save) "
-        "and the vocabulary they were trained with")
 
 
 @dataclass
@@ -56,16 +48,23 @@ class Coverage:
         return self.known_distinct / self.distinct_tokens if self.distinct_tokens else None
 
     def as_dict(self) -> dict:
-        return {"train_tokens": self.train_tokens, "known_tokens": self.known_tokens,
-                "token_share": self.token_share, "distinct_tokens": self.distinct_tokens,
-                "known_distinct": self.known_distinct, "distinct_share": self.distinct_share,
-                "skipped": self.skipped}
+        return {
+            "train_tokens": self.train_tokens,
+            "known_tokens": self.known_tokens,
+            "token_share": self.token_share,
+            "distinct_tokens": self.distinct_tokens,
+            "known_distinct": self.known_distinct,
+            "distinct_share": self.distinct_share,
+            "skipped": self.skipped,
+        }
 
     def describe(self) -> str:
         if self.skipped:
             return f"coverage not measured: {self.skipped}"
-        return (f"the vocabulary covers {self.token_share:.1%} of the {self.train_tokens:,} training tokens "
-                f"({self.known_distinct:,} of {self.distinct_tokens:,} distinct: {self.distinct_share:.1%})")
+        return (
+            f"the vocabulary covers {self.token_share:.1%} of the {self.train_tokens:,} training tokens "
+            f"({self.known_distinct:,} of {self.distinct_tokens:,} distinct: {self.distinct_share:.1%})"
+        )
 
 
 @dataclass
@@ -75,121 +74,18 @@ class ImportReport:
     warnings: list[str] = field(default_factory=list)
 
 
-class _VocabUnpickler(pickle.Unpickler):
-    """Builds lists, strings and numbers only: any class or function in the pickle is refused."""
-
-    def find_class(self, module: str, name: str):
-        raise DataError(f"the vocabulary pickle refers to {module}.{name}; only a plain list of str is accepted",
-                        hint="save it as a plain list: pickle.dump(list(vocab), open('vocab.pkl', 'wb'))")
-
-
-def load_vocab(raw: bytes, source: str) -> list[str]:
-    """The token list in `raw` (a pickled list of str), checked; DataError otherwise."""
-    try:
-        vocab = _VocabUnpickler(io.BytesIO(raw)).load()
-    except DataError as exc:
-        raise DataError(f"{source}: {exc.message}", hint=exc.hint) from exc
-    except Exception as exc:  # a truncated or non-pickle file
-        raise DataError(f"{source} is not a readable pickle ({type(exc).__name__}: {exc})", hint=HINT) from exc
-    if not isinstance(vocab, list) or not all(isinstance(tok, str) for tok in vocab):
-        kind = type(vocab).__name__ if not isinstance(vocab, list) else "a list with non-str entries"
-        raise DataError(f"{source} holds {kind}, not a list of str (the tokens, in id order)", hint=HINT)
-    seen: set[str] = set()
-    dupes: set[str] = set()
-    for tok in vocab:
-        if tok in seen and tok != PAD_ENTRY:
-            dupes.add(tok)
-        seen.add(tok)
-    if dupes:
-        shown = sorted(dupes)[:5]
-        raise DataError(f"{source} has duplicate tokens: {', '.join(map(repr, shown))}"
-                        + (f" and {len(dupes) - 5} more" if len(dupes) > 5 else ""),
-                        hint="each token must appear once; its position is its row in the weights")
-    missing = [tok for tok in REQUIRED_SPECIALS if tok not in seen]
-    if missing:
-        raise DataError(f"{source} lacks fastai's special tokens {', '.join(missing)}",
-                        hint="a fastai vocabulary starts with xxunk, xxpad, xxbos, ...; is this a fastai ULMFiT vocabulary?")
-    return vocab
-
-
-def load_state_dict(path: Path) -> dict:
-    """The tensors of a fastai LM weights file (a state dict, or `{"model": state dict, ...}`)."""
-    import torch
-
-    try:
-        data = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # not a torch file, or one holding arbitrary objects
-        raise DataError(f"{path} is not a torch state dict loadable with weights_only=True "
-                        f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})", hint=HINT) from exc
-    if isinstance(data, dict) and "model" in data and isinstance(data["model"], dict):
-        data = data["model"]  # learn.save(..., with_opt=True) writes {"model": ..., "opt": ...}
-    if not isinstance(data, dict) or not all(isinstance(v, torch.Tensor) for v in data.values()):
-        raise DataError(f"{path} does not hold a state dict of tensors", hint=HINT)
-    return dict(data)
-
-
-def _shape(wgts: dict, key: str) -> tuple:
-    return tuple(wgts[key].shape)
-
-
-def normalise(wgts: dict, vocab_size: int, source: str) -> tuple[dict, dict]:
-    """(the state dict in the keys and order of fastai's AWD-LSTM language model, the arch)."""
-    wgts = dict(wgts)
-    if "0.encoder_with_dropout.embed.weight" in wgts:
-        raise DataError(f"{source} is in fastai 0.7's format (0.encoder_with_dropout.*), whose vocabulary and "
-                        "tokenization (_unk_, t_up, ...) differ from fastai v1/v2's",
-                        hint="use weights saved by fastai v1 or v2 (e.g. fastai's WT103 lstm_fwd.pth + itos_wt103.pkl)")
-    # older fastai files also carry each LSTM's `module.weight_hh_l0` next to the `_raw` one
-    # WeightDropout keeps; fastai's own clean_raw_keys drops it the same way
-    for key in [k for k in wgts if k.endswith(".module.weight_hh_l0")]:
-        if key.replace(".module.weight_hh_l0", ".weight_hh_l0_raw") in wgts:
-            del wgts[key]
-    if ENCODER_DP not in wgts and ENCODER in wgts:
-        wgts[ENCODER_DP] = wgts[ENCODER]  # the same tensor in fastai (EmbeddingDropout wraps the encoder)
-    missing = [k for k in (ENCODER, DECODER_W, DECODER_B) if k not in wgts]
-    layers = sorted({int(m.group(1)) for k in wgts if (m := RNN_KEY.match(k))})
-    if missing or not layers:
-        raise DataError(f"{source} is not a fastai AWD-LSTM language model: missing "
-                        f"{', '.join(missing) if missing else '0.rnns.* (the LSTM layers)'}", hint=HINT)
-    n_layers = len(layers)
-    expected = [ENCODER, ENCODER_DP, *(f"0.rnns.{i}.{p}" for i in range(n_layers) for p in RNN_PARTS),
-                DECODER_W, DECODER_B]
-    unexpected = sorted(set(wgts) - set(expected))
-    absent = [k for k in expected if k not in wgts]
-    if unexpected or absent:
-        details = "; ".join(part for part in (
-            f"unexpected keys {', '.join(unexpected[:6])}" + (" ..." if len(unexpected) > 6 else "") if unexpected else "",
-            f"missing keys {', '.join(absent[:6])}" + (" ..." if len(absent) > 6 else "") if absent else "") if part)
-        raise DataError(f"{source} does not have the keys of a unidirectional fastai AWD-LSTM language model "
-                        f"with {n_layers} layer(s): {details}", hint=HINT)
-    if wgts[ENCODER].dim() != 2 or any(wgts[f"0.rnns.{i}.weight_hh_l0_raw"].dim() != 2 for i in range(n_layers)):
-        raise DataError(f"{source}: the embedding and the LSTM weights must be matrices", hint=HINT)
-    rows, emb_sz = _shape(wgts, ENCODER)
-    # with one layer n_hid shapes nothing (that layer maps emb_sz to emb_sz): recorded as emb_sz
-    n_hid = _shape(wgts, "0.rnns.0.weight_hh_l0_raw")[1] if n_layers > 1 else emb_sz
-    arch = {"emb_sz": emb_sz, "n_hid": n_hid, "n_layers": n_layers}
-    want = {ENCODER: (vocab_size, emb_sz), ENCODER_DP: (vocab_size, emb_sz),
-            DECODER_W: (vocab_size, emb_sz), DECODER_B: (vocab_size,)}
-    for i in range(n_layers):
-        n_in, n_out = (emb_sz if i == 0 else n_hid), (emb_sz if i == n_layers - 1 else n_hid)
-        gates = 4 * n_out  # an LSTM stacks its four gates' weights
-        want.update({f"0.rnns.{i}.weight_hh_l0_raw": (gates, n_out), f"0.rnns.{i}.module.weight_ih_l0": (gates, n_in),
-                     f"0.rnns.{i}.module.bias_ih_l0": (gates,), f"0.rnns.{i}.module.bias_hh_l0": (gates,)})
-    if rows != vocab_size:
-        raise DataError(f"{source}: the embedding has {rows:,} rows but the vocabulary has {vocab_size:,} tokens",
-                        hint="pass the vocabulary these weights were trained with (one token per embedding row)")
-    wrong = [f"{k} is {list(_shape(wgts, k))}, expected {list(shape)}"
-             for k, shape in want.items() if _shape(wgts, k) != shape]
-    if wrong:
-        raise DataError(f"{source}: tensor shapes do not fit an AWD-LSTM with vocabulary {vocab_size:,} and arch {arch}: "
-                        + "; ".join(wrong[:4]) + (" ..." if len(wrong) > 4 else ""), hint=HINT)
-    if not all(wgts[k].is_floating_point() for k in expected):
-        raise DataError(f"{source}: some weights are not floating-point tensors", hint=HINT)
-    return {k: wgts[k].float().contiguous() for k in expected}, arch
-
-
-def measure_coverage(bucket, lang: str, vocab: list[str], tokenizer: TokenizerSpec, *, text_col: str,
-                     label_col: str, label_sep: str, label_cols: tuple[str, ...], task: str) -> Coverage:
+def measure_coverage(
+    bucket,
+    lang: str,
+    vocab: list[str],
+    tokenizer: TokenizerSpec,
+    *,
+    text_col: str,
+    label_col: str,
+    label_sep: str,
+    label_cols: tuple[str, ...],
+    task: str,
+) -> Coverage:
     """The share of the language's training tokens (and distinct tokens) found in `vocab`."""
     from trainer.data.labelled import data_file, load_labelled
 
@@ -200,8 +96,15 @@ def measure_coverage(bucket, lang: str, vocab: list[str], tokenizer: TokenizerSp
     from trainer.text.tokens import tokenize
 
     try:
-        data, _ = load_labelled(bucket, lang, text_col=text_col, label_col=label_col, label_sep=label_sep,
-                                task=task, label_cols=tuple(label_cols))
+        data, _ = load_labelled(
+            bucket,
+            lang,
+            text_col=text_col,
+            label_col=label_col,
+            label_sep=label_sep,
+            task=task,
+            label_cols=tuple(label_cols),
+        )
     except DataError as exc:  # the training data's problem, reported by `train`: the LM itself is fine
         return Coverage(skipped=f"the training data cannot be read ({exc.message})")
     table = tokenize(data.texts, tokenizer, workers=1)
@@ -209,18 +112,87 @@ def measure_coverage(bucket, lang: str, vocab: list[str], tokenizer: TokenizerSp
     in_vocab = set(vocab) - {PAD_ENTRY}
     known = np.fromiter((tok in in_vocab for tok in table.vocab), dtype=bool, count=len(table.vocab))
     used = counts > 0
-    return Coverage(train_tokens=int(counts.sum()), known_tokens=int(counts[known].sum()),
-                    distinct_tokens=int(used.sum()), known_distinct=int((used & known).sum()))
+    return Coverage(
+        train_tokens=int(counts.sum()),
+        known_tokens=int(counts[known].sum()),
+        distinct_tokens=int(used.sum()),
+        known_distinct=int((used & known).sum()),
+    )
 
 
-def import_lm(bucket, lang: str, weights: Path, vocab: Path, *, tokenizer: TokenizerSpec, source_note: str = "",
-              text_col: str = "text", label_col: str = "labels", label_sep: str = ";",
-              label_cols: tuple[str, ...] = (), task: str = "auto",
-              backward: Path | None = None, backward_vocab: Path | None = None) -> tuple[BaseLM, ImportReport]:
-    """Check the pair (and the backward LM's weights, same vocabulary and arch), measure coverage,
-    publish `<lang>/lm/imp-<hash>/` and point CURRENT at it."""
+def file_sha256(path: Path, *also) -> str:
+    """The file's sha256, read in 4 MiB pieces (WT103's weights are hundreds of MB: never read whole twice),
+    each piece fed to the hashes `also` too."""
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as fh:
+        while chunk := fh.read(1 << 22):
+            digest.update(chunk)
+            for other in also:
+                other.update(chunk)
+    return digest.hexdigest()
+
+
+def import_id(weights: Path, vocab_raw: bytes, backward: Path | None) -> tuple[str, dict]:
+    """The published id, `imp-` + sha256 of the weights' bytes then the vocabulary's (with a backward LM, its
+    sha256 too), and the sha256s the origin records (weights_sha256, vocab_sha256[, backward_sha256])."""
+    pair = hashlib.sha256()
+    shas = {"weights_sha256": file_sha256(weights, pair)}
+    pair.update(vocab_raw)
+    shas["vocab_sha256"] = hashlib.sha256(vocab_raw).hexdigest()
+    if backward is not None:  # with a backward LM: another id (forward-only ids stay as they were)
+        shas["backward_sha256"] = file_sha256(backward)
+        pair.update(b"backward:" + shas["backward_sha256"].encode())
+    return f"imp-{pair.hexdigest()[:12]}", shas
+
+
+def _torch_bytes(tensors: dict) -> bytes:
     import torch
 
+    buf = io.BytesIO()
+    torch.save(tensors, buf)
+    return buf.getvalue()
+
+
+def _already_published(
+    bucket, lang: str, existing: BaseLM, tokenizer: TokenizerSpec, warnings: list[str]
+) -> tuple[BaseLM, ImportReport]:
+    """The same files imported again: nothing rewritten, CURRENT pointed at them (refused with another tokenizer:
+    a base LM has the one its vocabulary was made with)."""
+    if existing.tokenizer != tokenizer.id:
+        raise DataError(
+            f"these files are already published as {existing.id} with tokenizer {existing.tokenizer} "
+            f"(asked: {tokenizer.id})",
+            hint="a base LM has one tokenizer, the one its vocabulary was made with: "
+            f"trainctl lm use {lang} {existing.id} to use it as published",
+        )
+    store.set_current(bucket, lang, existing.id)
+    return existing, ImportReport(
+        Coverage(
+            **{k: v for k, v in (existing.origin.get("coverage") or {}).items() if k in Coverage.__dataclass_fields__}
+        ),
+        False,
+        warnings,
+    )
+
+
+def import_lm(
+    bucket,
+    lang: str,
+    weights: Path,
+    vocab: Path,
+    *,
+    tokenizer: TokenizerSpec,
+    source_note: str = "",
+    text_col: str = "text",
+    label_col: str = "labels",
+    label_sep: str = ";",
+    label_cols: tuple[str, ...] = (),
+    task: str = "auto",
+    backward: Path | None = None,
+    backward_vocab: Path | None = None,
+) -> tuple[BaseLM, ImportReport]:
+    """Check the pair (and the backward LM's weights, same vocabulary and arch), measure coverage,
+    publish `<lang>/lm/imp-<hash>/` and point CURRENT at it."""
     weights, vocab = Path(weights), Path(vocab)
     for path in (weights, vocab, *([Path(backward)] if backward else [])):
         if not path.is_file():
@@ -228,67 +200,57 @@ def import_lm(bucket, lang: str, weights: Path, vocab: Path, *, tokenizer: Token
     vocab_raw = vocab.read_bytes()
     tokens = load_vocab(vocab_raw, str(vocab))
     state, arch = normalise(load_state_dict(weights), len(tokens), str(weights))
-    state_bwd = None
-    if backward_vocab is not None:  # the backward LM's own vocabulary file: one vocab.pkl serves both
-        if backward is None:
-            raise DataError("--backward-vocab without --backward", hint="pass the backward weights too")
-        if not Path(backward_vocab).is_file():
-            raise DataError(f"{backward_vocab} does not exist or is not a file", hint=HINT)
-        if load_vocab(Path(backward_vocab).read_bytes(), str(backward_vocab)) != tokens:
-            raise DataError(f"{backward_vocab}: the backward LM's vocabulary differs from {vocab} (same tokens, "
-                            "same order needed: its embedding rows would be matched to the wrong words)",
-                            hint="import the backward LM with the vocabulary it shares with the forward one")
-    if backward is not None:
-        state_bwd, arch_bwd = normalise(load_state_dict(Path(backward)), len(tokens), str(backward))
-        if arch_bwd != arch:
-            raise DataError(f"{backward}: the backward LM's arch {arch_bwd} differs from the forward one's {arch}",
-                            hint="pass the backward weights trained with the same vocabulary and arch "
-                                 "(e.g. fastai's WT103 lstm_bwd.pth beside lstm_fwd.pth)")
-    weights_digest, pair = hashlib.sha256(), hashlib.sha256()  # the id: sha256 of weights bytes + vocab bytes
-    with weights.open("rb") as fh:
-        while chunk := fh.read(1 << 22):  # WT103's weights are hundreds of MB: never read whole twice
-            weights_digest.update(chunk)
-            pair.update(chunk)
-    pair.update(vocab_raw)
-    weights_sha, vocab_sha = weights_digest.hexdigest(), hashlib.sha256(vocab_raw).hexdigest()
-    bwd_sha = None
-    if backward is not None:  # with a backward LM: another id (forward-only ids stay as they were)
-        bwd_digest = hashlib.sha256()
-        with Path(backward).open("rb") as fh:
-            while chunk := fh.read(1 << 22):
-                bwd_digest.update(chunk)
-        bwd_sha = bwd_digest.hexdigest()
-        pair.update(b"backward:" + bwd_sha.encode())
-    lm_id = f"imp-{pair.hexdigest()[:12]}"
+    state_bwd = checked_backward(backward, backward_vocab, tokens, vocab, arch)
+    lm_id, shas = import_id(weights, vocab_raw, Path(backward) if backward is not None else None)
     warnings = []
     absent = [tok for tok in OTHER_SPECIALS if tok not in tokens]
     if absent:
-        warnings.append(f"the vocabulary lacks fastai's special tokens {', '.join(absent)}: "
-                        "texts using them map to xxunk")
+        warnings.append(
+            f"the vocabulary lacks fastai's special tokens {', '.join(absent)}: texts using them map to xxunk"
+        )
     existing = store.read(bucket, lang, lm_id)
-    if existing is not None and existing.tokenizer != tokenizer.id:
-        raise DataError(f"these files are already published as {lm_id} with tokenizer {existing.tokenizer} "
-                        f"(asked: {tokenizer.id})",
-                        hint="a base LM has one tokenizer, the one its vocabulary was made with: "
-                             f"trainctl lm use {lang} {lm_id} to use it as published")
-    if existing is not None:  # same files again: nothing to rewrite, CURRENT points at it
-        store.set_current(bucket, lang, lm_id)
-        return existing, ImportReport(Coverage(**{k: v for k, v in (existing.origin.get("coverage") or {}).items()
-                                                  if k in Coverage.__dataclass_fields__}), False, warnings)
-    coverage = measure_coverage(bucket, lang, tokens, tokenizer, text_col=text_col, label_col=label_col,
-                                label_sep=label_sep, label_cols=label_cols, task=task)
-    def saved(tensors: dict) -> bytes:
-        buf = io.BytesIO()
-        torch.save(tensors, buf)
-        return buf.getvalue()
-
-    origin = {"weights": weights.name, "vocab": vocab.name, "weights_sha256": weights_sha,
-              "vocab_sha256": vocab_sha, "coverage": coverage.as_dict(), "note": source_note}
+    if existing is not None:
+        return _already_published(bucket, lang, existing, tokenizer, warnings)
+    coverage = measure_coverage(
+        bucket,
+        lang,
+        tokens,
+        tokenizer,
+        text_col=text_col,
+        label_col=label_col,
+        label_sep=label_sep,
+        label_cols=label_cols,
+        task=task,
+    )
+    origin = {
+        "weights": weights.name,
+        "vocab": vocab.name,
+        "weights_sha256": shas["weights_sha256"],
+        "vocab_sha256": shas["vocab_sha256"],
+        "coverage": coverage.as_dict(),
+        "note": source_note,
+    }
     if backward is not None:
-        origin.update(backward=Path(backward).name, backward_sha256=bwd_sha)
-    lm = BaseLM(id=lm_id, source="import", tokenizer=tokenizer.id, arch=arch, vocab_size=len(tokens), tokens=None,
-                created_at=store.now(), origin=origin, backward=state_bwd is not None)
-    published = store.publish(bucket, lang, lm, saved(state), pickle.dumps(list(tokens)), make_current=True,
-                              tokenizer_model=tokenizer.sp_model if tokenizer.kind == "sentencepiece" else None,
-                              weights_bwd=saved(state_bwd) if state_bwd is not None else None)
+        origin.update(backward=Path(backward).name, backward_sha256=shas["backward_sha256"])
+    lm = BaseLM(
+        id=lm_id,
+        source="import",
+        tokenizer=tokenizer.id,
+        arch=arch,
+        vocab_size=len(tokens),
+        tokens=None,
+        created_at=store.now(),
+        origin=origin,
+        backward=state_bwd is not None,
+    )
+    published = store.publish(
+        bucket,
+        lang,
+        lm,
+        _torch_bytes(state),
+        pickle.dumps(list(tokens)),
+        make_current=True,
+        tokenizer_model=tokenizer.sp_model if tokenizer.kind == "sentencepiece" else None,
+        weights_bwd=_torch_bytes(state_bwd) if state_bwd is not None else None,
+    )
     return lm, ImportReport(coverage, published, warnings)

@@ -11,6 +11,7 @@ the whole budget are read in parts that wrap around (about budget / texts passes
 training rows are in every part. The LM's validation texts are a seeded tenth of the unlabelled
 texts (at most VALID_MAX_TOKENS tokens), in no part: its perplexity is on reviews it never read.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -30,9 +31,11 @@ class PartPlan:
     passes: float  # how many times the unlabelled training texts are read, all epochs together
 
     def describe(self, tokens_per_part: list[int]) -> str:
-        return (f"{len(self.parts)} epoch(s) of {min(tokens_per_part):,}-{max(tokens_per_part):,} tokens, each "
-                f"reading the next part of the unlabelled texts ({self.passes:.2f} pass(es) over them); "
-                f"{len(self.valid):,} held-out texts for its validation")
+        return (
+            f"{len(self.parts)} epoch(s) of {min(tokens_per_part):,}-{max(tokens_per_part):,} tokens, each "
+            f"reading the next part of the unlabelled texts ({self.passes:.2f} pass(es) over them); "
+            f"{len(self.valid):,} held-out texts for its validation"
+        )
 
 
 def plan(lengths: np.ndarray, n_always: int, epochs: int, budget: int, seed: int) -> PartPlan | None:

@@ -9,6 +9,7 @@ corpus, tokenizer and arch give the same id; another corpus gives another one.
 The layout before ids (`<lang>/lm/weights.pth`, `vocab.pkl`, `meta.json` at the top)
 is still read, as the id `legacy`.
 """
+
 from __future__ import annotations
 
 import calendar
@@ -73,8 +74,9 @@ class BaseLM:
             ppl += f" ({self.head} softmax)"
         bwd = ""
         if self.backward:
-            bwd = ", with a backward LM" + (f" (perplexity {self.backward_perplexity:.1f})"
-                                            if self.backward_perplexity is not None else "")
+            bwd = ", with a backward LM" + (
+                f" (perplexity {self.backward_perplexity:.1f})" if self.backward_perplexity is not None else ""
+            )
         return f"{self.id} ({self.source}, {size}{ppl}, tokenizer {self.tokenizer}{bwd})"
 
     @classmethod
@@ -105,16 +107,23 @@ def read(bucket, lang: str, lm_id: str) -> BaseLM | None:
     try:
         data = json.loads(bucket.read_bytes(key))
     except (ValueError, UnicodeDecodeError) as exc:
-        raise DataError(f"{bucket.url(key)} is not valid JSON ({exc})",
-                        hint="publish the base LM again (trainctl lm pretrain / lm import)") from exc
+        raise DataError(
+            f"{bucket.url(key)} is not valid JSON ({exc})",
+            hint="publish the base LM again (trainctl lm pretrain / lm import)",
+        ) from exc
     return BaseLM.from_json(data, lm_id)
 
 
 def list_lms(bucket, lang: str, *, unreadable: list[tuple[str, str]] | None = None) -> list[BaseLM]:
     """Every complete base LM of `lang`, oldest first. With `unreadable`, a damaged meta.json is appended there
     as (id, why) and the others are still listed; without, it is an error."""
-    ids = sorted({k[len(f"{lang}/lm/"):].split("/", 1)[0] for k in bucket.list(f"{lang}/lm/")
-                  if k.endswith("/meta.json") and k.count("/") == 3})
+    ids = sorted(
+        {
+            k[len(f"{lang}/lm/") :].split("/", 1)[0]
+            for k in bucket.list(f"{lang}/lm/")
+            if k.endswith("/meta.json") and k.count("/") == 3
+        }
+    )
     found = []
     for lm_id in ids:
         try:
@@ -144,14 +153,24 @@ def set_current(bucket, lang: str, lm_id: str) -> BaseLM:
     lm = read(bucket, lang, lm_id)
     if lm is None:
         ids = ", ".join(m.id for m in list_lms(bucket, lang)) or "none"
-        raise DataError(f"no base LM {lm_id!r} for {lang} (published: {ids})",
-                        hint=f"list them: trainctl lm list {lang}")
+        raise DataError(
+            f"no base LM {lm_id!r} for {lang} (published: {ids})", hint=f"list them: trainctl lm list {lang}"
+        )
     bucket.write_bytes(f"{lang}/lm/CURRENT", json.dumps({"id": lm_id, "set_at": now()}).encode())
     return lm
 
 
-def publish(bucket, lang: str, lm: BaseLM, weights: bytes, vocab: bytes, *, make_current: bool,
-            tokenizer_model: bytes | None = None, weights_bwd: bytes | None = None) -> bool:
+def publish(
+    bucket,
+    lang: str,
+    lm: BaseLM,
+    weights: bytes,
+    vocab: bytes,
+    *,
+    make_current: bool,
+    tokenizer_model: bytes | None = None,
+    weights_bwd: bytes | None = None,
+) -> bool:
     """Write `lm` under its id (weights, vocab, the backward weights and the SentencePiece model it
     was trained with if any, then meta.json; never overwriting) and, if asked, point CURRENT at it.
     False when that id was already complete (nothing written)."""
@@ -159,8 +178,9 @@ def publish(bucket, lang: str, lm: BaseLM, weights: bytes, vocab: bytes, *, make
     if lm.id == LEGACY_ID:
         raise ValueError("the legacy layout is read, never written")
     if (weights_bwd is not None) != lm.backward:
-        raise ValueError(f"base LM {lm.id}: meta.json says backward={lm.backward}, weights_bwd given: "
-                         f"{weights_bwd is not None}")
+        raise ValueError(
+            f"base LM {lm.id}: meta.json says backward={lm.backward}, weights_bwd given: {weights_bwd is not None}"
+        )
     if bucket.exists(base + "meta.json"):
         if make_current:
             set_current(bucket, lang, lm.id)

@@ -1,4 +1,6 @@
-"""A run's files in the bucket, as both sides read them: where they live and what status.json holds
-(status_file.py, stdlib only), metrics.json as a typed document (metrics_file.py), report.html
-(report_html.py), and the figures' names and steps TensorBoard and MLflow share (curves.py). trainctl imports
-these to list, follow and report runs, so nothing here loads torch."""
+"""A run's files in the bucket, as both sides read them: where they live and the names both sides share
+(keys.py), status.json (status_file.py), metrics.json as a typed document (metrics_file.py), reading them
+back (readers.py), run ids (run_ids.py), the times and durations they write and show (timestamps.py,
+durations.py), what metadata/placements.json comes to (placements.py), report.html (report_html.py), and the
+figures' names and steps TensorBoard and MLflow share (curves.py). trainctl imports these to list, follow and
+report runs, so nothing here loads torch."""

@@ -11,6 +11,7 @@ One scheme, so a figure has the same name at the same step in either view:
   step of the run's last epoch;
 - names are keys MLflow accepts (letters, digits, _ - . space /): `@` becomes `_at_`.
 """
+
 from __future__ import annotations
 
 import re
@@ -40,8 +41,11 @@ def curve_key(stage: str, figure: str) -> str:
 
 def epoch_figures(record: dict) -> dict[str, float]:
     """One history record's figures by their keys (a figure the epoch had none of, NaN, left out)."""
-    return {curve_key(record["stage"], name): number for name, value in record.items()
-            if name not in RECORD_FIELDS and (number := finite(value)) is not None}
+    return {
+        curve_key(record["stage"], name): number
+        for name, value in record.items()
+        if name not in RECORD_FIELDS and (number := finite(value)) is not None
+    }
 
 
 def epoch_points(history: list[dict]) -> list[tuple[int, dict, dict[str, float]]]:
@@ -61,8 +65,12 @@ def final_figures(doc: dict) -> dict[str, float]:
             figures[name] = doc.get(name)
         for label, values in (doc.get("per_label") or {}).items():
             figures[f"f1/{label}"] = (values or {}).get("f1")
-        for part, prefix in (("classifier", "classifier"), ("baseline_tfidf", "tfidf"),
-                             ("baseline", "majority"), ("probe", "probe")):
+        for part, prefix in (
+            ("classifier", "classifier"),
+            ("baseline_tfidf", "tfidf"),
+            ("baseline", "majority"),
+            ("probe", "probe"),
+        ):
             for name in ("macro_f1", "micro_f1", "accuracy"):
                 figures[f"{prefix}/{name}"] = (doc.get(part) or {}).get(name)
         figures["blend_weight"] = (doc.get("blend") or {}).get("weight")

@@ -5,13 +5,13 @@ The document keeps every key as written (`document`), so a newer trainer's extra
 a read by an older CLI; the typed fields are the ones code here relies on, checked on write
 (the trainer builds its metrics through `RunMetrics.from_document`) and on read.
 """
+
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
 
 from trainer.params import Job
-
 
 
 class MetricsError(ValueError):
@@ -45,9 +45,13 @@ class Figures:
         per_label = {}
         for label, m in (raw.get("per_label") or {}).items():
             try:
-                per_label[label] = LabelFigures(float(m["precision"]), float(m["recall"]), float(m["f1"]),
-                                                int(m["support"]), None if m.get("threshold") is None
-                                                else float(m["threshold"]))
+                per_label[label] = LabelFigures(
+                    float(m["precision"]),
+                    float(m["recall"]),
+                    float(m["f1"]),
+                    int(m["support"]),
+                    None if m.get("threshold") is None else float(m["threshold"]),
+                )
             except (KeyError, TypeError, ValueError) as exc:
                 raise MetricsError(f"metrics.json: {where}.per_label[{label!r}]: {exc}") from exc
         return cls(float(raw["macro_f1"]), raw.get("micro_f1"), raw.get("accuracy"), per_label)
@@ -95,8 +99,15 @@ class RunMetrics:
             if not isinstance(doc.get(key), str):
                 raise MetricsError(f"metrics.json: {key} missing or not a string")
         job = doc.get("job", Job.CLASSIFIER.value)  # runs from before the field were classifier runs
-        common = dict(run_id=doc["run_id"], lang=doc["lang"], job=job, duration_s=doc.get("duration_s"),
-                      history=list(doc.get("history") or []), document=doc, base_lm=doc.get("base_lm"))
+        common = dict(
+            run_id=doc["run_id"],
+            lang=doc["lang"],
+            job=job,
+            duration_s=doc.get("duration_s"),
+            history=list(doc.get("history") or []),
+            document=doc,
+            base_lm=doc.get("base_lm"),
+        )
         if job == Job.PRETRAIN_LM:
             return cls(**common, perplexity=doc.get("perplexity"))
         if job != Job.CLASSIFIER:
@@ -114,19 +125,30 @@ class RunMetrics:
         if kept == "blend" and not isinstance((doc.get("blend") or {}).get("weight"), (int, float)):
             raise MetricsError("metrics.json: kept is blend but blend.weight is missing or not a number")
         # before the field: multi-label runs were those with tuned thresholds
-        multi = doc["multi_label"] if "multi_label" in doc else bool(labels) and model.per_label[labels[0]].threshold is not None
-        return cls(**common, labels=labels, multi_label=bool(multi),
-                   allow_empty=bool(doc.get("allow_empty", False)), model=model,
-                   scored_rows=(doc.get("rows") or {}).get("scores"),
-                   n_train=int(doc.get("n_train") or 0), n_valid=int(doc.get("n_valid") or 0),
-                   n_test=int(doc.get("n_test") or 0), baseline=Figures.parse(doc.get("baseline"), "baseline"),
-                   baseline_tfidf=Figures.parse(doc.get("baseline_tfidf"), "baseline_tfidf"),
-                   backward=Figures.parse(doc.get("backward"), "backward"),
-                   ensemble=Figures.parse(doc.get("ensemble"), "ensemble"),
-                   kept=doc.get("kept", "classifier"),
-                   blend_weight=(doc.get("blend") or {}).get("weight") if doc.get("kept") == "blend" else None,
-                   classifier=Figures.parse(doc.get("classifier") or doc, "classifier"),
-                   blend=Figures.parse(doc.get("blend"), "blend"))
+        multi = (
+            doc["multi_label"]
+            if "multi_label" in doc
+            else bool(labels) and model.per_label[labels[0]].threshold is not None
+        )
+        return cls(
+            **common,
+            labels=labels,
+            multi_label=bool(multi),
+            allow_empty=bool(doc.get("allow_empty", False)),
+            model=model,
+            scored_rows=(doc.get("rows") or {}).get("scores"),
+            n_train=int(doc.get("n_train") or 0),
+            n_valid=int(doc.get("n_valid") or 0),
+            n_test=int(doc.get("n_test") or 0),
+            baseline=Figures.parse(doc.get("baseline"), "baseline"),
+            baseline_tfidf=Figures.parse(doc.get("baseline_tfidf"), "baseline_tfidf"),
+            backward=Figures.parse(doc.get("backward"), "backward"),
+            ensemble=Figures.parse(doc.get("ensemble"), "ensemble"),
+            kept=doc.get("kept", "classifier"),
+            blend_weight=(doc.get("blend") or {}).get("weight") if doc.get("kept") == "blend" else None,
+            classifier=Figures.parse(doc.get("classifier") or doc, "classifier"),
+            blend=Figures.parse(doc.get("blend"), "blend"),
+        )
 
     @classmethod
     def from_json(cls, raw: bytes | str) -> "RunMetrics":
@@ -161,8 +183,7 @@ class RunMetrics:
         return self.ensemble is not None
 
 
-def kept_model_name(kept: str, weight: float | None, *, classifier: str = "classifier",
-                    times: str = "×") -> str:
+def kept_model_name(kept: str, weight: float | None, *, classifier: str = "classifier", times: str = "×") -> str:
     """The kept model named plainly: a blend that weighs the classifier 0 is TF-IDF alone, one that weighs
     it 1 is the classifier alone; any other blend is said with its weights
     ("blend 0.4 × classifier + 0.6 × TF-IDF")."""

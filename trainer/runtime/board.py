@@ -8,6 +8,7 @@ work folder, then copied whole whenever a file grew (the event files are small: 
 Without the `tensorboard` package the run says so once and trains on: the curves are a view, metrics.json
 is the record.
 """
+
 from __future__ import annotations
 
 import json
@@ -15,7 +16,7 @@ import time
 from pathlib import Path
 
 from trainer.runfiles.curves import final_figures
-from trainer.runfiles.status_file import run_key
+from trainer.runfiles.keys import run_key
 from trainer.storage import Bucket, StorageError
 
 FOLDER = "tensorboard"
@@ -24,15 +25,27 @@ FOLDER = "tensorboard"
 def hparam_values(settings: dict) -> dict[str, object]:
     """What the HParams tab can hold: numbers stay numbers (its axes and filters), the rest as MLflow's
     params show them (`True`, a list's repr); unset ones left out."""
-    return {k: v if isinstance(v, (int, float, str)) and not isinstance(v, bool) else str(v)
-            for k, v in settings.items() if v is not None}
+    return {
+        k: v if isinstance(v, (int, float, str)) and not isinstance(v, bool) else str(v)
+        for k, v in settings.items()
+        if v is not None
+    }
 
 
 class Board:
     """Rank 0's TensorBoard writer, one for the run."""
 
-    def __init__(self, bucket: Bucket, lang: str, run_id: str, folder: Path, log, *,
-                 settings: dict | None = None, every_s: float = 5.0):
+    def __init__(
+        self,
+        bucket: Bucket,
+        lang: str,
+        run_id: str,
+        folder: Path,
+        log,
+        *,
+        settings: dict | None = None,
+        every_s: float = 5.0,
+    ):
         self.bucket, self.lang, self.run_id, self.folder, self.log = bucket, lang, run_id, folder, log
         self.settings = settings or {}  # the run's hyper-parameters (trainer/runfiles/curves.py run_settings)
         self.every_s, self._last_sync = every_s, 0.0
@@ -42,8 +55,7 @@ class Board:
             from torch.utils.tensorboard import SummaryWriter  # needs the tensorboard package
         except ImportError:
             self.writer_class = None
-            log.line("tensorboard is not installed: no TensorBoard curves for this run "
-                     "(metrics.json has the figures)")
+            log.line("tensorboard is not installed: no TensorBoard curves for this run (metrics.json has the figures)")
         else:
             self.writer_class = SummaryWriter
 

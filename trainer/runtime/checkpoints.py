@@ -10,6 +10,7 @@ uploads resumes from the previous complete checkpoint; one whose bytes do not ma
 and checksum recorded (cut short, corrupted) is passed over for the one before, saying so.
 Names end in `.ckpt.*` so the bucket's lifecycle rule can expire them.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -25,7 +26,7 @@ import numpy as np
 import torch
 
 from trainer.errors import DataError
-from trainer.runfiles.status_file import run_key
+from trainer.runfiles.keys import run_key
 from trainer.storage import Bucket, StorageError
 
 POINTER = "checkpoints/LATEST.ckpt.json"
@@ -50,7 +51,8 @@ class Position:
         if self.done:
             return f"{self.stage} finished"
         return f"{self.stage} phase {self.phase + 1}, epoch {self.epoch + 1}" + (
-            f", batch {self.batch}" if self.batch else "")
+            f", batch {self.batch}" if self.batch else ""
+        )
 
 
 def rng_state() -> dict:
@@ -83,10 +85,13 @@ class Checkpoint:
             raise DataError(
                 f"the data changed since this run was checkpointed (data hash {p.get('data_hash')} -> {data_hash})",
                 hint="train.csv or the corpus was replaced while the run was interrupted; start a new run "
-                     "(trainctl destroy, then trainctl train) to train on the new data")
+                "(trainctl destroy, then trainctl train) to train on the new data",
+            )
         if p.get("labels") != labels:
-            raise DataError(f"the label set changed since this run was checkpointed ({p.get('labels')} -> {labels})",
-                            hint="start a new run to train on the new labels")
+            raise DataError(
+                f"the label set changed since this run was checkpointed ({p.get('labels')} -> {labels})",
+                hint="start a new run to train on the new labels",
+            )
 
 
 class CheckpointStore:
@@ -112,21 +117,30 @@ class CheckpointStore:
         torch.save({"format": FORMAT, "position": asdict(position), **payload}, buf)
         data = buf.getvalue()
         self.bucket.write_bytes(self._key(name), data)
-        older = ([{k: v for k, v in pointer.items() if k != "previous"}, *pointer.get("previous", [])]
-                 if pointer else [])
-        self.bucket.write_bytes(self._key(POINTER), json.dumps(
-            {"key": name, "seq": seq, "position": asdict(position),
-             "saved_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-             "size": len(data), "sha256": hashlib.sha256(data).hexdigest(),
-             "previous": older[:self.keep - 1]}, indent=2).encode())
-        for old in self.objects()[:-self.keep]:
+        older = [{k: v for k, v in pointer.items() if k != "previous"}, *pointer.get("previous", [])] if pointer else []
+        self.bucket.write_bytes(
+            self._key(POINTER),
+            json.dumps(
+                {
+                    "key": name,
+                    "seq": seq,
+                    "position": asdict(position),
+                    "saved_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                    "size": len(data),
+                    "sha256": hashlib.sha256(data).hexdigest(),
+                    "previous": older[: self.keep - 1],
+                },
+                indent=2,
+            ).encode(),
+        )
+        for old in self.objects()[: -self.keep]:
             self.bucket.delete(self._key(old))
         return name
 
     def objects(self) -> list[str]:
         """Checkpoint object names (`checkpoints/...`), oldest first."""
         prefix = self._key("checkpoints/")
-        return sorted(k[len(self._key("")):] for k in self.bucket.list(prefix) if k.endswith(".ckpt.pt"))
+        return sorted(k[len(self._key("")) :] for k in self.bucket.list(prefix) if k.endswith(".ckpt.pt"))
 
     def _load(self, entry: dict) -> dict:
         """The payload of one pointer entry; Damaged says why it cannot be trusted."""
@@ -145,8 +159,10 @@ class CheckpointStore:
         except Exception as exc:  # a checkpoint from before checksums, torn: unreadable whatever the cause
             raise Damaged(f"unreadable ({type(exc).__name__})") from exc
         if payload.get("format") != FORMAT:
-            raise DataError(f"checkpoint {entry['key']} has format {payload.get('format')}, this trainer reads {FORMAT}",
-                            hint="resume it with the trainer version that wrote it, or start a new run")
+            raise DataError(
+                f"checkpoint {entry['key']} has format {payload.get('format')}, this trainer reads {FORMAT}",
+                hint="resume it with the trainer version that wrote it, or start a new run",
+            )
         return payload
 
     def latest(self, note: Callable[[str], None] = print) -> Checkpoint | None:
@@ -159,8 +175,11 @@ class CheckpointStore:
             try:
                 payload = self._load(entry)
             except Damaged as exc:
-                after = (f"resuming from the one before, {entries[i + 1]['key']}" if i + 1 < len(entries)
-                         else "no older checkpoint is kept: the run starts over")
+                after = (
+                    f"resuming from the one before, {entries[i + 1]['key']}"
+                    if i + 1 < len(entries)
+                    else "no older checkpoint is kept: the run starts over"
+                )
                 note(f"checkpoint: {entry['key']} is {exc}; {after}")
                 continue
             return Checkpoint(Position(**payload.pop("position")), payload)

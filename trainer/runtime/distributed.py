@@ -6,6 +6,7 @@ trainer is one process and every helper here is a no-op. NCCL on GPU, gloo on CP
 their shard of the data and wait for rank 0 where it works alone (tokenization, evaluation,
 upload).
 """
+
 from __future__ import annotations
 
 import os
@@ -51,8 +52,9 @@ class Context:
     @classmethod
     def from_env(cls) -> "Context":
         env = os.environ
-        return cls(rank=int(env.get("RANK", 0)), world=int(env.get("WORLD_SIZE", 1)),
-                   local_rank=int(env.get("LOCAL_RANK", 0)))
+        return cls(
+            rank=int(env.get("RANK", 0)), world=int(env.get("WORLD_SIZE", 1)), local_rank=int(env.get("LOCAL_RANK", 0))
+        )
 
     def describe(self) -> str:
         backend = dist.get_backend() if dist.is_initialized() else "none"
@@ -65,8 +67,7 @@ def init(ctx: Context) -> None:
         torch.cuda.set_device(ctx.local_rank)
     if ctx.distributed and not dist.is_initialized():
         backend = "nccl" if torch.cuda.is_available() else "gloo"
-        dist.init_process_group(backend, timeout=PG_TIMEOUT,
-                                device_id=ctx.device if backend == "nccl" else None)
+        dist.init_process_group(backend, timeout=PG_TIMEOUT, device_id=ctx.device if backend == "nccl" else None)
 
 
 def shutdown(ctx: Context) -> None:

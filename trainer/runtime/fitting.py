@@ -5,6 +5,7 @@ from, the history, the weights finished stages carry forward, the arch in use an
 callbacks. Stages (trainer.lm.*, trainer.stages.classifier) call its methods; none of
 them sets its attributes.
 """
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -14,20 +15,30 @@ from fastai.text.all import ProgressCallback
 from trainer.runfiles.curves import run_settings
 from trainer.runtime import distributed as D
 from trainer.runtime import precision as P
-from trainer.runtime.callbacks import (
-    BatchProgressCallback, BestEpochCallback, BoardCallback, CheckpointCallback, EpochLogCallback, HeapTrimCallback,
-    PatienceCallback, Phase, ResumeCallback, StatusCallback,
-)
-from trainer.runtime.preemption import Interrupted
 from trainer.runtime.board import FOLDER, Board
+from trainer.runtime.callbacks import (
+    BatchProgressCallback,
+    BestEpochCallback,
+    BoardCallback,
+    CheckpointCallback,
+    EpochLogCallback,
+    HeapTrimCallback,
+    PatienceCallback,
+    Phase,
+    ResumeCallback,
+    StatusCallback,
+)
 from trainer.runtime.checkpoints import Checkpoint, Position
+from trainer.runtime.preemption import Interrupted
 from trainer.storage import StorageError
 
 # Per-epoch figures are fastai's running metrics (threshold 0.5, per-label accuracy for
 # multi-label): named apart from the final, tuned ones in metrics.json.
-EPOCH_METRIC_NAMES = {"lm": {"accuracy": "token_accuracy"},
-                      "multi": {"accuracy_multi": "label_accuracy@0.5", "f1_score": "macro_f1@0.5"},
-                      "single": {"accuracy": "accuracy@argmax", "f1_score": "macro_f1@argmax"}}
+EPOCH_METRIC_NAMES = {
+    "lm": {"accuracy": "token_accuracy"},
+    "multi": {"accuracy_multi": "label_accuracy@0.5", "f1_score": "macro_f1@0.5"},
+    "single": {"accuracy": "accuracy@argmax", "f1_score": "macro_f1@argmax"},
+}
 # Checkpointed stages in run order; `_bwd` ones run with trainer.bidirectional (texts read right to left).
 STAGES = ("base_lm", "base_lm_bwd", "lm_finetune", "classifier", "lm_finetune_bwd", "classifier_bwd")
 UNCHOSEN = object()  # no base LM decided yet (None: decided, none)
@@ -59,8 +70,11 @@ class Fitter:
         self.progress_cb = BatchProgressCallback(rc.log, every_s=a.progress_seconds, world=rc.ctx.world)
         self.best_cb = BestEpochCallback(self._keep_best)
         self.patience_cb = PatienceCallback(rc.ctx, self._stale, a.patience)
-        self.board = (Board(rc.bucket, a.lang, a.run_id, rc.work / FOLDER, rc.log,
-                            settings=run_settings(vars(a))) if rc.ctx.main else None)
+        self.board = (
+            Board(rc.bucket, a.lang, a.run_id, rc.work / FOLDER, rc.log, settings=run_settings(vars(a)))
+            if rc.ctx.main
+            else None
+        )
         self.board_cb = BoardCallback(self.board, self.history, world=rc.ctx.world)
 
     @property
@@ -83,8 +97,10 @@ class Fitter:
         self.lm_head = self.resume.payload.get("lm_head", "full")  # checkpoints from before the setting: full
         was = self.resume.payload.get("precision")
         if was is not None and was != self.precision:
-            self.log.line(f"note: the checkpoint was trained in {was}, this machine runs {self.precision}: what "
-                          "follows differs from an uninterrupted run")
+            self.log.line(
+                f"note: the checkpoint was trained in {was}, this machine runs {self.precision}: what "
+                "follows differs from an uninterrupted run"
+            )
         self.carry = dict(self.resume.payload.get("carry") or {})
         self.log.line(f"resuming from checkpoint: {self.resume.position.describe()}")
 
@@ -105,8 +121,14 @@ class Fitter:
 
     def detach(self, learn) -> None:
         """Removes the run's callbacks (and data parallelism): what follows is rank 0's alone."""
-        learn.remove_cbs([*self.callbacks, *learn.cbs.filter(
-            lambda cb: isinstance(cb, (D.DataParallelCallback, BestEpochCallback, PatienceCallback)))])
+        learn.remove_cbs(
+            [
+                *self.callbacks,
+                *learn.cbs.filter(
+                    lambda cb: isinstance(cb, (D.DataParallelCallback, BestEpochCallback, PatienceCallback))
+                ),
+            ]
+        )
 
     def _keep_best(self, learn, stage: str, epoch: int, valid_loss: float) -> None:
         """The weights of the stage's epoch with the lowest validation loss so far, carried in later
@@ -114,8 +136,11 @@ class Fitter:
         best = self.carry.get(f"{stage}_best")
         if best is None or valid_loss < best["valid_loss"]:
             state = D.unwrap(learn.model).state_dict()
-            self.carry[f"{stage}_best"] = {"model": {k: v.detach().cpu().clone() for k, v in state.items()},
-                                           "epoch": epoch, "valid_loss": valid_loss}
+            self.carry[f"{stage}_best"] = {
+                "model": {k: v.detach().cpu().clone() for k, v in state.items()},
+                "epoch": epoch,
+                "valid_loss": valid_loss,
+            }
 
     def keep_best_start(self, learn, stage: str, valid_loss: float) -> None:
         """The stage's starting weights as its epoch 0 (the classifier's probe head): a later epoch is kept only
@@ -135,7 +160,7 @@ class Fitter:
         """A checkpoint at an epoch's end after which trainer.patience had stopped the stage."""
         if self.rc.a.patience <= 0:
             return False
-        epoch = sum(n for _, n, _ in phases[:at.phase]) + at.epoch
+        epoch = sum(n for _, n, _ in phases[: at.phase]) + at.epoch
         return epoch > 0 and self._stale(at.stage, epoch) >= self.rc.a.patience
 
     def restore_best(self, learn, stage: str, epochs: int) -> dict | None:
@@ -144,17 +169,24 @@ class Fitter:
         if best is None:
             return None
         D.unwrap(learn.model).load_state_dict(best["model"])
-        which = ("the linear probe's head (epoch 0, before fine-tuning)" if best["epoch"] == 0
-                 else f"epoch {best['epoch']} of {epochs}")
-        self.log.line(f"{stage}: {which} had the lowest validation loss "
-                      f"({best['valid_loss']:.4f}); its weights are kept")
+        which = (
+            "the linear probe's head (epoch 0, before fine-tuning)"
+            if best["epoch"] == 0
+            else f"epoch {best['epoch']} of {epochs}"
+        )
+        self.log.line(
+            f"{stage}: {which} had the lowest validation loss ({best['valid_loss']:.4f}); its weights are kept"
+        )
         return {"epoch": best["epoch"], "of": epochs, "valid_loss": round(best["valid_loss"], 5)}
 
     def keep(self, stage: str, learn, vocab, best: dict | None = None) -> None:
         """Carries a finished stage's weights (on the CPU) in later checkpoints, with its best-epoch record."""
         state = D.unwrap(learn.model).state_dict()
-        self.carry[stage] = {"model": {k: v.detach().cpu().clone() for k, v in state.items()}, "vocab": list(vocab),
-                             "best": best}
+        self.carry[stage] = {
+            "model": {k: v.detach().cpu().clone() for k, v in state.items()},
+            "vocab": list(vocab),
+            "best": best,
+        }
 
     def resumed_past(self, stage: str) -> bool:
         """The checkpoint is from a later stage: `stage` finished before the interruption."""
@@ -165,10 +197,18 @@ class Fitter:
         """Called on every rank at the same point; rank 0 writes."""
         if not self.ctx.main:
             return
-        payload = {"rng": rng_states, "history": list(self.history), "data_hash": self.data_hash,
-                   "labels": self.labels, "world": self.ctx.world, "arch": self.arch, "lm_head": self.lm_head,
-                   "precision": self.precision,
-                   "vocab": self.stage_vocab, **extra}
+        payload = {
+            "rng": rng_states,
+            "history": list(self.history),
+            "data_hash": self.data_hash,
+            "labels": self.labels,
+            "world": self.ctx.world,
+            "arch": self.arch,
+            "lm_head": self.lm_head,
+            "precision": self.precision,
+            "vocab": self.stage_vocab,
+            **extra,
+        }
         if self.carry:
             payload["carry"] = self.carry
         if self.base_lm is not UNCHOSEN:  # a resumed run keeps its base LM even if CURRENT moved meanwhile
@@ -179,8 +219,10 @@ class Fitter:
         try:
             name = self.rc.store.save(position, payload)
         except StorageError as exc:  # the storage policy gave up: training goes on, the next checkpoint tries again
-            self.log.line(f"checkpoint not saved ({exc}); training goes on and the next checkpoint tries again "
-                          f"(a resume now would start from the one before)")
+            self.log.line(
+                f"checkpoint not saved ({exc}); training goes on and the next checkpoint tries again "
+                f"(a resume now would start from the one before)"
+            )
             return
         if position.batch or position.done:
             self.log.line(f"checkpoint: {position.describe()} -> {name}")
@@ -200,8 +242,16 @@ class Fitter:
             D.data_parallel(learn, self.ctx)
         return learn
 
-    def fit_phases(self, learn, stage: str, phases: list[tuple], *, metrics: str = "lm",
-                   last_saves_done: bool = True, keep_best: bool = False) -> None:
+    def fit_phases(
+        self,
+        learn,
+        stage: str,
+        phases: list[tuple],
+        *,
+        metrics: str = "lm",
+        last_saves_done: bool = True,
+        keep_best: bool = False,
+    ) -> None:
         """phases: (freeze_to or None for all layers, epochs, lr). Resumes at the checkpoint's batch.
 
         metrics: "lm", "multi" or "single" (how the epoch figures are named). The last epoch's
@@ -239,8 +289,10 @@ class Fitter:
             if any(D.any_rank(self.ctx, self.rc.preemption.requested)):
                 raise Interrupted("SIGTERM")
             if keep_best and stopped:
-                self.log.line(f"{stage}: stopped after epoch {stopped} of {total}: no lower validation loss for "
-                              f"{self.rc.a.patience} epochs (trainer.patience)")
+                self.log.line(
+                    f"{stage}: stopped after epoch {stopped} of {total}: no lower validation loss for "
+                    f"{self.rc.a.patience} epochs (trainer.patience)"
+                )
                 return
             offset += n
 
@@ -253,7 +305,9 @@ class Fitter:
         same_world = p.get("world") == self.ctx.world
         rng = p["rng"][self.ctx.rank] if same_world else None
         if not same_world:
-            self.log.line(f"note: checkpoint from {p.get('world')} process(es), now {self.ctx.world}: "
-                          "data order after the resume differs from an uninterrupted run")
+            self.log.line(
+                f"note: checkpoint from {p.get('world')} process(es), now {self.ctx.world}: "
+                "data order after the resume differs from an uninterrupted run"
+            )
         self.log.line(f"{at.stage}: resumed at {at.describe()}")
         return ResumeCallback(at.epoch, at.batch, rng and rng["epoch"], rng and rng["now"], rng and rng.get("hidden"))

@@ -6,6 +6,7 @@ whose free pages it keeps: an LM pretrain's resident memory grew ~4 MB per batch
 in 250 batches, to 5+ GB in an epoch) while nothing was live. `malloc_trim(0)` releases those
 free pages; measured in docs/BENCHMARKS.md ("Memory").
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -28,4 +29,3 @@ def trim() -> bool:
     """Return the heap's free pages to the OS; True if any were released."""
     fn = _malloc_trim()
     return bool(fn(0)) if fn is not None else False
-

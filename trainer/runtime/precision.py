@@ -2,9 +2,10 @@
 
 GPU: bf16 mixed precision where the card has it (Ampere and later), else fp16 with loss scaling.
 CPU: bf16 autocast where the CPU computes bf16 natively (AVX-512 BF16 or AMX: an LM step ran ~1.5x
-faster, issue 30's probe), else fp32 whatever was asked (oneDNN has no bf16 LSTM elsewhere). Weights
+faster than fp32 when measured on such a CPU), else fp32 whatever was asked (oneDNN has no bf16 LSTM elsewhere). Weights
 and optimizer state stay fp32 either way (autocast casts per operation).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -13,15 +14,15 @@ import torch
 from fastai.callback.core import Callback
 from fastai.torch_core import set_seed, to_float
 
-CHOICES = ("auto", "fp32", "bf16", "fp16")
 CPU_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 
 
 def cpu_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> str | None:
     """The CPU flag that says bf16 runs natively here (avx512_bf16 / amx_bf16), or None."""
     try:
-        flags = next((line.split(":", 1)[1].split() for line in cpuinfo.read_text().splitlines()
-                      if line.startswith("flags")), [])
+        flags = next(
+            (line.split(":", 1)[1].split() for line in cpuinfo.read_text().splitlines() if line.startswith("flags")), []
+        )
     except OSError:
         return None
     return next((f for f in CPU_BF16_FLAGS if f in flags), None)

@@ -1,4 +1,6 @@
-"""SIGTERM for the whole trainer process: a flag inside fit() (a checkpoint is saved first), `Interrupted` outside it."""
+"""SIGTERM for the whole trainer process: a flag inside fit() (a checkpoint is saved first), `Interrupted` outside
+it."""
+
 from __future__ import annotations
 
 import signal

@@ -4,6 +4,7 @@ Log lines go to stdout and to `<run>/log.txt`, appended (on gs://, one piece per
 never read back or rewritten), at most every `flush_every_s` and always on status changes and at
 the end. A log that cannot be written keeps its lines for the next flush.
 """
+
 from __future__ import annotations
 
 import os
@@ -11,11 +12,10 @@ import socket
 import time
 from datetime import datetime, timezone
 
-from trainer.runfiles.status_file import FAILED, RUNNING, SUCCEEDED, RunStatus, now_iso, run_key, write_status
-from trainer.storage import Bucket, StorageError
-
-
-TERMINAL_ROUNDS = 3  # a run's final status, each round under the storage policy's own retries
+from trainer.runfiles.keys import run_key
+from trainer.runfiles.status_file import FAILED, RUNNING, SUCCEEDED, RunStatus, write_status
+from trainer.runfiles.timestamps import now_iso
+from trainer.storage import Bucket, StorageError, must_land
 
 
 class RunLog:
@@ -69,19 +69,20 @@ class RunLog:
         for key, value in fields.items():
             setattr(self.status, key, value)
         self.flush()
-        for attempt in range(1, TERMINAL_ROUNDS + 1):
-            try:
-                write_status(self.bucket, self.status)
-                return
-            except StorageError as exc:
-                if not self.status.terminal:
-                    # mid-run, the next update rewrites the whole status: a missed progress write is only late
-                    print(f"status.json not written ({exc}); the next update writes it", flush=True)
-                    return
-                if attempt == TERMINAL_ROUNDS or not exc.transient:
-                    raise  # the supervisor or VM agent records the end (a SUCCEEDED run's artifacts are all there)
-                print(f"status.json ({self.status.state}) not written ({exc}); trying again", flush=True)
-                time.sleep(10.0 * attempt * getattr(getattr(self.bucket, "policy", None), "backoff_s", 1.0))
+        if self.status.terminal:  # the run's end must land (trainer.storage.must_land)
+            # if it never does, the error goes up: the supervisor or VM agent records the end (a SUCCEEDED
+            # run's artifacts are all there)
+            must_land(
+                lambda: write_status(self.bucket, self.status),
+                self.bucket,
+                what=f"status.json ({self.status.state})",
+                say=lambda text: print(text, flush=True),
+            )
+            return
+        try:
+            write_status(self.bucket, self.status)
+        except StorageError as exc:  # mid-run, the next update rewrites the whole status: a missed write is only late
+            print(f"status.json not written ({exc}); the next update writes it", flush=True)
 
     def started(self) -> None:
         self.update(state=RUNNING, host=socket.gethostname(), pid=os.getpid())

@@ -2,6 +2,7 @@
 labels and per-label probabilities are written out beside the row's id before the next is read,
 so memory stays bounded by the batch, not the file.
 """
+
 from __future__ import annotations
 
 import csv
@@ -23,8 +24,10 @@ def file_format(path: str | Path) -> str:
     for suffix in reversed(suffixes):
         if suffix in FORMATS:
             return FORMATS[suffix]
-    raise DataError(f"{path}: cannot tell the format from the name (want .csv, .jsonl or .parquet)",
-                    hint="name the file after its format, e.g. texts.csv")
+    raise DataError(
+        f"{path}: cannot tell the format from the name (want .csv, .jsonl or .parquet)",
+        hint="name the file after its format, e.g. texts.csv",
+    )
 
 
 @dataclass
@@ -35,8 +38,10 @@ class Batch:
 
 
 def _columns_error(path: Path, want: str, what: str, columns: list[str], flag: str) -> DataError:
-    return DataError(f"{path}: no {what} column {want!r} (columns: {', '.join(map(str, columns)) or 'none'})",
-                     hint=f"name it with {flag} COLUMN")
+    return DataError(
+        f"{path}: no {what} column {want!r} (columns: {', '.join(map(str, columns)) or 'none'})",
+        hint=f"name it with {flag} COLUMN",
+    )
 
 
 class InputRows:
@@ -144,8 +149,15 @@ def _plain(value):
     return value.item() if isinstance(value, np.generic) else value
 
 
-def classify_file(rows: InputRows, output: Path, *, classify: Callable[[list[str]], tuple[list[list[str]], np.ndarray]],
-                  labels: list[str], label_sep: str, on_batch: Callable[[int, int], None] | None = None) -> int:
+def classify_file(
+    rows: InputRows,
+    output: Path,
+    *,
+    classify: Callable[[list[str]], tuple[list[list[str]], np.ndarray]],
+    labels: list[str],
+    label_sep: str,
+    on_batch: Callable[[int, int], None] | None = None,
+) -> int:
     """Every row of `rows` through `classify(texts) -> (labels per row, probabilities)` into `output`
     -> rows written. `on_batch(done, rows)` after each batch (the progress bar)."""
     writer = None

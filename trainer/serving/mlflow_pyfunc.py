@@ -6,6 +6,7 @@ requirements, not trainctl. The copy is renamed `trainer_<hash of the code>` (tr
 models exported from different trees load side by side in one process, each running its own code. It
 decides as `trainctl predict` does, with the same ServedModel (trainer/serving/served_model.py).
 """
+
 from __future__ import annotations
 
 import json
@@ -28,8 +29,7 @@ class TrainstackClassifier(mlflow.pyfunc.PythonModel):
     def predict(self, context, model_input, params=None):
         import pandas as pd
 
-        frame = (model_input if isinstance(model_input, pd.DataFrame)
-                 else pd.DataFrame({TEXT_COLUMN: model_input}))
+        frame = model_input if isinstance(model_input, pd.DataFrame) else pd.DataFrame({TEXT_COLUMN: model_input})
         column = TEXT_COLUMN if TEXT_COLUMN in frame.columns else frame.columns[0]
         texts = ["" if text is None else str(text) for text in frame[column].tolist()]
         chosen, probs = self.served.predict(texts)

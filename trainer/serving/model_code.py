@@ -17,6 +17,7 @@ found with `ast`, inside functions too); a module naming `trainer` in a string (
 subprocesses and worker preloads, training only) is left alone. `import trainer.x` without `as` is
 refused: it binds the name `trainer` itself, which the copy cannot keep.
 """
+
 from __future__ import annotations
 
 import ast
@@ -32,8 +33,7 @@ _SKIPPED = shutil.ignore_patterns("__pycache__", "*.pyc")
 
 
 def _files(source: Path) -> list[Path]:
-    return sorted(p for p in source.rglob("*") if p.is_file() and "__pycache__" not in p.parts
-                  and p.suffix != ".pyc")
+    return sorted(p for p in source.rglob("*") if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc")
 
 
 def code_package(source: Path) -> str:
@@ -65,12 +65,14 @@ def renamed_imports(source: str, package: str, *, where: str = "<code>") -> str:
             for alias in node.names:
                 if _ours(alias.name):
                     if alias.asname is None:
-                        raise ValueError(f"{where}:{alias.lineno}: `import {alias.name}` binds the name "
-                                         f"{PACKAGE!r}; write `from ... import ...` or `import ... as ...`")
+                        raise ValueError(
+                            f"{where}:{alias.lineno}: `import {alias.name}` binds the name "
+                            f"{PACKAGE!r}; write `from ... import ...` or `import ... as ...`"
+                        )
                     spots.append((alias.lineno - 1, alias.col_offset))
     for index, offset in sorted(spots, reverse=True):  # right to left: earlier offsets stay valid
         line = lines[index]
-        lines[index] = line[:offset] + package.encode() + line[offset + len(PACKAGE):]
+        lines[index] = line[:offset] + package.encode() + line[offset + len(PACKAGE) :]
     return b"".join(lines).decode("utf-8")
 
 

@@ -17,6 +17,7 @@ and each such batch is longer than one chunk or not:
 A model trained in bf16 autocast (trainer/runtime/precision.py) keeps its CpuAutocast callback, so
 get_preds runs its forward passes in autocast: so does this, or the probabilities would differ.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -58,17 +59,30 @@ def text_model(learn) -> TextModel | None:
     except (AttributeError, IndexError, TypeError):
         return None
     kinds = [type(step).__name__ for step in steps]
-    if (kinds != ["ColReader", "Tokenizer", "Numericalize"] or not isinstance(steps[1], Tokenizer)
-            or not isinstance(steps[2], Numericalize) or len(padding) != 1
-            or not isinstance(padding[0], Pad_Chunk) or not padding[0].pad_first
-            or list(learn.dls.after_batch.fs) or not isinstance(encoder, SentenceEncoder)
-            or encoder.bptt != padding[0].seq_len or encoder.pad_idx != padding[0].pad_idx):
+    if (
+        kinds != ["ColReader", "Tokenizer", "Numericalize"]
+        or not isinstance(steps[1], Tokenizer)
+        or not isinstance(steps[2], Numericalize)
+        or len(padding) != 1
+        or not isinstance(padding[0], Pad_Chunk)
+        or not padding[0].pad_first
+        or list(learn.dls.after_batch.fs)
+        or not isinstance(encoder, SentenceEncoder)
+        or encoder.bptt != padding[0].seq_len
+        or encoder.pad_idx != padding[0].pad_idx
+    ):
         return None
-    return TextModel(tokenizer=steps[1], vocab_ids=steps[2].o2i,
-                     spacy_ids=_spacy_ids(steps[1], steps[2].o2i), model=learn.model,
-                     activation=getcallable(learn.loss_func, "activation"), batch_rows=learn.dls.bs,
-                     bf16=any(isinstance(callback, CpuAutocast) for callback in learn.cbs),
-                     seq_len=encoder.bptt, pad_id=encoder.pad_idx)
+    return TextModel(
+        tokenizer=steps[1],
+        vocab_ids=steps[2].o2i,
+        spacy_ids=_spacy_ids(steps[1], steps[2].o2i),
+        model=learn.model,
+        activation=getcallable(learn.loss_func, "activation"),
+        batch_rows=learn.dls.bs,
+        bf16=any(isinstance(callback, CpuAutocast) for callback in learn.cbs),
+        seq_len=encoder.bptt,
+        pad_id=encoder.pad_idx,
+    )
 
 
 def _spacy_ids(tokenizer, vocab_ids: dict):
@@ -88,8 +102,7 @@ def token_ids(parts: TextModel, texts: list[str]) -> list[np.ndarray]:
     if parts.spacy_ids is not None:
         return parts.spacy_ids.ids(ruled)
     vocab_ids = parts.vocab_ids
-    return [np.fromiter((vocab_ids[token] for token in row), dtype=np.int64)
-            for row in parts.tokenizer.tok(ruled)]
+    return [np.fromiter((vocab_ids[token] for token in row), dtype=np.int64) for row in parts.tokenizer.tok(ruled)]
 
 
 def _padded(rows: list[np.ndarray], seq_len: int, pad_id: int):
@@ -100,7 +113,7 @@ def _padded(rows: list[np.ndarray], seq_len: int, pad_id: int):
     batch = torch.full((len(rows), longest), pad_id, dtype=torch.int64)
     for n, row in enumerate(rows):
         start = (longest - len(row)) // seq_len * seq_len
-        batch[n, start:start + len(row)] = torch.from_numpy(row)
+        batch[n, start : start + len(row)] = torch.from_numpy(row)
     return batch
 
 
@@ -123,13 +136,13 @@ def probabilities(parts: TextModel, texts: list[str]) -> np.ndarray:
     by_chars = sorted(range(len(texts)), key=lambda n: len(texts[n]), reverse=True)
     whole_batches, pooled = [], []
     for start in range(0, len(by_chars), parts.batch_rows):
-        batch = by_chars[start:start + parts.batch_rows]
+        batch = by_chars[start : start + parts.batch_rows]
         if max(len(ids[n]) for n in batch) > parts.seq_len:
             whole_batches.append(batch)
         else:
             pooled.extend(batch)
     pooled.sort(key=lambda n: len(ids[n]), reverse=True)
-    groups = whole_batches + [pooled[s:s + BATCH_ROWS] for s in range(0, len(pooled), BATCH_ROWS)]
+    groups = whole_batches + [pooled[s : s + BATCH_ROWS] for s in range(0, len(pooled), BATCH_ROWS)]
     out: np.ndarray | None = None
     parts.model.eval()
     with torch.inference_mode():

@@ -10,6 +10,7 @@ This module runs under two package names: `trainer` in trainctl, and `trainer_<h
 model (trainer/serving/model_code.py says why). model.pth pickles the trainer's classes as `trainer.…`;
 they are looked up in the package this module belongs to, so a logged model unpickles its own code.
 """
+
 from __future__ import annotations
 
 import pickle
@@ -21,8 +22,8 @@ from typing import Mapping
 import numpy as np
 
 from trainer.errors import DataError
+from trainer.runfiles.keys import BWD_MODEL, TFIDF_FILES
 from trainer.runfiles.metrics_file import RunMetrics
-from trainer.runfiles.status_file import BWD_MODEL, TFIDF_FILES
 from trainer.serving import padded_batches
 
 MODEL, METRICS = "model.pth", "metrics.json"
@@ -42,13 +43,16 @@ class UnservableRun(DataError):
 class _OwnCodeUnpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str):
         if CODE_PACKAGE != TRAINING_PACKAGE and module.split(".")[0] == TRAINING_PACKAGE:
-            module = CODE_PACKAGE + module[len(TRAINING_PACKAGE):]
+            module = CODE_PACKAGE + module[len(TRAINING_PACKAGE) :]
         return super().find_class(module, name)
 
 
 # torch.load's pickle_module: it subclasses `Unpickler` (and calls `load` for pre-zip files)
-_OWN_CODE_PICKLE = SimpleNamespace(__name__=pickle.__name__, Unpickler=_OwnCodeUnpickler,
-                                   load=lambda file, **kwargs: _OwnCodeUnpickler(file, **kwargs).load())
+_OWN_CODE_PICKLE = SimpleNamespace(
+    __name__=pickle.__name__,
+    Unpickler=_OwnCodeUnpickler,
+    load=lambda file, **kwargs: _OwnCodeUnpickler(file, **kwargs).load(),
+)
 
 
 def load_learner_file(path: Path):
@@ -76,8 +80,7 @@ def _learner_probabilities(learn, texts: list[str]) -> np.ndarray:
     # one DataLoader over the batch: fastai sorts it by length and get_preds puts it back in order.
     # val_res: sort by characters, a proxy for tokens; without it the SortedDL tokenizes every text
     # once to measure it and again to batch it (twice the time)
-    dl = learn.dls.test_dl(pd.DataFrame({"text": list(texts)}), bs=learn.dls.bs,
-                           val_res=[len(text) for text in texts])
+    dl = learn.dls.test_dl(pd.DataFrame({"text": list(texts)}), bs=learn.dls.bs, val_res=[len(text) for text in texts])
     with warnings.catch_warnings(), learn.no_bar():
         warnings.simplefilter("ignore")
         return learn.get_preds(dl=dl)[0].numpy()
@@ -91,10 +94,13 @@ def _check_parts(metrics: RunMetrics, *, backward: bool, tfidf: bool) -> None:
         raise UnservableRun(
             f"run {metrics.run_id} kept the blend of its forward+backward ensemble with TF-IDF: the forward "
             f"model alone (--forward-only, or no {BWD_MODEL}) was never scored in that blend",
-            hint="drop --forward-only, or serve another run with --run")
+            hint="drop --forward-only, or serve another run with --run",
+        )
     if not tfidf:
-        raise UnservableRun(f"run {metrics.run_id} kept the blend with TF-IDF, but its "
-                            f"{'/'.join(TFIDF_FILES)} are missing", hint="serve another run with --run")
+        raise UnservableRun(
+            f"run {metrics.run_id} kept the blend with TF-IDF, but its {'/'.join(TFIDF_FILES)} are missing",
+            hint="serve another run with --run",
+        )
 
 
 class ServedModel:
@@ -107,8 +113,9 @@ class ServedModel:
         self.text_model = padded_batches.text_model(learn)  # None: fastai's own path serves it
 
     @classmethod
-    def load(cls, *, files: Mapping[str, Path], metrics: RunMetrics | None = None,
-             forward_only: bool = False) -> "ServedModel":
+    def load(
+        cls, *, files: Mapping[str, Path], metrics: RunMetrics | None = None, forward_only: bool = False
+    ) -> "ServedModel":
         """From a run's files by name (SERVED_FILES: those the run has); `metrics` when read already, else
         files[metrics.json]. model_bwd.pth makes the forward+backward ensemble, unless `forward_only`."""
         if MODEL not in files:
@@ -119,8 +126,12 @@ class ServedModel:
         tfidf = metrics.blended and all(name in files for name in TFIDF_FILES)
         _check_parts(metrics, backward=backward, tfidf=tfidf)
         tfidf_part = load_tfidf(*(Path(files[name]).read_bytes() for name in TFIDF_FILES)) if tfidf else None
-        return cls(metrics=metrics, learn=_load_part(files, MODEL),
-                   learn_bwd=_load_part(files, BWD_MODEL) if backward else None, tfidf=tfidf_part)
+        return cls(
+            metrics=metrics,
+            learn=_load_part(files, MODEL),
+            learn_bwd=_load_part(files, BWD_MODEL) if backward else None,
+            tfidf=tfidf_part,
+        )
 
     @classmethod
     def from_folder(cls, folder: Path, *, forward_only: bool = False) -> "ServedModel":
@@ -165,8 +176,7 @@ class ServedModel:
         metrics = self.metrics
         figures = metrics.model if metrics.blended or not self.ensemble else metrics.ensemble
         thresholds = np.array(figures.thresholds(self.labels), dtype=float) if metrics.multi_label else None
-        chosen = decide(probs, multi_label=metrics.multi_label, thresholds=thresholds,
-                        allow_empty=metrics.allow_empty)
+        chosen = decide(probs, multi_label=metrics.multi_label, thresholds=thresholds, allow_empty=metrics.allow_empty)
         return [[label for label, yes in zip(self.labels, row) if yes] for row in chosen]
 
     def predict(self, texts: list[str]) -> tuple[list[list[str]], np.ndarray]:
@@ -182,5 +192,6 @@ def _load_part(files: Mapping[str, Path], name: str):
     except (ImportError, MemoryError):
         raise  # this machine's trouble (the trainer's packages, its memory), not the file's
     except Exception as exc:  # pickle, torch and fastai each raise their own for bytes that are not our model
-        raise UnservableRun(f"{files[name]} cannot be loaded as a model ({type(exc).__name__}: {exc})",
-                            file=name) from exc
+        raise UnservableRun(
+            f"{files[name]} cannot be loaded as a model ({type(exc).__name__}: {exc})", file=name
+        ) from exc

@@ -10,6 +10,7 @@ The pieces cut the same way are tokenized here through spaCy's own tokenizer, on
 ids kept: a piece's tokens do not depend on its neighbours (fastai's special tokens are single words,
 so no special case spans two pieces), and tests/e2e/test_padded_batches.py compares with fastai's ids.
 """
+
 from __future__ import annotations
 
 import re

@@ -6,6 +6,7 @@ one pretrained on the corpus and this run's training rows — reused by runs on 
 never made CURRENT: the tiny local demo's way).
 A base LM made with another tokenizer than the run's is never mixed in.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -60,13 +61,14 @@ def choose(rc, resume, tokenizer) -> tuple[BaseLM | None, str]:
     lm = store.read(bucket, a.lang, lm_id) if lm_id else None
     if wanted not in (CURRENT, INLINE) and lm is None:
         ids = ", ".join(m.id for m in store.list_lms(bucket, a.lang)) or "none"
-        raise DataError(f"no base LM {wanted!r} for {a.lang} (published: {ids})",
-                        hint=f"trainctl lm list {a.lang}; or set trainer.base_lm: current")
+        raise DataError(
+            f"no base LM {wanted!r} for {a.lang} (published: {ids})",
+            hint=f"trainctl lm list {a.lang}; or set trainer.base_lm: current",
+        )
     if lm is None:
         return None, f"no base LM published for {a.lang}"
     if lm.tokenizer != tokenizer.id and not _legacy_spacy_match(lm, tokenizer):
-        message = (f"base LM {lm.id} was made with tokenizer {lm.tokenizer}, this run tokenizes with "
-                   f"{tokenizer.id}")
+        message = f"base LM {lm.id} was made with tokenizer {lm.tokenizer}, this run tokenizes with {tokenizer.id}"
         if wanted not in (CURRENT, INLINE):
             raise DataError(message, hint="set trainer.tokenizer to match it, or pick another base LM")
         return None, message
@@ -87,8 +89,10 @@ def stage(rc, fit, prep) -> BaseLM | None:
         return _use(rc, fit, lm, why)
     if a.base_lm != INLINE:
         rc.stage("base_lm")
-        rc.log.line(f"warning: no base LM ({why}): the LM is fine-tuned from random weights, "
-                    f"expect weak transfer (trainctl lm pretrain {a.lang}, or lm import)")
+        rc.log.line(
+            f"warning: no base LM ({why}): the LM is fine-tuned from random weights, "
+            f"expect weak transfer (trainctl lm pretrain {a.lang}, or lm import)"
+        )
         return None
     if why.startswith("base LM"):
         rc.log.line(f"warning: {why}: pretraining one inline")
@@ -96,8 +100,10 @@ def stage(rc, fit, prep) -> BaseLM | None:
     if own is not None:  # this data, split and settings were pretrained before: the same LM
         return _use(rc, fit, own, "pretrained inline before on the same training rows")
     if not why.startswith("base LM"):
-        rc.log.line(f"base LM: {why} (no {a.lang}/lm/CURRENT): pretraining one inline on the corpus and the "
-                    f"training rows (trainctl lm pretrain {a.lang} makes one every run reuses)")
+        rc.log.line(
+            f"base LM: {why} (no {a.lang}/lm/CURRENT): pretraining one inline on the corpus and the "
+            f"training rows (trainctl lm pretrain {a.lang} makes one every run reuses)"
+        )
     return pretrain_inline(rc, fit, prep)
 
 
@@ -115,8 +121,10 @@ def _use(rc, fit, lm: BaseLM, why: str) -> BaseLM:
 
 def _warn_if_small(rc, lm: BaseLM) -> None:
     if lm.small:
-        rc.log.line(f"warning: small base LM: expect weak transfer ({lm.tokens:,} tokens, under "
-                    f"{store.SMALL_LM_TOKENS:,}; trainctl lm pretrain {rc.a.lang} on a larger corpus)")
+        rc.log.line(
+            f"warning: small base LM: expect weak transfer ({lm.tokens:,} tokens, under "
+            f"{store.SMALL_LM_TOKENS:,}; trainctl lm pretrain {rc.a.lang} on a larger corpus)"
+        )
 
 
 def inline_budget(rc, prep) -> tuple[int, int]:
@@ -130,13 +138,25 @@ def inline_budget(rc, prep) -> tuple[int, int]:
 def inline_id(rc, fit, prep) -> str:
     """An inline LM learns from this run's training rows: its id hashes them (and what else shapes
     the weights), so no run whose validation or test rows it saw can pick it up."""
-    from trainer.runtime.precision import cpu_autocast
     from trainer.lm.adaptive import id_part
+    from trainer.runtime.precision import cpu_autocast
 
     a = rc.a
     rows = hashlib.sha256(json.dumps(sorted(prep.train_idx)).encode()).hexdigest()
-    shaped_by = [prep.data_hash, rows, prep.tokenizer.id, fit.arch, a.epochs_base_lm, a.seed, a.lr_base_lm or a.lr_lm, a.bs,
-                 a.seq_len, a.drop_mult, a.max_vocab, a.min_freq]
+    shaped_by = [
+        prep.data_hash,
+        rows,
+        prep.tokenizer.id,
+        fit.arch,
+        a.epochs_base_lm,
+        a.seed,
+        a.lr_base_lm or a.lr_lm,
+        a.bs,
+        a.seq_len,
+        a.drop_mult,
+        a.max_vocab,
+        a.min_freq,
+    ]
     if a.bidirectional:  # with a backward LM: another id (forward-only ids stay as they were)
         shaped_by.append("bidirectional")
     shaped_by += id_part(fit.lm_head)  # so do full-softmax ones
@@ -156,16 +176,35 @@ def pretrain_inline(rc, fit, prep) -> BaseLM:
     tokens, vocab = _train_inline(rc, fit, prep)
     if a.bidirectional:
         _train_inline(rc, fit, prep, backwards=True, vocab=vocab)
-    lm = BaseLM(id=lm_id, source=INLINE, tokenizer=prep.tokenizer.id, arch=dict(fit.arch), vocab_size=len(vocab),
-                tokens=int(tokens), corpus_hash=prep.data_hash, run_id=a.run_id, created_at=store.now(),
-                backward=bool(a.bidirectional), head=fit.lm_head)
+    lm = BaseLM(
+        id=lm_id,
+        source=INLINE,
+        tokenizer=prep.tokenizer.id,
+        arch=dict(fit.arch),
+        vocab_size=len(vocab),
+        tokens=int(tokens),
+        corpus_hash=prep.data_hash,
+        run_id=a.run_id,
+        created_at=store.now(),
+        backward=bool(a.bidirectional),
+        head=fit.lm_head,
+    )
     if rc.ctx.main:
         weights, vocab_bytes = (models / "weights.pth").read_bytes(), (models / "vocab.pkl").read_bytes()
-        store.publish(rc.bucket, a.lang, lm, weights, vocab_bytes, make_current=False,
-                      tokenizer_model=prep.tokenizer.sp_model,
-                      weights_bwd=(models / store.BWD_WEIGHTS).read_bytes() if a.bidirectional else None)
-        rc.log.line(f"base LM: published {lm.describe()} to {rc.bucket.url(store.prefix(a.lang, lm.id))} "
-                    "(runs on the same training rows reuse it)")
+        store.publish(
+            rc.bucket,
+            a.lang,
+            lm,
+            weights,
+            vocab_bytes,
+            make_current=False,
+            tokenizer_model=prep.tokenizer.sp_model,
+            weights_bwd=(models / store.BWD_WEIGHTS).read_bytes() if a.bidirectional else None,
+        )
+        rc.log.line(
+            f"base LM: published {lm.describe()} to {rc.bucket.url(store.prefix(a.lang, lm.id))} "
+            "(runs on the same training rows reuse it)"
+        )
     fit.drop_carried("base_lm")  # published: a resumed run fetches it, later checkpoints need not carry it
     _warn_if_small(rc, lm)
     return lm
@@ -178,10 +217,10 @@ def _train_inline(rc, fit, prep, *, backwards: bool = False, vocab: list[str] | 
 
     import torch
 
-    from trainer.runtime import distributed as D
-    from trainer.runtime.fitting import stage_name
     from trainer.lm.adaptive import published_state
     from trainer.lm.train import train_lm
+    from trainer.runtime import distributed as D
+    from trainer.runtime.fitting import stage_name
     from trainer.text.tokens import TokenIds, build_vocab, remap
 
     a, stage = rc.a, stage_name("base_lm", backwards)
@@ -193,8 +232,9 @@ def _train_inline(rc, fit, prep, *, backwards: bool = False, vocab: list[str] | 
         elif fit.resumed_past(stage):
             vocab = fit.carry[stage]["vocab"]
     tokens = TokenIds.concat([remap(t, vocab) for t in texts])
-    learn = train_lm(rc, fit, stage, tokens.reversed() if backwards else tokens, vocab=vocab,
-                     valid_pct=INLINE_VALID_PCT)
+    learn = train_lm(
+        rc, fit, stage, tokens.reversed() if backwards else tokens, vocab=vocab, valid_pct=INLINE_VALID_PCT
+    )
     torch.save(published_state(D.unwrap(learn.model)), rc.models / (store.BWD_WEIGHTS if backwards else "weights.pth"))
     (rc.models / "vocab.pkl").write_bytes(pickle.dumps(list(vocab)))
     D.barrier(rc.ctx)
@@ -214,7 +254,7 @@ def finetune_vocab(task_vocab: list[str], base_vocab: list[str] | None, max_voca
 
 def read_vocab(models: Path) -> list[str]:
     """The base LM's vocabulary, read by an unpickler that admits lists and strings only."""
-    from trainer.lm.importer import load_vocab
+    from trainer.lm.import_checks import load_vocab
 
     return load_vocab((models / "vocab.pkl").read_bytes(), str(models / "vocab.pkl"))
 

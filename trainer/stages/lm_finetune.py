@@ -1,4 +1,5 @@
 """ULMFiT's second stage: the base LM fine-tuned on the training rows (and unlabelled in-domain texts)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -6,15 +7,15 @@ from pathlib import Path
 
 import torch
 
-from trainer.runtime import distributed as D
-from trainer.runtime.checkpoints import Position
 from trainer.classification.recipe import lm_finetune_phases
-from trainer.runtime.fitting import stage_name
-from trainer.stages.base_lm import finetune_vocab, read_vocab
-from trainer.stages.base_lm import load_weights as load_base_weights
 from trainer.lm.parts import plan
 from trainer.lm.store import BWD_WEIGHTS, BaseLM
 from trainer.lm.train import lm_learner
+from trainer.runtime import distributed as D
+from trainer.runtime.checkpoints import Position
+from trainer.runtime.fitting import stage_name
+from trainer.stages.base_lm import finetune_vocab, read_vocab
+from trainer.stages.base_lm import load_weights as load_base_weights
 from trainer.text.tokens import TokenIds, build_vocab, remap
 
 
@@ -32,8 +33,7 @@ class Encoder:
         return self.path.stem
 
 
-def finetune(rc, fit, prep, base: BaseLM | None, *, backwards: bool = False,
-             vocab: list[str] | None = None) -> Encoder:
+def finetune(rc, fit, prep, base: BaseLM | None, *, backwards: bool = False, vocab: list[str] | None = None) -> Encoder:
     """Fine-tunes the base LM (its backward one with `backwards`, on the forward one's `vocab`) on the
     training rows -> the encoder, or the one an interrupted run already finished."""
     a, log = rc.a, rc.log
@@ -59,12 +59,15 @@ def finetune(rc, fit, prep, base: BaseLM | None, *, backwards: bool = False,
         vocab = fit.resume.payload["vocab"]
     elif vocab is None:  # the forward LM's; the backward models share it
         base_vocab = read_vocab(rc.models) if base is not None else None
-        vocab = finetune_vocab(build_vocab([train_texts], min_freq=a.min_freq, max_vocab=a.max_vocab),
-                               base_vocab, a.max_vocab)
+        vocab = finetune_vocab(
+            build_vocab([train_texts], min_freq=a.min_freq, max_vocab=a.max_vocab), base_vocab, a.max_vocab
+        )
         if base_vocab is not None:
             known = len(set(vocab) & set(base_vocab) - {"xxfake"})
-            log.line(f"vocabulary: {len(vocab)} entries, {known} found an embedding in base LM "
-                     f"{base.id} ({len(base_vocab)} entries)")
+            log.line(
+                f"vocabulary: {len(vocab)} entries, {known} found an embedding in base LM "
+                f"{base.id} ({len(base_vocab)} entries)"
+            )
     fit.use_vocab(vocab)
     tokens = remap(train_texts, vocab)
     if parts is not None:
@@ -73,8 +76,10 @@ def finetune(rc, fit, prep, base: BaseLM | None, *, backwards: bool = False,
     if base is not None and (base.backward or not backwards):
         load_base_weights(learn, rc.models, vocab, weights=BWD_WEIGHTS if backwards else "weights.pth")
     elif base is not None:
-        log.line(f"warning: base LM {base.id} has no backward LM: the backward LM starts from random "
-                 f"weights (trainctl lm pretrain {a.lang} with trainer.bidirectional: true)")
+        log.line(
+            f"warning: base LM {base.id} has no backward LM: the backward LM starts from random "
+            f"weights (trainctl lm pretrain {a.lang} with trainer.bidirectional: true)"
+        )
     learn = fit.setup(learn)
     fit.fit_phases(learn, stage, lm_finetune_phases(a.lr_lm, a.epochs_lm), last_saves_done=False)
     encoder = D.unwrap(learn.model)[0].state_dict()

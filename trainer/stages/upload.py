@@ -1,4 +1,5 @@
 """The end of a run (rank 0): upload the models, predictions, plots and metadata, metrics.json last."""
+
 from __future__ import annotations
 
 import json
@@ -11,16 +12,33 @@ import fastai
 import torch
 
 from trainer.classification import plots
-from trainer.stages.evaluate import Evaluation
-from trainer.stages.classifier import TrainedClassifier
+from trainer.runfiles.keys import BWD_MODEL
 from trainer.runfiles.metrics_file import RunMetrics
 from trainer.runfiles.report_html import render_run
-from trainer.runfiles.status_file import BWD_MODEL
+from trainer.stages.classifier import TrainedClassifier
+from trainer.stages.evaluate import Evaluation
 from trainer.text.loaders import raw_text_dataloaders
 
 
-def upload(rc, fit, prep, clf: TrainedClassifier, bwd: TrainedClassifier | None, evaluation: Evaluation,
-           started: float) -> None:
+def _megabytes(size: float) -> str:
+    return f"{size / 1e6:,.1f} MB"
+
+
+def put_model(rc, path, name: str, *, export_s: float, clock=time.monotonic) -> None:
+    """Uploads an exported model file as `name`, saying its size first (flushed: a follower sees what the run
+    waits on, a model.pth being tens to hundreds of MB) and how long it took after."""
+    size = path.stat().st_size
+    rc.log.line(f"{name}: exported ({_megabytes(size)}) in {export_s:.1f} s; uploading it")
+    rc.log.flush()
+    started = clock()
+    rc.put(path, name)
+    seconds = clock() - started
+    rc.log.line(f"{name}: uploaded ({_megabytes(size)}) in {seconds:.1f} s ({_megabytes(size / max(seconds, 1e-3))}/s)")
+
+
+def upload(
+    rc, fit, prep, clf: TrainedClassifier, bwd: TrainedClassifier | None, evaluation: Evaluation, started: float
+) -> None:
     a, put, work, data = rc.a, rc.put, rc.work, prep.data
     result = evaluation.figures
     rc.stage("uploading")
@@ -30,11 +48,19 @@ def upload(rc, fit, prep, clf: TrainedClassifier, bwd: TrainedClassifier | None,
         exports.append((BWD_MODEL, bwd))
     for name, trained in exports:
         learn, dls = trained.learn, trained.dls
-        learn.dls = raw_text_dataloaders(dls, prep.tokenizer, trained.vocab, data.label_names,
-                                         data.multi_label, scratch=work, backwards=trained.backwards)
+        learn.dls = raw_text_dataloaders(
+            dls,
+            prep.tokenizer,
+            trained.vocab,
+            data.label_names,
+            data.multi_label,
+            scratch=work,
+            backwards=trained.backwards,
+        )
+        exporting = time.monotonic()
         learn.export(work / name)
         learn.dls = dls
-        put(work / name, name)
+        put_model(rc, work / name, name, export_s=time.monotonic() - exporting)
     for name, blob in (evaluation.tfidf_files or {}).items():  # the kept blend's TF-IDF part
         put(blob, name)
     for name, table in evaluation.predictions.items():
@@ -45,15 +71,34 @@ def upload(rc, fit, prep, clf: TrainedClassifier, bwd: TrainedClassifier | None,
     put(plots.per_label_f1(result, work / "per_label_f1.png"), "plots/per_label_f1.png")
     if not data.multi_label:
         true_idx, pred_idx = evaluation.confusion
-        put(plots.confusion(true_idx, pred_idx, result["labels"], work / "confusion.png", result["rows"]["scores"]),
-            "plots/confusion_matrix.png")
-    meta = {"args": vars(a), "data_hash": prep.data_hash, "arch": fit.arch, "python": sys.version.split()[0],
-            "torch": torch.__version__, "fastai": fastai.__version__, "platform": platform.platform(),
-            "device": str(rc.ctx.device), "precision": rc.precision, "world_size": rc.ctx.world,
-            "image": os.environ.get("TRAINSTACK_IMAGE"), "base_lm": result["base_lm"]}
+        put(
+            plots.confusion(true_idx, pred_idx, result["labels"], work / "confusion.png", result["rows"]["scores"]),
+            "plots/confusion_matrix.png",
+        )
+    meta = {
+        "args": vars(a),
+        "data_hash": prep.data_hash,
+        "arch": fit.arch,
+        "python": sys.version.split()[0],
+        "torch": torch.__version__,
+        "fastai": fastai.__version__,
+        "platform": platform.platform(),
+        "device": str(rc.ctx.device),
+        "precision": rc.precision,
+        "world_size": rc.ctx.world,
+        "image": os.environ.get("TRAINSTACK_IMAGE"),
+        "base_lm": result["base_lm"],
+    }
     put(json.dumps(meta, indent=2, default=str).encode(), "metadata/trainer.json")
-    metrics = RunMetrics.from_document({"run_id": a.run_id, "lang": a.lang, **result,
-                                        "duration_s": round(time.time() - started, 1), "history": fit.history})
+    metrics = RunMetrics.from_document(
+        {
+            "run_id": a.run_id,
+            "lang": a.lang,
+            **result,
+            "duration_s": round(time.time() - started, 1),
+            "history": fit.history,
+        }
+    )
     # report.html from the figures in memory (trainctl renders it again with the cost once the stack is gone)
     try:
         put(render_run(rc.bucket, a.lang, a.run_id, metrics=metrics), "report.html", optional=True)

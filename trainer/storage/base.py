@@ -1,8 +1,12 @@
 """What every bucket offers (`Bucket`), and the one error a storage call raises."""
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO, Protocol
+
+from trainer.storage.checksums import Checksum
 
 
 class StorageError(Exception):
@@ -10,8 +14,9 @@ class StorageError(Exception):
     `bad_input` that the caller's settings must change (no such bucket, no permission on it); `hint`, what to
     do where the cause is known here (else trainctl says it for the bucket's scheme)."""
 
-    def __init__(self, message: str, uri: str, *, transient: bool = False, bad_input: bool = False,
-                 hint: str | None = None):
+    def __init__(
+        self, message: str, uri: str, *, transient: bool = False, bad_input: bool = False, hint: str | None = None
+    ):
         super().__init__(f"{message}: {uri}")
         self.message, self.uri, self.transient, self.bad_input = message, uri, transient, bad_input
         self.hint = hint
@@ -26,7 +31,9 @@ class Bucket(Protocol):
     def exists(self, key: str) -> bool: ...
     def list(self, prefix: str) -> list[str]: ...
     def download(self, key: str, dest: Path) -> None: ...
-    def upload(self, src: Path, key: str) -> None: ...
+    # progress: called with the bytes sent so far as the file goes up (a chunk at a time, never read whole)
+    def upload(self, src: Path, key: str, *, progress: Callable[[int], None] | None = None) -> None: ...
+    def checksum(self, key: str) -> Checksum | None: ...  # None: no such object
     def delete(self, key: str) -> None: ...
     def open_read(self, key: str) -> BinaryIO: ...
     def url(self, key: str) -> str: ...

@@ -5,22 +5,51 @@ reported) and a per-request timeout; the library's defaults (which skip uncondit
 are not relied on. Our unconditional writes are safe to repeat: every key has one writer at a
 time (status.json: the run's owner; artifacts: rank 0), so a retried upload writes the same bytes.
 """
+
 from __future__ import annotations
 
+import base64
 import itertools
+import mimetypes
 import os
 import socket
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
 from trainer.storage.base import StorageError, join_key
+from trainer.storage.checksums import Checksum
 from trainer.storage.local import disk_error
 from trainer.storage.policy import StoragePolicy, report_retry
 
 PARTS = ".parts/"  # an appended object is the pieces under `<key>.parts/`, in name order
 _piece_seq = itertools.count()
+
+
+def _hex(encoded: str | None) -> str | None:
+    """A digest as the JSON API gives it (base64) in hex, as Checksum keeps it."""
+    return base64.b64decode(encoded).hex() if encoded else None
+
+
+class _ReportingReader:
+    """A file as the client library reads it (a chunk at a time, seeking back on a retry), telling `progress` the
+    offset each read reaches."""
+
+    def __init__(self, fh: BinaryIO, progress: Callable[[int], None]):
+        self._fh, self._progress = fh, progress
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._fh.read(size)
+        self._progress(self._fh.tell())
+        return data
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        return self._fh.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self._fh.tell()
 
 
 def _brief(exc: BaseException) -> str:
@@ -80,53 +109,87 @@ class GcsBucket:
         def note(exc: Exception) -> None:
             if retried is not None:
                 retried.append(exc)
-            report_retry(f"storage: {doing} {self.url(key)}: {_brief(exc)}; retry {next(tries)} "
-                         f"(retrying for up to {p.deadline_s:g} s)")
+            report_retry(
+                f"storage: {doing} {self.url(key)}: {_brief(exc)}; retry {next(tries)} "
+                f"(retrying for up to {p.deadline_s:g} s)"
+            )
 
         transient = DEFAULT_RETRY._predicate  # the library's own rule: 408, 429, 5xx, resets, cuts, timeouts
-        retry = Retry(predicate=transient, initial=p.backoff_s, maximum=p.max_backoff_s, multiplier=2.0,
-                      timeout=p.deadline_s, on_error=note)
+        retry = Retry(
+            predicate=transient,
+            initial=p.backoff_s,
+            maximum=p.max_backoff_s,
+            multiplier=2.0,
+            timeout=p.deadline_s,
+            on_error=note,
+        )
         started = time.monotonic()
         try:
             return call(retry=retry, timeout=p.timeout_s)
         except exceptions.NotFound as exc:
             if doing == "list" or "bucket does not exist" in str(exc).lower():  # a listing 404s only without a bucket
-                raise StorageError(f"no such bucket gs://{self.name} (create it, or set `bucket` in the env's "
-                                   "overlay to one that exists)", self.url(key), bad_input=True) from exc
+                raise StorageError(
+                    f"no such bucket gs://{self.name} (create it, or set `bucket` in the env's "
+                    "overlay to one that exists)",
+                    self.url(key),
+                    bad_input=True,
+                ) from exc
             if missing_ok:
                 return None
             raise StorageError("no such object", self.url(key)) from exc
         except exceptions.RetryError as exc:
             cause = exc.cause or exc
-            raise StorageError(f"{doing} gave up after {time.monotonic() - started:.0f} s of retries "
-                               f"({_brief(cause)})", self.url(key), transient=True) from exc
+            raise StorageError(
+                f"{doing} gave up after {time.monotonic() - started:.0f} s of retries ({_brief(cause)})",
+                self.url(key),
+                transient=True,
+            ) from exc
         except exceptions.Forbidden as exc:
-            raise StorageError(f"{doing}: permission denied ({_brief(exc)}; the caller needs "
-                               f"roles/storage.objectAdmin on gs://{self.name})", self.url(key), bad_input=True) from exc
+            raise StorageError(
+                f"{doing}: permission denied ({_brief(exc)}; the caller needs "
+                f"roles/storage.objectAdmin on gs://{self.name})",
+                self.url(key),
+                bad_input=True,
+            ) from exc
         except exceptions.PreconditionFailed:
             raise
         except (GoogleAuthError, DataCorruption) as exc:  # credentials that cannot refresh; bytes that arrived wrong
-            raise StorageError(f"{doing} failed ({_brief(exc)})", self.url(key),
-                               transient=isinstance(exc, DataCorruption) or bool(transient(exc))) from exc
+            raise StorageError(
+                f"{doing} failed ({_brief(exc)})",
+                self.url(key),
+                transient=isinstance(exc, DataCorruption) or bool(transient(exc)),
+            ) from exc
         except Exception as exc:
             if isinstance(exc, exceptions.GoogleAPICallError) or transient(exc):
-                raise StorageError(f"{doing} failed ({_brief(exc)})", self.url(key),
-                                   transient=bool(transient(exc))) from exc
+                raise StorageError(
+                    f"{doing} failed ({_brief(exc)})", self.url(key), transient=bool(transient(exc))
+                ) from exc
             raise
 
     def check_access(self, prefix: str) -> None:
         """A listing under `prefix`, then the bucket's testIamPermissions for what a run writes: a missing
         bucket or role is said now, before anything is built. A listing alone let an account holding only
-        objectViewer through, to fail at its first write after the apply (issue 38)."""
+        objectViewer through, to fail at its first write after the apply."""
         full = join_key(self.prefix, prefix)
-        self._run("list", prefix, lambda **kw: list(self._client.list_blobs(self.name, prefix=full, max_results=1, **kw)))
-        granted = self._run("check permissions on", prefix, lambda **kw: self._bucket.test_iam_permissions(
-            list(RUN_PERMISSIONS), timeout=kw["timeout"], retry=kw["retry"]))
+        self._run(
+            "list", prefix, lambda **kw: list(self._client.list_blobs(self.name, prefix=full, max_results=1, **kw))
+        )
+        granted = self._run(
+            "check permissions on",
+            prefix,
+            lambda **kw: self._bucket.test_iam_permissions(
+                list(RUN_PERMISSIONS), timeout=kw["timeout"], retry=kw["retry"]
+            ),
+        )
         missing = [p for p in RUN_PERMISSIONS if p not in (granted or [])]
         if missing:
-            raise StorageError(f"this account lacks {', '.join(missing)} on gs://{self.name} (a run writes its "
-                               "metadata, status and artifacts there): grant it roles/storage.objectUser on the "
-                               "bucket", self.url(prefix), bad_input=True)
+            raise StorageError(
+                f"this account lacks {', '.join(missing)} on gs://{self.name} (a run writes its "
+                "metadata, status and artifacts there): grant it roles/storage.objectUser on the "
+                "bucket",
+                self.url(prefix),
+                bad_input=True,
+            )
 
     def read_bytes(self, key: str) -> bytes:
         return self._run("read", key, self._blob(key).download_as_bytes)
@@ -141,8 +204,12 @@ class GcsBucket:
                 return None
             generation = blob.generation  # before the download, which resets it from the answer's headers
             try:
-                data = self._run("read", key, lambda **kw: blob.download_as_bytes(
-                    if_generation_match=generation, **kw), missing_ok=True)
+                data = self._run(
+                    "read",
+                    key,
+                    lambda **kw: blob.download_as_bytes(if_generation_match=generation, **kw),  # noqa: B023 (called now)
+                    missing_ok=True,
+                )
             except exceptions.PreconditionFailed:
                 continue  # replaced between the two calls: read the new one
             if data is not None:
@@ -155,8 +222,12 @@ class GcsBucket:
         match = 0 if if_absent else (int(if_version) if if_version is not None else None)
         blob, retried = self._upload_blob(key), []
         try:
-            self._run("write", key, lambda **kw: blob.upload_from_string(data, if_generation_match=match, **kw),
-                      retried=retried)
+            self._run(
+                "write",
+                key,
+                lambda **kw: blob.upload_from_string(data, if_generation_match=match, **kw),
+                retried=retried,
+            )
         except exceptions.PreconditionFailed:
             # After a retry, the object that is there may be our own first try, answered but not heard.
             return bool(retried) and self._run("read", key, blob.download_as_bytes, missing_ok=True) == data
@@ -175,7 +246,7 @@ class GcsBucket:
                 pass
             return pages.prefixes
 
-        return sorted(p[len(full):].rstrip("/") for p in self._run("list", prefix, listing))
+        return sorted(p[len(full) :].rstrip("/") for p in self._run("list", prefix, listing))
 
     def _listed(self, prefix: str) -> list:
         full = join_key(self.prefix, prefix)
@@ -235,9 +306,29 @@ class GcsBucket:
             if os.path.exists(tmp):
                 os.unlink(tmp)
 
-    def upload(self, src: Path, key: str) -> None:
-        """Files above one chunk go up as a resumable upload: a retry resumes after the last chunk stored."""
-        self._run("upload", key, lambda **kw: self._upload_blob(key).upload_from_filename(str(src), **kw))
+    def upload(self, src: Path, key: str, *, progress: Callable[[int], None] | None = None) -> None:
+        """Files above one chunk go up as a resumable upload, read a chunk at a time: a retry resumes after the
+        last chunk stored. `progress` hears how far the reads have got."""
+        content_type = mimetypes.guess_type(str(src))[0]  # what upload_from_filename would send
+        with open(src, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            stream = _ReportingReader(fh, progress) if progress is not None else fh
+            self._run(
+                "upload",
+                key,
+                lambda **kw: self._upload_blob(key).upload_from_file(
+                    stream, size=size, content_type=content_type, **kw
+                ),
+            )
+
+    def checksum(self, key: str) -> Checksum | None:
+        """From the object's metadata, nothing downloaded: md5 where Cloud Storage keeps one (not for a composite
+        object), crc32c always; None when there is no such object."""
+        name = join_key(self.prefix, key)
+        blob = self._run("look up", key, lambda **kw: self._bucket.get_blob(name, **kw), missing_ok=True)
+        if blob is None:
+            return None
+        return Checksum(md5=_hex(blob.md5_hash), crc32c=_hex(blob.crc32c))
 
     def delete(self, key: str) -> None:
         self._run("delete", key, self._blob(key).delete, missing_ok=True)

@@ -1,4 +1,5 @@
 """A folder standing in for a bucket: atomic writes, versions for conditional writes, a full disk said plainly."""
+
 from __future__ import annotations
 
 import errno
@@ -7,11 +8,13 @@ import os
 import shutil
 import tempfile
 import threading
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
 from trainer.storage.base import StorageError
+from trainer.storage.checksums import CHUNK, Checksum, stream_checksum
 
 
 def _umask() -> int:
@@ -50,8 +53,9 @@ def disk_error(exc: OSError, path: Path, needed: int | None = None) -> StorageEr
             free = None
         need = f"{needed:,} bytes needed" if needed is not None else "space needed"
         have = f", {free:,} free" if free is not None else ""
-        return StorageError(f"no space left on the device ({need}{have}; free some space or use a larger disk)",
-                            f"file://{path}")
+        return StorageError(
+            f"no space left on the device ({need}{have}; free some space or use a larger disk)", f"file://{path}"
+        )
     return StorageError(f"{exc.strerror or exc}", f"file://{path}")
 
 
@@ -88,11 +92,14 @@ class LocalBucket:
         if self.root.is_dir():
             return None
         missing = f"the bucket folder {self.root} does not exist"
-        message = (f"{missing} and cannot be created ({exc.strerror or exc})" if exc
-                   else f"no such object: {missing}")
-        return StorageError(message, self.url(key), bad_input=True,
-                            hint=f"create it (mkdir -p {self.root}), or point `bucket` at a folder that "
-                                 "exists (envs/ENV.yaml or --set bucket=file:///PATH)")
+        message = f"{missing} and cannot be created ({exc.strerror or exc})" if exc else f"no such object: {missing}"
+        return StorageError(
+            message,
+            self.url(key),
+            bad_input=True,
+            hint=f"create it (mkdir -p {self.root}), or point `bucket` at a folder that "
+            "exists (envs/ENV.yaml or --set bucket=file:///PATH)",
+        )
 
     def _write_error(self, exc: OSError, path: Path, key: str, needed: int | None) -> StorageError:
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
@@ -127,15 +134,28 @@ class LocalBucket:
         raise StorageError("the object kept changing while it was read", self.url(key), transient=True)
 
     def write_bytes(self, key: str, data: bytes, *, if_absent: bool = False, if_version: str | None = None) -> bool:
+        return self._publish(key, lambda fh: fh.write(data), len(data), if_absent=if_absent, if_version=if_version)
+
+    def _publish(
+        self,
+        key: str,
+        fill: Callable[[BinaryIO], object],
+        needed: int,
+        *,
+        if_absent: bool = False,
+        if_version: str | None = None,
+    ) -> bool:
+        """A temporary file beside the object, written by `fill`, becomes the object in one rename (or link, for
+        `if_absent`); `needed`: the bytes it takes, for a full disk's message."""
         path = self._path(key)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
         except OSError as exc:
-            raise self._write_error(exc, path, key, len(data)) from exc
+            raise self._write_error(exc, path, key, needed) from exc
         try:
             with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
+                fill(fh)
                 fh.flush()
                 os.fsync(fh.fileno())  # the rename below must never publish bytes still in flight
             os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600: a bucket file gets what any new file gets
@@ -151,7 +171,7 @@ class LocalBucket:
                 os.replace(tmp, path)
             return True
         except OSError as exc:
-            raise disk_error(exc, path, len(data)) from exc
+            raise disk_error(exc, path, needed) from exc
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)
@@ -164,8 +184,11 @@ class LocalBucket:
         base = self._path(prefix) if prefix else self.root
         if not base.is_dir():
             return []
-        return sorted(p.name for p in base.iterdir() if p.is_dir()
-                      and any(q.is_file() and not q.name.startswith(".") for q in p.rglob("*")))
+        return sorted(
+            p.name
+            for p in base.iterdir()
+            if p.is_dir() and any(q.is_file() and not q.name.startswith(".") for q in p.rglob("*"))
+        )
 
     def append(self, key: str, data: bytes) -> None:
         """Each call's bytes land whole and in order, whoever else appends (writers take turns on the file);
@@ -179,7 +202,7 @@ class LocalBucket:
                 try:
                     view = memoryview(data)
                     while view:
-                        view = view[fh.write(view):]
+                        view = view[fh.write(view) :]
                 except OSError:
                     os.ftruncate(fh.fileno(), size)
                     raise
@@ -228,8 +251,27 @@ class LocalBucket:
         finally:
             tmp.unlink(missing_ok=True)
 
-    def upload(self, src: Path, key: str) -> None:
-        self.write_bytes(key, src.read_bytes())
+    def upload(self, src: Path, key: str, *, progress: Callable[[int], None] | None = None) -> None:
+        """Copied a chunk at a time (a large file is never read whole), published in one rename."""
+
+        def copy(fh: BinaryIO) -> None:
+            sent = 0
+            with open(src, "rb") as source:
+                while chunk := source.read(CHUNK):
+                    fh.write(chunk)
+                    sent += len(chunk)
+                    if progress is not None:
+                        progress(sent)
+
+        self._publish(key, copy, src.stat().st_size)
+
+    def checksum(self, key: str) -> Checksum | None:
+        """md5 and crc32c of the stored file, read a chunk at a time; None when there is no such object."""
+        try:
+            with open(self._path(key), "rb") as fh:
+                return stream_checksum(fh)
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            return None  # no such object (a path through a file too: writing there says what is wrong)
 
     def delete(self, key: str) -> None:
         self._path(key).unlink(missing_ok=True)

@@ -12,6 +12,7 @@
 Changing train.csv never re-tokenizes an unchanged corpus file: their keys
 are independent.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -26,6 +27,7 @@ import fastai
 
 from trainer.data.labelled import corpus_keys
 from trainer.storage import Bucket, StorageError
+from trainer.text.progress import TokenizingProgress
 from trainer.text.tokenizers import TokenizerSpec, as_spec
 from trainer.text.tokens import TokenIds, TokenizerPool
 
@@ -52,8 +54,15 @@ def _rate(tokens: int, seconds: float) -> str:
     return f"{tokens / max(seconds, 1e-9):,.0f} tokens/s"
 
 
-def labelled_tokens(bucket: Bucket, lang: str, texts: list[str], *, log, workers: int | None = None,
-                    tokenizer: TokenizerSpec | None = None) -> TokenIds:
+def labelled_tokens(
+    bucket: Bucket,
+    lang: str,
+    texts: list[str],
+    *,
+    log,
+    workers: int | None = None,
+    tokenizer: TokenizerSpec | None = None,
+) -> TokenIds:
     """Token ids of the labelled texts, from the cache when the same texts were tokenized before
     (`tokenizer`: default spaCy for `lang`)."""
     tokenizer = tokenizer or as_spec(lang)
@@ -69,8 +78,8 @@ def labelled_tokens(bucket: Bucket, lang: str, texts: list[str], *, log, workers
             log.line(f"tokens: reused cache {key}")
             return table
     started = time.perf_counter()
-    with TokenizerPool(tokenizer, workers) as pool:
-        table = pool.tokenize(texts)
+    with TokenizerPool(tokenizer, workers) as pool, TokenizingProgress(log, "tokenizing", total=len(texts)) as progress:
+        table = pool.tokenize(texts, on_chunk=progress.advance)
         used = pool.used_workers
     seconds = time.perf_counter() - started
     done = f"{len(table)} texts, {table.n_tokens} tokens ({_rate(table.n_tokens, seconds)}, {used} workers)"
@@ -111,34 +120,56 @@ def shard(lines: Iterator[str], max_lines: int, max_chars: int) -> Iterator[str]
             return
 
 
-def corpus_tokens(bucket: Bucket, lang: str, key: str, *, log, workers: int | None = None,
-                  shard_lines: int = SHARD_LINES, tokenizer: TokenizerSpec | None = None) -> TokenIds:
+def corpus_tokens(
+    bucket: Bucket,
+    lang: str,
+    key: str,
+    *,
+    log,
+    workers: int | None = None,
+    shard_lines: int = SHARD_LINES,
+    tokenizer: TokenizerSpec | None = None,
+) -> TokenIds:
     """Token ids of one corpus file (one text per non-empty line), cached per file content and tokenizer."""
     tokenizer = tokenizer or as_spec(lang)
     with bucket.open_read(key) as fh:
         prefix = f"{lang}/cache/{corpus_digest(fh, lang, key, tokenizer)}/"
+        size = fh.tell()  # the digest read it whole
         if bucket.exists(prefix + "index.json"):
             index = json.loads(bucket.read_bytes(prefix + "index.json"))
-            table = TokenIds.concat([TokenIds.from_bytes(bucket.read_bytes(prefix + p["key"]))
-                                     for p in index["parts"]])
+            table = TokenIds.concat([TokenIds.from_bytes(bucket.read_bytes(prefix + p["key"])) for p in index["parts"]])
             log.line(f"tokens: reused cache {prefix} ({key}: {len(table)} texts, {table.n_tokens} tokens)")
             return table
         fh.seek(0)
         cut = {"shard_lines": shard_lines, "shard_chars": SHARD_CHARS}
         parts, reused, seconds, position, new_tokens = [], 0, 0.0, 0, 0
         lines = corpus_lines(fh, key)
-        with TokenizerPool(tokenizer, workers) as pool:
+        # the lines are not counted before the end: progress is the file's bytes read (compressed ones for .gz)
+        with (
+            TokenizerPool(tokenizer, workers) as pool,
+            TokenizingProgress(log, f"tokenizing {key}:", total=size, unit="bytes") as progress,
+        ):
+
+            def read() -> int:  # the line reader closes the file once it has read the last line
+                return size if fh.closed else fh.tell()
+
+            def tokenized(texts: int, tokens: int) -> None:
+                progress.advance(texts, tokens, done=read())
+
             for i in itertools.count():
                 part = _finished_part(bucket, f"{prefix}part-{i:05d}", {**cut, "start": position})
                 if part is not None:  # left by an interrupted run: skip its lines
                     skipped = sum(1 for _ in itertools.islice(lines, len(part)))
                     if skipped != len(part):
-                        raise RuntimeError(f"cache part {prefix}part-{i:05d} has {len(part)} texts, {key} only "
-                                           f"{skipped} more; delete {bucket.url(prefix)} and run again")
+                        raise RuntimeError(
+                            f"cache part {prefix}part-{i:05d} has {len(part)} texts, {key} only "
+                            f"{skipped} more; delete {bucket.url(prefix)} and run again"
+                        )
                     reused += 1
+                    progress.skip(len(part), part.n_tokens, done=read())
                 else:
                     started = time.perf_counter()
-                    part = pool.tokenize(shard(lines, shard_lines, SHARD_CHARS))
+                    part = pool.tokenize(shard(lines, shard_lines, SHARD_CHARS), on_chunk=tokenized)
                     seconds += time.perf_counter() - started
                     if not len(part):
                         break
@@ -147,15 +178,23 @@ def corpus_tokens(bucket: Bucket, lang: str, key: str, *, log, workers: int | No
                 parts.append(part)
                 position += len(part)
             used = pool.used_workers
-    index = {"source": key, "lang": lang, "tokenizer": tokenizer.id, "fastai": fastai.__version__, **cut,
-             "texts": position, "tokens": sum(p.n_tokens for p in parts),
-             "parts": [{"key": f"part-{i:05d}.npz", "texts": len(p), "tokens": p.n_tokens}
-                       for i, p in enumerate(parts)]}
+    index = {
+        "source": key,
+        "lang": lang,
+        "tokenizer": tokenizer.id,
+        "fastai": fastai.__version__,
+        **cut,
+        "texts": position,
+        "tokens": sum(p.n_tokens for p in parts),
+        "parts": [{"key": f"part-{i:05d}.npz", "texts": len(p), "tokens": p.n_tokens} for i, p in enumerate(parts)],
+    }
     bucket.write_bytes(prefix + "index.json", json.dumps(index, indent=1).encode(), if_absent=True)
     table = TokenIds.concat(parts)
     note = f"; reused {reused} of {len(parts)} parts" if reused else ""
-    log.line(f"tokens: cached {len(table)} texts, {table.n_tokens} tokens to {prefix} ({key}: "
-             f"{_rate(new_tokens, seconds)}, {used} workers{note})")
+    log.line(
+        f"tokens: cached {len(table)} texts, {table.n_tokens} tokens to {prefix} ({key}: "
+        f"{_rate(new_tokens, seconds)}, {used} workers{note})"
+    )
     return table
 
 
@@ -183,8 +222,9 @@ def _finished_part(bucket: Bucket, name: str, expected: dict) -> TokenIds | None
 SP_SAMPLE_CHARS = 100_000_000  # corpus text a SentencePiece model is trained on, at most (~1 min)
 
 
-def sentencepiece_tokenizer(bucket: Bucket, lang: str, code: str, texts: list[str], *, vocab_size: int,
-                            log) -> TokenizerSpec:
+def sentencepiece_tokenizer(
+    bucket: Bucket, lang: str, code: str, texts: list[str], *, vocab_size: int, log
+) -> TokenizerSpec:
     """A SentencePiece model trained on `texts` (training rows, unlabelled texts) and the corpus files in
     order, up to SP_SAMPLE_CHARS characters in all,
     cached in the bucket by its inputs: `<lang>/cache/<hash>/spm.model`, trained once per data."""
@@ -221,14 +261,17 @@ def sentencepiece_tokenizer(bucket: Bucket, lang: str, code: str, texts: list[st
 
     from trainer.text.tokenizers import train_sentencepiece
 
-    log.line(f"tokenizer: training a SentencePiece model ({vocab_size} pieces) on {len(texts):,} texts"
-             + (f" and up to {SP_SAMPLE_CHARS:,} characters of {len(keys)} corpus file(s): a few minutes" if keys
-                else ""))
+    log.line(
+        f"tokenizer: training a SentencePiece model ({vocab_size} pieces) on {len(texts):,} texts"
+        + (f" and up to {SP_SAMPLE_CHARS:,} characters of {len(keys)} corpus file(s): a few minutes" if keys else "")
+    )
     started = time.perf_counter()
     spec = TokenizerSpec(SENTENCEPIECE, code, train_sentencepiece(sample(), vocab_size=vocab_size, code=code))
     if not bucket.write_bytes(model_key, spec.sp_model, if_absent=True):  # another run was first: use its model
         spec = TokenizerSpec(SENTENCEPIECE, code, bucket.read_bytes(model_key))
     pieces = sentencepiece.SentencePieceProcessor(model_proto=spec.sp_model).get_piece_size()
-    log.line(f"tokenizer: trained {spec.describe()}, {pieces} pieces (asked {vocab_size}), "
-             f"in {time.perf_counter() - started:.1f} s -> {model_key}")
+    log.line(
+        f"tokenizer: trained {spec.describe()}, {pieces} pieces (asked {vocab_size}), "
+        f"in {time.perf_counter() - started:.1f} s -> {model_key}"
+    )
     return spec

@@ -9,6 +9,7 @@ every shard's size itself, so no communication is needed.
 `raw_text_dataloaders` is the standard raw-string pipeline, for export:
 a learner exported with it predicts from plain strings.
 """
+
 from __future__ import annotations
 
 import math
@@ -20,8 +21,21 @@ import numpy as np
 import pandas as pd
 import torch
 from fastai.text.all import (
-    L, Categorize, ColReader, DataLoaders, Datasets, LMDataLoader, MultiCategorize, Numericalize, OneHotEncode,
-    Pad_Chunk, SortedDL, TensorText, Tokenizer, Transform, default_device,
+    Categorize,
+    ColReader,
+    DataLoaders,
+    Datasets,
+    L,
+    LMDataLoader,
+    MultiCategorize,
+    Numericalize,
+    OneHotEncode,
+    Pad_Chunk,
+    SortedDL,
+    TensorText,
+    Tokenizer,
+    Transform,
+    default_device,
 )
 from fastai.text.data import reverse_text
 
@@ -110,8 +124,17 @@ def _check_rank(rank: int, world: int) -> None:
         raise ValueError(f"rank {rank} is not in a world of {world}")
 
 
-def lm_dataloaders(tokens: TokenIds, *, bs: int, seq_len: int, seed: int, valid_pct: float = 0.1,
-                   rank: int = 0, world: int = 1, max_train_tokens: int = 0) -> DataLoaders:
+def lm_dataloaders(
+    tokens: TokenIds,
+    *,
+    bs: int,
+    seq_len: int,
+    seed: int,
+    valid_pct: float = 0.1,
+    rank: int = 0,
+    world: int = 1,
+    max_train_tokens: int = 0,
+) -> DataLoaders:
     """Language-model DataLoaders over `tokens` (ids already into the LM vocab, `tokens.vocab`).
 
     `max_train_tokens`: train on the first training documents (in the seeded order) that hold that
@@ -126,20 +149,39 @@ def lm_dataloaders(tokens: TokenIds, *, bs: int, seq_len: int, seed: int, valid_
     # LMDataLoader's batch length: round_multiple(sum(lens) - 1, bs, round_down=True) // bs
     batch_lengths = [(int(lengths[s].sum()) - 1) // bs for s in shards]
     if min(batch_lengths) < 1:
-        raise ValueError(f"too few tokens for a language-model batch: {min(batch_lengths) * bs + 1} tokens "
-                         f"on a rank with bs={bs}; add text or lower bs")
+        raise ValueError(
+            f"too few tokens for a language-model batch: {min(batch_lengths) * bs + 1} tokens "
+            f"on a rank with bs={bs}; add text or lower bs"
+        )
     dsets = Datasets(list(range(len(tokens))), [[CachedText(tokens)]], splits=[shards[rank], valid])
     device = default_device()
-    train_dl = RankLMDataLoader(dsets.subset(0), lens=lengths[shards[rank]].tolist(),
-                                max_bl=min(batch_lengths) if world > 1 else None, bs=bs, seq_len=seq_len,
-                                shuffle=True, drop_last=True, num_workers=0, device=device)
-    valid_dl = LMDataLoader(dsets.subset(1), lens=lengths[valid].tolist(), bs=bs, seq_len=seq_len,
-                            shuffle=False, drop_last=False, num_workers=0, device=device)
+    train_dl = RankLMDataLoader(
+        dsets.subset(0),
+        lens=lengths[shards[rank]].tolist(),
+        max_bl=min(batch_lengths) if world > 1 else None,
+        bs=bs,
+        seq_len=seq_len,
+        shuffle=True,
+        drop_last=True,
+        num_workers=0,
+        device=device,
+    )
+    valid_dl = LMDataLoader(
+        dsets.subset(1),
+        lens=lengths[valid].tolist(),
+        bs=bs,
+        seq_len=seq_len,
+        shuffle=False,
+        drop_last=False,
+        num_workers=0,
+        device=device,
+    )
     return DataLoaders(train_dl, valid_dl, device=device)
 
 
-def lm_part_dataloaders(tokens: TokenIds, parts: list, valid: list[int], *, bs: int, seq_len: int,
-                        rank: int = 0, world: int = 1) -> tuple[DataLoaders, list]:
+def lm_part_dataloaders(
+    tokens: TokenIds, parts: list, valid: list[int], *, bs: int, seq_len: int, rank: int = 0, world: int = 1
+) -> tuple[DataLoaders, list]:
     """LM DataLoaders whose training documents change by epoch (trainer.lm.parts): (DataLoaders over the first
     part, one training DataLoader per part). Every part's loader runs the same number of batches on every
     rank (the shortest's), so the one-cycle schedule and a resume's batch position hold for all of them."""
@@ -148,24 +190,53 @@ def lm_part_dataloaders(tokens: TokenIds, parts: list, valid: list[int], *, bs: 
     shards = [[list(map(int, part))[r::world] for r in range(world)] for part in parts]
     batch_lengths = [(int(lengths[s].sum()) - 1) // bs for part in shards for s in part]
     if min(batch_lengths) < 1:
-        raise ValueError(f"too few tokens for a language-model batch: {min(batch_lengths) * bs + 1} tokens "
-                         f"in a part with bs={bs}; add text or lower bs")
+        raise ValueError(
+            f"too few tokens for a language-model batch: {min(batch_lengths) * bs + 1} tokens "
+            f"in a part with bs={bs}; add text or lower bs"
+        )
     device = default_device()
     valid = list(map(int, valid))
     loaders = []
     for part in shards:
         dsets = Datasets(list(range(len(tokens))), [[CachedText(tokens)]], splits=[part[rank], valid])
-        loaders.append(RankLMDataLoader(dsets.subset(0), lens=lengths[part[rank]].tolist(), max_bl=min(batch_lengths),
-                                        bs=bs, seq_len=seq_len, shuffle=True, drop_last=True, num_workers=0,
-                                        device=device))
-    valid_dl = LMDataLoader(dsets.subset(1), lens=lengths[valid].tolist(), bs=bs, seq_len=seq_len, shuffle=False,
-                            drop_last=False, num_workers=0, device=device)
+        loaders.append(
+            RankLMDataLoader(
+                dsets.subset(0),
+                lens=lengths[part[rank]].tolist(),
+                max_bl=min(batch_lengths),
+                bs=bs,
+                seq_len=seq_len,
+                shuffle=True,
+                drop_last=True,
+                num_workers=0,
+                device=device,
+            )
+        )
+    valid_dl = LMDataLoader(
+        dsets.subset(1),
+        lens=lengths[valid].tolist(),
+        bs=bs,
+        seq_len=seq_len,
+        shuffle=False,
+        drop_last=False,
+        num_workers=0,
+        device=device,
+    )
     return DataLoaders(loaders[0], valid_dl, device=device), loaders
 
 
-def classifier_dataloaders(tokens: TokenIds, targets, *, multi_label: bool, label_names: list[str],
-                           splits: tuple[list[int], list[int]], bs: int, seq_len: int,
-                           rank: int = 0, world: int = 1) -> DataLoaders:
+def classifier_dataloaders(
+    tokens: TokenIds,
+    targets,
+    *,
+    multi_label: bool,
+    label_names: list[str],
+    splits: tuple[list[int], list[int]],
+    bs: int,
+    seq_len: int,
+    rank: int = 0,
+    world: int = 1,
+) -> DataLoaders:
     """Classifier DataLoaders: x = cached ids (ids into the classifier vocab), y = labels of `targets` rows."""
     _check_rank(rank, world)
     train = shard_rows(list(splits[0]), rank, world)
@@ -175,10 +246,26 @@ def classifier_dataloaders(tokens: TokenIds, targets, *, multi_label: bool, labe
     lengths = tokens.lengths()
     pad, device = Pad_Chunk(seq_len=seq_len), default_device()
     # res = the lengths SortedDL sorts by (it would otherwise fetch every item once to measure it)
-    train_dl = SortedDL(dsets.subset(0), res=lengths[train].tolist(), bs=bs, shuffle=True, drop_last=True,
-                        before_batch=pad, num_workers=0, device=device)
-    valid_dl = SortedDL(dsets.subset(1), res=lengths[valid].tolist(), bs=bs, shuffle=False, drop_last=False,
-                        before_batch=pad, num_workers=0, device=device)
+    train_dl = SortedDL(
+        dsets.subset(0),
+        res=lengths[train].tolist(),
+        bs=bs,
+        shuffle=True,
+        drop_last=True,
+        before_batch=pad,
+        num_workers=0,
+        device=device,
+    )
+    valid_dl = SortedDL(
+        dsets.subset(1),
+        res=lengths[valid].tolist(),
+        bs=bs,
+        shuffle=False,
+        drop_last=False,
+        before_batch=pad,
+        num_workers=0,
+        device=device,
+    )
     return DataLoaders(train_dl, valid_dl, device=device)
 
 
@@ -189,8 +276,15 @@ def _pad_seq_len(dls, default: int = 72) -> int:
     return default
 
 
-def raw_text_dataloaders(dls, tokenizer, vocab: list[str], label_names, multi_label: bool,
-                         scratch: Path | None = None, backwards: bool = False) -> DataLoaders:
+def raw_text_dataloaders(
+    dls,
+    tokenizer,
+    vocab: list[str],
+    label_names,
+    multi_label: bool,
+    scratch: Path | None = None,
+    backwards: bool = False,
+) -> DataLoaders:
     """DataLoaders with the raw-string pipeline (text -> tokens -> ids in `vocab`, reversed for a
     backward model, as fastai's own `TextBlock(backwards=True)` does) and the same labels.
 
@@ -199,16 +293,20 @@ def raw_text_dataloaders(dls, tokenizer, vocab: list[str], label_names, multi_la
     the export carries no training data.
     """
     label_names = list(label_names)
-    df = pd.DataFrame({"text": label_names,
-                       "labels": [[name] for name in label_names] if multi_label else label_names})
+    df = pd.DataFrame({"text": label_names, "labels": [[name] for name in label_names] if multi_label else label_names})
     spec = as_spec(tokenizer)  # a TokenizerSpec, or a language code for spaCy
     # SentencePiece's model file is written to `scratch` (the run's work folder), never the cwd;
     # the export carries the model itself.
     tok = spec.fastai_tokenizer(Path(scratch or tempfile.mkdtemp(prefix="trainstack-tok-")) / "tokenizer")
-    x_tfms = [ColReader("text"), Tokenizer(tok, rules=rules()), Numericalize(vocab=list(vocab)),
-              *([reverse_text] if backwards else [])]
+    x_tfms = [
+        ColReader("text"),
+        Tokenizer(tok, rules=rules()),
+        Numericalize(vocab=list(vocab)),
+        *([reverse_text] if backwards else []),
+    ]
     y_tfms = [ColReader("labels"), *label_tfms(label_names, multi_label)]
     rows = list(range(len(df)))
     dsets = Datasets(df, [x_tfms, y_tfms], splits=[rows, rows], dl_type=SortedDL)
-    return dsets.dataloaders(bs=dls.bs, before_batch=Pad_Chunk(seq_len=_pad_seq_len(dls)), num_workers=0,
-                             path=dls.path, device=dls.device)
+    return dsets.dataloaders(
+        bs=dls.bs, before_batch=Pad_Chunk(seq_len=_pad_seq_len(dls)), num_workers=0, path=dls.path, device=dls.device
+    )

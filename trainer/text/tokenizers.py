@@ -10,6 +10,7 @@ SentencePiece (as MultiFiT did for many languages) is trained on the run's
 training texts and a sample of the corpus, stored content-addressed in the
 bucket, and shipped inside the exported tokenizer.
 """
+
 from __future__ import annotations
 
 import functools
@@ -56,8 +57,10 @@ def case_rules() -> tuple:
     # fastai: [A-Z]+[^a-z\s]* of length > 1 gets TK_UP; [A-Z][^A-Z\s]* of length > 1 gets TK_MAJ.
     all_caps = re.compile(rf"(^|\s)([{upper}][^{lower}\s]+)(?=\s|$)")
     capitalised = re.compile(rf"(^|\s)([{upper}][^{upper}\s]*[{lower}][^{upper}\s]*)(?=\s|$)")
-    return (functools.partial(re.sub, all_caps, rf"\1{TK_UP} \2"),
-            functools.partial(re.sub, capitalised, rf"\1{TK_MAJ} \2"))
+    return (
+        functools.partial(re.sub, all_caps, rf"\1{TK_UP} \2"),
+        functools.partial(re.sub, capitalised, rf"\1{TK_MAJ} \2"),
+    )
 
 
 @functools.lru_cache(maxsize=1)
@@ -138,9 +141,20 @@ def train_sentencepiece(texts: Iterable[str], *, vocab_size: int, code: str, max
         # + specials, <unk> and the word-boundary piece; a soft limit, so a larger size is harmless
         vocab_size = max(vocab_size, len(seen) + len(specials) + 2)
         spm.SentencePieceTrainer.Train(
-            input=str(raw), model_prefix=str(Path(tmp) / "spm"), vocab_size=vocab_size, model_type="unigram",
-            character_coverage=0.99999 if code in eu_langs else 0.9998, unk_id=len(specials), pad_id=-1,
-            bos_id=-1, eos_id=-1, user_defined_symbols=",".join(specials), hard_vocab_limit=False,
-            input_sentence_size=2_000_000, shuffle_input_sentence=True, minloglevel=2,
-            num_threads=len(os.sched_getaffinity(0)))
+            input=str(raw),
+            model_prefix=str(Path(tmp) / "spm"),
+            vocab_size=vocab_size,
+            model_type="unigram",
+            character_coverage=0.99999 if code in eu_langs else 0.9998,
+            unk_id=len(specials),
+            pad_id=-1,
+            bos_id=-1,
+            eos_id=-1,
+            user_defined_symbols=",".join(specials),
+            hard_vocab_limit=False,
+            input_sentence_size=2_000_000,
+            shuffle_input_sentence=True,
+            minloglevel=2,
+            num_threads=len(os.sched_getaffinity(0)),
+        )
         return (Path(tmp) / "spm.model").read_bytes()

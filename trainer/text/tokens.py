@@ -4,6 +4,7 @@
 cores by default) in bounded chunks, so a generator over a many-GB corpus is
 never held in memory as strings: only the int32 ids are kept.
 """
+
 from __future__ import annotations
 
 import io
@@ -14,12 +15,13 @@ import os
 from collections import Counter, deque
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
 from trainer.text import worker
 from trainer.text.tokenizers import SPACY, TokenizerSpec, as_spec
+
 # A chunk also ends at this many characters, so a run of very long texts stays small in flight.
 CHUNK_CHARS = 4_000_000
 # Workers are replaced after this many chunks: spaCy's string store only grows.
@@ -31,15 +33,19 @@ class TokenIds:
     """Token ids of many texts: text i is `ids[offsets[i]:offsets[i+1]]`, ids index `vocab`."""
 
     vocab: list[str]
-    ids: np.ndarray      # int32, all texts concatenated
+    ids: np.ndarray  # int32, all texts concatenated
     offsets: np.ndarray  # int64, len(texts) + 1
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
 
     def __eq__(self, other) -> bool:
-        return (isinstance(other, TokenIds) and self.vocab == other.vocab
-                and np.array_equal(self.ids, other.ids) and np.array_equal(self.offsets, other.offsets))
+        return (
+            isinstance(other, TokenIds)
+            and self.vocab == other.vocab
+            and np.array_equal(self.ids, other.ids)
+            and np.array_equal(self.offsets, other.offsets)
+        )
 
     @property
     def n_tokens(self) -> int:
@@ -49,7 +55,7 @@ class TokenIds:
         return np.diff(self.offsets)
 
     def text(self, i: int) -> np.ndarray:
-        return self.ids[self.offsets[i]:self.offsets[i + 1]]
+        return self.ids[self.offsets[i] : self.offsets[i + 1]]
 
     def counts(self) -> np.ndarray:
         return np.bincount(self.ids, minlength=len(self.vocab))
@@ -83,12 +89,13 @@ class TokenIds:
             if t.vocab is tables[0].vocab or t.vocab == tables[0].vocab:
                 ids.append(t.ids)
             else:
-                lookup = np.fromiter((index.setdefault(tok, len(index)) for tok in t.vocab),
-                                     dtype=np.int32, count=len(t.vocab))
+                lookup = np.fromiter(
+                    (index.setdefault(tok, len(index)) for tok in t.vocab), dtype=np.int32, count=len(t.vocab)
+                )
                 ids.append(lookup[t.ids])
             offsets.append(t.offsets[1:] + base)
             base += t.n_tokens
-        vocab.extend(list(index)[len(vocab):])
+        vocab.extend(list(index)[len(vocab) :])
         return cls(vocab, np.concatenate(ids).astype(np.int32, copy=False), np.concatenate(offsets))
 
     def to_bytes(self) -> bytes:
@@ -99,8 +106,12 @@ class TokenIds:
         """
         buf = io.BytesIO()
         vocab = np.frombuffer(json.dumps(self.vocab, ensure_ascii=False).encode(), dtype=np.uint8)
-        np.savez(buf, ids=self.ids.astype(np.int32, copy=False),
-                            offsets=self.offsets.astype(np.int64, copy=False), vocab=vocab)
+        np.savez(
+            buf,
+            ids=self.ids.astype(np.int32, copy=False),
+            offsets=self.offsets.astype(np.int64, copy=False),
+            vocab=vocab,
+        )
         return buf.getvalue()
 
     @classmethod
@@ -141,8 +152,9 @@ class _Merger:
     def add(self, result: tuple[list[str], np.ndarray, np.ndarray]) -> None:
         local_vocab, ids, lengths = result
         index = self.index
-        lookup = np.fromiter((index.setdefault(tok, len(index)) for tok in local_vocab),
-                             dtype=np.int32, count=len(local_vocab))
+        lookup = np.fromiter(
+            (index.setdefault(tok, len(index)) for tok in local_vocab), dtype=np.int32, count=len(local_vocab)
+        )
         self.ids.append(lookup[ids] if len(ids) else ids)
         self.lengths.append(lengths)
 
@@ -206,13 +218,25 @@ class TokenizerPool:
         # module is included as some take seconds to import (spacy.lang.fr: ~2 s).
         preload = [f"spacy.lang.{self.spec.code}"] if self.spec.kind == SPACY else []
         ctx.set_forkserver_preload(["trainer.text.worker_preload", *preload])
-        self._executor = ProcessPoolExecutor(self.workers, mp_context=ctx, initializer=worker.init,
-                                             initargs=(self.spec,), max_tasks_per_child=CHUNKS_PER_WORKER)
+        self._executor = ProcessPoolExecutor(
+            self.workers,
+            mp_context=ctx,
+            initializer=worker.init,
+            initargs=(self.spec,),
+            max_tasks_per_child=CHUNKS_PER_WORKER,
+        )
         self.used_workers = self.workers
         return self._executor
 
-    def tokenize(self, texts: Iterable[str]) -> TokenIds:
+    def tokenize(self, texts: Iterable[str], *, on_chunk: Callable[[int, int], None] | None = None) -> TokenIds:
+        """Token ids of `texts`; `on_chunk(texts, tokens)` after each chunk is merged (progress)."""
         merged = _Merger()
+
+        def add(result: tuple[list[str], np.ndarray, np.ndarray]) -> None:
+            merged.add(result)
+            if on_chunk is not None:
+                on_chunk(len(result[2]), len(result[1]))
+
         chunks = _chunks(texts, self.chunk_rows)
         first = next(chunks, None)
         if first is None:
@@ -220,24 +244,25 @@ class TokenizerPool:
         second = next(chunks, None) if self.workers > 1 else None
         if second is None and self._executor is None:
             worker.init(self.spec, ignore_signals=False)
-            merged.add(worker.tokenize_chunk(first))
+            add(worker.tokenize_chunk(first))
             for chunk in chunks:  # workers == 1
-                merged.add(worker.tokenize_chunk(chunk))
+                add(worker.tokenize_chunk(chunk))
             return merged.table()
         executor = self._executor or self._start()
         in_flight: deque = deque()
         # Results are taken in submission order; at most 2 chunks per worker wait, so memory is bounded.
         for chunk in itertools.chain([first], [second] if second is not None else [], chunks):
             if len(in_flight) >= 2 * self.workers:
-                merged.add(in_flight.popleft().result())
+                add(in_flight.popleft().result())
             in_flight.append(executor.submit(worker.tokenize_chunk, chunk))
         while in_flight:
-            merged.add(in_flight.popleft().result())
+            add(in_flight.popleft().result())
         return merged.table()
 
 
-def tokenize(texts: Iterable[str], tokenizer: TokenizerSpec | str, *, workers: int | None = None,
-             chunk_rows: int = 2000) -> TokenIds:
+def tokenize(
+    texts: Iterable[str], tokenizer: TokenizerSpec | str, *, workers: int | None = None, chunk_rows: int = 2000
+) -> TokenIds:
     """Token ids of `texts` (any iterable, consumed once) with the rules and `tokenizer`
     (a language code: fastai's blank spaCy pipeline for it)."""
     with TokenizerPool(tokenizer, workers, chunk_rows=chunk_rows) as pool:
@@ -249,7 +274,7 @@ def first_seen_order(table: TokenIds, block: int = 1 << 24) -> np.ndarray:
     unseen = np.iinfo(np.int64).max
     first = np.full(len(table.vocab), unseen, dtype=np.int64)
     for start in range(0, len(table.ids), block):
-        uniq, pos = np.unique(table.ids[start:start + block], return_index=True)
+        uniq, pos = np.unique(table.ids[start : start + block], return_index=True)
         new = first[uniq] == unseen
         first[uniq[new]] = pos[new] + start
     used = np.flatnonzero(first != unseen)

@@ -4,6 +4,7 @@ A chunk comes back as (its own vocabulary, int32 ids, int32 lengths), so what
 crosses the process boundary is a few arrays and each distinct token once,
 not a list of strings per text.
 """
+
 from __future__ import annotations
 
 import signal
@@ -48,8 +49,9 @@ def init(tokenizer, *, ignore_signals: bool = True) -> None:
 def _local_ids(tokens: list[list[str]]) -> tuple[list[str], np.ndarray, np.ndarray]:
     index: dict[str, int] = {}
     lengths = np.fromiter((len(t) for t in tokens), dtype=np.int32, count=len(tokens))
-    ids = np.fromiter((index.setdefault(tok, len(index)) for toks in tokens for tok in toks), dtype=np.int32,
-                      count=int(lengths.sum()))
+    ids = np.fromiter(
+        (index.setdefault(tok, len(index)) for toks in tokens for tok in toks), dtype=np.int32, count=int(lengths.sum())
+    )
     return list(index), ids, lengths
 
 

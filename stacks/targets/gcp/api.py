@@ -5,6 +5,7 @@ Every `TRAINSTACK_<API>_ENDPOINT` variable replaces an API's https://<host> with
 http://127.0.0.1:PORT (tests serve recorded responses there) and drops authentication.
 Google libraries are imported inside functions (`trainctl --help` stays fast).
 """
+
 from __future__ import annotations
 
 import os
@@ -49,8 +50,9 @@ def call(session, method: str, url: str, what: str, **kwargs):
     try:
         return session.request(method, url, timeout=HTTP_TIMEOUT_S, **kwargs)
     except GoogleAuthError as exc:
-        raise InfraError(f"{what}: could not get an access token: {exc}",
-                         hint="run `gcloud auth application-default login`") from exc
+        raise InfraError(
+            f"{what}: could not get an access token: {exc}", hint="run `gcloud auth application-default login`"
+        ) from exc
     except requests.RequestException as exc:
         raise InfraError(f"{what}: {exc}", hint="check the network, then retry") from exc
 
@@ -97,8 +99,17 @@ def client_failures() -> tuple[type[Exception], ...]:
     return GoogleAPIError, GoogleAuthError, requests.RequestException
 
 
-def google_error(exc: Exception, doing: str, *, project: str | None, api_name: str, service: str, role: str,
-                 where: str | None = None, missing_hint: str | None = None) -> InfraError:
+def google_error(
+    exc: Exception,
+    doing: str,
+    *,
+    project: str | None,
+    api_name: str,
+    service: str,
+    role: str,
+    where: str | None = None,
+    missing_hint: str | None = None,
+) -> InfraError:
     """A client library's failure while `doing` something ("reading project p1") as InfraError: missing or
     rejected credentials, a disabled API, a missing `role`, a missing resource, an unreachable endpoint
     (`where`), or Google's own error. The one translation of every caller of a Google client library."""
@@ -114,16 +125,25 @@ def google_error(exc: Exception, doing: str, *, project: str | None, api_name: s
     if isinstance(exc, (gexc.Forbidden, gexc.PermissionDenied)):
         text = f"{exc.message} {exc.errors} {getattr(exc, 'details', '')}"
         if any(word in text for word in _DISABLED):
-            return InfraError(f"the {api_name} is not enabled in project {project}",
-                              hint=f"gcloud services enable {service} --project={project}")
-        return InfraError(f"permission denied {doing}: {exception_message(exc)}",
-                          hint=f"grant {role} on project {project} to the account in use "
-                               f"(or sign in as another: {login})")
+            return InfraError(
+                f"the {api_name} is not enabled in project {project}",
+                hint=f"gcloud services enable {service} --project={project}",
+            )
+        return InfraError(
+            f"permission denied {doing}: {exception_message(exc)}",
+            hint=f"grant {role} on project {project} to the account in use (or sign in as another: {login})",
+        )
     if isinstance(exc, gexc.NotFound):
-        return InfraError(f"{doing}: {exception_message(exc)}",
-                          hint=missing_hint or f"check `project` ({project!r}) and that your account can see it")
+        return InfraError(
+            f"{doing}: {exception_message(exc)}",
+            hint=missing_hint or f"check `project` ({project!r}) and that your account can see it",
+        )
     if isinstance(exc, (requests.exceptions.ConnectionError, requests.exceptions.Timeout, auth_exc.TransportError)):
-        return InfraError(f"cannot reach the {api_name} at {where or service} {doing}: {type(exc).__name__}",
-                          hint="check the network, then retry")
-    return InfraError(f"{api_name} error {doing}: {exception_message(exc)}",
-                      hint="retry in a minute; rerun with --debug for the traceback")
+        return InfraError(
+            f"cannot reach the {api_name} at {where or service} {doing}: {type(exc).__name__}",
+            hint="check the network, then retry",
+        )
+    return InfraError(
+        f"{api_name} error {doing}: {exception_message(exc)}",
+        hint="retry in a minute; rerun with --debug for the traceback",
+    )

@@ -1,10 +1,14 @@
 """The google provider classes the stacks use, from the provider package of stacks.cdk.KIND
 (cdktf-cdktf-provider-google or cdktn-provider-google: same submodules, same classes)."""
+
 from __future__ import annotations
 
 import importlib
 
-from stacks.cdk import GOOGLE_PACKAGE
+from stacks.cdk import KIND
+
+# The google provider's prebuilt package for each CDK.
+GOOGLE_PACKAGE = {"cdktf": "cdktf_cdktf_provider_google", "cdktn": "cdktn_provider_google"}[KIND]
 
 
 def _module(name: str):
@@ -14,7 +18,9 @@ def _module(name: str):
 _registry = _module("artifact_registry_repository")
 ArtifactRegistryRepository = _registry.ArtifactRegistryRepository
 ArtifactRegistryRepositoryCleanupPolicies = _registry.ArtifactRegistryRepositoryCleanupPolicies
-ArtifactRegistryRepositoryIamMember = _module("artifact_registry_repository_iam_member").ArtifactRegistryRepositoryIamMember
+ArtifactRegistryRepositoryIamMember = _module(
+    "artifact_registry_repository_iam_member"
+).ArtifactRegistryRepositoryIamMember
 ComputeFirewall = _module("compute_firewall").ComputeFirewall
 _group = _module("compute_instance_group_manager")
 ComputeInstanceGroupManager = _group.ComputeInstanceGroupManager

@@ -1,12 +1,23 @@
 """Checks that only make sense on target gcp, with errors that name the key and its file."""
+
 from __future__ import annotations
 
-from stacks.config.models import EnvConfig
+from collections.abc import Callable
+
+from stacks.config.models import EnvConfig, LanguageSettings
 from stacks.errors import ConfigError
 from stacks.targets.gcp.gpus import (
-    COS_GPU_DRIVERS, DRIVER_FORM, IMAGE_MIN_DRIVER, boot_image_problem, default_boot_image, gpu_problem,
-    machine_limit_problems, region_of,
+    COS_GPU_DRIVERS,
+    DRIVER_FORM,
+    IMAGE_MIN_DRIVER,
+    boot_image_problem,
+    default_boot_image,
+    gpu_problem,
+    machine_limit_problems,
+    region_of,
 )
+
+_Source = Callable[..., str]  # source(*key_path) -> the file that set the key (or the nearest key above it)
 
 
 def check_gcp(config: EnvConfig, origin: dict[tuple, str]) -> None:
@@ -19,61 +30,107 @@ def check_gcp(config: EnvConfig, origin: dict[tuple, str]) -> None:
                 return origin[path[:n]]
         return env_file
 
-    if config.spot_market is not None:
-        raise ConfigError("spot_market simulates Spot capacity on the local target; a gcp env meets the real one",
-                          source=source("spot_market"), hint=f"remove `spot_market` from {env_file}")
-    if not config.project:
-        raise ConfigError(f"env {config.env!r} targets gcp but sets no `project`", source=env_file,
-                          hint=f"add `project: YOUR_PROJECT_ID` to {env_file} or pass --set project=YOUR_PROJECT_ID")
-    if not config.region:
-        raise ConfigError(f"env {config.env!r} targets gcp but sets no `region`", source=env_file,
-                          hint=f"add e.g. `region: europe-west4` to {env_file}")
-    if not config.zones:
-        raise ConfigError("`zones` is empty: list the zones of the region in order of preference",
-                          source=source("zones"), hint=f"e.g. zones: [{config.region}-a, {config.region}-b]")
-    for zone in config.zones:
-        if region_of(zone) != config.region:
-            raise ConfigError(f"zone {zone!r} is not in region {config.region!r}", source=source("zones"),
-                              hint="`zones` lists zones of `region`; put zones of other regions in `fallback_zones`")
-    for zone in config.fallback_zones:
-        if region_of(zone) == config.region or zone.count("-") < 2:
-            raise ConfigError(f"fallback zone {zone!r} must be a zone of another region than {config.region!r}",
-                              source=source("fallback_zones"))
+    _check_placement(config, env_file, source)
     # ci.github_repository is checked where it is used: the foundation stack (foundation_stack.py).
     for lang, settings in config.languages.items():
-        if settings.processes > 1:
-            raise ConfigError(f"languages.{lang}.processes={settings.processes}: `processes` runs gloo ranks on the "
-                              "local target only", source=source("languages", lang, "processes"),
-                              hint="on gcp, data parallelism comes from gpu.count (one rank per GPU) and nodes")
-        problem = gpu_problem(settings.gpu.type, settings.gpu.count, settings.machine_type)
-        if problem:
-            key = ("languages", lang, "gpu")
-            src = origin.get(key) or origin.get(key + ("type",)) or source("defaults", "gpu", "type")
-            machine_src = origin.get(("languages", lang, "machine_type")) or source("defaults", "machine_type")
-            where = src if src == machine_src else f"{src} / {machine_src}"
-            raise ConfigError(f"languages.{lang}: {problem}", source=where,
-                              hint="pick a matching machine_type and gpu (`trainctl config show` prints both)")
-        image = settings.boot_image or default_boot_image(settings.machine_type)
-        problem = boot_image_problem(settings.machine_type, image)
-        if problem:
-            raise ConfigError(f"languages.{lang}: {problem}",
-                              source=origin.get(("languages", lang, "boot_image")) or source("defaults", "boot_image"),
-                              hint="leave boot_image unset (the GPU catalogue's image for the series) or pick one "
-                                   "listed in stacks/targets/gcp/gpus.py")
-        if not DRIVER_FORM.fullmatch(settings.gpu_driver):
-            raise ConfigError(f"languages.{lang}: gpu_driver {settings.gpu_driver!r} is not a form `cos-extensions "
-                              "install gpu -- -version=` takes: default, latest, an exact version (580.95.05) or a "
-                              f"branch (R580, cos-gpu-installer >= 2.2.1) ({COS_GPU_DRIVERS})",
-                              source=origin.get(("languages", lang, "gpu_driver")) or source("defaults", "gpu_driver"),
-                              hint="to pin the 580 branch write R580")
-        branch = settings.gpu_driver.removeprefix("R").split(".", 1)[0]
-        if branch.isdigit() and int(branch) < IMAGE_MIN_DRIVER:
-            raise ConfigError(f"languages.{lang}: gpu_driver {settings.gpu_driver} is older than the {IMAGE_MIN_DRIVER} "
-                              f"the trainer image's CUDA 13 needs ({COS_GPU_DRIVERS}): the run would train on the CPU",
-                              source=origin.get(("languages", lang, "gpu_driver")) or source("defaults", "gpu_driver"),
-                              hint=f"set gpu_driver: latest or R{IMAGE_MIN_DRIVER}")
-        for setting, problem in machine_limit_problems(settings.machine_type, disk_type=settings.disk_type,
-                                                       spot=settings.spot):
-            raise ConfigError(f"languages.{lang}: {problem}",
-                              source=origin.get(("languages", lang, setting)) or source("defaults", setting),
-                              hint="the machine type cannot be created with this setting: change one of the two")
+        _check_language(lang, settings, origin, source)
+
+
+def _check_placement(config: EnvConfig, env_file: str, source: _Source) -> None:
+    """The env-wide keys: no simulated Spot market, and a project, region and zones that belong together."""
+    if config.spot_market is not None:
+        raise ConfigError(
+            "spot_market simulates Spot capacity on the local target; a gcp env meets the real one",
+            source=source("spot_market"),
+            hint=f"remove `spot_market` from {env_file}",
+        )
+    if not config.project:
+        raise ConfigError(
+            f"env {config.env!r} targets gcp but sets no `project`",
+            source=env_file,
+            hint=f"add `project: YOUR_PROJECT_ID` to {env_file} or pass --set project=YOUR_PROJECT_ID",
+        )
+    if not config.region:
+        raise ConfigError(
+            f"env {config.env!r} targets gcp but sets no `region`",
+            source=env_file,
+            hint=f"add e.g. `region: europe-west4` to {env_file}",
+        )
+    if not config.zones:
+        raise ConfigError(
+            "`zones` is empty: list the zones of the region in order of preference",
+            source=source("zones"),
+            hint=f"e.g. zones: [{config.region}-a, {config.region}-b]",
+        )
+    for zone in config.zones:
+        if region_of(zone) != config.region:
+            raise ConfigError(
+                f"zone {zone!r} is not in region {config.region!r}",
+                source=source("zones"),
+                hint="`zones` lists zones of `region`; put zones of other regions in `fallback_zones`",
+            )
+    for zone in config.fallback_zones:
+        if region_of(zone) == config.region or zone.count("-") < 2:
+            raise ConfigError(
+                f"fallback zone {zone!r} must be a zone of another region than {config.region!r}",
+                source=source("fallback_zones"),
+            )
+
+
+def _check_language(lang: str, settings: LanguageSettings, origin: dict[tuple, str], source: _Source) -> None:
+    """One language's VMs: ranks, the machine type with its GPU, boot image, driver, disk and Spot settings."""
+    if settings.processes > 1:
+        raise ConfigError(
+            f"languages.{lang}.processes={settings.processes}: `processes` runs gloo ranks on the local target only",
+            source=source("languages", lang, "processes"),
+            hint="on gcp, data parallelism comes from gpu.count (one rank per GPU) and nodes",
+        )
+    problem = gpu_problem(settings.gpu.type, settings.gpu.count, settings.machine_type)
+    if problem:
+        key = ("languages", lang, "gpu")
+        src = origin.get(key) or origin.get(key + ("type",)) or source("defaults", "gpu", "type")
+        machine_src = origin.get(("languages", lang, "machine_type")) or source("defaults", "machine_type")
+        where = src if src == machine_src else f"{src} / {machine_src}"
+        raise ConfigError(
+            f"languages.{lang}: {problem}",
+            source=where,
+            hint="pick a matching machine_type and gpu (`trainctl config show` prints both)",
+        )
+    image = settings.boot_image or default_boot_image(settings.machine_type)
+    problem = boot_image_problem(settings.machine_type, image)
+    if problem:
+        raise ConfigError(
+            f"languages.{lang}: {problem}",
+            source=origin.get(("languages", lang, "boot_image")) or source("defaults", "boot_image"),
+            hint="leave boot_image unset (the GPU catalogue's image for the series) or pick one "
+            "listed in stacks/targets/gcp/gpus.py",
+        )
+    _check_gpu_driver(lang, settings.gpu_driver, origin, source)
+    for setting, problem in machine_limit_problems(
+        settings.machine_type, disk_type=settings.disk_type, spot=settings.spot
+    ):
+        raise ConfigError(
+            f"languages.{lang}: {problem}",
+            source=origin.get(("languages", lang, setting)) or source("defaults", setting),
+            hint="the machine type cannot be created with this setting: change one of the two",
+        )
+
+
+def _check_gpu_driver(lang: str, gpu_driver: str, origin: dict[tuple, str], source: _Source) -> None:
+    """gpu_driver must be a form the COS installer takes, and new enough for the trainer image's CUDA."""
+    if not DRIVER_FORM.fullmatch(gpu_driver):
+        raise ConfigError(
+            f"languages.{lang}: gpu_driver {gpu_driver!r} is not a form `cos-extensions "
+            "install gpu -- -version=` takes: default, latest, an exact version (580.95.05) or a "
+            f"branch (R580, cos-gpu-installer >= 2.2.1) ({COS_GPU_DRIVERS})",
+            source=origin.get(("languages", lang, "gpu_driver")) or source("defaults", "gpu_driver"),
+            hint="to pin the 580 branch write R580",
+        )
+    branch = gpu_driver.removeprefix("R").split(".", 1)[0]
+    if branch.isdigit() and int(branch) < IMAGE_MIN_DRIVER:
+        raise ConfigError(
+            f"languages.{lang}: gpu_driver {gpu_driver} is older than the {IMAGE_MIN_DRIVER} "
+            f"the trainer image's CUDA 13 needs ({COS_GPU_DRIVERS}): the run would train on the CPU",
+            source=origin.get(("languages", lang, "gpu_driver")) or source("defaults", "gpu_driver"),
+            hint=f"set gpu_driver: latest or R{IMAGE_MIN_DRIVER}",
+        )

@@ -1,10 +1,13 @@
 """What a gcp run cost: its VMs' boot records (written on each VM at boot) priced by the env's price book."""
+
 from __future__ import annotations
 
 from datetime import datetime, timezone
 
 from stacks.config import EnvConfig
-from trainer.runfiles.status_file import PLACEMENTS_META, TRAINCTL_META, parse_time, read_json, run_key
+from trainer.runfiles.keys import PLACEMENTS_META, TRAINCTL_META, run_key
+from trainer.runfiles.readers import read_json
+from trainer.runfiles.timestamps import parse_time
 from trainer.storage import Bucket
 
 
@@ -27,8 +30,7 @@ def billed_vm_seconds(records: list[dict], end: datetime, placements: list[dict]
     for rec in records:
         if (booted := parse_time(rec.get("booted_at"))) is not None:
             by_vm.setdefault(str(rec.get("name")), []).append((booted, rec.get("zone")))
-    spans = [(p.get("zone"), parse_time(p.get("applied_at")), parse_time(p.get("ended_at")))
-             for p in placements or []]
+    spans = [(p.get("zone"), parse_time(p.get("applied_at")), parse_time(p.get("ended_at"))) for p in placements or []]
     totals: dict[str, float] = {}
     for boots in by_vm.values():
         boots.sort(key=lambda b: b[0])
@@ -48,11 +50,18 @@ def settings_of(bucket: Bucket, lang: str, run_id: str, config: EnvConfig) -> di
     if "machine_type" in meta:
         return meta
     recorded = read_json(bucket, run_key(lang, run_id, "metadata/config.json")) or {}
-    s = recorded.get("languages", {}).get(lang) or (config.language(lang).model_dump()
-                                                   if lang in config.languages else {})
+    s = recorded.get("languages", {}).get(lang) or (
+        config.language(lang).model_dump() if lang in config.languages else {}
+    )
     zone = meta.get("zone")
-    return {**meta, "machine_type": s.get("machine_type"), "gpu": s.get("gpu") or {}, "spot": s.get("spot"),
-            "nodes": s.get("nodes", 1), "region": zone.rsplit("-", 1)[0] if zone else config.region}
+    return {
+        **meta,
+        "machine_type": s.get("machine_type"),
+        "gpu": s.get("gpu") or {},
+        "spot": s.get("spot"),
+        "nodes": s.get("nodes", 1),
+        "region": zone.rsplit("-", 1)[0] if zone else config.region,
+    }
 
 
 def vm_cost(bucket: Bucket, config: EnvConfig, lang: str, run_id: str, status, book_for) -> dict:
@@ -69,11 +78,25 @@ def vm_cost(bucket: Bucket, config: EnvConfig, lang: str, run_id: str, status, b
         book = book_for(s["machine_type"])
         source, cost = book.source, 0.0
         for region in by_region or {s.get("region"): 0.0}:  # a moved run: each VM at its own region's price
-            rate, note = book.vm_per_hour(region or s.get("region"), s["machine_type"], gpu.get("type"),
-                                          gpu.get("count") or 0, bool(s.get("spot")))
+            rate, note = book.vm_per_hour(
+                region or s.get("region"),
+                s["machine_type"],
+                gpu.get("type"),
+                gpu.get("count") or 0,
+                bool(s.get("spot")),
+            )
             per_hour = rate if per_hour is None else per_hour
             cost = None if rate is None or cost is None else cost + by_region.get(region, 0.0) / 3600 * rate
-    return {"machine_type": s.get("machine_type"), "gpu_type": gpu.get("type"), "gpu_count": gpu.get("count") or 0,
-            "spot": s.get("spot"), "nodes": s.get("nodes", 1), "vm_boots": len(records), "billed_vm_s": round(billed),
-            "vm_per_hour": per_hour, "est_cost": None if cost is None else round(cost, 4),
-            "cost_note": note, "prices_source": source}
+    return {
+        "machine_type": s.get("machine_type"),
+        "gpu_type": gpu.get("type"),
+        "gpu_count": gpu.get("count") or 0,
+        "spot": s.get("spot"),
+        "nodes": s.get("nodes", 1),
+        "vm_boots": len(records),
+        "billed_vm_s": round(billed),
+        "vm_per_hour": per_hour,
+        "est_cost": None if cost is None else round(cost, 4),
+        "cost_note": note,
+        "prices_source": source,
+    }

@@ -5,13 +5,18 @@ capacity, a CPU or disk quota, or an org policy refusing the boot image shows no
 group's error list, while the group keeps retrying and `trainctl train` waits for a status.json
 that never comes. `trainctl train` and `trainctl status` print each error once from here.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 # Codes Compute Engine reports when it cannot create a VM, and what to do about each kind.
-CAPACITY = ("ZONE_RESOURCE_POOL_EXHAUSTED", "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS", "STOCKOUT",
-            "RESOURCE_POOL_EXHAUSTED")
+CAPACITY = (
+    "ZONE_RESOURCE_POOL_EXHAUSTED",
+    "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS",
+    "STOCKOUT",
+    "RESOURCE_POOL_EXHAUSTED",
+)
 QUOTA = ("QUOTA_EXCEEDED",)
 POLICY = ("CONDITION_NOT_MET", "RESOURCE_NOT_ALLOWED")
 
@@ -35,15 +40,22 @@ def advice(error: GroupError, *, project: str, env: str, spot: bool) -> str:
     """What the operator can change for this kind of error."""
     env_file = f"envs/{env}.yaml"
     if error.code in CAPACITY:
-        return (f"no capacity for this machine in {error.zone}: list other zones (or regions) first in `zones` / "
-                f"`fallback_zones` of {env_file}" + (", or set spot: false (on-demand capacity)" if spot else "")
-                + "; `trainctl quota` shows where quota allows it")
+        return (
+            f"no capacity for this machine in {error.zone}: list other zones (or regions) first in `zones` / "
+            f"`fallback_zones` of {env_file}"
+            + (", or set spot: false (on-demand capacity)" if spot else "")
+            + "; `trainctl quota` shows where quota allows it"
+        )
     if error.code in QUOTA:
-        return (f"request the quota the message names: https://console.cloud.google.com/iam-admin/quotas?project="
-                f"{project} (or move to a region with room: `zones` in {env_file}; `trainctl quota`)")
+        return (
+            f"request the quota the message names: https://console.cloud.google.com/iam-admin/quotas?project="
+            f"{project} (or move to a region with room: `zones` in {env_file}; `trainctl quota`)"
+        )
     if error.code in POLICY:
-        return ("an organization policy refuses part of the VM (boot image project, external IP, Shielded VM, ...): "
-                f"`trainctl doctor --env {env}` names the settings (boot_image, secure_boot, network)")
+        return (
+            "an organization policy refuses part of the VM (boot image project, external IP, Shielded VM, ...): "
+            f"`trainctl doctor --env {env}` names the settings (boot_image, secure_boot, network)"
+        )
     return f"`trainctl doctor --env {env}`, then `trainctl destroy` and train again"
 
 
@@ -67,14 +79,22 @@ class GroupErrors:
         if self._client is None:
             self._client = api.compute_client("InstanceGroupManagersClient", self.endpoint)
         try:
-            items = list(self._client.list_errors(project=self.project, zone=self.zone,
-                                                  instance_group_manager=self.group, timeout=30))
+            items = list(
+                self._client.list_errors(
+                    project=self.project, zone=self.zone, instance_group_manager=self.group, timeout=30
+                )
+            )
         except gexc.NotFound:
             return []
         fresh = []
         for item in items:
-            error = GroupError(self.zone, item.error.code or "UNKNOWN", item.error.message or "",
-                               item.instance_action_details.instance or "", item.timestamp or "")
+            error = GroupError(
+                self.zone,
+                item.error.code or "UNKNOWN",
+                item.error.message or "",
+                item.instance_action_details.instance or "",
+                item.timestamp or "",
+            )
             key = (error.timestamp, error.code, error.message, error.instance)
             if key not in self.seen:
                 self.seen.add(key)
@@ -105,8 +125,8 @@ def group_error_poller(config, lang: str, zone: str, reporter):
     permission stops it (the run is still followed through its bucket)."""
     from google.api_core import exceptions as gexc
 
-    from stacks.targets.gcp import api
     from stacks.naming import group_name
+    from stacks.targets.gcp import api
 
     errors = GroupErrors(config.project, zone, group_name(config.env, lang))
     spot = config.language(lang).spot
@@ -123,9 +143,11 @@ def group_error_poller(config, lang: str, zone: str, reporter):
                 refused.append(str(exc))
             if not warned:
                 warned.append(str(exc))
-                reporter.warn(f"could not read the errors of group {errors.group} (needs "
-                              f"compute.instanceGroupManagers.get; {'not asked again' if refused else 'asked again'}"
-                              f"): {exc}")
+                reporter.warn(
+                    f"could not read the errors of group {errors.group} (needs "
+                    f"compute.instanceGroupManagers.get; {'not asked again' if refused else 'asked again'}"
+                    f"): {exc}"
+                )
             return []
         return [Problem(e, advice(e, project=config.project, env=config.env, spot=spot)) for e in found]
 
@@ -135,15 +157,18 @@ def group_error_poller(config, lang: str, zone: str, reporter):
 def group_running(config, lang: str, zone: str, endpoint: str | None = None) -> bool | None:
     """Whether `lang`'s group has its VMs up (listManagedInstances: instanceStatus RUNNING, currentAction NONE,
     one per node); None when the group cannot be read (then nothing is moved on its account)."""
-    from stacks.targets.gcp import api
-    from stacks.naming import group_name
-
     from google.api_core import exceptions as gexc
+
+    from stacks.naming import group_name
+    from stacks.targets.gcp import api
 
     try:
         client = api.compute_client("InstanceGroupManagersClient", endpoint)
-        items = list(client.list_managed_instances(project=config.project, zone=zone,
-                                                   instance_group_manager=group_name(config.env, lang), timeout=30))
+        items = list(
+            client.list_managed_instances(
+                project=config.project, zone=zone, instance_group_manager=group_name(config.env, lang), timeout=30
+            )
+        )
     except gexc.NotFound:
         return False  # no group there: no VM
     except api.client_failures():

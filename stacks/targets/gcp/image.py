@@ -3,10 +3,8 @@
 The tag is a hash of exactly the files Docker gets (the repo root filtered by
 .dockerignore), so a tree that changes nothing the image holds keeps its image.
 No cdktf here, and Google libraries are imported inside functions (`trainctl --help`).
-
-Size: over 300 lines because the build context, its hash and the build share one reading of
-.dockerignore; split, the tag and what Cloud Build receives could drift apart.
 """
+
 from __future__ import annotations
 
 import base64
@@ -21,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
+from stacks import SOURCE_ROOT
 from stacks.errors import InfraError, TrainstackError
 from stacks.targets.gcp import api
-from stacks import SOURCE_ROOT
 
 if TYPE_CHECKING:
     from stacks.config.models import EnvConfig
@@ -34,9 +32,12 @@ SOURCE_PREFIX = "_cloudbuild"  # build contexts in the env bucket: _cloudbuild/<
 REGISTRY_ENDPOINT_ENV = "TRAINSTACK_REGISTRY_ENDPOINT"  # http://127.0.0.1:PORT replaces https://<host>
 CLOUDBUILD_ENDPOINT_ENV = "TRAINSTACK_CLOUDBUILD_ENDPOINT"
 CLOUDBUILD_API = "https://cloudbuild.googleapis.com"
-MANIFEST_TYPES = ("application/vnd.oci.image.index.v1+json", "application/vnd.oci.image.manifest.v1+json",
-                  "application/vnd.docker.distribution.manifest.list.v2+json",
-                  "application/vnd.docker.distribution.manifest.v2+json")
+MANIFEST_TYPES = (
+    "application/vnd.oci.image.index.v1+json",
+    "application/vnd.oci.image.manifest.v1+json",
+    "application/vnd.docker.distribution.manifest.list.v2+json",
+    "application/vnd.docker.distribution.manifest.v2+json",
+)
 DONE = {"SUCCESS", "FAILURE", "INTERNAL_ERROR", "TIMEOUT", "CANCELLED", "EXPIRED"}
 # Zip (inside the wheel pip builds in the image) cannot store times before 1980.
 TAR_MTIME = 315532800
@@ -46,9 +47,11 @@ class ImageNotBuiltError(InfraError):
     """The registry has no image at the ref a run would use (preflight, exit 3)."""
 
     def __init__(self, ref: str, env: str | None = None):
-        super().__init__(f"the trainer image {ref} is not in the registry (never built for this tree)",
-                         hint=f"build it: trainctl image build --env {env or '<env>'} (an operator: the CI "
-                              "deployer may read the registry, not run Cloud Build), then rerun")
+        super().__init__(
+            f"the trainer image {ref} is not in the registry (never built for this tree)",
+            hint=f"build it: trainctl image build --env {env or '<env>'} (an operator: the CI "
+            "deployer may read the registry, not run Cloud Build), then rerun",
+        )
         self.ref = ref
 
 
@@ -67,9 +70,9 @@ def _pattern_regex(pattern: str) -> re.Pattern:
             out += "[^/]*"
         elif c == "?":
             out += "[^/]"
-        elif c == "[" and "]" in pattern[i + 1:]:
+        elif c == "[" and "]" in pattern[i + 1 :]:
             end = pattern.index("]", i + 1)
-            body = pattern[i + 1:end]
+            body = pattern[i + 1 : end]
             out += "[" + ("^" + body[1:] if body.startswith(("!", "^")) else body) + "]"
             i = end
         elif c == "\\" and i + 1 < len(pattern):
@@ -118,15 +121,19 @@ def context_files(root: Path) -> list[Path]:
     """The files Docker gets from `root` (paths relative to it, sorted): .dockerignore applied."""
     root = Path(root)
     if not (root / DOCKERFILE).is_file():
-        raise TrainstackError(f"no {DOCKERFILE} under {root}",
-                              hint="build the image from a trainstack checkout (pip install -e .)")
+        raise TrainstackError(
+            f"no {DOCKERFILE} under {root}", hint="build the image from a trainstack checkout (pip install -e .)"
+        )
     rules = _read_dockerignore(root)
     found = []
     for folder, dirs, files in os.walk(root):
         rel_folder = Path(folder).relative_to(root).as_posix()
         rel_folder = "" if rel_folder == "." else rel_folder + "/"
-        dirs[:] = sorted(d for d in dirs if d != "__pycache__" and (
-            not _excluded(rel_folder + d, rules) or _may_reinclude(rel_folder + d, rules)))
+        dirs[:] = sorted(
+            d
+            for d in dirs
+            if d != "__pycache__" and (not _excluded(rel_folder + d, rules) or _may_reinclude(rel_folder + d, rules))
+        )
         for name in files:
             rel = rel_folder + name
             if not _excluded(rel, rules) and (root / rel).is_file():
@@ -152,8 +159,10 @@ def content_hash(root: Path) -> str:
 def context_tarball(root: Path) -> bytes:
     """The build context as a reproducible .tgz: sorted, fixed times/owners, no gzip name."""
     buf = io.BytesIO()
-    with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0) as gz, \
-            tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
+    with (
+        gzip.GzipFile(fileobj=buf, mode="wb", mtime=0) as gz,
+        tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar,
+    ):
         for rel in context_files(root):
             path = Path(root) / rel
             data = path.read_bytes()
@@ -177,8 +186,10 @@ def split_ref(ref: str) -> tuple[str, str, str]:
     if ":" in path.rsplit("/", 1)[-1]:
         path, tag = path.rsplit(":", 1)
     if not path or ("." not in host and ":" not in host) or not (digest or tag):
-        raise TrainstackError(f"image {ref!r} is not a full reference (registry host/path:tag)",
-                              hint="e.g. europe-west4-docker.pkg.dev/PROJECT/trainstack/trainer:TAG")
+        raise TrainstackError(
+            f"image {ref!r} is not a full reference (registry host/path:tag)",
+            hint="e.g. europe-west4-docker.pkg.dev/PROJECT/trainstack/trainer:TAG",
+        )
     return host, path, digest or tag
 
 
@@ -193,9 +204,11 @@ def image_exists(ref: str) -> bool:
     if resp.status_code == 404:
         return False
     if resp.status_code in (401, 403):
-        raise InfraError(f"the registry {host} refused to look up {ref} (HTTP {resp.status_code})",
-                         hint="you need roles/artifactregistry.reader on the repository; "
-                              "check `gcloud auth application-default login`")
+        raise InfraError(
+            f"the registry {host} refused to look up {ref} (HTTP {resp.status_code})",
+            hint="you need roles/artifactregistry.reader on the repository; "
+            "check `gcloud auth application-default login`",
+        )
     raise InfraError(f"the registry {host} answered HTTP {resp.status_code} for {ref}", hint="retry in a moment")
 
 
@@ -220,8 +233,9 @@ def builder_account(config: EnvConfig) -> str:
     return f"projects/{config.project}/serviceAccounts/{sa_email(BUILDER_SA, config.project)}"
 
 
-def build_request(root: Path, ref: str, bucket: str, obj: str, service_account: str | None = None,
-                  generation: int | None = None) -> dict:
+def build_request(
+    root: Path, ref: str, bucket: str, obj: str, service_account: str | None = None, generation: int | None = None
+) -> dict:
     """The Build resource: images/trainer/cloudbuild.yaml + source (pinned to `generation`) + _IMAGE."""
     import yaml
 
@@ -269,22 +283,35 @@ def upload_context(config: EnvConfig, root: Path, digest: str, echo: Callable[[s
             echo(f"{url} is not this tree's build context (crc32c {found.crc32c}, expected {crc}): replacing it")
         blob = bucket.blob(obj)
         # Replace exactly the object looked at (or create): a concurrent writer makes this fail.
-        blob.upload_from_string(data, content_type="application/gzip", checksum="crc32c",
-                                if_generation_match=int(found.generation) if found is not None else 0)
+        blob.upload_from_string(
+            data,
+            content_type="application/gzip",
+            checksum="crc32c",
+            if_generation_match=int(found.generation) if found is not None else 0,
+        )
     except api.client_failures() as exc:
-        raise api.google_error(exc, f"uploading the build context to {url}", project=config.project,
-                               api_name="Cloud Storage API", service="storage.googleapis.com",
-                               role=f"roles/storage.objectAdmin (objects under {SOURCE_PREFIX}/ of the bucket)",
-                               missing_hint="the bucket comes from the foundation stack: "
-                                            f"cdktf deploy foundation-{config.env} first") from exc
+        raise api.google_error(
+            exc,
+            f"uploading the build context to {url}",
+            project=config.project,
+            api_name="Cloud Storage API",
+            service="storage.googleapis.com",
+            role=f"roles/storage.objectAdmin (objects under {SOURCE_PREFIX}/ of the bucket)",
+            missing_hint=f"the bucket comes from the foundation stack: cdktf deploy foundation-{config.env} first",
+        ) from exc
     if blob.crc32c and blob.crc32c != crc:
         raise InfraError(f"{url}: Cloud Storage stored crc32c {blob.crc32c}, expected {crc}", hint="retry the build")
     return BuildContext(obj, int(blob.generation), reused=False)
 
 
-def submit_build(config: EnvConfig, root: Path = SOURCE_ROOT, *,
-                 echo: Callable[[str], None] = print, poll_s: float = 10.0,
-                 sleep: Callable[[float], None] = time.sleep) -> BuildResult:
+def submit_build(
+    config: EnvConfig,
+    root: Path = SOURCE_ROOT,
+    *,
+    echo: Callable[[str], None] = print,
+    poll_s: float = 10.0,
+    sleep: Callable[[float], None] = time.sleep,
+) -> BuildResult:
     """Build and push the trainer image with Cloud Build unless the registry already has it.
 
     There is no rebuild of an existing tag: the repository's tags are immutable.
@@ -295,17 +322,25 @@ def submit_build(config: EnvConfig, root: Path = SOURCE_ROOT, *,
         return BuildResult(ref, built=False)
     digest = content_hash(root)
     context = upload_context(config, root, digest, echo)
-    echo(f"{'reusing' if context.reused else 'uploaded'} the build context ({len(context_files(root))} files): "
-         f"gs://{config.bucket_name}/{context.object}#{context.generation}")
+    echo(
+        f"{'reusing' if context.reused else 'uploaded'} the build context ({len(context_files(root))} files): "
+        f"gs://{config.bucket_name}/{context.object}#{context.generation}"
+    )
     session, base = api.session(CLOUDBUILD_ENDPOINT_ENV)
     builds = f"{base or CLOUDBUILD_API}/v1/projects/{config.project}/locations/{config.region}/builds"
-    resp = api.call(session, "POST", builds, "cannot submit the Cloud Build build",
-                    json=build_request(root, ref, config.bucket_name, context.object, builder_account(config),
-                                       context.generation))
+    resp = api.call(
+        session,
+        "POST",
+        builds,
+        "cannot submit the Cloud Build build",
+        json=build_request(root, ref, config.bucket_name, context.object, builder_account(config), context.generation),
+    )
     if resp.status_code != 200:
-        raise InfraError(f"Cloud Build refused the build (HTTP {resp.status_code}): {api.api_message(resp)}",
-                         hint="enable cloudbuild.googleapis.com (foundation stack) and check that you have "
-                              "roles/cloudbuild.builds.editor")
+        raise InfraError(
+            f"Cloud Build refused the build (HTTP {resp.status_code}): {api.api_message(resp)}",
+            hint="enable cloudbuild.googleapis.com (foundation stack) and check that you have "
+            "roles/cloudbuild.builds.editor",
+        )
     build = resp.json()["metadata"]["build"]
     build_id, log_url, status = build["id"], build.get("logUrl", ""), build.get("status", "QUEUED")
     echo(f"Cloud Build {build_id}: {status} (log: {log_url})")
@@ -314,8 +349,10 @@ def submit_build(config: EnvConfig, root: Path = SOURCE_ROOT, *,
     while True:
         resp = api.call(session, "GET", f"{builds}/{build_id}", f"cannot read Cloud Build {build_id}")
         if resp.status_code != 200:
-            raise InfraError(f"cannot read Cloud Build {build_id} (HTTP {resp.status_code}): {api.api_message(resp)}",
-                             hint=f"the build goes on; follow it at {log_url}")
+            raise InfraError(
+                f"cannot read Cloud Build {build_id} (HTTP {resp.status_code}): {api.api_message(resp)}",
+                hint=f"the build goes on; follow it at {log_url}",
+            )
         build = resp.json()
         if build.get("status", status) != status:
             status = build["status"]
@@ -328,6 +365,8 @@ def submit_build(config: EnvConfig, root: Path = SOURCE_ROOT, *,
     log_url = build.get("logUrl") or log_url
     if status != "SUCCESS":
         detail = (build.get("failureInfo") or {}).get("detail") or build.get("statusDetail") or ""
-        raise InfraError(f"Cloud Build {build_id} ended {status}" + (f": {detail}" if detail else ""),
-                         hint=f"read the build log: {log_url}")
+        raise InfraError(
+            f"Cloud Build {build_id} ended {status}" + (f": {detail}" if detail else ""),
+            hint=f"read the build log: {log_url}",
+        )
     return BuildResult(ref, built=True, build_id=build_id, log_url=log_url)

@@ -1,4 +1,5 @@
 """Where a gcp run's VMs go and what they boot: decided by the target before synth, read by the train stack."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

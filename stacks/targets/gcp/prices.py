@@ -6,6 +6,7 @@ catalog cannot be read (with a warning) or where nothing may call an API (`plan 
 Estimates only: list prices, no discounts, disks or network. What a book cannot price gives
 an estimate of None with a reason, never an error.
 """
+
 from __future__ import annotations
 
 import functools
@@ -15,9 +16,9 @@ from pathlib import Path
 import yaml
 from pydantic import Field, ValidationError, model_validator
 
-from stacks.targets.gcp.gpus import fixed_gpu_count
 from stacks.config.models import LanguageSettings, StrictModel
 from stacks.errors import ConfigError
+from stacks.targets.gcp.gpus import fixed_gpu_count, series_of
 
 PRICES_FILE = Path(__file__).with_name("prices.yaml")
 
@@ -31,8 +32,9 @@ class PriceBook:
     def source(self) -> str:
         raise NotImplementedError
 
-    def vm_per_hour(self, region: str | None, machine_type: str, gpu_type: str | None, gpu_count: int,
-                    spot: bool) -> tuple[float | None, str]:
+    def vm_per_hour(
+        self, region: str | None, machine_type: str, gpu_type: str | None, gpu_count: int, spot: bool
+    ) -> tuple[float | None, str]:
         """(price of one VM per hour, "") or (None, why the cost is unknown)."""
         raise NotImplementedError
 
@@ -57,6 +59,11 @@ class PriceTable(StrictModel):
         unknown = {p.source for r in self.regions.values() for p in r.values()} - set(self.sources)
         if unknown:
             raise ValueError(f"figures cite sources not listed under `sources`: {sorted(unknown)}")
+        # A figure for a machine series the GPU catalogue (catalogue.yaml) does not hold could price
+        # nothing a config can ask for: config validation refuses that machine type first.
+        strangers = sorted({m for r in self.regions.values() for m in r if series_of(m) is None})
+        if strangers:
+            raise ValueError(f"machine types of no series in catalogue.yaml: {strangers}")
         return self
 
 
@@ -79,8 +86,10 @@ class TableBook(PriceBook):
         if vm is None:
             return None, f"cost unknown: no price for machine type {machine_type} in {region} in {PRICES_FILE.name}"
         if gpu_type and gpu_count and gpu_count != fixed_gpu_count(machine_type):
-            return None, (f"cost unknown: {PRICES_FILE.name} prices {machine_type} only with the GPUs it comes "
-                          f"with, not {gpu_count} x {gpu_type} attached")
+            return None, (
+                f"cost unknown: {PRICES_FILE.name} prices {machine_type} only with the GPUs it comes "
+                f"with, not {gpu_count} x {gpu_type} attached"
+            )
         return round(vm.per_hour(spot), 4), ""
 
 
@@ -121,13 +130,23 @@ class CostEstimate:
         what = f"{self.nodes} x {machine} ({kind}, {self.region})"
         if self.per_hour is None:
             return f"estimated cost of {what}: {self.note}"
-        return (f"estimated cost of {what}: ${self.per_hour:.2f}/hour, at most ${self.at_max_run_hours:.2f} "
-                f"at max_run_hours={self.max_run_hours:g} (list prices: {self.source})")
+        return (
+            f"estimated cost of {what}: ${self.per_hour:.2f}/hour, at most ${self.at_max_run_hours:.2f} "
+            f"at max_run_hours={self.max_run_hours:g} (list prices: {self.source})"
+        )
 
     def as_dict(self) -> dict:
-        return {"region": self.region, "spot": self.spot, "nodes": self.nodes, "vm_per_hour": self.vm_per_hour,
-                "per_hour": self.per_hour, "max_run_hours": self.max_run_hours,
-                "at_max_run_hours": self.at_max_run_hours, "prices_source": self.source, "note": self.note}
+        return {
+            "region": self.region,
+            "spot": self.spot,
+            "nodes": self.nodes,
+            "vm_per_hour": self.vm_per_hour,
+            "per_hour": self.per_hour,
+            "max_run_hours": self.max_run_hours,
+            "at_max_run_hours": self.at_max_run_hours,
+            "prices_source": self.source,
+            "note": self.note,
+        }
 
 
 def estimate(settings: LanguageSettings, region: str | None, book: PriceBook) -> CostEstimate:

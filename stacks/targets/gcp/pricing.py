@@ -5,13 +5,14 @@ rate + GPUs x the GPU rate (G2/A2/A3 bill their bundled GPUs as GPU SKUs too). R
 from the public SKU list of Compute Engine (`services/6F81-5844-456A/skus`, On-demand SKUs
 have usageType OnDemand, Spot ones Preemptible), matched by the region in `serviceRegions`
 and an anchored description ("G2 Instance Core running in …", "Nvidia L4 GPU attached to Spot
-Preemptible VMs running in …"), never by the location words. A key that more than one SKU
-matches is left unpriced rather than guessed. vCPUs and memory come from Compute's
+Preemptible VMs running in …"; the words are catalogue.yaml's), never by the location words. A key
+that more than one SKU matches is left unpriced rather than guessed. vCPUs and memory come from Compute's
 machineTypes.get. When the API cannot be read, the dated fallback table
 (stacks/targets/gcp/prices.yaml) prices the run, with a warning.
 
 TRAINSTACK_CLOUDBILLING_ENDPOINT points the catalog reader at recorded responses (tests).
 """
+
 from __future__ import annotations
 
 import json
@@ -20,9 +21,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Iterable
 
-from stacks.targets.gcp.prices import PriceBook, fallback_book
 from stacks.errors import InfraError
 from stacks.targets.gcp import api
+from stacks.targets.gcp.gpus import CATALOGUE, series_of
+from stacks.targets.gcp.prices import PriceBook, fallback_book
 
 if TYPE_CHECKING:
     from stacks.config.models import EnvConfig
@@ -30,42 +32,39 @@ if TYPE_CHECKING:
 
 CATALOG_API = "https://cloudbilling.googleapis.com"
 ENDPOINT_ENV = "TRAINSTACK_CLOUDBILLING_ENDPOINT"
-COMPUTE_SERVICE = "6F81-5844-456A"  # Compute Engine's service id in the catalog
+COMPUTE_SERVICE = CATALOGUE.billing_service  # Compute Engine's service id in the catalog
 CACHE_KEY = "_pricing/compute-engine.json"
 CACHE_TTL_S = 24 * 3600
 PAGE_SIZE = 5000
 MAX_PAGES = 50  # ~7k SKUs today: a runaway page token must not loop forever
 USAGE = {False: "OnDemand", True: "Preemptible"}
-
-# Machine series -> the words its core and RAM SKUs start with (series without a stable
-# wording here are left unpriced rather than matched loosely).
-SERIES_SKU_NAMES = {"g2": "G2 Instance", "a2": "A2 Instance", "a3-highgpu": "A3 Instance",
-                    "n1": "N1 Predefined Instance"}
-GPU_SKU_NAMES = {"nvidia-l4": "Nvidia L4", "nvidia-tesla-t4": "Nvidia Tesla T4",
-                 "nvidia-tesla-a100": "Nvidia Tesla A100", "nvidia-a100-80gb": "Nvidia Tesla A100 80GB",
-                 "nvidia-h100-80gb": "Nvidia H100 80GB", "nvidia-h100-mega-80gb": "Nvidia H100 80GB Mega",
-                 "nvidia-tesla-v100": "Nvidia Tesla V100", "nvidia-tesla-p100": "Nvidia Tesla P100",
-                 "nvidia-tesla-p4": "Nvidia Tesla P4"}
 UNIT = {"core": "h", "ram": "GiBy.h", "gpu": "h"}
 
 
-def series_of(machine_type: str) -> str | None:
-    """The SERIES_SKU_NAMES key a machine type is billed under (a3-highgpu-1g -> a3-highgpu)."""
-    for series in sorted(SERIES_SKU_NAMES, key=len, reverse=True):
-        if machine_type.startswith(series + "-"):
-            return series
-    return None
-
-
 def _patterns() -> list[tuple[str, re.Pattern]]:
+    """One anchored pattern per key, from the catalogue's wording: a series' core and RAM SKUs under the
+    machine-type prefix that bills by them (a prefix without wording stays unpriced), each GPU's SKUs."""
     out = []
-    for series, words in SERIES_SKU_NAMES.items():
-        for kind, word in (("core", "Core"), ("ram", "Ram")):
-            out.append((f"{kind}/{series}", re.compile(
-                rf"(?:Spot Preemptible |Preemptible )?{re.escape(words)} {word} running in \S.*")))
-    for gpu, words in GPU_SKU_NAMES.items():
-        out.append((f"gpu/{gpu}", re.compile(
-            rf"{re.escape(words)} GPU (?:running in|attached to Spot Preemptible VMs running in) \S.*")))
+    for row in CATALOGUE.series.values():
+        for prefix, words in row.sku_names:
+            if not words:
+                continue
+            for kind, word in (("core", "Core"), ("ram", "Ram")):
+                out.append(
+                    (
+                        f"{kind}/{prefix}",
+                        re.compile(rf"(?:Spot Preemptible |Preemptible )?{re.escape(words)} {word} running in \S.*"),
+                    )
+                )
+    for gpu in CATALOGUE.gpu_types.values():
+        out.append(
+            (
+                f"gpu/{gpu.name}",
+                re.compile(
+                    rf"{re.escape(gpu.sku)} GPU (?:running in|attached to Spot Preemptible VMs running in) \S.*"
+                ),
+            )
+        )
     return out
 
 
@@ -73,7 +72,7 @@ PATTERNS = _patterns()
 
 
 def sku_key(sku: dict) -> str | None:
-    """"core/g2", "ram/n1", "gpu/nvidia-l4"... for a SKU we price with, else None."""
+    """ "core/g2", "ram/n1", "gpu/nvidia-l4"... for a SKU we price with, else None."""
     category = sku.get("category") or {}
     if category.get("resourceFamily") != "Compute" or category.get("usageType") not in USAGE.values():
         return None
@@ -108,11 +107,20 @@ def rates_from_skus(skus: Iterable[dict]) -> dict:
         usage = sku["category"]["usageType"]
         for region in sku.get("serviceRegions") or ():
             found.setdefault(region, {}).setdefault(usage, {}).setdefault(key, []).append((price, sku.get("skuId")))
-    return {region: {usage: {key: ({"usd": round(c[0][0], 9), "sku": c[0][1]} if len(c) == 1
-                                   else {"ambiguous": sorted(str(sku_id) for _, sku_id in c)})
-                             for key, c in keys.items()}
-                     for usage, keys in usages.items()}
-            for region, usages in found.items()}
+    return {
+        region: {
+            usage: {
+                key: (
+                    {"usd": round(c[0][0], 9), "sku": c[0][1]}
+                    if len(c) == 1
+                    else {"ambiguous": sorted(str(sku_id) for _, sku_id in c)}
+                )
+                for key, c in keys.items()
+            }
+            for usage, keys in usages.items()
+        }
+        for region, usages in found.items()
+    }
 
 
 def fetch_skus(session, base: str | None) -> list[dict]:
@@ -123,23 +131,32 @@ def fetch_skus(session, base: str | None) -> list[dict]:
         params = {"pageSize": PAGE_SIZE, "currencyCode": "USD", **({"pageToken": token} if token else {})}
         resp = api.call(session, "GET", url, "cannot read the Cloud Billing Catalog", params=params)
         if resp.status_code != 200:
-            hint = ("enable the Cloud Billing API in the project of your credentials: gcloud services enable "
-                    "cloudbilling.googleapis.com" if resp.status_code == 403 else "retry later")
-            raise InfraError(f"Cloud Billing Catalog answered HTTP {resp.status_code}: {api.api_message(resp)}",
-                             hint=hint)
+            hint = (
+                "enable the Cloud Billing API in the project of your credentials: gcloud services enable "
+                "cloudbilling.googleapis.com"
+                if resp.status_code == 403
+                else "retry later"
+            )
+            raise InfraError(
+                f"Cloud Billing Catalog answered HTTP {resp.status_code}: {api.api_message(resp)}", hint=hint
+            )
         try:
             page = resp.json()
         except ValueError:
             page = None
         if not isinstance(page, dict):
-            raise InfraError(f"the Cloud Billing Catalog answered something that is not a SKU page: "
-                             f"{resp.text[:120]!r}", hint="retry later (a proxy in the way?)")
+            raise InfraError(
+                f"the Cloud Billing Catalog answered something that is not a SKU page: {resp.text[:120]!r}",
+                hint="retry later (a proxy in the way?)",
+            )
         skus += page.get("skus") or []
         token = page.get("nextPageToken") or ""
         if not token:
             return skus
-    raise InfraError(f"the Cloud Billing Catalog kept paging after {MAX_PAGES} pages",
-                     hint="retry later; costs use the fallback table meanwhile")
+    raise InfraError(
+        f"the Cloud Billing Catalog kept paging after {MAX_PAGES} pages",
+        hint="retry later; costs use the fallback table meanwhile",
+    )
 
 
 @dataclass
@@ -160,13 +177,17 @@ class CatalogBook(PriceBook):
         if entry is None:
             return None, f"cost unknown: the Billing Catalog has no {kind} {key} SKU in {region}"
         if "ambiguous" in entry:
-            return None, (f"cost unknown: {len(entry['ambiguous'])} {kind} {key} SKUs match in {region} "
-                          f"({', '.join(entry['ambiguous'][:3])})")
+            return None, (
+                f"cost unknown: {len(entry['ambiguous'])} {kind} {key} SKUs match in {region} "
+                f"({', '.join(entry['ambiguous'][:3])})"
+            )
         return float(entry["usd"]), ""
 
-    def vm_per_hour(self, region: str | None, machine_type: str, gpu_type: str | None, gpu_count: int,
-                    spot: bool) -> tuple[float | None, str]:
-        series, shape = series_of(machine_type), self.shapes.get(machine_type)
+    def vm_per_hour(
+        self, region: str | None, machine_type: str, gpu_type: str | None, gpu_count: int, spot: bool
+    ) -> tuple[float | None, str]:
+        row, shape = series_of(machine_type), self.shapes.get(machine_type)
+        series = row.billed_as(machine_type) if row else None
         if series is None:
             return None, f"cost unknown: no catalog wording known for machine type {machine_type}"
         if shape is None:
@@ -214,15 +235,23 @@ def _save(bucket: "Bucket | None", book: CatalogBook) -> None:
         pass
 
 
-def catalog_book(config: "EnvConfig", bucket: "Bucket | None", machine_types: Iterable[str],
-                 *, compute=None, book: CatalogBook | None = None) -> CatalogBook:
+def catalog_book(
+    config: "EnvConfig",
+    bucket: "Bucket | None",
+    machine_types: Iterable[str],
+    *,
+    compute=None,
+    book: CatalogBook | None = None,
+) -> CatalogBook:
     """The cached (< 1 day) or freshly read catalog rates, with the shapes of `machine_types`
     (a shape Compute cannot give leaves that machine type "cost unknown", not the whole book)."""
     book = book or _cached(bucket)
     if book is None:
         session, base = api.session(ENDPOINT_ENV, quota_project=config.project)
-        book = CatalogBook(read_at=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%MZ"),
-                           rates=rates_from_skus(fetch_skus(session, base)))
+        book = CatalogBook(
+            read_at=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%MZ"),
+            rates=rates_from_skus(fetch_skus(session, base)),
+        )
         _save(bucket, book)  # the rates are good whatever the shapes do
     missing = sorted({m for m in machine_types if m and m not in book.shapes})
     if missing:
@@ -246,8 +275,9 @@ def catalog_book(config: "EnvConfig", bucket: "Bucket | None", machine_types: It
 _BOOKS: dict = {}  # one book per command: (project, bucket, catalog endpoint) -> the book it got
 
 
-def price_book(config: "EnvConfig", bucket: "Bucket | None", machine_types: Iterable[str],
-               *, compute=None) -> PriceBook:
+def price_book(
+    config: "EnvConfig", bucket: "Bucket | None", machine_types: Iterable[str], *, compute=None
+) -> PriceBook:
     """The catalog's prices, or the fallback table with a warning saying why; asked again in the
     same process (the estimate, then the run's metadata; `trainctl runs`), the same book answers."""
     import os

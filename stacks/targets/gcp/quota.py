@@ -7,20 +7,21 @@ regions.get does not report (H100, H200) are decided by their Cloud Quotas famil
 (GPUS-PER-GPU-FAMILY-per-project-region, a limit without usage) where the project has one.
 Google client imports stay inside functions so `trainctl --help` never pays for them.
 
-Size: over 300 lines because the zone decision and the rows `trainctl quota` shows for it are one
+Size: over 400 lines because the zone decision and the rows `trainctl quota` shows for it are one
 reading of the same metrics; split, what it prints and what it decides could disagree.
 """
+
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
 from urllib.parse import quote
 
-from stacks.targets.gcp.gpus import (FAMILY_METRIC, GLOBAL_METRIC, GPU_TYPES, SPOT_FAMILY_METRIC, GpuType,
-                                     region_of)
-from stacks.config.models import EnvConfig
+from stacks.config.models import EnvConfig, LanguageSettings
 from stacks.errors import InfraError, UnknownLanguageError
 from stacks.targets.gcp import api
+from stacks.targets.gcp.gpus import FAMILY_METRIC, GLOBAL_METRIC, GPU_TYPES, SPOT_FAMILY_METRIC, GpuType, region_of
+
 # The same client factory the VM agent uses; ENDPOINT_ENV points it at a test server.
 from trainer.launchers.vm.group import ENDPOINT_ENV, compute_endpoint
 
@@ -89,34 +90,52 @@ class ComputeQuotas:
 
     def global_quotas(self) -> dict[str, tuple[float, float]]:
         if self._global is None:
-            found = self._guard(f"project {self.project}", lambda: self._client("ProjectsClient").get(
-                project=self.project, **_call_options()))
+            found = self._guard(
+                f"project {self.project}",
+                lambda: self._client("ProjectsClient").get(project=self.project, **_call_options()),
+            )
             self._global = {q.metric: (q.limit, q.usage) for q in found.quotas}
         return self._global
 
     def region(self, region: str) -> RegionInfo:
         if region not in self._regions:
-            found = self._guard(f"region {region}", lambda: self._client("RegionsClient").get(
-                project=self.project, region=region, **_call_options()), none_if_missing=True)
+            found = self._guard(
+                f"region {region}",
+                lambda: self._client("RegionsClient").get(project=self.project, region=region, **_call_options()),
+                none_if_missing=True,
+            )
             warning = found.quota_status_warning if found is not None else None
-            self._regions[region] = RegionInfo({}, set(), missing=True) if found is None else RegionInfo(
-                {q.metric: (q.limit, q.usage) for q in found.quotas},
-                {url.rsplit("/", 1)[-1] for url in found.zones},
-                warning=f"{warning.code}: {warning.message}".strip(": ") if warning else "")
+            self._regions[region] = (
+                RegionInfo({}, set(), missing=True)
+                if found is None
+                else RegionInfo(
+                    {q.metric: (q.limit, q.usage) for q in found.quotas},
+                    {url.rsplit("/", 1)[-1] for url in found.zones},
+                    warning=f"{warning.code}: {warning.message}".strip(": ") if warning else "",
+                )
+            )
         return self._regions[region]
 
     def offers(self, zone: str, accelerator: str) -> bool:
         """acceleratorTypes.get answers 404 where the zone does not offer the type."""
-        found = self._guard(f"accelerator {accelerator} in {zone}", lambda: self._client(
-            "AcceleratorTypesClient").get(project=self.project, zone=zone, accelerator_type=accelerator,
-                                          **_call_options()), none_if_missing=True)
+        found = self._guard(
+            f"accelerator {accelerator} in {zone}",
+            lambda: self._client("AcceleratorTypesClient").get(
+                project=self.project, zone=zone, accelerator_type=accelerator, **_call_options()
+            ),
+            none_if_missing=True,
+        )
         return found is not None
 
     def machine_shape(self, zone: str, machine_type: str) -> dict | None:
         """{"vcpus", "memory_gib"} of a machine type (machineTypes.get); None where the zone lacks it."""
-        found = self._guard(f"machine type {machine_type} in {zone}", lambda: self._client(
-            "MachineTypesClient").get(project=self.project, zone=zone, machine_type=machine_type,
-                                      **_call_options()), none_if_missing=True)
+        found = self._guard(
+            f"machine type {machine_type} in {zone}",
+            lambda: self._client("MachineTypesClient").get(
+                project=self.project, zone=zone, machine_type=machine_type, **_call_options()
+            ),
+            none_if_missing=True,
+        )
         if found is None:
             return None
         return {"vcpus": int(found.guest_cpus), "memory_gib": round(found.memory_mb / 1024, 3)}
@@ -135,14 +154,18 @@ class ComputeQuotas:
         """Cloud Quotas quotaInfos.get of a compute.googleapis.com quota; {} where the project has no such quota."""
         if quota not in self._quota_infos:
             session, base = api.session(CLOUDQUOTAS_ENDPOINT_ENV, quota_project=self.project)
-            url = (f"{base or CLOUDQUOTAS_API}/v1/projects/{self.project}/locations/global/services/"
-                   f"compute.googleapis.com/quotaInfos/{quota}")
+            url = (
+                f"{base or CLOUDQUOTAS_API}/v1/projects/{self.project}/locations/global/services/"
+                f"compute.googleapis.com/quotaInfos/{quota}"
+            )
             resp = api.call(session, "GET", url, f"cannot read the quota {quota}")
             if resp.status_code not in (200, 404):
-                raise InfraError(f"Cloud Quotas answered HTTP {resp.status_code} for {quota}: {api.api_message(resp)}",
-                                 hint=f"you need roles/cloudquotas.viewer on project {self.project}, and the API "
-                                      "enabled: gcloud services enable cloudquotas.googleapis.com "
-                                      f"--project={self.project}")
+                raise InfraError(
+                    f"Cloud Quotas answered HTTP {resp.status_code} for {quota}: {api.api_message(resp)}",
+                    hint=f"you need roles/cloudquotas.viewer on project {self.project}, and the API "
+                    "enabled: gcloud services enable cloudquotas.googleapis.com "
+                    f"--project={self.project}",
+                )
             self._quota_infos[quota] = resp.json() if resp.status_code == 200 else {}
         return self._quota_infos[quota]
 
@@ -156,9 +179,15 @@ class ComputeQuotas:
             if none_if_missing and isinstance(exc, gexc.NotFound):
                 return None
             where = self.endpoint or compute_endpoint()
-            raise api.google_error(exc, f"reading {what}", project=self.project, api_name="Compute Engine API",
-                                   service="compute.googleapis.com", role="roles/compute.viewer",
-                                   where=f"{where} (set by {ENDPOINT_ENV})" if where else None) from exc
+            raise api.google_error(
+                exc,
+                f"reading {what}",
+                project=self.project,
+                api_name="Compute Engine API",
+                service="compute.googleapis.com",
+                role="roles/compute.viewer",
+                where=f"{where} (set by {ENDPOINT_ENV})" if where else None,
+            ) from exc
 
 
 def _call_options() -> dict:
@@ -166,8 +195,10 @@ def _call_options() -> dict:
     from google.api_core import retry as gretry
 
     transient = gretry.if_exception_type(gexc.ServiceUnavailable, gexc.TooManyRequests, gexc.DeadlineExceeded)
-    return {"retry": gretry.Retry(predicate=transient, initial=0.5, maximum=4.0, timeout=CALL_TIMEOUT_S),
-            "timeout": CALL_TIMEOUT_S}
+    return {
+        "retry": gretry.Retry(predicate=transient, initial=0.5, maximum=4.0, timeout=CALL_TIMEOUT_S),
+        "timeout": CALL_TIMEOUT_S,
+    }
 
 
 def governing_metric(gpu: GpuType, spot: bool, quotas: dict[str, tuple[float, float]]) -> str:
@@ -200,8 +231,8 @@ def family_limit(info: dict, region: str, gpu_family: str) -> float | None:
     return None
 
 
-# Besides GPUs a VM draws on CPU and disk quota (issue 38: a short CPUS, PREEMPTIBLE_CPUS, A2_CPUS or
-# SSD_TOTAL_GB quota only showed as the group's silent creation errors). Spot VMs use PREEMPTIBLE_CPUS
+# Besides GPUs a VM draws on CPU and disk quota, checked here too: a short CPUS, PREEMPTIBLE_CPUS, A2_CPUS
+# or SSD_TOTAL_GB quota otherwise only shows as the group's silent creation errors. Spot VMs use PREEMPTIBLE_CPUS
 # where the project has some, else the family's own CPU quota (G2_CPUS, A2_CPUS, ...) where the region
 # reports one, else CPUS; pd-balanced and pd-ssd boot disks count against SSD_TOTAL_GB, pd-standard
 # against DISKS_TOTAL_GB (https://cloud.google.com/compute/resource-usage, read 2026-11-27).
@@ -232,110 +263,213 @@ def candidate_zones(config: EnvConfig) -> list[str]:
     return list(dict.fromkeys([*config.zones, *config.fallback_zones]))
 
 
-def choose_zone(config: EnvConfig, lang: str, *, compute: ComputeQuotas | None = None,
-                reserved: dict[tuple[str, str], int] | None = None) -> ZoneDecision:
+def choose_zone(
+    config: EnvConfig,
+    lang: str,
+    *,
+    compute: ComputeQuotas | None = None,
+    reserved: dict[tuple[str, str], int] | None = None,
+) -> ZoneDecision:
     """The first zone (zones, then fallback_zones) whose quota and offer fit `lang`'s GPUs.
 
     `reserved` holds GPUs already promised to other languages in this preflight,
     keyed by (scope, metric), so two runs never count the same free GPUs.
     """
-    config.require_target("gcp", f"quota applies to gcp environments; env {config.env!r} has target {config.target!r}",
-            hint="pick a gcp environment with --env (e.g. --env dev)")
+    config.require_target(
+        "gcp",
+        f"quota applies to gcp environments; env {config.env!r} has target {config.target!r}",
+        hint="pick a gcp environment with --env (e.g. --env dev)",
+    )
     if lang not in config.languages:
         raise UnknownLanguageError(lang, config.env, sorted(config.languages))
     settings = config.language(lang)
-    gpu = GPU_TYPES[settings.gpu.type]  # known: config validation checked it for target gcp
-    needed = settings.nodes * settings.gpu.count
-    compute = compute or ComputeQuotas(config.project)
-    reserved = reserved if reserved is not None else {}
+    request = _Request(
+        config,
+        lang,
+        settings,
+        GPU_TYPES[settings.gpu.type],  # known: config validation checked it for target gcp
+        settings.nodes * settings.gpu.count,
+        compute or ComputeQuotas(config.project),
+        reserved if reserved is not None else {},
+    )
+    rows = [_global_row(request)]
+    for zone in candidate_zones(config):
+        check = _check_zone(request, zone)
+        rows.append(check.row(request.needed))
+        if check.ok:
+            request.reserve(check)
+            return ZoneDecision(
+                lang, zone, check.region, check.metric, request.needed, tuple(rows), reported=not check.unknown
+            )
+    raise _no_zone_fits(request, rows)
 
-    def room(scope: str, metric: str, quota: tuple[float, float] | None) -> tuple[float | None, float | None, bool]:
+
+@dataclass
+class _Request:
+    """One language's GPUs asked of one preflight: what choose_zone's steps share."""
+
+    config: EnvConfig
+    lang: str
+    settings: LanguageSettings
+    gpu: GpuType
+    needed: int  # nodes x gpu.count
+    compute: ComputeQuotas
+    reserved: dict[tuple[str, str], int]  # the caller's dict: choose_zones sums languages in it
+    # (region, metric) -> the limit to ask for, in preference order
+    short: dict[tuple[str, str], float] = field(default_factory=dict)
+
+    def room(
+        self, scope: str, metric: str, quota: tuple[float, float] | None
+    ) -> tuple[float | None, float | None, bool]:
+        """(limit, usage counting what is reserved, whether `needed` fits); all unknown without a quota."""
         if quota is None:
             return None, None, False
-        usage = quota[1] + reserved.get((scope, metric), 0)
-        return quota[0], usage, quota[0] - usage >= needed
+        usage = quota[1] + self.reserved.get((scope, metric), 0)
+        return quota[0], usage, quota[0] - usage >= self.needed
 
-    limit, usage, ok = room("global", GLOBAL_METRIC, compute.global_quotas().get(GLOBAL_METRIC))
+    def reserve(self, check: _ZoneCheck) -> None:
+        """Promise the chosen zone's GPUs, CPUs and disk, so the languages after this one do not count them."""
+        for key in (("global", GLOBAL_METRIC), (check.region, check.slot)):
+            self.reserved[key] = self.reserved.get(key, 0) + self.needed
+        for m, need in check.others.items():
+            self.reserved[(check.region, m)] = self.reserved.get((check.region, m), 0) + need
+
+
+@dataclass
+class _ZoneCheck:
+    """What choose_zone found for one candidate zone, filled in step by step; `row` is its table line."""
+
+    zone: str
+    region: str
+    info: RegionInfo
+    metric: str
+    family: str = ""  # the gpu_family whose Cloud Quotas family quota decides, where one does
+    limit: float | None = None
+    usage: float | None = None
+    ok: bool = False
+    note: str = ""
+    unknown: bool = False  # the region reports no figure for the metric; the plan's quota guard decides
+    others: dict[str, int] = field(default_factory=dict)  # CPU and disk quota the VMs need: metric -> amount
+
+    @property
+    def slot(self) -> str:
+        """The `reserved` key's metric: one family quota holds every family's GPUs."""
+        return f"{self.metric}:{self.family}" if self.family else self.metric
+
+    def row(self, needed: int) -> QuotaRow:
+        return QuotaRow(self.region, self.zone, self.metric, self.limit, self.usage, needed, self.ok, self.note)
+
+
+def _global_row(request: _Request) -> QuotaRow:
+    """The GPUS_ALL_REGIONS row; a global quota without room refuses every zone at once."""
+    needed = request.needed
+    limit, usage, ok = request.room("global", GLOBAL_METRIC, request.compute.global_quotas().get(GLOBAL_METRIC))
     if limit is None:  # not every project reports it; the regional check still applies
         ok = True
-    rows = [QuotaRow("global", "", GLOBAL_METRIC, limit, usage, needed, ok,
-                     "not reported" if limit is None else "")]
+    row = QuotaRow("global", "", GLOBAL_METRIC, limit, usage, needed, ok, "not reported" if limit is None else "")
     if not ok:
         raise QuotaError(
-            f"the global GPU quota {GLOBAL_METRIC} is the blocker for train-{lang}: limit {_num(limit)}, "
+            f"the global GPU quota {GLOBAL_METRIC} is the blocker for train-{request.lang}: limit {_num(limit)}, "
             f"usage {_num(usage)}, needs {needed}; no zone in any region can start its GPUs",
-            rows, hint=request_hint(config.project, GLOBAL_METRIC, None, usage + needed))
+            [row],
+            hint=request_hint(request.config.project, GLOBAL_METRIC, None, usage + needed),
+        )
+    return row
 
-    short: dict[tuple[str, str], float] = {}  # (region, metric) -> the limit to ask for, in preference order
-    for zone in candidate_zones(config):
-        region = region_of(zone)
-        info = compute.region(region)
-        metric = governing_metric(gpu, settings.spot, info.quotas)
-        quotas, family = info.quotas, ""
-        if metric not in quotas and gpu.gpu_family and not info.missing:
-            found = compute.family_quotas(region, gpu.gpu_family)
-            if found:  # the family quota decides where regions.get has no figure for the GPU's own metric
-                quotas, family = found, gpu.gpu_family
-                metric = governing_family_metric(settings.spot, found)
-        slot = f"{metric}:{family}" if family else metric  # one family quota holds every family's GPUs
-        limit, usage, ok = room(region, slot, quotas.get(metric))
-        # regions.get is documented as fail-open: `quotas` may be left out (quotaStatusWarning says
-        # why), so a metric without a figure is unknown, not zero. Like a missing GPUS_ALL_REGIONS it
-        # passes here; the plan's quota guard (Cloud Quotas limits, QuotaGuard) still checks it.
-        unknown = limit is None and not info.missing
-        if info.missing:
-            note = f"region {region} not found"
-        elif unknown:
-            ok = True
-            why = f"regions.get left quotas out ({info.warning})" if info.warning else f"{metric} is not reported"
-            note = f"{why} in {region}: the plan's quota guard checks the limit"
-        elif not ok:
-            note = f"{_num(max(limit - usage, 0))} free, needs {needed}"
-            short[(region, metric)] = usage + needed
-        others: dict[str, int] = {}
-        if ok:  # quota allows it (or is unknown): does the zone exist and offer the GPU? CPUs and disk?
-            if info.zones and zone not in info.zones:
-                ok, note = False, f"no zone {zone} in {region}"
-            elif not compute.offers(zone, gpu.name):
-                ok, note = False, f"{gpu.name} not offered in {zone}"
-            else:
-                others = other_needs(compute, zone, settings, info.quotas)
-                lacking = [(m, info.quotas[m][0] - info.quotas[m][1] - reserved.get((region, m), 0), need)
-                           for m, need in others.items()
-                           if info.quotas[m][0] - info.quotas[m][1] - reserved.get((region, m), 0) < need]
-                if lacking:
-                    ok = False
-                    note = "; ".join(f"{m} {_num(max(free, 0))} free, needs {need}" for m, free, need in lacking)
-                    for m, free, need in lacking:
-                        short[(region, m)] = info.quotas[m][0] - free + need
-                else:
-                    note = "chosen" + (f"; {note}" if unknown else "")
-        if settings.spot and metric in (gpu.metric, FAMILY_METRIC) and not info.missing and not unknown:
-            note += "; no Spot quota in region, Spot VMs use on-demand quota"
-        if family:
-            note += f"; gpu_family={family}: the Cloud Quotas limit (usage not reported)"
-        if reserved.get((region, slot)):
-            note += f"; usage counts {reserved[(region, slot)]} for languages above"
-        rows.append(QuotaRow(region, zone, metric, limit, usage, needed, ok, note))
-        if ok:
-            for key in (("global", GLOBAL_METRIC), (region, slot)):
-                reserved[key] = reserved.get(key, 0) + needed
-            for m, need in others.items():
-                reserved[(region, m)] = reserved.get((region, m), 0) + need
-            return ZoneDecision(lang, zone, region, metric, needed, tuple(rows), reported=not unknown)
 
-    asks = [request_hint(config.project, m, region, value, gpu.gpu_family if m in FAMILY_METRICS else "")
-            for (region, m), value in short.items()]
+def _check_zone(request: _Request, zone: str) -> _ZoneCheck:
+    """One candidate zone: its GPU quota, then (where that allows it) its offer, CPUs and disk, then the notes."""
+    check = _gpu_quota(request, zone)
+    if check.ok:  # quota allows it (or is unknown): does the zone exist and offer the GPU? CPUs and disk?
+        _check_offer(request, check)
+    _add_notes(request, check)
+    return check
+
+
+def _gpu_quota(request: _Request, zone: str) -> _ZoneCheck:
+    """The zone's region's governing GPU metric (or family quota) and whether `needed` GPUs fit in it."""
+    gpu, spot, region = request.gpu, request.settings.spot, region_of(zone)
+    info = request.compute.region(region)
+    metric = governing_metric(gpu, spot, info.quotas)
+    quotas, family = info.quotas, ""
+    if metric not in quotas and gpu.gpu_family and not info.missing:
+        found = request.compute.family_quotas(region, gpu.gpu_family)
+        if found:  # the family quota decides where regions.get has no figure for the GPU's own metric
+            quotas, family = found, gpu.gpu_family
+            metric = governing_family_metric(spot, found)
+    check = _ZoneCheck(zone, region, info, metric, family)
+    check.limit, check.usage, check.ok = request.room(region, check.slot, quotas.get(metric))
+    # regions.get is documented as fail-open: `quotas` may be left out (quotaStatusWarning says
+    # why), so a metric without a figure is unknown, not zero. Like a missing GPUS_ALL_REGIONS it
+    # passes here; the plan's quota guard (Cloud Quotas limits, QuotaGuard) still checks it.
+    check.unknown = check.limit is None and not info.missing
+    if info.missing:
+        check.note = f"region {region} not found"
+    elif check.unknown:
+        check.ok = True
+        why = f"regions.get left quotas out ({info.warning})" if info.warning else f"{metric} is not reported"
+        check.note = f"{why} in {region}: the plan's quota guard checks the limit"
+    elif not check.ok:
+        check.note = f"{_num(max(check.limit - check.usage, 0))} free, needs {request.needed}"
+        request.short[(region, metric)] = check.usage + request.needed
+    return check
+
+
+def _check_offer(request: _Request, check: _ZoneCheck) -> None:
+    """Whether the zone exists and offers the GPU, and the region has the CPU and disk quota for the VMs."""
+    info, zone, region, gpu = check.info, check.zone, check.region, request.gpu
+    if info.zones and zone not in info.zones:
+        check.ok, check.note = False, f"no zone {zone} in {region}"
+    elif not request.compute.offers(zone, gpu.name):
+        check.ok, check.note = False, f"{gpu.name} not offered in {zone}"
+    else:
+        check.others = other_needs(request.compute, zone, request.settings, info.quotas)
+        lacking = [
+            (m, info.quotas[m][0] - info.quotas[m][1] - request.reserved.get((region, m), 0), need)
+            for m, need in check.others.items()
+            if info.quotas[m][0] - info.quotas[m][1] - request.reserved.get((region, m), 0) < need
+        ]
+        if lacking:
+            check.ok = False
+            check.note = "; ".join(f"{m} {_num(max(free, 0))} free, needs {need}" for m, free, need in lacking)
+            for m, free, need in lacking:
+                request.short[(region, m)] = info.quotas[m][0] - free + need
+        else:
+            check.note = "chosen" + (f"; {check.note}" if check.unknown else "")
+
+
+def _add_notes(request: _Request, check: _ZoneCheck) -> None:
+    """What the row's reader should know besides fit or not: on-demand quota for Spot, a family quota,
+    GPUs counted for the languages before this one."""
+    gpu, spot, key = request.gpu, request.settings.spot, (check.region, check.slot)
+    if spot and check.metric in (gpu.metric, FAMILY_METRIC) and not check.info.missing and not check.unknown:
+        check.note += "; no Spot quota in region, Spot VMs use on-demand quota"
+    if check.family:
+        check.note += f"; gpu_family={check.family}: the Cloud Quotas limit (usage not reported)"
+    if request.reserved.get(key):
+        check.note += f"; usage counts {request.reserved[key]} for languages above"
+
+
+def _no_zone_fits(request: _Request, rows: list[QuotaRow]) -> QuotaError:
+    """The error when no candidate zone fits: every zone's row, and each quota to raise (or zones to add)."""
+    config, settings, gpu = request.config, request.settings, request.gpu
+    asks = [
+        request_hint(config.project, m, region, value, gpu.gpu_family if m in FAMILY_METRICS else "")
+        for (region, m), value in request.short.items()
+    ]
     asks.append(f"or add zones with room to `zones` / `fallback_zones` in envs/{config.env}.yaml")
     kind = "Spot, " if settings.spot else ""
-    raise QuotaError(
-        f"no zone fits train-{lang}: it needs {needed} x {gpu.name} ({kind}{settings.nodes} node(s) x "
+    return QuotaError(
+        f"no zone fits train-{request.lang}: it needs {request.needed} x {gpu.name} ({kind}{settings.nodes} node(s) x "
         f"{settings.gpu.count}) and none of {len(rows) - 1} candidate zone(s) has both quota and the GPU",
-        rows, hint="\n    ".join(asks))
+        rows,
+        hint="\n    ".join(asks),
+    )
 
 
-def choose_zones(config: EnvConfig, langs: list[str], *,
-                 compute: ComputeQuotas | None = None) -> dict[str, ZoneDecision | QuotaError]:
+def choose_zones(
+    config: EnvConfig, langs: list[str], *, compute: ComputeQuotas | None = None
+) -> dict[str, ZoneDecision | QuotaError]:
     """choose_zone for several languages as if all their runs were up at once: each language's GPUs
     count against the quota of those after it. The one summed-quota rule (the preflight of runs
     started together, `trainctl doctor`, `trainctl quota`) -> each language's decision, or why it
@@ -360,14 +494,18 @@ def quota_id(metric: str) -> str:
 def request_hint(project: str | None, metric: str, region: str | None, value: float, gpu_family: str = "") -> str:
     """Where to ask for more: the console quota page filtered by metric, or gcloud (a family quota's
     preference names the gpu_family too)."""
-    console = (f"https://console.cloud.google.com/iam-admin/quotas?project={project}"
-               f"&metric={quote('compute.googleapis.com/' + metric.lower(), safe='')}")
+    console = (
+        f"https://console.cloud.google.com/iam-admin/quotas?project={project}"
+        f"&metric={quote('compute.googleapis.com/' + metric.lower(), safe='')}"
+    )
     dims = f" --dimensions=region={region}" if region else ""
     dims += f",gpu_family={gpu_family}" if region and gpu_family else ""
     where = (f" in {region}" if region else "") + (f" for gpu_family {gpu_family}" if gpu_family else "")
-    return (f"raise {metric}{where} to >= {_num(value)}: {console} or `gcloud quotas preferences create "
-            f"--service=compute.googleapis.com --project={project} --quota-id={quota_id(metric)}{dims} "
-            f"--preferred-value={_num(value)}`")
+    return (
+        f"raise {metric}{where} to >= {_num(value)}: {console} or `gcloud quotas preferences create "
+        f"--service=compute.googleapis.com --project={project} --quota-id={quota_id(metric)}{dims} "
+        f"--preferred-value={_num(value)}`"
+    )
 
 
 def _num(value: float | None) -> str:

@@ -1,4 +1,5 @@
 """The Terraform state bucket: created by `trainctl bootstrap`, since Terraform cannot create its own backend."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -36,11 +37,22 @@ def ensure_state_bucket(config: EnvConfig, client=None) -> StateBucket:
             bucket.versioning_enabled = True
             bucket.patch()
     except exceptions.Conflict as exc:
-        raise InfraError(f"bucket name gs://{name} is taken by another project",
-                         hint="bucket names are global: set `state_bucket:` in the env's overlay") from exc
+        raise InfraError(
+            f"bucket name gs://{name} is taken by another project",
+            hint="bucket names are global: set `state_bucket:` in the env's overlay",
+        ) from exc
     except api.client_failures() as exc:
-        raise api.google_error(exc, f"creating or reading the state bucket gs://{name}", project=config.project,
-                               api_name="Cloud Storage API", service="storage.googleapis.com",
-                               role="roles/storage.admin") from exc
-    return StateBucket(name=name, location=(bucket.location or config.region).lower(), created=created,
-                       versioning=bool(bucket.versioning_enabled))
+        raise api.google_error(
+            exc,
+            f"creating or reading the state bucket gs://{name}",
+            project=config.project,
+            api_name="Cloud Storage API",
+            service="storage.googleapis.com",
+            role="roles/storage.admin",
+        ) from exc
+    return StateBucket(
+        name=name,
+        location=(bucket.location or config.region).lower(),
+        created=created,
+        versioning=bool(bucket.versioning_enabled),
+    )

@@ -3,6 +3,7 @@
 Everything that differs from the local target on the operator side is here; the Google API
 plumbing it uses lives in stacks/targets/gcp/.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -19,8 +20,7 @@ if TYPE_CHECKING:
 VM_SCRIPTS = SOURCE_ROOT / "images" / "trainer"  # the VMs' start-up and shutdown scripts
 
 
-def gcp_placement(config: "EnvConfig", lang: str, zone: str | None = None,
-                  metric: str | None = None) -> "GcpPlacement":
+def gcp_placement(config: "EnvConfig", lang: str, zone: str | None = None, metric: str | None = None) -> "GcpPlacement":
     """Where and what a language's VMs run; without a quota decision: the first preferred zone."""
     from stacks.targets.gcp.gpus import FAMILY_METRIC, GPU_TYPES, SPOT_FAMILY_METRIC
     from stacks.targets.gcp.image import image_ref
@@ -31,9 +31,11 @@ def gcp_placement(config: "EnvConfig", lang: str, zone: str | None = None,
     # GPUs of the family quota have no per-GPU Cloud Quotas quota for the plan's guard to read.
     on_demand, spot = (FAMILY_METRIC, SPOT_FAMILY_METRIC) if gpu.gpu_family else (gpu.metric, gpu.spot_metric)
     return GcpPlacement(
-        zone=zone or config.zones[0], image=image_ref(config, SOURCE_ROOT),
+        zone=zone or config.zones[0],
+        image=image_ref(config, SOURCE_ROOT),
         quota_metrics=[metric] if metric else ([spot, on_demand] if s.spot else [on_demand]),
-        startup_script=(VM_SCRIPTS / "startup.sh").read_text(), shutdown_script=(VM_SCRIPTS / "shutdown.sh").read_text(),
+        startup_script=(VM_SCRIPTS / "startup.sh").read_text(),
+        shutdown_script=(VM_SCRIPTS / "shutdown.sh").read_text(),
     )
 
 
@@ -63,9 +65,12 @@ class GcpTarget:
                     reporter.info(f"quota ok together: {lang} in {decision.zone} ({decision.metric})")
         if short:
             fit = [lang for lang in langs if lang not in short]
-            raise QuotaError(f"the GPU quota does not fit all {len(langs)} runs at once: {', '.join(short)} would "
-                             f"not fit beside {', '.join(fit) or 'nothing'}; nothing was applied", rows,
-                             hint=f"train fewer at a time (--parallel {max(len(fit), 1)}), or {hint}")
+            raise QuotaError(
+                f"the GPU quota does not fit all {len(langs)} runs at once: {', '.join(short)} would "
+                f"not fit beside {', '.join(fit) or 'nothing'}; nothing was applied",
+                rows,
+                hint=f"train fewer at a time (--parallel {max(len(fit), 1)}), or {hint}",
+            )
         return decided
 
     def doctor(self, config, echo):
@@ -78,8 +83,36 @@ class GcpTarget:
 
         check_gcp(config, origin)
 
-    def stack_host(self, config, project, lang, *, python, placement) -> dict:
-        return {"gcp": placement or gcp_placement(config, lang)}
+    def training_part(self, config, project, lang, *, python, placement):
+        from functools import partial
+
+        from stacks.targets.gcp.train_part import add_gcp_part
+
+        return partial(add_gcp_part, config=config, lang=lang, placement=placement or gcp_placement(config, lang))
+
+    def before_training(self, app, config, name):
+        from stacks.targets.gcp.constructs.foundation_stack import FoundationStack
+
+        if name != FOUNDATION:
+            raise ValueError(f"the gcp target has no stack {name!r}")
+        return FoundationStack(app, config=config)
+
+    def left_out_of_app(self, config) -> dict[str, str]:
+        """A plain `cdktf synth|deploy` deploys the training stacks without CI identities; the foundation never
+        trusts a default repository."""
+        from stacks.targets.gcp.constructs.foundation_stack import CI_KEYS
+
+        if all(getattr(config.ci, key) for key in CI_KEYS):
+            return {}
+        return {
+            FOUNDATION: f"set {', '.join('ci.' + k for k in CI_KEYS)} in envs/{config.env}.yaml to synthesize "
+            "or deploy it"
+        }
+
+    def register_commands(self, app, kit) -> None:
+        from stacks.targets.gcp.commands import register
+
+        register(app, kit)
 
     def preflight(self, config, lang, reporter, decided=None):
         """Quota (zone choice) and image checks of a gcp run -> the GcpPlacement to synthesize with."""
@@ -117,9 +150,11 @@ class GcpTarget:
         from stacks.naming import group_name
 
         zone = placement.zone if placement else config.zones[0]
-        return (f"waiting for the VM (Spot capacity, boot, driver, image pull: usually 3-10 min); "
-                f"watch it: gcloud compute instance-groups managed list-instances "
-                f"{group_name(config.env, lang)} --zone {zone} --project {config.project}")
+        return (
+            f"waiting for the VM (Spot capacity, boot, driver, image pull: usually 3-10 min); "
+            f"watch it: gcloud compute instance-groups managed list-instances "
+            f"{group_name(config.env, lang)} --zone {zone} --project {config.project}"
+        )
 
     def require_artifacts(self, config) -> None:
         """The trainer image of this tree (the reviewed plan's): without it every VM would pull five times and
@@ -140,8 +175,9 @@ class GcpTarget:
                 continue
             try:
                 compute = compute or ComputeQuotas(config.project)
-                decision = choose_zone(config.model_copy(update={"zones": [zone], "fallback_zones": []}), lang,
-                                       compute=compute)
+                decision = choose_zone(
+                    config.model_copy(update={"zones": [zone], "fallback_zones": []}), lang, compute=compute
+                )
             except QuotaError:
                 continue  # no quota there: never a candidate
             except Exception as exc:  # the API: the run still has its first zone
@@ -177,8 +213,12 @@ class GcpTarget:
         if placement is None:
             return {}
         region = region_of(placement.zone)
-        meta = {"image": placement.image, "zone": placement.zone, "region": region,
-                "quota_metric": placement.quota_metrics[0]}
+        meta = {
+            "image": placement.image,
+            "zone": placement.zone,
+            "region": region,
+            "quota_metric": placement.quota_metrics[0],
+        }
         try:  # bookkeeping after the apply: a pricing failure must not lose the run's metadata
             meta["cost_estimate"] = self._estimate_record(config, lang, region, bucket)
         except Exception as exc:
@@ -189,8 +229,8 @@ class GcpTarget:
         return None  # the instance group recreates VMs; the run's status and the deadline tell
 
     def run_cost(self, bucket, config, lang, run_id, status) -> dict:
-        from stacks.targets.gcp.pricing import price_book
         from stacks.targets.gcp.cost import vm_cost
+        from stacks.targets.gcp.pricing import price_book
 
         return vm_cost(bucket, config, lang, run_id, status, lambda machine: price_book(config, bucket, [machine]))
 
@@ -206,6 +246,19 @@ class GcpTarget:
     def cost_note(self, cost: dict) -> str | None:
         est = "cost unknown" if cost["est_cost"] is None else f"about ${cost['est_cost']:.2f}"
         return f"VM time {cost['billed_vm_s'] / 3600:.2f}h over {cost['vm_boots']} boot(s): {est}"
+
+    def plan_line(self, plan):
+        from stacks.targets.gcp.plan_costs import cost_line, training_facts
+
+        facts = training_facts(plan)
+        return None if facts is None else cost_line(facts, plan.prices)
+
+    def quote_plan(self, plan, book):
+        from stacks.targets.gcp.plan_costs import quote, training_facts
+
+        facts = training_facts(plan)
+        prices = None if facts is None else book()
+        return None if prices is None else quote(facts, prices)
 
     def prices_for_plan(self, config):
         from stacks.targets.gcp.pricing import price_book
@@ -225,7 +278,7 @@ def recorded_zone(bucket, lang: str, run_id: str) -> str | None:
     """The zone metadata/trainctl.json recorded at apply (None: no record)."""
     import json
 
-    from trainer.runfiles.status_file import TRAINCTL_META, run_key
+    from trainer.runfiles.keys import TRAINCTL_META, run_key
 
     try:
         return json.loads(bucket.read_bytes(run_key(lang, run_id, TRAINCTL_META))).get("zone")

@@ -1,4 +1,5 @@
 """What the local target tells the train stack about this machine (the stack never reads it itself)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,4 +1,5 @@
 """The local target: Terraform starts the trainer as a process on this machine; the bucket is a folder."""
+
 from __future__ import annotations
 
 import os
@@ -22,22 +23,43 @@ class LocalTarget:
         for check in (_terraform_check, _node_check, _trainer_check, lambda: _bucket_check(config.bucket)):
             checks.append(check())
             echo(checks[-1])
-        return checks, ("the data (checked by `trainctl data push LANG DIR` and when `trainctl train` starts) and the "
-                        "base LM (trainctl lm list)")
+        return checks, (
+            "the data (checked by `trainctl data push LANG DIR` and when `trainctl train` starts) and the "
+            "base LM (trainctl lm list)"
+        )
 
     def check_config(self, config, origin) -> None:
         return None  # the schema's checks are all a local env needs
 
-    def stack_host(self, config, project, lang, *, python, placement) -> dict:
+    def training_part(self, config, project, lang, *, python, placement):
+        from functools import partial
+
         from stacks.naming import stack_name
         from stacks.targets.local.host import LocalHost
+        from stacks.targets.local.train_part import add_local_part
 
         name = stack_name(lang)
         market = config.spot_market if config.language(lang).spot else None  # on demand: always capacity
         zone = placement.zone if placement is not None else next(iter(market.zones)) if market else None
-        return {"local": LocalHost(python=python, workdir=project.root, procs_dir=project.procs_dir(config.env),
-                                   state_file=project.state_file(config.env, name), cores_dir=project.cores_dir(),
-                                   zone=zone, market=market.to_json() if market else None)}
+        host = LocalHost(
+            python=python,
+            workdir=project.root,
+            procs_dir=project.procs_dir(config.env),
+            state_file=project.state_file(config.env, name),
+            cores_dir=project.cores_dir(),
+            zone=zone,
+            market=market.to_json() if market else None,
+        )
+        return partial(add_local_part, config=config, lang=lang, host=host)
+
+    def before_training(self, app, config, name):
+        raise ValueError(f"the local target has no stack {name!r}")
+
+    def left_out_of_app(self, config) -> dict[str, str]:
+        return {}
+
+    def register_commands(self, app, kit) -> None:
+        return None  # every local command is one every target has
 
     def preflight_together(self, config, langs, reporter) -> dict:
         return {}  # the core ledger (trainer.launchers.local.cores) queues local runs that would not fit
@@ -84,7 +106,7 @@ class LocalTarget:
         if config.spot_market is None or not config.language(lang).spot or project is None or run_id is None:
             return None  # one machine: the supervisor's own status and exit code tell
         from trainer.launchers.local.market import MarketRecord
-        from trainer.runfiles.status_file import now_iso
+        from trainer.runfiles.timestamps import now_iso
 
         record = MarketRecord(project.procs_dir(config.env) / run_id)
         zone = placement.zone if placement is not None else next(iter(config.spot_market.zones))
@@ -92,9 +114,12 @@ class LocalTarget:
 
         def new() -> list[SimulatedError]:
             entries = record.creation_errors()
-            fresh, seen[0] = entries[seen[0]:], len(entries)
-            return [SimulatedError(e["zone"], e["code"], e["message"]) for e in fresh
-                    if e["zone"] == zone and e["timestamp"] >= since[:19]]
+            fresh, seen[0] = entries[seen[0] :], len(entries)
+            return [
+                SimulatedError(e["zone"], e["code"], e["message"])
+                for e in fresh
+                if e["zone"] == zone and e["timestamp"] >= since[:19]
+            ]
 
         return new
 
@@ -118,14 +143,32 @@ class LocalTarget:
         return alive
 
     def run_cost(self, bucket, config, lang, run_id, status) -> dict:
-        return {"machine_type": None, "gpu_type": None, "gpu_count": 0, "spot": None, "nodes": 1, "vm_boots": 0,
-                "billed_vm_s": 0.0, "vm_per_hour": 0.0, "est_cost": 0.0, "cost_note": "local run",
-                "prices_source": None}
+        return {
+            "machine_type": None,
+            "gpu_type": None,
+            "gpu_count": 0,
+            "spot": None,
+            "nodes": 1,
+            "vm_boots": 0,
+            "billed_vm_s": 0.0,
+            "vm_per_hour": 0.0,
+            "est_cost": 0.0,
+            "cost_note": "local run",
+            "prices_source": None,
+        }
 
     def cost_note(self, cost: dict) -> str | None:
         return None
 
     def prices_for_plan(self, config):
+        return None
+
+    def plan_line(self, plan):
+        if plan.stack.startswith("train-") and plan.changes and all(c.type == "terraform_data" for c in plan.changes):
+            return "runs as a local process on this machine (target local): no cloud cost"
+        return None
+
+    def quote_plan(self, plan, book):
         return None
 
 
@@ -147,8 +190,8 @@ class SimulatedError:
 
 
 def _terraform_check():
-    from stacks.terraform import INSTALL_HINT, terraform_version
     from stacks.targets.checks import Check
+    from stacks.terraform import INSTALL_HINT, terraform_version
 
     path = shutil.which("terraform")
     if path is None:
@@ -172,8 +215,12 @@ def _trainer_check():
 
     missing = [name for name in ("torch", "fastai", "sklearn") if importlib.util.find_spec(name) is None]
     if missing:
-        return Check("trainer packages", False, f"{', '.join(missing)} not installed in {sys.executable}",
-                     "make setup (README: the two commands)")
+        return Check(
+            "trainer packages",
+            False,
+            f"{', '.join(missing)} not installed in {sys.executable}",
+            "make setup (README: the two commands)",
+        )
     return Check("trainer packages", True, f"torch, fastai, scikit-learn in {sys.prefix}")
 
 
@@ -190,12 +237,20 @@ def _bucket_check(uri: str):
     if not root.is_dir():
         return Check(f"bucket {uri}", False, "not a folder", "point `bucket:` in the env at a folder")
     if not os.access(root, os.W_OK):
-        return Check(f"bucket {uri}", False, f"{root} is not writable by this user", "pick another `bucket:` "
-                     "in the env, or fix the folder's permissions")
+        return Check(
+            f"bucket {uri}",
+            False,
+            f"{root} is not writable by this user",
+            "pick another `bucket:` in the env, or fix the folder's permissions",
+        )
     free = shutil.disk_usage(root).free / 2**30
     if free < MIN_FREE_GIB:
-        return Check(f"bucket {uri}", False, f"{free:.1f} GiB free on its disk, a run needs about {MIN_FREE_GIB:.0f}",
-                     "free some space (trainctl gc --env local removes ended runs' leftovers)")
+        return Check(
+            f"bucket {uri}",
+            False,
+            f"{free:.1f} GiB free on its disk, a run needs about {MIN_FREE_GIB:.0f}",
+            "free some space (trainctl gc --env local removes ended runs' leftovers)",
+        )
     return Check(f"bucket {uri}", True, f"writable, {free:.1f} GiB free")
 
 
@@ -211,10 +266,15 @@ def _missing_bucket_check(name: str, root: Path, existing: Path):
     else:
         free = shutil.disk_usage(existing).free / 2**30
         if free >= MIN_FREE_GIB:
-            return Check(name, True, f"the folder does not exist yet: the first write creates it "
-                                     f"({free:.1f} GiB free under {existing})")
-        why = (f"{existing}, where it would be created, has {free:.1f} GiB free "
-               f"(a run needs about {MIN_FREE_GIB:.0f})")
-    return Check(name, False, f"the folder does not exist, and {why}",
-                 f"create it (mkdir -p {root}, or mount its disk there), or point `bucket:` in the env at a "
-                 "folder that exists")
+            return Check(
+                name,
+                True,
+                f"the folder does not exist yet: the first write creates it ({free:.1f} GiB free under {existing})",
+            )
+        why = f"{existing}, where it would be created, has {free:.1f} GiB free (a run needs about {MIN_FREE_GIB:.0f})"
+    return Check(
+        name,
+        False,
+        f"the folder does not exist, and {why}",
+        f"create it (mkdir -p {root}, or mount its disk there), or point `bucket:` in the env at a folder that exists",
+    )

@@ -7,6 +7,7 @@ finds fewer free cores than it asked for waits in the queue, saying who holds th
 sharing them. Claims are files in one folder, taken under a lock; a claim whose process is gone
 is free again. Stdlib only: the supervisor imports it before anything heavy.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -86,8 +87,13 @@ class CoreLedger:
         for path in sorted(self.directory.glob("*.json")):
             try:
                 data = json.loads(path.read_text())
-                claim = Claim(data["run_id"], data.get("label", data["run_id"]), int(data["pid"]), tuple(data["cores"]),
-                              data.get("started"))
+                claim = Claim(
+                    data["run_id"],
+                    data.get("label", data["run_id"]),
+                    int(data["pid"]),
+                    tuple(data["cores"]),
+                    data.get("started"),
+                )
             except (OSError, ValueError, KeyError, TypeError):
                 continue  # half-written by a process that died: not a claim
             if _alive(claim):
@@ -120,8 +126,17 @@ class CoreLedger:
             chosen = free[:need]
             path = self.directory / f"{run_id}.json"
             tmp = path.with_suffix(".tmp")
-            tmp.write_text(json.dumps({"run_id": run_id, "label": label or run_id, "pid": pid, "cores": chosen,
-                                       "started": _start_time(pid)}))
+            tmp.write_text(
+                json.dumps(
+                    {
+                        "run_id": run_id,
+                        "label": label or run_id,
+                        "pid": pid,
+                        "cores": chosen,
+                        "started": _start_time(pid),
+                    }
+                )
+            )
             tmp.replace(path)
             return chosen
 

@@ -13,6 +13,7 @@ market time (`at_s`) or when the run reaches an epoch of a stage (`stage`, `epoc
 not time), once per run: which fired, and when, is kept in the run's launcher folder, so a run moved to
 another zone, or resumed later, sees the same market. Stdlib only.
 """
+
 from __future__ import annotations
 
 import json
@@ -46,20 +47,29 @@ class Preemption:
         a stage shorter than a poll is never missed; a later stage's start counts as past the epoch)."""
         if self.at_s is not None:  # a moment: a VM that comes to the zone later is not taken back
             return self.at_s <= now_s and (self.outage_s is None or now_s < self.at_s + max(self.outage_s, POINT_S))
-        if (status is not None and status.get("state") == "RUNNING" and status.get("stage") == self.stage
-                and int(status.get("epoch") or 0) >= self.epoch):
+        if (
+            status is not None
+            and status.get("state") == "RUNNING"
+            and status.get("stage") == self.stage
+            and int(status.get("epoch") or 0) >= self.epoch
+        ):
             return True
         in_stage = False
         for line in log:
             text = line.split(" ", 1)[-1]
             if text.startswith(STAGE_LINE):
-                name = text[len(STAGE_LINE):].split(" ", 1)[0]
+                name = text[len(STAGE_LINE) :].split(" ", 1)[0]
                 if in_stage and name != self.stage:
                     return True
                 in_stage = in_stage or name == self.stage
                 if in_stage and self.epoch == 0:
                     return True
-            elif in_stage and (m := EPOCH_LINE.match(text)) and m.group(1) == self.stage and int(m.group(2)) >= self.epoch:
+            elif (
+                in_stage
+                and (m := EPOCH_LINE.match(text))
+                and m.group(1) == self.stage
+                and int(m.group(2)) >= self.epoch
+            ):
                 return True
         return False
 
@@ -74,8 +84,9 @@ class Market:
     @classmethod
     def from_json(cls, raw: str, origin: float) -> "Market":
         spec = json.loads(raw)
-        zones = {z: [(float(a), None if b is None else float(b)) for a, b in windows]
-                 for z, windows in spec["zones"].items()}
+        zones = {
+            z: [(float(a), None if b is None else float(b)) for a, b in windows] for z, windows in spec["zones"].items()
+        }
         preemptions = tuple(Preemption(**p) for p in spec.get("preemptions", []))
         return cls(zones, preemptions, float(spec.get("speedup", 1.0)), origin)
 
@@ -92,10 +103,12 @@ class Market:
                 return False
         return zone in self.zones
 
-    def due_preemption(self, zone: str, now_s: float, status: dict | None, fired: dict[str, float],
-                       log: list[str] = ()) -> Preemption | None:
-        return next((p for p in self.preemptions if p.zone == zone and p.key not in fired and p.due(now_s, status, log)),
-                    None)
+    def due_preemption(
+        self, zone: str, now_s: float, status: dict | None, fired: dict[str, float], log: list[str] = ()
+    ) -> Preemption | None:
+        return next(
+            (p for p in self.preemptions if p.zone == zone and p.key not in fired and p.due(now_s, status, log)), None
+        )
 
 
 class MarketRecord:
@@ -119,8 +132,12 @@ class MarketRecord:
     def creation_error(self, zone: str, message: str) -> None:
         from datetime import datetime, timezone
 
-        entry = {"zone": zone, "code": NO_CAPACITY, "message": message,
-                 "timestamp": datetime.now(timezone.utc).isoformat(timespec="milliseconds")}
+        entry = {
+            "zone": zone,
+            "code": NO_CAPACITY,
+            "message": message,
+            "timestamp": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+        }
         with open(self.state_dir / ERRORS_FILE, "a") as fh:
             fh.write(json.dumps(entry) + "\n")
 

@@ -1,6 +1,7 @@
 """The local launcher's machine as a Spot VM of the simulated market (trainer.launchers.local.market):
 created only while its zone has capacity (each try without it a creation error, as an instance group's
 error list), preempted (SIGTERM, then SIGKILL after the grace) when the market says so."""
+
 from __future__ import annotations
 
 import os
@@ -25,13 +26,16 @@ class SpotVm:
         self.record = MarketRecord(state_dir)
 
     def _say(self, message: str) -> None:
-        from trainer.runfiles.status_file import now_iso, run_key
+        from trainer.runfiles.keys import run_key
+        from trainer.runfiles.timestamps import now_iso
         from trainer.storage import open_bucket
 
         print(f"trainstack supervisor: {message}", flush=True)
         try:  # the run's own log, as a VM's start-up script notes its boots
-            open_bucket(self.args.bucket).append(run_key(self.args.lang, self.args.run_id, "log.txt"),
-                                                 f"{now_iso().replace('+00:00', 'Z')} spot market: {message}\n".encode())
+            open_bucket(self.args.bucket).append(
+                run_key(self.args.lang, self.args.run_id, "log.txt"),
+                f"{now_iso().replace('+00:00', 'Z')} spot market: {message}\n".encode(),
+            )
         except Exception:
             pass
 
@@ -46,8 +50,9 @@ class SpotVm:
                 return True
             if tried_at is None or time.monotonic() - tried_at >= CREATION_RETRY_S:
                 tried_at = time.monotonic()
-                self.record.creation_error(self.zone, f"simulated: no Spot capacity for this machine in {self.zone} "
-                                                      f"(market time {now_s:.0f}s)")
+                self.record.creation_error(
+                    self.zone, f"simulated: no Spot capacity for this machine in {self.zone} (market time {now_s:.0f}s)"
+                )
                 if not said:
                     said = True
                     self._say(f"no Spot capacity in {self.zone} (market time {now_s:.0f}s): the VM waits for it")
@@ -56,10 +61,9 @@ class SpotVm:
 
     def watch(self, child: subprocess.Popen):
         """A thread that preempts `child` (SIGTERM, then SIGKILL after the grace) when a preemption is due."""
+        from trainer.runfiles.keys import run_key
         from trainer.runfiles.status_file import read_status
         from trainer.storage import open_bucket
-
-        from trainer.runfiles.status_file import run_key
 
         bucket = open_bucket(self.args.bucket)
         log_key, cursor, log = run_key(self.args.lang, self.args.run_id, "log.txt"), None, []
@@ -71,8 +75,9 @@ class SpotVm:
                 chunk, cursor = bucket.read_appended(log_key, cursor)
                 log.extend(chunk.decode("utf-8", "replace").splitlines())
                 now_s = self.market.now_s()
-                due = self.market.due_preemption(self.zone, now_s, vars(status) if status else None,
-                                                 self.record.fired(), log)
+                due = self.market.due_preemption(
+                    self.zone, now_s, vars(status) if status else None, self.record.fired(), log
+                )
                 if due is not None:
                     self.record.fire(due, now_s)
                     gone = "for good" if due.outage_s is None else f"for {due.outage_s:g}s"

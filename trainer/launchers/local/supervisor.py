@@ -25,9 +25,10 @@ With `--cores-dir`, the trainer is pinned to C cores (0: all) claimed in that le
 (trainer.launchers.local.cores), shared by every run the project launched locally; while other runs hold
 them the run waits, its status PENDING at stage `queued` and its log saying for whom.
 
-Size: over 300 lines because queueing for cores, waiting for capacity, restarting after an interruption and
+Size: over 400 lines because queueing for cores, waiting for capacity, restarting after an interruption and
 the run's final word are one loop around one child process.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -73,9 +74,18 @@ def is_running(state_dir: Path) -> bool:
     return pid is not None and not (state_dir / EXIT_FILE).exists() and _alive(pid)
 
 
-def start(state_dir: Path, max_run_hours: float, trainer_args: list[str], *, processes: int = 1,
-          max_restarts: int = 3, cores: int = 0, cores_dir: Path | None = None, zone: str | None = None,
-          market: str | None = None) -> int:
+def start(
+    state_dir: Path,
+    max_run_hours: float,
+    trainer_args: list[str],
+    *,
+    processes: int = 1,
+    max_restarts: int = 3,
+    cores: int = 0,
+    cores_dir: Path | None = None,
+    zone: str | None = None,
+    market: str | None = None,
+) -> int:
     state_dir.mkdir(parents=True, exist_ok=True)
     if is_running(state_dir):
         print(f"supervisor already running (pid {read_pid(state_dir)})")
@@ -84,13 +94,31 @@ def start(state_dir: Path, max_run_hours: float, trainer_args: list[str], *, pro
         (state_dir / name).unlink(missing_ok=True)
     with open(state_dir / OUT_FILE, "ab") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "trainer.launchers.local.supervisor", "run", "--state-dir", str(state_dir),
-             "--max-run-hours", str(max_run_hours), "--processes", str(processes),
-             "--max-restarts", str(max_restarts), "--cores", str(cores),
-             *(["--cores-dir", str(cores_dir)] if cores_dir else []),
-             *(["--zone", zone, "--market", market] if market else []), "--", *trainer_args],
-            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-            start_new_session=True, close_fds=True,
+            [
+                sys.executable,
+                "-m",
+                "trainer.launchers.local.supervisor",
+                "run",
+                "--state-dir",
+                str(state_dir),
+                "--max-run-hours",
+                str(max_run_hours),
+                "--processes",
+                str(processes),
+                "--max-restarts",
+                str(max_restarts),
+                "--cores",
+                str(cores),
+                *(["--cores-dir", str(cores_dir)] if cores_dir else []),
+                *(["--zone", zone, "--market", market] if market else []),
+                "--",
+                *trainer_args,
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            close_fds=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
     (state_dir / PID_FILE).write_text(str(proc.pid))
@@ -133,8 +161,12 @@ def _launch(state_dir: Path, trainer_args: list[str], processes: int, cores: lis
     if cores:  # torch, OpenMP and the tokenizer workers size their pools from the affinity mask
         env = {**os.environ, "OMP_NUM_THREADS": str(max(1, len(cores) // processes))}
     # Its own process group, so a kill after the grace period reaches torchrun's ranks too.
-    child = subprocess.Popen(one_machine_command(processes, trainer_args), start_new_session=True, env=env,
-                             preexec_fn=(lambda: os.sched_setaffinity(0, cores)) if cores else None)
+    child = subprocess.Popen(
+        one_machine_command(processes, trainer_args),
+        start_new_session=True,
+        env=env,
+        preexec_fn=(lambda: os.sched_setaffinity(0, cores)) if cores else None,
+    )
     (state_dir / TRAINER_PID_FILE).write_text(str(child.pid))
     return child
 
@@ -150,7 +182,8 @@ def _wait_for_cores(ledger, want: int, args, stopping: dict, state_dir: Path, de
     """Claim `want` cores, queued (status PENDING, stage queued) while other local runs hold them.
     None: stopped, cancelled or out of time while waiting."""
     from trainer.launchers.local.cores import describe
-    from trainer.runfiles.status_file import QUEUED, RunStatus, read_status, run_key, write_status
+    from trainer.runfiles.keys import run_key
+    from trainer.runfiles.status_file import QUEUED, RunStatus, read_status, write_status
     from trainer.storage import open_bucket
 
     label = f"{args.lang} run {args.run_id}"
@@ -164,29 +197,44 @@ def _wait_for_cores(ledger, want: int, args, stopping: dict, state_dir: Path, de
         holders = ", ".join(f"{c.label} (cores {describe(list(c.cores))})" for c in ledger.holders())
         if holders != said:
             said = holders
-            message = (f"queued: waiting for {ledger.want(want)} of this machine's {len(ledger.cores)} cores, "
-                       f"held by {holders or 'a run that just ended'}; local runs never share cores")
+            message = (
+                f"queued: waiting for {ledger.want(want)} of this machine's {len(ledger.cores)} cores, "
+                f"held by {holders or 'a run that just ended'}; local runs never share cores"
+            )
             print(f"trainstack supervisor: {message}", flush=True)
             bucket = open_bucket(args.bucket)
             if read_status(bucket, args.lang, args.run_id) is None:
-                write_status(bucket, RunStatus(run_id=args.run_id, lang=args.lang, env=args.env, job=args.job,
-                                               stage=QUEUED))
+                write_status(
+                    bucket, RunStatus(run_id=args.run_id, lang=args.lang, env=args.env, job=args.job, stage=QUEUED)
+                )
             bucket.append(run_key(args.lang, args.run_id, "log.txt"), f"{message}\n".encode())
         time.sleep(1.0)
     return None
 
 
-def run(state_dir: Path, max_run_hours: float, trainer_args: list[str], *, processes: int = 1,
-        max_restarts: int = 3, cores: int = 0, cores_dir: Path | None = None, zone: str | None = None,
-        market: str | None = None) -> int:
+def run(
+    state_dir: Path,
+    max_run_hours: float,
+    trainer_args: list[str],
+    *,
+    processes: int = 1,
+    max_restarts: int = 3,
+    cores: int = 0,
+    cores_dir: Path | None = None,
+    zone: str | None = None,
+    market: str | None = None,
+) -> int:
     from trainer.launchers.local.cores import CoreLedger
     from trainer.launchers.local.market import Market
     from trainer.launchers.local.spot_vm import SpotVm
-    from trainer.runfiles.status_file import run_started_at
+    from trainer.runfiles.run_ids import run_started_at
 
     args = _run_args(trainer_args)
-    spot = SpotVm(Market.from_json(market, run_started_at(args.run_id) or time.time()), zone, state_dir, args) \
-        if market else None
+    spot = (
+        SpotVm(Market.from_json(market, run_started_at(args.run_id) or time.time()), zone, state_dir, args)
+        if market
+        else None
+    )
     deadline = time.monotonic() + max_run_hours * 3600
     stopping = {"signal": False, "child": None}
 
@@ -211,27 +259,41 @@ def run(state_dir: Path, max_run_hours: float, trainer_args: list[str], *, proce
             timed_out = time.monotonic() > deadline
             _end(state_dir, trainer_args, 1, timed_out=timed_out, max_run_hours=max_run_hours, queued=True)
             return 0
-        return _supervise(state_dir, max_run_hours, trainer_args, processes, max_restarts, pinned, args, deadline,
-                          stopping, spot)
+        return _supervise(
+            state_dir, max_run_hours, trainer_args, processes, max_restarts, pinned, args, deadline, stopping, spot
+        )
     finally:
         if ledger:
             ledger.release(args.run_id)
 
 
-def _supervise(state_dir: Path, max_run_hours: float, trainer_args: list[str], processes: int, max_restarts: int,
-               pinned: list[int] | None, args, deadline: float, stopping: dict, spot=None) -> int:
+def _supervise(
+    state_dir: Path,
+    max_run_hours: float,
+    trainer_args: list[str],
+    processes: int,
+    max_restarts: int,
+    pinned: list[int] | None,
+    args,
+    deadline: float,
+    stopping: dict,
+    spot=None,
+) -> int:
     from trainer.runfiles.status_file import read_status
     from trainer.storage import open_bucket
 
     timed_out, restarts = False, 0
     while True:
-        if spot is not None and not spot.wait_for_capacity(lambda: stopping["signal"] or (
-                state_dir / CANCEL_FILE).exists() or time.monotonic() > deadline):
+        if spot is not None and not spot.wait_for_capacity(
+            lambda: stopping["signal"] or (state_dir / CANCEL_FILE).exists() or time.monotonic() > deadline
+        ):
             if time.monotonic() > deadline:
                 _end(state_dir, trainer_args, 1, timed_out=True, max_run_hours=max_run_hours)
             else:  # no VM, no trainer: the run stays as it is (resumable) for whoever stopped it to say
-                print("trainstack supervisor: stopped while waiting for Spot capacity; the run is left resumable",
-                      flush=True)
+                print(
+                    "trainstack supervisor: stopped while waiting for Spot capacity; the run is left resumable",
+                    flush=True,
+                )
                 (state_dir / EXIT_FILE).write_text("0")
             return 0
         child = stopping["child"] = _launch(state_dir, trainer_args, processes, pinned)
@@ -261,15 +323,18 @@ def _supervise(state_dir: Path, max_run_hours: float, trainer_args: list[str], p
             break
         restarts += 1
         how = f"signal {-code}" if code < 0 else f"exit {code}"
-        print(f"trainstack supervisor: trainer interrupted ({how}); restarting it for run {args.run_id} "
-              f"(restart {restarts} of at most {max_restarts}), as the instance group recreates a preempted VM",
-              flush=True)
+        print(
+            f"trainstack supervisor: trainer interrupted ({how}); restarting it for run {args.run_id} "
+            f"(restart {restarts} of at most {max_restarts}), as the instance group recreates a preempted VM",
+            flush=True,
+        )
     _end(state_dir, trainer_args, code, timed_out=timed_out, max_run_hours=max_run_hours)
     return 0
 
 
-def _end(state_dir: Path, trainer_args: list[str], code, *, timed_out: bool, max_run_hours: float,
-         queued: bool = False) -> None:
+def _end(
+    state_dir: Path, trainer_args: list[str], code, *, timed_out: bool, max_run_hours: float, queued: bool = False
+) -> None:
     """The run's final word: FAILED with why, unless the trainer already wrote how it ended."""
     if timed_out:
         error = f"stopped after max_run_hours={max_run_hours:g}" + (" (queued for cores all along)" if queued else "")
@@ -312,8 +377,11 @@ def stop(state_dir: Path, timeout: float) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m trainer.launchers.local.supervisor", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m trainer.launchers.local.supervisor",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("action", choices=["start", "run", "stop"])
     parser.add_argument("--state-dir", type=Path, required=True, help="pid, output and exit files")
     parser.add_argument("--max-run-hours", type=float, default=6.0)
@@ -326,15 +394,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--market", help="the simulated Spot market, as JSON (trainer.launchers.local.market)")
     argv = list(sys.argv[1:] if argv is None else argv)
     cut = argv.index("--") if "--" in argv else len(argv)
-    args, rest = parser.parse_args(argv[:cut]), argv[cut + 1:]
+    args, rest = parser.parse_args(argv[:cut]), argv[cut + 1 :]
     if args.action == "start":
-        return start(args.state_dir, args.max_run_hours, rest, processes=args.processes,
-                     max_restarts=args.max_restarts, cores=args.cores, cores_dir=args.cores_dir, zone=args.zone,
-                     market=args.market)
+        return start(
+            args.state_dir,
+            args.max_run_hours,
+            rest,
+            processes=args.processes,
+            max_restarts=args.max_restarts,
+            cores=args.cores,
+            cores_dir=args.cores_dir,
+            zone=args.zone,
+            market=args.market,
+        )
     if args.action == "run":
-        return run(args.state_dir, args.max_run_hours, rest, processes=args.processes,
-                   max_restarts=args.max_restarts, cores=args.cores, cores_dir=args.cores_dir, zone=args.zone,
-                   market=args.market)
+        return run(
+            args.state_dir,
+            args.max_run_hours,
+            rest,
+            processes=args.processes,
+            max_restarts=args.max_restarts,
+            cores=args.cores,
+            cores_dir=args.cores_dir,
+            zone=args.zone,
+            market=args.market,
+        )
     return stop(args.state_dir, args.timeout)
 
 

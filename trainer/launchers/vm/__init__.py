@@ -8,6 +8,7 @@ rendezvous after an interruption on another node (several VMs), enforces
 max_run_hours, makes sure the run ends with a final status, and on node 0
 resizes its own managed instance group to 0 so nothing is billed afterwards.
 """
+
 from __future__ import annotations
 
 from datetime import datetime, timezone

@@ -11,6 +11,7 @@ Environment: GCE_METADATA_HOST (metadata server host[:port]), TRAINSTACK_COMPUTE
 VMs: how long to wait for rank 0's last status after torchrun fails, default 40) and
 TRAINSTACK_REJOIN_PAUSE_S (between two torchrun starts to rejoin the rendezvous, default 10).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,13 +26,17 @@ EXIT_AGENT_ERROR = TrainerExit.AGENT_ERROR  # startup.sh then stops the group it
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m trainer.launchers.vm", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m trainer.launchers.vm", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="action", required=True)
     run = sub.add_parser("run", help="run the trainer for this VM's node, then end the run and stop the group")
-    run.add_argument("--trainer-cmd", default=None,
-                     help="test hook: command replacing `python -m trainer` (or torchrun); "
-                          "the trainstack-args and --run-id ID are appended")
+    run.add_argument(
+        "--trainer-cmd",
+        default=None,
+        help="test hook: command replacing `python -m trainer` (or torchrun); "
+        "the trainstack-args and --run-id ID are appended",
+    )
     sub.add_parser("stop-group", help="resize this VM's managed instance group to 0")
     fail = sub.add_parser("fail", help="mark the run FAILED (unless it ended), then stop the group")
     fail.add_argument("reason", help="the error recorded in status.json")

@@ -18,10 +18,8 @@ torchrun gives up instead (node 0, the rendezvous host, was the one preempted),
 the agent starts it again to rejoin, until the run has been interrupted more
 than max_restarts times or the nodes have not met again within the join timeout
 (the rule: trainer.launchers.interruptions).
-
-Size: over 300 lines because every way out of a VM's run (success, failure, deadline, preemption,
-rejoin, rescue of unuploaded files, stopping the group) must be read together: each ends the run once.
 """
+
 from __future__ import annotations
 
 import json
@@ -38,14 +36,15 @@ from datetime import datetime
 from trainer.errors import TrainerExit
 from trainer.launchers.interruptions import checkpointed, interruption, restarts_exhausted
 from trainer.launchers.trainer_process import GRACE_S
-from trainer.runfiles.status_file import FAILED, SUCCEEDED, RunStatus, mark_failed, read_status, run_key
-from trainer.storage import open_bucket
 from trainer.launchers.vm import log
 from trainer.launchers.vm.group import stop_group
 from trainer.launchers.vm.hardware import probe, problem
 from trainer.launchers.vm.kept import rescue
 from trainer.launchers.vm.metadata import MetadataClient, MetadataError
 from trainer.launchers.vm.spec import JOIN_TIMEOUT_S, VmSpec, build_command, command_env, node_rank
+from trainer.runfiles.keys import run_key
+from trainer.runfiles.status_file import FAILED, SUCCEEDED, RunStatus, mark_failed, read_status
+from trainer.storage import open_bucket
 
 EXIT_SIGNALLED, EXIT_DEADLINE = TrainerExit.INTERRUPTED, TrainerExit.DEADLINE
 # Rank 0 may live on another node and still be saving when torchrun here gives up.
@@ -146,7 +145,8 @@ def _epoch(iso: str | None) -> float | None:
 def end_reason(spec: VmSpec, status: RunStatus, now: float) -> str | None:
     """Why an interrupted multi-node run must end rather than rejoin the rendezvous (None: rejoin).
 
-    The count is the run's (trainer.launchers.interruptions.interruption), whichever node was preempted and whoever counts.
+    The count is the run's (trainer.launchers.interruptions.interruption), whichever node was preempted and whoever
+    counts.
     """
     count = interruption(status)
     exhausted = restarts_exhausted(count, spec.max_restarts)
@@ -154,8 +154,10 @@ def end_reason(spec: VmSpec, status: RunStatus, now: float) -> str | None:
         return exhausted
     since = _epoch(status.updated_at)
     if since is not None and now - since > JOIN_TIMEOUT_S:
-        return (f"the {spec.nodes} nodes did not meet again within {JOIN_TIMEOUT_S // 60} min of "
-                f"interruption {count} (a preempted VM not recreated: Spot capacity?)")
+        return (
+            f"the {spec.nodes} nodes did not meet again within {JOIN_TIMEOUT_S // 60} min of "
+            f"interruption {count} (a preempted VM not recreated: Spot capacity?)"
+        )
     return None
 
 
@@ -195,16 +197,22 @@ def run_trainer(spec: VmSpec, rank: int, launcher: list[str] | None, fwd: Forwar
         if not checkpointed(status):
             return replace(outcome, error=_failure(outcome, spec, status))
         if spec.nodes == 1:
-            return replace(outcome, error=(
-                f"the trainer stopped as interrupted (exit {outcome.code}) but no SIGTERM reached this VM's "
-                "agent: not a preemption, so nothing would resume it (see log.txt)"))
+            return replace(
+                outcome,
+                error=(
+                    f"the trainer stopped as interrupted (exit {outcome.code}) but no SIGTERM reached this VM's "
+                    "agent: not a preemption, so nothing would resume it (see log.txt)"
+                ),
+            )
         error = end_reason(spec, status, time.time())
         if error:
             return replace(outcome, error=error)
         # torchrun gives up without restarting when the rendezvous store (node 0's torchrun)
         # went away: start it again to meet the recreated node 0.
-        log(f"the run was interrupted elsewhere and torchrun gave up (exit {outcome.code}): "
-            f"rejoining the rendezvous on {spec.base_name}-0")
+        log(
+            f"the run was interrupted elsewhere and torchrun gave up (exit {outcome.code}): "
+            f"rejoining the rendezvous on {spec.base_name}-0"
+        )
         if fwd.sleep(_env_s("TRAINSTACK_REJOIN_PAUSE_S", REJOIN_PAUSE_S)):
             return Outcome(EXIT_SIGNALLED, signalled=True)
 
@@ -263,12 +271,20 @@ def going_away(md: MetadataClient) -> str | None:
 def record_instance(md: MetadataClient, spec: VmSpec, name: str, rank: int) -> None:
     """One record per boot under <run>/metadata/instances/: which VMs ran the run (and preemptions)."""
     now = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    record = {"name": name, "id": md.get("instance/id"), "zone": spec.zone, "rank": rank,
-              "machine_type": (md.get("instance/machine-type") or "").rsplit("/", 1)[-1] or None,
-              "image": md.attribute("trainstack-image"), "booted_at": now}
+    record = {
+        "name": name,
+        "id": md.get("instance/id"),
+        "zone": spec.zone,
+        "rank": rank,
+        "machine_type": (md.get("instance/machine-type") or "").rsplit("/", 1)[-1] or None,
+        "image": md.attribute("trainstack-image"),
+        "booted_at": now,
+    }
     try:
-        open_bucket(spec.bucket).write_bytes(run_key(spec.lang, spec.run_id, f"metadata/instances/{name}/{now}.json"),
-                                             json.dumps(record, indent=2).encode())
+        open_bucket(spec.bucket).write_bytes(
+            run_key(spec.lang, spec.run_id, f"metadata/instances/{name}/{now}.json"),
+            json.dumps(record, indent=2).encode(),
+        )
     except Exception as exc:  # a missing record must never stop a run
         log(f"could not record this instance in the run's metadata: {exc}")
 
@@ -278,9 +294,11 @@ def run_agent(md: MetadataClient, launcher: list[str] | None = None) -> int:
     spec = VmSpec.from_metadata(md)
     name = md.get("instance/name") or socket.gethostname()
     rank = node_rank(spec, name, md.attribute("trainstack-rank"))
-    log(f"run {spec.run_id} ({spec.lang}, env {spec.env}) on {name}: node {rank} of {spec.nodes}, "
+    log(
+        f"run {spec.run_id} ({spec.lang}, env {spec.env}) on {name}: node {rank} of {spec.nodes}, "
         f"{spec.gpus_per_node} GPU(s) per node, max_run_hours={spec.max_run_hours:g}"
-        + (f", max_restarts={spec.max_restarts}" if spec.nodes > 1 else ""))
+        + (f", max_restarts={spec.max_restarts}" if spec.nodes > 1 else "")
+    )
     record_instance(md, spec, name, rank)
     status = read_status(open_bucket(spec.bucket), spec.lang, spec.run_id)
     if status is not None and status.terminal:
@@ -315,8 +333,10 @@ def run_agent(md: MetadataClient, launcher: list[str] | None = None) -> int:
         if why:
             # Before any SIGTERM reached us (dockerd stopping first, or the trainer dying with
             # the network): an interruption, not a failure. The next VM resumes the run.
-            log(f"trainer exited with code {outcome.code} ({why}): counted as an interruption; "
-                "group left as is, the run resumes on the next VM")
+            log(
+                f"trainer exited with code {outcome.code} ({why}): counted as an interruption; "
+                "group left as is, the run resumes on the next VM"
+            )
             return EXIT_SIGNALLED
     if rank != 0 and outcome.code == 0 and not outcome.timed_out:
         # A worker may finish before node 0 has written SUCCEEDED: node 0 owns the final status.

@@ -4,6 +4,7 @@
 recorded API (tests) with anonymous credentials; on a VM the client uses the
 instance's service account.
 """
+
 from __future__ import annotations
 
 import os

@@ -5,6 +5,7 @@ trains on its vCPUs at GPU prices until max_run_hours: torch.cuda.is_available()
 and the trainer falls back to the CPU (trainer/runtime/distributed.py). Container-Optimized OS has no
 NVIDIA container toolkit, so the image's NVIDIA_REQUIRE_CUDA check never runs there.
 """
+
 from __future__ import annotations
 
 import json
@@ -50,8 +51,9 @@ def _driver_version() -> str | None:
     if exe is None:
         return None
     try:
-        done = subprocess.run([exe, "--query-gpu=driver_version", "--format=csv,noheader"],
-                              capture_output=True, text=True, timeout=60)
+        done = subprocess.run(
+            [exe, "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True, text=True, timeout=60
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     versions = [line.strip() for line in done.stdout.splitlines() if line.strip()]
@@ -68,14 +70,20 @@ def _major(version: str | None) -> int | None:
 def problem(hardware: Hardware, expected_gpus: int, min_driver: int = MIN_DRIVER) -> str | None:
     """One line naming what was found and the setting to change, or None when the node can train."""
     major = _major(hardware.driver)
-    fix_driver = (f"set defaults.gpu_driver to latest, R{min_driver} or a {min_driver}.x version (cos-extensions), "
-                  "or boot a newer image (boot_image: the cos-stable family)")
+    fix_driver = (
+        f"set defaults.gpu_driver to latest, R{min_driver} or a {min_driver}.x version (cos-extensions), "
+        "or boot a newer image (boot_image: the cos-stable family)"
+    )
     if major is not None and major < min_driver:
-        return (f"NVIDIA driver {hardware.driver} on this VM is older than the {min_driver} the trainer image's "
-                f"CUDA 13 needs, so training would run on the CPU; {fix_driver}")
+        return (
+            f"NVIDIA driver {hardware.driver} on this VM is older than the {min_driver} the trainer image's "
+            f"CUDA 13 needs, so training would run on the CPU; {fix_driver}"
+        )
     if hardware.gpus < expected_gpus:
         found = f"driver {hardware.driver}" if hardware.driver else "no NVIDIA driver answered nvidia-smi"
-        return (f"the trainer sees {hardware.gpus} of the {expected_gpus} GPU(s) this node was created with "
-                f"({found}), so training would run on the CPU; check the start-up script's driver install in the "
-                f"serial console or Cloud Logging, and {fix_driver}")
+        return (
+            f"the trainer sees {hardware.gpus} of the {expected_gpus} GPU(s) this node was created with "
+            f"({found}), so training would run on the CPU; check the start-up script's driver install in the "
+            f"serial console or Cloud Logging, and {fix_driver}"
+        )
     return None

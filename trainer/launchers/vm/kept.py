@@ -6,14 +6,16 @@ VM as soon as node 0 resizes the group to zero. The agent copies it first, with 
 policy's own retries, to `kept_bucket` (the env's config: another bucket, for when the run's bucket
 is the one refusing) or else to `<lang>/runs/<run-id>/kept/<node>/` of the run's bucket.
 """
+
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from trainer.runfiles.status_file import KEPT_MARK, read_status, run_key, write_status
-from trainer.storage import open_bucket
 from trainer.launchers.vm import log
+from trainer.runfiles.keys import KEPT_MARK, run_key
+from trainer.runfiles.status_file import read_status, write_status
+from trainer.storage import open_bucket
 
 WORK_ROOT = "/home/trainer/work"  # the trainer image's home (WORKDIR), writable by its user
 WORK_ROOT_ENV = "TRAINSTACK_WORK_ROOT"  # tests
@@ -44,8 +46,10 @@ def rescue(spec, node: str) -> str | None:
             bucket.upload(path, f"{base}/{path.relative_to(root).as_posix()}")
         where = bucket.url(base)
     except Exception as exc:  # the VM is about to go: say what is lost and why, never hide the run's end
-        log(f"could not copy the kept work folder {root} ({len(files)} files): {exc}; it is lost with this VM "
-            "(set kept_bucket in the env to a bucket the trainer account may write)")
+        log(
+            f"could not copy the kept work folder {root} ({len(files)} files): {exc}; it is lost with this VM "
+            "(set kept_bucket in the env to a bucket the trainer account may write)"
+        )
         return None
     log(f"the run's files that never reached the bucket ({len(files)} in {root}) are copied to {where}")
     try:

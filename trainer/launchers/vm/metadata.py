@@ -4,6 +4,7 @@ The host is `GCE_METADATA_HOST` (else the older `GCE_METADATA_ROOT`, else
 metadata.google.internal), the same variables google-auth honours, so tests
 can point it at 127.0.0.1:PORT.
 """
+
 from __future__ import annotations
 
 import os

@@ -1,4 +1,5 @@
 """What this VM has to run, read from the instance metadata the train stack writes."""
+
 from __future__ import annotations
 
 import json
@@ -7,9 +8,9 @@ import time
 from dataclasses import dataclass
 
 from trainer.launchers.trainer_process import TORCHRUN, one_machine_command
-from trainer.runfiles.status_file import run_started_at
 from trainer.launchers.vm import log
 from trainer.launchers.vm.metadata import MetadataClient, MetadataError
+from trainer.runfiles.run_ids import run_started_at
 
 RDZV_PORT = 29500  # node 0's torchrun hosts the c10d rendezvous store here
 # How long torchrun waits for all nodes to (re)join: a preempted Spot VM comes back through
@@ -51,13 +52,21 @@ class VmSpec:
         return {
             **({"trainstack-gpu-driver": self.gpu_driver} if self.gpu_driver else {}),
             **({"trainstack-kept-bucket": self.kept_bucket} if self.kept_bucket else {}),
-            "trainstack-image": self.image, "trainstack-run-id": self.run_id,
+            "trainstack-image": self.image,
+            "trainstack-run-id": self.run_id,
             "trainstack-args": json.dumps(list(self.args)),
-            "trainstack-lang": self.lang, "trainstack-env": self.env, "trainstack-bucket": self.bucket,
-            "trainstack-nodes": str(self.nodes), "trainstack-gpus-per-node": str(self.gpus_per_node),
-            "trainstack-shm-size": self.shm_size, "trainstack-docker-flags": json.dumps(list(self.docker_flags)),
-            "trainstack-max-run-hours": f"{self.max_run_hours:g}", "trainstack-max-restarts": str(self.max_restarts),
-            "trainstack-project": self.project, "trainstack-zone": self.zone, "trainstack-mig": self.mig,
+            "trainstack-lang": self.lang,
+            "trainstack-env": self.env,
+            "trainstack-bucket": self.bucket,
+            "trainstack-nodes": str(self.nodes),
+            "trainstack-gpus-per-node": str(self.gpus_per_node),
+            "trainstack-shm-size": self.shm_size,
+            "trainstack-docker-flags": json.dumps(list(self.docker_flags)),
+            "trainstack-max-run-hours": f"{self.max_run_hours:g}",
+            "trainstack-max-restarts": str(self.max_restarts),
+            "trainstack-project": self.project,
+            "trainstack-zone": self.zone,
+            "trainstack-mig": self.mig,
             "trainstack-base-name": self.base_name,
         }
 
@@ -77,16 +86,28 @@ class VmSpec:
             if not isinstance(value, list) or not all(isinstance(a, str) for a in value):
                 raise MetadataError(f"trainstack-{key} must be a JSON list of strings")
         if nodes < 1 or gpus < 1 or hours <= 0 or restarts < 0:
-            raise MetadataError(f"nodes={nodes}, gpus-per-node={gpus}, max-run-hours={hours:g} must be positive "
-                                f"and max-restarts={restarts} not negative")
+            raise MetadataError(
+                f"nodes={nodes}, gpus-per-node={gpus}, max-run-hours={hours:g} must be positive "
+                f"and max-restarts={restarts} not negative"
+            )
         return cls(
-            run_id=md.require("trainstack-run-id"), lang=md.require("trainstack-lang"),
-            env=md.require("trainstack-env"), bucket=md.require("trainstack-bucket"), args=args,
-            nodes=nodes, gpus_per_node=gpus, max_run_hours=hours, project=md.require("trainstack-project"),
-            zone=md.require("trainstack-zone"), mig=md.require("trainstack-mig"),
-            base_name=(md.attribute("trainstack-base-name") or "").strip(), max_restarts=restarts,
-            image=md.attribute("trainstack-image") or "", shm_size=md.attribute("trainstack-shm-size") or "",
-            docker_flags=tuple(flags), gpu_driver=md.attribute("trainstack-gpu-driver"),
+            run_id=md.require("trainstack-run-id"),
+            lang=md.require("trainstack-lang"),
+            env=md.require("trainstack-env"),
+            bucket=md.require("trainstack-bucket"),
+            args=args,
+            nodes=nodes,
+            gpus_per_node=gpus,
+            max_run_hours=hours,
+            project=md.require("trainstack-project"),
+            zone=md.require("trainstack-zone"),
+            mig=md.require("trainstack-mig"),
+            base_name=(md.attribute("trainstack-base-name") or "").strip(),
+            max_restarts=restarts,
+            image=md.attribute("trainstack-image") or "",
+            shm_size=md.attribute("trainstack-shm-size") or "",
+            docker_flags=tuple(flags),
+            gpu_driver=md.attribute("trainstack-gpu-driver"),
             kept_bucket=md.attribute("trainstack-kept-bucket") or None,
         )
 
@@ -113,8 +134,10 @@ def node_rank(spec: VmSpec, instance_name: str, rank_attr: str | None = None) ->
     else:
         match = re.fullmatch(re.escape(spec.base_name) + r"-(\d+)", instance_name.split(".")[0])
         if not spec.base_name or not match:
-            raise MetadataError(f"cannot tell the node rank of {instance_name!r}: expected "
-                                f"'{spec.base_name or '<trainstack-base-name>'}-<rank>'")
+            raise MetadataError(
+                f"cannot tell the node rank of {instance_name!r}: expected "
+                f"'{spec.base_name or '<trainstack-base-name>'}-<rank>'"
+            )
         rank = int(match.group(1))
     if rank >= spec.nodes:
         raise MetadataError(f"node rank {rank} is not below trainstack-nodes={spec.nodes}")
@@ -143,9 +166,25 @@ def build_command(spec: VmSpec, rank: int, launcher: list[str] | None = None) ->
     # c10d ignores --node-rank (it ranks nodes itself); ours only says who hosts the store,
     # explicitly rather than by torch's hostname guess.
     conf = f"join_timeout={JOIN_TIMEOUT_S},is_host={int(rank == 0)}"
-    return [*TORCHRUN, "--rdzv-backend", "c10d", "--rdzv-endpoint", f"{spec.base_name}-0:{RDZV_PORT}",
-            "--rdzv-id", spec.run_id, "--rdzv-conf", conf, "--nnodes", str(spec.nodes), *procs,
-            "--max-restarts", str(spec.max_restarts), "-m", "trainer", *tail]
+    return [
+        *TORCHRUN,
+        "--rdzv-backend",
+        "c10d",
+        "--rdzv-endpoint",
+        f"{spec.base_name}-0:{RDZV_PORT}",
+        "--rdzv-id",
+        spec.run_id,
+        "--rdzv-conf",
+        conf,
+        "--nnodes",
+        str(spec.nodes),
+        *procs,
+        "--max-restarts",
+        str(spec.max_restarts),
+        "-m",
+        "trainer",
+        *tail,
+    ]
 
 
 def command_env(spec: VmSpec) -> dict[str, str]:

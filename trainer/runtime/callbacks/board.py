@@ -1,5 +1,6 @@
 """TensorBoard curves: each epoch's figures (as its log line has them), its learning rate and, in LM stages,
 tokens/s; named and stepped as MLflow's mirror names them (trainer/runfiles/curves.py)."""
+
 from __future__ import annotations
 
 import time

@@ -1,4 +1,5 @@
 """Exact-resume checkpoints: every epoch, every few minutes, and on SIGTERM."""
+
 from __future__ import annotations
 
 import time

@@ -1,5 +1,6 @@
 """What every trainer callback shares: the fitter's `Phase`, the skipped-epoch test, and `place`, which
 turns run_after / run_before into the `order` fastai's Learner sorts callbacks by."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -37,7 +38,9 @@ NO_PHASE = Phase("", 0, 1, 0, 0, saves_done=False)  # what a callback knows befo
 
 def _relations(cls, attr: str, ours: dict) -> list:
     value = getattr(cls, attr, None) or ()
-    return [ours.get(v, v) if isinstance(v, str) else v for v in (value if isinstance(value, (tuple, list)) else (value,))]
+    return [
+        ours.get(v, v) if isinstance(v, str) else v for v in (value if isinstance(value, (tuple, list)) else (value,))
+    ]
 
 
 def place(*classes: type) -> None:
@@ -47,9 +50,12 @@ def place(*classes: type) -> None:
     orders: dict[type, float] = {}
     pending = list(classes)
     while pending:
-        ready = [cls for cls in pending
-                 if all(a in orders or a not in ours.values() for a in _relations(cls, "run_after", ours))
-                 and not any(cls in _relations(other, "run_before", ours) for other in pending if other is not cls)]
+        ready = [
+            cls
+            for cls in pending
+            if all(a in orders or a not in ours.values() for a in _relations(cls, "run_after", ours))
+            and not any(cls in _relations(other, "run_before", ours) for other in pending if other is not cls)
+        ]
         if not ready:
             raise RuntimeError(f"callbacks with circular run_after/run_before: {[c.__name__ for c in pending]}")
         for cls in ready:
@@ -61,6 +67,8 @@ def place(*classes: type) -> None:
         for before in _relations(cls, "run_before", ours):
             limit = orders.get(before, getattr(before, "order", 0))
             if order >= limit:
-                raise RuntimeError(f"{cls.__name__} must run before {before.__name__} (order {limit}), "
-                                   f"but runs after what it follows (order {order})")
+                raise RuntimeError(
+                    f"{cls.__name__} must run before {before.__name__} (order {limit}), "
+                    f"but runs after what it follows (order {order})"
+                )
         cls.order = order

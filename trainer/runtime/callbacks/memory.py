@@ -1,4 +1,5 @@
 """Bounded memory: freed heap pages go back to the OS during training."""
+
 from __future__ import annotations
 
 from fastai.callback.core import Callback
@@ -8,7 +9,8 @@ from trainer.runtime.callbacks.progress import BatchProgressCallback
 
 
 class HeapTrimCallback(Callback):
-    """Returns freed heap pages to the OS every `every` training batches, so memory stays bounded (see trainer.job.heap)."""
+    """Returns freed heap pages to the OS every `every` training batches, so memory stays bounded (see
+    trainer.runtime.heap)."""
 
     run_after = BatchProgressCallback  # last: nothing after it in the batch allocates
 

@@ -1,4 +1,5 @@
 """What a follower sees: a log line per epoch, status.json after every epoch, batch progress and ETAs inside one."""
+
 from __future__ import annotations
 
 import math
@@ -8,7 +9,7 @@ from fastai.callback.core import Callback
 from fastai.callback.schedule import ParamScheduler
 from fastai.learner import Recorder
 
-from trainer.runfiles.status_file import duration
+from trainer.runfiles.durations import duration
 from trainer.runtime.callbacks.core import NO_PHASE, Phase, skipped
 from trainer.runtime.runlog import RunLog
 
@@ -44,7 +45,8 @@ class EpochLogCallback(Callback):
 
 
 class StatusCallback(Callback):
-    """Writes stage, epoch and the epoch's figures to status.json after every epoch so followers see progress (rank 0)."""
+    """Writes stage, epoch and the epoch's figures to status.json after every epoch so followers see progress (rank
+    0)."""
 
     run_after = EpochLogCallback  # the epoch's line is in log.txt (and `history`) before followers see the epoch
 
@@ -59,8 +61,10 @@ class StatusCallback(Callback):
         if skipped(self.learn, self.epoch):
             return
         last = self.history[-1] if self.history else {}
-        self.log.update(epoch=self.offset + self.epoch + 1,
-                        last_epoch={k: v for k, v in last.items() if k not in ("stage", "phase", "epoch")} or None)
+        self.log.update(
+            epoch=self.offset + self.epoch + 1,
+            last_epoch={k: v for k, v in last.items() if k not in ("stage", "phase", "epoch")} or None,
+        )
 
 
 # A validation batch (forward only) before one has been timed in the stage, as a share of a training
@@ -69,7 +73,8 @@ VALID_SHARE = 0.8
 
 
 class BatchProgressCallback(Callback):
-    """Inside an epoch: batch, tokens/s and ETAs (validation included) in log.txt and status.json every `every_s` s (rank 0)."""
+    """Inside an epoch: batch, tokens/s and ETAs (validation included) in log.txt and status.json every `every_s` s
+    (rank 0)."""
 
     run_after = "CheckpointCallback"  # the same batch's save is done: an ETA never counts a save it has not seen
 
@@ -112,17 +117,27 @@ class BatchProgressCallback(Callback):
         self.last, self.shown = now, True
         per_batch = (now - self.started) / self.batches
         epoch = self.offset + self.epoch + 1
-        # each epoch ends with a pass over the validation rows (a pretrain's held-out lines: 10-20 % of a 1M-token epoch here)
+        # each epoch ends with a pass over the validation rows (a pretrain's held-out lines: 10-20 % of a 1M-token
+        # epoch here)
         valid = len(self.dls.valid) * (self.valid_per_batch or VALID_SHARE * per_batch)
         eta_epoch = (self.n_iter - self.iter - 1) * per_batch + valid
         eta_stage = eta_epoch + (self.total - epoch) * (self.n_iter * per_batch + valid)
         rate = self.tokens / max(now - self.started, 1e-9)
-        self.log.line(f"{self.stage} epoch {epoch}/{self.total}: batch {self.iter + 1:,}/{self.n_iter:,} "
-                      f"({100 * (self.iter + 1) / self.n_iter:.0f}%), {rate:,.0f} tokens/s, epoch ETA "
-                      f"{duration(eta_epoch)}" + (f", stage ETA {duration(eta_stage)}" if eta_stage > eta_epoch else ""))
-        self.log.update(progress={"epoch": epoch, "batch": self.iter + 1, "batches": self.n_iter,
-                                  "tokens_per_s": round(rate), "eta_s": round(eta_epoch),
-                                  "stage_eta_s": round(eta_stage)})
+        self.log.line(
+            f"{self.stage} epoch {epoch}/{self.total}: batch {self.iter + 1:,}/{self.n_iter:,} "
+            f"({100 * (self.iter + 1) / self.n_iter:.0f}%), {rate:,.0f} tokens/s, epoch ETA "
+            f"{duration(eta_epoch)}" + (f", stage ETA {duration(eta_stage)}" if eta_stage > eta_epoch else "")
+        )
+        self.log.update(
+            progress={
+                "epoch": epoch,
+                "batch": self.iter + 1,
+                "batches": self.n_iter,
+                "tokens_per_s": round(rate),
+                "eta_s": round(eta_epoch),
+                "stage_eta_s": round(eta_stage),
+            }
+        )
 
     def _clear(self):
         if self.shown:  # progress is read as "inside an epoch": stale once the epoch or the fit ends

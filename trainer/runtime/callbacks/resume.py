@@ -1,7 +1,8 @@
 """Exact resume: a fit put back where its checkpoint left it (RNG states, batch, an LM's hidden state)."""
+
 from __future__ import annotations
 
-from fastai.callback.core import CancelBatchException, Callback, TrainEvalCallback
+from fastai.callback.core import Callback, CancelBatchException, TrainEvalCallback
 from fastai.learner import Recorder
 
 from trainer.runtime import distributed as D
@@ -32,7 +33,9 @@ class ResumeCallback(Callback):
 
     run_after, run_before = TrainEvalCallback, Recorder  # pct_train is set for the epoch; no batch recorded yet
 
-    def __init__(self, epoch: int, batch: int, rng_epoch: dict | None, rng_now: dict | None, hidden: list | None = None):
+    def __init__(
+        self, epoch: int, batch: int, rng_epoch: dict | None, rng_now: dict | None, hidden: list | None = None
+    ):
         self.epoch_at, self.batch_at, self.rng_epoch, self.rng_now = epoch, batch, rng_epoch, rng_now
         self.hidden = hidden
         self.active = True

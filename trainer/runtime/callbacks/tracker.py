@@ -1,4 +1,5 @@
 """The best epoch by validation loss, and early stopping once it is stale (fastai's callback/tracker.py, for stages)."""
+
 from __future__ import annotations
 
 import math
@@ -35,7 +36,8 @@ class BestEpochCallback(Callback):
 
 
 class PatienceCallback(Callback):
-    """Stops the stage's fit once `stale()` epochs passed without a lower validation loss (after the epoch's checkpoint)."""
+    """Stops the stage's fit once `stale()` epochs passed without a lower validation loss (after the epoch's
+    checkpoint)."""
 
     run_after = "CheckpointCallback"  # the epoch is saved first: a resume finds it
 
@@ -51,7 +53,7 @@ class PatienceCallback(Callback):
         if skipped(self.learn, self.epoch) or self.patience <= 0:
             return
         epoch = self.offset + self.epoch + 1
-        # Only rank 0 validates (trainer.distributed): it decides, every rank stops at the same epoch.
+        # Only rank 0 validates (trainer.runtime.distributed): it decides, every rank stops at the same epoch.
         stale = self.stale(self.stage, epoch) >= self.patience if self.ctx.main else None
         if D.broadcast(self.ctx, stale):
             self.stopped = epoch

@@ -1,11 +1,26 @@
 """ProjectServices: the Google APIs the stacks and the trainer call, enabled on the project."""
+
 from __future__ import annotations
 
-from stacks.targets.gcp.cdk_google import ProjectService
 from constructs import Construct
 
-APIS = ("compute", "storage", "artifactregistry", "iam", "logging", "monitoring", "cloudbuild",
-        "cloudquotas", "iamcredentials", "sts", "cloudresourcemanager", "serviceusage", "cloudbilling")
+from stacks.targets.gcp.cdk_google import ProjectService
+
+APIS = (
+    "compute",
+    "storage",
+    "artifactregistry",
+    "iam",
+    "logging",
+    "monitoring",
+    "cloudbuild",
+    "cloudquotas",
+    "iamcredentials",
+    "sts",
+    "cloudresourcemanager",
+    "serviceusage",
+    "cloudbilling",
+)
 
 
 class ProjectServices(Construct):
@@ -15,9 +30,13 @@ class ProjectServices(Construct):
         super().__init__(scope, id)
         self.services = {
             api: ProjectService(
-                self, api, project=project, service=f"{api}.googleapis.com",
+                self,
+                api,
+                project=project,
+                service=f"{api}.googleapis.com",
                 # Turning an API off on destroy would break everything else in the project.
-                disable_on_destroy=False, disable_dependent_services=False,
+                disable_on_destroy=False,
+                disable_dependent_services=False,
             )
             for api in apis
         }

@@ -1,13 +1,20 @@
 """TrainerIdentity: the service account the training VMs run as, and nothing more than it needs."""
+
 from __future__ import annotations
 
-from stacks.cdk import ITerraformDependable
-from stacks.targets.gcp.cdk_google import (
-    ArtifactRegistryRepository, ArtifactRegistryRepositoryIamMember, ProjectIamCustomRole, ProjectIamMember,
-    ServiceAccount, StorageBucket, StorageBucketIamMember)
 from constructs import Construct
 
+from stacks.cdk import ITerraformDependable
 from stacks.naming import RESIZER_ROLE, TRAINER_SA, group_prefix
+from stacks.targets.gcp.cdk_google import (
+    ArtifactRegistryRepository,
+    ArtifactRegistryRepositoryIamMember,
+    ProjectIamCustomRole,
+    ProjectIamMember,
+    ServiceAccount,
+    StorageBucket,
+    StorageBucketIamMember,
+)
 
 # What the stop path calls: instanceGroupManagers.resize (trainer/launchers/vm/group.py, and
 # startup.sh's POST .../resize), which checks update on the group only; the instance deletions
@@ -39,8 +46,10 @@ def groups_of(env: str) -> str:
     earlier reading of Google's list for instance group managers), the grant stands as before, so a VM
     can always stop its own billing; where it gives one, only the env's groups pass.
     """
-    return (f'resource.name == "" || '
-            f'resource.name.extract("/instanceGroupManagers/{{name}}").startsWith("{group_prefix(env)}")')
+    return (
+        f'resource.name == "" || '
+        f'resource.name.extract("/instanceGroupManagers/{{name}}").startsWith("{group_prefix(env)}")'
+    )
 
 
 class TrainerIdentity(Construct):
@@ -58,50 +67,106 @@ class TrainerIdentity(Construct):
     Troubleshooter whether the resize of each group is granted (stacks/targets/gcp/access.py).
     """
 
-    def __init__(self, scope: Construct, id: str, *, project: str, env: str, bucket: StorageBucket,
-                 repository: ArtifactRegistryRepository, languages: list[str],
-                 depends_on: list[ITerraformDependable] | None = None) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        project: str,
+        env: str,
+        bucket: StorageBucket,
+        repository: ArtifactRegistryRepository,
+        languages: list[str],
+        depends_on: list[ITerraformDependable] | None = None,
+    ) -> None:
         super().__init__(scope, id)
         self.account = ServiceAccount(
-            self, "account", project=project, account_id=TRAINER_SA, display_name="trainstack trainer VMs",
+            self,
+            "account",
+            project=project,
+            account_id=TRAINER_SA,
+            display_name="trainstack trainer VMs",
             description="Runs the trainer container; reads/writes its languages' prefixes, stops its own group",
             depends_on=depends_on,
         )
         member = f"serviceAccount:{self.account.email}"
         self.resize_role = ProjectIamCustomRole(
-            self, "resize_role", project=project, role_id=RESIZER_ROLE, title="trainstack group resizer",
+            self,
+            "resize_role",
+            project=project,
+            role_id=RESIZER_ROLE,
+            title="trainstack group resizer",
             description="Lets a training VM resize its environment's managed instance groups (to zero)",
             permissions=RESIZE_PERMISSIONS,
         )
         name = bucket.name_input  # the literal name: conditions compare strings, not references
         self.bucket_grants = [
             # objects.list is checked on the bucket: names are visible, contents are not.
-            StorageBucketIamMember(self, "bucket_lister", bucket=bucket.name, role="roles/storage.objectViewer",
-                                   member=member, condition={
-                                       "title": "list the bucket", "description": "objects.list only",
-                                       "expression": f'resource.type == "{BUCKET}"'}),
+            StorageBucketIamMember(
+                self,
+                "bucket_lister",
+                bucket=bucket.name,
+                role="roles/storage.objectViewer",
+                member=member,
+                condition={
+                    "title": "list the bucket",
+                    "description": "objects.list only",
+                    "expression": f'resource.type == "{BUCKET}"',
+                },
+            )
         ]
         for lang in languages:
             self.bucket_grants += [
                 StorageBucketIamMember(
-                    self, f"{lang}_writer", bucket=bucket.name, role="roles/storage.objectUser", member=member,
-                    condition={"title": f"{lang} run outputs", "description": f"{lang}/runs, lm, cache",
-                               "expression": objects_under(name, [f"{lang}/{p}" for p in WRITE_PREFIXES])}),
-                StorageBucketIamMember(
-                    self, f"{lang}_data_reader", bucket=bucket.name, role="roles/storage.objectViewer",
+                    self,
+                    f"{lang}_writer",
+                    bucket=bucket.name,
+                    role="roles/storage.objectUser",
                     member=member,
-                    condition={"title": f"{lang} data", "description": f"{lang}/data",
-                               "expression": objects_under(name, [f"{lang}/{p}" for p in READ_PREFIXES])}),
+                    condition={
+                        "title": f"{lang} run outputs",
+                        "description": f"{lang}/runs, lm, cache",
+                        "expression": objects_under(name, [f"{lang}/{p}" for p in WRITE_PREFIXES]),
+                    },
+                ),
+                StorageBucketIamMember(
+                    self,
+                    f"{lang}_data_reader",
+                    bucket=bucket.name,
+                    role="roles/storage.objectViewer",
+                    member=member,
+                    condition={
+                        "title": f"{lang} data",
+                        "description": f"{lang}/data",
+                        "expression": objects_under(name, [f"{lang}/{p}" for p in READ_PREFIXES]),
+                    },
+                ),
             ]
         self.grants = [
             *self.bucket_grants,
             ArtifactRegistryRepositoryIamMember(
-                self, "registry_reader", project=project, location=repository.location,
-                repository=repository.name, role="roles/artifactregistry.reader", member=member),
+                self,
+                "registry_reader",
+                project=project,
+                location=repository.location,
+                repository=repository.name,
+                role="roles/artifactregistry.reader",
+                member=member,
+            ),
             ProjectIamMember(self, "log_writer", project=project, role="roles/logging.logWriter", member=member),
-            ProjectIamMember(self, "metric_writer", project=project, role="roles/monitoring.metricWriter",
-                             member=member),
-            ProjectIamMember(self, "group_resizer", project=project, role=self.resize_role.name, member=member,
-                             condition={"title": f"{env} groups", "description": f"{group_prefix(env)}* groups",
-                                        "expression": groups_of(env)}),
+            ProjectIamMember(
+                self, "metric_writer", project=project, role="roles/monitoring.metricWriter", member=member
+            ),
+            ProjectIamMember(
+                self,
+                "group_resizer",
+                project=project,
+                role=self.resize_role.name,
+                member=member,
+                condition={
+                    "title": f"{env} groups",
+                    "description": f"{group_prefix(env)}* groups",
+                    "expression": groups_of(env),
+                },
+            ),
         ]

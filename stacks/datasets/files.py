@@ -1,10 +1,10 @@
 """Which local files `trainctl data push` stages, under which bucket keys (and what it leaves behind)."""
+
 from __future__ import annotations
 
 from pathlib import Path
 
-from stacks.cli.common import fail
-from stacks.errors import ExitStatus
+from stacks.errors import TrainstackError
 from trainer.data.labelled import UNLABELLED, UNLABELLED_SUFFIXES
 from trainer.data.tables import SUFFIX_OF, SUFFIXES, format_of
 
@@ -20,8 +20,9 @@ def unlabelled_suffix(name: str) -> str | None:
     """`.txt.gz` of `unlabelled.txt.gz` (any case): an unlabelled-texts file name, or None."""
     name = name.lower()
     if name.startswith("unlabeled."):
-        fail(f"{name}: unlabelled texts are named unlabelled.*",
-             "rename it, e.g. unlabelled.csv or unlabelled.txt", ExitStatus.BAD_INPUT)
+        raise TrainstackError(
+            f"{name}: unlabelled texts are named unlabelled.*", hint="rename it, e.g. unlabelled.csv or unlabelled.txt"
+        )
     return next((s for s in UNLABELLED_SUFFIXES if name == UNLABELLED + s), None)
 
 
@@ -32,9 +33,11 @@ def plan_uploads(lang: str, path: Path) -> list[tuple[Path, str]]:
             return [(path, f"{lang}/data/{UNLABELLED}{suffix}")]
         fmt = format_of(path.name)
         if fmt is None:
-            fail(f"{path}: unknown format", "name it train.csv, train.jsonl or train.parquet (unlabelled "
-                 "texts: "
-                 "unlabelled.csv|.jsonl|.parquet|.txt|.txt.gz)", ExitStatus.BAD_INPUT)
+            raise TrainstackError(
+                f"{path}: unknown format",
+                hint="name it train.csv, train.jsonl or train.parquet "
+                "(unlabelled texts: unlabelled.csv|.jsonl|.parquet|.txt|.txt.gz)",
+            )
         name = path.name[: -len(SUFFIX_OF[fmt])]
         role = name if name in ("valid", "test") else "train"  # any other file name is the training data
         return [(path, f"{lang}/data/{role}{SUFFIX_OF[fmt]}")]
@@ -42,21 +45,21 @@ def plan_uploads(lang: str, path: Path) -> list[tuple[Path, str]]:
     for name in ("train", "valid", "test"):
         found = [path / f"{name}{suffix}" for suffix in SUFFIXES if (path / f"{name}{suffix}").is_file()]
         if len(found) > 1:
-            fail(f"{' and '.join(map(str, found))}: several formats of the same file", "keep one",
-                 ExitStatus.BAD_INPUT)
+            raise TrainstackError(f"{' and '.join(map(str, found))}: several formats of the same file", hint="keep one")
         pairs += [(f, f"{lang}/data/{f.name}") for f in found]
     found = [(f, s) for f in sorted(path.iterdir()) if f.is_file() and (s := unlabelled_suffix(f.name))]
     if len(found) > 1:
-        fail(f"{' and '.join(str(f) for f, _ in found)}: several files of unlabelled texts", "keep one",
-             ExitStatus.BAD_INPUT)
+        raise TrainstackError(
+            f"{' and '.join(str(f) for f, _ in found)}: several files of unlabelled texts", hint="keep one"
+        )
     pairs += [(f, f"{lang}/data/{UNLABELLED}{s}") for f, s in found]
     for txt in sorted([*(path / "corpus").glob("*.txt"), *(path / "corpus").glob("*.txt.gz")]):
         pairs.append((txt, f"{lang}/data/corpus/{txt.name}"))
     if (path / "lm").is_dir():  # base LMs are checked and versioned by `lm import`, not copied
-        fail(f"{path / 'lm'}: base LMs are not staged with data push",
-             f"import them: trainctl lm import {lang} WEIGHTS.pth VOCAB.pkl "
-             "(checked, versioned, made CURRENT)",
-             ExitStatus.BAD_INPUT)
+        raise TrainstackError(
+            f"{path / 'lm'}: base LMs are not staged with data push",
+            hint=f"import them: trainctl lm import {lang} WEIGHTS.pth VOCAB.pkl (checked, versioned, made CURRENT)",
+        )
     return pairs
 
 
@@ -67,8 +70,9 @@ def ignored_files(folder: Path, pairs: list[tuple[Path, str]]) -> list[str]:
     ignored = []
     for entry in sorted(folder.iterdir()):
         if entry.is_dir() and entry.name == "corpus":
-            ignored += [f"corpus/{f.name}" + ("/" if f.is_dir() else "") for f in sorted(entry.iterdir())
-                        if f not in staged]
+            ignored += [
+                f"corpus/{f.name}" + ("/" if f.is_dir() else "") for f in sorted(entry.iterdir()) if f not in staged
+            ]
         elif entry not in staged:
             ignored.append(entry.name + ("/" if entry.is_dir() else ""))
     return ignored
@@ -84,5 +88,4 @@ def other_formats(bucket, key: str) -> list[str]:
     if fmt is None or "/data/corpus/" in key:
         return []
     stem = key[: -len(SUFFIX_OF[fmt])]
-    return [stem + suffix for suffix, other in SUFFIXES.items()
-            if other != fmt and bucket.exists(stem + suffix)]
+    return [stem + suffix for suffix, other in SUFFIXES.items() if other != fmt and bucket.exists(stem + suffix)]

@@ -3,13 +3,12 @@
 Read from the planned instance template and group (any plan JSON carries them), never from
 the live configuration, so a saved plan renders the same anywhere. Priced by the quote
 `trainctl plan` stored with the plan (its price book: the Cloud Billing Catalog on gcp), else
-by the fallback table in stacks/targets/gcp/prices.yaml; the line names which.
+by the fallback price table (stacks/targets/gcp/prices.py); the line names which.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-from stacks.plan_render.parse import StackPlan
 
 TEMPLATE = "google_compute_instance_template"
 GROUP = "google_compute_instance_group_manager"
@@ -30,7 +29,7 @@ class TrainingFacts:
         return self.zone.rsplit("-", 1)[0] if self.zone else None
 
 
-def _values(plan: StackPlan, kind: str) -> dict | None:
+def _values(plan, kind: str) -> dict | None:
     for change in plan.changes:
         if change.type == kind:
             values = change.after if change.kind != "delete" else change.before
@@ -43,7 +42,7 @@ def _first(block) -> dict:
     return block[0] if isinstance(block, list) and block and isinstance(block[0], dict) else {}
 
 
-def training_facts(plan: StackPlan) -> TrainingFacts | None:
+def training_facts(plan) -> TrainingFacts | None:
     """None for stacks without an instance template (foundation, local training stacks)."""
     template = _values(plan, TEMPLATE)
     if template is None or not (plan.stack.startswith("train-") or template.get("guest_accelerator")):
@@ -62,8 +61,10 @@ def training_facts(plan: StackPlan) -> TrainingFacts | None:
     except (KeyError, TypeError, ValueError):
         hours = None
     return TrainingFacts(
-        machine_type=str(template.get("machine_type") or "?"), gpu_type=gpu.get("type"),
-        gpu_count=int(gpu.get("count") or 0), nodes=nodes,
+        machine_type=str(template.get("machine_type") or "?"),
+        gpu_type=gpu.get("type"),
+        gpu_count=int(gpu.get("count") or 0),
+        nodes=nodes,
         zone=group.get("zone") or metadata.get("trainstack-zone"),
         spot=scheduling.get("provisioning_model") == "SPOT" or bool(scheduling.get("preemptible")),
         max_run_hours=hours,
@@ -99,5 +100,7 @@ def cost_line(facts: TrainingFacts, prices: dict | None = None) -> str:
             mark = " (planned)" if spot == facts.spot else ""
             figures.append(f"{label}{mark} ${vm * facts.nodes * facts.max_run_hours:,.2f}")
     warning = f"; {prices['warning']}" if prices.get("warning") else ""
-    return (f"{what}; one run of at most {facts.max_run_hours:g} h: {', '.join(figures)} "
-            f"(list prices: {prices.get('source') or 'unknown source'}{warning}; estimate)")
+    return (
+        f"{what}; one run of at most {facts.max_run_hours:g} h: {', '.join(figures)} "
+        f"(list prices: {prices.get('source') or 'unknown source'}{warning}; estimate)"
+    )

@@ -1,0 +1,108 @@
+"""The gcp target's part of `train-<lang>`: state in the env's GCS bucket, the run's Spot GPU instance group
+behind a quota guard, the trainer's VM metadata."""
+
+from __future__ import annotations
+
+from stacks.cdk import GcsBackend, TerraformOutput
+from stacks.config import EnvConfig
+from stacks.config.trainer_command import trainer_args
+from stacks.constructs.run_identity import RunIdentity
+from stacks.naming import TRAINER_SA, group_name, node_tag, sa_email, state_prefix
+from stacks.targets.gcp.cdk_google import GoogleProvider
+from stacks.targets.gcp.constructs.foundation_stack import provider_settings
+from stacks.targets.gcp.constructs.gpu_instance_group import GpuInstanceGroup
+from stacks.targets.gcp.constructs.quota_guard import QuotaGuard
+from stacks.targets.gcp.gpus import GPU_TYPES, default_boot_image, installs_driver_at_boot, signed_driver
+from stacks.targets.gcp.placement import GcpPlacement
+from trainer.launchers.vm.spec import VmSpec
+
+
+def add_gcp_part(stack, *, config: EnvConfig, lang: str, placement: GcpPlacement) -> str:
+    """Adds `stack.vms` (GpuInstanceGroup) and the outputs of where it runs -> the run id as applied."""
+    s = config.language(lang)
+    boot_image = s.boot_image or default_boot_image(s.machine_type)
+    region = placement.zone.rsplit("-", 1)[0]
+    name = group_name(config.env, lang)
+    GoogleProvider(stack, "google", **provider_settings(config, region))
+    GcsBackend(stack, bucket=config.state_bucket_name, prefix=state_prefix(config.env, stack.node.id))
+    run_id = RunIdentity(stack, "run", run_id=stack.run_id_expression, replace_on=stack.run_id_var.string_value).run_id
+    guard = QuotaGuard(
+        stack,
+        "quota",
+        project=config.project,
+        region=region,
+        metrics=placement.quota_metrics,
+        needed=s.nodes * s.gpu.count,
+        gpu_family=GPU_TYPES[s.gpu.type].gpu_family,
+    )
+    stack.vms = GpuInstanceGroup(
+        stack,
+        "vms",
+        project=config.project,
+        name=name,
+        zone=placement.zone,
+        machine_type=s.machine_type,
+        gpu_type=s.gpu.type,
+        gpu_count=s.gpu.count,
+        nodes=s.nodes,
+        spot=s.spot,
+        boot_image=boot_image,
+        secure_boot=signed_driver(boot_image) if s.secure_boot is None else s.secure_boot,
+        disk_gb=s.disk_gb,
+        disk_type=s.disk_type,
+        service_account=sa_email(TRAINER_SA, config.project),
+        network=config.network,
+        subnetwork=config.subnetwork,
+        network_tags=[node_tag(config.env)],
+        labels={"app": "trainstack", "env": config.env, "lang": lang, "run": run_id},
+        metadata=_vm_metadata(config, lang, placement, run_id=run_id, boot_image=boot_image),
+        preconditions=[guard.precondition],
+        compact_placement=s.compact_placement,
+    )
+    outputs = {
+        "zone": placement.zone,
+        "group": name,
+        "image": placement.image,
+        "quota_metrics": ",".join(placement.quota_metrics),
+    }
+    for key, value in outputs.items():
+        TerraformOutput(stack, key, value=value, static_id=True)
+    return run_id
+
+
+def _vm_metadata(config: EnvConfig, lang: str, placement: GcpPlacement, *, run_id: str, boot_image: str) -> dict:
+    s = config.language(lang)
+    name = group_name(config.env, lang)
+    return {
+        "startup-script": placement.startup_script,
+        "shutdown-script": placement.shutdown_script,
+        "enable-oslogin": "TRUE",
+        "block-project-ssh-keys": "TRUE",
+        "serial-port-enable": "FALSE",
+        # Container-Optimized OS ships its logs (journal, the start-up script, the containers) to
+        # Cloud Logging only when asked: without it first-boot failures show on the serial port only.
+        "google-logging-enabled": "true",
+        # Deep Learning VM images install (or verify) the NVIDIA driver at first boot only when asked;
+        # on Container-Optimized OS the start-up script installs this version (cos-extensions).
+        "install-nvidia-driver": "True",
+        **VmSpec(
+            run_id=run_id,
+            lang=lang,
+            env=config.env,
+            bucket=config.bucket,
+            args=trainer_args(config, lang),
+            nodes=s.nodes,
+            gpus_per_node=s.gpu.count,
+            max_run_hours=s.max_run_hours,
+            project=config.project,
+            zone=placement.zone,
+            mig=name,
+            base_name=name,
+            max_restarts=s.max_restarts,
+            image=placement.image,
+            shm_size=s.shm_size,
+            docker_flags=tuple(s.docker_flags),
+            gpu_driver=s.gpu_driver if installs_driver_at_boot(boot_image) else None,
+            kept_bucket=config.kept_bucket,
+        ).to_metadata(),
+    }

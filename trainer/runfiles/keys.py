@@ -1,0 +1,18 @@
+"""Where a run's files live in the bucket: `<lang>/runs/<run-id>/<name>`, and the names both sides share."""
+
+from __future__ import annotations
+
+ARTIFACTS = ("model.pth", "metrics.json", "valid_predictions.csv")
+TFIDF_FILES = ("tfidf.json", "tfidf.npz")  # the TF-IDF part of a kept blend (trainer.classification.blend)
+BWD_MODEL = "model_bwd.pth"  # the backward classifier (trainer.bidirectional), loadable like model.pth
+TRAINCTL_META = "metadata/trainctl.json"  # written by trainctl at apply: the stack, placement, estimate
+PLACEMENTS_META = "metadata/placements.json"  # written by trainctl as the run moves: placements, preemptions, waits
+KEPT_MARK = "UPLOAD_FAILED"  # in a work folder: an artifact did not reach the bucket, so the folder is kept
+
+
+def run_prefix(lang: str, run_id: str) -> str:
+    return f"{lang}/runs/{run_id}/"
+
+
+def run_key(lang: str, run_id: str, name: str) -> str:
+    return run_prefix(lang, run_id) + name
