@@ -20,8 +20,10 @@ def _settings(model, prefix: str = ""):
     """(path, field) for every leaf setting of a pydantic model, nested models walked, in declaration order."""
     from pydantic import BaseModel
 
+    from stacks.config.keys import optional_stripped
+
     for name, field in model.model_fields.items():
-        kind = field.annotation
+        kind = optional_stripped(field.annotation)  # a target's block (`gcp:`) is unset on the other targets' envs
         if isinstance(kind, type) and issubclass(kind, BaseModel):
             yield from _settings(kind, f"{prefix}{name}.")
         else:
@@ -30,6 +32,8 @@ def _settings(model, prefix: str = ""):
 
 def _value(doc: dict, path: str):
     for part in path.split("."):
+        if doc is None:
+            return None
         doc = doc[part]
     return doc
 
@@ -54,13 +58,15 @@ def _what(field) -> str:
 
 
 def table() -> str:
+    from stacks.config import load_config
     from stacks.config.models import EnvConfig
     from stacks.project import Project
 
     project = Project.discover()
     docs = {}
     for env in ENVS:
-        config = project.load(env, []) if env == "local" else project.load(env, [f"project={YOURS}"])
+        gcp = load_config(project.envs_dir, env).target == "gcp"
+        config = project.load(env, [f"gcp.project={YOURS}"] if gcp else [])
         docs[env] = config.model_dump(mode="json")
     rows = ["| setting | " + " | ".join(ENVS) + " | what |", "|---|" + "---|" * len(ENVS) + "---|"]
     for path, field in _settings(EnvConfig):

@@ -66,7 +66,7 @@ class Terraform:
         return [f"-var={k}={v}" for k, v in (variables or {}).items()]
 
     def init(self) -> None:
-        # -reconfigure: the backend block is generated (e.g. another --set project=), never migrated.
+        # -reconfigure: the backend block is generated (e.g. another --set gcp.project=), never migrated.
         self._run("init", "init", "-input=false", "-no-color", "-reconfigure")
 
     def apply(self, variables: dict[str, str] | None = None) -> str:

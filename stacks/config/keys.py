@@ -57,7 +57,7 @@ def _model_at(path: tuple) -> type[BaseModel] | None:
     """The model whose keys the mapping at `path` holds (languages.fr.trainer: TrainerSettings), if any."""
     kind: Any = EnvConfig
     for part in path:
-        kind = _optional_stripped(kind)
+        kind = optional_stripped(kind)
         if isinstance(kind, type) and issubclass(kind, BaseModel):
             field = kind.model_fields.get(part)
             if field is None:
@@ -67,11 +67,11 @@ def _model_at(path: tuple) -> type[BaseModel] | None:
             kind = get_args(kind)[-1]  # the part is a key of the mapping, or an index of the list
         else:
             return None
-    kind = _optional_stripped(kind)
+    kind = optional_stripped(kind)
     return kind if isinstance(kind, type) and issubclass(kind, BaseModel) else None
 
 
-def _optional_stripped(kind: Any) -> Any:
+def optional_stripped(kind: Any) -> Any:
     if get_origin(kind) in (Union, types.UnionType):
         members = [k for k in get_args(kind) if k is not type(None)]
         if len(members) == 1:
@@ -108,5 +108,5 @@ def meant_key(path: tuple) -> str | None:
 
 def _nested_model(model: type[BaseModel], field: str) -> type[BaseModel] | None:
     """The model of a field that holds one mapping of keys (not a mapping of names, nor a list)."""
-    kind = _optional_stripped(model.model_fields[field].annotation)
+    kind = optional_stripped(model.model_fields[field].annotation)
     return kind if isinstance(kind, type) and issubclass(kind, BaseModel) else None

@@ -274,6 +274,21 @@ def load_config(envs_dir: Path, env: str, overrides: list[str] | None = None) ->
     return load_config_and_origin(envs_dir, env, overrides)[0]
 
 
+def _target_block_of(path: tuple) -> str | None:
+    """`gcp.project` for a top-level `project`: the key of a target's block an older overlay set at the top."""
+    from stacks.config.keys import optional_stripped
+    from stacks.config.targets import TARGETS
+
+    if len(path) != 1:
+        return None
+    for name in TARGETS:
+        field = EnvConfig.model_fields.get(name)
+        block = optional_stripped(field.annotation) if field is not None else None
+        if block is not None and path[0] in getattr(block, "model_fields", {}):
+            return f"{name}.{path[0]}"
+    return None
+
+
 def _config_error(exc: ValidationError, origin: dict[tuple, str]) -> ConfigError:
     lines, first_source = [], None
     seen = set()
@@ -283,8 +298,11 @@ def _config_error(exc: ValidationError, origin: dict[tuple, str]) -> ConfigError
             path = tuple(str(p) for p in err["loc"])
             if path[:1] == ("languages",) and path not in origin:
                 continue  # it came from `defaults`, and is reported there (once, in the file that has it)
-            guess = meant_key(path)
+            moved = _target_block_of(path)
+            guess = moved or meant_key(path)
             what = f"unknown key {key!r}" + (f" (did you mean {guess}?)" if guess else "")
+            if moved:
+                what = f"unknown key {key!r}: a target's settings sit in its own block now: {moved}"
         else:
             got = err.get("input")
             shown = "" if isinstance(got, (dict, list)) else f" (got {got!r})"

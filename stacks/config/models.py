@@ -4,19 +4,14 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
+from pydantic import Field, create_model, field_validator, model_validator
 
+from stacks.config.strict import StrictModel
 from stacks.errors import ConfigError
 from trainer.params import JOBS, PARAMS, Job
 
 # Boot images: chosen per machine series from the GPU catalogue (stacks/targets/gcp/catalogue.yaml)
 # unless a language sets `boot_image`.
-
-
-class StrictModel(BaseModel):
-    """Unknown keys are errors: a typo must not silently fall back to a default."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class GpuSettings(StrictModel):
@@ -257,39 +252,14 @@ class SpotMarketSettings(StrictModel):
         )
 
 
-class EnvConfig(StrictModel):
-    """One environment's effective configuration."""
+class EnvConfigBase(StrictModel):
+    """One environment's effective configuration; `EnvConfig` adds each target's own block (e.g. `gcp:`)."""
 
     env: str = Field(description="environment name (the overlay file's stem)")
     target: str = Field(
         "local", description="where runs go: local (this machine) or gcp (stacks/config/targets.py lists the targets)"
     )
-    project: str | None = Field(None, description="gcp: the Google Cloud project id")
-    region: str | None = Field(None, description="gcp: the region of the bucket, registry and VMs")
-    zones: list[str] = Field([], description="zones of `region`, in order of preference")
-    fallback_zones: list[str] = Field([], description="zones of other regions, tried when `zones` lack GPU quota")
     bucket: str = Field(description="the env's bucket: file://PATH (local) or gs://NAME (gcp)")
-    state_bucket: str | None = Field(None, description="Terraform state bucket (default <project>-trainstack-tfstate)")
-    kept_bucket: str | None = Field(
-        None,
-        description="gcp: where a VM copies a run's work folder when its artifacts "
-        "could not be uploaded (gs://BUCKET[/prefix]; the trainer account needs "
-        "roles/storage.objectCreator there); unset: <lang>/runs/<run-id>/kept/ of the bucket",
-        pattern=r"^gs://[a-z0-9][a-z0-9._-]{1,220}(/.*)?$",
-    )
-    registry: str = Field("trainstack", description="Artifact Registry repository id")
-    image: str | None = Field(None, description="trainer image; default: the registry's trainer at the tree's hash")
-    network: str = Field(
-        "default",
-        description="VPC network of the VMs; set it (and subnetwork) when the project "
-        "has no `default` network (org policy compute.skipDefaultNetworkCreation)",
-    )
-    access_log_grant: bool = Field(
-        True,
-        description="let cloud-storage-analytics@google.com write the access-log "
-        "bucket; false under domain restricted sharing (no usage logs then)",
-    )
-    subnetwork: str | None = Field(None, description="subnetwork self-link (needs Private Google Access)")
     ci: CiSettings = CiSettings()
     tracking: TrackingSettings = TrackingSettings()
     spot_market: SpotMarketSettings | None = Field(
@@ -307,8 +277,28 @@ class EnvConfig(StrictModel):
             raise ValueError(f"no target {name!r}: expected one of {', '.join(TARGETS)}")
         return name
 
+    @model_validator(mode="before")
+    @classmethod
+    def _target_block_by_default(cls, data):
+        """The env's target reads its block (`gcp:`) with the block's defaults when the env sets none."""
+        from stacks.config.targets import TARGETS
+
+        entry = TARGETS.get(data.get("target", "local")) if isinstance(data, dict) else None
+        if entry is not None and entry.settings and data.get(data.get("target", "local")) is None:
+            data = {**data, data.get("target", "local"): {}}
+        return data
+
     @model_validator(mode="after")
-    def _bucket_scheme_matches_target(self) -> "EnvConfig":
+    def _only_its_own_target_block(self) -> "EnvConfigBase":
+        from stacks.config.targets import TARGETS
+
+        for name, entry in TARGETS.items():
+            if name != self.target and entry.settings and getattr(self, name, None) is not None:
+                raise ValueError(f"{name}: settings of target {name}, but the env's target is {self.target}")
+        return self
+
+    @model_validator(mode="after")
+    def _bucket_scheme_matches_target(self) -> "EnvConfigBase":
         from stacks.config.targets import TARGETS
 
         scheme = self.bucket.split("://", 1)[0] if "://" in self.bucket else ""
@@ -318,7 +308,7 @@ class EnvConfig(StrictModel):
         return self
 
     @model_validator(mode="after")
-    def _language_codes_are_known(self) -> "EnvConfig":
+    def _language_codes_are_known(self) -> "EnvConfigBase":
         from trainer.text.languages import check_code, default_tokenizer
 
         for key, settings in self.languages.items():
@@ -338,14 +328,25 @@ class EnvConfig(StrictModel):
             raise ConfigError(message, hint=hint)
 
     @property
-    def state_bucket_name(self) -> str:
-        return self.state_bucket or f"{self.project}-trainstack-tfstate"
-
-    @property
     def bucket_name(self) -> str:
         return self.bucket.split("://", 1)[1].split("/", 1)[0]
 
-    @property
-    def image_repository(self) -> str:
-        """Where `trainctl image build` pushes: <region>-docker.pkg.dev/<project>/<registry>/trainer."""
-        return f"{self.region}-docker.pkg.dev/{self.project}/{self.registry}/trainer"
+
+def _with_target_blocks(base: type[EnvConfigBase]) -> type[EnvConfigBase]:
+    """EnvConfig: `base` with one block per target that has settings of its own (stacks/config/targets.py names
+    the model, in the target's package), so a target's keys live with its code and an env writes them under its
+    name (`gcp: {project: …}`)."""
+    from importlib import import_module
+
+    from stacks.config.targets import TARGETS
+
+    blocks = {}
+    for name, entry in TARGETS.items():
+        if entry.settings:
+            module, _, attribute = entry.settings.partition(":")
+            model = getattr(import_module(module), attribute)
+            blocks[name] = (model | None, Field(None, description=f"target {name}: {model.__doc__.splitlines()[0]}"))
+    return create_model("EnvConfig", __base__=base, __module__=__name__, **blocks)
+
+
+EnvConfig = _with_target_blocks(EnvConfigBase)

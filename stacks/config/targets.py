@@ -10,9 +10,10 @@ from typing import NamedTuple
 class TargetEntry(NamedTuple):
     bucket_scheme: str  # trainer.storage.open_bucket opens it
     code: str  # "package.module:OBJECT"
+    settings: str | None = None  # "package.module:Model" of the env's block named after the target, if it has one
 
 
 TARGETS: dict[str, TargetEntry] = {
     "local": TargetEntry("file", "stacks.targets.local.target:LOCAL"),
-    "gcp": TargetEntry("gs", "stacks.targets.gcp.target:GCP"),
+    "gcp": TargetEntry("gs", "stacks.targets.gcp.target:GCP", "stacks.targets.gcp.settings:GcpSettings"),
 }

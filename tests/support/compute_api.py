@@ -12,7 +12,7 @@ REGION = PROJECT + "/regions/{}"
 ACCEL = PROJECT + "/zones/{}/acceleratorTypes/nvidia-l4"
 ACCEL_ANY = PROJECT + "/zones/[^/]+/acceleratorTypes/[^/]+"
 MACHINE = PROJECT + "/zones/{}/machineTypes/{}"
-DEV = ["project=p1", "fallback_zones=[europe-west1-b, europe-west1-c]"]
+DEV = ["gcp.project=p1", "gcp.fallback_zones=[europe-west1-b, europe-west1-c]"]
 
 
 def fixture(name: str) -> dict:

@@ -73,7 +73,7 @@ def test_an_a3_language_synthesizes_the_cos_121_lts_family(project):
 
 
 def synth(project: Path, *sets: str) -> dict[str, dict]:
-    args = [a for s in ("project=p1", *CI, *sets) for a in ("--set", s)]
+    args = [a for s in ("gcp.project=p1", *CI, *sets) for a in ("--set", s)]
     result = runner.invoke(app, ["synth", "--env", "dev", *args, "--outdir", "out"])
     assert result.exit_code == 0, result.output
     return {p.parent.name: json.loads(p.read_text()) for p in (project / "out" / "stacks").glob("*/cdk.tf.json")}
@@ -85,7 +85,7 @@ def template(doc: dict) -> dict:
 
 def test_shipped_envs_boot_images_their_series_supports(project):
     for env in ("dev", "prod"):
-        result = runner.invoke(app, ["config", "show", "--env", env, "--set", "project=p1", "--json"])
+        result = runner.invoke(app, ["config", "show", "--env", env, "--set", "gcp.project=p1", "--json"])
         assert result.exit_code == 0, result.output
         config = json.loads(result.output)
         for lang, settings in config["languages"].items():
@@ -123,7 +123,7 @@ def test_secure_boot_switch_and_pinned_driver(project):
 
 
 def test_dlvm_on_g2_is_refused_with_exit_2_naming_the_doc(project):
-    sets = [a for s in ("project=p1", *CI, f"languages.fr.boot_image={DLVM_IMAGE}") for a in ("--set", s)]
+    sets = [a for s in ("gcp.project=p1", *CI, f"languages.fr.boot_image={DLVM_IMAGE}") for a in ("--set", s)]
     result = runner.invoke(app, ["synth", "--env", "dev", *sets])
     assert result.exit_code == 2, result.output
     text = " ".join(result.output.split())
@@ -133,9 +133,9 @@ def test_dlvm_on_g2_is_refused_with_exit_2_naming_the_doc(project):
 def test_access_log_grant_is_optional_and_the_network_configurable(project):
     stacks = synth(
         project,
-        "access_log_grant=false",
-        "network=projects/p1/global/networks/train",
-        "subnetwork=projects/p1/regions/europe-west4/subnetworks/train-eu",
+        "gcp.access_log_grant=false",
+        "gcp.network=projects/p1/global/networks/train",
+        "gcp.subnetwork=projects/p1/regions/europe-west4/subnetworks/train-eu",
     )
     members = [g["member"] for g in stacks["foundation"]["resource"]["google_storage_bucket_iam_member"].values()]
     assert "group:cloud-storage-analytics@google.com" not in members
@@ -151,7 +151,7 @@ def test_access_log_grant_is_optional_and_the_network_configurable(project):
 @pytest.mark.parametrize("value", ["latest", "default", "580.95.05", "R580"])
 def test_gpu_driver_accepts_the_documented_forms(project, value):
     result = runner.invoke(
-        app, ["config", "show", "--env", "dev", "--set", "project=p1", "--set", f"defaults.gpu_driver={value}"]
+        app, ["config", "show", "--env", "dev", "--set", "gcp.project=p1", "--set", f"defaults.gpu_driver={value}"]
     )
     assert result.exit_code == 0, result.output
 
@@ -159,7 +159,7 @@ def test_gpu_driver_accepts_the_documented_forms(project, value):
 @pytest.mark.parametrize("value", ["580", "r580", "v580;rm"])
 def test_gpu_driver_refuses_undocumented_forms_naming_the_documented_ones(project, value):
     result = runner.invoke(
-        app, ["config", "show", "--env", "dev", "--set", "project=p1", "--set", f"defaults.gpu_driver={value}"]
+        app, ["config", "show", "--env", "dev", "--set", "gcp.project=p1", "--set", f"defaults.gpu_driver={value}"]
     )
     assert result.exit_code == 2, result.output
     assert "R580" in result.output and "580.95.05" in result.output and "run-gpus" in result.output
@@ -178,7 +178,7 @@ def test_gpu_driver_refuses_undocumented_forms_naming_the_documented_ones(projec
     ],
 )
 def test_machine_types_that_refuse_a_setting_stop_before_apply(project, settings, wanted):
-    args = ["config", "show", "--env", "dev", "--set", "project=p1"]
+    args = ["config", "show", "--env", "dev", "--set", "gcp.project=p1"]
     for setting in settings:
         args += ["--set", f"languages.fr.{setting}"]
     result = runner.invoke(app, args)
@@ -188,7 +188,7 @@ def test_machine_types_that_refuse_a_setting_stop_before_apply(project, settings
 
 
 def test_machine_limits_pass_when_the_setting_fits(project):
-    args = ["config", "show", "--env", "dev", "--set", "project=p1"]
+    args = ["config", "show", "--env", "dev", "--set", "gcp.project=p1"]
     for setting in [
         "machine_type=a3-ultragpu-8g",
         "gpu.type=nvidia-h200-141gb",
@@ -210,7 +210,7 @@ def test_gpus_the_image_cuda_dropped_are_refused_at_config_load_with_the_source(
             "--env",
             "dev",
             "--set",
-            "project=p1",
+            "gcp.project=p1",
             "--set",
             "languages.fr.machine_type=n1-standard-8",
             "--set",
@@ -233,7 +233,7 @@ def test_a_t4_on_n1_still_passes(project):
             "--env",
             "dev",
             "--set",
-            "project=p1",
+            "gcp.project=p1",
             "--set",
             "languages.fr.machine_type=n1-standard-8",
             "--set",
@@ -248,7 +248,7 @@ def test_a_t4_on_n1_still_passes(project):
 @pytest.mark.parametrize("value", ["535.230.02", "R570"])
 def test_a_driver_older_than_the_image_needs_is_refused_at_config_load(project, value):
     result = runner.invoke(
-        app, ["config", "show", "--env", "dev", "--set", "project=p1", "--set", f"defaults.gpu_driver={value}"]
+        app, ["config", "show", "--env", "dev", "--set", "gcp.project=p1", "--set", f"defaults.gpu_driver={value}"]
     )
     assert result.exit_code == 2, result.output
     text = " ".join(result.output.split())

@@ -23,7 +23,7 @@ CI_SETS = ["ci.github_repository=acme/trainstack", "ci.github_repository_id=101"
 SETS = [
     *(a for s in CI_SETS for a in ("--set", s)),
     "--set",
-    "project=p1",
+    "gcp.project=p1",
     "--set",
     "languages.en.nodes=2",
     "--set",
@@ -33,7 +33,7 @@ SETS = [
     "--set",
     "languages.en.spot=false",
     "--set",
-    "kept_bucket=gs://p1-kept/trainstack",
+    "gcp.kept_bucket=gs://p1-kept/trainstack",
 ]
 
 
@@ -193,15 +193,18 @@ def test_vms_log_to_cloud_logging_and_carry_the_tag_the_foundation_firewall_lets
 @pytest.mark.parametrize(
     "sets, message",
     [
-        ([], "sets no `project`"),
-        (["project=p1", "defaults.gpu.type=nvidia-h900"], "unknown GPU type 'nvidia-h900'"),
-        (["project=p1", "languages.fr.gpu.type=nvidia-tesla-a100"], "attaches only to a2-highgpu-* or a2-megagpu-*"),
-        (["project=p1", "languages.fr.nodes=0"], "languages.fr.nodes"),
+        ([], "sets no `gcp.project`"),
+        (["gcp.project=p1", "defaults.gpu.type=nvidia-h900"], "unknown GPU type 'nvidia-h900'"),
         (
-            ["project=p1", "zones=[europe-west4-a,us-central1-a]"],
+            ["gcp.project=p1", "languages.fr.gpu.type=nvidia-tesla-a100"],
+            "attaches only to a2-highgpu-* or a2-megagpu-*",
+        ),
+        (["gcp.project=p1", "languages.fr.nodes=0"], "languages.fr.nodes"),
+        (
+            ["gcp.project=p1", "gcp.zones=[europe-west4-a,us-central1-a]"],
             "zone 'us-central1-a' is not in region 'europe-west4'",
         ),
-        (["project=p1", "languages.fr.processes=2"], "runs gloo ranks on the local target only"),
+        (["gcp.project=p1", "languages.fr.processes=2"], "runs gloo ranks on the local target only"),
     ],
 )
 def test_bad_gcp_config_is_exit_2(project, sets, message):
@@ -218,7 +221,7 @@ def test_cdktf_app_without_ci_settings_leaves_the_foundation_out_and_maps_errors
 
     root = make_project(tmp_path / "proj")
     dev = root / "envs" / "dev.yaml"
-    dev.write_text(dev.read_text() + "\nproject: p1\n")
+    dev.write_text(dev.read_text().replace("gcp:\n", "gcp:\n  project: p1\n", 1))
     env = {**os.environ, "TRAINCTL_ENV": "dev"}
     done = subprocess.run(
         [sys.executable, "-m", "stacks.app"], cwd=root, env=env, capture_output=True, text=True, timeout=300

@@ -44,9 +44,9 @@ REQUIREMENTS = REPO / "requirements-lint.txt"
 # prod's `en` is made multi-node so the placement policy and per-instance configs are scanned too.
 CI_SETS = ["ci.github_repository=acme/trainstack", "ci.github_repository_id=101", "ci.github_repository_owner_id=202"]
 ENVS = {
-    "dev": ["project=p1", *CI_SETS],
+    "dev": ["gcp.project=p1", *CI_SETS],
     "prod": [
-        "project=p2",
+        "gcp.project=p2",
         *CI_SETS,
         "languages.en.nodes=2",
         "languages.en.machine_type=a2-highgpu-2g",
@@ -472,7 +472,7 @@ def dev_foundation(tmp_path_factory) -> dict:
     from stacks.project import Project
 
     root = make_project(tmp_path_factory.mktemp("least-privilege") / "proj")
-    config = Project.discover(root).load("dev", ["project=p1", "languages.de={}", *CI_SETS])
+    config = Project.discover(root).load("dev", ["gcp.project=p1", "languages.de={}", *CI_SETS])
     synth(config, Project(root), root / "cdktf.out")
     return json.loads((root / "cdktf.out" / "stacks" / "foundation" / "cdk.tf.json").read_text())
 

@@ -149,7 +149,7 @@ def synthesized_dev(tmp_path_factory) -> Path:
             "--env",
             "dev",
             "--set",
-            "project=p1",
+            "gcp.project=p1",
             *(a for s in [*CI_SETS, *MULTI_NODE] for a in ("--set", s)),
         ]
         result = CliRunner().invoke(app, args)
@@ -246,12 +246,12 @@ def test_token_without_repository_id_is_refused(foundation):
 def test_foundation_without_repository_stops_with_exit_2(project):
     from stacks.cli.main import app
 
-    result = CliRunner().invoke(app, ["synth", "--env", "dev", "--set", "project=p1"])
+    result = CliRunner().invoke(app, ["synth", "--env", "dev", "--set", "gcp.project=p1"])
     assert result.exit_code == 2
     assert "ci.github_repository, ci.github_repository_id, ci.github_repository_owner_id not set" in result.output
     assert "envs/dev.yaml" in result.output and "gh api repos/OWNER/NAME" in result.output
     # Configuration that does not synthesize the foundation still works without it.
-    assert CliRunner().invoke(app, ["config", "show", "--env", "prod", "--set", "project=p1"]).exit_code == 0
+    assert CliRunner().invoke(app, ["config", "show", "--env", "prod", "--set", "gcp.project=p1"]).exit_code == 0
 
 
 @pytest.mark.parametrize("env", ["dev", "prod"])

@@ -40,7 +40,7 @@ def all_enabled(monkeypatch):
 
 
 def test_bootstrap_creates_the_state_bucket_once(project, gcs_env, all_enabled):
-    args = ["bootstrap", "--env", "dev", "--set", "project=p-boot", "--set", "state_bucket=boot-state"]
+    args = ["bootstrap", "--env", "dev", "--set", "gcp.project=p-boot", "--set", "gcp.state_bucket=boot-state"]
     first = runner.invoke(app, args)
     assert first.exit_code == 0, first.output
     assert "gs://boot-state created" in first.output and "cdktf deploy foundation" in first.output
@@ -54,7 +54,7 @@ def test_bootstrap_creates_the_state_bucket_once(project, gcs_env, all_enabled):
 def test_bootstrap_default_name_derives_from_project(project, gcs_env, monkeypatch):
     with service_usage("acme-ml", [f"{a}.googleapis.com" for a in REQUIRED_APIS]) as api:
         monkeypatch.setenv("TRAINSTACK_SERVICEUSAGE_ENDPOINT", api.url)
-        result = runner.invoke(app, ["bootstrap", "--env", "dev", "--set", "project=acme-ml"])
+        result = runner.invoke(app, ["bootstrap", "--env", "dev", "--set", "gcp.project=acme-ml"])
     assert result.exit_code == 0, result.output
     assert "gs://acme-ml-trainstack-tfstate" in result.output
 
@@ -66,7 +66,7 @@ def test_bootstrap_enables_the_apis_that_are_off_and_waits_for_them(project, gcs
     with service_usage("p-boot", on, operation=[{"name": "operations/acf.p2-1", "done": False}, done]) as api:
         monkeypatch.setenv("TRAINSTACK_SERVICEUSAGE_ENDPOINT", api.url)
         monkeypatch.setattr("stacks.targets.gcp.services.time.sleep", lambda s: None)
-        result = runner.invoke(app, ["bootstrap", "--env", "dev", "--set", "project=p-boot"])
+        result = runner.invoke(app, ["bootstrap", "--env", "dev", "--set", "gcp.project=p-boot"])
         (enable,) = api.requests("POST", BATCH_ENABLE.format("p-boot"))
         polls = api.requests("GET", "/v1/operations/acf.p2-1")
     assert result.exit_code == 0, result.output
@@ -85,6 +85,6 @@ def test_bootstrap_on_local_env_is_bad_usage(project):
 def test_bootstrap_without_credentials_is_exit_3_with_the_login_hint(project, monkeypatch, tmp_path):
     monkeypatch.delenv("STORAGE_EMULATOR_HOST", raising=False)
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "missing.json"))
-    result = runner.invoke(app, ["bootstrap", "--env", "dev", "--set", "project=p1"])
+    result = runner.invoke(app, ["bootstrap", "--env", "dev", "--set", "gcp.project=p1"])
     assert result.exit_code == 3, result.output
     assert "gcloud auth application-default login" in result.output

@@ -32,7 +32,7 @@ def test_a_new_base_lm_learns_at_its_own_rate_on_the_gpu_envs(project):
     pretrain at 5e-3 and fine-tune at 2e-2; the small local model keeps 2e-2 for both."""
     from stacks.config.trainer_command import trainer_args
 
-    dev = load_config(project / "envs", "dev", ["project=p1"])
+    dev = load_config(project / "envs", "dev", ["gcp.project=p1"])
     local = load_config(project / "envs", "local")
     assert (dev.language("fr").trainer.lr_base_lm, dev.language("fr").trainer.lr_lm) == (5e-3, 2e-2)
     assert (local.language("fr").trainer.lr_base_lm, local.language("fr").trainer.lr_lm) == (2e-2, 2e-2)
@@ -54,8 +54,8 @@ def test_set_overrides_last_and_language_block_wins(project):
 
 
 def test_lists_replace_instead_of_merging(project):
-    cfg = load_config(project / "envs", "dev", ["project=p1", "zones=[europe-west4-b]"])
-    assert cfg.zones == ["europe-west4-b"]
+    cfg = load_config(project / "envs", "dev", ["gcp.project=p1", "gcp.zones=[europe-west4-b]"])
+    assert cfg.gcp.zones == ["europe-west4-b"]
 
 
 def test_unknown_key_names_key_and_file(project):
@@ -84,10 +84,10 @@ def test_bucket_scheme_must_match_target(project):
 
 def test_config_show_json_and_env_var(project, monkeypatch):
     monkeypatch.setenv("TRAINCTL_ENV", "dev")
-    result = runner.invoke(app, ["config", "show", "--json", "--set", "project=p1"])
+    result = runner.invoke(app, ["config", "show", "--json", "--set", "gcp.project=p1"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
-    assert data["env"] == "dev" and data["project"] == "p1" and data["target"] == "gcp"
+    assert data["env"] == "dev" and data["gcp"]["project"] == "p1" and data["target"] == "gcp"
 
 
 def test_config_show_error_exit_2(project):
@@ -142,14 +142,14 @@ def test_trainer_run_settings_reach_the_trainer_and_bad_values_name_the_key(proj
 def test_a_whole_config_error_names_the_layer_that_set_the_key(project):
     """A check over several keys (no pydantic location) names the --set that broke it, not base.yaml."""
     with pytest.raises(ConfigError, match=r"^--set: .*bucket must be a gs:// URI"):
-        load_config(project / "envs", "dev", ["project=p1", "bucket=file:///tmp/b"])
+        load_config(project / "envs", "dev", ["gcp.project=p1", "bucket=file:///tmp/b"])
     # bucket from envs/local.yaml, target from --set: the latest layer is the one to look at
     with pytest.raises(ConfigError, match=r"^--set: .*bucket must be a gs:// URI"):
-        load_config(project / "envs", "local", ["project=p1", "target=gcp"])
+        load_config(project / "envs", "local", ["gcp.project=p1", "target=gcp"])
     # a dotted key the message names: the language came from --set, not from base.yaml
     with pytest.raises(ConfigError, match=r"^--set: .*languages.gr: 'gr' is not an ISO 639-1"):
         load_config(project / "envs", "local", ["languages.gr={}"])
-    (project / "envs" / "odd.yaml").write_text("target: gcp\nproject: p1\nbucket: file:///tmp/b\n")
+    (project / "envs" / "odd.yaml").write_text("target: gcp\ngcp: {project: p1}\nbucket: file:///tmp/b\n")
     with pytest.raises(ConfigError, match=r"^envs/odd.yaml: .*bucket must be a gs:// URI"):
         load_config(project / "envs", "odd")
 
@@ -179,3 +179,30 @@ def test_a_key_written_twice_is_an_error_naming_both_lines(project):
     with pytest.raises(ConfigError, match="max_run_hours.*set twice.*lines 3 and 5") as caught:
         load_config(project / "envs", "twice")
     assert "envs/twice.yaml" in str(caught.value) and caught.value.hint
+
+
+def test_an_old_overlay_with_flat_gcp_keys_names_their_new_place(project):
+    (project / "envs" / "old.yaml").write_text(
+        "target: gcp\nproject: p1\nregion: europe-west4\nzones: [europe-west4-a]\nbucket: gs://b\n"
+    )
+    with pytest.raises(ConfigError) as info:
+        load_config(project / "envs", "old")
+    lines = info.value.message.splitlines()[1:]
+    assert [line.strip() for line in lines] == [
+        f"envs/old.yaml: unknown key {key!r}: a target's settings sit in its own block now: gcp.{key}"
+        for key in ("project", "region", "zones")
+    ]
+    with pytest.raises(ConfigError, match=r"^--set: unknown key 'project': .* block now: gcp.project$"):
+        load_config(project / "envs", "dev", ["project=p1"])
+
+
+def test_a_target_block_belongs_to_its_target(project):
+    dev = load_config(project / "envs", "dev", ["gcp.project=p1"])
+    assert (dev.gcp.project, dev.gcp.registry, dev.gcp.state_bucket_name) == (
+        "p1",
+        "trainstack",
+        "p1-trainstack-tfstate",
+    )
+    assert load_config(project / "envs", "local").gcp is None
+    with pytest.raises(ConfigError, match="gcp: settings of target gcp, but the env's target is local"):
+        load_config(project / "envs", "local", ["gcp.project=p1"])

@@ -34,7 +34,7 @@ def train_csv(path: Path, size: int) -> Path:
 
 
 def gs_args(tmp_path) -> list[str]:
-    return ["--env", "dev", "--set", "project=p1", "--set", f"bucket=gs://test-bucket/push-{tmp_path.name}"]
+    return ["--env", "dev", "--set", "gcp.project=p1", "--set", f"bucket=gs://test-bucket/push-{tmp_path.name}"]
 
 
 def test_a_push_holds_no_more_of_a_large_file_than_of_a_small_one(project, tmp_path):

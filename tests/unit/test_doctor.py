@@ -14,7 +14,7 @@ from tests.support.recorded_api import FIXTURES, RecordedApi
 
 runner = CliRunner()
 SETS = [
-    "project=p1",
+    "gcp.project=p1",
     "ci.github_repository=acme/trainstack",
     "ci.github_repository_id=101",
     "ci.github_repository_owner_id=202",
@@ -348,7 +348,7 @@ def test_each_problem_says_what_to_do_and_exits_3(project, monkeypatch, case, ch
 
 
 def test_ci_accounts_are_not_probed_without_a_ci_repository(project, monkeypatch):
-    monkeypatch.setattr("tests.unit.test_doctor.SETS", ["project=p1"])
+    monkeypatch.setattr("tests.unit.test_doctor.SETS", ["gcp.project=p1"])
     result, api, text = doctor(project, monkeypatch, healthy())
     assert result.exit_code == 0, result.output
     assert "CI accounts (fr): not checked: ci.github_repository is unset" in text
@@ -404,7 +404,7 @@ def test_a_fallback_region_without_private_google_access_is_a_problem_naming_it(
         200,
         {"name": "default", "region": "europe-west1", "privateIpGoogleAccess": False},
     )
-    result, api, text = doctor(project, monkeypatch, routes, "fallback_zones=[europe-west1-b]")
+    result, api, text = doctor(project, monkeypatch, routes, "gcp.fallback_zones=[europe-west1-b]")
     assert result.exit_code == 3, result.output
     assert "ok subnetwork default (europe-west4): Private Google Access on" in text
     assert "problem subnetwork default (europe-west1): Private Google Access is off in europe-west1" in text
@@ -422,13 +422,13 @@ def test_a_set_subnetwork_cannot_serve_a_fallback_region(project, monkeypatch):
         project,
         monkeypatch,
         routes,
-        "fallback_zones=[europe-west1-b]",
-        "network=projects/p1/global/networks/train",
-        "subnetwork=projects/p1/regions/europe-west4/subnetworks/train-eu",
+        "gcp.fallback_zones=[europe-west1-b]",
+        "gcp.network=projects/p1/global/networks/train",
+        "gcp.subnetwork=projects/p1/regions/europe-west4/subnetworks/train-eu",
     )
     assert result.exit_code == 3, result.output
     assert "ok subnetwork train-eu (europe-west4)" in text
-    assert "problem subnetwork (europe-west1): `subnetwork` is in europe-west4" in text
+    assert "problem subnetwork (europe-west1): `gcp.subnetwork` is in europe-west4" in text
     assert not api.requests("GET", ".*/regions/europe-west1/subnetworks/.*")
 
 

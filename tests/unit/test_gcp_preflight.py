@@ -19,7 +19,7 @@ MANIFEST = "/v2/p1/trainstack/trainer/manifests/[^/]+"
 
 
 def dev(bucket: str) -> list[str]:
-    return ["--env", "dev", "--set", "project=p1", "--set", f"bucket={bucket}"]
+    return ["--env", "dev", "--set", "gcp.project=p1", "--set", f"bucket={bucket}"]
 
 
 def train_against(api, args, monkeypatch, *langs: str):
@@ -70,7 +70,7 @@ def test_run_metadata_records_the_image_zone_and_quota_metric(project, tmp_path)
     from trainer.storage import LocalBucket
 
     proj = Project(project)
-    config = proj.load("dev", ["project=p1"])
+    config = proj.load("dev", ["gcp.project=p1"])
     stack_dir = proj.work_outdir("dev") / "stacks" / "train-fr"
     stack_dir.mkdir(parents=True)
     (stack_dir / "cdk.tf.json").write_text("{}")
@@ -113,7 +113,7 @@ def fr_and_en_beside_two_free_gpus(folder: str, nodes: int):
         "--set",
         f"defaults.nodes={nodes}",
         "--set",
-        "fallback_zones=[europe-west1-b, europe-west1-c]",
+        "gcp.fallback_zones=[europe-west1-b, europe-west1-c]",
     ]
     for lang in ("fr", "en"):
         assert runner.invoke(app, ["data", "push", lang, str(SAMPLE / lang), *args]).exit_code == 0

@@ -44,7 +44,7 @@ DISABLED = [{"reason": "accessNotConfigured", "message": "Compute Engine API has
         (
             gexc.NotFound("GET https://x/y: The resource 'projects/p1' was not found"),
             "reading a: The resource 'projects/p1' was not found",
-            "check `project` ('p1')",
+            "check `gcp.project` ('p1')",
         ),
         (
             requests.exceptions.ConnectionError("refused"),

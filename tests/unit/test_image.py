@@ -46,7 +46,7 @@ BUILDS = "/v1/projects/p1/locations/europe-west4/builds"
 BUILD_ID = "5f0e6c1a-2b7d-4c3e-9a8f-1d2e3f4a5b6c"
 LOG_URL = f"https://console.cloud.google.com/cloud-build/builds;region=europe-west4/{BUILD_ID}?project=123456789012"
 MANIFEST = "/v2/p1/trainstack/trainer/manifests/[^/]+"
-GCP_SETS = ["project=p1", "bucket=gs://test-bucket"]
+GCP_SETS = ["gcp.project=p1", "bucket=gs://test-bucket"]
 
 
 # --- Dockerfile and pins -----------------------------------------------------------------
@@ -200,7 +200,7 @@ def test_tarball_is_reproducible_and_holds_the_context(tmp_path):
 def test_image_ref_defaults_to_the_registry_at_the_hash():
     config = load_config(REPO / "envs", "dev", GCP_SETS)
     assert image_ref(config, REPO) == f"europe-west4-docker.pkg.dev/p1/trainstack/trainer:{content_hash(REPO)}"
-    pinned = load_config(REPO / "envs", "dev", GCP_SETS + ["image=europe-west4-docker.pkg.dev/p1/x/trainer:v1"])
+    pinned = load_config(REPO / "envs", "dev", GCP_SETS + ["gcp.image=europe-west4-docker.pkg.dev/p1/x/trainer:v1"])
     assert image_ref(pinned, REPO) == "europe-west4-docker.pkg.dev/p1/x/trainer:v1"
 
 

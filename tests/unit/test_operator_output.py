@@ -167,7 +167,7 @@ def test_gcp_run_cost_from_the_vm_boot_records(project, tmp_path, monkeypatch):
     from stacks.runs.records import record_cost, run_row
     from stacks.targets.gcp.prices import fallback_book
 
-    config = Project(project).load("dev", ["project=p1"])
+    config = Project(project).load("dev", ["gcp.project=p1"])
     b = LocalBucket(tmp_path / "b")
     run_id = "20250301-120000-cccc"
     write(
@@ -234,15 +234,17 @@ def test_fallback_table_knows_every_configured_machine(project, env):
     from stacks.targets.gcp.prices import estimate, fallback_book
 
     book = fallback_book()
-    config = Project(project).load(env, ["project=p1"])
+    config = Project(project).load(env, ["gcp.project=p1"])
     for lang in config.languages:
         for spot in (True, False):
             settings = config.language(lang).model_copy(update={"spot": spot})
-            est = estimate(settings, config.region, book)
+            est = estimate(settings, config.gcp.region, book)
             assert est.per_hour and est.at_max_run_hours == pytest.approx(
                 est.per_hour * settings.max_run_hours, abs=0.01
             )
-    unknown = estimate(config.language("fr").model_copy(update={"machine_type": "z9-mystery-1"}), config.region, book)
+    unknown = estimate(
+        config.language("fr").model_copy(update={"machine_type": "z9-mystery-1"}), config.gcp.region, book
+    )
     assert unknown.per_hour is None and "cost unknown" in unknown.line("z9-mystery-1")
 
 

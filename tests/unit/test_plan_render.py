@@ -550,7 +550,7 @@ def test_a_gcp_env_requires_the_image_of_this_tree_in_the_registry(project, monk
     from stacks.targets.gcp.target import GCP
     from tests.support.recorded_api import RecordedApi
 
-    config = Project.discover().load("dev", ["project=p1"])
+    config = Project.discover().load("dev", ["gcp.project=p1"])
     body = {"errors": [{"code": "MANIFEST_UNKNOWN"}]} if answer == 404 else {}
     with RecordedApi({("HEAD", "/v2/p1/trainstack/trainer/manifests/[^/]+"): (answer, body)}) as api:
         monkeypatch.setenv(REGISTRY_ENDPOINT_ENV, api.url)

@@ -38,7 +38,7 @@ def catalog_api(**extra) -> RecordedApi:
 
 @pytest.fixture
 def dev(project):
-    return Project(project).load("dev", ["project=p1", "zones=[europe-west4-a]"])
+    return Project(project).load("dev", ["gcp.project=p1", "gcp.zones=[europe-west4-a]"])
 
 
 def test_rates_keep_one_sku_per_key_and_never_a_lookalike():

@@ -165,7 +165,7 @@ def test_no_zone_fits_lists_every_zone_and_how_to_get_more(project, monkeypatch)
     ) in r.output
     assert "metric=compute.googleapis.com%2Fpreemptible_nvidia_l4_gpus" in r.output
     assert r.output.index("in europe-west4 to >= 9") < r.output.index("in europe-west1 to >= 5")  # preference order
-    assert "`zones` / `fallback_zones` in envs/dev.yaml" in r.output
+    assert "`gcp.zones` / `gcp.fallback_zones` in envs/dev.yaml" in r.output
 
 
 PROJECT_404 = {
@@ -187,7 +187,12 @@ PROJECT_404 = {
             "Compute Engine API is not enabled in project p1",
             "gcloud services enable compute.googleapis.com --project=p1",
         ),
-        (404, PROJECT_404, "reading project p1: The resource 'projects/p1' was not found", "check `project` ('p1')"),
+        (
+            404,
+            PROJECT_404,
+            "reading project p1: The resource 'projects/p1' was not found",
+            "check `gcp.project` ('p1')",
+        ),
     ],
     ids=["forbidden", "api-disabled", "no-project"],
 )

@@ -85,7 +85,7 @@ def _gcp_train(
     monkeypatch.setattr(stack_ops, "synth_and_init", synth_and_init)
     fast = dataclasses.replace(GCP, poll_s=0.05, capacity_retry=(0.01, 0.01), status_appear_timeout_s=appear_s)
     monkeypatch.setattr(runflow, "target_of", lambda config: fast)
-    args = ["--env", "dev", "--set", "project=p1", *sets, "--set", "defaults.creation_error_minutes=0.01"]
+    args = ["--env", "dev", "--set", "gcp.project=p1", *sets, "--set", "defaults.creation_error_minutes=0.01"]
     assert runner.invoke(app, ["data", "push", "fr", str(SAMPLE / "fr"), *args]).exit_code == 0
     api.routes[("HEAD", MANIFEST)] = (200, {})
     api.routes[("GET", COS_FAMILY)] = (
@@ -300,7 +300,7 @@ def test_status_shows_the_group_errors_of_a_starting_run(project, gcs_env, monke
     uri = "gs://test-bucket/creation-status"
     run_id = new_run_id()
     open_bucket(uri).write_bytes(run_key("fr", run_id, TRAINCTL_META), json.dumps({"zone": "europe-west4-a"}).encode())
-    args = ["--env", "dev", "--set", "project=p1", "--set", f"bucket={uri}"]
+    args = ["--env", "dev", "--set", "gcp.project=p1", "--set", f"bucket={uri}"]
     with RecordedApi({("GET", LIST_ERRORS): (200, "compute/list_errors_quota_exceeded.json")}) as api:
         monkeypatch.setenv(ENDPOINT_ENV, api.url)
         shown = runner.invoke(app, ["status", "fr", *args])

@@ -66,9 +66,9 @@ def _object(config: EnvConfig, key: str) -> str:
 
 
 def _group(config: EnvConfig, lang: str) -> str:
-    zone = config.zones[0] if config.zones else f"{config.region}-a"
+    zone = config.gcp.zones[0] if config.gcp.zones else f"{config.gcp.region}-a"
     return (
-        f"//compute.googleapis.com/projects/{config.project}/zones/{zone}/instanceGroupManagers/"
+        f"//compute.googleapis.com/projects/{config.gcp.project}/zones/{zone}/instanceGroupManagers/"
         f"{group_name(config.env, lang)}"
     )
 
@@ -114,13 +114,13 @@ def probes(config: EnvConfig, lang: str) -> list[Probe]:
 
 
 def _project(config: EnvConfig) -> str:
-    return f"//cloudresourcemanager.googleapis.com/projects/{config.project}"
+    return f"//cloudresourcemanager.googleapis.com/projects/{config.gcp.project}"
 
 
 def _state(config: EnvConfig, stack: str) -> str:
     """The GCS backend's state object of a stack (`<prefix>/default.tfstate`)."""
     return (
-        f"//storage.googleapis.com/projects/_/buckets/{config.state_bucket_name}/objects/"
+        f"//storage.googleapis.com/projects/_/buckets/{config.gcp.state_bucket_name}/objects/"
         f"{state_prefix(config.env, stack)}/default.tfstate"
     )
 
@@ -145,7 +145,9 @@ def planner_probes(config: EnvConfig, lang: str) -> list[Probe]:
 def deployer_probes(config: EnvConfig, lang: str) -> list[Probe]:
     """Applies and destroys `train-<lang>` from main: its custom role and its env's states only."""
     stack, project = stack_name(lang), _project(config)
-    trainer = f"//iam.googleapis.com/projects/{config.project}/serviceAccounts/{sa_email(TRAINER_SA, config.project)}"
+    trainer = (
+        f"//iam.googleapis.com/projects/{config.gcp.project}/serviceAccounts/{sa_email(TRAINER_SA, config.gcp.project)}"
+    )
     return [
         Probe(f"write {stack} state", _state(config, stack), "storage.objects.create", *OBJ, True),
         Probe("create instance templates", project, "compute.instanceTemplates.create", *PROJECT, True),
@@ -227,7 +229,7 @@ def check_trainer_access(config: EnvConfig, lang: str) -> list:
     """Granted where a run needs it, refused on the build contexts."""
     return _evaluate(
         f"trainer account ({lang})",
-        sa_email(TRAINER_SA, config.project),
+        sa_email(TRAINER_SA, config.gcp.project),
         probes(config, lang),
         "apply the foundation stack (it grants the trainer's prefixes; a new language needs it too)",
         "the trainer account holds more than its prefixes: remove the broader grant on the bucket "
@@ -244,14 +246,14 @@ def check_ci_access(config: EnvConfig, lang: str) -> list:
     return [
         *_evaluate(
             f"CI planner ({lang})",
-            sa_email(PLANNER_SA, config.project),
+            sa_email(PLANNER_SA, config.gcp.project),
             planner_probes(config, lang),
             fix_missing,
             "the planner account can write: remove the write grant (a pull request could change state or resources)",
         ),
         *_evaluate(
             f"CI deployer ({lang})",
-            sa_email(DEPLOYER_SA, config.project),
+            sa_email(DEPLOYER_SA, config.gcp.project),
             deployer_probes(config, lang),
             fix_missing,
             "the deployer holds more than its custom role and env: remove the broader grant "

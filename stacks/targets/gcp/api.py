@@ -136,7 +136,7 @@ def google_error(
     if isinstance(exc, gexc.NotFound):
         return InfraError(
             f"{doing}: {exception_message(exc)}",
-            hint=missing_hint or f"check `project` ({project!r}) and that your account can see it",
+            hint=missing_hint or f"check `gcp.project` ({project!r}) and that your account can see it",
         )
     if isinstance(exc, (requests.exceptions.ConnectionError, requests.exceptions.Timeout, auth_exc.TransportError)):
         return InfraError(

@@ -31,7 +31,12 @@ def _quota(kit):
         from stacks.targets.gcp.quota import ComputeQuotas, QuotaError, choose_zones
 
         _, config = kit.load(env, sets)
-        compute = ComputeQuotas(config.project)
+        config.require_target(
+            "gcp",
+            f"quota applies to gcp environments; env {config.env!r} has target {config.target!r}",
+            hint="pick a gcp environment with --env (e.g. --env dev)",
+        )
+        compute = ComputeQuotas(config.gcp.project)
         book = None
         decisions = []
         # several languages share regional quota when their runs overlap: decided together

@@ -44,35 +44,35 @@ def _check_placement(config: EnvConfig, env_file: str, source: _Source) -> None:
             source=source("spot_market"),
             hint=f"remove `spot_market` from {env_file}",
         )
-    if not config.project:
+    if not config.gcp.project:
         raise ConfigError(
-            f"env {config.env!r} targets gcp but sets no `project`",
+            f"env {config.env!r} targets gcp but sets no `gcp.project`",
             source=env_file,
-            hint=f"add `project: YOUR_PROJECT_ID` to {env_file} or pass --set project=YOUR_PROJECT_ID",
+            hint=f"add `gcp: {{project: YOUR_PROJECT_ID}}` to {env_file} or pass --set gcp.project=YOUR_PROJECT_ID",
         )
-    if not config.region:
+    if not config.gcp.region:
         raise ConfigError(
-            f"env {config.env!r} targets gcp but sets no `region`",
+            f"env {config.env!r} targets gcp but sets no `gcp.region`",
             source=env_file,
             hint=f"add e.g. `region: europe-west4` to {env_file}",
         )
-    if not config.zones:
+    if not config.gcp.zones:
         raise ConfigError(
-            "`zones` is empty: list the zones of the region in order of preference",
+            "`gcp.zones` is empty: list the zones of the region in order of preference",
             source=source("zones"),
-            hint=f"e.g. zones: [{config.region}-a, {config.region}-b]",
+            hint=f"e.g. zones: [{config.gcp.region}-a, {config.gcp.region}-b]",
         )
-    for zone in config.zones:
-        if region_of(zone) != config.region:
+    for zone in config.gcp.zones:
+        if region_of(zone) != config.gcp.region:
             raise ConfigError(
-                f"zone {zone!r} is not in region {config.region!r}",
+                f"zone {zone!r} is not in region {config.gcp.region!r}",
                 source=source("zones"),
-                hint="`zones` lists zones of `region`; put zones of other regions in `fallback_zones`",
+                hint="`gcp.zones` lists zones of `gcp.region`; put zones of other regions in `gcp.fallback_zones`",
             )
-    for zone in config.fallback_zones:
-        if region_of(zone) == config.region or zone.count("-") < 2:
+    for zone in config.gcp.fallback_zones:
+        if region_of(zone) == config.gcp.region or zone.count("-") < 2:
             raise ConfigError(
-                f"fallback zone {zone!r} must be a zone of another region than {config.region!r}",
+                f"fallback zone {zone!r} must be a zone of another region than {config.gcp.region!r}",
                 source=source("fallback_zones"),
             )
 

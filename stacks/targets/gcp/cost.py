@@ -60,7 +60,7 @@ def settings_of(bucket: Bucket, lang: str, run_id: str, config: EnvConfig) -> di
         "gpu": s.get("gpu") or {},
         "spot": s.get("spot"),
         "nodes": s.get("nodes", 1),
-        "region": zone.rsplit("-", 1)[0] if zone else config.region,
+        "region": zone.rsplit("-", 1)[0] if zone else config.gcp.region,
     }
 
 

@@ -20,7 +20,7 @@ def check_billing_project(config: EnvConfig) -> Check:
     """The stacks' provider sets user_project_override + billing_project (foundation_stack.provider_settings):
     whoever plans needs serviceusage.services.use on the project, or every plan fails on its first call."""
     session, base = api.session(RESOURCEMANAGER_ENDPOINT_ENV)
-    url = f"{base or RESOURCEMANAGER_API}/v1/projects/{config.project}:testIamPermissions"
+    url = f"{base or RESOURCEMANAGER_API}/v1/projects/{config.gcp.project}:testIamPermissions"
     resp = api.call(
         session, "POST", url, "cannot test your permissions on the project", json={"permissions": [BILLING_PERMISSION]}
     )
@@ -34,14 +34,15 @@ def check_billing_project(config: EnvConfig) -> Check:
         return Check(
             name,
             True,
-            f"the provider bills its calls to {config.project} (user_project_override); you hold {BILLING_PERMISSION}",
+            f"the provider bills its calls to {config.gcp.project} (user_project_override); "
+            f"you hold {BILLING_PERMISSION}",
         )
     return Check(
         name,
         False,
-        f"you lack {BILLING_PERMISSION} on {config.project}: the provider bills its calls "
+        f"you lack {BILLING_PERMISSION} on {config.gcp.project}: the provider bills its calls "
         "there (user_project_override), so a plan fails at the quota data source",
-        f"gcloud projects add-iam-policy-binding {config.project} --member=user:YOU "
+        f"gcloud projects add-iam-policy-binding {config.gcp.project} --member=user:YOU "
         "--role=roles/serviceusage.serviceUsageConsumer",
     )
 
@@ -97,7 +98,7 @@ def check_node_firewall(config: EnvConfig, firewalls=None) -> Check:
     rule = node_firewall_name(config.env)
     firewalls = firewalls or api.compute_client("FirewallsClient")
     try:
-        found = firewalls.get(project=config.project, firewall=rule)
+        found = firewalls.get(project=config.gcp.project, firewall=rule)
     except api.client_failures() as exc:
         if not_found(exc):
             return Check(

@@ -2,8 +2,8 @@
 
 Checked here: the APIs the stacks need are enabled, the trainer image exists, each
 language's boot image family resolves (and the GPU catalogue accepts it for the machine
-type), the VMs' subnetwork has Private Google Access in every region of `zones` and
-`fallback_zones`, whoever plans may bill the provider's calls to the project, the NVIDIA
+type), the VMs' subnetwork has Private Google Access in every region of `gcp.zones` and
+`gcp.fallback_zones`, whoever plans may bill the provider's calls to the project, the NVIDIA
 driver the VMs install, the firewall rule multi-node runs meet
 through (stacks/targets/gcp/deploy_checks.py), the organisation policies that
 break a first apply (Shielded VM, domain restricted sharing) against the env's switches,
@@ -71,14 +71,15 @@ def enabled_apis(project: str) -> set[str]:
 
 
 def check_apis(config: EnvConfig) -> Check:
-    enabled = enabled_apis(config.project)
+    enabled = enabled_apis(config.gcp.project)
     missing = [f"{a}.googleapis.com" for a in REQUIRED_APIS if f"{a}.googleapis.com" not in enabled]
     if missing:
         return Check(
             "APIs enabled",
             False,
             f"not enabled: {', '.join(missing)}",
-            f"apply the foundation stack, or: gcloud services enable {' '.join(missing)} --project {config.project}",
+            f"apply the foundation stack, or: gcloud services enable {' '.join(missing)} "
+            f"--project {config.gcp.project}",
         )
     return Check("APIs enabled", True, f"{len(REQUIRED_APIS)} APIs the stacks use")
 
@@ -130,18 +131,18 @@ def check_boot_image(config: EnvConfig, lang: str, images=None) -> Check:
 
 
 def check_subnetwork(config: EnvConfig, region: str, subnetworks=None) -> Check:
-    """The VMs have no external IP: their subnetwork in `region` needs Private Google Access."""
-    network = config.network.rsplit("/", 1)[-1]  # an auto-mode network's subnetworks share its name
-    link = config.subnetwork or f"projects/{config.project}/regions/{region}/subnetworks/{network}"
+    """The VMs have no external IP: their subnetwork in `gcp.region` needs Private Google Access."""
+    network = config.gcp.network.rsplit("/", 1)[-1]  # an auto-mode network's subnetworks share its name
+    link = config.gcp.subnetwork or f"projects/{config.gcp.project}/regions/{region}/subnetworks/{network}"
     parts = link.removeprefix("https://www.googleapis.com/compute/v1/").split("/")
     project, name = parts[1], parts[5]
-    if config.subnetwork and parts[3] != region:
-        zones = [z for z in [*config.zones, *config.fallback_zones] if region_of(z) == region]
+    if config.gcp.subnetwork and parts[3] != region:
+        zones = [z for z in [*config.gcp.zones, *config.gcp.fallback_zones] if region_of(z) == region]
         return Check(
             f"subnetwork ({region})",
             False,
-            f"`subnetwork` is in {parts[3]}: VMs placed in {', '.join(zones) or region} need one in {region}",
-            f"keep `zones` and `fallback_zones` in {parts[3]}, or leave `subnetwork` unset "
+            f"`gcp.subnetwork` is in {parts[3]}: VMs placed in {', '.join(zones) or region} need one in {region}",
+            f"keep `gcp.zones` and `gcp.fallback_zones` in {parts[3]}, or leave `gcp.subnetwork` unset "
             "(an auto-mode network has a subnetwork in every region)",
         )
     subnetworks = subnetworks or api.compute_client("SubnetworksClient")
@@ -170,9 +171,11 @@ def check_subnetwork(config: EnvConfig, region: str, subnetworks=None) -> Check:
 
 
 def placement_regions(config: EnvConfig) -> list[str]:
-    """Every region a run may be placed in: `region`, then those of `zones` and `fallback_zones`
+    """Every region a run may be placed in: `gcp.region`, then those of `gcp.zones` and `gcp.fallback_zones`
     (the run lifecycle moves a run to a fallback zone of another region)."""
-    return list(dict.fromkeys([config.region, *(region_of(z) for z in [*config.zones, *config.fallback_zones])]))
+    return list(
+        dict.fromkeys([config.gcp.region, *(region_of(z) for z in [*config.gcp.zones, *config.gcp.fallback_zones])])
+    )
 
 
 def effective_policy(project: str, constraint: str) -> dict:
@@ -195,9 +198,9 @@ def effective_policy(project: str, constraint: str) -> dict:
 
 
 def check_org_policies(config: EnvConfig) -> list[Check]:
-    """Shielded VM and domain restricted sharing against `secure_boot` and `access_log_grant`."""
+    """Shielded VM and domain restricted sharing against `secure_boot` and `gcp.access_log_grant`."""
     checks = []
-    shielded = effective_policy(config.project, "compute.requireShieldedVm").get("booleanPolicy", {})
+    shielded = effective_policy(config.gcp.project, "compute.requireShieldedVm").get("booleanPolicy", {})
     off = [
         lang
         for lang, s in config.languages.items()
@@ -225,9 +228,9 @@ def check_org_policies(config: EnvConfig) -> list[Check]:
                 "enforced; every language boots with Secure Boot" if shielded.get("enforced") else "not enforced",
             )
         )
-    domains = effective_policy(config.project, "iam.allowedPolicyMemberDomains").get("listPolicy", {})
+    domains = effective_policy(config.gcp.project, "iam.allowedPolicyMemberDomains").get("listPolicy", {})
     restricted = bool(domains.get("allowedValues")) or domains.get("allValues") == "DENY"
-    if restricted and config.access_log_grant:
+    if restricted and config.gcp.access_log_grant:
         checks.append(
             Check(
                 "org policy iam.allowedPolicyMemberDomains",

@@ -41,15 +41,15 @@ def advice(error: GroupError, *, project: str, env: str, spot: bool) -> str:
     env_file = f"envs/{env}.yaml"
     if error.code in CAPACITY:
         return (
-            f"no capacity for this machine in {error.zone}: list other zones (or regions) first in `zones` / "
-            f"`fallback_zones` of {env_file}"
+            f"no capacity for this machine in {error.zone}: list other zones (or regions) first in `gcp.zones` / "
+            f"`gcp.fallback_zones` of {env_file}"
             + (", or set spot: false (on-demand capacity)" if spot else "")
             + "; `trainctl quota` shows where quota allows it"
         )
     if error.code in QUOTA:
         return (
             f"request the quota the message names: https://console.cloud.google.com/iam-admin/quotas?project="
-            f"{project} (or move to a region with room: `zones` in {env_file}; `trainctl quota`)"
+            f"{project} (or move to a region with room: `gcp.zones` in {env_file}; `trainctl quota`)"
         )
     if error.code in POLICY:
         return (
@@ -128,7 +128,7 @@ def group_error_poller(config, lang: str, zone: str, reporter):
     from stacks.naming import group_name
     from stacks.targets.gcp import api
 
-    errors = GroupErrors(config.project, zone, group_name(config.env, lang))
+    errors = GroupErrors(config.gcp.project, zone, group_name(config.env, lang))
     spot = config.language(lang).spot
     warned: list[str] = []
     refused: list[str] = []
@@ -149,7 +149,7 @@ def group_error_poller(config, lang: str, zone: str, reporter):
                     f"): {exc}"
                 )
             return []
-        return [Problem(e, advice(e, project=config.project, env=config.env, spot=spot)) for e in found]
+        return [Problem(e, advice(e, project=config.gcp.project, env=config.env, spot=spot)) for e in found]
 
     return new
 
@@ -166,7 +166,7 @@ def group_running(config, lang: str, zone: str, endpoint: str | None = None) -> 
         client = api.compute_client("InstanceGroupManagersClient", endpoint)
         items = list(
             client.list_managed_instances(
-                project=config.project, zone=zone, instance_group_manager=group_name(config.env, lang), timeout=30
+                project=config.gcp.project, zone=zone, instance_group_manager=group_name(config.env, lang), timeout=30
             )
         )
     except gexc.NotFound:

@@ -174,8 +174,8 @@ def context_tarball(root: Path) -> bytes:
 
 
 def image_ref(config: EnvConfig, root: Path = SOURCE_ROOT) -> str:
-    """`config.image` when set, else <region>-docker.pkg.dev/<project>/<registry>/trainer:<hash>."""
-    return config.image or f"{config.image_repository}:{content_hash(root)}"
+    """`config.gcp.image` when set, else <region>-docker.pkg.dev/<project>/<registry>/trainer:<hash>."""
+    return config.gcp.image or f"{config.gcp.image_repository}:{content_hash(root)}"
 
 
 def split_ref(ref: str) -> tuple[str, str, str]:
@@ -230,7 +230,7 @@ def builder_account(config: EnvConfig) -> str:
     """The foundation's Cloud Build service account (not the project's default compute account)."""
     from stacks.naming import BUILDER_SA, sa_email
 
-    return f"projects/{config.project}/serviceAccounts/{sa_email(BUILDER_SA, config.project)}"
+    return f"projects/{config.gcp.project}/serviceAccounts/{sa_email(BUILDER_SA, config.gcp.project)}"
 
 
 def build_request(
@@ -275,7 +275,7 @@ def upload_context(config: EnvConfig, root: Path, digest: str, echo: Callable[[s
     obj, data = f"{SOURCE_PREFIX}/{digest}.tgz", context_tarball(root)
     crc, url = crc32c_of(data), f"gs://{config.bucket_name}/{SOURCE_PREFIX}/{digest}.tgz"
     try:
-        bucket = api.storage_client(config.project).bucket(config.bucket_name)
+        bucket = api.storage_client(config.gcp.project).bucket(config.bucket_name)
         found = bucket.get_blob(obj)
         if found is not None and found.crc32c == crc and found.size == len(data):
             return BuildContext(obj, int(found.generation), reused=True)
@@ -293,7 +293,7 @@ def upload_context(config: EnvConfig, root: Path, digest: str, echo: Callable[[s
         raise api.google_error(
             exc,
             f"uploading the build context to {url}",
-            project=config.project,
+            project=config.gcp.project,
             api_name="Cloud Storage API",
             service="storage.googleapis.com",
             role=f"roles/storage.objectAdmin (objects under {SOURCE_PREFIX}/ of the bucket)",
@@ -327,7 +327,7 @@ def submit_build(
         f"gs://{config.bucket_name}/{context.object}#{context.generation}"
     )
     session, base = api.session(CLOUDBUILD_ENDPOINT_ENV)
-    builds = f"{base or CLOUDBUILD_API}/v1/projects/{config.project}/locations/{config.region}/builds"
+    builds = f"{base or CLOUDBUILD_API}/v1/projects/{config.gcp.project}/locations/{config.gcp.region}/builds"
     resp = api.call(
         session,
         "POST",

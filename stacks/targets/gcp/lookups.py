@@ -21,7 +21,7 @@ def lookup_failure(exc: Exception, title: str, doing: str, config: EnvConfig) ->
     err = api.google_error(
         exc,
         doing,
-        project=config.project,
+        project=config.gcp.project,
         api_name="Compute Engine API",
         service="compute.googleapis.com",
         role="roles/compute.viewer",

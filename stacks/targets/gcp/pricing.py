@@ -247,7 +247,7 @@ def catalog_book(
     (a shape Compute cannot give leaves that machine type "cost unknown", not the whole book)."""
     book = book or _cached(bucket)
     if book is None:
-        session, base = api.session(ENDPOINT_ENV, quota_project=config.project)
+        session, base = api.session(ENDPOINT_ENV, quota_project=config.gcp.project)
         book = CatalogBook(
             read_at=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%MZ"),
             rates=rates_from_skus(fetch_skus(session, base)),
@@ -257,7 +257,7 @@ def catalog_book(
     if missing:
         from stacks.targets.gcp.quota import ComputeQuotas, candidate_zones
 
-        compute = compute or ComputeQuotas(config.project)
+        compute = compute or ComputeQuotas(config.gcp.project)
         for machine_type in missing:
             for zone in candidate_zones(config):
                 try:
@@ -282,7 +282,7 @@ def price_book(
     same process (the estimate, then the run's metadata; `trainctl runs`), the same book answers."""
     import os
 
-    key = (config.project, bucket.uri if bucket is not None else None, os.environ.get(ENDPOINT_ENV))
+    key = (config.gcp.project, bucket.uri if bucket is not None else None, os.environ.get(ENDPOINT_ENV))
     known = _BOOKS.get(key)
     if known is not None and not isinstance(known, CatalogBook):
         return known  # the catalog could not be read a moment ago: do not wait on it again

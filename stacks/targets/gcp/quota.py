@@ -141,7 +141,7 @@ class ComputeQuotas:
         return {"vcpus": int(found.guest_cpus), "memory_gib": round(found.memory_mb / 1024, 3)}
 
     def family_quotas(self, region: str, gpu_family: str) -> dict[str, tuple[float, float]]:
-        """{SPOT_FAMILY_METRIC / FAMILY_METRIC: (limit, 0)} of `gpu_family` in `region`: Cloud Quotas reports
+        """{SPOT_FAMILY_METRIC / FAMILY_METRIC: (limit, 0)} of `gpu_family` in `gcp.region`: Cloud Quotas reports
         limits, not usage. A quota the project lacks, or without an entry for the family there, is left out."""
         found = {}
         for metric in (SPOT_FAMILY_METRIC, FAMILY_METRIC):
@@ -217,7 +217,7 @@ def governing_family_metric(spot: bool, family: dict[str, tuple[float, float]]) 
 
 
 def family_limit(info: dict, region: str, gpu_family: str) -> float | None:
-    """The limit of `gpu_family` in `region` in a family quota's QuotaInfo: its first dimensionsInfos entry
+    """The limit of `gpu_family` in `gcp.region` in a family quota's QuotaInfo: its first dimensionsInfos entry
     (they are ordered from more to less specific) whose dimensions the pair matches and whose
     applicableLocations hold the region. -1 (unlimited) is infinity; empty details (never granted) 0."""
     wanted = {"region": region, "gpu_family": gpu_family}
@@ -260,7 +260,7 @@ def other_needs(compute: "ComputeQuotas", zone: str, settings, quotas) -> dict[s
 
 
 def candidate_zones(config: EnvConfig) -> list[str]:
-    return list(dict.fromkeys([*config.zones, *config.fallback_zones]))
+    return list(dict.fromkeys([*config.gcp.zones, *config.gcp.fallback_zones]))
 
 
 def choose_zone(
@@ -289,7 +289,7 @@ def choose_zone(
         settings,
         GPU_TYPES[settings.gpu.type],  # known: config validation checked it for target gcp
         settings.nodes * settings.gpu.count,
-        compute or ComputeQuotas(config.project),
+        compute or ComputeQuotas(config.gcp.project),
         reserved if reserved is not None else {},
     )
     rows = [_global_row(request)]
@@ -372,7 +372,7 @@ def _global_row(request: _Request) -> QuotaRow:
             f"the global GPU quota {GLOBAL_METRIC} is the blocker for train-{request.lang}: limit {_num(limit)}, "
             f"usage {_num(usage)}, needs {needed}; no zone in any region can start its GPUs",
             [row],
-            hint=request_hint(request.config.project, GLOBAL_METRIC, None, usage + needed),
+            hint=request_hint(request.config.gcp.project, GLOBAL_METRIC, None, usage + needed),
         )
     return row
 
@@ -454,10 +454,10 @@ def _no_zone_fits(request: _Request, rows: list[QuotaRow]) -> QuotaError:
     """The error when no candidate zone fits: every zone's row, and each quota to raise (or zones to add)."""
     config, settings, gpu = request.config, request.settings, request.gpu
     asks = [
-        request_hint(config.project, m, region, value, gpu.gpu_family if m in FAMILY_METRICS else "")
+        request_hint(config.gcp.project, m, region, value, gpu.gpu_family if m in FAMILY_METRICS else "")
         for (region, m), value in request.short.items()
     ]
-    asks.append(f"or add zones with room to `zones` / `fallback_zones` in envs/{config.env}.yaml")
+    asks.append(f"or add zones with room to `gcp.zones` / `gcp.fallback_zones` in envs/{config.env}.yaml")
     kind = "Spot, " if settings.spot else ""
     return QuotaError(
         f"no zone fits train-{request.lang}: it needs {request.needed} x {gpu.name} ({kind}{settings.nodes} node(s) x "
@@ -474,7 +474,7 @@ def choose_zones(
     count against the quota of those after it. The one summed-quota rule (the preflight of runs
     started together, `trainctl doctor`, `trainctl quota`) -> each language's decision, or why it
     does not fit."""
-    compute = compute or ComputeQuotas(config.project)
+    compute = compute or ComputeQuotas(config.gcp.project)
     reserved: dict[tuple[str, str], int] = {}
     out: dict[str, ZoneDecision | QuotaError] = {}
     for lang in langs:

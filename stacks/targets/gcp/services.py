@@ -24,7 +24,7 @@ def enable_required_apis(config: EnvConfig, *, poll_s: float = 5.0) -> list[str]
     """Enables the stacks' APIs that are off (Service Usage batchEnable, waiting for each operation) ->
     the ones it enabled."""
     missing = [
-        f"{a}.googleapis.com" for a in REQUIRED_APIS if f"{a}.googleapis.com" not in enabled_apis(config.project)
+        f"{a}.googleapis.com" for a in REQUIRED_APIS if f"{a}.googleapis.com" not in enabled_apis(config.gcp.project)
     ]
     session, base = api.session(SERVICEUSAGE_ENDPOINT_ENV)
     root = base or SERVICEUSAGE_API
@@ -33,7 +33,7 @@ def enable_required_apis(config: EnvConfig, *, poll_s: float = 5.0) -> list[str]
         resp = api.call(
             session,
             "POST",
-            f"{root}/v1/projects/{config.project}/services:batchEnable",
+            f"{root}/v1/projects/{config.gcp.project}/services:batchEnable",
             "cannot enable the project's APIs",
             json={"serviceIds": chunk},
         )

@@ -22,9 +22,9 @@ def ensure_state_bucket(config: EnvConfig, client=None) -> StateBucket:
     from google.api_core import exceptions
     from google.cloud import storage
 
-    name = config.state_bucket_name
+    name = config.gcp.state_bucket_name
     try:
-        client = client or api.storage_client(config.project)
+        client = client or api.storage_client(config.gcp.project)
         bucket = client.lookup_bucket(name)
         created = bucket is None
         if created:
@@ -32,7 +32,7 @@ def ensure_state_bucket(config: EnvConfig, client=None) -> StateBucket:
             bucket.versioning_enabled = True  # an overwritten state file can always be recovered
             bucket.iam_configuration.uniform_bucket_level_access_enabled = True
             bucket.iam_configuration.public_access_prevention = "enforced"
-            bucket = client.create_bucket(bucket, project=config.project, location=config.region)
+            bucket = client.create_bucket(bucket, project=config.gcp.project, location=config.gcp.region)
         elif not bucket.versioning_enabled:
             bucket.versioning_enabled = True
             bucket.patch()
@@ -45,14 +45,14 @@ def ensure_state_bucket(config: EnvConfig, client=None) -> StateBucket:
         raise api.google_error(
             exc,
             f"creating or reading the state bucket gs://{name}",
-            project=config.project,
+            project=config.gcp.project,
             api_name="Cloud Storage API",
             service="storage.googleapis.com",
             role="roles/storage.admin",
         ) from exc
     return StateBucket(
         name=name,
-        location=(bucket.location or config.region).lower(),
+        location=(bucket.location or config.gcp.region).lower(),
         created=created,
         versioning=bool(bucket.versioning_enabled),
     )

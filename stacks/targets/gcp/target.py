@@ -31,7 +31,7 @@ def gcp_placement(config: "EnvConfig", lang: str, zone: str | None = None, metri
     # GPUs of the family quota have no per-GPU Cloud Quotas quota for the plan's guard to read.
     on_demand, spot = (FAMILY_METRIC, SPOT_FAMILY_METRIC) if gpu.gpu_family else (gpu.metric, gpu.spot_metric)
     return GcpPlacement(
-        zone=zone or config.zones[0],
+        zone=zone or config.gcp.zones[0],
         image=image_ref(config, SOURCE_ROOT),
         quota_metrics=[metric] if metric else ([spot, on_demand] if s.spot else [on_demand]),
         startup_script=(VM_SCRIPTS / "startup.sh").read_text(),
@@ -144,16 +144,16 @@ class GcpTarget:
         book = price_book(config, bucket, [settings.machine_type])
         if book.warning:
             reporter.warn(f"prices from the {book.source}: {book.warning}")
-        reporter.info(estimate(settings, config.region, book).line(settings.machine_type))
+        reporter.info(estimate(settings, config.gcp.region, book).line(settings.machine_type))
 
     def waiting_note(self, config, lang, placement) -> str | None:
         from stacks.naming import group_name
 
-        zone = placement.zone if placement else config.zones[0]
+        zone = placement.zone if placement else config.gcp.zones[0]
         return (
             f"waiting for the VM (Spot capacity, boot, driver, image pull: usually 3-10 min); "
             f"watch it: gcloud compute instance-groups managed list-instances "
-            f"{group_name(config.env, lang)} --zone {zone} --project {config.project}"
+            f"{group_name(config.env, lang)} --zone {zone} --project {config.gcp.project}"
         )
 
     def require_artifacts(self, config) -> None:
@@ -164,8 +164,8 @@ class GcpTarget:
         require_image(image_ref(config, SOURCE_ROOT), env=config.env)
 
     def placements(self, config, lang, reporter, first=None) -> list:
-        """`first` (the preflight's zone), then every other zone of `zones` and `fallback_zones` whose quota fits
-        (Spot or on-demand, as the language's settings say), in that order: where the lifecycle moves a run its
+        """`first` (the preflight's zone), then every other zone of `gcp.zones` and `gcp.fallback_zones` whose quota
+        fits (Spot or on-demand, as the language's settings say), in that order: where the lifecycle moves a run its
         zone cannot create VMs for (stacks.runs.failover). Never empty: without any, the preflight's choice."""
         from stacks.targets.gcp.quota import ComputeQuotas, QuotaError, candidate_zones, choose_zone
 
@@ -174,7 +174,7 @@ class GcpTarget:
             if first is not None and zone == first.zone:
                 continue
             try:
-                compute = compute or ComputeQuotas(config.project)
+                compute = compute or ComputeQuotas(config.gcp.project)
                 decision = choose_zone(
                     config.model_copy(update={"zones": [zone], "fallback_zones": []}), lang, compute=compute
                 )
@@ -197,7 +197,7 @@ class GcpTarget:
         """The group's own view: does it hold a RUNNING VM with nothing pending? None when it cannot be asked."""
         from stacks.targets.gcp.group_errors import group_running
 
-        return group_running(config, lang, placement.zone if placement is not None else config.zones[0])
+        return group_running(config, lang, placement.zone if placement is not None else config.gcp.zones[0])
 
     def creation_errors(self, config, lang, reporter, *, placement=None, bucket=None, run_id=None, project=None):
         from stacks.targets.gcp.group_errors import group_error_poller
@@ -205,7 +205,7 @@ class GcpTarget:
         zone = placement.zone if placement else None
         if zone is None and bucket is not None and run_id:
             zone = recorded_zone(bucket, lang, run_id)
-        return group_error_poller(config, lang, zone or config.zones[0], reporter)
+        return group_error_poller(config, lang, zone or config.gcp.zones[0], reporter)
 
     def run_metadata(self, config, lang, placement, bucket) -> dict:
         from stacks.targets.gcp.gpus import region_of

@@ -24,12 +24,12 @@ def add_gcp_part(stack, *, config: EnvConfig, lang: str, placement: GcpPlacement
     region = placement.zone.rsplit("-", 1)[0]
     name = group_name(config.env, lang)
     GoogleProvider(stack, "google", **provider_settings(config, region))
-    GcsBackend(stack, bucket=config.state_bucket_name, prefix=state_prefix(config.env, stack.node.id))
+    GcsBackend(stack, bucket=config.gcp.state_bucket_name, prefix=state_prefix(config.env, stack.node.id))
     run_id = RunIdentity(stack, "run", run_id=stack.run_id_expression, replace_on=stack.run_id_var.string_value).run_id
     guard = QuotaGuard(
         stack,
         "quota",
-        project=config.project,
+        project=config.gcp.project,
         region=region,
         metrics=placement.quota_metrics,
         needed=s.nodes * s.gpu.count,
@@ -38,7 +38,7 @@ def add_gcp_part(stack, *, config: EnvConfig, lang: str, placement: GcpPlacement
     stack.vms = GpuInstanceGroup(
         stack,
         "vms",
-        project=config.project,
+        project=config.gcp.project,
         name=name,
         zone=placement.zone,
         machine_type=s.machine_type,
@@ -50,9 +50,9 @@ def add_gcp_part(stack, *, config: EnvConfig, lang: str, placement: GcpPlacement
         secure_boot=signed_driver(boot_image) if s.secure_boot is None else s.secure_boot,
         disk_gb=s.disk_gb,
         disk_type=s.disk_type,
-        service_account=sa_email(TRAINER_SA, config.project),
-        network=config.network,
-        subnetwork=config.subnetwork,
+        service_account=sa_email(TRAINER_SA, config.gcp.project),
+        network=config.gcp.network,
+        subnetwork=config.gcp.subnetwork,
         network_tags=[node_tag(config.env)],
         labels={"app": "trainstack", "env": config.env, "lang": lang, "run": run_id},
         metadata=_vm_metadata(config, lang, placement, run_id=run_id, boot_image=boot_image),
@@ -94,7 +94,7 @@ def _vm_metadata(config: EnvConfig, lang: str, placement: GcpPlacement, *, run_i
             nodes=s.nodes,
             gpus_per_node=s.gpu.count,
             max_run_hours=s.max_run_hours,
-            project=config.project,
+            project=config.gcp.project,
             zone=placement.zone,
             mig=name,
             base_name=name,
@@ -103,6 +103,6 @@ def _vm_metadata(config: EnvConfig, lang: str, placement: GcpPlacement, *, run_i
             shm_size=s.shm_size,
             docker_flags=tuple(s.docker_flags),
             gpu_driver=s.gpu_driver if installs_driver_at_boot(boot_image) else None,
-            kept_bucket=config.kept_bucket,
+            kept_bucket=config.gcp.kept_bucket,
         ).to_metadata(),
     }

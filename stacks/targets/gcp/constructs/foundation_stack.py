@@ -48,10 +48,10 @@ def provider_settings(config: EnvConfig, region: str | None = None) -> dict:
     on the project (roles/serviceusage.serviceUsageConsumer) for whoever plans (docs/DECISIONS.md).
     """
     return {
-        "project": config.project,
-        "region": region or config.region,
+        "project": config.gcp.project,
+        "region": region or config.gcp.region,
         "user_project_override": True,
-        "billing_project": config.project,
+        "billing_project": config.gcp.project,
         "default_labels": {"app": "trainstack", "env": config.env},
     }
 
@@ -62,9 +62,9 @@ class FoundationStack(TerraformStack):
     def __init__(self, scope: Construct, id: str = FOUNDATION, *, config: EnvConfig) -> None:
         super().__init__(scope, id)
         require_github_repository(config)
-        project, region = config.project, config.region
+        project, region = config.gcp.project, config.gcp.region
         GoogleProvider(self, "google", **provider_settings(config))
-        GcsBackend(self, bucket=config.state_bucket_name, prefix=state_prefix(config.env, FOUNDATION))
+        GcsBackend(self, bucket=config.gcp.state_bucket_name, prefix=state_prefix(config.env, FOUNDATION))
         self.services = ProjectServices(self, "services", project=project)
         after = self.services.all
         self.artifacts = ArtifactBucket(
@@ -73,11 +73,11 @@ class FoundationStack(TerraformStack):
             project=project,
             name=config.bucket_name,
             location=region.upper(),
-            access_log_grant=config.access_log_grant,
+            access_log_grant=config.gcp.access_log_grant,
             depends_on=after,
         )
         self.registry = ContainerRegistry(
-            self, "registry", project=project, location=region, repository_id=config.registry, depends_on=after
+            self, "registry", project=project, location=region, repository_id=config.gcp.registry, depends_on=after
         )
         self.trainer = TrainerIdentity(
             self,
@@ -101,7 +101,7 @@ class FoundationStack(TerraformStack):
             self,
             "ci",
             project=project,
-            state_bucket=config.state_bucket_name,
+            state_bucket=config.gcp.state_bucket_name,
             trainer_account=self.trainer.account,
             env=config.env,
             artifact_bucket=self.artifacts.bucket,
@@ -112,7 +112,7 @@ class FoundationStack(TerraformStack):
             self,
             "nodes",
             project=project,
-            network=config.network,
+            network=config.gcp.network,
             name=node_firewall_name(config.env),
             tag=node_tag(config.env),
             depends_on=after,

@@ -9,7 +9,7 @@ from stacks.targets.gcp.cdk_google import ComputeFirewall
 
 
 class NodeFirewall(Construct):
-    """Exposes `rule`: ingress from instances tagged `tag` to instances tagged `tag`, on `network`.
+    """Exposes `rule`: ingress from instances tagged `tag` to instances tagged `tag`, on `gcp.network`.
 
     Multi-node runs rendezvous on node 0's port 29500 and NCCL opens further TCP ports between the
     nodes; only the auto-created `default` network allows that (`default-allow-internal`), so a
