@@ -59,45 +59,31 @@ def timed_epoch(learn) -> float:
     return time.perf_counter() - start
 
 
-def epoch_before_after(csv_path: Path, work: Path, args) -> dict:
+def quiet_classifier(dls, config: dict):
+    """An untrained AWD-LSTM classifier over `dls` that prints nothing while it fits."""
+    from fastai.text.all import AWD_LSTM, ProgressCallback, text_classifier_learner
+
+    learn = text_classifier_learner(dls, AWD_LSTM, config=config, pretrained=False, seq_len=72)
+    learn.remove_cb(ProgressCallback)
+    learn.logger = lambda *_: None
+    return learn
+
+
+def per_epoch_tokenizing_dataloaders(data, vocab: list[str], splits: tuple, bs: int):
+    """The trainer before the token cache: fastai Datasets that tokenize every epoch, SortedDL measuring
+    lengths by tokenizing -> (dataloaders, setup seconds)."""
     import pandas as pd
     from fastai.text.all import (
-        AWD_LSTM,
         ColReader,
         Datasets,
         MultiCategorize,
         Numericalize,
         OneHotEncode,
         Pad_Chunk,
-        ProgressCallback,
         SortedDL,
         Tokenizer,
         WordTokenizer,
-        awd_lstm_clas_config,
-        text_classifier_learner,
     )
-
-    from trainer.data.labelled import parse_labelled_csv
-    from trainer.data.splits import make_splits
-    from trainer.runtime.checkpoints import CheckpointStore, Position, rng_state
-    from trainer.storage import open_bucket
-    from trainer.text.loaders import classifier_dataloaders
-    from trainer.text.tokens import build_vocab, remap, tokenize
-
-    data = parse_labelled_csv(csv_path.read_bytes(), text_col="text", label_col="labels", label_sep=";", source="bench")
-    s = make_splits(data, valid_pct=0.1, seed=42)
-    train_idx, valid_idx = s.train, s.valid
-    t0 = time.perf_counter()
-    tokens = tokenize(data.texts, "fr")
-    tokenize_s = time.perf_counter() - t0
-    vocab = build_vocab([tokens], min_freq=2, max_vocab=60000)
-    config = {**awd_lstm_clas_config, "emb_sz": args.emb_sz, "n_hid": args.n_hid, "n_layers": args.n_layers}
-
-    def learner(dls):
-        learn = text_classifier_learner(dls, AWD_LSTM, config=config, pretrained=False, seq_len=72)
-        learn.remove_cb(ProgressCallback)
-        learn.logger = lambda *_: None
-        return learn
 
     df = pd.DataFrame({"text": data.texts, "labels": data.labels})
     t0 = time.perf_counter()
@@ -107,25 +93,37 @@ def epoch_before_after(csv_path: Path, work: Path, args) -> dict:
             [ColReader("text"), Tokenizer(WordTokenizer("fr")), Numericalize(vocab=vocab)],
             [ColReader("labels"), MultiCategorize(vocab=data.label_names), OneHotEncode(len(data.label_names))],
         ],
-        splits=[train_idx, valid_idx],
+        splits=list(splits),
         dl_type=SortedDL,
     )
-    old = dsets.dataloaders(bs=args.bs, before_batch=Pad_Chunk(seq_len=72), num_workers=0)
-    old_setup_s = time.perf_counter() - t0
-    before_s = timed_epoch(learner(old))
+    dls = dsets.dataloaders(bs=bs, before_batch=Pad_Chunk(seq_len=72), num_workers=0)
+    return dls, time.perf_counter() - t0
+
+
+def cached_ids_dataloaders(data, tokens, vocab: list[str], splits: tuple, bs: int):
+    """The same rows from the tokens made once (trainer.text.loaders) -> (dataloaders, setup seconds); the
+    setup includes mapping the tokens to `vocab`, as a run's does."""
+    from trainer.text.loaders import classifier_dataloaders
+    from trainer.text.tokens import remap
+
     t0 = time.perf_counter()
-    new = classifier_dataloaders(
+    dls = classifier_dataloaders(
         remap(tokens, vocab),
         data.labels,
         multi_label=True,
         label_names=data.label_names,
-        splits=(train_idx, valid_idx),
-        bs=args.bs,
+        splits=splits,
+        bs=bs,
         seq_len=72,
     )
-    new_setup_s = time.perf_counter() - t0
-    learn = learner(new)
-    after_s = timed_epoch(learn)
+    return dls, time.perf_counter() - t0
+
+
+def timed_checkpoint(learn, work: Path) -> tuple[float, int]:
+    """(seconds, bytes) of one exact-resume checkpoint of `learn`: model, optimizer, RNG."""
+    from trainer.runtime.checkpoints import CheckpointStore, Position, rng_state
+    from trainer.storage import open_bucket
+
     store = CheckpointStore(open_bucket(f"file://{work / 'bucket'}"), "fr", "bench", work)
     t0 = time.perf_counter()
     store.save(
@@ -137,7 +135,31 @@ def epoch_before_after(csv_path: Path, work: Path, args) -> dict:
         },
     )
     ckpt_s = time.perf_counter() - t0
-    size = sum(p.stat().st_size for p in (work / "bucket").rglob("*.ckpt.pt"))
+    return ckpt_s, sum(p.stat().st_size for p in (work / "bucket").rglob("*.ckpt.pt"))
+
+
+def epoch_before_after(csv_path: Path, work: Path, args) -> dict:
+    """Figures 1 and 2: one classifier epoch tokenizing every epoch vs from cached ids, and one checkpoint."""
+    from fastai.text.all import awd_lstm_clas_config
+
+    from trainer.data.labelled import parse_labelled_csv
+    from trainer.data.splits import make_splits
+    from trainer.text.tokens import build_vocab, tokenize
+
+    data = parse_labelled_csv(csv_path.read_bytes(), text_col="text", label_col="labels", label_sep=";", source="bench")
+    s = make_splits(data, valid_pct=0.1, seed=42)
+    splits = (s.train, s.valid)
+    t0 = time.perf_counter()
+    tokens = tokenize(data.texts, "fr")
+    tokenize_s = time.perf_counter() - t0
+    vocab = build_vocab([tokens], min_freq=2, max_vocab=60000)
+    config = {**awd_lstm_clas_config, "emb_sz": args.emb_sz, "n_hid": args.n_hid, "n_layers": args.n_layers}
+    old, old_setup_s = per_epoch_tokenizing_dataloaders(data, vocab, splits, args.bs)
+    before_s = timed_epoch(quiet_classifier(old, config))
+    new, new_setup_s = cached_ids_dataloaders(data, tokens, vocab, splits, args.bs)
+    learn = quiet_classifier(new, config)
+    after_s = timed_epoch(learn)
+    ckpt_s, size = timed_checkpoint(learn, work)
     return {
         "rows": len(data.texts),
         "tokens": tokens.n_tokens,

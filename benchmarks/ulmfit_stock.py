@@ -61,22 +61,7 @@ def pooled(learn, dl) -> np.ndarray:
     return x[order]
 
 
-def main() -> None:
-    import pandas as pd
-    import torch
-    from fastai.text.all import (
-        AWD_LSTM,
-        Perplexity,
-        TextDataLoaders,
-        accuracy,
-        awd_lstm_clas_config,
-        awd_lstm_lm_config,
-        language_model_learner,
-        text_classifier_learner,
-    )
-
-    from trainer.classification.probe import fit_probe
-
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--lm-bucket", required=True)
     parser.add_argument("--task", default="en_imdb")
@@ -87,17 +72,30 @@ def main() -> None:
     parser.add_argument("--epochs-lm", type=int, default=6)
     parser.add_argument("--bs", type=int, default=32)
     parser.add_argument("--json-out", type=Path)
-    args = parser.parse_args()
-    torch.manual_seed(args.seed)
-    lang = args.task.split("_", 1)[0]
-    root = Path(args.lm_bucket.removeprefix("file://")) / lang / "lm"
+    return parser.parse_args()
+
+
+def current_lm(lm_bucket: str, task: str) -> tuple[Path, dict]:
+    """(the folder of the task's language's CURRENT base LM in the local bucket, its arch)."""
+    lang = task.split("_", 1)[0]
+    root = Path(lm_bucket.removeprefix("file://")) / lang / "lm"
     lm_dir = root / json.loads((root / "CURRENT").read_text())["id"]
-    arch = json.loads((lm_dir / "meta.json").read_text())["arch"]
-    [cell] = make_cells(args.task, [args.size], [args.seed], args.test_rows)
-    held_out = set(cell.valid.texts) | set(cell.test.texts)
-    started = time.perf_counter()
-    lm_texts = list(cell.train.texts) + unlabelled_sample(args.task, args.lm_tokens, args.seed, held_out)
-    work = Path(tempfile.mkdtemp(prefix="ulmfit-stock-"))
+    return lm_dir, json.loads((lm_dir / "meta.json").read_text())["arch"]
+
+
+def fine_tune_lm(lm_texts: list[str], lm_dir: Path, arch: dict, work: Path, args):
+    """fastai's LM fine-tuning from the base LM's weights -> (its dataloaders, held-out perplexity); the
+    fine-tuned encoder is saved in `work` as "ft"."""
+    import pandas as pd
+    from fastai.text.all import (
+        AWD_LSTM,
+        Perplexity,
+        TextDataLoaders,
+        accuracy,
+        awd_lstm_lm_config,
+        language_model_learner,
+    )
+
     dls_lm = TextDataLoaders.from_df(
         pd.DataFrame({"text": lm_texts}),
         path=work,
@@ -124,9 +122,14 @@ def main() -> None:
     lm.fit_one_cycle(args.epochs_lm - 1, 2e-3)
     perplexity = float(lm.validate()[2])
     lm.save_encoder("ft")
-    lm_s = time.perf_counter() - started
+    return dls_lm, perplexity
 
-    labels = sorted({l for ls in cell.train.labels for l in ls})
+
+def classifier_learner(cell, vocab, arch: dict, work: Path, args):
+    """fastai's text classifier on the cell's training and validation rows, with the fine-tuned encoder."""
+    import pandas as pd
+    from fastai.text.all import AWD_LSTM, TextDataLoaders, accuracy, awd_lstm_clas_config, text_classifier_learner
+
     df = pd.DataFrame(
         {
             "text": [*cell.train.texts, *cell.valid.texts],
@@ -140,7 +143,7 @@ def main() -> None:
         text_col="text",
         label_col="label",
         valid_col="is_valid",
-        text_vocab=dls_lm.vocab,
+        text_vocab=vocab,
         bs=args.bs,
         seq_len=72,
         seed=args.seed,
@@ -155,12 +158,11 @@ def main() -> None:
         path=work,
     )
     clf.load_encoder("ft")
-    train_dl = clf.dls.test_dl(list(cell.train.texts))
-    test_dl = clf.dls.test_dl(list(cell.test.texts))
-    true = cell.targets(cell.test).astype(bool)
-    y_train = cell.targets(cell.train)
-    probe = fit_probe(pooled(clf, train_dl), y_train, multi_label=False, seed=args.seed)
-    probe_pred = np.eye(len(labels), dtype=bool)[probe.probabilities(pooled(clf, test_dl)).argmax(axis=1)]
+    return clf
+
+
+def gradual_unfreezing(clf) -> None:
+    """The text tutorial's recipe: one layer group more at a time, rates spread by 2.6 per group."""
     clf.model[0].train()
     d = 2.6**4
     clf.fit_one_cycle(1, 2e-2)
@@ -170,6 +172,34 @@ def main() -> None:
     clf.fit_one_cycle(1, slice(5e-3 / d, 5e-3))
     clf.unfreeze()
     clf.fit_one_cycle(2, slice(1e-3 / d, 1e-3))
+
+
+def main() -> None:
+    import torch
+
+    from trainer.classification.probe import fit_probe
+
+    args = parse_args()
+    torch.manual_seed(args.seed)
+    lm_dir, arch = current_lm(args.lm_bucket, args.task)
+    [cell] = make_cells(args.task, [args.size], [args.seed], args.test_rows)
+    held_out = set(cell.valid.texts) | set(cell.test.texts)
+    started = time.perf_counter()
+    lm_texts = list(cell.train.texts) + unlabelled_sample(args.task, args.lm_tokens, args.seed, held_out)
+    work = Path(tempfile.mkdtemp(prefix="ulmfit-stock-"))
+    dls_lm, perplexity = fine_tune_lm(lm_texts, lm_dir, arch, work, args)
+    lm_s = time.perf_counter() - started
+
+    labels = sorted({l for ls in cell.train.labels for l in ls})
+    clf = classifier_learner(cell, dls_lm.vocab, arch, work, args)
+    train_dl = clf.dls.test_dl(list(cell.train.texts))
+    test_dl = clf.dls.test_dl(list(cell.test.texts))
+    true = cell.targets(cell.test).astype(bool)
+    y_train = cell.targets(cell.train)
+    # the probe reads the encoder as the LM left it, before the classifier trains it
+    probe = fit_probe(pooled(clf, train_dl), y_train, multi_label=False, seed=args.seed)
+    probe_pred = np.eye(len(labels), dtype=bool)[probe.probabilities(pooled(clf, test_dl)).argmax(axis=1)]
+    gradual_unfreezing(clf)
     probs, _ = clf.get_preds(dl=test_dl)
     vocab = list(clf.dls.vocab[1])
     pred = np.zeros_like(true)

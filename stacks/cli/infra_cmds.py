@@ -47,6 +47,46 @@ def _show(stack: str, text: str) -> None:
 ArtifactOpt = Annotated[
     str, typer.Option(help="where reviewers find the full plans; named where the Markdown cuts detail to fit a comment")
 ]
+JsonOutOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--json-out",
+        help="also write the plans' `terraform show -json`: to FILE.json (one stack: its "
+        "document; several: a bundle of them), or to DIR/<env>/<stack>.json",
+    ),
+]
+FromJsonOpt = Annotated[
+    bool,
+    typer.Option(
+        "--from-json",
+        help="render the saved plan JSON FILES (`terraform show -json` output) instead of "
+        "planning: no Terraform, no credentials; needs --markdown",
+    ),
+]
+ExpectEnvOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--expect-env",
+        help="with --from-json: an env that must have plans; shown as failed when it has "
+        "none (its job died before planning)",
+    ),
+]
+PreflightOpt = Annotated[
+    bool,
+    typer.Option(
+        help="gcp: quota zone choice and image check before synth "
+        "(--no-preflight: first preferred zone, no quota or "
+        "image API calls)"
+    ),
+]
+PricesOpt = Annotated[
+    bool,
+    typer.Option(
+        help="gcp: price each training stack's VMs from the Cloud Billing "
+        "Catalog and store the quote with the plan (--no-prices: "
+        "the review uses the dated fallback table)"
+    ),
+]
 
 
 @mapped_errors
@@ -59,47 +99,12 @@ def plan(
     sets: SetOpt = None,
     stack: Annotated[str | None, typer.Option(help="only this stack, e.g. train-fr or foundation")] = None,
     markdown: Annotated[Path | None, typer.Option(help="also write the review as Markdown to FILE")] = None,
-    json_out: Annotated[
-        Path | None,
-        typer.Option(
-            "--json-out",
-            help="also write the plans' `terraform show -json`: to FILE.json (one stack: its "
-            "document; several: a bundle of them), or to DIR/<env>/<stack>.json",
-        ),
-    ] = None,
-    from_json: Annotated[
-        bool,
-        typer.Option(
-            "--from-json",
-            help="render the saved plan JSON FILES (`terraform show -json` output) instead of "
-            "planning: no Terraform, no credentials; needs --markdown",
-        ),
-    ] = False,
+    json_out: JsonOutOpt = None,
+    from_json: FromJsonOpt = False,
     artifact: ArtifactOpt = "the plan JSON files (`trainctl plan --json-out`)",
-    expect_env: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--expect-env",
-            help="with --from-json: an env that must have plans; shown as failed when it has "
-            "none (its job died before planning)",
-        ),
-    ] = None,
-    preflight: Annotated[
-        bool,
-        typer.Option(
-            help="gcp: quota zone choice and image check before synth "
-            "(--no-preflight: first preferred zone, no quota or "
-            "image API calls)"
-        ),
-    ] = True,
-    prices: Annotated[
-        bool,
-        typer.Option(
-            help="gcp: price each training stack's VMs from the Cloud Billing "
-            "Catalog and store the quote with the plan (--no-prices: "
-            "the review uses the dated fallback table)"
-        ),
-    ] = True,
+    expect_env: ExpectEnvOpt = None,
+    preflight: PreflightOpt = True,
+    prices: PricesOpt = True,
     lock: Annotated[bool, typer.Option(help="lock the state while planning (--no-lock for read-only CI)")] = True,
     force: Annotated[bool, typer.Option("--force", help="let --markdown replace an existing file")] = False,
 ):
@@ -110,12 +115,7 @@ def plan(
     """
     from stacks.plan_render import render_markdown
 
-    if files and not from_json:
-        raise ConfigError("plan files are read with --from-json: trainctl plan --from-json FILE... --markdown OUT")
-    if from_json and (markdown is None or not files):
-        raise ConfigError("usage: trainctl plan --from-json FILE|DIR... --markdown OUT")
-    if markdown is not None:  # the user's path, checked before anything is planned or read
-        check_output_file("--markdown", markdown, force=force, example="plan.md")
+    _check_plan_args(files, markdown, from_json=from_json, force=force)
     if from_json:
         _render_saved_plans(files, markdown, artifact=artifact, expect_env=expect_env or [])
         return
@@ -139,6 +139,21 @@ def plan(
         markdown.write_text(render_markdown(plans, artifact=artifact))
     if first_error is not None:
         raise first_error
+    _exit_on_changes(plans)
+
+
+def _check_plan_args(files: list[Path] | None, markdown: Path | None, *, from_json: bool, force: bool) -> None:
+    """Plan files go with --from-json, which needs --markdown; a refused usage raises ConfigError."""
+    if files and not from_json:
+        raise ConfigError("plan files are read with --from-json: trainctl plan --from-json FILE... --markdown OUT")
+    if from_json and (markdown is None or not files):
+        raise ConfigError("usage: trainctl plan --from-json FILE|DIR... --markdown OUT")
+    if markdown is not None:  # the user's path, checked before anything is planned or read
+        check_output_file("--markdown", markdown, force=force, example="plan.md")
+
+
+def _exit_on_changes(plans) -> None:
+    """Say which stacks change and exit PLAN_CHANGES, else say there are none (exit 0)."""
     if any(p.has_changes for p in plans):
         console.print(f"changes present in {', '.join(p.stack for p in plans if p.has_changes)} (exit {PLAN_CHANGES})")
         raise typer.Exit(PLAN_CHANGES)
@@ -182,23 +197,9 @@ def apply(
     match. The foundation is not planned nor applied: it grants IAM and stays an operator's job
     (and the deployer may not read its state).
     """
-    from stacks.naming import FOUNDATION
-    from stacks.plan_render import plan_from_document
     from stacks.plan_render.review import PLANFILE, plan_stacks, stale_stacks
-    from stacks.plan_render.reviewed import reviewed_document
 
-    if stack == FOUNDATION:
-        raise ConfigError(
-            "the foundation is applied by an operator, not by `trainctl apply`",
-            hint=f"TRAINCTL_ENV={env} npx cdktf deploy foundation",
-        )
-    doc = reviewed_document(reviewed, env, FOUNDATION)
-    if doc is not None:
-        if plan_from_document(doc, env=env, stack=FOUNDATION, source="review").has_changes:
-            console.print(
-                f"note: the reviewed plan also changes the foundation; an operator applies it "
-                f"(TRAINCTL_ENV={env} npx cdktf deploy foundation)"
-            )
+    _leave_foundation_to_operator(reviewed, env, stack)
     results, _ = plan_stacks(
         env,
         sets,
@@ -228,6 +229,26 @@ def apply(
         console.print(f"applying the reviewed plan of {r.plan.stack}")
         console.print(r.tf.apply_saved(r.tf.workdir / PLANFILE), markup=False)
     console.print(f"applied {len(changed)} stack(s): {', '.join(r.plan.stack for r in changed) or 'none had changes'}")
+
+
+def _leave_foundation_to_operator(reviewed: Path, env: str, stack: str | None) -> None:
+    """`apply` refuses the foundation, and notes when the reviewed plan changes it (an operator applies it)."""
+    from stacks.naming import FOUNDATION
+    from stacks.plan_render import plan_from_document
+    from stacks.plan_render.reviewed import reviewed_document
+
+    if stack == FOUNDATION:
+        raise ConfigError(
+            "the foundation is applied by an operator, not by `trainctl apply`",
+            hint=f"TRAINCTL_ENV={env} npx cdktf deploy foundation",
+        )
+    doc = reviewed_document(reviewed, env, FOUNDATION)
+    if doc is not None:
+        if plan_from_document(doc, env=env, stack=FOUNDATION, source="review").has_changes:
+            console.print(
+                f"note: the reviewed plan also changes the foundation; an operator applies it "
+                f"(TRAINCTL_ENV={env} npx cdktf deploy foundation)"
+            )
 
 
 @mapped_errors

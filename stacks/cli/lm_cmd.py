@@ -107,12 +107,7 @@ def import_(
     ] = None,
 ):
     """Check and publish existing fastai ULMFiT weights as <lang>/lm/imp-<hash>/, and make it CURRENT."""
-    if importlib.util.find_spec("torch") is None or importlib.util.find_spec("fastai") is None:
-        fail(
-            escape("`trainctl lm import` needs the trainer extra: pip install 'trainstack[trainer]'"),
-            None,
-            ExitStatus.BAD_INPUT,
-        )
+    _require_trainer_extra()
     from trainer.lm.importer import import_lm
 
     _, settings, bucket = _open(env, sets, lang)
@@ -133,6 +128,22 @@ def import_(
         backward=backward,
         backward_vocab=backward_vocab,
     )
+    _print_imported(bucket, lang, lm, report)
+    _print_current(settings, lang, lm.id, spec.kind)
+
+
+def _require_trainer_extra() -> None:
+    """`lm import` loads the weights with torch and fastai: say how to install them rather than fail on an import."""
+    if importlib.util.find_spec("torch") is None or importlib.util.find_spec("fastai") is None:
+        fail(
+            escape("`trainctl lm import` needs the trainer extra: pip install 'trainstack[trainer]'"),
+            None,
+            ExitStatus.BAD_INPUT,
+        )
+
+
+def _print_imported(bucket, lang: str, lm, report) -> None:
+    """Where the base LM is, its arch, vocabulary and tokenizer, its coverage of the data, and the import's warnings."""
     where = bucket.url(f"{lang}/lm/{lm.id}/")
     done = "published" if report.published else "already published (nothing rewritten)"
     console.print(f"base LM {lm.id} {done}: {where}", soft_wrap=True, markup=False)
@@ -146,19 +157,24 @@ def import_(
     console.print(f"  {report.coverage.describe()}", soft_wrap=True, markup=False)
     for warning in report.warnings:
         console.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
+
+
+def _print_current(settings, lang: str, lm_id: str, kind: str) -> None:
+    """CURRENT's new target, and whether the language's training runs can fine-tune from it: they skip a base LM
+    tokenized otherwise than trainer.tokenizer (`auto` resolved) says."""
     runs_use = settings.trainer.tokenizer
     if runs_use == "auto":
         from trainer.text.languages import default_tokenizer
 
         runs_use = default_tokenizer(settings.code or lang)
-    if runs_use != spec.kind:
+    if runs_use != kind:
         console.print(
             f"[yellow]warning:[/] training runs of {lang} tokenize with {runs_use} (trainer.tokenizer), "
-            f"this base LM with {spec.kind}: runs skip a base LM made with another tokenizer",
+            f"this base LM with {kind}: runs skip a base LM made with another tokenizer",
             soft_wrap=True,
         )
-    uses = f": training runs of {lang} fine-tune from it" if runs_use == spec.kind else ""
-    console.print(f"{lang}/lm/CURRENT now points at {lm.id}{uses}", soft_wrap=True, markup=False)
+    uses = f": training runs of {lang} fine-tune from it" if runs_use == kind else ""
+    console.print(f"{lang}/lm/CURRENT now points at {lm_id}{uses}", soft_wrap=True, markup=False)
 
 
 def _row(lm, current: str | None) -> dict:

@@ -213,6 +213,32 @@ def predict(
 ):
     """Classify texts, or a whole file (--input/--output), with the promoted model of LANG (default;
     else the newest successful run; --run picks one)."""
+    _check_predict_args(lang, texts, input_file, output_file)
+    config, bucket = open_env(env, sets, lang, configured=False)
+    run_id = _serving_run_id(bucket, lang, run)
+    with tempfile.TemporaryDirectory(prefix="trainctl-predict-") as tmp, json_on_stdout(as_json):
+        model = _served_model(bucket, lang, run_id, Path(tmp), forward_only=forward_only)
+        served = {
+            "env": config.env,
+            "lang": lang,
+            "run_id": model.run_id,
+            "kept": model.metrics.kept,
+            "ensemble": model.ensemble,
+        }
+        if input_file:
+            data = config.language(lang).data if lang in config.languages else config.defaults.data
+            summary = _classify_file(
+                model, input_file, output_file, data, text_col=text_col, id_col=id_col, batch_rows=batch_rows, tmp=tmp
+            )
+            document = {**served, **summary}
+        else:
+            document = {**served, **_classify_texts(model, texts)}
+    if as_json:
+        emit_json(document)
+
+
+def _check_predict_args(lang: str, texts: list[str] | None, input_file: str | None, output_file: str | None) -> None:
+    """Texts or --input with --output, and both files usable: checked before the model loads (that takes seconds)."""
     if bool(texts) == bool(input_file):
         fail(
             "give texts or --input FILE, not both" if texts else "nothing to classify",
@@ -228,53 +254,60 @@ def predict(
     if input_file:
         from stacks.cli.predict_file import check_files
 
-        check_files(input_file, output_file)  # before the model loads: that takes seconds
-    config, bucket = open_env(env, sets, lang, configured=False)
+        check_files(input_file, output_file)
+
+
+def _serving_run_id(bucket, lang: str, run: str | None) -> str:
+    """The run predict serves: --run, else the promoted one, else the newest successful (said on stderr)."""
     from stacks.runs.promotion import serving_run
 
     run_id, note = serving_run(bucket, lang, run)
     if note:
         err_console.print(f"[dim]{escape(note)}[/]", soft_wrap=True)
-    with tempfile.TemporaryDirectory(prefix="trainctl-predict-") as tmp, json_on_stdout(as_json):
-        model = _served_model(bucket, lang, run_id, Path(tmp), forward_only=forward_only)
-        served = {
-            "env": config.env,
-            "lang": lang,
-            "run_id": model.run_id,
-            "kept": model.metrics.kept,
-            "ensemble": model.ensemble,
-        }
-        if input_file:
-            from stacks.cli.predict_file import classify_file_cmd
+    return run_id
 
-            data = config.language(lang).data if lang in config.languages else config.defaults.data
-            summary = classify_file_cmd(
-                model,
-                input_file,
-                output_file,
-                text_col=text_col or data.text_col,
-                id_col=id_col,
-                batch_rows=batch_rows,
-                label_sep=data.label_sep,
-                tmp=Path(tmp),
-            )
-            document = {**served, **summary}
-        else:
-            from stacks.cli.predict_file import LabelTally
 
-            tally = LabelTally(model.predict, model.labels)
-            chosen, probs = tally(texts)
-            for text, labels, row in zip(texts, chosen, probs):
-                shown = ", ".join(f"{label} {value:.2f}" for label, value in zip(model.labels, row))
-                console.print(f"[bold]{escape(';'.join(labels))}[/]\t{escape(text)}\n  [dim]{shown}[/]")
-            document = {
-                **served,
-                "labels": dict(tally.counts),
-                "no_label": tally.no_label,
-                "predictions": [
-                    {"text": text, "labels": labels, "probabilities": dict(zip(model.labels, map(float, row)))}
-                    for text, labels, row in zip(texts, chosen, probs)
-                ],
-            }
-    if as_json:
-        emit_json(document)
+def _classify_file(
+    model,
+    input_file: str,
+    output_file: str,
+    data,
+    *,
+    text_col: str | None,
+    id_col: str | None,
+    batch_rows: int,
+    tmp: str,
+) -> dict:
+    """predict --input: classify the file into --output with the language's data settings (`data`);
+    the summary its JSON document adds."""
+    from stacks.cli.predict_file import classify_file_cmd
+
+    return classify_file_cmd(
+        model,
+        input_file,
+        output_file,
+        text_col=text_col or data.text_col,
+        id_col=id_col,
+        batch_rows=batch_rows,
+        label_sep=data.label_sep,
+        tmp=Path(tmp),
+    )
+
+
+def _classify_texts(model, texts: list[str]) -> dict:
+    """predict TEXT...: a line per text (its labels, then every label's probability); what its JSON document adds."""
+    from stacks.cli.predict_file import LabelTally
+
+    tally = LabelTally(model.predict, model.labels)
+    chosen, probs = tally(texts)
+    for text, labels, row in zip(texts, chosen, probs):
+        shown = ", ".join(f"{label} {value:.2f}" for label, value in zip(model.labels, row))
+        console.print(f"[bold]{escape(';'.join(labels))}[/]\t{escape(text)}\n  [dim]{shown}[/]")
+    return {
+        "labels": dict(tally.counts),
+        "no_label": tally.no_label,
+        "predictions": [
+            {"text": text, "labels": labels, "probabilities": dict(zip(model.labels, map(float, row)))}
+            for text, labels, row in zip(texts, chosen, probs)
+        ],
+    }

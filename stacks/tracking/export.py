@@ -114,10 +114,10 @@ def export_run(tracker, bucket: Bucket, mirror: Mirror) -> Exported:
     _write_datasets(client, mlflow_run_id, mirror, found)
     _write_files(client, bucket, mirror, mlflow_run_id)
     if mirror.model and (found is None or MODEL_TAG not in found.data.tags):
-        from stacks.tracking.model import code_version, log_model
+        from stacks.tracking.model import log_model
 
-        client.set_tag(mlflow_run_id, "trainstack.model_code", code_version())
-        # after the final figures: logged at their step, the model takes them as its own metrics
+        # after the final figures: logged at their step, the model takes them as its own metrics; the model's
+        # tags say which code it carries (trainstack.code_origin: the run's own, or this checkout's)
         client.set_tag(mlflow_run_id, MODEL_TAG, log_model(tracker, bucket, mirror, mlflow_run_id))
     if mirror.end_ms is not None:
         from stacks.tracking.client import quiet

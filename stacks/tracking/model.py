@@ -28,7 +28,7 @@ from stacks.tracking.record import Mirror
 from trainer.runfiles.keys import TRAINCTL_META, run_key
 from trainer.storage import Bucket
 
-TRAINER_CODE = Path(trainer.__file__).parent  # the exporting checkout's package: what a model carries
+TRAINER_CODE = Path(trainer.__file__).parent  # this checkout's package: what a model of a run without its code carries
 MODEL_CODE = Path("serving") / "mlflow_model_code.py"  # MLflow's "models from code", inside the package
 
 
@@ -154,11 +154,27 @@ def signature(labels: list[str]):
     return ModelSignature(inputs=Schema([ColSpec("string", TEXT_COLUMN)]), outputs=Schema(outputs))
 
 
+def _model_code(bucket: Bucket, lang: str, run_id: str, tmp: Path, given: Path | None, run_commit: str):
+    """(the trainer package folder a model carries, where it came from in words)."""
+    from trainer.runfiles.code_archive import extract_code
+    from trainer.runfiles.keys import CODE_ARCHIVE
+
+    if given is not None:
+        return Path(given), f"{given}, given"
+    key = run_key(lang, run_id, CODE_ARCHIVE)
+    if bucket.exists(key):
+        return extract_code(bucket.read_bytes(key), tmp / "run-code"), f"the run's own ({CODE_ARCHIVE}, {run_commit})"
+    return TRAINER_CODE, (
+        f"the exporting checkout, {code_version(TRAINER_CODE)}: the run kept no code, only its commit ({run_commit})"
+    )
+
+
 @contextmanager
-def pyfunc_model(bucket: Bucket, lang: str, run_id: str, *, code_source: Path = TRAINER_CODE):
+def pyfunc_model(bucket: Bucket, lang: str, run_id: str, *, code_source: Path | None = None):
     """The arguments mlflow.pyfunc.save_model (and Model.log) take for the run's model, valid inside the
-    `with`: its files downloaded to a temporary folder, and the code in `code_source` (the trainer package's
-    folder) copied there under its own name (trainer.serving.model_code), importable while MLflow saves."""
+    `with`: its files downloaded to a temporary folder, and its code copied there under its own name
+    (trainer.serving.model_code), importable while MLflow saves. The code is `code_source` (a trainer package's
+    folder) when given, else the run's own (code/trainer.zip), else, for a run that kept none, this checkout's."""
     from trainer.serving.model_code import copy_code, importable
     from trainer.serving.served_model import METRICS, SERVED_FILES
 
@@ -177,11 +193,8 @@ def pyfunc_model(bucket: Bucket, lang: str, run_id: str, *, code_source: Path = 
                     bucket.download(run_key(lang, run_id, name), Path(tmp) / "artifacts" / name)
                     files[name] = str(Path(tmp) / "artifacts" / name)
             step.size = sum(folder_size(Path(path)) for path in files.values())
-        code = copy_code(source=code_source, dest=Path(tmp) / "code")
-        origin = (
-            f"the exporting checkout, {code_version(code_source)}: the run records its commit "
-            f"({run_commit}), not its code"
-        )
+        source, origin = _model_code(bucket, lang, run_id, Path(tmp), code_source, run_commit)
+        code = copy_code(source=source, dest=Path(tmp) / "code")
         with importable(code):
             yield dict(
                 python_model=str(code / MODEL_CODE),

@@ -73,3 +73,11 @@ def test_two_trees_models_load_side_by_side_each_running_its_own_code(two_trees,
     packages = {mlflow.models.Model.load(str(m)).metadata["trainstack.code_package"] for m in models}
     assert len(packages) == 2 and set(imported) == packages  # never `trainer` itself
     assert {a["code"], b["code"]} == {f"{p}.serving.served_model" for p in packages}
+
+
+def test_the_run_kept_the_code_it_trained_with(trained_fr):
+    from trainer.runfiles.code_archive import archive_code
+
+    project, run_id, _ = trained_fr
+    kept = (run_dir(project, "fr", run_id) / "code" / "trainer.zip").read_bytes()
+    assert kept == archive_code(Path(trainer.__file__).parent)  # this tree trained it: the same bytes

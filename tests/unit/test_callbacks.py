@@ -152,3 +152,20 @@ def test_status_carries_the_last_epoch_figures_for_followers():
     cb.learn = SimpleNamespace(epoch=0, cbs=[])
     cb.after_epoch()
     assert updates == [{"epoch": 3, "last_epoch": {"train_loss": 0.6, "valid_loss": 0.63, "macro_f1": 0.55}}]
+
+
+def test_an_epochs_record_keeps_its_learning_rate_and_its_log_line_does_not_show_it():
+    from types import SimpleNamespace
+
+    lines, history = [], []
+    log = SimpleNamespace(line=lines.append)
+    epoch_log = EpochLogCallback(log, history)
+    epoch_log.begin_phase(Phase("classifier", index=0, count=1, offset=0, total=2, metric_names={}))
+    recorder = SimpleNamespace(metric_names=["epoch", "train_loss", "valid_loss", "time"], log=[0, 0.5, 0.25, "0:01"])
+    groups = [{"lr": 1e-4}, {"lr": 2e-3}]  # the head's rate is the last group's
+    epoch_log.learn = SimpleNamespace(cbs=[], epoch=0, recorder=recorder, opt=SimpleNamespace(hypers=groups))
+    epoch_log.after_epoch()
+    assert history == [
+        {"stage": "classifier", "phase": "1/1", "epoch": 1, "train_loss": 0.5, "valid_loss": 0.25, "lr": 2e-3}
+    ]
+    assert lines == ["classifier [1/1] epoch 1/2  train_loss 0.5000  valid_loss 0.2500"]

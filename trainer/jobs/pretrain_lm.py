@@ -93,31 +93,25 @@ def _train(rc, fit, stage: str, tokens, valid_pct: float, vocab: list[str]) -> t
     return buf.getvalue(), None if perplexity is None else round(float(perplexity), 3)
 
 
-def pretrain(rc, fit, corpus: Corpus) -> BaseLM:
-    """Trains the LM (checkpointed as stage base_lm; then base_lm_bwd, the backward LM, with
-    trainer.bidirectional), measures held-out perplexity, publishes it."""
-    from trainer.lm.adaptive import id_part
-    from trainer.lm.train import lm_budget
-    from trainer.runtime.precision import cpu_autocast
-    from trainer.text.tokens import TokenIds, build_vocab, remap
+def _vocab(fit, corpus: Corpus, a) -> list[str]:
+    """The vocabulary a resumed run trained with, else one built from the corpus."""
+    from trainer.text.tokens import build_vocab
 
-    a = rc.a
-    vocab = (
+    return (
         fit.resume.payload["vocab"]
         if fit.resume_point("base_lm") is not None
         else fit.carry["base_lm"]["vocab"]
         if fit.resumed_past("base_lm")
         else build_vocab(corpus.tables, min_freq=a.min_freq, max_vocab=a.max_vocab)
     )
-    tokens = TokenIds.concat([remap(t, vocab) for t in corpus.tables])
-    valid_pct = max(VALID_PCT, 1.5 / max(len(tokens), 1))
-    weights, perplexity = _train(rc, fit, "base_lm", tokens, valid_pct, vocab)
-    # the same held-out lines, read right to left (split_documents draws them by seed, not content)
-    weights_bwd, perplexity_bwd = (
-        _train(rc, fit, "base_lm_bwd", tokens.reversed(), valid_pct, vocab) if a.bidirectional else (None, None)
-    )
-    n_train_tokens = int(tokens.n_tokens * (1 - valid_pct))
-    # everything that changes the weights: the same inputs give the same id, any other a new one
+
+
+def _lm_id(rc, fit, corpus: Corpus, budget: tuple) -> str:
+    """pt-<hash> of everything that changes the weights: the same inputs give the same id, any other a new one."""
+    from trainer.lm.adaptive import id_part
+    from trainer.runtime.precision import cpu_autocast
+
+    a = rc.a
     shaped_by = [
         corpus.data_hash,
         fit.arch,
@@ -137,13 +131,50 @@ def pretrain(rc, fit, corpus: Corpus) -> BaseLM:
     shaped_by += id_part(fit.lm_head)  # so do full-softmax ones
     if cpu_autocast(rc.precision):  # `auto` is bf16 only on CPUs that have it: fp32 ids stay
         shaped_by.append(["precision", "cpu-bf16"])
-    budget = lm_budget(tokens.n_tokens * (1 - valid_pct), a.epochs_base_lm, a.max_lm_tokens)
     if budget != (a.epochs_base_lm, 0):  # trainer.max_lm_tokens cut the training: ids without a cut stay
         shaped_by.append(["max_lm_tokens", *budget])
-    lm_id = "pt-" + hashlib.sha256(json.dumps(shaped_by).encode()).hexdigest()[:12]
+    return "pt-" + hashlib.sha256(json.dumps(shaped_by).encode()).hexdigest()[:12]
+
+
+def _publish(rc, lm: BaseLM, corpus: Corpus, vocab: list[str], weights: bytes, weights_bwd: bytes | None) -> None:
+    """Rank 0 publishes the LM and makes it CURRENT, and says where."""
+    a = rc.a
+    fresh = store.publish(
+        rc.bucket,
+        a.lang,
+        lm,
+        weights,
+        pickle.dumps(list(vocab)),
+        make_current=True,
+        tokenizer_model=corpus.tokenizer.sp_model,
+        weights_bwd=weights_bwd,
+    )
+    where = rc.bucket.url(store.prefix(a.lang, lm.id))
+    rc.log.line(
+        f"base LM: {'published' if fresh else 'already published'} {lm.describe()} at {where}; CURRENT now names it"
+    )
+
+
+def pretrain(rc, fit, corpus: Corpus) -> BaseLM:
+    """Trains the LM (checkpointed as stage base_lm; then base_lm_bwd, the backward LM, with
+    trainer.bidirectional), measures held-out perplexity, publishes it."""
+    from trainer.lm.train import lm_budget
+    from trainer.text.tokens import TokenIds, remap
+
+    a = rc.a
+    vocab = _vocab(fit, corpus, a)
+    tokens = TokenIds.concat([remap(t, vocab) for t in corpus.tables])
+    valid_pct = max(VALID_PCT, 1.5 / max(len(tokens), 1))
+    weights, perplexity = _train(rc, fit, "base_lm", tokens, valid_pct, vocab)
+    # the same held-out lines, read right to left (split_documents draws them by seed, not content)
+    weights_bwd, perplexity_bwd = (
+        _train(rc, fit, "base_lm_bwd", tokens.reversed(), valid_pct, vocab) if a.bidirectional else (None, None)
+    )
+    n_train_tokens = int(tokens.n_tokens * (1 - valid_pct))
+    budget = lm_budget(tokens.n_tokens * (1 - valid_pct), a.epochs_base_lm, a.max_lm_tokens)
     read = min(n_train_tokens, budget[1]) if budget[1] else n_train_tokens  # a capped epoch reads a sample
     lm = BaseLM(
-        id=lm_id,
+        id=_lm_id(rc, fit, corpus, budget),
         source="pretrain",
         tokenizer=corpus.tokenizer.id,
         arch=dict(fit.arch),
@@ -159,20 +190,7 @@ def pretrain(rc, fit, corpus: Corpus) -> BaseLM:
         head=fit.lm_head,
     )
     if rc.ctx.main:
-        fresh = store.publish(
-            rc.bucket,
-            a.lang,
-            lm,
-            weights,
-            pickle.dumps(list(vocab)),
-            make_current=True,
-            tokenizer_model=corpus.tokenizer.sp_model,
-            weights_bwd=weights_bwd,
-        )
-        where = rc.bucket.url(store.prefix(a.lang, lm.id))
-        rc.log.line(
-            f"base LM: {'published' if fresh else 'already published'} {lm.describe()} at {where}; CURRENT now names it"
-        )
+        _publish(rc, lm, corpus, vocab, weights, weights_bwd)
     D.barrier(rc.ctx)
     return lm
 

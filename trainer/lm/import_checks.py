@@ -102,8 +102,8 @@ def _shape(wgts: dict, key: str) -> tuple:
     return tuple(wgts[key].shape)
 
 
-def normalise(wgts: dict, vocab_size: int, source: str) -> tuple[dict, dict]:
-    """(the state dict in the keys and order of fastai's AWD-LSTM language model, the arch)."""
+def _cleaned(wgts: dict, source: str) -> dict:
+    """A copy of `wgts` without what older fastai versions add; refused if it is fastai 0.7's format."""
     wgts = dict(wgts)
     if "0.encoder_with_dropout.embed.weight" in wgts:
         raise DataError(
@@ -118,6 +118,11 @@ def normalise(wgts: dict, vocab_size: int, source: str) -> tuple[dict, dict]:
             del wgts[key]
     if ENCODER_DP not in wgts and ENCODER in wgts:
         wgts[ENCODER_DP] = wgts[ENCODER]  # the same tensor in fastai (EmbeddingDropout wraps the encoder)
+    return wgts
+
+
+def _n_layers(wgts: dict, source: str) -> int:
+    """How many LSTM layers `wgts` has; refused without the embedding, the decoder or any layer."""
     missing = [k for k in (ENCODER, DECODER_W, DECODER_B) if k not in wgts]
     layers = sorted({int(m.group(1)) for k in wgts if (m := RNN_KEY.match(k))})
     if missing or not layers:
@@ -126,38 +131,50 @@ def normalise(wgts: dict, vocab_size: int, source: str) -> tuple[dict, dict]:
             f"{', '.join(missing) if missing else '0.rnns.* (the LSTM layers)'}",
             hint=HINT,
         )
-    n_layers = len(layers)
-    expected = [
-        ENCODER,
-        ENCODER_DP,
-        *(f"0.rnns.{i}.{p}" for i in range(n_layers) for p in RNN_PARTS),
-        DECODER_W,
-        DECODER_B,
-    ]
+    return len(layers)
+
+
+def _expected_keys(n_layers: int) -> list[str]:
+    """The keys of fastai's AWD-LSTM language model with `n_layers` layers, in its order."""
+    return [ENCODER, ENCODER_DP, *(f"0.rnns.{i}.{p}" for i in range(n_layers) for p in RNN_PARTS), DECODER_W, DECODER_B]
+
+
+def _check_keys(wgts: dict, expected: list[str], n_layers: int, source: str) -> None:
+    """Refused unless `wgts` has exactly the `expected` keys."""
     unexpected = sorted(set(wgts) - set(expected))
     absent = [k for k in expected if k not in wgts]
-    if unexpected or absent:
-        details = "; ".join(
-            part
-            for part in (
-                f"unexpected keys {', '.join(unexpected[:6])}" + (" ..." if len(unexpected) > 6 else "")
-                if unexpected
-                else "",
-                f"missing keys {', '.join(absent[:6])}" + (" ..." if len(absent) > 6 else "") if absent else "",
-            )
-            if part
+    if not (unexpected or absent):
+        return
+    details = "; ".join(
+        part
+        for part in (
+            f"unexpected keys {', '.join(unexpected[:6])}" + (" ..." if len(unexpected) > 6 else "")
+            if unexpected
+            else "",
+            f"missing keys {', '.join(absent[:6])}" + (" ..." if len(absent) > 6 else "") if absent else "",
         )
-        raise DataError(
-            f"{source} does not have the keys of a unidirectional fastai AWD-LSTM language model "
-            f"with {n_layers} layer(s): {details}",
-            hint=HINT,
-        )
+        if part
+    )
+    raise DataError(
+        f"{source} does not have the keys of a unidirectional fastai AWD-LSTM language model "
+        f"with {n_layers} layer(s): {details}",
+        hint=HINT,
+    )
+
+
+def _arch(wgts: dict, n_layers: int, source: str) -> dict:
+    """emb_sz, n_hid and n_layers, read off the embedding and the LSTM weights (which must be matrices)."""
     if wgts[ENCODER].dim() != 2 or any(wgts[f"0.rnns.{i}.weight_hh_l0_raw"].dim() != 2 for i in range(n_layers)):
         raise DataError(f"{source}: the embedding and the LSTM weights must be matrices", hint=HINT)
-    rows, emb_sz = _shape(wgts, ENCODER)
+    emb_sz = _shape(wgts, ENCODER)[1]
     # with one layer n_hid shapes nothing (that layer maps emb_sz to emb_sz): recorded as emb_sz
     n_hid = _shape(wgts, "0.rnns.0.weight_hh_l0_raw")[1] if n_layers > 1 else emb_sz
-    arch = {"emb_sz": emb_sz, "n_hid": n_hid, "n_layers": n_layers}
+    return {"emb_sz": emb_sz, "n_hid": n_hid, "n_layers": n_layers}
+
+
+def _wanted_shapes(vocab_size: int, arch: dict) -> dict[str, tuple]:
+    """Each key's shape in an AWD-LSTM language model of `arch` over `vocab_size` tokens."""
+    emb_sz, n_hid, n_layers = arch["emb_sz"], arch["n_hid"], arch["n_layers"]
     want = {
         ENCODER: (vocab_size, emb_sz),
         ENCODER_DP: (vocab_size, emb_sz),
@@ -175,6 +192,12 @@ def normalise(wgts: dict, vocab_size: int, source: str) -> tuple[dict, dict]:
                 f"0.rnns.{i}.module.bias_hh_l0": (gates,),
             }
         )
+    return want
+
+
+def _check_shapes(wgts: dict, vocab_size: int, arch: dict, source: str) -> None:
+    """Refused unless the embedding has a row per token and every tensor has the shape `arch` gives it."""
+    rows = _shape(wgts, ENCODER)[0]
     if rows != vocab_size:
         raise DataError(
             f"{source}: the embedding has {rows:,} rows but the vocabulary has {vocab_size:,} tokens",
@@ -182,7 +205,7 @@ def normalise(wgts: dict, vocab_size: int, source: str) -> tuple[dict, dict]:
         )
     wrong = [
         f"{k} is {list(_shape(wgts, k))}, expected {list(shape)}"
-        for k, shape in want.items()
+        for k, shape in _wanted_shapes(vocab_size, arch).items()
         if _shape(wgts, k) != shape
     ]
     if wrong:
@@ -192,6 +215,16 @@ def normalise(wgts: dict, vocab_size: int, source: str) -> tuple[dict, dict]:
             + (" ..." if len(wrong) > 4 else ""),
             hint=HINT,
         )
+
+
+def normalise(wgts: dict, vocab_size: int, source: str) -> tuple[dict, dict]:
+    """(the state dict in the keys and order of fastai's AWD-LSTM language model, the arch)."""
+    wgts = _cleaned(wgts, source)
+    n_layers = _n_layers(wgts, source)
+    expected = _expected_keys(n_layers)
+    _check_keys(wgts, expected, n_layers, source)
+    arch = _arch(wgts, n_layers, source)
+    _check_shapes(wgts, vocab_size, arch, source)
     if not all(wgts[k].is_floating_point() for k in expected):
         raise DataError(f"{source}: some weights are not floating-point tensors", hint=HINT)
     return {k: wgts[k].float().contiguous() for k in expected}, arch

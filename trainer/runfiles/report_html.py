@@ -244,15 +244,10 @@ def timeline_section(log: str, status) -> str:
     return head + (f"<pre>{_e(chr(10).join(lines[-60:]))}</pre>" if lines else '<p class="muted">no log yet</p>')
 
 
-def render_run(bucket: Bucket, lang: str, run_id: str, *, metrics: RunMetrics | None = None) -> bytes:
-    """The run's report.html; `metrics` in memory when metrics.json is not written yet (the trainer)."""
-    status = read_status(bucket, lang, run_id)
-    m = metrics or read_metrics(bucket, lang, run_id)
-    trainer_meta = _read_json(bucket, run_key(lang, run_id, "metadata/trainer.json")) or {}
-    cost = _read_json(bucket, run_key(lang, run_id, "metadata/cost.json"))
-    log = bucket.read_appended(run_key(lang, run_id, "log.txt"))[0].decode("utf-8", "replace")
+def _heading(run_id: str, lang: str, status, m: RunMetrics | None) -> list[str]:
+    """The title and the line under it: state, environment, start and end, duration."""
     state = status.state if status else "UNKNOWN"
-    parts = [
+    return [
         f"<h1>Run {_e(run_id)} · {_e(lang)}</h1>",
         f'<p><b class="{"good" if state == "SUCCEEDED" else "bad" if state == "FAILED" else ""}">{_e(state)}</b>'
         + (
@@ -263,68 +258,76 @@ def render_run(bucket: Bucket, lang: str, run_id: str, *, metrics: RunMetrics | 
         + (f" · {m.duration_s:.0f}s" if m and m.duration_s is not None else "")
         + "</p>",
     ]
-    if status is not None and status.error:
-        parts.append(f"<h2>Error</h2><pre>{_e(status.error)}</pre>")
-    if m is not None and m.model is not None:
-        tfidf = m.baseline_tfidf
-        parts.append(
-            f"<h2>Result on {_e(m.scored_rows)} rows</h2>"
-            + _kv(
-                [
-                    ("kept model", "blend with TF-IDF" if m.blended else "classifier"),
-                    ("macro-F1", _num(m.model.macro_f1)),
-                    ("TF-IDF + logistic regression macro-F1", _num(tfidf.macro_f1) if tfidf else "not computed"),
-                    ("model − TF-IDF", f"{m.model.macro_f1 - tfidf.macro_f1:+.3f}" if tfidf else ""),
-                    ("micro-F1", _num(m.model.micro_f1)),
-                    ("accuracy", _num(m.model.accuracy)),
-                    ("majority baseline macro-F1", _num(m.baseline.macro_f1) if m.baseline else ""),
-                    ("backward model macro-F1", _num(m.backward.macro_f1) if m.backward else ""),
-                    ("forward+backward ensemble macro-F1", _num(m.ensemble.macro_f1) if m.ensemble else ""),
-                ]
-            )
+
+
+def result_section(m: RunMetrics) -> str:
+    """The kept model's headline figures beside the baselines'."""
+    tfidf = m.baseline_tfidf
+    return f"<h2>Result on {_e(m.scored_rows)} rows</h2>" + _kv(
+        [
+            ("kept model", "blend with TF-IDF" if m.blended else "classifier"),
+            ("macro-F1", _num(m.model.macro_f1)),
+            ("TF-IDF + logistic regression macro-F1", _num(tfidf.macro_f1) if tfidf else "not computed"),
+            ("model − TF-IDF", f"{m.model.macro_f1 - tfidf.macro_f1:+.3f}" if tfidf else ""),
+            ("micro-F1", _num(m.model.micro_f1)),
+            ("accuracy", _num(m.model.accuracy)),
+            ("majority baseline macro-F1", _num(m.baseline.macro_f1) if m.baseline else ""),
+            ("backward model macro-F1", _num(m.backward.macro_f1) if m.backward else ""),
+            ("forward+backward ensemble macro-F1", _num(m.ensemble.macro_f1) if m.ensemble else ""),
+        ]
+    )
+
+
+def data_section(m: RunMetrics, trainer_meta: dict) -> str:
+    """The rows each figure came from, the labels and the split."""
+    doc = m.document
+    split = doc.get("split") or {}
+    return "<h2>Data</h2>" + _kv(
+        [
+            ("train rows", m.n_train),
+            ("validation rows", m.n_valid),
+            ("test rows", m.n_test or ""),
+            ("labels", ", ".join(m.labels)),
+            ("multi-label", m.multi_label),
+            ("split", split.get("source")),
+            ("duplicates dropped", split.get("duplicates_dropped")),
+            ("rows of each figure", json.dumps(doc.get("rows"))),
+            ("unlabelled texts", json.dumps(doc.get("unlabelled")) if doc.get("unlabelled") else ""),
+            ("data hash", trainer_meta.get("data_hash")),
+        ]
+    )
+
+
+def classifier_sections(bucket: Bucket, lang: str, run_id: str, m: RunMetrics, trainer_meta: dict) -> list[str]:
+    """Everything a run with a model to score shows: figures, plots, mistakes, base LM, data."""
+    parts = [result_section(m)]
+    kept = kept_section(m)
+    if kept:
+        parts.append("<h2>Classifier, blend, TF-IDF: what was kept</h2>" + kept)
+    parts.append("<h2>Per label, against both baselines</h2>" + per_label_section(m))
+    parts.append("<h2>Plots</h2>" + "".join(_image(bucket, lang, run_id, key, cap) for key, cap in PLOTS))
+    parts.append("<h2>Worst mistakes</h2>" + mistakes_section(bucket, lang, run_id, m))
+    base = m.document.get("base_lm")
+    parts.append(
+        "<h2>Base language model</h2>"
+        + (
+            _kv([(k, v) for k, v in base.items()])
+            if isinstance(base, dict)
+            else "<p>none: trained without a base LM</p>"
         )
-        kept = kept_section(m)
-        if kept:
-            parts.append("<h2>Classifier, blend, TF-IDF: what was kept</h2>" + kept)
-        parts.append("<h2>Per label, against both baselines</h2>" + per_label_section(m))
-        parts.append("<h2>Plots</h2>" + "".join(_image(bucket, lang, run_id, key, cap) for key, cap in PLOTS))
-        parts.append("<h2>Worst mistakes</h2>" + mistakes_section(bucket, lang, run_id, m))
-        doc = m.document
-        base = doc.get("base_lm")
-        parts.append(
-            "<h2>Base language model</h2>"
-            + (
-                _kv([(k, v) for k, v in base.items()])
-                if isinstance(base, dict)
-                else "<p>none: trained without a base LM</p>"
-            )
-        )
-        split = doc.get("split") or {}
-        parts.append(
-            "<h2>Data</h2>"
-            + _kv(
-                [
-                    ("train rows", m.n_train),
-                    ("validation rows", m.n_valid),
-                    ("test rows", m.n_test or ""),
-                    ("labels", ", ".join(m.labels)),
-                    ("multi-label", m.multi_label),
-                    ("split", split.get("source")),
-                    ("duplicates dropped", split.get("duplicates_dropped")),
-                    ("rows of each figure", json.dumps(doc.get("rows"))),
-                    ("unlabelled texts", json.dumps(doc.get("unlabelled")) if doc.get("unlabelled") else ""),
-                    ("data hash", trainer_meta.get("data_hash")),
-                ]
-            )
-        )
-    elif m is not None:
-        parts.append(f"<h2>Result</h2>{_kv([(k, json.dumps(v)) for k, v in m.document.items() if k != 'history'])}")
+    )
+    parts.append(data_section(m, trainer_meta))
+    return parts
+
+
+def configuration_section(trainer_meta: dict) -> str:
+    """The trainer's arguments (those set) and the environment it ran in."""
     args = trainer_meta.get("args") or {}
     environment = {
         k: trainer_meta.get(k)
         for k in ("arch", "device", "precision", "world_size", "torch", "fastai", "python", "image")
     }
-    parts.append(
+    return (
         "<h2>Configuration</h2>"
         + (
             _kv(sorted((k, v) for k, v in args.items() if v not in (None, "", [])))
@@ -333,19 +336,38 @@ def render_run(bucket: Bucket, lang: str, run_id: str, *, metrics: RunMetrics | 
         )
         + _kv(list(environment.items()))
     )
+
+
+def cost_section(cost: dict | None, run_id: str) -> str:
+    """metadata/cost.json without its rates, or when it will be there."""
+    return "<h2>Cost</h2>" + (
+        _kv([(k, v) for k, v in cost.items() if k != "rates"])
+        if cost
+        else '<p class="muted">recorded when the stack is torn down '
+        f"(trainctl runs show {_e(run_id)} --report FILE renders it then)</p>"
+    )
+
+
+def render_run(bucket: Bucket, lang: str, run_id: str, *, metrics: RunMetrics | None = None) -> bytes:
+    """The run's report.html; `metrics` in memory when metrics.json is not written yet (the trainer)."""
+    status = read_status(bucket, lang, run_id)
+    m = metrics or read_metrics(bucket, lang, run_id)
+    trainer_meta = _read_json(bucket, run_key(lang, run_id, "metadata/trainer.json")) or {}
+    cost = _read_json(bucket, run_key(lang, run_id, "metadata/cost.json"))
+    log = bucket.read_appended(run_key(lang, run_id, "log.txt"))[0].decode("utf-8", "replace")
+    parts = _heading(run_id, lang, status, m)
+    if status is not None and status.error:
+        parts.append(f"<h2>Error</h2><pre>{_e(status.error)}</pre>")
+    if m is not None and m.model is not None:
+        parts += classifier_sections(bucket, lang, run_id, m, trainer_meta)
+    elif m is not None:
+        parts.append(f"<h2>Result</h2>{_kv([(k, json.dumps(v)) for k, v in m.document.items() if k != 'history'])}")
+    parts.append(configuration_section(trainer_meta))
     placed = placements_section(read_json(bucket, run_key(lang, run_id, PLACEMENTS_META)))
     if placed:
         parts.append("<h2>Placements</h2>" + placed)
     parts.append("<h2>Timeline</h2>" + timeline_section(log, status))
-    parts.append(
-        "<h2>Cost</h2>"
-        + (
-            _kv([(k, v) for k, v in cost.items() if k != "rates"])
-            if cost
-            else '<p class="muted">recorded when the stack is torn down '
-            f"(trainctl runs show {_e(run_id)} --report FILE renders it then)</p>"
-        )
-    )
+    parts.append(cost_section(cost, run_id))
     page = (
         f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>run {_e(run_id)} ({_e(lang)})</title>'
         f"<style>{STYLE}</style></head><body>{''.join(parts)}</body></html>"

@@ -7,12 +7,14 @@ import os
 import platform
 import sys
 import time
+from pathlib import Path
 
 import fastai
 import torch
 
 from trainer.classification import plots
-from trainer.runfiles.keys import BWD_MODEL
+from trainer.runfiles.code_archive import archive_code
+from trainer.runfiles.keys import BWD_MODEL, CODE_ARCHIVE
 from trainer.runfiles.metrics_file import RunMetrics
 from trainer.runfiles.report_html import render_run
 from trainer.stages.classifier import TrainedClassifier
@@ -90,6 +92,8 @@ def upload(
         "base_lm": result["base_lm"],
     }
     put(json.dumps(meta, indent=2, default=str).encode(), "metadata/trainer.json")
+    # the code that trained the model, for the tracker's logged model to carry (not the exporting checkout's)
+    put(archive_code(Path(__file__).resolve().parents[1]), CODE_ARCHIVE)
     metrics = RunMetrics.from_document(
         {
             "run_id": a.run_id,

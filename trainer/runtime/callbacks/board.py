@@ -9,15 +9,9 @@ from fastai.callback.core import Callback
 
 from trainer.runfiles.curves import curve_key, epoch_figures
 from trainer.runtime.callbacks.core import skipped
-from trainer.runtime.callbacks.progress import EpochLogCallback
+from trainer.runtime.callbacks.progress import EpochLogCallback, learning_rate
 
 LM_STAGES = ("base_lm", "lm_finetune")
-
-
-def learning_rate(learn) -> float:
-    """The rate the epoch's last batch trained with: the head's (the last parameter group), as ULMFiT's
-    discriminative rates divide it down the layers and the one-cycle schedule moves it batch by batch."""
-    return float(learn.opt.hypers[-1]["lr"])
 
 
 class BoardCallback(Callback):
@@ -51,7 +45,7 @@ class BoardCallback(Callback):
         record = self.history[-1]
         step, stage = len(self.history), record["stage"]  # the global epoch: the record's place in history
         points = epoch_figures(record)
-        points[curve_key(stage, "lr")] = learning_rate(self.learn)
+        points.setdefault(curve_key(stage, "lr"), learning_rate(self.learn))  # a record from before it kept its rate
         if stage.startswith(LM_STAGES) and self.started is not None and self.tokens:
             seconds = max(time.monotonic() - self.started, 1e-9)
             points[curve_key(stage, "tokens_per_s")] = self.tokens / seconds

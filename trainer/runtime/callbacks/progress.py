@@ -13,6 +13,14 @@ from trainer.runfiles.durations import duration
 from trainer.runtime.callbacks.core import NO_PHASE, Phase, skipped
 from trainer.runtime.runlog import RunLog
 
+RATE = "lr"  # a history record's learning rate
+
+
+def learning_rate(learn) -> float:
+    """The rate the epoch's last batch trained with: the head's (the last parameter group), as ULMFiT's
+    discriminative rates divide it down the layers and the one-cycle schedule moves it batch by batch."""
+    return float(learn.opt.hypers[-1]["lr"])
+
 
 class EpochLogCallback(Callback):
     """One plain log line per epoch (no carriage-return bars) and the run history (rank 0)."""
@@ -39,8 +47,10 @@ class EpochLogCallback(Callback):
             except (TypeError, ValueError):
                 continue
             record[self.names.get(name, name)] = None if math.isnan(number) else round(number, 5)
-        self.history.append(record)
         shown = "  ".join(f"{k} {v:.4f}" for k, v in record.items() if isinstance(v, float))
+        # the rate the epoch ended at, a figure of the record: MLflow's mirror charts it beside TensorBoard
+        record[RATE] = learning_rate(self.learn)
+        self.history.append(record)
         self.log.line(f"{self.stage} [{self.phase}] epoch {record['epoch']}/{self.total}  {shown}")
 
 
@@ -63,7 +73,7 @@ class StatusCallback(Callback):
         last = self.history[-1] if self.history else {}
         self.log.update(
             epoch=self.offset + self.epoch + 1,
-            last_epoch={k: v for k, v in last.items() if k not in ("stage", "phase", "epoch")} or None,
+            last_epoch={k: v for k, v in last.items() if k not in ("stage", "phase", "epoch", RATE)} or None,
         )
 
 

@@ -52,24 +52,7 @@ class CiIdentities(Construct):
         depends_on: list[ITerraformDependable] | None = None,
     ) -> None:
         super().__init__(scope, id)
-        self.planner = ServiceAccount(
-            self,
-            "planner",
-            project=project,
-            account_id=PLANNER_SA,
-            display_name="trainstack CI planner",
-            depends_on=depends_on,
-            description="Read-only: terraform plan on pull requests",
-        )
-        self.deployer = ServiceAccount(
-            self,
-            "deployer",
-            project=project,
-            account_id=DEPLOYER_SA,
-            display_name="trainstack CI deployer",
-            depends_on=depends_on,
-            description="Applies train-<lang> stacks from the main branch",
-        )
+        self.planner, self.deployer = self._accounts(project, depends_on)
         self.deploy_role = ProjectIamCustomRole(
             self,
             "deploy_role",
@@ -82,6 +65,47 @@ class CiIdentities(Construct):
         )
         planner, deployer = f"serviceAccount:{self.planner.email}", f"serviceAccount:{self.deployer.email}"
         self.grants = [
+            *self._project_grants(project, planner, deployer),
+            *self._state_grants(state_bucket, env, planner, deployer),
+            # Attaching the trainer account to VMs needs actAs on that one account, not project-wide.
+            ServiceAccountIamMember(
+                self,
+                "deployer_act_as_trainer",
+                service_account_id=trainer_account.name,
+                role="roles/iam.serviceAccountUser",
+                member=deployer,
+            ),
+        ]
+        if artifact_bucket is not None:
+            self.grants += self._runs_grants(artifact_bucket, languages or [], deployer)
+
+    def _accounts(
+        self, project: str, depends_on: list[ITerraformDependable] | None
+    ) -> tuple[ServiceAccount, ServiceAccount]:
+        """The planner (read-only, pull requests) and the deployer (main branch)."""
+        planner = ServiceAccount(
+            self,
+            "planner",
+            project=project,
+            account_id=PLANNER_SA,
+            display_name="trainstack CI planner",
+            depends_on=depends_on,
+            description="Read-only: terraform plan on pull requests",
+        )
+        deployer = ServiceAccount(
+            self,
+            "deployer",
+            project=project,
+            account_id=DEPLOYER_SA,
+            display_name="trainstack CI deployer",
+            depends_on=depends_on,
+            description="Applies train-<lang> stacks from the main branch",
+        )
+        return planner, deployer
+
+    def _project_grants(self, project: str, planner: str, deployer: str) -> list[ProjectIamMember]:
+        """The predefined roles of each account, and the deployer's custom role."""
+        return [
             *(
                 ProjectIamMember(self, f"planner_{_slug(r)}", project=project, role=r, member=planner)
                 for r in PLANNER_ROLES
@@ -91,6 +115,11 @@ class CiIdentities(Construct):
                 for r in DEPLOYER_ROLES
             ),
             ProjectIamMember(self, "deployer_compute", project=project, role=self.deploy_role.name, member=deployer),
+        ]
+
+    def _state_grants(self, state_bucket: str, env: str, planner: str, deployer: str) -> list[StorageBucketIamMember]:
+        """The planner reads every state; the deployer reads and writes its env's training stacks' states."""
+        return [
             StorageBucketIamMember(
                 self, "planner_state", bucket=state_bucket, role="roles/storage.objectViewer", member=planner
             ),
@@ -103,29 +132,25 @@ class CiIdentities(Construct):
                 member=deployer,
                 condition={"title": f"{env} training stacks", "expression": state_condition(state_bucket, env)},
             ),
-            # Attaching the trainer account to VMs needs actAs on that one account, not project-wide.
-            ServiceAccountIamMember(
-                self,
-                "deployer_act_as_trainer",
-                service_account_id=trainer_account.name,
-                role="roles/iam.serviceAccountUser",
-                member=deployer,
-            ),
         ]
-        if artifact_bucket is not None:
-            name = artifact_bucket.name_input  # the literal name: conditions compare strings, not references
-            # One binding per language keeps each condition far below IAM's 12 logical operators.
-            self.grants += [
-                StorageBucketIamMember(
-                    self,
-                    f"deployer_runs_{lang}",
-                    bucket=artifact_bucket.name,
-                    role="roles/storage.objectViewer",
-                    member=deployer,
-                    condition={"title": f"{lang} runs", "expression": runs_condition(name, lang)},
-                )
-                for lang in languages or ()
-            ]
+
+    def _runs_grants(
+        self, artifact_bucket: StorageBucket, languages: list[str], deployer: str
+    ) -> list[StorageBucketIamMember]:
+        """The deployer reads each language's run folders (`trainctl gc` checks whether a run ended)."""
+        name = artifact_bucket.name_input  # the literal name: conditions compare strings, not references
+        # One binding per language keeps each condition far below IAM's 12 logical operators.
+        return [
+            StorageBucketIamMember(
+                self,
+                f"deployer_runs_{lang}",
+                bucket=artifact_bucket.name,
+                role="roles/storage.objectViewer",
+                member=deployer,
+                condition={"title": f"{lang} runs", "expression": runs_condition(name, lang)},
+            )
+            for lang in languages
+        ]
 
 
 def _slug(role: str) -> str:

@@ -99,8 +99,13 @@ class TrainerIdentity(Construct):
             description="Lets a training VM resize its environment's managed instance groups (to zero)",
             permissions=RESIZE_PERMISSIONS,
         )
+        self.bucket_grants = self._bucket_grants(bucket, languages, member)
+        self.grants = [*self.bucket_grants, *self._project_grants(project, env, repository, member)]
+
+    def _bucket_grants(self, bucket: StorageBucket, languages: list[str], member: str) -> list[StorageBucketIamMember]:
+        """Listing the bucket, then each language's prefixes: write its outputs, read its data."""
         name = bucket.name_input  # the literal name: conditions compare strings, not references
-        self.bucket_grants = [
+        grants = [
             # objects.list is checked on the bucket: names are visible, contents are not.
             StorageBucketIamMember(
                 self,
@@ -116,7 +121,7 @@ class TrainerIdentity(Construct):
             )
         ]
         for lang in languages:
-            self.bucket_grants += [
+            grants += [
                 StorageBucketIamMember(
                     self,
                     f"{lang}_writer",
@@ -142,8 +147,13 @@ class TrainerIdentity(Construct):
                     },
                 ),
             ]
-        self.grants = [
-            *self.bucket_grants,
+        return grants
+
+    def _project_grants(
+        self, project: str, env: str, repository: ArtifactRegistryRepository, member: str
+    ) -> list[ArtifactRegistryRepositoryIamMember | ProjectIamMember]:
+        """Pulling the trainer image, writing logs and metrics, and resizing `env`'s groups (to stop them)."""
+        return [
             ArtifactRegistryRepositoryIamMember(
                 self,
                 "registry_reader",
