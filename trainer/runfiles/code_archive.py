@@ -11,7 +11,8 @@ PACKAGE = "trainer"
 _EPOCH = (1980, 1, 1, 0, 0, 0)  # fixed entry times: the same code is the same bytes
 
 
-def _files(package_dir: Path) -> list[Path]:
+def package_files(package_dir: Path) -> list[Path]:
+    """The files of a package's folder that are its code, in path order (no caches: they differ per machine)."""
     return sorted(
         p for p in package_dir.rglob("*") if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
     )
@@ -21,7 +22,7 @@ def archive_code(package_dir: Path) -> bytes:
     """The package in `package_dir` as a zip of `trainer/<path>` entries, in path order."""
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-        for path in _files(package_dir):
+        for path in package_files(package_dir):
             entry = zipfile.ZipInfo(f"{PACKAGE}/{path.relative_to(package_dir).as_posix()}", date_time=_EPOCH)
             entry.external_attr = 0o644 << 16
             archive.writestr(entry, path.read_bytes(), compress_type=zipfile.ZIP_DEFLATED)

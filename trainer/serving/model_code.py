@@ -28,19 +28,17 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
+from trainer.runfiles.code_archive import package_files
+
 PACKAGE = "trainer"
 _SKIPPED = shutil.ignore_patterns("__pycache__", "*.pyc")
-
-
-def _files(source: Path) -> list[Path]:
-    return sorted(p for p in source.rglob("*") if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc")
 
 
 def code_package(source: Path) -> str:
     """`trainer_<hash>`: the name of the code in `source` (the trainer package's folder), from every
     file's path and bytes, so any change to the code is another name."""
     digest = hashlib.sha256()
-    for path in _files(source):
+    for path in package_files(source):
         digest.update(path.relative_to(source).as_posix().encode() + b"\0")
         digest.update(hashlib.sha256(path.read_bytes()).digest())
     return f"{PACKAGE}_{digest.hexdigest()[:16]}"
