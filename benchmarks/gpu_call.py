@@ -10,6 +10,10 @@ Steps, each under its own share of the budget, the results written to OUT/gpu_ca
           (nvidia-smi every second), metrics.json and log.txt copied to OUT/e2e/;
   speed   LM step tokens/s at the GPU envs' model size (envs/base.yaml: 400/1152/3), fp32 against bf16 and
           fp16, full against adaptive softmax (benchmarks.lm_speed on the device);
+  loop    the trainer's loop against the bare step (benchmarks.loop_overhead on the device: LM fine-tuning and
+          the classifier at the GPU envs' size, bs 64 and 256: ms per batch, loop/bare, host syncs per batch, torch's
+          own sync count); with --before DIR (an older checkout's trainer, stacks, envs and benchmarks) the LM
+          stage again on that code, for the before/after figures;
   imdb    en_imdb with 100 labels: a base LM on the shared English corpus (`trainctl lm pretrain en`, tokens
           sized to the time left), then benchmarks.real_tasks' corpus variant and TF-IDF on the same 2,000
           test reviews (OUT/imdb/).
@@ -46,7 +50,7 @@ TINY = [
     "defaults.trainer.n_hid=64",
     "defaults.trainer.n_layers=1",
 ]
-STEPS = ("env", "speed", "e2e", "imdb", "recipe")
+STEPS = ("env", "speed", "e2e", "imdb", "recipe", "loop")
 GPU_SIZE = [
     "defaults.trainer.emb_sz=400",
     "defaults.trainer.n_hid=1152",
@@ -403,6 +407,55 @@ def imdb_step(base: Path, out: Path, dry_run: bool, trainer_only: bool, call: Ca
     return run
 
 
+def loop_step(base: Path, dry_run: bool, before: Path | None):
+    def run(limit: float) -> dict:
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        sizes, batch_sizes, batches = (["tiny"], ["16"], "10") if dry_run else (["gpu"], ["64", "256"], "60")
+        result: dict = {"device": device}
+        started = time.monotonic()
+        runs = [("after", REPO, ["lm", "clf"])] + ([("before", before, ["lm"])] if before else [])
+        for name, root, stages in runs:
+            left = limit - (time.monotonic() - started) - 5
+            if left < 20:
+                result[name] = {"skipped": "out of time"}
+                continue
+            json_out = base / f"loop-{name}.json"
+            r = bounded(
+                [
+                    sys.executable,
+                    "-m",
+                    "benchmarks.loop_overhead",
+                    "--device",
+                    device,
+                    "--sizes",
+                    *sizes,
+                    "--bs",
+                    *batch_sizes,
+                    "--batches",
+                    batches,
+                    "--stages",
+                    *stages,
+                    "--json-out",
+                    str(json_out),
+                ],
+                cwd=root,  # `python -m` puts the folder first on the path: that checkout's trainer is the one timed
+                timeout=left * (0.6 if name == "after" and before else 1.0),
+                env={**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])},
+            )
+            result[name] = {
+                "rc": r.returncode,
+                "rows": json.loads(json_out.read_text()) if json_out.exists() else [],
+                "table": [line for line in r.stdout.splitlines() if line.startswith("|")],
+            }
+            if r.returncode:
+                result[name]["stderr"] = r.stderr[-1500:]
+        return result
+
+    return run
+
+
 # Base-LM pretrain variants at the GPU envs' size on the same tokens: which one makes the large AWD-LSTM learn
 RECIPES = {
     "bf16 lr_base_lm 5e-3": [],
@@ -493,6 +546,9 @@ def main(argv: list[str] | None = None) -> int:
         help="e2e runs `python -m trainer` alone (default where terraform is not on PATH)",
     )
     parser.add_argument("--steps", nargs="+", default=list(STEPS[:4]), choices=list(STEPS))
+    parser.add_argument(
+        "--before", type=Path, help="an older checkout (trainer, stacks, envs, benchmarks): the loop step's before"
+    )
     args = parser.parse_args(argv)
     trainer_only = args.trainer_only or shutil.which("terraform") is None
     call = Call(args.out, args.budget_s, args.dry_run)
@@ -504,6 +560,7 @@ def main(argv: list[str] | None = None) -> int:
             "e2e": (e2e_step(base, args.out, args.dry_run, trainer_only), 0.35),
             "imdb": (imdb_step(base, args.out, args.dry_run, trainer_only, call), 0.95),
             "recipe": (recipe_step(base, args.dry_run, trainer_only), 0.95),
+            "loop": (loop_step(base, args.dry_run, args.before), 0.95),
         }
         for name in args.steps:
             call.step(name, *steps[name])

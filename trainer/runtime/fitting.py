@@ -14,6 +14,7 @@ from fastai.text.all import ProgressCallback
 
 from trainer.runfiles.curves import run_settings
 from trainer.runtime import distributed as D
+from trainer.runtime import loop as L
 from trainer.runtime import precision as P
 from trainer.runtime.board import FOLDER, Board
 from trainer.runtime.callbacks import (
@@ -233,8 +234,10 @@ class Fitter:
         return self.resume.position
 
     def setup(self, learn):
-        """Every learner of the run: plain logs, bounded memory, this run's precision, data parallel across ranks."""
+        """Every learner of the run: plain logs, bounded memory, the loop without host syncs (trainer.runtime.loop),
+        this run's precision, data parallel across ranks."""
         learn.remove_cb(ProgressCallback)
+        L.apply(learn)
         learn.logger = lambda *_: None  # Recorder would print raw lists; EpochLogCallback logs
         learn.add_cb(HeapTrimCallback())
         P.apply(learn, self.precision)
