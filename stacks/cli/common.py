@@ -46,6 +46,25 @@ SetOpt = Annotated[list[str] | None, typer.Option("--set", help="override a conf
 LangArg = Annotated[str, typer.Argument(help="language code, e.g. fr")]
 
 
+def checked_run_ids(param: typer.CallbackParam, value):
+    """Every option and argument that takes a run id (one, several or none): each checked where it enters
+    (trainer.runfiles.run_ids.check_run_id), before any config, bucket or stack is touched; exit 2 else."""
+    from trainer.errors import RunIdError
+    from trainer.runfiles.run_ids import check_run_id
+
+    for run_id in [value] if isinstance(value, str) else value or []:
+        where = param.opts[0] if param.param_type_name == "option" else param.name.upper()
+        try:
+            check_run_id(run_id)
+        except RunIdError as exc:
+            fail(f"{where}: {escape(exc.message)}", exc.hint, ExitStatus.BAD_INPUT)
+    return value
+
+
+RunOpt = Annotated[str | None, typer.Option("--run", callback=checked_run_ids, help="run id (default: the newest)")]
+RunArg = Annotated[str, typer.Argument(callback=checked_run_ids, help="run id (see `trainctl runs`)")]
+
+
 def decide_debug(args: list[str]) -> list[str]:
     """The one place that decides debug (tracebacks, Terraform's output): `--debug` anywhere before a `--`
     (after the command too: `trainctl status fr --debug`), or TRAINCTL_DEBUG set to anything but 0/false/no.

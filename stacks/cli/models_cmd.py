@@ -12,6 +12,8 @@ from rich.markup import escape
 from stacks.cli.common import (
     EnvOpt,
     LangArg,
+    RunArg,
+    RunOpt,
     SetOpt,
     console,
     emit_json,
@@ -21,11 +23,8 @@ from stacks.cli.common import (
     mapped_errors,
     open_env,
 )
-from stacks.cli.runs_cmds import RunOpt
 from stacks.errors import ExitStatus, TrainstackError
 from stacks.runs.records import pick_run
-
-RunArg = Annotated[str, typer.Argument(help="run id (see `trainctl runs`)")]
 
 
 def register(app: typer.Typer) -> None:
