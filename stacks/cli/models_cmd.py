@@ -22,6 +22,7 @@ from stacks.cli.common import (
     json_on_stdout,
     mapped_errors,
     open_env,
+    refuse_undecodable,
 )
 from stacks.errors import ExitStatus, TrainstackError
 from stacks.runs.records import pick_run
@@ -172,10 +173,11 @@ PredictJsonOpt = Annotated[
         help=(
             "print JSON on stdout, the lines and the progress bar on stderr: "
             "{env, lang, run_id, kept, ensemble, labels, "
-            "no_label, ...}; kept: classifier or blend (with TF-IDF); ensemble: the forward+backward models were "
-            "averaged; labels: {label: texts given it}, every label of the model in its order; no_label: texts given "
-            "none (multi-label). Texts: also predictions, one {text, labels, probabilities{label: p}} per text in "
-            "order (labels: those decided). --input: also {input, output, rows, seconds}; rows: classified and written"
+            "no_label, empty_texts, ...}; kept: classifier or blend (with TF-IDF); ensemble: the forward+backward "
+            "models were averaged; labels: {label: texts given it}, every label of the model in its order; no_label: "
+            "texts given none (multi-label); empty_texts: texts empty or null (classified, and warned about). Texts: "
+            "also predictions, one {text, labels, probabilities{label: p}} per text in order (labels: those "
+            "decided). --input: also {input, output, rows, seconds}; rows: classified and written"
         ),
     ),
 ]
@@ -212,7 +214,7 @@ def predict(
 ):
     """Classify texts, or a whole file (--input/--output), with the promoted model of LANG (default;
     else the newest successful run; --run picks one)."""
-    _check_predict_args(lang, texts, input_file, output_file)
+    _check_predict_args(lang, texts, input_file, output_file, text_col, id_col)
     config, bucket = open_env(env, sets, lang, configured=False)
     run_id = _serving_run_id(bucket, lang, run)
     with tempfile.TemporaryDirectory(prefix="trainctl-predict-") as tmp, json_on_stdout(as_json):
@@ -236,7 +238,14 @@ def predict(
         emit_json(document)
 
 
-def _check_predict_args(lang: str, texts: list[str] | None, input_file: str | None, output_file: str | None) -> None:
+def _check_predict_args(
+    lang: str,
+    texts: list[str] | None,
+    input_file: str | None,
+    output_file: str | None,
+    text_col: str | None = None,
+    id_col: str | None = None,
+) -> None:
     """Texts or --input with --output, and both files usable: checked before the model loads (that takes seconds)."""
     if bool(texts) == bool(input_file):
         fail(
@@ -244,6 +253,11 @@ def _check_predict_args(lang: str, texts: list[str] | None, input_file: str | No
             f'e.g. trainctl predict {lang} "some text", or --input texts.csv --output labels.csv',
             ExitStatus.BAD_INPUT,
         )
+    for n, text in enumerate(texts or [], 1):
+        refuse_undecodable(f"text {n}", text)
+    for option, value in (("--text-col", text_col), ("--id-col", id_col)):
+        if value is not None:
+            refuse_undecodable(option, value)
     if input_file and not output_file:
         fail(
             "--input needs --output FILE (CSV, JSON Lines or Parquet, by its name)",
@@ -295,16 +309,19 @@ def _classify_file(
 
 def _classify_texts(model, texts: list[str]) -> dict:
     """predict TEXT...: a line per text (its labels, then every label's probability); what its JSON document adds."""
-    from stacks.cli.predict_file import LabelTally
+    from stacks.cli.predict_file import LabelTally, warn_empty_texts
 
     tally = LabelTally(model.predict, model.labels)
     chosen, probs = tally(texts)
+    empty = [n for n, text in enumerate(texts) if not text.strip()]
+    warn_empty_texts(empty)
     for text, labels, row in zip(texts, chosen, probs):
         shown = ", ".join(f"{label} {value:.2f}" for label, value in zip(model.labels, row))
         console.print(f"[bold]{escape(';'.join(labels))}[/]\t{escape(text)}\n  [dim]{shown}[/]")
     return {
         "labels": dict(tally.counts),
         "no_label": tally.no_label,
+        "empty_texts": len(empty),
         "predictions": [
             {"text": text, "labels": labels, "probabilities": dict(zip(model.labels, map(float, row)))}
             for text, labels, row in zip(texts, chosen, probs)
