@@ -39,13 +39,13 @@ PromoteJsonOpt = Annotated[
         "--json",
         help=(
             "print JSON on stdout once promoted, the lines on stderr (nothing on stdout when refused, exit 2): "
-            "{env, lang, "
-            "run_id, previous, macro_f1, scored_rows, n_rows, model, forced, current, tracker}; previous: the run it "
-            "replaces as the promoted model, else null; scored_rows: valid or test, n_rows of them; model: what "
-            "predict "
-            "serves (model.pth, the forward+backward ensemble, or a blend with TF-IDF); current: the URI of "
-            "<lang>/models/CURRENT; tracker: null when the env mirrors nowhere, else {uri, registered_model, alias, "
-            "version, error} (version: the registered version the alias now names, null when it was not moved; "
+            "{env, lang, run_id, previous, macro_f1, scored_rows, n_rows, model, forced, unchanged, current, "
+            "tracker}; previous: the run it replaces as the promoted model, else null; unchanged: RUN was the "
+            "promoted model already (nothing written, exit 0); scored_rows: valid or test, n_rows of them; model: "
+            "what predict serves (model.pth, the forward+backward ensemble, or a blend with TF-IDF); current: the "
+            "URI of <lang>/models/CURRENT; tracker: null when the env mirrors nowhere, else {uri, registered_model, "
+            "alias, version, error} (version: the registered version the alias now names, null when it was not "
+            "moved; "
             "error: why not, else null)"
         ),
     ),
@@ -76,13 +76,17 @@ def promote(
     pick_run(bucket, lang, run_id)
     record = write_promotion(bucket, lang, run_id, force=force)
     current = bucket.url(current_key(lang))
+    unchanged = bool(record.get("unchanged"))
     with json_on_stdout(as_json):
         replaced = f"; replaces run {record['replaces']}" if record["replaces"] else ""
-        console.print(
-            f"promoted run {run_id} for {lang}: macro-F1 {record['macro_f1']:.3f} on {record['n_rows']} "
-            f"{record['scored_rows']} rows ({record['model']}){' (forced)' if force else ''}{replaced}",
-            soft_wrap=True,
-        )
+        if unchanged:
+            console.print(f"run {run_id} is already the promoted model of {lang}: nothing changed", soft_wrap=True)
+        else:
+            console.print(
+                f"promoted run {run_id} for {lang}: macro-F1 {record['macro_f1']:.3f} on {record['n_rows']} "
+                f"{record['scored_rows']} rows ({record['model']}){' (forced)' if force else ''}{replaced}",
+                soft_wrap=True,
+            )
         console.print(f"  {current} · `trainctl predict {lang}` uses it", soft_wrap=True, markup=False)
         # the registry's alias follows CURRENT; the run's first mirror logs its model (seconds to minutes)
         with reporting_transfers(TransferReport()):
@@ -99,6 +103,7 @@ def promote(
                 "n_rows": record["n_rows"],
                 "model": record["model"],
                 "forced": record["forced"],
+                "unchanged": unchanged,
                 "current": current,
                 "tracker": _tracker_document(config, lang, mirrored),
             }

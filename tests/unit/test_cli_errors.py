@@ -287,3 +287,12 @@ def test_a_corpus_file_that_is_a_broken_link_is_refused_before_anything_is_stage
     assert r.exit_code == 2 and "Traceback" not in output and "unexpected" not in output, output
     assert "is a link to" in output and "point the link at the file, or remove it" in output
     assert not bucket(project).exists() or not list(bucket(project).rglob("*.*"))
+
+
+def test_labels_that_differ_only_in_case_are_warned_about_when_pushed(project, tmp_path):
+    rows = "".join(f"texte {i},{label}\n" for i, label in enumerate(["COMPTE", "compte", "livraison"] * 4))
+    (tmp_path / "train.csv").write_text("text,labels\n" + rows)
+    r = runner.invoke(app, ["data", "push", "fr", str(tmp_path / "train.csv")], env={"COLUMNS": "400"})
+    output = " ".join(r.output.split())
+    assert r.exit_code == 0, output
+    assert "labels that differ only in case: COMPTE (4 rows) / compte (4 rows)" in output
