@@ -192,6 +192,27 @@ class MlflowSettings(StrictModel):
         description="alias on the promoted run's version (moved at every promotion)",
     )
 
+    @field_validator("uri")
+    @classmethod
+    def _a_tracking_uri(cls, uri: str | None) -> str | None:
+        """A URI MLflow can reach (a typo such as `http//host` would be read as a folder, and fail later)."""
+        from urllib.parse import urlsplit
+
+        if uri is None:
+            return uri
+        parts = urlsplit(uri)
+        scheme = parts.scheme.split("+", 1)[0]
+        if (
+            (scheme in ("http", "https") and parts.hostname)
+            or uri in ("databricks", "databricks-uc")
+            or scheme in ("databricks", "databricks-uc", "file", "sqlite", "postgresql", "mysql", "mssql")
+        ):
+            return uri
+        raise ValueError(
+            f"{uri!r} is not a tracking URI: http(s)://HOST[:PORT], databricks, file:///PATH or a database URI "
+            "(sqlite:///FILE)"
+        )
+
 
 class TrackingSettings(StrictModel):
     """Where runs are mirrored besides the bucket (the bucket stays the source of truth)."""

@@ -123,3 +123,19 @@ def test_a_block_check_of_a_set_value_names_set_not_base_yaml(project):
     r, output = config_show("--set", "defaults.trainer.max_lm_tokens=5")
     assert r.exit_code == 2 and "--set: languages.fr.trainer: Value error, max_lm_tokens 5" in output, output
     assert "envs/base.yaml" not in output
+
+
+@pytest.mark.parametrize("uri", ["http//localhost:5000", "localhost:5000", "http://", "mlflow.example.com"])
+def test_a_malformed_tracking_uri_is_a_config_error(project, uri):
+    r = runner.invoke(app, ["runs", "export", "--set", f"tracking.mlflow.uri={uri}"], env={"COLUMNS": "400"})
+    output = " ".join(r.output.split())
+    assert r.exit_code == 2 and "--set: tracking.mlflow.uri" in output and "is not a tracking URI" in output, output
+
+
+@pytest.mark.parametrize(
+    "uri", ["http://127.0.0.1:5000", "https://mlflow.example.com/", "databricks", "sqlite:///m.db"]
+)
+def test_a_tracking_uri_of_any_form_mlflow_takes_loads(project, uri):
+    from stacks.config import load_config
+
+    assert load_config(project / "envs", "local", [f"tracking.mlflow.uri={uri}"]).tracking.mlflow.uri == uri
