@@ -35,6 +35,15 @@ def _checked(name: str):
     return parse
 
 
+def _run_id(text: str) -> str:
+    """--run-id: checked as every trainctl command checks one (trainer.runfiles.run_ids.check_run_id)."""
+    from trainer.runfiles.run_ids import run_id_problem
+
+    if problem := run_id_problem(text):
+        raise argparse.ArgumentTypeError(problem)
+    return text
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m trainer",
@@ -46,7 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lang", required=True, help="language key, the bucket prefix (e.g. fr)")
     p.add_argument("--lang-code", default=None, help="ISO 639-1 code for the tokenizer (default: --lang)")
     p.add_argument("--bucket", required=True, help="file:///path or gs://bucket[/prefix]")
-    p.add_argument("--run-id", required=True, help="run folder name; an unfinished run with this id is resumed")
+    p.add_argument(
+        "--run-id", required=True, type=_run_id, help="run folder name; an unfinished run with this id is resumed"
+    )
     p.add_argument("--env", default="local", help="environment name recorded in status.json")
     p.add_argument("--text-col", default="text", help="text column of the labelled data")
     p.add_argument(

@@ -24,6 +24,10 @@ class RunExistsError(DataError):
     """A finished run already owns this run id: never overwrite it."""
 
 
+class RunIdError(DataError):
+    """A run id that cannot name a run (empty, path-like, too long): refused before it reaches the bucket."""
+
+
 class TrainerExit(enum.IntEnum):
     """How trainer processes end: the launchers (local supervisor, VM agent, startup.sh) act on it."""
 

@@ -4,6 +4,7 @@ the job a run does (`Job`: the one spelling of its name for the CLI, the config 
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from enum import Enum
@@ -32,18 +33,23 @@ class Param:
     ge: float | None = None
     gt: float | None = None
     lt: float | None = None
+    le: float | None = None
     pattern: str | None = None
 
     def problem(self, value) -> str | None:
         """Why `value` is out of range, or None (the config model checks the same bounds)."""
         if isinstance(value, str):
             return None if self.pattern is None or re.fullmatch(self.pattern, value) else f"must match {self.pattern}"
+        if isinstance(value, float) and not math.isfinite(value):
+            return "must be a finite number"
         if self.ge is not None and value < self.ge:
             return f"must be >= {self.ge:g}"
         if self.gt is not None and value <= self.gt:
             return f"must be > {self.gt:g}"
         if self.lt is not None and value >= self.lt:
             return f"must be < {self.lt:g}"
+        if self.le is not None and value > self.le:
+            return f"must be <= {self.le:g}"
         return None
 
 
@@ -51,13 +57,16 @@ PARAMS: dict[str, Param] = {
     "epochs_base_lm": Param(10, "epochs of an inline base LM (--base-lm pretrain-inline)", ge=0),
     "epochs_lm": Param(4, "epochs to fine-tune the LM on the task texts (first one frozen)", ge=0),
     "epochs_clf": Param(6, "classifier epochs (gradual unfreezing: 1 per layer group, the rest unfrozen)", ge=1),
-    "bs": Param(64, "batch size", ge=1),
+    # Beyond 4096 sequences a batch's activations (bs x seq_len x n_hid, per layer) outgrow any one GPU.
+    "bs": Param(64, "batch size", ge=1, le=4096),
     "lr": Param(2e-2, "classifier max learning rate", gt=0),
     "lr_lm": Param(2e-2, "language-model max learning rate", gt=0),
     "lr_base_lm": Param(0.0, "a new base LM's max learning rate (lm pretrain, pretrain-inline); 0 = lr_lm", ge=0),
     "seq_len": Param(72, "BPTT length / classifier chunk length", ge=8),
-    "drop_mult": Param(0.5, "AWD-LSTM dropout multiplier", ge=0),
-    "seed": Param(42, "random seed (same seed + same data = same metrics on CPU)"),
+    # It multiplies fastai's AWD-LSTM dropouts, the largest 0.5 (the classifier's weight_p): a probability.
+    "drop_mult": Param(0.5, "AWD-LSTM dropout multiplier", ge=0, le=2),
+    # numpy takes seeds below 2**32, and each rank seeds with seed + its rank.
+    "seed": Param(42, "random seed (same seed + same data = same metrics on CPU)", ge=0, le=2**31 - 1),
     "valid_pct": Param(0.2, "share of labelled rows held out for validation", gt=0, lt=1),
     "emb_sz": Param(400, "embedding size (new base LM only)", ge=8),
     "n_hid": Param(1152, "LSTM hidden size (new base LM only)", ge=8),

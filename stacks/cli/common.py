@@ -46,6 +46,40 @@ SetOpt = Annotated[list[str] | None, typer.Option("--set", help="override a conf
 LangArg = Annotated[str, typer.Argument(help="language code, e.g. fr")]
 
 
+def checked_run_ids(param: typer.CallbackParam, value):
+    """Every option and argument that takes a run id (one, several or none): each checked where it enters
+    (trainer.runfiles.run_ids.check_run_id), before any config, bucket or stack is touched; exit 2 else."""
+    from trainer.errors import RunIdError
+    from trainer.runfiles.run_ids import check_run_id
+
+    for run_id in [value] if isinstance(value, str) else value or []:
+        where = param.opts[0] if param.param_type_name == "option" else param.name.upper()
+        try:
+            check_run_id(run_id)
+        except RunIdError as exc:
+            fail(f"{where}: {escape(exc.message)}", exc.hint, ExitStatus.BAD_INPUT)
+    return value
+
+
+RunOpt = Annotated[str | None, typer.Option("--run", callback=checked_run_ids, help="run id (default: the newest)")]
+RunArg = Annotated[str, typer.Argument(callback=checked_run_ids, help="run id (see `trainctl runs`)")]
+
+
+def refuse_undecodable(what: str, value: str) -> None:
+    """An argument with bytes that are not UTF-8 (Python keeps them as surrogates): exit 2, naming the byte."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raw = os.fsencode(value)
+        at = len(os.fsencode(value[: exc.start]))
+        fail(
+            f"{what} is not UTF-8: byte 0x{raw[at]:02x} at position {at + 1} of {escape(ascii(raw)[1:])}",
+            "pass UTF-8 text: set the terminal's or the script's encoding to UTF-8 (e.g. LANG=C.UTF-8), or convert "
+            "the text (iconv -f latin1 -t utf-8)",
+            ExitStatus.BAD_INPUT,
+        )
+
+
 def decide_debug(args: list[str]) -> list[str]:
     """The one place that decides debug (tracebacks, Terraform's output): `--debug` anywhere before a `--`
     (after the command too: `trainctl status fr --debug`), or TRAINCTL_DEBUG set to anything but 0/false/no.
@@ -72,7 +106,11 @@ def json_on_stdout(as_json: bool):
 
 
 def print_error(message: str, hint: str | None) -> None:
-    """trainer.errors.error_text on stderr, its marks coloured (rich markup: a caller escapes what it quotes)."""
+    """trainer.errors.error_text on stderr, its marks coloured (rich markup: a caller escapes what it quotes).
+    Bytes of an argument that were not UTF-8 (surrogates) are shown as \\udcXX, never a failed write."""
+    message, hint = (
+        None if text is None else text.encode("utf-8", "backslashreplace").decode("utf-8") for text in (message, hint)
+    )
     err_console.print(
         error_text(message, hint, marks=(f"[bold red]{ERROR_MARK}[/]", f"[dim]{HINT_MARK}[/]")), soft_wrap=True
     )

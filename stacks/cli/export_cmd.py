@@ -12,6 +12,7 @@ from rich.markup import escape
 from stacks.cli.common import (
     EnvOpt,
     SetOpt,
+    checked_run_ids,
     console,
     emit_json,
     err_console,
@@ -54,7 +55,9 @@ ExportJsonOpt = Annotated[
 @mapped_errors
 def export(
     lang: Annotated[str | None, typer.Argument(help="only this language (default: every language)")] = None,
-    run_ids: Annotated[list[str] | None, typer.Argument(help="only these runs of LANG")] = None,
+    run_ids: Annotated[
+        list[str] | None, typer.Argument(callback=checked_run_ids, help="only these runs of LANG")
+    ] = None,
     env: EnvOpt = "local",
     sets: SetOpt = None,
     since: Annotated[

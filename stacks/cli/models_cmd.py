@@ -12,6 +12,8 @@ from rich.markup import escape
 from stacks.cli.common import (
     EnvOpt,
     LangArg,
+    RunArg,
+    RunOpt,
     SetOpt,
     console,
     emit_json,
@@ -20,12 +22,10 @@ from stacks.cli.common import (
     json_on_stdout,
     mapped_errors,
     open_env,
+    refuse_undecodable,
 )
-from stacks.cli.runs_cmds import RunOpt
 from stacks.errors import ExitStatus, TrainstackError
 from stacks.runs.records import pick_run
-
-RunArg = Annotated[str, typer.Argument(help="run id (see `trainctl runs`)")]
 
 
 def register(app: typer.Typer) -> None:
@@ -39,13 +39,13 @@ PromoteJsonOpt = Annotated[
         "--json",
         help=(
             "print JSON on stdout once promoted, the lines on stderr (nothing on stdout when refused, exit 2): "
-            "{env, lang, "
-            "run_id, previous, macro_f1, scored_rows, n_rows, model, forced, current, tracker}; previous: the run it "
-            "replaces as the promoted model, else null; scored_rows: valid or test, n_rows of them; model: what "
-            "predict "
-            "serves (model.pth, the forward+backward ensemble, or a blend with TF-IDF); current: the URI of "
-            "<lang>/models/CURRENT; tracker: null when the env mirrors nowhere, else {uri, registered_model, alias, "
-            "version, error} (version: the registered version the alias now names, null when it was not moved; "
+            "{env, lang, run_id, previous, macro_f1, scored_rows, n_rows, model, forced, unchanged, current, "
+            "tracker}; previous: the run it replaces as the promoted model, else null; unchanged: RUN was the "
+            "promoted model already (nothing written, exit 0); scored_rows: valid or test, n_rows of them; model: "
+            "what predict serves (model.pth, the forward+backward ensemble, or a blend with TF-IDF); current: the "
+            "URI of <lang>/models/CURRENT; tracker: null when the env mirrors nowhere, else {uri, registered_model, "
+            "alias, version, error} (version: the registered version the alias now names, null when it was not "
+            "moved; "
             "error: why not, else null)"
         ),
     ),
@@ -76,13 +76,17 @@ def promote(
     pick_run(bucket, lang, run_id)
     record = write_promotion(bucket, lang, run_id, force=force)
     current = bucket.url(current_key(lang))
+    unchanged = bool(record.get("unchanged"))
     with json_on_stdout(as_json):
         replaced = f"; replaces run {record['replaces']}" if record["replaces"] else ""
-        console.print(
-            f"promoted run {run_id} for {lang}: macro-F1 {record['macro_f1']:.3f} on {record['n_rows']} "
-            f"{record['scored_rows']} rows ({record['model']}){' (forced)' if force else ''}{replaced}",
-            soft_wrap=True,
-        )
+        if unchanged:
+            console.print(f"run {run_id} is already the promoted model of {lang}: nothing changed", soft_wrap=True)
+        else:
+            console.print(
+                f"promoted run {run_id} for {lang}: macro-F1 {record['macro_f1']:.3f} on {record['n_rows']} "
+                f"{record['scored_rows']} rows ({record['model']}){' (forced)' if force else ''}{replaced}",
+                soft_wrap=True,
+            )
         console.print(f"  {current} · `trainctl predict {lang}` uses it", soft_wrap=True, markup=False)
         # the registry's alias follows CURRENT; the run's first mirror logs its model (seconds to minutes)
         with reporting_transfers(TransferReport()):
@@ -99,6 +103,7 @@ def promote(
                 "n_rows": record["n_rows"],
                 "model": record["model"],
                 "forced": record["forced"],
+                "unchanged": unchanged,
                 "current": current,
                 "tracker": _tracker_document(config, lang, mirrored),
             }
@@ -173,10 +178,11 @@ PredictJsonOpt = Annotated[
         help=(
             "print JSON on stdout, the lines and the progress bar on stderr: "
             "{env, lang, run_id, kept, ensemble, labels, "
-            "no_label, ...}; kept: classifier or blend (with TF-IDF); ensemble: the forward+backward models were "
-            "averaged; labels: {label: texts given it}, every label of the model in its order; no_label: texts given "
-            "none (multi-label). Texts: also predictions, one {text, labels, probabilities{label: p}} per text in "
-            "order (labels: those decided). --input: also {input, output, rows, seconds}; rows: classified and written"
+            "no_label, empty_texts, ...}; kept: classifier or blend (with TF-IDF); ensemble: the forward+backward "
+            "models were averaged; labels: {label: texts given it}, every label of the model in its order; no_label: "
+            "texts given none (multi-label); empty_texts: texts empty or null (classified, and warned about). Texts: "
+            "also predictions, one {text, labels, probabilities{label: p}} per text in order (labels: those "
+            "decided). --input: also {input, output, rows, seconds}; rows: classified and written"
         ),
     ),
 ]
@@ -213,7 +219,7 @@ def predict(
 ):
     """Classify texts, or a whole file (--input/--output), with the promoted model of LANG (default;
     else the newest successful run; --run picks one)."""
-    _check_predict_args(lang, texts, input_file, output_file)
+    _check_predict_args(lang, texts, input_file, output_file, text_col, id_col)
     config, bucket = open_env(env, sets, lang, configured=False)
     run_id = _serving_run_id(bucket, lang, run)
     with tempfile.TemporaryDirectory(prefix="trainctl-predict-") as tmp, json_on_stdout(as_json):
@@ -237,7 +243,14 @@ def predict(
         emit_json(document)
 
 
-def _check_predict_args(lang: str, texts: list[str] | None, input_file: str | None, output_file: str | None) -> None:
+def _check_predict_args(
+    lang: str,
+    texts: list[str] | None,
+    input_file: str | None,
+    output_file: str | None,
+    text_col: str | None = None,
+    id_col: str | None = None,
+) -> None:
     """Texts or --input with --output, and both files usable: checked before the model loads (that takes seconds)."""
     if bool(texts) == bool(input_file):
         fail(
@@ -245,6 +258,11 @@ def _check_predict_args(lang: str, texts: list[str] | None, input_file: str | No
             f'e.g. trainctl predict {lang} "some text", or --input texts.csv --output labels.csv',
             ExitStatus.BAD_INPUT,
         )
+    for n, text in enumerate(texts or [], 1):
+        refuse_undecodable(f"text {n}", text)
+    for option, value in (("--text-col", text_col), ("--id-col", id_col)):
+        if value is not None:
+            refuse_undecodable(option, value)
     if input_file and not output_file:
         fail(
             "--input needs --output FILE (CSV, JSON Lines or Parquet, by its name)",
@@ -296,16 +314,19 @@ def _classify_file(
 
 def _classify_texts(model, texts: list[str]) -> dict:
     """predict TEXT...: a line per text (its labels, then every label's probability); what its JSON document adds."""
-    from stacks.cli.predict_file import LabelTally
+    from stacks.cli.predict_file import LabelTally, warn_empty_texts
 
     tally = LabelTally(model.predict, model.labels)
     chosen, probs = tally(texts)
+    empty = [n for n, text in enumerate(texts) if not text.strip()]
+    warn_empty_texts(empty)
     for text, labels, row in zip(texts, chosen, probs):
         shown = ", ".join(f"{label} {value:.2f}" for label, value in zip(model.labels, row))
         console.print(f"[bold]{escape(';'.join(labels))}[/]\t{escape(text)}\n  [dim]{shown}[/]")
     return {
         "labels": dict(tally.counts),
         "no_label": tally.no_label,
+        "empty_texts": len(empty),
         "predictions": [
             {"text": text, "labels": labels, "probabilities": dict(zip(model.labels, map(float, row)))}
             for text, labels, row in zip(texts, chosen, probs)

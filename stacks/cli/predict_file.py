@@ -120,7 +120,7 @@ def classify_file_cmd(
     else:
         local_in = in_where
     local_out = tmp / ("output" + "".join(Path(str(out_where)).suffixes)) if out_bucket else out_where
-    rows = InputRows(local_in, text_col=text_col, id_col=id_col, batch_rows=batch_rows)
+    rows = InputRows(local_in, text_col=text_col, id_col=id_col, batch_rows=batch_rows, source=input_uri)
     if not out_bucket:
         try:  # claimed before the first row is read: a file another process creates meanwhile is never replaced
             os.close(os.open(local_out, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
@@ -164,11 +164,25 @@ def classify_file_cmd(
         soft_wrap=True,
         markup=False,
     )
+    warn_empty_texts(rows.empty_rows)
     return {
         "input": input_uri,
         "output": output_uri,
         "rows": written,
         "labels": dict(tally.counts),
         "no_label": tally.no_label,
+        "empty_texts": len(rows.empty_rows),
         "seconds": round(seconds, 3),
     }
+
+
+def warn_empty_texts(rows: list[int], most: int = 10) -> None:
+    """Empty or null texts are classified (each gets the model's guess for no text), and said so."""
+    if rows:
+        shown = ", ".join(str(n + 1) for n in rows[:most]) + (" …" if len(rows) > most else "")
+        err_console.print(
+            f"warning: {len(rows):,} empty or null text{'s' if len(rows) > 1 else ''} (row {shown}, the first is 1): "
+            "their labels are the model's guess for no text",
+            soft_wrap=True,
+            markup=False,
+        )

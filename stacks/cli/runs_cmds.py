@@ -19,8 +19,11 @@ from stacks.cli import export_cmd
 from stacks.cli.common import (
     EnvOpt,
     LangArg,
+    RunArg,
+    RunOpt,
     SetOpt,
     check_output_file,
+    checked_run_ids,
     console,
     emit_json,
     err_console,
@@ -30,7 +33,6 @@ from stacks.cli.common import (
 from stacks.cli.run_document import print_run, run_document
 from stacks.runs.records import find_run, pick_run
 
-RunOpt = Annotated[str | None, typer.Option("--run", help="run id (default: the newest)")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON (stable keys, see the README)")]
 STATUS_KEYS = (
     "run_id",
@@ -268,7 +270,7 @@ def runs(
 @runs_app.command("show")
 @mapped_errors
 def show(
-    run_id: Annotated[str, typer.Argument(help="run id (see `trainctl runs`)")],
+    run_id: RunArg,
     env: EnvOpt = "local",
     sets: SetOpt = None,
     lang: Annotated[str | None, typer.Option("--lang", help="the run's language (default: searched)")] = None,
@@ -304,8 +306,8 @@ def show(
 @runs_app.command("compare")
 @mapped_errors
 def compare(
-    run_a: Annotated[str, typer.Argument(help="a run id")],
-    run_b: Annotated[str, typer.Argument(help="another")],
+    run_a: Annotated[str, typer.Argument(callback=checked_run_ids, help="a run id")],
+    run_b: Annotated[str, typer.Argument(callback=checked_run_ids, help="another")],
     env: EnvOpt = "local",
     sets: SetOpt = None,
     as_json: JsonOpt = False,

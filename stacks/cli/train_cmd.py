@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from stacks.cli.common import EnvOpt, SetOpt, fail, mapped_errors
+from stacks.cli.common import EnvOpt, SetOpt, checked_run_ids, fail, mapped_errors, open_env
 from stacks.cli.run_view import run_command
 from stacks.errors import ExitStatus
 from trainer.params import Job
@@ -25,6 +25,7 @@ ResumeOpt = Annotated[
     typer.Option(
         "--resume",
         metavar="RUN_ID",
+        callback=checked_run_ids,
         help="continue this stopped run of the one language named (no capacity, "
         "max_run_hours, destroyed) from its checkpoints, with the same data",
     ),
@@ -80,12 +81,16 @@ def train(
             "promote later: trainctl promote LANG RUN",
             ExitStatus.BAD_INPUT,
         )
-    if resume and (all_langs or len(set(langs or [])) != 1):
+    if resume is not None and (all_langs or len(set(langs or [])) != 1):
         fail(
             "--resume continues one run: name its one language",
             f"e.g. trainctl train fr --resume {resume}",
             ExitStatus.BAD_INPUT,
         )
+    if resume is not None:  # a run of that language, before anything is synthesized or applied
+        from stacks.runs.records import pick_run
+
+        pick_run(open_env(env, sets, langs[0])[1], langs[0], resume)
     run_command(
         list(dict.fromkeys(langs)) if langs else None,
         env,
@@ -94,6 +99,6 @@ def train(
         job=Job.CLASSIFIER,
         parallel=parallel,
         promote=promote_if_better,
-        resume={langs[0]: resume} if resume else None,
+        resume={langs[0]: resume} if resume is not None else None,
         as_json=as_json,
     )

@@ -95,6 +95,7 @@ def deep_merge(base: dict, over: dict, origin: dict[tuple, str], source: str, pr
 
 
 def _record(origin: dict[tuple, str], path: tuple, value: Any, source: str) -> None:
+    origin.pop(path, None)  # `origin` stays in the order keys were last written: the latest layer last
     origin[path] = source
     if isinstance(value, dict):
         for k, v in value.items():
@@ -191,9 +192,17 @@ def _expand_languages(doc: dict, origin: dict[tuple, str]) -> dict:
     defaults = doc.get("defaults") or {}
     langs = doc.get("languages")
     if langs is None:
-        raise ConfigError("no `languages` block: list at least one language", source="envs/base.yaml")
+        raise ConfigError(
+            "no `languages` block: list at least one language",
+            source=origin.get(("languages",), "envs/base.yaml"),
+            hint="e.g. languages: {fr: {}} (with --set: --set languages.fr={})",
+        )
     if not isinstance(langs, dict):
-        raise ConfigError("`languages` must be a mapping of language code to settings")
+        raise ConfigError(
+            "`languages` must be a mapping of language code to settings",
+            source=origin.get(("languages",), "the config"),
+            hint="e.g. languages: {fr: {}}",
+        )
     for lang in langs:
         check_language_key(lang, _source_under(origin, ("languages", str(lang))))
     expanded = {}
@@ -209,9 +218,9 @@ def _expand_languages(doc: dict, origin: dict[tuple, str]) -> dict:
 
 
 def _latest_layer(layers: list[str]) -> str:
-    """The last of these layers to be merged: --set, then an env's file, then envs/base.yaml."""
-    rank = {SET_SOURCE: 0, "envs/base.yaml": 2}
-    return min(layers, key=lambda src: rank.get(src, 1))
+    """The last of these layers to be merged (`layers` in `origin`'s order: base.yaml, the env files each after
+    the one it extends, then --set)."""
+    return layers[-1]
 
 
 def _source_under(origin: dict[tuple, str], path: tuple) -> str:
@@ -247,6 +256,10 @@ def _source_of(loc: tuple, origin: dict[tuple, str], message: str = "") -> tuple
     candidates = [path]
     if path[:1] == ("languages",) and len(path) > 2:
         candidates.append(("defaults",) + path[2:])
+    for cand in candidates:  # a whole block's check: the latest layer that wrote a key in it
+        layers = [src for key, src in origin.items() if key[: len(cand)] == cand]
+        if layers:
+            return ".".join(path), _latest_layer(layers)
     # The most specific recorded key wins (languages.fr.nodes from defaults.nodes over `fr: {}`).
     found = [
         (len(cand) - n, origin[cand[:n]]) for cand in candidates for n in range(len(cand), 0, -1) if cand[:n] in origin
@@ -289,6 +302,17 @@ def _target_block_of(path: tuple) -> str | None:
     return None
 
 
+_YAML_WORDS = {True: "yes", False: "no", None: "null"}  # what was likely typed, for the quoted example
+
+
+def _set_key(loc: tuple, origin: dict[tuple, str]) -> str:
+    """The key a --set wrote for this error's location: languages.fr.x, or the defaults.x it came from."""
+    path = tuple(str(p) for p in loc)
+    if path not in origin and path[:1] == ("languages",) and ("defaults", *path[2:]) in origin:
+        path = ("defaults", *path[2:])
+    return ".".join(path)
+
+
 def _config_error(exc: ValidationError, origin: dict[tuple, str]) -> ConfigError:
     lines, first_source = [], None
     seen = set()
@@ -307,6 +331,10 @@ def _config_error(exc: ValidationError, origin: dict[tuple, str]) -> ConfigError
             got = err.get("input")
             shown = "" if isinstance(got, (dict, list)) else f" (got {got!r})"
             what = f"{key}: {err['msg']}{shown}" if key else f"{err['msg']}"
+            if err["type"] == "string_type" and (got is None or isinstance(got, bool)):
+                what += ": YAML reads an unquoted yes, no, on, off, true, false or null as that value, quote it"
+                if source == SET_SOURCE:
+                    what += f" (--set '{_set_key(err['loc'], origin)}=\"{_YAML_WORDS[got]}\"')"
         if (source, what) in seen:
             continue
         seen.add((source, what))

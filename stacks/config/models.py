@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import Field, create_model, field_validator, model_validator
@@ -28,6 +29,16 @@ class DataSettings(StrictModel):
         "auto", description="auto: multi-label when a row has several labels (warned when under 1 % of rows)"
     )
 
+    @model_validator(mode="after")
+    def _text_is_not_a_label(self) -> "DataSettings":
+        if self.text_col == self.label_col and not self.label_cols:
+            raise ValueError(
+                f"data.text_col and data.label_col are both {self.text_col!r}: a row's text is not its label"
+            )
+        if self.text_col in self.label_cols:
+            raise ValueError(f"data.text_col {self.text_col!r} is also one of data.label_cols")
+        return self
+
 
 def _trainer_fields() -> dict:
     """The fields of TrainerSettings from trainer.params (the trainer's flags: one definition), and
@@ -43,7 +54,11 @@ def _trainer_fields() -> dict:
                 ),
             )
         kind = Literal[p.choices] if p.choices else type(p.default)
-        fields[name] = (kind, Field(p.default, ge=p.ge, gt=p.gt, lt=p.lt, pattern=p.pattern, description=p.help))
+        finite = {"allow_inf_nan": False} if kind is float else {}
+        fields[name] = (
+            kind,
+            Field(p.default, ge=p.ge, gt=p.gt, lt=p.lt, le=p.le, pattern=p.pattern, description=p.help, **finite),
+        )
     return fields
 
 
@@ -177,6 +192,27 @@ class MlflowSettings(StrictModel):
         description="alias on the promoted run's version (moved at every promotion)",
     )
 
+    @field_validator("uri")
+    @classmethod
+    def _a_tracking_uri(cls, uri: str | None) -> str | None:
+        """A URI MLflow can reach (a typo such as `http//host` would be read as a folder, and fail later)."""
+        from urllib.parse import urlsplit
+
+        if uri is None:
+            return uri
+        parts = urlsplit(uri)
+        scheme = parts.scheme.split("+", 1)[0]
+        if (
+            (scheme in ("http", "https") and parts.hostname)
+            or uri in ("databricks", "databricks-uc")
+            or scheme in ("databricks", "databricks-uc", "file", "sqlite", "postgresql", "mysql", "mssql")
+        ):
+            return uri
+        raise ValueError(
+            f"{uri!r} is not a tracking URI: http(s)://HOST[:PORT], databricks, file:///PATH or a database URI "
+            "(sqlite:///FILE)"
+        )
+
 
 class TrackingSettings(StrictModel):
     """Where runs are mirrored besides the bucket (the bucket stays the source of truth)."""
@@ -198,8 +234,17 @@ class CiSettings(StrictModel):
 class SimOutage(StrictModel):
     """A window of a simulated zone without Spot capacity, in market seconds since the run started."""
 
-    start_s: float = Field(0, ge=0, description="when the zone runs dry")
-    end_s: float | None = Field(None, gt=0, description="when capacity is back (unset: never)")
+    start_s: float = Field(0, ge=0, allow_inf_nan=False, description="when the zone runs dry")
+    end_s: float | None = Field(None, gt=0, allow_inf_nan=False, description="when capacity is back (unset: never)")
+
+    @model_validator(mode="after")
+    def _ends_after_it_starts(self) -> "SimOutage":
+        if self.end_s is not None and self.end_s <= self.start_s:
+            raise ValueError(
+                f"an outage from {self.start_s:g} s to {self.end_s:g} s ends before it starts "
+                "(end_s after start_s, or unset: for good)"
+            )
+        return self
 
 
 class SimZone(StrictModel):
@@ -210,27 +255,39 @@ class SimPreemption(StrictModel):
     """A preemption of the VM in `zone`: at a market time, or when the run reaches `epoch` of `stage`."""
 
     zone: str
-    at_s: float | None = Field(None, ge=0, description="market seconds since the run started")
+    at_s: float | None = Field(None, ge=0, allow_inf_nan=False, description="market seconds since the run started")
     stage: str | None = Field(None, description="or: once the run's status shows this stage ...")
     epoch: int = Field(1, ge=0, description="... at this epoch or later")
-    outage_s: float | None = Field(0, ge=0, description="the zone is dry this long after it (unset: for good)")
+    outage_s: float | None = Field(
+        0, ge=0, allow_inf_nan=False, description="the zone is dry this long after it (unset: for good)"
+    )
 
     @model_validator(mode="after")
     def _one_trigger(self) -> "SimPreemption":
+        from trainer.runfiles.status_file import RUN_STAGES
+
         if (self.at_s is None) == (self.stage is None):
             raise ValueError(f"a preemption of {self.zone} needs at_s or stage (one of them)")
+        if self.stage is not None and self.stage not in RUN_STAGES:
+            raise ValueError(
+                f"a preemption of {self.zone} waits for stage {self.stage!r}, which no run has "
+                f"(stages: {', '.join(RUN_STAGES)})"
+            )
         return self
 
 
 class SpotMarketSettings(StrictModel):
     """local target: a simulated Spot market (trainer/launchers/local/market.py), its zones tried in this order."""
 
-    speedup: float = Field(1, gt=0, description="market seconds per wall-clock second")
+    speedup: float = Field(1, gt=0, allow_inf_nan=False, description="market seconds per wall-clock second")
     zones: dict[str, SimZone] = Field(min_length=1, description="simulated zones, in order of preference")
     preemptions: list[SimPreemption] = Field([], description="when VMs are taken back")
 
     @model_validator(mode="after")
     def _known_zones(self) -> "SpotMarketSettings":
+        for zone in self.zones:
+            if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]*", zone):
+                raise ValueError(f"zone {zone!r} is not a zone name (letters, digits, - and _)")
         unknown = sorted({p.zone for p in self.preemptions} - set(self.zones))
         if unknown:
             raise ValueError(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from stacks.errors import TrainstackError
@@ -54,6 +55,11 @@ def plan_uploads(lang: str, path: Path) -> list[tuple[Path, str]]:
         )
     pairs += [(f, f"{lang}/data/{UNLABELLED}{s}") for f, s in found]
     for txt in sorted([*(path / "corpus").glob("*.txt"), *(path / "corpus").glob("*.txt.gz")]):
+        if not txt.is_file():  # a link to nothing (or to itself): globbed, but there is no file to read
+            raise TrainstackError(
+                f"{txt} is a link to {os.readlink(txt) if txt.is_symlink() else 'no file'}, which cannot be read",
+                hint="point the link at the file, or remove it from the folder",
+            )
         pairs.append((txt, f"{lang}/data/corpus/{txt.name}"))
     if (path / "lm").is_dir():  # base LMs are checked and versioned by `lm import`, not copied
         raise TrainstackError(

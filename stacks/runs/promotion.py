@@ -91,13 +91,16 @@ def promote(
 ) -> dict:
     """Write `run_id` as the promoted model of `lang` -> its record. Refuses a run that did not succeed,
     and (unless `force`) one below the promoted model's macro-F1 on the same rows, or scored on other rows.
-    `require_better` (train --promote-if-better): also refuse a tie, and never force."""
+    `require_better` (train --promote-if-better): also refuse a tie, and never force. The run already
+    promoted: nothing written, its record with `unchanged` (a script that promotes twice succeeds twice)."""
     metrics = _successful_metrics(bucket, lang, run_id)
     f1 = decisive_f1(metrics)
     rows, count = scored_rows(bucket, lang, run_id, metrics)
     current = read_current(bucket, lang)
     if current and current["run_id"] == run_id:
-        raise PromotionRefused(f"run {run_id} is already the promoted model of {lang}")
+        if require_better:
+            raise PromotionRefused(f"run {run_id} is already the promoted model of {lang}")
+        return {**current, "unchanged": True}
     if current and not force:
         if current.get("rows") != rows:
             raise PromotionRefused(

@@ -178,6 +178,7 @@ def test_predict_json_of_texts_is_each_text_its_labels_and_probabilities(served)
         "ensemble": False,
         "labels": {"neg": 1, "pos": 1},
         "no_label": 0,
+        "empty_texts": 0,
     }
     first, second = document["predictions"]
     assert first["text"] == "good stuff" and first["labels"] == ["pos"]
@@ -221,6 +222,89 @@ def test_predict_json_of_a_file_is_a_summary_with_the_rows_of_each_label(served,
         "rows": 5,
         "labels": {"neg": 3, "pos": 2},
         "no_label": 0,
+        "empty_texts": 0,
     }
     assert document["seconds"] >= 0 and len(pd.read_csv(out)) == 5
     assert "5 rows classified" in r.stderr
+
+
+def predict(*args: str):
+    from typer.testing import CliRunner
+
+    from stacks.cli.main import app
+
+    return CliRunner().invoke(app, ["predict", "fr", *args], env={"COLUMNS": "400"})
+
+
+def assert_refused(r, *said: str) -> None:
+    """exit 2, one error with its next step, no traceback, and every phrase of `said` in it."""
+    output = " ".join(r.output.split())
+    assert r.exit_code == 2, output
+    assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
+    assert output.count("error:") == 1 and "→" in output and "Traceback" not in output, output
+    for phrase in said:
+        assert phrase in output, output
+
+
+@pytest.mark.parametrize(
+    "rows, said",
+    [
+        (
+            [{"text": "good"}, {"text": {"a": 1}}, {"text": ["x"]}, {"text": {"b": 2}}],
+            "dict or list values, not text, in rows 2, 3, 4",
+        ),
+        ([{"text": "good"}, {"text": [1, 2]}], "list values, not text, in row 2"),
+    ],
+)
+def test_predict_refuses_json_lines_texts_that_are_not_text(served, tmp_path, rows, said):
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.csv"
+    src.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    assert_refused(predict("--input", str(src), "--output", str(out)), f"{src}: the text column 'text'", said)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("column", [[1.5, 2.5, None], [["a"], ["b"], None]], ids=["floats", "lists"])
+def test_predict_refuses_a_parquet_text_column_that_is_not_text(served, tmp_path, column):
+    src, out = tmp_path / "in.parquet", tmp_path / "out.csv"
+    pd.DataFrame({"text": column}).to_parquet(src, index=False)
+    assert_refused(predict("--input", str(src), "--output", str(out)), "not text (every row)", "--text-col")
+    assert not out.exists()
+
+
+def test_predict_counts_empty_and_null_texts_in_its_summary_and_json(served, tmp_path):
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.csv"
+    src.write_text('{"text": "good"}\n{"text": ""}\n{"text": null}\n{"text": "  "}\n{"other": 1}\n{"text": 7}\n')
+    r = predict("--input", str(src), "--output", str(out), "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["empty_texts"] == 4  # "", null, spaces, and the row without a text
+    assert "warning: 4 empty or null texts (row 2, 3, 4, 5, the first is 1)" in " ".join(r.stderr.split())
+    r = predict("good", "", "--json")
+    assert r.exit_code == 0 and json.loads(r.stdout)["empty_texts"] == 1
+    assert "warning: 1 empty or null text (row 2" in r.stderr
+
+
+def test_a_text_argument_that_is_not_utf8_is_refused_naming_the_byte(served):
+    import os
+
+    assert_refused(
+        predict(os.fsdecode(b"caf\xe9 good")), "text 1 is not UTF-8: byte 0xe9 at position 4", "LANG=C.UTF-8"
+    )
+    assert_refused(predict("good", "--text-col", os.fsdecode(b"t\xffxt")), "--text-col is not UTF-8: byte 0xff")
+
+
+@pytest.mark.parametrize("suffix", ["csv", "jsonl"])
+def test_a_latin1_input_file_is_refused_naming_the_file_and_how_to_convert_it(served, tmp_path, suffix):
+    src, out = tmp_path / f"in.{suffix}", tmp_path / "out.csv"
+    rows = ["good"] * 3 + ["facture réglée"]  # the byte that is not UTF-8 on line 5, in the fourth row
+    body = (
+        "text\n" + "".join(f"{t}\n" for t in rows)
+        if suffix == "csv"
+        else "".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in ["x", *rows])
+    )
+    src.write_bytes(body.encode("latin-1"))
+    assert_refused(
+        predict("--input", str(src), "--output", str(out), "--batch-rows", "2"),
+        f"{src} is not UTF-8 (invalid byte 0xe9 on line 5)",
+        f"iconv -f latin1 -t utf-8 {src} > {tmp_path / f'in.utf8.{suffix}'}",
+    )
+    assert not out.exists()

@@ -271,3 +271,28 @@ def test_runs_show_report_checks_its_path_before_work_and_never_overwrites(proje
     assert r.exit_code == 2 and "--force" in r.output and kept.read_text() == "my notes"
     r = runner.invoke(app, [*show, str(kept), "--force"])
     assert r.exit_code == 0 and "<html" in kept.read_text().lower(), r.output
+
+
+@pytest.mark.parametrize("target", ["/nonexistent/corpus.txt", "loop.txt"], ids=["dangling", "loop"])
+def test_a_corpus_file_that_is_a_broken_link_is_refused_before_anything_is_staged(project, tmp_path, target):
+    folder = tmp_path / "push"
+    (folder / "corpus").mkdir(parents=True)
+    (folder / "train.csv").write_bytes((SAMPLE / "fr" / "train.csv").read_bytes())
+    (folder / "corpus" / "a.txt").write_text("du texte\n")
+    (folder / "corpus" / "loop.txt").symlink_to(folder / "corpus" / "loop.txt")
+    if target != "loop.txt":
+        (folder / "corpus" / "b.txt").symlink_to(target)
+    r = runner.invoke(app, ["data", "push", "fr", str(folder)], env={"COLUMNS": "400"})
+    output = " ".join(r.output.split())
+    assert r.exit_code == 2 and "Traceback" not in output and "unexpected" not in output, output
+    assert "is a link to" in output and "point the link at the file, or remove it" in output
+    assert not bucket(project).exists() or not list(bucket(project).rglob("*.*"))
+
+
+def test_labels_that_differ_only_in_case_are_warned_about_when_pushed(project, tmp_path):
+    rows = "".join(f"texte {i},{label}\n" for i, label in enumerate(["COMPTE", "compte", "livraison"] * 4))
+    (tmp_path / "train.csv").write_text("text,labels\n" + rows)
+    r = runner.invoke(app, ["data", "push", "fr", str(tmp_path / "train.csv")], env={"COLUMNS": "400"})
+    output = " ".join(r.output.split())
+    assert r.exit_code == 0, output
+    assert "labels that differ only in case: COMPTE (4 rows) / compte (4 rows)" in output

@@ -121,6 +121,7 @@ def test_cli_promote_json_says_what_it_replaced_and_where_the_alias_went(project
         "n_rows": 3,
         "model": "model.pth",
         "forced": False,
+        "unchanged": False,
         "current": f"file://{bucket.root}/fr/models/CURRENT",
         "tracker": None,
     }
@@ -140,3 +141,18 @@ def test_cli_promote_json_says_what_it_replaced_and_where_the_alias_went(project
     assert tracker["error"].startswith("unreachable") and "not mirrored to MLflow" in r.stderr
     r = runner.invoke(app, ["promote", "fr", WORSE, "--json", *sets])
     assert r.exit_code == 2 and r.stdout == "" and "same 3 valid rows" in r.stderr
+
+
+def test_promoting_the_promoted_run_again_succeeds_and_changes_nothing(project, bucket):
+    """A script that promotes twice succeeds twice: the second time says so, writes nothing, exit 0."""
+    sets = ["--set", f"bucket=file://{bucket.root}"]
+    runner = CliRunner()
+    assert runner.invoke(app, ["promote", "fr", B, *sets]).exit_code == 0
+    before = {p: p.read_bytes() for p in (bucket.root / "fr" / "models").rglob("*") if p.is_file()}
+    r = runner.invoke(app, ["promote", "fr", B, "--json", *sets])
+    assert r.exit_code == 0, r.output
+    document = json.loads(r.stdout)
+    assert document["unchanged"] is True and document["run_id"] == B and document["previous"] is None
+    assert f"run {B} is already the promoted model of fr: nothing changed" in r.stderr
+    assert {p: p.read_bytes() for p in (bucket.root / "fr" / "models").rglob("*") if p.is_file()} == before
+    assert "already the promoted model" in promote_if_better(bucket, "fr", B)  # train's promotion: no tie

@@ -249,6 +249,11 @@ def parse_labelled(
     _decide_task(data, task, source, "label columns" if label_cols else repr(label_sep), multi)
     if data.skipped:
         data.warnings.append(data.row_summary)
+    if alike := same_but_case(data.label_counts):
+        data.warnings.append(
+            f"labels that differ only in case: {'; '.join(alike)} (they are different labels: "
+            "write each one way if they mean the same)"
+        )
     rare = sorted(lbl for lbl, n in data.label_counts.items() if n < MIN_EXAMPLES_PER_LABEL) if whole else []
     if rare:
         data.warnings.append(
@@ -256,6 +261,15 @@ def parse_labelled(
             "(they cannot appear in both training and validation; metrics for them are unreliable)"
         )
     return data
+
+
+def same_but_case(counts: Counter, most: int = 5) -> list[str]:
+    """Groups of labels that differ only in case, each `A (n rows) / a (m rows)`, the first `most`."""
+    groups: dict[str, list[str]] = {}
+    for label in sorted(counts):
+        groups.setdefault(label.casefold(), []).append(label)
+    alike = [" / ".join(f"{lbl} ({counts[lbl]:,} rows)" for lbl in g) for g in groups.values() if len(g) > 1]
+    return alike[:most]
 
 
 def parse_labelled_csv(raw: bytes, **kwargs) -> LabelledData:

@@ -72,8 +72,15 @@ def _utf16_error(source: str) -> DataError:
 def _not_utf8_error(source: str, byte: int, line: int) -> DataError:
     return DataError(
         f"{source} is not UTF-8 (invalid byte 0x{byte:02x} on line {line})",
-        hint="re-encode it, e.g. `iconv -f latin1 -t utf-8 train.csv > train.utf8.csv`",
+        hint=f"convert it to UTF-8, e.g. `iconv -f latin1 -t utf-8 {source} > {utf8_name(source)}` "
+        "(Latin-1 or Windows-1252: -f cp1252)",
     )
+
+
+def utf8_name(source: str) -> str:
+    """Where a converted copy of `source` goes: train.csv -> train.utf8.csv."""
+    stem, dot, suffix = source.rpartition(".")
+    return f"{stem}.utf8.{suffix}" if dot and "/" not in suffix else f"{source}.utf8"
 
 
 def decode_text(raw: bytes, source: str) -> str:

@@ -19,6 +19,19 @@ PENDING, RUNNING, SUCCEEDED, FAILED = "PENDING", "RUNNING", "SUCCEEDED", "FAILED
 TERMINAL_STATES = (SUCCEEDED, FAILED)
 INTERRUPTED_STAGE = "interrupted"  # the stage after SIGTERM: checkpoint saved (trainer.launchers.interruptions)
 QUEUED = "queued"  # the stage of a PENDING local run waiting for cores (trainer.launchers.local.cores); not a resume
+# The stages a running trainer's status shows, in run order (trainer.runtime.context.RunContext.stage; the
+# fitted ones are trainer.runtime.fitting.STAGES): what a simulated preemption may wait for.
+RUN_STAGES = (
+    "preparing",
+    "base_lm",
+    "base_lm_bwd",
+    "lm_finetune",
+    "lm_finetune_bwd",
+    "classifier",
+    "classifier_bwd",
+    "evaluating",
+    "uploading",
+)
 
 
 @dataclass

@@ -13,6 +13,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 
+from trainer.data.tables import cell_text
 from trainer.errors import DataError
 
 FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet", ".pq": "parquet"}
@@ -37,7 +38,13 @@ class Batch:
     done: int  # progress units so far (rows for Parquet, bytes for CSV and JSON Lines)
 
 
-def _columns_error(path: Path, want: str, what: str, columns: list[str], flag: str) -> DataError:
+def _rows_text(rows: list[int], most: int = 10) -> str:
+    """1-based row numbers, the first `most` of them."""
+    shown = ", ".join(str(n + 1) for n in rows[:most])
+    return f"row{'s' if len(rows) > 1 else ''} {shown}" + (f" and {len(rows) - most} more" if len(rows) > most else "")
+
+
+def _columns_error(path: str, want: str, what: str, columns: list[str], flag: str) -> DataError:
     return DataError(
         f"{path}: no {what} column {want!r} (columns: {', '.join(map(str, columns)) or 'none'})",
         hint=f"name it with {flag} COLUMN",
@@ -47,8 +54,9 @@ def _columns_error(path: Path, want: str, what: str, columns: list[str], flag: s
 class InputRows:
     """The input file's (id, text) rows in batches of `batch_rows`; `total` for the progress bar."""
 
-    def __init__(self, path: Path, *, text_col: str, id_col: str | None, batch_rows: int):
+    def __init__(self, path: Path, *, text_col: str, id_col: str | None, batch_rows: int, source: str | None = None):
         self.path, self.fmt = Path(path), file_format(path)
+        self.source = source or str(path)  # the name messages give it (a gs:// input is read from a local copy)
         self.text_col, self.id_col, self.batch_rows = text_col, id_col, batch_rows
         if self.fmt == "parquet":
             import pyarrow.parquet as pq
@@ -58,12 +66,13 @@ class InputRows:
         else:
             self.total, self.unit = self.path.stat().st_size, "bytes"
         self.id_name: str | None = None
+        self.empty_rows: list[int] = []  # empty or null texts (0-based rows): classified, and counted
 
     def _ids_of(self, columns: list[str]) -> None:
         if self.text_col not in columns:
-            raise _columns_error(self.path, self.text_col, "text", columns, "--text-col")
+            raise _columns_error(self.source, self.text_col, "text", columns, "--text-col")
         if self.id_col and self.id_col not in columns:
-            raise _columns_error(self.path, self.id_col, "id", columns, "--id-col")
+            raise _columns_error(self.source, self.id_col, "id", columns, "--id-col")
         self.id_name = self.id_col or ("id" if "id" in columns else None)
 
     def __iter__(self) -> Iterator[Batch]:
@@ -71,6 +80,7 @@ class InputRows:
 
         if self.fmt == "parquet":
             self._ids_of(self._parquet.schema_arrow.names)
+            self._text_column_type()
             cols = [self.text_col, *([self.id_name] if self.id_name else [])]
             seen = 0
             for record_batch in self._parquet.iter_batches(batch_size=self.batch_rows, columns=cols):
@@ -79,21 +89,59 @@ class InputRows:
                 seen += len(frame)
             return
         with open(self.path, "rb") as fh:
-            if self.fmt == "csv":
-                chunks = pd.read_csv(fh, chunksize=self.batch_rows, dtype=str, keep_default_na=False)
-            else:
-                chunks = pd.read_json(fh, lines=True, chunksize=self.batch_rows, dtype=False)
-            seen = 0
-            for frame in chunks:
-                if self.id_name is None and seen == 0:
-                    self._ids_of(list(frame.columns))
-                yield self._batch(frame, seen, fh.tell())
-                seen += len(frame)
+            try:
+                if self.fmt == "csv":
+                    chunks = pd.read_csv(fh, chunksize=self.batch_rows, dtype=str, keep_default_na=False)
+                else:
+                    chunks = pd.read_json(fh, lines=True, chunksize=self.batch_rows, dtype=False)
+                seen = 0
+                for frame in chunks:
+                    if self.id_name is None and seen == 0:
+                        self._ids_of(list(frame.columns))
+                    yield self._batch(frame, seen, fh.tell())
+                    seen += len(frame)
+            except UnicodeDecodeError:
+                self._not_utf8()
+                raise
+
+    def _not_utf8(self) -> None:
+        """The DataError that names the first byte that is not UTF-8, and its line (the file read again)."""
+        from trainer.data.tables import check_text_stream
+
+        with open(self.path, "rb") as fh:
+            check_text_stream(fh, self.source)
+
+    def _text_column_type(self) -> None:
+        """A Parquet text column is typed: numbers, lists or structs there are not texts (data push refuses
+        lists and structs too)."""
+        import pyarrow as pa
+
+        kind = self._parquet.schema_arrow.field(self.text_col).type
+        if not (pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_null(kind)):
+            raise DataError(
+                f"{self.source}: the text column {self.text_col!r} holds {kind} values, not text (every row)",
+                hint="name the column of texts with --text-col, or write this one as strings",
+            )
 
     def _batch(self, frame, first: int, done: int) -> Batch:
         if self.id_name is None:
             self._ids_of(list(frame.columns))
-        texts = ["" if t is None or (isinstance(t, float) and np.isnan(t)) else str(t) for t in frame[self.text_col]]
+        texts, refused = [], []
+        for n, value in enumerate(map(_plain, frame[self.text_col]), first):
+            try:  # a cell as data push reads one: strings, numbers as written, null as empty
+                texts.append("" if isinstance(value, float) and np.isnan(value) else cell_text(value))
+            except TypeError:
+                refused.append((n, type(value).__name__))
+            else:
+                if not texts[-1].strip():
+                    self.empty_rows.append(n)
+        if refused:
+            kinds = " or ".join(sorted({kind for _, kind in refused}))
+            raise DataError(
+                f"{self.source}: the text column {self.text_col!r} holds {kinds} values, not text, in "
+                f"{_rows_text([n for n, _ in refused])}",
+                hint=f"the {self.text_col!r} column must hold strings: fix those rows, or name another with --text-col",
+            )
         ids = list(frame[self.id_name]) if self.id_name else list(range(first, first + len(frame)))
         return Batch(ids, texts, done)
 
