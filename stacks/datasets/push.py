@@ -80,7 +80,49 @@ def push_data(
     _stage(bucket, pairs, same, backups, report)
     uploaded = sum(1 for f in report.files.values() if f["action"] == "uploaded")
     report.say(f"uploaded {uploaded} file(s), {len(pairs) - uploaded} unchanged, to {report.bucket_url}")
+    if uploaded or report.replaced:
+        tell_active_runs(bucket, lang, report, now)
     return report
+
+
+# max_run_hours' bound (stacks.config.models): no run is active longer after its start, resumes included
+LONGEST_RUN_H = 168
+STARTING_H = 1  # a run folder without a status this long after its start never started
+
+
+def tell_active_runs(bucket, lang: str, report: PushReport, now: Callable[[], datetime]) -> None:
+    """Say what the push means to each active run of the language (one started within LONGEST_RUN_H, its status
+    not final): one with its own copy of the data keeps training on it; one that has not read its data yet
+    (queued, or its machine starting) trains on this push."""
+    from trainer.runfiles.keys import DATA_RECORD, run_key
+    from trainer.runfiles.run_ids import run_started_at
+    from trainer.runfiles.status_file import read_status
+
+    oldest = now().timestamp() - LONGEST_RUN_H * 3600
+    for run_id in bucket.folders(f"{lang}/runs/"):
+        started = run_started_at(run_id)
+        if started is not None and started < oldest:
+            continue
+        status = read_status(bucket, lang, run_id)
+        if status is None:  # applied moments ago, its trainer not started yet (or never started: left alone)
+            if started is None or started < now().timestamp() - STARTING_H * 3600:
+                continue
+            state = "STARTING"
+        elif status.terminal:
+            continue
+        else:
+            state = status.state
+        own_copy = bucket.exists(run_key(lang, run_id, DATA_RECORD))
+        report.active_runs.append(
+            {"run_id": run_id, "state": state, "trains_on": "own copy" if own_copy else "this push"}
+        )
+        if own_copy:
+            report.say(
+                f"run {run_id} ({state}) keeps training, resuming and scoring on its own copy of the data it "
+                f"started with ({lang}/runs/{run_id}/data/); this push is for the runs started from now on"
+            )
+        else:
+            report.say(f"run {run_id} ({state}) has not read its data yet: it trains on this push")
 
 
 def _same_as_staged(bucket, src: Path, key: str, report: PushReport) -> bool | None:

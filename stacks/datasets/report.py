@@ -48,6 +48,7 @@ class PushReport:
             for src, key in pairs
         }
         self.replaced: list[dict] = []
+        self.active_runs: list[dict] = []  # {run_id, state, trains_on: "own copy" | "this push"}
         self.warnings: list[str] = []
         self.checksums: dict[str, Checksum] = {}
         self.listener = listener
@@ -70,6 +71,7 @@ class PushReport:
             "bucket": self.bucket_url,
             "files": list(self.files.values()),
             "replaced": self.replaced,
+            "active_runs": self.active_runs,
             "warnings": self.warnings,
         }
 
