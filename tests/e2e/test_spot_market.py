@@ -148,6 +148,8 @@ def test_every_zone_dry_stops_resumable_with_exit_3_then_resume_finishes_it(spot
     # one setting that differs (capacity_wait_minutes, the overlay's again) is a change it may make.
     again = trainctl(spot, "train", "fr", *QUICK, "--resume", run_id, *no_market)
     assert again.returncode == 0, again.stdout + again.stderr
+    said = again.stdout + again.stderr
+    assert "resumes on its own copy of its data" in said and "data ok: 380 rows" in said  # checked as it trains
     assert _read(spot, run_id, "metrics.json")["n_train"] + _read(spot, run_id, "metrics.json")["n_valid"] == 380
     change = "languages.fr.capacity_wait_minutes 0.2 -> 1.0"
     assert f"settings changed by trainctl (--resume): {change}" in (_runs(spot) / run_id / "log.txt").read_text()
