@@ -18,12 +18,14 @@ PushJsonOpt = Annotated[
     typer.Option(
         "--json",
         help=(
-            "print JSON on stdout once staged, the lines on stderr: {lang, bucket, files, replaced, warnings}; "
+            "print JSON on stdout once staged, the lines on stderr: {lang, bucket, files, replaced, active_runs, "
+            "warnings}; "
             "files: one {source, key, url, kind, action, backup, rows, labels, texts, lines} per file (kind: "
             "labelled, unlabelled or corpus; action: uploaded or unchanged; backup: where the version it replaced "
             "is kept, else null; rows: labelled files' {total, kept, dropped, skipped: {why: count}}; labels: their "
             "label count; texts: an unlabelled file's; lines: a corpus file's); replaced: {key, backup} of another "
-            "format's file removed"
+            "format's file removed; active_runs: one {run_id, state, trains_on} per active run of the language "
+            "(trains_on: own copy, the data it started with; or this push, for a run that has not read its data yet)"
         ),
     ),
 ]

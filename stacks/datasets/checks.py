@@ -5,6 +5,7 @@ bucket already holds. Bad input is a DataError or TrainstackError (exit 2), rais
 from __future__ import annotations
 
 import io
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,12 +23,39 @@ from trainer.storage.checksums import CHUNK, ChecksummingReader
 
 @contextmanager
 def read_through(src: Path, key: str, report: PushReport) -> Iterator[BinaryIO]:
-    """`src` opened for its check; the check done, its checksum is noted under `key` (what the check did not read
-    is read then)."""
-    with src.open("rb") as fh:
-        reader = ChecksummingReader(fh)
+    """`src` opened for its check, its bytes copied on the way into the push's private copy, which is what gets
+    uploaded; the check done, its checksum is noted under `key` (what the check did not read is read then), and
+    the file's state when it was opened, to tell a change made before the upload."""
+    with src.open("rb") as fh, report.private_copy(key) as copy:
+        report.opened[key] = file_state(os.fstat(fh.fileno()))
+        reader = ChecksummingReader(fh, sink=copy)
         yield io.BufferedReader(reader, buffer_size=CHUNK)
         report.checksums[key] = reader.checksum()
+
+
+def file_state(st: os.stat_result) -> tuple:
+    """What changes whenever a file's bytes do (its ctime cannot be set back)."""
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def read_the_rest(pairs: list[tuple[Path, str]], report: PushReport) -> None:
+    """A private copy and checksum of every file no check read (each check reads its own kind)."""
+    for src, key in pairs:
+        if key not in report.checksums:
+            with read_through(src, key, report):
+                pass
+
+
+def refuse_changed(pairs: list[tuple[Path, str]], report: PushReport) -> None:
+    """Before anything is written to the bucket: a file changed since its check was opened is refused, as what
+    would be staged (the bytes checked) is no longer the file (exit 2, the bucket as it was)."""
+    changed = [src for src, key in pairs if not src.is_file() or file_state(src.stat()) != report.opened[key]]
+    if changed:
+        raise TrainstackError(
+            f"{', '.join(map(str, changed))} changed while it was being pushed (after its check began): "
+            "nothing was staged",
+            hint="push again once the file is written",
+        )
 
 
 def role_of(key: str) -> str:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Protocol
+from typing import BinaryIO, Protocol
 
 from stacks.datasets.files import kind_of
+from stacks.errors import TrainstackError
 from trainer.storage.checksums import Checksum
 
 
@@ -29,9 +30,10 @@ class PushListener(Protocol):
 
 class PushReport:
     """Each file with its key and facts, what was replaced, every warning; `checksums`: each local file's, taken
-    as its check read it."""
+    as its check read it; `copies`: the private copy of each (in `private`, a folder of the push's own) made on
+    the same read, which is what gets uploaded; `opened`: each file's state when its check opened it."""
 
-    def __init__(self, pairs: list[tuple[Path, str]], listener: PushListener):
+    def __init__(self, pairs: list[tuple[Path, str]], listener: PushListener, private: Path):
         self.files = {
             key: {
                 "source": str(src),
@@ -48,10 +50,20 @@ class PushReport:
             for src, key in pairs
         }
         self.replaced: list[dict] = []
+        self.active_runs: list[dict] = []  # {run_id, state, trains_on: "own copy" | "this push"}
         self.warnings: list[str] = []
         self.checksums: dict[str, Checksum] = {}
+        self.private, self.copies, self.opened = private, {}, {}
         self.listener = listener
         self.bucket_url: str | None = None  # the language's folder in the bucket, once it is opened
+
+    @contextmanager
+    def private_copy(self, key: str) -> Iterator[BinaryIO]:
+        """A new file for `key`'s private copy; no room for it is an error that says where (exit 2)."""
+        path = self.private / str(len(self.copies))
+        self.copies[key] = path
+        with path.open("wb") as fh:
+            yield _SaysNoRoom(fh, path)
 
     def say(self, line: str) -> None:
         self.listener.say(line)
@@ -70,8 +82,25 @@ class PushReport:
             "bucket": self.bucket_url,
             "files": list(self.files.values()),
             "replaced": self.replaced,
+            "active_runs": self.active_runs,
             "warnings": self.warnings,
         }
+
+
+class _SaysNoRoom:
+    """A private copy's file, whose write errors name the folder and the way out."""
+
+    def __init__(self, fh: BinaryIO, path: Path):
+        self.fh, self.path = fh, path
+
+    def write(self, data) -> int:
+        try:
+            return self.fh.write(data)
+        except OSError as exc:
+            raise TrainstackError(
+                f"could not keep a private copy of the file being pushed in {self.path.parent}: {exc.strerror}",
+                hint="free space there, or point TMPDIR at a folder with room for the data",
+            ) from exc
 
 
 def size_text(n: float) -> str:

@@ -9,6 +9,7 @@ from stacks.config import LanguageSettings
 from stacks.targets import target_of
 from trainer.data.labelled import LabelledData, load_labelled, unlabelled_key, unlabelled_texts
 from trainer.params import Job
+from trainer.runfiles.data_copy import RunDataBucket, read_record
 from trainer.storage import Bucket
 
 if TYPE_CHECKING:
@@ -63,12 +64,17 @@ def preflight_corpus(bucket: Bucket, lang: str, settings: LanguageSettings) -> s
     return f"corpus ok: {len(keys)} file(s) under {bucket.url(f'{lang}/data/corpus/')}"
 
 
-def report_preflight(run: "LanguageRun", rep) -> None:
-    """The data (or corpus) check and, on gcp, the cost estimate: before anything is created or billed."""
+def report_preflight(run: "LanguageRun", rep, *, resume: str | None = None) -> None:
+    """The data (or corpus) check and, on gcp, the cost estimate: before anything is created or billed. A resumed
+    run's data is its own copy (trainer.runfiles.data_copy), whatever was pushed since."""
     config, lang, settings, bucket = run.config, run.lang, run.settings, run.bucket
     bucket.check_access(f"{lang}/")  # no such bucket, no role on it: exit 2 now, not a "no train.csv" later
+    own_copy = resume is not None and read_record(bucket, lang, resume) is not None
+    data_bucket = RunDataBucket(bucket, lang, resume) if own_copy else bucket
+    if own_copy:
+        rep.info(f"run {resume} resumes on its own copy of its data, whatever was pushed since")
     if run.job == Job.CLASSIFIER:
-        data = preflight_data(bucket, lang, settings)
+        data = preflight_data(data_bucket, lang, settings)
         for warning in data.warnings:
             rep.warn(warning)
         rep.info(
@@ -76,5 +82,5 @@ def report_preflight(run: "LanguageRun", rep) -> None:
             + (" (multi-label)" if data.multi_label else "")
         )
     else:
-        rep.info(preflight_corpus(bucket, lang, settings))
+        rep.info(preflight_corpus(data_bucket, lang, settings))
     target_of(config).estimate(config, lang, bucket, rep)

@@ -66,7 +66,7 @@ def run_language(
     run = resolve(project, config, lang)
     terraform_binary()  # no terraform: say so before the data check reads the bucket
     with start_lock or nullcontext():
-        report_preflight(run, rep)
+        report_preflight(run, rep, resume=resume)
         stack_ops.open_stack(run, echo=echo, preflight=True, reporter=rep, decided=decided)
         track(APPLYING)
         attached = stack_ops.launch(run, rep, resume=resume)

@@ -113,7 +113,9 @@ def write_run_metadata(run: LanguageRun) -> None:
     )
     meta.update(target_of(run.config).run_metadata(run.config, run.lang, run.placement, bucket))
     prefix = "metadata/"
-    bucket.write_bytes(run_key(run.lang, run_id, prefix + "config.json"), run.config.model_dump_json(indent=2).encode())
+    config_key = run_key(run.lang, run_id, prefix + "config.json")
+    # the settings the run started with: a resume or a move never rewrites them (a resume's changes: changes.json)
+    bucket.write_bytes(config_key, run.config.model_dump_json(indent=2).encode(), if_absent=True)
     bucket.write_bytes(run_key(run.lang, run_id, prefix + "stack.json"), stack_json.read_bytes())
     bucket.write_bytes(run_key(run.lang, run_id, TRAINCTL_META), json.dumps(meta, indent=2).encode())
 
@@ -163,6 +165,7 @@ def reopen(run: LanguageRun, run_id: str, reporter: Reporter) -> None:
     import time
 
     from stacks.errors import RunNotFoundError
+    from stacks.runs.resume_check import check_resume, record_changes, said
     from trainer.runfiles.keys import run_prefix
     from trainer.runfiles.run_ids import run_started_at
     from trainer.runfiles.status_file import read_status, write_status
@@ -183,6 +186,7 @@ def reopen(run: LanguageRun, run_id: str, reporter: Reporter) -> None:
             f"run {run_id} of {run.lang} already SUCCEEDED: nothing to resume",
             hint=f"start a new run: trainctl train {run.lang} --env {run.env}",
         )
+    changes = check_resume(run, run_id)  # the model, the data, the trainer's arguments: as the run started
     started = run_started_at(run_id)
     budget_h = run.settings.max_run_hours
     if started is not None and time.time() > started + budget_h * 3600 - 600:
@@ -205,6 +209,9 @@ def reopen(run: LanguageRun, run_id: str, reporter: Reporter) -> None:
         )
     else:
         reporter.info(f"resuming run {run_id} from its checkpoints")
+    if changes:
+        reporter.info(f"changed for the rest of run {run_id}: {said(changes)} (recorded in metadata/changes.json)")
+    record_changes(run, run_id, changes)
 
 
 def set_aside_vm_notes(bucket, lang: str, run_id: str) -> None:

@@ -16,7 +16,7 @@ from datetime import datetime
 
 from stacks.tracking.run_tags import TAG, base_lm_tags, folder_url, machine_tags, system_tags
 from trainer.runfiles.curves import epoch_points, final_figures, finite, key_name, run_settings
-from trainer.runfiles.keys import PLACEMENTS_META, TRAINCTL_META, run_key, run_prefix
+from trainer.runfiles.keys import DATA_RECORD, PLACEMENTS_META, RUN_DATA, TRAINCTL_META, run_key, run_prefix
 from trainer.runfiles.placements import placements_summary
 from trainer.runfiles.status_file import FAILED, SUCCEEDED
 from trainer.storage import Bucket
@@ -147,10 +147,12 @@ def _cost_metrics(cost: dict, estimate: dict, *, step: int, at_ms: int) -> list[
     )
 
 
-def _datasets(bucket: Bucket, lang: str, *, doc: dict, data_hash: str | None) -> list[Dataset]:
-    """The splits a classifier run trained, tuned and was scored on, or the corpus a base LM read; all from
-    `<lang>/data/` (trainer/data/labelled.py), told apart by their context."""
-    source = folder_url(bucket, f"{lang}/data/")
+def _datasets(bucket: Bucket, lang: str, run_id: str, *, doc: dict, data_hash: str | None) -> list[Dataset]:
+    """The splits a classifier run trained, tuned and was scored on, or the corpus a base LM read; all from the
+    run's own copy of `<lang>/data/` (trainer.runtime.run_data; `<lang>/data/` itself for a run from before
+    copies), told apart by their context."""
+    pinned = bucket.exists(run_key(lang, run_id, DATA_RECORD))
+    source = folder_url(bucket, run_key(lang, run_id, RUN_DATA) if pinned else f"{lang}/data/")
     if doc.get("job") == "pretrain-lm":
         corpus = doc.get("base_lm") or {}
         digest = corpus.get("corpus_hash")
@@ -285,7 +287,7 @@ def read_mirror(bucket: Bucket, lang: str, run_id: str, *, env: str) -> Mirror:
         _metrics(bucket, lang, run_id, files=files, start=start, end=end),
         [name for name in FILES if bucket.exists(run_key(lang, run_id, name))],
         model=model,
-        datasets=_datasets(bucket, lang, doc=doc, data_hash=files["trainer"].get("data_hash")),
+        datasets=_datasets(bucket, lang, run_id, doc=doc, data_hash=files["trainer"].get("data_hash")),
         final_step=len(doc.get("history") or []),
     )
     mirror.source_sha = _source_sha(mirror)

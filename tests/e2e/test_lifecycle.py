@@ -12,7 +12,7 @@ import signal
 import threading
 from pathlib import Path
 
-from tests.support.project import TINY_SETS
+from tests.support.project import SAMPLE, TINY_SETS
 from tests.support.trainctl import assert_nothing_left, only_run, run_dir, start_trainctl, trainctl, wait_for
 from trainer.launchers.local import supervisor
 
@@ -161,9 +161,9 @@ def _status(project: Path, run_id: str) -> dict:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
-def _interrupt_during_classifier(project: Path, sets: list[str], pick_victim, sig: int) -> dict:
+def _interrupt_during_classifier(project: Path, sets: list[str], pick_victim, sig: int, before=None) -> dict:
     """Start a detached run, send `sig` to the process `pick_victim(run_id, status)` names once the
-    classifier has trained an epoch, and wait for the launcher to resume it to the end."""
+    classifier has trained an epoch (`before(run_id)` first), and wait for the launcher to resume it to the end."""
     r = trainctl(project, "train", "fr", "--detach", *sets)
     assert r.returncode == 0, r.stdout + r.stderr
     run_id = only_run(project, "fr")
@@ -172,6 +172,8 @@ def _interrupt_during_classifier(project: Path, sets: list[str], pick_victim, si
         240,
         "the classifier's first epoch",
     )
+    if before is not None:
+        before(run_id)
     os.kill(pick_victim(run_id, status), sig)
     final = wait_for(
         lambda: (s := _status(project, run_id)).get("state") in ("SUCCEEDED", "FAILED") and s, 300, "the run to end"
@@ -203,21 +205,44 @@ def test_sigkill_to_the_trainer_resumes_and_succeeds(staged):
     )
 
 
-def test_sigterm_to_one_rank_of_two_resumes_and_succeeds(staged):
+def test_sigterm_to_one_rank_of_two_after_a_data_push_resumes_on_the_runs_own_data(staged, tmp_path):
     def rank1(run_id: str, status: dict) -> int:
         launcher = supervisor.read_pid(staged / ".trainstack/local/procs" / run_id, supervisor.TRAINER_PID_FILE)
         ranks = [pid for pid in _children(launcher) if pid != status["pid"]]
         assert len(ranks) == 1, ranks
         return ranks[0]
 
+    # Other data pushed while the run trains: fewer rows (280 of 380), so a run that read it would say so.
+    new = tmp_path / "new"
+    new.mkdir()
+    lines = (SAMPLE / "fr" / "train.csv").read_text().splitlines(keepends=True)
+    (new / "train.csv").write_text("".join(lines[:281]))
+    pushes = []
+
+    def push(run_id: str) -> None:
+        pushes.append(trainctl(staged, "data", "push", "fr", str(new), "--replace", "--json"))
+        assert pushes[0].returncode == 0, pushes[0].stdout + pushes[0].stderr
+
     final = _interrupt_during_classifier(
         staged,
         [*TINY_SETS, "--set", "defaults.trainer.epochs_clf=10", "--set", "languages.fr.processes=2"],
         rank1,
         signal.SIGTERM,
+        before=push,
     )
-    log = (run_dir(staged, "fr", final["run_id"]) / "log.txt").read_text()
+    run_id = final["run_id"]
+    folder = run_dir(staged, "fr", run_id)
+    log = (folder / "log.txt").read_text()
     assert "data parallel: 2 processes" in log and "classifier: resumed at classifier" in log
+    # The push said what it means to the run; the run resumed, and was scored, on the data it started with.
+    assert f"run {run_id} (RUNNING) keeps training" in pushes[0].stderr, pushes[0].stderr
+    active = json.loads(pushes[0].stdout)["active_runs"]
+    assert active == [{"run_id": run_id, "state": "RUNNING", "trains_on": "own copy"}]
+    metrics = json.loads((folder / "metrics.json").read_text())
+    assert metrics["n_train"] + metrics["n_valid"] == 380
+    assert "this run's own copy" in log
+    assert (folder / "data/train.csv").read_bytes() == (SAMPLE / "fr/train.csv").read_bytes()
+    assert (staged / ".trainstack/local/bucket/fr/data/train.csv").read_bytes() == (new / "train.csv").read_bytes()
 
 
 # A model big enough to learn something on the sample in seconds (TINY predicts every label).

@@ -99,7 +99,8 @@ def test_a_dry_zone_and_a_preemption_move_the_run_which_resumes_exactly(spot, tr
     _nothing_left(spot)
 
 
-def test_every_zone_dry_stops_resumable_with_exit_3_then_resume_finishes_it(spot):
+def test_every_zone_dry_stops_resumable_with_exit_3_then_resume_finishes_it(spot, tmp_path):
+    # the resume's refusals cost a synth each, no training
     dry = [
         "--set",
         "spot_market.zones.sim-a.outages=[{start_s: 0}]",
@@ -121,9 +122,40 @@ def test_every_zone_dry_stops_resumable_with_exit_3_then_resume_finishes_it(spot
     assert journal["placements"][-1]["outcome"] == "no capacity" and journal["capacity_wait_s"] >= 12
     _nothing_left(spot)  # nothing running, nothing billed while it waits for the user
 
-    # Capacity is back (no preemption left): the same run continues from its checkpoint.
-    again = trainctl(spot, "train", "fr", *QUICK, "--resume", run_id, "--set", "spot_market.preemptions=[]")
+    # A resume that changes the model's shape is refused before anything is applied, each difference listed.
+    no_market = ["--set", "spot_market.preemptions=[]"]
+    shape = trainctl(spot, "train", "fr", *QUICK, "--resume", run_id, "--set", "defaults.trainer.n_hid=128", *no_market)
+    assert shape.returncode == 2 and "languages.fr.trainer.n_hid 64 -> 128" in shape.stderr, shape.stdout + shape.stderr
+    assert "applying" not in shape.stdout + shape.stderr
+    # Other data pushed while it waits: the run keeps its own copy.
+    new = tmp_path / "new"
+    new.mkdir()
+    lines = (SAMPLE / "fr" / "train.csv").read_text().splitlines(keepends=True)
+    (new / "train.csv").write_text("".join(lines[:281]))
+    push = trainctl(spot, "data", "push", "fr", str(new), "--replace", "--env", ENV)
+    assert push.returncode == 0, push.stdout + push.stderr
+    # Without that copy (a run from before runs kept one) its checkpoints would not fit the new data: refused
+    # before apply, naming where the push kept the version it trained on.
+    record = _runs(spot) / run_id / "metadata/data.json"
+    kept = record.read_bytes()
+    record.unlink()
+    legacy = trainctl(spot, "train", "fr", *QUICK, "--resume", run_id, *no_market)
+    assert legacy.returncode == 2 and "fr/data/previous/" in legacy.stderr, legacy.stdout + legacy.stderr
+    record.write_bytes(kept)
+    _nothing_left(spot)
+
+    # Capacity is back (no preemption left): the same run continues from its checkpoint, on its own data; the
+    # one setting that differs (capacity_wait_minutes, the overlay's again) is a change it may make.
+    again = trainctl(spot, "train", "fr", *QUICK, "--resume", run_id, *no_market)
     assert again.returncode == 0, again.stdout + again.stderr
+    said = again.stdout + again.stderr
+    assert "resumes on its own copy of its data" in said and "data ok: 380 rows" in said  # checked as it trains
+    assert _read(spot, run_id, "metrics.json")["n_train"] + _read(spot, run_id, "metrics.json")["n_valid"] == 380
+    change = "languages.fr.capacity_wait_minutes 0.2 -> 1.0"
+    assert f"settings changed by trainctl (--resume): {change}" in (_runs(spot) / run_id / "log.txt").read_text()
+    [entry] = _read(spot, run_id, "metadata/changes.json")["changes"]
+    assert entry["settings"] == [{"key": "languages.fr.capacity_wait_minutes", "from": 0.2, "to": 1.0}]
+    assert _read(spot, run_id, "metadata/config.json")["languages"]["fr"]["capacity_wait_minutes"] == 0.2
     assert _only_run(spot) == run_id
     status = _read(spot, run_id, "status.json")
     assert status["state"] == "SUCCEEDED" and status["resumed"] == 1 and status["error"] is None

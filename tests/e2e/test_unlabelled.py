@@ -109,7 +109,7 @@ def test_lm_fine_tuning_reads_unlabelled_texts_but_never_a_held_out_one(tmp_path
     assert proc.returncode == 0, proc.stdout + proc.stderr
     metrics = json.loads(bucket.read_bytes("fr/runs/u1/metrics.json"))
     assert metrics["unlabelled"] == {
-        "source": bucket.url("fr/data/unlabelled.txt"),
+        "source": bucket.url("fr/runs/u1/data/unlabelled.txt"),  # the run's own copy of the texts
         "texts": 40,
         "tokens": metrics["unlabelled"]["tokens"],
         "dropped_held_out": 2,

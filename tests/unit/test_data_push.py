@@ -175,3 +175,74 @@ def test_on_a_terminal_the_bar_moves_with_the_bytes_sent(monkeypatch):
         with progress.file("fr/data/valid.csv", 3_000) as sent:
             sent(1_000)
             assert progress._bar.tasks[0].completed == 3_000
+
+
+class ChangesTheFile(Recorder):
+    """A listener that appends a row to `path` when it hears `when(line)`, or as the upload of `path` starts
+    (`at_upload`): a user's editor saving at the worst moment, at a point of the push's own."""
+
+    def __init__(self, path: Path, when=None, at_upload: bool = False):
+        super().__init__()
+        self.path, self.when, self.at_upload = path, when, at_upload
+
+    def change(self):
+        with self.path.open("ab") as fh:
+            fh.write(b"un texte ajout\xc3\xa9 pendant le push,livraison\n")
+
+    def say(self, line):
+        super().say(line)
+        if self.when is not None and self.when(line):
+            self.change()
+
+    @contextlib.contextmanager
+    def progress(self, total_bytes):
+        with super().progress(total_bytes) as files:
+            listener = self
+
+            class Files:
+                @contextlib.contextmanager
+                def file(self, name, size):
+                    if listener.at_upload:
+                        listener.change()
+                    with files.file(name, size) as sent:
+                        yield sent
+
+            yield Files()
+
+
+def _push_in_process(src: Path, bucket: Path, listener, replace: bool = True):
+    from stacks.datasets.push import push_data
+
+    return push_data("fr", src, data_settings=DATA, bucket_uri=f"file://{bucket}", replace=replace, listener=listener)
+
+
+def test_a_file_changed_after_its_check_is_refused_and_the_bucket_is_left_as_it_was(tmp_path):
+    import pytest
+
+    from stacks.errors import TrainstackError
+
+    bucket = tmp_path / "bucket"
+    _push_in_process(SAMPLE / "fr" / "train.csv", bucket, Recorder(), replace=False)
+    before = (bucket / "fr/data/train.csv").read_bytes()
+    src = tmp_path / "train.csv"
+    src.write_bytes(before.replace(b"compte", b"account"))
+    # the file grows as its check says "kept N of N rows": validated, then changed, before any upload
+    changes = ChangesTheFile(src, when=lambda line: line.startswith(f"{src}: kept"))
+    with pytest.raises(TrainstackError, match="changed while it was being pushed") as refused:
+        _push_in_process(src, bucket, changes)
+    assert str(src) in refused.value.message and "push again" in refused.value.hint
+    assert (bucket / "fr/data/train.csv").read_bytes() == before
+    assert not (bucket / "fr/data/previous").exists()  # nothing rotated
+    assert not changes.sent  # no upload began
+
+
+def test_the_bytes_staged_are_the_bytes_checked_whatever_the_file_becomes_during_the_upload(tmp_path):
+    bucket = tmp_path / "bucket"
+    src = tmp_path / "train.csv"
+    checked = (SAMPLE / "fr" / "train.csv").read_bytes()
+    src.write_bytes(checked)
+    changes = ChangesTheFile(src, at_upload=True)
+    report = _push_in_process(src, bucket, changes)
+    assert report.files["fr/data/train.csv"]["action"] == "uploaded"
+    assert src.read_bytes() != checked  # it changed as its upload began
+    assert (bucket / "fr/data/train.csv").read_bytes() == checked

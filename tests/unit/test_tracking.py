@@ -264,7 +264,10 @@ def test_the_data_is_one_dataset_per_split_with_the_run_data_hash(tmp_path):
         ("de-test", "d1e2f3a4b5c6d7e8", "test", 5),
     ]
     sources = {(d.source_uri, d.source_type) for d in mirror.datasets}
-    assert sources == {(f"file://{tmp_path}/de/data/", "local")}
+    assert sources == {(f"file://{tmp_path}/de/data/", "local")}  # a run from before runs kept a copy
+    (tmp_path / "de/runs" / TRACKED / "metadata/data.json").write_text('{"files": {}}')
+    pinned = read_mirror(open_bucket(f"file://{tmp_path}"), "de", TRACKED, env="dev")
+    assert {d.source_uri for d in pinned.datasets} == {f"file://{tmp_path}/de/runs/{TRACKED}/data/"}
     no_test = read_mirror(stage_run(tmp_path / "other"), "fr", RUN, env="local")
     assert [d.context for d in no_test.datasets] == ["train", "valid"]
 

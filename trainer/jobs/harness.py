@@ -26,6 +26,7 @@ from trainer.runtime import precision as P
 from trainer.runtime.context import RunContext
 from trainer.runtime.fitting import Fitter
 from trainer.runtime.preemption import Interrupted, Preemption
+from trainer.runtime.run_data import run_data_bucket
 from trainer.runtime.runlog import QuietLog, RunLog
 from trainer.storage import StorageError, on_retry, open_bucket
 
@@ -69,7 +70,9 @@ class JobRun:
         self.log, _ = _log_for(ctx, self.bucket, self.args)
         if isinstance(self.log, RunLog):
             self.stop_notes = on_retry(self.log.note)  # storage retries in the run log, once each
-        self.rc = RunContext.create(self.args, self.bucket, self.log, ctx, preemption)
+        # the stages read the run's own copy of its data: a push during the run changes nothing of it
+        bucket = run_data_bucket(self.bucket, self.args.lang, self.args.run_id, ctx, self.log)
+        self.rc = RunContext.create(self.args, bucket, self.log, ctx, preemption)
         self.log.line(P.describe(self.args.precision, self.rc.precision))
         self.fit = Fitter(self.rc)
         SEQUENCES[Job(self.args.job)](self.rc, self.fit, started)

@@ -26,10 +26,10 @@ import numpy as np
 import torch
 
 from trainer.errors import DataError
-from trainer.runfiles.keys import run_key
+from trainer.runfiles.keys import CHECKPOINT_POINTER, run_key
 from trainer.storage import Bucket, StorageError
 
-POINTER = "checkpoints/LATEST.ckpt.json"
+POINTER = CHECKPOINT_POINTER
 FORMAT = 2
 
 

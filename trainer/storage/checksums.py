@@ -69,12 +69,19 @@ class ChecksummingReader(io.RawIOBase):
     that pass in order from the start are digested as they pass, and checksum() reads whatever the reader
     skipped or never reached. Closing this leaves the file open: its owner closes it.
 
-    Wrap it in io.BufferedReader for readers that read lines or small pieces."""
+    Wrap it in io.BufferedReader for readers that read lines or small pieces. `sink`: gets each digested chunk
+    too, so that it ends up holding exactly the bytes the checksum is of."""
 
-    def __init__(self, fh: BinaryIO):
+    def __init__(self, fh: BinaryIO, sink: BinaryIO | None = None):
         super().__init__()
         self._fh, self._digests, self._digested = fh, Digests(), 0  # _digested: bytes from the start
         self._checksum: Checksum | None = None
+        self._sink = sink
+
+    def _digest(self, chunk) -> None:
+        self._digests.update(chunk)
+        if self._sink is not None:
+            self._sink.write(chunk)
 
     def readable(self) -> bool:
         return True
@@ -86,7 +93,7 @@ class ChecksummingReader(io.RawIOBase):
         start = self._fh.tell()
         n = self._fh.readinto(buffer) or 0
         if start <= self._digested < start + n:
-            self._digests.update(memoryview(buffer)[self._digested - start : n])
+            self._digest(memoryview(buffer)[self._digested - start : n])
             self._digested = start + n
         return n
 
@@ -101,6 +108,6 @@ class ChecksummingReader(io.RawIOBase):
         if self._checksum is None:
             self._fh.seek(self._digested)
             while chunk := self._fh.read(CHUNK):
-                self._digests.update(chunk)
+                self._digest(chunk)
             self._checksum = self._digests.checksum()
         return self._checksum
