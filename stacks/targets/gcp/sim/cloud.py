@@ -38,7 +38,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Callable
 
@@ -99,6 +99,7 @@ class SimCloud:
         self.scenario = scenario
         self.market = Market.from_json(scenario.market().to_json(), time.time() if origin is None else origin)
         self.fired: dict[str, float] = {}
+        self.skipped_s = 0.0  # simulated time moved ahead by `skip`
         self.templates: dict[str, dict] = {}
         self.groups: dict[tuple[str, str], Group] = {}
         self.operations: dict[str, dict] = {}
@@ -110,7 +111,7 @@ class SimCloud:
     # ------------------------------------------------------------------ time
 
     def now_s(self) -> float:
-        return self.market.now_s()
+        return self.market.now_s() + self.skipped_s
 
     def skip(self, seconds: float) -> None:
         """Move the simulated clock `seconds` ahead at once (a rehearsal or a test need not wait for it)."""
@@ -119,7 +120,7 @@ class SimCloud:
         with self.lock:
             while seconds > 0:  # in steps, so every boot, retry and preemption on the way happens
                 jump = min(step, seconds)
-                self.market = replace(self.market, origin=self.market.origin - jump / self.market.speedup)
+                self.skipped_s += jump
                 self.advance()
                 seconds -= jump
 
@@ -209,7 +210,7 @@ class SimCloud:
                     "version": {"instanceTemplate": self.template_url(group.template), "name": ""},
                 },
                 "error": {"code": code, "message": message},
-                "timestamp": stamp(),
+                "timestamp": stamp(self.market.origin + now),
             }
         )
 
@@ -370,9 +371,11 @@ class SimCloud:
         return None
 
 
-def stamp() -> str:
-    """Compute Engine's timestamp form (RFC 3339 with milliseconds and an offset)."""
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+def stamp(at: float | None = None) -> str:
+    """Compute Engine's timestamp form (RFC 3339 with milliseconds and an offset) of `at` (epoch seconds; the
+    simulated instant for what happens in the simulation), else now."""
+    when = datetime.now(timezone.utc) if at is None else datetime.fromtimestamp(at, timezone.utc)
+    return when.isoformat(timespec="milliseconds")
 
 
 def capacity_message(code: str, project: str, zone: str, name: str) -> str:
