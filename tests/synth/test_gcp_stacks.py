@@ -110,8 +110,10 @@ def test_train_stack_runs_the_content_hash_image_on_spot_l4_in_the_first_zone(sy
         r"europe-west4-docker\.pkg\.dev/p1/trainstack/trainer:[0-9a-f]{12,64}", meta["trainstack-image"]
     )
     assert doc["output"]["image"]["value"] == meta["trainstack-image"]
-    assert meta["startup-script"] == (VM_SCRIPTS / "startup.sh").read_text()
-    assert meta["shutdown-script"] == (VM_SCRIPTS / "shutdown.sh").read_text()
+    for key, script in (("startup-script", "startup.sh"), ("shutdown-script", "shutdown.sh")):
+        text = (VM_SCRIPTS / script).read_text()
+        assert "${" in text  # the shell's own ${VAR:-default}: Terraform must not read it as an interpolation
+        assert meta[key] == text.replace("${", "$${").replace("%{", "%%{")
     assert meta["enable-oslogin"] == "TRUE" and meta["block-project-ssh-keys"] == "TRUE"
     args = json.loads(meta["trainstack-args"])
     assert args[:8] == [
@@ -265,3 +267,22 @@ def test_vm_metadata_round_trips_through_synth(synthesized):
     # startup.sh reads only attributes the stack writes
     read = set(re.findall(r"\bmd (trainstack-[a-z-]+)", (REPO / "images/trainer/startup.sh").read_text()))
     assert read and read <= set(spec.to_metadata()) | {"trainstack-gpu-driver"}
+
+
+def test_terraform_parses_the_vm_metadata_of_the_train_stack(synthesized, tmp_path):
+    """Every metadata value but the run id's reference, as a terraform_data input: `terraform validate` reads
+    each string as Terraform reads the stack (a template), so an unescaped shell `${VAR:-x}` fails here."""
+    import shutil
+    import subprocess
+
+    if shutil.which("terraform") is None:
+        pytest.skip("terraform is not installed")
+    _, stacks, _ = synthesized
+    meta = resources(stacks["train-fr"], "google_compute_instance_template")[0]["metadata"]
+    inputs = {k: v for k, v in meta.items() if not v.startswith("${terraform_data.")}
+    assert {"startup-script", "shutdown-script"} <= set(inputs)
+    (tmp_path / "main.tf.json").write_text(json.dumps({"resource": {"terraform_data": {"meta": {"input": inputs}}}}))
+    env = {**os.environ, "TF_IN_AUTOMATION": "1"}
+    for step in (["init", "-input=false", "-backend=false"], ["validate", "-no-color"]):
+        done = subprocess.run(["terraform", *step], cwd=tmp_path, capture_output=True, text=True, env=env)
+        assert done.returncode == 0, (done.stdout + done.stderr)[-1500:]
