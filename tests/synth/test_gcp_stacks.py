@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import re
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -19,41 +18,6 @@ from stacks.targets.gcp.target import VM_SCRIPTS
 from tests.support.project import REPO, make_project
 
 runner = CliRunner()
-CI_SETS = ["ci.github_repository=acme/trainstack", "ci.github_repository_id=101", "ci.github_repository_owner_id=202"]
-SETS = [
-    *(a for s in CI_SETS for a in ("--set", s)),
-    "--set",
-    "gcp.project=p1",
-    "--set",
-    "languages.en.nodes=2",
-    "--set",
-    "languages.en.machine_type=g2-standard-24",
-    "--set",
-    "languages.en.gpu.count=2",
-    "--set",
-    "languages.en.spot=false",
-    "--set",
-    "gcp.kept_bucket=gs://p1-kept/trainstack",
-]
-
-
-def synth(root: Path, outdir: str) -> dict[str, dict]:
-    result = runner.invoke(app, ["synth", "--env", "dev", *SETS, "--outdir", outdir])
-    assert result.exit_code == 0, result.output
-    return {p.parent.name: json.loads(p.read_text()) for p in (root / outdir / "stacks").glob("*/cdk.tf.json")}
-
-
-@pytest.fixture(scope="module")
-def synthesized(tmp_path_factory):
-    root = make_project(tmp_path_factory.mktemp("gcp") / "proj")
-    cwd = Path.cwd()
-    os.chdir(root)
-    try:
-        first = synth(root, "out1")
-        second = synth(root, "out2")
-    finally:
-        os.chdir(cwd)
-    return root, first, second
 
 
 def resources(doc: dict, kind: str) -> list[dict]:

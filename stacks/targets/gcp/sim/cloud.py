@@ -38,7 +38,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Callable
 
@@ -81,7 +81,7 @@ class Group:
     base_instance_name: str
     id: int
     created: str
-    stable_names: list[str] = field(default_factory=list)  # per-instance configs
+    stable_names: dict[str, dict] = field(default_factory=dict)  # per-instance configs: name -> preserved metadata
     instances: dict[str, Instance] = field(default_factory=dict)
     errors: list[dict] = field(default_factory=list)
     last_try_s: float | None = None
@@ -103,6 +103,7 @@ class SimCloud:
         self.templates: dict[str, dict] = {}
         self.groups: dict[tuple[str, str], Group] = {}
         self.operations: dict[str, dict] = {}
+        self.policies: dict[tuple[str, str], dict] = {}  # (region, name) -> resourcePolicies resource
         self.lock = threading.RLock()
         self.status_of = status_of  # Instance -> (status dict | None, log lines): stage-triggered preemptions
         self.listeners: list[Callable[[str, Instance], None]] = []  # ("running" | "stopping" | "gone", vm)
@@ -141,8 +142,8 @@ class SimCloud:
                 if vm.action == "DELETING":
                     del group.instances[vm.name]
                     self._tell("gone", vm)
-                else:  # preempted: the group recreates it when it can
-                    self._set(vm, "TERMINATED", "RECREATING", now)
+                else:  # preempted: stopped, or deleted (instanceTerminationAction); the group recreates it
+                    self._set(vm, "" if vm.shape.delete_on_preemption else "TERMINATED", "RECREATING", now)
                     self._tell("gone", vm)
             elif vm.status == "RUNNING" and vm.shape.spot:
                 status, log = self.status_of(vm) if self.status_of else (None, [])
@@ -160,7 +161,7 @@ class SimCloud:
             else:
                 del group.instances[vm.name]
         for name in self._missing_names(group):
-            group.instances[name] = Instance(name, "", self._shape(group), next(self._ids), since_s=now)
+            group.instances[name] = Instance(name, "", self._shape(group, name), next(self._ids), since_s=now)
         waiting = [vm for vm in group.instances.values() if vm.action in ("CREATING", "RECREATING") and not vm.status]
         waiting += [vm for vm in group.instances.values() if vm.status == "TERMINATED" and vm.action == "RECREATING"]
         if waiting and (group.last_try_s is None or now >= group.last_try_s + s.retry_s):
@@ -171,15 +172,18 @@ class SimCloud:
     def _missing_names(self, group: Group) -> list[str]:
         have = {n for n, vm in group.instances.items() if vm.action != "DELETING"}
         count = group.target_size - len(have)
-        names = [n for n in group.stable_names if n not in group.instances][: max(count, 0)]
+        names = [n for n in sorted(group.stable_names) if n not in group.instances][: max(count, 0)]
         while len(names) < count:
             name = f"{group.base_instance_name}-{next(self._ids) % 0x10000:04x}"
             if name not in group.instances and name not in names:
                 names.append(name)
         return names
 
-    def _shape(self, group: Group) -> VmShape:
-        return VmShape.from_template(self.templates.get(group.template) or {})
+    def _shape(self, group: Group, name: str = "") -> VmShape:
+        """The VM's shape from the group's template, with its per-instance config's preserved metadata."""
+        shape = VmShape.from_template(self.templates.get(group.template) or {})
+        extra = group.stable_names.get(name) or {}
+        return replace(shape, metadata={**shape.metadata, **extra}) if extra else shape
 
     def _set(self, vm: Instance, status: str, action: str, now: float) -> None:
         vm.status, vm.action, vm.since_s = status, action, now
@@ -191,7 +195,7 @@ class SimCloud:
     # ------------------------------------------------------------------ creation rules
 
     def _try_create(self, group: Group, vm: Instance, now: float) -> None:
-        vm.shape = self._shape(group)  # a recreated VM takes the group's template as it is now
+        vm.shape = self._shape(group, vm.name)  # a recreated VM takes the group's template as it is now
         zones = [group.location] if group.scope.startswith("zones/") else self._region_zones(group.location)
         problem = None
         for zone in zones:
@@ -293,6 +297,22 @@ class SimCloud:
                 )
             del self.templates[name]
 
+    def insert_policy(self, region: str, body: dict) -> dict:
+        with self.lock:
+            key = (region, body.get("name") or "")
+            if key in self.policies:
+                raise SimError(409, f"The resource '{self.policy_url(*key)}' already exists", "alreadyExists")
+            self.policies[key] = {**body, "id": str(next(self._ids)), "status": "READY"}
+            return self.policies[key]
+
+    def policy_url(self, region: str, name: str) -> str:
+        return f"projects/{self.scenario.project}/regions/{region}/resourcePolicies/{name}"
+
+    def delete_policy(self, region: str, name: str) -> None:
+        with self.lock:
+            if self.policies.pop((region, name), None) is None:
+                raise SimError(404, f"The resource '{self.policy_url(region, name)}' was not found")
+
     def groups_scope_of(self, name: str) -> str:
         return next(g.scope for g in self.groups.values() if g.name == name)
 
@@ -305,7 +325,8 @@ class SimCloud:
             known = location in self.scenario.zones if scope.startswith("zones/") else location in self.scenario.regions
             if not known:
                 raise SimError(404, f"The resource 'projects/{self.scenario.project}/{scope}' was not found")
-            template = (body.get("instanceTemplate") or "").rsplit("/", 1)[-1]
+            versions = body.get("versions") or [{}]
+            template = (body.get("instanceTemplate") or versions[0].get("instanceTemplate") or "").rsplit("/", 1)[-1]
             if template not in self.templates:
                 raise SimError(404, f"The resource '{self.template_url(template)}' was not found", "notFound")
             group = Group(
@@ -338,10 +359,17 @@ class SimCloud:
             self._advance_group(group, self.now_s())
             return group
 
-    def set_stable_names(self, scope: str, name: str, names: list[str]) -> Group:
+    def set_per_instance_configs(self, scope: str, name: str, configs: dict[str, dict], *, create: bool) -> Group:
+        """Per-instance configs (name -> preserved metadata): VMs of these names get the metadata. `create`
+        (instanceGroupManagers.createInstances, what Terraform's google_compute_per_instance_config calls for a
+        VM the group lacks) adds the VMs and raises the target size by as many."""
         with self.lock:
             group = self.group(scope, name)
-            group.stable_names = sorted(set(group.stable_names) | set(names))
+            new = [n for n in configs if n not in group.stable_names]
+            group.stable_names.update(configs)
+            if create:
+                group.target_size += len(new)
+            self._advance_group(group, self.now_s())
             return group
 
     def delete_group(self, scope: str, name: str) -> None:

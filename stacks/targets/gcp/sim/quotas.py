@@ -31,6 +31,7 @@ class VmShape:
     disk_gb: int
     disk_type: str
     metadata: dict[str, str]
+    delete_on_preemption: bool = False  # scheduling.instanceTerminationAction DELETE (else the VM stops)
 
     @classmethod
     def from_template(cls, template: dict) -> "VmShape":
@@ -48,6 +49,7 @@ class VmShape:
             disk_gb=int(params.get("diskSizeGb") or 10),
             disk_type=(params.get("diskType") or "pd-standard").rsplit("/", 1)[-1],
             metadata={i["key"]: i.get("value", "") for i in (props.get("metadata") or {}).get("items") or []},
+            delete_on_preemption=scheduling.get("instanceTerminationAction") == "DELETE",
         )
 
 

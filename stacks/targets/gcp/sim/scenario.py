@@ -161,7 +161,7 @@ def load_scenario(path: Path | str = DEFAULT_SCENARIO, overrides: dict | None = 
     except (OSError, yaml.YAMLError) as exc:
         raise ConfigError(f"cannot read the simulated cloud's scenario {path}: {exc}") from exc
     try:
-        return Scenario.model_validate(_merge(doc, overrides or {}))
+        return Scenario.model_validate(deep_merge(doc, overrides or {}))
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
@@ -170,8 +170,8 @@ def load_scenario(path: Path | str = DEFAULT_SCENARIO, overrides: dict | None = 
         ) from exc
 
 
-def _merge(base: dict, over: dict) -> dict:
+def deep_merge(base: dict, over: dict) -> dict:
     out = dict(base)
     for key, value in over.items():
-        out[key] = _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+        out[key] = deep_merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
     return out

@@ -161,6 +161,20 @@ def _compute(cloud: SimCloud, method: str, rest: str, query: dict, body: dict) -
             cloud.delete_template(m.group(1))
             target = cloud.template_url(m.group(1))
             return 200, answers.operation(cloud, "compute.instanceTemplates.delete", target, None)
+    if (m := re.fullmatch(rf"/regions/{NAME}/resourcePolicies", rest)) and method == "POST":
+        cloud.insert_policy(m.group(1), body)
+        target = cloud.policy_url(m.group(1), body.get("name", ""))
+        return 200, answers.operation(cloud, "compute.resourcePolicies.insert", target, f"regions/{m.group(1)}")
+    if m := re.fullmatch(rf"/regions/{NAME}/resourcePolicies/{NAME}", rest):
+        key = (m.group(1), m.group(2))
+        if get and key in cloud.policies:
+            return 200, {"kind": "compute#resourcePolicy", **cloud.policies[key]}
+        if method == "DELETE":
+            cloud.delete_policy(*key)
+            return 200, answers.operation(
+                cloud, "compute.resourcePolicies.delete", cloud.policy_url(*key), f"regions/{m.group(1)}"
+            )
+        raise SimError(404, f"The resource '{cloud.policy_url(*key)}' was not found")
     if (m := re.fullmatch(rf"/{SCOPE}/instanceGroupManagers", rest)) and method == "POST":
         group = cloud.insert_group(m.group(1), body)
         target = cloud.group_url(group.scope, group.name)
@@ -196,10 +210,11 @@ def _group_call(
         return 200, answers.managed_instances(cloud, cloud.group(scope, name))
     if verb == "listErrors" and method == "GET":
         return 200, answers.list_errors(cloud.group(scope, name))
-    if verb == "updatePerInstanceConfigs" and method == "POST":
-        names = [c.get("name", "") for c in body.get("perInstanceConfigs") or []]
-        cloud.set_stable_names(scope, name, [n for n in names if n])
-        return 200, answers.operation(cloud, "compute.instanceGroupManagers.updatePerInstanceConfigs", target, scope)
+    if verb in ("updatePerInstanceConfigs", "createInstances") and method == "POST":
+        listed = body.get("perInstanceConfigs") or body.get("instances") or []
+        configs = {c["name"]: (c.get("preservedState") or {}).get("metadata") or {} for c in listed if c.get("name")}
+        cloud.set_per_instance_configs(scope, name, configs, create=verb == "createInstances")
+        return 200, answers.operation(cloud, f"compute.instanceGroupManagers.{verb}", target, scope)
     raise SimError(404, f"no simulated instanceGroupManagers call {method} {verb or 'get'}")
 
 
