@@ -12,19 +12,7 @@ The rules, each with the page it comes from (read 2026-11-28):
   failed try is an entry of instanceGroupManagers.listErrors (action CREATING, the instance, error code and
   message, timestamp: https://cloud.google.com/compute/docs/reference/rest/v1/instanceGroupManagers/listErrors).
   The sim tries again every `retry_s`.
-- No capacity: ZONE_RESOURCE_POOL_EXHAUSTED, "The zone ... does not have enough resources available to fulfill
-  the request. Try a different zone, or try again later." It concerns new VMs only; running VMs keep running
-  (https://cloud.google.com/compute/docs/troubleshooting/troubleshooting-resource-availability). A zone's
-  `capacity_errors` are mixed in, in turn: UNSUPPORTED_OPERATION is what SkyPilot's GCP handler observed "when
-  VM is preempted during creation" (sky/provision/gcp/instance_utils.py), a capacity problem of the zone.
-- A zone without the machine type or the GPU: the VM is refused with "The resource '.../acceleratorTypes/...'
-  was not found" (https://cloud.google.com/compute/docs/gpus/gpu-regions-zones; the wording Compute Engine
-  returns, as in hashicorp/terraform-provider-google#5860), code RESOURCE_NOT_FOUND; the group keeps trying.
-- Quota: a VM is refused with QUOTA_EXCEEDED where a quota it draws on has no room (quotas.py says which).
-- Spot-only machine types (a3-highgpu-1g/2g/4g) refuse a standard VM
-  (https://cloud.google.com/compute/docs/accelerator-optimized-machines, "Consumption option availability by
-  machine type"). Google does not document the code; the sim answers INVALID_FIELD_VALUE (not a capacity
-  error: no other zone helps).
+- Which new VM is refused, with which code and message: refusals.py.
 - Preemption: Compute Engine stops a Spot VM with up to 30 s of notice; the metadata server's
   instance/preempted then reads TRUE (https://cloud.google.com/compute/docs/instances/spot,
   https://cloud.google.com/compute/docs/instances/create-use-spot "Detect if a VM was preempted"); the group
@@ -42,12 +30,10 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Callable
 
-from stacks.targets.gcp.sim import quotas
+from stacks.targets.gcp.sim import quotas, refusals
 from stacks.targets.gcp.sim.quotas import LIVE, VmShape
 from stacks.targets.gcp.sim.scenario import Scenario, region_of
-from trainer.launchers.local.market import NO_CAPACITY, Market
-
-SPOT_ONLY_REFUSAL = "INVALID_FIELD_VALUE"
+from trainer.launchers.local.market import Market
 
 
 class SimError(Exception):
@@ -222,38 +208,7 @@ class SimCloud:
         return [z for z in self.scenario.zones if region_of(z) == region]
 
     def refusal(self, zone: str, shape: VmShape, name: str, group: Group | None = None) -> tuple[str, str] | None:
-        """(code, message) Compute Engine would refuse a new VM of `shape` in `zone` with now, or None."""
-        s, project = self.scenario, self.scenario.project
-        offer = s.zones.get(zone)
-        machine = s.machine_types.get(shape.machine_type)
-        if offer is None or shape.machine_type not in offer.machine_types or machine is None:
-            return "RESOURCE_NOT_FOUND", (
-                f"The resource 'projects/{project}/zones/{zone}/machineTypes/{shape.machine_type}' was not found"
-            )
-        for accelerator in {**machine.gpus, **shape.accelerators}:
-            if accelerator not in offer.accelerators:
-                return "RESOURCE_NOT_FOUND", (
-                    f"The resource 'projects/{project}/zones/{zone}/acceleratorTypes/{accelerator}' was not found"
-                )
-        if not shape.spot and s.is_spot_only(shape.machine_type):
-            return SPOT_ONLY_REFUSAL, (
-                f"Invalid value for field 'resource.scheduling.provisioningModel': 'STANDARD'. Machine type "
-                f"{shape.machine_type} is available only with the SPOT or FLEX_START provisioning model."
-            )
-        short = self.short_quota(zone, shape)
-        if short is not None:
-            metric, limit, scope = short
-            where = f" in region {scope}" if scope != "global" else ""
-            return "QUOTA_EXCEEDED", f"Quota '{metric}' exceeded.  Limit: {limit:.1f}{where}."
-        now = self.now_s()
-        dry = not self.market.has_capacity(zone, now, self.fired)
-        if dry and (shape.spot or offer.on_demand_dry):
-            codes = [NO_CAPACITY, *offer.capacity_errors]
-            code = codes[group.tries % len(codes)] if group else NO_CAPACITY
-            if group:
-                group.tries += 1
-            return code, capacity_message(code, project, zone, name)
-        return None
+        return refusals.refusal(self, zone, shape, name, group)
 
     # ------------------------------------------------------------------ quotas
 
@@ -404,19 +359,3 @@ def stamp(at: float | None = None) -> str:
     simulated instant for what happens in the simulation), else now."""
     when = datetime.now(timezone.utc) if at is None else datetime.fromtimestamp(at, timezone.utc)
     return when.isoformat(timespec="milliseconds")
-
-
-def capacity_message(code: str, project: str, zone: str, name: str) -> str:
-    if code == NO_CAPACITY:
-        return (
-            f"The zone 'projects/{project}/zones/{zone}' does not have enough resources available to fulfill the "
-            "request.  Try a different zone, or try again later."
-        )
-    if code == "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS":
-        return (
-            f"The zone 'projects/{project}/zones/{zone}' does not have enough resources available to fulfill the "
-            "request.  '(resource type:compute)'."
-        )
-    if code == "UNSUPPORTED_OPERATION":
-        return f"Instance '{name}' creation failed: Instance failed to start due to preemption."
-    return f"Simulated {code} in zone {zone}: no capacity for instance '{name}'."
