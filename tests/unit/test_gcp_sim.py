@@ -217,3 +217,38 @@ def test_the_billing_catalog_prices_a_vm_as_the_gcp_target_reads_it(sim_of):
 def _config(*sets: str):
     base = ["gcp.project=p1", "gcp.fallback_zones=[europe-west1-b, europe-west1-c]"]
     return Project.discover().load("dev", [*base, *sets])
+
+
+def test_a_regional_group_lists_each_zone_refused_then_places_its_vms_in_the_first_zone_with_room(sim_of):
+    from google.cloud import compute_v1
+
+    dry = {"a": [{"start_s": 0, "end_s": 3600}], "b": [{"start_s": 0}], "c": [{"start_s": 0, "end_s": 120}]}
+    sim = sim_of(zones={f"europe-west4-{z}": {"outages": windows} for z, windows in dry.items()})
+    apply_group(sim, "europe-west4-c", "unused", **L4_SPOT, size=0)  # only for its template
+    group = compute_v1.InstanceGroupManager(
+        name="regional",
+        base_instance_name="regional",
+        instance_template="projects/p1/global/instanceTemplates/unused-tpl",
+        target_size=2,
+        distribution_policy=compute_v1.DistributionPolicy(
+            zones=[compute_v1.DistributionPolicyZoneConfiguration(zone=f"zones/europe-west4-{z}") for z in "abc"]
+        ),
+    )
+    regional = compute(sim, "RegionInstanceGroupManagersClient")
+    regional.insert(project="p1", region="europe-west4", instance_group_manager_resource=group).result()
+    refused = regional.list_errors(project="p1", region="europe-west4", instance_group_manager="regional")
+    # each VM, in every zone (all dry at 0 s); europe-west4-b mixes UNSUPPORTED_OPERATION in (the scenario's)
+    assert [(e.instance_action_details.instance.split("/")[3][-1], e.error.code[:4]) for e in refused] == [
+        ("a", "ZONE"),
+        ("b", "ZONE"),
+        ("c", "ZONE"),
+        ("a", "ZONE"),
+        ("b", "UNSU"),
+        ("c", "ZONE"),
+    ]
+    sim.cloud.skip(120 + 30)  # c has capacity from 120 s: the try at 120 s places both VMs there
+    listed = regional.list_managed_instances(project="p1", region="europe-west4", instance_group_manager="regional")
+    assert [(i.instance.split("/zones/")[1].split("/")[0], i.instance_status) for i in listed] == [
+        ("europe-west4-c", "RUNNING"),
+        ("europe-west4-c", "RUNNING"),
+    ]

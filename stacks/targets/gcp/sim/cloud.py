@@ -58,7 +58,9 @@ class Instance:
 
 @dataclass
 class Group:
-    """A zonal managed instance group (a regional one places its VMs in its region's zones, first with room)."""
+    """A managed instance group, zonal or regional. A regional group places each VM in the first of its zones
+    with room, as distributionPolicy.targetShape ANY does (https://cloud.google.com/compute/docs/instance-groups/
+    regional-mig-distribution-shape); the sim does not spread them EVEN or BALANCED."""
 
     scope: str  # zones/<zone> or regions/<region>
     name: str
@@ -70,8 +72,9 @@ class Group:
     stable_names: dict[str, dict] = field(default_factory=dict)  # per-instance configs: name -> preserved metadata
     instances: dict[str, Instance] = field(default_factory=dict)
     errors: list[dict] = field(default_factory=list)
+    zones: list[str] = field(default_factory=list)  # a regional group's distributionPolicy zones
     last_try_s: float | None = None
-    tries: int = 0
+    dry_tries: dict[str, int] = field(default_factory=dict)  # zone -> capacity refusals so far (error mix turn)
 
     @property
     def location(self) -> str:
@@ -182,30 +185,31 @@ class SimCloud:
 
     def _try_create(self, group: Group, vm: Instance, now: float) -> None:
         vm.shape = self._shape(group, vm.name)  # a recreated VM takes the group's template as it is now
-        zones = [group.location] if group.scope.startswith("zones/") else self._region_zones(group.location)
-        problem = None
+        zones = [group.location] if group.scope.startswith("zones/") else self._group_zones(group)
+        refused = []
         for zone in zones:
             problem = self.refusal(zone, vm.shape, vm.name, group)
             if problem is None:
                 vm.zone, vm.preempted = zone, False
                 self._set(vm, "PROVISIONING", "CREATING" if vm.action == "CREATING" else "RECREATING", now)
                 return
-        code, message = problem
-        zone = zones[0] if zones else group.location
-        group.errors.append(
-            {
-                "instanceActionDetails": {
-                    "action": "CREATING" if vm.action == "CREATING" else "RECREATING",
-                    "instance": f"projects/{self.scenario.project}/zones/{zone}/instances/{vm.name}",
-                    "version": {"instanceTemplate": self.template_url(group.template), "name": ""},
-                },
-                "error": {"code": code, "message": message},
-                "timestamp": stamp(self.market.origin + now),
-            }
-        )
+            refused.append((zone, problem))
+        for zone, (code, message) in refused:  # a regional group: one entry per zone it tried
+            group.errors.append(
+                {
+                    "instanceActionDetails": {
+                        "action": "CREATING" if vm.action == "CREATING" else "RECREATING",
+                        "instance": f"projects/{self.scenario.project}/zones/{zone}/instances/{vm.name}",
+                        "version": {"instanceTemplate": self.template_url(group.template), "name": ""},
+                    },
+                    "error": {"code": code, "message": message},
+                    "timestamp": stamp(self.market.origin + now),
+                }
+            )
 
-    def _region_zones(self, region: str) -> list[str]:
-        return [z for z in self.scenario.zones if region_of(z) == region]
+    def _group_zones(self, group: Group) -> list[str]:
+        """A regional group's zones: its distributionPolicy's, else every zone of its region."""
+        return group.zones or [z for z in self.scenario.zones if region_of(z) == group.location]
 
     def refusal(self, zone: str, shape: VmShape, name: str, group: Group | None = None) -> tuple[str, str] | None:
         return refusals.refusal(self, zone, shape, name, group)
@@ -293,6 +297,13 @@ class SimCloud:
                 next(self._ids),
                 stamp(),
             )
+            policy = body.get("distributionPolicy") or {}
+            group.zones = [z.get("zone", "").rsplit("/", 1)[-1] for z in policy.get("zones") or [] if z.get("zone")]
+            unknown = [z for z in group.zones if z not in self.scenario.zones or region_of(z) != location]
+            if unknown:
+                raise SimError(
+                    400, f"Invalid value for field 'resource.distributionPolicy.zones': {unknown[0]}", "invalid"
+                )
             self.groups[(scope, name)] = group
             self._advance_group(group, self.now_s())
             return group

@@ -60,9 +60,10 @@ def refusal(
     dry = not cloud.market.has_capacity(zone, now, cloud.fired)
     if dry and (shape.spot or offer.on_demand_dry):
         codes = [NO_CAPACITY, *offer.capacity_errors]
-        code = codes[group.tries % len(codes)] if group else NO_CAPACITY
+        turn = group.dry_tries.get(zone, 0) if group else 0
+        code = codes[turn % len(codes)]
         if group:
-            group.tries += 1
+            group.dry_tries[zone] = turn + 1
         return code, capacity_message(code, project, zone, name)
     return None
 
