@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import re
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -19,41 +18,6 @@ from stacks.targets.gcp.target import VM_SCRIPTS
 from tests.support.project import REPO, make_project
 
 runner = CliRunner()
-CI_SETS = ["ci.github_repository=acme/trainstack", "ci.github_repository_id=101", "ci.github_repository_owner_id=202"]
-SETS = [
-    *(a for s in CI_SETS for a in ("--set", s)),
-    "--set",
-    "gcp.project=p1",
-    "--set",
-    "languages.en.nodes=2",
-    "--set",
-    "languages.en.machine_type=g2-standard-24",
-    "--set",
-    "languages.en.gpu.count=2",
-    "--set",
-    "languages.en.spot=false",
-    "--set",
-    "gcp.kept_bucket=gs://p1-kept/trainstack",
-]
-
-
-def synth(root: Path, outdir: str) -> dict[str, dict]:
-    result = runner.invoke(app, ["synth", "--env", "dev", *SETS, "--outdir", outdir])
-    assert result.exit_code == 0, result.output
-    return {p.parent.name: json.loads(p.read_text()) for p in (root / outdir / "stacks").glob("*/cdk.tf.json")}
-
-
-@pytest.fixture(scope="module")
-def synthesized(tmp_path_factory):
-    root = make_project(tmp_path_factory.mktemp("gcp") / "proj")
-    cwd = Path.cwd()
-    os.chdir(root)
-    try:
-        first = synth(root, "out1")
-        second = synth(root, "out2")
-    finally:
-        os.chdir(cwd)
-    return root, first, second
 
 
 def resources(doc: dict, kind: str) -> list[dict]:
@@ -110,8 +74,10 @@ def test_train_stack_runs_the_content_hash_image_on_spot_l4_in_the_first_zone(sy
         r"europe-west4-docker\.pkg\.dev/p1/trainstack/trainer:[0-9a-f]{12,64}", meta["trainstack-image"]
     )
     assert doc["output"]["image"]["value"] == meta["trainstack-image"]
-    assert meta["startup-script"] == (VM_SCRIPTS / "startup.sh").read_text()
-    assert meta["shutdown-script"] == (VM_SCRIPTS / "shutdown.sh").read_text()
+    for key, script in (("startup-script", "startup.sh"), ("shutdown-script", "shutdown.sh")):
+        text = (VM_SCRIPTS / script).read_text()
+        assert "${" in text  # the shell's own ${VAR:-default}: Terraform must not read it as an interpolation
+        assert meta[key] == text.replace("${", "$${").replace("%{", "%%{")
     assert meta["enable-oslogin"] == "TRUE" and meta["block-project-ssh-keys"] == "TRUE"
     args = json.loads(meta["trainstack-args"])
     assert args[:8] == [
@@ -265,3 +231,22 @@ def test_vm_metadata_round_trips_through_synth(synthesized):
     # startup.sh reads only attributes the stack writes
     read = set(re.findall(r"\bmd (trainstack-[a-z-]+)", (REPO / "images/trainer/startup.sh").read_text()))
     assert read and read <= set(spec.to_metadata()) | {"trainstack-gpu-driver"}
+
+
+def test_terraform_parses_the_vm_metadata_of_the_train_stack(synthesized, tmp_path):
+    """Every metadata value but the run id's reference, as a terraform_data input: `terraform validate` reads
+    each string as Terraform reads the stack (a template), so an unescaped shell `${VAR:-x}` fails here."""
+    import shutil
+    import subprocess
+
+    if shutil.which("terraform") is None:
+        pytest.skip("terraform is not installed")
+    _, stacks, _ = synthesized
+    meta = resources(stacks["train-fr"], "google_compute_instance_template")[0]["metadata"]
+    inputs = {k: v for k, v in meta.items() if not v.startswith("${terraform_data.")}
+    assert {"startup-script", "shutdown-script"} <= set(inputs)
+    (tmp_path / "main.tf.json").write_text(json.dumps({"resource": {"terraform_data": {"meta": {"input": inputs}}}}))
+    env = {**os.environ, "TF_IN_AUTOMATION": "1"}
+    for step in (["init", "-input=false", "-backend=false"], ["validate", "-no-color"]):
+        done = subprocess.run(["terraform", *step], cwd=tmp_path, capture_output=True, text=True, env=env)
+        assert done.returncode == 0, (done.stdout + done.stderr)[-1500:]

@@ -74,8 +74,8 @@ def _vm_metadata(config: EnvConfig, lang: str, placement: GcpPlacement, *, run_i
     s = config.language(lang)
     name = group_name(config.env, lang)
     return {
-        "startup-script": placement.startup_script,
-        "shutdown-script": placement.shutdown_script,
+        "startup-script": terraform_literal(placement.startup_script),
+        "shutdown-script": terraform_literal(placement.shutdown_script),
         "enable-oslogin": "TRUE",
         "block-project-ssh-keys": "TRUE",
         "serial-port-enable": "FALSE",
@@ -106,3 +106,9 @@ def _vm_metadata(config: EnvConfig, lang: str, placement: GcpPlacement, *, run_i
             kept_bucket=config.gcp.kept_bucket,
         ).to_metadata(),
     }
+
+
+def terraform_literal(text: str) -> str:
+    """`text` as Terraform reads it back unchanged: every string in cdk.tf.json is a template, so a shell
+    script's `${VAR:-default}` would be an (invalid) interpolation; `$${` and `%%{` are its literal forms."""
+    return text.replace("${", "$${").replace("%{", "%%{")

@@ -1,0 +1,156 @@
+"""Each simulated VM as a local process: the real VM agent (`python -m trainer.launchers.vm run`) with the
+metadata its template and per-instance config carry, as startup.sh starts it in the trainer container.
+
+What the VM's host does around the agent is done here as images/trainer/startup.sh and shutdown.sh do it:
+the GPUs the template attaches are what the agent's hardware check sees (TRAINSTACK_GPU_PROBE, a driver the
+image accepts); a preemption drops the shutdown flag and sends SIGTERM, the VM's deletion kills what is left;
+an agent exit other than 0 (the run ended and the agent handled it) or 143 (stopped by the shutdown script)
+stops billing as startup.sh's `fatal` does, by resizing the group to 0. Preemptions triggered by a stage or
+an epoch read the run's status.json and log.txt from its bucket (the local market's rule).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+from stacks.targets.gcp.sim.cloud import Instance, SimCloud
+
+SIMULATED_DRIVER = "580.95.05"  # what cos-extensions would install: the image's minimum branch or newer
+KEEP_RUNNING = (0, 143)  # startup.sh: the run ended and the agent handled it / stopped by shutdown.sh
+
+
+@dataclass
+class VmProcess:
+    vm: Instance
+    proc: subprocess.Popen
+    log: Path
+    state_dir: Path
+
+
+class VmRunner:
+    """Starts, signals and stops the agent processes of the sim's VMs as their states change."""
+
+    def __init__(
+        self,
+        cloud: SimCloud,
+        endpoint: str,
+        metadata_host: Callable[[str], str],
+        workdir: Path,
+        *,
+        trainer_cmd: str | None = None,
+        env: dict[str, str] | None = None,
+        say: Callable[[str], None] = print,
+    ):
+        self.cloud, self.endpoint, self.metadata_host = cloud, endpoint, metadata_host
+        self.workdir, self.trainer_cmd, self.env, self.say = workdir, trainer_cmd, env or {}, say
+        self.running: dict[str, VmProcess] = {}
+        self.exits: list[tuple[str, int]] = []  # (VM name, agent exit code), in order
+        self.boots: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._buckets: dict[str, object] = {}
+
+    def __enter__(self) -> "VmRunner":
+        self.cloud.listeners.append(self.on_event)
+        self.cloud.status_of = self.status_of
+        threading.Thread(target=self._watch, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self.cloud.listeners.remove(self.on_event)
+        with self._lock:
+            for item in self.running.values():
+                if item.proc.poll() is None:
+                    item.proc.kill()
+                    item.proc.wait()
+            self.running.clear()
+
+    def on_event(self, event: str, vm: Instance) -> None:
+        with self._lock:
+            if event == "running":
+                self._start(vm)
+                return
+            item = self.running.get(vm.name)
+            if item is None or item.proc.poll() is not None:
+                return
+            if event == "stopping":  # shutdown.sh: the flag, then SIGTERM to the trainer container
+                (item.state_dir / "shutting-down").touch()
+                item.proc.send_signal(signal.SIGTERM)
+                self.say(f"simulated VM {vm.name}: {'preempted' if vm.preempted else 'stopping'}, SIGTERM sent")
+            elif event == "gone":
+                item.proc.kill()
+                self.say(f"simulated VM {vm.name}: deleted")
+
+    def _start(self, vm: Instance) -> None:
+        boot = self.boots[vm.name] = self.boots.get(vm.name, 0) + 1
+        state_dir = self.workdir / vm.name / f"boot-{boot}"
+        state_dir.mkdir(parents=True, exist_ok=True)
+        gpus = sum(vm.shape.accelerators.values()) or 1
+        env = {
+            **os.environ,
+            "GCE_METADATA_HOST": self.metadata_host(vm.name),
+            "TRAINSTACK_COMPUTE_ENDPOINT": self.endpoint,
+            "TRAINSTACK_GPU_PROBE": json.dumps({"gpus": gpus, "driver": SIMULATED_DRIVER}),
+            "TRAINSTACK_SHUTDOWN_FLAG": str(state_dir / "shutting-down"),
+            "TRAINSTACK_WORK_ROOT": str(self.workdir / vm.name / "work"),
+            "PYTHONUNBUFFERED": "1",
+            **self.env,
+        }
+        cmd = [sys.executable, "-m", "trainer.launchers.vm", "run"]
+        if self.trainer_cmd:
+            cmd += ["--trainer-cmd", self.trainer_cmd]
+        log = state_dir / "agent.log"
+        with open(log, "w") as out:
+            proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        self.running[vm.name] = VmProcess(vm, proc, log, state_dir)
+        self.say(f"simulated VM {vm.name} in {vm.zone}: running the VM agent (boot {boot}, log {log})")
+
+    def _watch(self) -> None:
+        while not self._stop.wait(0.1):
+            with self._lock:
+                ended = [(n, p) for n, p in self.running.items() if p.proc.poll() is not None]
+                for name, _ in ended:
+                    del self.running[name]
+            for name, item in ended:
+                code = item.proc.returncode
+                self.exits.append((name, code))
+                self.say(f"simulated VM {name}: the agent exited with code {code}")
+                if code not in KEEP_RUNNING and code >= 0:  # not killed by the VM's deletion
+                    self._stop_billing(item.vm)
+
+    def _stop_billing(self, vm: Instance) -> None:
+        """startup.sh's `fatal`: resize the VM's group to 0."""
+        for group in list(self.cloud.groups.values()):
+            if vm.name in group.instances:
+                self.say(f"simulated VM {vm.name}: start-up script resizes {group.name} to 0 (fatal exit)")
+                self.cloud.resize(group.scope, group.name, 0)
+
+    def status_of(self, vm: Instance) -> tuple[dict | None, list[str]]:
+        """The run's status.json and log.txt lines, from the bucket its metadata names (None, [] when unread)."""
+        from trainer.runfiles.keys import run_key
+        from trainer.runfiles.status_file import read_status
+        from trainer.storage import open_bucket
+
+        meta = vm.shape.metadata
+        uri, lang, run_id = (meta.get(f"trainstack-{k}") for k in ("bucket", "lang", "run-id"))
+        if not (uri and lang and run_id):
+            return None, []
+        try:
+            bucket = self._buckets.get(uri) or self._buckets.setdefault(uri, open_bucket(uri))
+            status = read_status(bucket, lang, run_id)
+            try:
+                log = bucket.read_bytes(run_key(lang, run_id, "log.txt")).decode(errors="replace").splitlines()
+            except Exception:  # no log yet
+                log = []
+            return (asdict(status) if status is not None else None), log
+        except Exception:  # a bucket that cannot be read: no stage-triggered preemption now
+            return None, []

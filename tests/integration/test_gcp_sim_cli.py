@@ -1,0 +1,54 @@
+"""Rehearsing a configuration as a user does: `python -m stacks.targets.gcp.sim serve` in one process, the
+variables it prints, then `trainctl quota` against it (the real preflight, the real google-cloud-compute
+client). About 5 s: one server process and one in-process trainctl."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+
+import yaml
+from typer.testing import CliRunner
+
+from stacks.cli.main import app
+from stacks.targets.gcp.sim.scenario import DEFAULT_SCENARIO
+from tests.support.project import REPO
+
+
+def test_serve_prints_only_simulated_lines_and_trainctl_quota_rehearses_the_preflight_on_it(
+    project, tmp_path, monkeypatch
+):
+    scenario = yaml.safe_load(DEFAULT_SCENARIO.read_text())
+    scenario["zones"]["europe-west4-a"]["accelerators"] = ["nvidia-tesla-t4"]  # no L4 in the first zone
+    path = tmp_path / "scenario.yaml"
+    path.write_text(yaml.safe_dump(scenario))
+    server = subprocess.Popen(
+        [sys.executable, "-m", "stacks.targets.gcp.sim", "serve", "--scenario", str(path)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        lines = [server.stdout.readline() for _ in range(5)]
+        assert all("simulated" in line for line in lines), lines
+        exports = dict(
+            line.split(" ", 1)[1].split("  #")[0].split("=", 1) for line in lines if line.startswith("export")
+        )
+        assert set(exports) == {
+            "TRAINSTACK_COMPUTE_ENDPOINT",
+            "TRAINSTACK_CLOUDQUOTAS_ENDPOINT",
+            "TRAINSTACK_CLOUDBILLING_ENDPOINT",
+        }
+        for name, value in exports.items():
+            monkeypatch.setenv(name, value)
+        result = CliRunner().invoke(app, ["quota", "--env", "dev", "--set", "gcp.project=p1", "--lang", "fr"])
+        assert result.exit_code == 0, result.output
+        text = " ".join(result.output.split())
+        assert "nvidia-l4 not offered in europe-west4-a" in text
+        assert "train-fr → europe-west4-b (PREEMPTIBLE_NVIDIA_L4_GPUS)" in text
+    finally:
+        server.send_signal(signal.SIGINT)
+        out, _ = server.communicate(timeout=30)
+    assert server.returncode == 0 and out.strip().splitlines()[-1] == "simulated Google Cloud: stopped"
