@@ -25,6 +25,7 @@ from pathlib import Path
 
 import trainer
 from stacks.tracking.record import Mirror
+from stacks.tracking.run_tags import MLFLOW_SOURCE_PREFIX, MLFLOW_USER
 from trainer.runfiles.keys import TRAINCTL_META, run_key
 from trainer.storage import Bucket
 
@@ -102,13 +103,19 @@ def code_version(source: Path = TRAINER_CODE) -> str:
 
 
 def logged_before(tracker, mlflow_run_id: str) -> str | None:
-    """The URI of the model a previous export logged for this run (one cut short before it said so), or None."""
+    """The URI of the model a previous export logged for this run (one cut short before it said so), or None.
+    A model left unfinished (its upload cut) is deleted where the account may: it never served."""
     from mlflow.entities import LoggedModelStatus
 
     models = tracker.client.search_logged_models(
         [tracker.experiment_id], filter_string=f"source_run_id = '{mlflow_run_id}' AND name = 'model'"
     )
     ready = [m for m in models if m.status == LoggedModelStatus.READY]
+    for unfinished in (m for m in models if m.status != LoggedModelStatus.READY):
+        try:
+            tracker.client.delete_logged_model(unfinished.model_id)
+        except Exception:  # a leftover costs space, never the export
+            pass
     return ready[0].model_uri if ready else None
 
 
@@ -212,6 +219,21 @@ def pyfunc_model(bucket: Bucket, lang: str, run_id: str, *, code_source: Path | 
             )
 
 
+def _logged_model(tracker, mirror: Mirror, mlflow_run_id: str, tags: dict[str, str]):
+    """The logged model's entry, in the run's own experiment (Model.log without one falls back to MLflow's
+    active experiment, "0": the run's page would list no model, and an account with rights on the run's
+    experiment alone is refused). Its tags are the run's MLflow source fields, not this exporting process's
+    (Model.log would name the venv's trainctl as a LOCAL source)."""
+    source = {k: v for k, v in mirror.tags.items() if k.startswith(MLFLOW_SOURCE_PREFIX) or k == MLFLOW_USER}
+    return tracker.client.create_logged_model(
+        experiment_id=tracker.experiment_id,
+        name="model",
+        source_run_id=mlflow_run_id,
+        tags={**source, **tags},
+        params=mirror.params,
+    )
+
+
 def log_model(tracker, bucket: Bucket, mirror: Mirror, mlflow_run_id: str) -> str:
     """Logs the run's model under its MLflow run, once; returns the model's URI
     (models:/...). At the run's last step, so MLflow 3 links the final figures logged there to the model,
@@ -228,9 +250,10 @@ def log_model(tracker, bucket: Bucket, mirror: Mirror, mlflow_run_id: str) -> st
             _REPORT.get()(f"logging the model of {mirror.lang} {mirror.run_id} to MLflow", size),
             quiet(),
             fluent_uris(tracker),
-        ):  # defining the model class warns (type hints)
+        ):
             from mlflow.models import Model
 
+            entry = _logged_model(tracker, mirror, mlflow_run_id, tags)
             info = Model.log(
                 artifact_path=None,
                 name="model",
@@ -238,9 +261,8 @@ def log_model(tracker, bucket: Bucket, mirror: Mirror, mlflow_run_id: str) -> st
                 flavor_name="pyfunc.ModelFromCode",
                 validate_serving_input=False,
                 run_id=mlflow_run_id,
+                model_id=entry.model_id,
                 step=mirror.final_step,
-                params=mirror.params,
-                tags=tags,
                 **model,
             )
     return info.model_uri

@@ -12,6 +12,7 @@ TAG = "trainstack."  # every tag of ours starts so; `trainstack.run_id` finds a 
 # MLflow's own tag names (mlflow/utils/mlflow_tags.py), spelled out so that this module needs no MLflow:
 # with them the UI fills its User, Source, Git commit and run-name fields as for a run MLflow started.
 MLFLOW_USER = "mlflow.user"
+MLFLOW_SOURCE_PREFIX = "mlflow.source."
 MLFLOW_SOURCE_NAME = "mlflow.source.name"
 MLFLOW_SOURCE_TYPE = "mlflow.source.type"
 MLFLOW_GIT_COMMIT = "mlflow.source.git.commit"

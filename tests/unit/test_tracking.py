@@ -145,6 +145,23 @@ def test_a_failed_call_is_said_in_a_few_words(message, reason):
     assert reason in why(RuntimeError(message))
 
 
+def test_a_refused_call_names_what_it_was_doing_and_where():
+    from stacks.tracking.client import TrackerCallFailed, doing
+
+    refused = (
+        "API request to endpoint /api/2.0/mlflow/logged-models failed with error code 403 != 200. "
+        "Response body: 'Permission denied'"
+    )
+    with pytest.raises(TrackerCallFailed) as caught:
+        with doing("logging the model of run r1 (fr x) in experiment 'trainstack-local'"):
+            raise RuntimeError(refused)
+    assert why(caught.value) == (
+        "refused (403) logging the model of run r1 (fr x) in experiment 'trainstack-local': "
+        "this account lacks the permission on it"
+    )
+    assert why(RuntimeError(refused)) == "forbids this account (403)"
+
+
 def test_the_alias_must_be_one_mlflow_accepts(project):
     from stacks.errors import ConfigError
     from stacks.project import Project
