@@ -37,6 +37,22 @@ def cpu_name() -> str | None:
     return platform.processor() or None
 
 
+# What serving the model imports (trainer.serving): pinned at these versions in its MLflow requirements
+SERVING_PACKAGES = ("numpy", "pandas", "scikit-learn", "scipy", "torch", "fastai", "spacy", "sentencepiece")
+
+
+def package_versions(names=SERVING_PACKAGES) -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = {}
+    for name in names:
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            continue
+    return found
+
+
 def put_model(rc, path, name: str, *, export_s: float, clock=time.monotonic) -> None:
     """Uploads an exported model file as `name`, saying its size first (flushed: a follower sees what the run
     waits on, a model.pth being tens to hundreds of MB) and how long it took after."""
@@ -95,6 +111,7 @@ def upload(
         "python": sys.version.split()[0],
         "torch": torch.__version__,
         "fastai": fastai.__version__,
+        "packages": package_versions(),
         "platform": platform.platform(),
         "device": str(rc.ctx.device),
         "precision": rc.precision,
