@@ -232,7 +232,8 @@ def test_promote_moves_the_alias_and_the_pyfunc_model_predicts_as_trainctl(serve
     )
     assert [sorted(labels) for labels in fresh["labels"]] == expected
     assert imported == [fresh["code"].split(".")[0]]  # its own code package, nothing else
-    np.testing.assert_allclose(fresh["probs"], served.drop(columns="labels").to_numpy(), atol=1e-6)
+    np.testing.assert_allclose(fresh["probs"], served.drop(columns=["labels", "error"]).to_numpy(float), atol=1e-6)
+    assert served["error"].isna().all()  # every text classified
 
 
 def test_tensorboard_shows_the_run_as_mlflow_names_it_with_its_rates_and_hparams(trained):
