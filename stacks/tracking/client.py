@@ -30,20 +30,49 @@ QUICK = {
 }
 
 
+class TrackerCallFailed(Exception):
+    """An MLflow call failed while `doing` something to a named object (the MLflow error is the __cause__)."""
+
+    def __init__(self, doing: str):
+        super().__init__(doing)
+        self.doing = doing
+
+
+@contextlib.contextmanager
+def doing(what: str):
+    """MLflow's errors inside as TrackerCallFailed(what): `why` then names the object it was refused on."""
+    try:
+        yield
+    except TrackerCallFailed:
+        raise
+    except Exception as exc:
+        raise TrackerCallFailed(what) from exc
+
+
 def why(exc: BaseException) -> str:
-    """A failed MLflow call in a few words: unreachable, credentials refused, forbidden, a server error."""
+    """A failed MLflow call in a few words: unreachable, credentials refused, forbidden, a server error; with
+    what it was doing when the call was made inside `doing(...)`."""
+    if isinstance(exc, TrackerCallFailed) and exc.__cause__ is not None:
+        return _why(exc.__cause__, exc.doing)
+    return _why(exc, None)
+
+
+def _why(exc: BaseException, what: str | None) -> str:
     text = str(exc)
     status = re.search(r"(?:code|status|too many) (\d{3})\b|\b(\d{3}) (?:Client|Server) Error", text)
     code = (status.group(1) or status.group(2)) if status else None
+    at = f" {what}" if what else ""
     if code == "401" or "UNAUTHENTICATED" in text:
         return "refused the credentials (401): set MLFLOW_TRACKING_TOKEN or MLFLOW_TRACKING_USERNAME/PASSWORD"
     if code == "403" or "PERMISSION_DENIED" in text:
+        if what:  # the account is known: what it may not touch is what to ask for
+            return f"refused (403){at}: this account lacks the permission on it"
         return "forbids this account (403)"
     if code and code.startswith("5"):
-        return f"server error ({code})"
+        return f"server error ({code}){at}"
     if any(word in text for word in ("Connection", "connection", "Max retries", "timed out", "Timeout")):
         return "unreachable (connection failed or timed out)"
-    return f"{type(exc).__name__}: {text.splitlines()[0][:200] if text else ''}"
+    return f"{type(exc).__name__}{at}: {text.splitlines()[0][:200] if text else ''}"
 
 
 def quick_requests() -> None:
@@ -135,7 +164,8 @@ class Tracker:
 
         self.uri, self.experiment_name, self.registry_uri = uri, experiment, registry_uri or uri
         self.client = MlflowClient(tracking_uri=uri, registry_uri=self.registry_uri)
-        self.experiment_id = self._experiment(experiment)
+        with doing(f"reading or creating experiment {experiment!r}"):
+            self.experiment_id = self._experiment(experiment)
 
     def _experiment(self, name: str) -> str:
         found = self.client.get_experiment_by_name(name)

@@ -98,33 +98,54 @@ def _write_files(client, bucket: Bucket, mirror: Mirror, mlflow_run_id: str) -> 
 
 def export_run(tracker, bucket: Bucket, mirror: Mirror) -> Exported:
     """Create or complete the MLflow run of one trainstack run (`mirror`: record.read_mirror); MLflow's
-    errors propagate."""
+    errors propagate as client.TrackerCallFailed, naming the object and the experiment. A run that has ended
+    is marked so right after it is created or found: a write refused later leaves it ended (with its figures,
+    files or model missing until the next export completes it), never RUNNING."""
+    from stacks.tracking.client import doing
+
     lang, run_id, client = mirror.lang, mirror.run_id, tracker.client
-    found = tracker.find(run_id, lang)
+    where = f"in experiment {tracker.experiment_name!r}"
+    with doing(f"looking up the run of {lang} {run_id} {where}"):
+        found = tracker.find(run_id, lang)
     if found is not None and found.data.tags.get(SOURCE_TAG) == mirror.source_sha:
         return Exported(lang, run_id, "unchanged", found.info.run_id)
     if found is None:
-        client.create_run(
-            tracker.experiment_id, start_time=mirror.start_ms, run_name=mirror.name, tags=_run_tags(mirror, None)
-        )
-        mlflow_run_id = tracker.find(run_id, lang).info.run_id  # the oldest, if a retried create made two
+        with doing(f"creating the run of {lang} {run_id} {where}"):
+            client.create_run(
+                tracker.experiment_id, start_time=mirror.start_ms, run_name=mirror.name, tags=_run_tags(mirror, None)
+            )
+            mlflow_run_id = tracker.find(run_id, lang).info.run_id  # the oldest, if a retried create made two
     else:
         mlflow_run_id = found.info.run_id
-    _write_values(client, mlflow_run_id, mirror, found)
-    _write_datasets(client, mlflow_run_id, mirror, found)
-    _write_files(client, bucket, mirror, mlflow_run_id)
+    the_run = f"run {mlflow_run_id} ({lang} {run_id}) {where}"
+    with doing(f"setting the status of {the_run}"):
+        _write_status(client, mlflow_run_id, mirror, found)
+    with doing(f"writing the params, tags and figures of {the_run}"):
+        _write_values(client, mlflow_run_id, mirror, found)
+        _write_datasets(client, mlflow_run_id, mirror, found)
+    with doing(f"uploading the files of {the_run}"):
+        _write_files(client, bucket, mirror, mlflow_run_id)
     if mirror.model and (found is None or MODEL_TAG not in found.data.tags):
         from stacks.tracking.model import log_model
 
         # after the final figures: logged at their step, the model takes them as its own metrics; the model's
         # tags say which code it carries (trainstack.code_origin: the run's own, or this checkout's)
-        client.set_tag(mlflow_run_id, MODEL_TAG, log_model(tracker, bucket, mirror, mlflow_run_id))
+        with doing(f"logging the model of {the_run}"):
+            client.set_tag(mlflow_run_id, MODEL_TAG, log_model(tracker, bucket, mirror, mlflow_run_id))
+    with doing(f"marking {the_run} complete"):
+        client.set_tag(mlflow_run_id, SOURCE_TAG, mirror.source_sha)  # last: the mirror is complete
+    return Exported(lang, run_id, "created" if found is None else "updated", mlflow_run_id)
+
+
+def _write_status(client, mlflow_run_id: str, mirror: Mirror, found) -> None:
+    """The run's MLflow status and end as the bucket has them (an ended run's, before anything else is
+    written); a FAILED run resumed under the same id is RUNNING again."""
     if mirror.end_ms is not None:
+        if found is not None and found.info.status == mirror.mlflow_status and found.info.end_time == mirror.end_ms:
+            return
         from stacks.tracking.client import quiet
 
         with quiet():  # it prints links to the run on stdout
             client.set_terminated(mlflow_run_id, status=mirror.mlflow_status, end_time=mirror.end_ms)
     elif found is not None and found.info.status != "RUNNING":
-        client.update_run(mlflow_run_id, status="RUNNING")  # a FAILED run resumed under the same id
-    client.set_tag(mlflow_run_id, SOURCE_TAG, mirror.source_sha)  # last: the mirror is complete
-    return Exported(lang, run_id, "created" if found is None else "updated", mlflow_run_id)
+        client.update_run(mlflow_run_id, status="RUNNING")

@@ -3,9 +3,11 @@
 The model carries the run's files a served model is made of (trainer.serving.served_model: model.pth with
 its tokenizer, metrics.json with labels, thresholds and what was kept, the backward model and the TF-IDF
 part when the run has them) and the trainer's code, copied under a name of its own
-(trainer.serving.model_code), so models exported from different trees load side by side. Its requirements
-are pinned to what the run trained with (metadata/trainer.json), so `mlflow models serve` builds the same
-environment. Nothing here needs torch: the operator's CLI logs the files, it never loads them.
+(trainer.serving.model_code), so models exported from different trees load side by side. A run that kept
+TF-IDF alone carries metrics.json and the TF-IDF files only: its model needs scikit-learn, not torch.
+Its requirements are what its prediction imports, pinned to what the run trained with
+(metadata/trainer.json), so `mlflow models serve` builds the same environment. Nothing here needs torch:
+the operator's CLI logs the files, it never loads them.
 
 The code carried is the exporting checkout's `trainer`: a run records its commit (metadata/trainctl.json),
 not its code. The model's metadata and tags say so, with the code's package name and the checkout's commit.
@@ -25,6 +27,7 @@ from pathlib import Path
 
 import trainer
 from stacks.tracking.record import Mirror
+from stacks.tracking.run_tags import MLFLOW_SOURCE_PREFIX, MLFLOW_USER
 from trainer.runfiles.keys import TRAINCTL_META, run_key
 from trainer.storage import Bucket
 
@@ -65,20 +68,35 @@ def folder_size(path: Path) -> int:
     return path.stat().st_size if path.is_file() else sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
+TFIDF_REQUIREMENTS = ("numpy", "pandas", "scikit-learn", "scipy")  # the TF-IDF part and the pyfunc's frames
+CLASSIFIER_REQUIREMENTS = ("torch", "fastai", "spacy")  # the classifier; spaCy tokenizes its texts
+
+
 def requirements(trainer_meta: dict, metrics: dict) -> list[str]:
-    """pip requirements pinned to the run's own torch and fastai (a local build tag like +cu130 dropped)."""
+    """pip requirements of what the model's prediction imports, pinned to the versions the run trained with
+    (metadata/trainer.json; a local build tag like +cu130 dropped; a run from before `packages` was recorded
+    pins torch and fastai alone). A run that kept TF-IDF alone needs no torch, fastai or spaCy."""
     import mlflow
 
-    def version(name: str) -> str | None:
-        value = trainer_meta.get(name)
-        return str(value).split("+", 1)[0] if value else None
+    recorded = {**(trainer_meta.get("packages") or {})}
+    recorded.update({name: trainer_meta[name] for name in ("torch", "fastai") if trainer_meta.get(name)})
 
-    pins = [f"mlflow=={mlflow.__version__}"]
-    pins += [f"{name}=={v}" if (v := version(name)) else name for name in ("torch", "fastai")]
-    pins += ["pandas", "numpy", "scikit-learn", "scipy"]
-    if str(metrics.get("tokenizer", "")).startswith("sentencepiece"):
-        pins.append("sentencepiece")
-    return pins
+    def pinned(name: str) -> str:
+        value = recorded.get(name)
+        return f"{name}=={str(value).split('+', 1)[0]}" if value else name
+
+    names = list(TFIDF_REQUIREMENTS)
+    if not tfidf_alone(metrics):
+        names += CLASSIFIER_REQUIREMENTS
+        if str(metrics.get("tokenizer", "")).startswith("sentencepiece"):
+            names.append("sentencepiece")
+    return [f"mlflow=={mlflow.__version__}", *(pinned(name) for name in names)]
+
+
+def tfidf_alone(metrics: dict) -> bool:
+    """The run kept a blend that weighs the classifier 0 (RunMetrics.tfidf_alone, on the raw document)."""
+    weight = (metrics.get("blend") or {}).get("weight")
+    return metrics.get("kept") == "blend" and isinstance(weight, (int, float)) and weight <= 0
 
 
 def code_version(source: Path = TRAINER_CODE) -> str:
@@ -102,13 +120,19 @@ def code_version(source: Path = TRAINER_CODE) -> str:
 
 
 def logged_before(tracker, mlflow_run_id: str) -> str | None:
-    """The URI of the model a previous export logged for this run (one cut short before it said so), or None."""
+    """The URI of the model a previous export logged for this run (one cut short before it said so), or None.
+    A model left unfinished (its upload cut) is deleted where the account may: it never served."""
     from mlflow.entities import LoggedModelStatus
 
     models = tracker.client.search_logged_models(
         [tracker.experiment_id], filter_string=f"source_run_id = '{mlflow_run_id}' AND name = 'model'"
     )
     ready = [m for m in models if m.status == LoggedModelStatus.READY]
+    for unfinished in (m for m in models if m.status != LoggedModelStatus.READY):
+        try:
+            tracker.client.delete_logged_model(unfinished.model_id)
+        except Exception:  # a leftover costs space, never the export
+            pass
     return ready[0].model_uri if ready else None
 
 
@@ -143,18 +167,32 @@ def _input_example(bucket: Bucket, lang: str, run_id: str, *, rows: int = 3):
 
 
 def signature(labels: list[str]):
-    """Texts in; out, the labels decided (a JSON list per row) and each label's probability, as
-    trainer.serving.mlflow_pyfunc returns them."""
+    """Texts in; out, the labels decided (an array of strings per row), each label's probability (a double)
+    and why a row was not classified (absent where it was), as trainer.serving.mlflow_pyfunc returns them."""
     from mlflow.models import ModelSignature
-    from mlflow.types import ColSpec, Schema
+    from mlflow.types import ColSpec, DataType, Schema
+    from mlflow.types.schema import Array
 
-    from trainer.serving.mlflow_pyfunc import TEXT_COLUMN
+    from trainer.serving.mlflow_pyfunc import ERROR, LABELS, TEXT_COLUMN, prob_column
 
-    outputs = [ColSpec("string", "labels"), *(ColSpec("double", f"prob_{label}") for label in labels)]
-    return ModelSignature(inputs=Schema([ColSpec("string", TEXT_COLUMN)]), outputs=Schema(outputs))
+    outputs = [
+        ColSpec(Array(DataType.string), LABELS),
+        *(ColSpec(DataType.double, prob_column(label)) for label in labels),
+        ColSpec(DataType.string, ERROR, required=False),
+    ]
+    return ModelSignature(inputs=Schema([ColSpec(DataType.string, TEXT_COLUMN)]), outputs=Schema(outputs))
 
 
-def _model_code(bucket: Bucket, lang: str, run_id: str, tmp: Path, given: Path | None, run_commit: str):
+def _serves_tfidf_alone(code: Path) -> bool:
+    """Whether a trainer package serves a run that kept TF-IDF alone without its model.pth (code from before
+    that needs model.pth, which that model does not carry)."""
+    served = Path(code) / "serving" / "served_model.py"
+    return served.is_file() and "TFIDF_SERVED_FILES" in served.read_text(encoding="utf-8")
+
+
+def _model_code(
+    bucket: Bucket, lang: str, run_id: str, tmp: Path, given: Path | None, run_commit: str, *, tfidf: bool = False
+):
     """(the trainer package folder a model carries, where it came from in words)."""
     from trainer.runfiles.code_archive import extract_code
     from trainer.runfiles.keys import CODE_ARCHIVE
@@ -163,7 +201,13 @@ def _model_code(bucket: Bucket, lang: str, run_id: str, tmp: Path, given: Path |
         return Path(given), f"{given}, given"
     key = run_key(lang, run_id, CODE_ARCHIVE)
     if bucket.exists(key):
-        return extract_code(bucket.read_bytes(key), tmp / "run-code"), f"the run's own ({CODE_ARCHIVE}, {run_commit})"
+        own = extract_code(bucket.read_bytes(key), tmp / "run-code")
+        if not tfidf or _serves_tfidf_alone(own):
+            return own, f"the run's own ({CODE_ARCHIVE}, {run_commit})"
+        return TRAINER_CODE, (
+            f"the exporting checkout, {code_version(TRAINER_CODE)}: the run's own ({run_commit}) serves its "
+            "TF-IDF only with model.pth, which this model leaves out (the TF-IDF computation is the same)"
+        )
     return TRAINER_CODE, (
         f"the exporting checkout, {code_version(TRAINER_CODE)}: the run kept no code, only its commit ({run_commit})"
     )
@@ -176,7 +220,7 @@ def pyfunc_model(bucket: Bucket, lang: str, run_id: str, *, code_source: Path | 
     (trainer.serving.model_code), importable while MLflow saves. The code is `code_source` (a trainer package's
     folder) when given, else the run's own (code/trainer.zip), else, for a run that kept none, this checkout's."""
     from trainer.serving.model_code import copy_code, importable
-    from trainer.serving.served_model import METRICS, SERVED_FILES
+    from trainer.serving.served_model import METRICS, SERVED_FILES, TFIDF_SERVED_FILES
 
     metrics = json.loads(bucket.read_bytes(run_key(lang, run_id, METRICS)))
     meta_key = run_key(lang, run_id, "metadata/trainer.json")
@@ -188,12 +232,14 @@ def pyfunc_model(bucket: Bucket, lang: str, run_id: str, *, code_source: Path | 
     with tempfile.TemporaryDirectory(prefix="trainstack-model-") as tmp:
         files = {}  # keyed by the run's own file names: what ServedModel.load takes
         with _REPORT.get()(f"downloading the model files of {lang} {run_id} from the bucket") as step:
-            for name in SERVED_FILES:
+            for name in TFIDF_SERVED_FILES if tfidf_alone(metrics) else SERVED_FILES:
                 if bucket.exists(run_key(lang, run_id, name)):
                     bucket.download(run_key(lang, run_id, name), Path(tmp) / "artifacts" / name)
                     files[name] = str(Path(tmp) / "artifacts" / name)
             step.size = sum(folder_size(Path(path)) for path in files.values())
-        source, origin = _model_code(bucket, lang, run_id, Path(tmp), code_source, run_commit)
+        source, origin = _model_code(
+            bucket, lang, run_id, Path(tmp), code_source, run_commit, tfidf=tfidf_alone(metrics)
+        )
         code = copy_code(source=source, dest=Path(tmp) / "code")
         with importable(code):
             yield dict(
@@ -212,6 +258,21 @@ def pyfunc_model(bucket: Bucket, lang: str, run_id: str, *, code_source: Path | 
             )
 
 
+def _logged_model(tracker, mirror: Mirror, mlflow_run_id: str, tags: dict[str, str]):
+    """The logged model's entry, in the run's own experiment (Model.log without one falls back to MLflow's
+    active experiment, "0": the run's page would list no model, and an account with rights on the run's
+    experiment alone is refused). Its tags are the run's MLflow source fields, not this exporting process's
+    (Model.log would name the venv's trainctl as a LOCAL source)."""
+    source = {k: v for k, v in mirror.tags.items() if k.startswith(MLFLOW_SOURCE_PREFIX) or k == MLFLOW_USER}
+    return tracker.client.create_logged_model(
+        experiment_id=tracker.experiment_id,
+        name="model",
+        source_run_id=mlflow_run_id,
+        tags={**source, **tags},
+        params=mirror.params,
+    )
+
+
 def log_model(tracker, bucket: Bucket, mirror: Mirror, mlflow_run_id: str) -> str:
     """Logs the run's model under its MLflow run, once; returns the model's URI
     (models:/...). At the run's last step, so MLflow 3 links the final figures logged there to the model,
@@ -228,9 +289,10 @@ def log_model(tracker, bucket: Bucket, mirror: Mirror, mlflow_run_id: str) -> st
             _REPORT.get()(f"logging the model of {mirror.lang} {mirror.run_id} to MLflow", size),
             quiet(),
             fluent_uris(tracker),
-        ):  # defining the model class warns (type hints)
+        ):
             from mlflow.models import Model
 
+            entry = _logged_model(tracker, mirror, mlflow_run_id, tags)
             info = Model.log(
                 artifact_path=None,
                 name="model",
@@ -238,9 +300,8 @@ def log_model(tracker, bucket: Bucket, mirror: Mirror, mlflow_run_id: str) -> st
                 flavor_name="pyfunc.ModelFromCode",
                 validate_serving_input=False,
                 run_id=mlflow_run_id,
+                model_id=entry.model_id,
                 step=mirror.final_step,
-                params=mirror.params,
-                tags=tags,
                 **model,
             )
     return info.model_uri

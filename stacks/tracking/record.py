@@ -204,7 +204,7 @@ def _tags(bucket: Bucket, lang: str, run_id: str, *, env: str, files: dict) -> d
     }
     tags.update(system_tags(lang=lang, run_id=run_id, job=job, trainctl_meta=trainctl_meta, trainer_meta=trainer_meta))
     tags.update(base_lm_tags(bucket, lang, doc.get("base_lm") or trainer_meta.get("base_lm") or {}))
-    tags.update(machine_tags(trainctl_meta, files["cost"], files["moves"]))
+    tags.update(machine_tags(trainctl_meta, files["cost"], files["moves"], trainer_meta))
     if doc.get("kept"):
         tags[f"{TAG}kept"] = str(doc["kept"])
     if status.get("error"):

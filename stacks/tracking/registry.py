@@ -22,8 +22,11 @@ def sync_champion(tracker, bucket: Bucket, lang: str, *, name: str, alias: str) 
     found = tracker.find(current["run_id"], lang)
     if found is None or MODEL_TAG not in found.data.tags:
         return None
+    from stacks.tracking.client import doing
+
     client, mlflow_run_id = tracker.client, found.info.run_id
-    versions = client.search_model_versions(f"name = '{name}' and run_id = '{mlflow_run_id}'")
+    with doing(f"reading the versions of registered model {name!r}"):
+        versions = client.search_model_versions(f"name = '{name}' and run_id = '{mlflow_run_id}'")
     if versions:
         version = int(versions[0].version)
     else:
@@ -31,7 +34,11 @@ def sync_champion(tracker, bucket: Bucket, lang: str, *, name: str, alias: str) 
 
         from stacks.tracking.client import fluent_uris, quiet
 
-        with quiet(), fluent_uris(tracker):  # it announces itself on stdout and the log
+        with (
+            doing(f"registering {lang} {current['run_id']} as a version of registered model {name!r}"),
+            quiet(),
+            fluent_uris(tracker),
+        ):  # it announces itself on stdout and the log
             created = mlflow.register_model(
                 found.data.tags[MODEL_TAG],
                 name,
@@ -47,5 +54,6 @@ def sync_champion(tracker, bucket: Bucket, lang: str, *, name: str, alias: str) 
     except Exception:  # no version holds the alias yet
         holder = None
     if holder is None or int(holder.version) != version:
-        client.set_registered_model_alias(name, alias, str(version))
+        with doing(f"moving alias {alias!r} of registered model {name!r} to version {version}"):
+            client.set_registered_model_alias(name, alias, str(version))
     return version

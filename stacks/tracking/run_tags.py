@@ -12,6 +12,7 @@ TAG = "trainstack."  # every tag of ours starts so; `trainstack.run_id` finds a 
 # MLflow's own tag names (mlflow/utils/mlflow_tags.py), spelled out so that this module needs no MLflow:
 # with them the UI fills its User, Source, Git commit and run-name fields as for a run MLflow started.
 MLFLOW_USER = "mlflow.user"
+MLFLOW_SOURCE_PREFIX = "mlflow.source."
 MLFLOW_SOURCE_NAME = "mlflow.source.name"
 MLFLOW_SOURCE_TYPE = "mlflow.source.type"
 MLFLOW_GIT_COMMIT = "mlflow.source.git.commit"
@@ -39,9 +40,16 @@ def system_tags(*, lang: str, run_id: str, job: str, trainctl_meta: dict, traine
     return tags
 
 
-def machine_tags(trainctl_meta: dict, cost: dict, moves: dict) -> dict[str, str]:
-    """Where and on what the run trained, as recorded at apply (metadata/trainctl.json) and as it moved
-    (metadata/placements.json: the zone it last ran in)."""
+CLOUD_MACHINE = ("machine_type", "gpu", "market", "nodes", "region", "zone")  # a target's VM; not a local run's
+
+
+def machine_tags(trainctl_meta: dict, cost: dict, moves: dict, trainer_meta: dict | None = None) -> dict[str, str]:
+    """Where and on what the run trained: a cloud target's machine as recorded at apply (metadata/trainctl.json)
+    and as it moved (metadata/placements.json: the zone it last ran in); a local run's CPU and cores as the
+    trainer saw them (metadata/trainer.json), and no cloud machine (trainctl.json records the language's gcp
+    settings whatever the target)."""
+    trainer_meta = trainer_meta or {}
+    target = trainctl_meta.get("target")
     gpu = trainctl_meta.get("gpu") or {}
     gpus = (
         f"{gpu['type']} x{gpu.get('count') or 1}"
@@ -49,7 +57,7 @@ def machine_tags(trainctl_meta: dict, cost: dict, moves: dict) -> dict[str, str]
         else ("none" if trainctl_meta.get("machine_type") else None)
     )
     values = {
-        "target": trainctl_meta.get("target"),
+        "target": target,
         "machine_type": trainctl_meta.get("machine_type"),
         "gpu": gpus,
         "market": {True: "spot", False: "on-demand"}.get(trainctl_meta.get("spot")),
@@ -57,9 +65,14 @@ def machine_tags(trainctl_meta: dict, cost: dict, moves: dict) -> dict[str, str]
         "region": trainctl_meta.get("region"),
         "zone": (moves["ran_in"] or [None])[-1] or trainctl_meta.get("zone"),
         "cost_note": cost.get("cost_note"),
+        "device": trainer_meta.get("device"),
+        "cpu": trainer_meta.get("cpu"),
+        "cores": trainer_meta.get("cores"),
     }
+    if target == "local":
+        values = {name: value for name, value in values.items() if name not in CLOUD_MACHINE}
     tags = {f"{TAG}{name}": str(value) for name, value in values.items() if value is not None}
-    if moves["placements"]:
+    if moves["placements"] and target != "local":
         tags[f"{TAG}placements"] = " -> ".join(str(z) for z in moves["placements"])
     return tags
 

@@ -224,7 +224,7 @@ def test_promote_moves_the_alias_and_the_pyfunc_model_predicts_as_trainctl(serve
     r = cli(root, "predict", "fr", "--input", str(tmp_path / "in.csv"), "--output", str(tmp_path / "out.csv"))
     assert r.exit_code == 0, r.output
     expected = [sorted(filter(None, row["labels"].split(";"))) for row in csv.DictReader(open(tmp_path / "out.csv"))]
-    assert [sorted(json.loads(cell)) for cell in served["labels"]] == expected
+    assert [sorted(cell) for cell in served["labels"]] == expected
     # its own code, not this process's `trainer`; and the same in an interpreter with no project at all
     assert type(model.unwrap_python_model().served).__module__.startswith("trainer_")
     [fresh, imported] = load_in_a_fresh_interpreter(
@@ -232,7 +232,8 @@ def test_promote_moves_the_alias_and_the_pyfunc_model_predicts_as_trainctl(serve
     )
     assert [sorted(labels) for labels in fresh["labels"]] == expected
     assert imported == [fresh["code"].split(".")[0]]  # its own code package, nothing else
-    np.testing.assert_allclose(fresh["probs"], served.drop(columns="labels").to_numpy(), atol=1e-6)
+    np.testing.assert_allclose(fresh["probs"], served.drop(columns=["labels", "error"]).to_numpy(float), atol=1e-6)
+    assert served["error"].isna().all()  # every text classified
 
 
 def test_tensorboard_shows_the_run_as_mlflow_names_it_with_its_rates_and_hparams(trained):
@@ -330,7 +331,8 @@ def test_a_mirrored_run_looks_like_one_mlflow_started(server, tmp_path, monkeypa
         f"{model.artifact_location}/", tracking_uri=server.url, dst_path=str(tmp_path / "model")
     )
     logged = mlflow.models.Model.load(folder)
-    assert [c.name for c in logged.signature.outputs.inputs] == ["labels", "prob_a", "prob_b c"]
+    outputs = {c.name: c.to_dict()["type"] for c in logged.signature.outputs.inputs}
+    assert outputs == {"labels": "array", "prob_a": "double", "prob_b c": "double", "error": "string"}
     example = logged.load_input_example(folder)
     assert list(example["text"]) == ["un premier texte", "un second, texte"]
 

@@ -29,7 +29,7 @@ LOADER = textwrap.dedent("""
     for model in models:
         served = model.predict(pd.DataFrame({"text": texts}))
         probs = served[[c for c in served.columns if c.startswith("prob_")]].to_numpy().tolist()
-        out.append({"labels": [json.loads(cell) for cell in served["labels"]], "probs": probs,
+        out.append({"labels": [list(cell) for cell in served["labels"]], "probs": probs,
                     "code": type(model.unwrap_python_model().served).__module__})
     ours = {name.split(".")[0] for name in sys.modules if name.startswith(("trainer", "stacks"))}
     out.append(sorted(ours))

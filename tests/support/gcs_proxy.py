@@ -5,7 +5,8 @@ hold. The proxy checks it (against the emulator's own generations, one write at 
 create-if-absent and versioned writes behave as in production. Fault rules, per method and path
 pattern (the object name appears decoded in the matched text), for the next `times` matching
 requests (`skip` lets that many matches through first; `body` also asks a regex of the request body):
-    status   answer `status` (503, 429, 500...) without forwarding
+    status   answer `status` (503, 429, 500...) without forwarding: a JSON error in Google's shape, or
+             `reply` as plain text (MLflow's basic-auth app answers 403 "Permission denied")
     stall    wait `seconds`, then forward (a client with a shorter timeout gives up first)
     cut      forward, then send the answer's headers and half its body and close the connection
 The matched text is "METHOD decoded-path?query @object-name" (uploads name their object in the body).
@@ -45,6 +46,7 @@ class Fault:
     status: int = 503
     seconds: float = 0.0
     body: str | None = None
+    reply: str | None = None
     skip: int = 0
     hits: int = 0
     seen: int = 0
@@ -168,6 +170,8 @@ class GcsProxy:
         line = f"{h.command} {unquote(h.path)} @{named[1] if named else ''}"
         self.requests.append(Seen(h.command, line, len(body)))
         fault = self._fault(line, body)
+        if fault and fault.kind == "status" and fault.reply is not None:
+            return self._answer(h, fault.status, [("Content-Type", "text/plain")], fault.reply.encode())
         if fault and fault.kind == "status":
             return self._answer(
                 h,

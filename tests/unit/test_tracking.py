@@ -145,6 +145,23 @@ def test_a_failed_call_is_said_in_a_few_words(message, reason):
     assert reason in why(RuntimeError(message))
 
 
+def test_a_refused_call_names_what_it_was_doing_and_where():
+    from stacks.tracking.client import TrackerCallFailed, doing
+
+    refused = (
+        "API request to endpoint /api/2.0/mlflow/logged-models failed with error code 403 != 200. "
+        "Response body: 'Permission denied'"
+    )
+    with pytest.raises(TrackerCallFailed) as caught:
+        with doing("logging the model of run r1 (fr x) in experiment 'trainstack-local'"):
+            raise RuntimeError(refused)
+    assert why(caught.value) == (
+        "refused (403) logging the model of run r1 (fr x) in experiment 'trainstack-local': "
+        "this account lacks the permission on it"
+    )
+    assert why(RuntimeError(refused)) == "forbids this account (403)"
+
+
 def test_the_alias_must_be_one_mlflow_accepts(project):
     from stacks.errors import ConfigError
     from stacks.project import Project
@@ -209,6 +226,27 @@ def test_a_run_carries_mlflow_own_tags_its_machine_and_its_base_lm(tmp_path):
     assert tags["trainstack.base_lm"] == "pt-0123456789ab" and tags["trainstack.base_lm.source"] == "pretrain"
     assert tags["trainstack.base_lm.run_id"] == "20261126-090000-beef"  # from the LM's meta.json
     assert tags["trainstack.base_lm.uri"] == f"file://{tmp_path}/de/lm/pt-0123456789ab/"
+
+
+def test_a_local_run_names_its_cpu_and_cores_and_no_cloud_machine(tmp_path):
+    """trainctl.json records the language's gcp settings whatever the target: a --env local run's tags must
+    not say it ran on a Spot L4."""
+    tracked_run(tmp_path, "de", TRACKED)
+    folder = tmp_path / "de/runs" / TRACKED / "metadata"
+    meta = json.loads((folder / "trainctl.json").read_text())
+    (folder / "trainctl.json").write_text(json.dumps({**meta, "target": "local"}))
+    trainer = json.loads((folder / "trainer.json").read_text())
+    (folder / "trainer.json").write_text(json.dumps({**trainer, "device": "cpu", "cpu": "AMD EPYC 9B14", "cores": 2}))
+    tags = read_mirror(open_bucket(f"file://{tmp_path}"), "de", TRACKED, env="local").tags
+    machine = {k.removeprefix("trainstack."): v for k, v in tags.items() if k.startswith("trainstack.")}
+    assert {k: machine.get(k) for k in ("target", "device", "cpu", "cores")} == {
+        "target": "local",
+        "device": "cpu",
+        "cpu": "AMD EPYC 9B14",
+        "cores": "2",
+    }
+    assert not {"machine_type", "gpu", "market", "nodes", "region", "zone", "placements"} & set(machine)
+    assert tags["trainstack.git_sha"] == tags["mlflow.source.git.commit"] == "0123abc"
 
 
 def test_a_run_recording_a_user_and_no_commit_says_so(tmp_path):

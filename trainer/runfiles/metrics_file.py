@@ -174,6 +174,11 @@ class RunMetrics:
         return self.kept == "blend"
 
     @property
+    def tfidf_alone(self) -> bool:
+        """The kept blend weighs the classifier 0: predict needs TF-IDF's files alone, not model.pth."""
+        return self.blended and self.blend_weight is not None and self.blend_weight <= 0
+
+    @property
     def kept_name(self) -> str:
         """What predict serves, in plain words (kept_model_name)."""
         return kept_model_name(self.kept, self.blend_weight)

@@ -2,9 +2,11 @@
 
 A run's files make it: model.pth (the fastai learner, its tokenizer inside), metrics.json (labels,
 thresholds, what the run kept), model_bwd.pth (a bidirectional run's backward classifier) and
-tfidf.json/tfidf.npz (the TF-IDF part of a kept blend). It decides as the run was scored: the
-classifier's probabilities (with model_bwd.pth, the forward and backward models' averaged), mixed with
-TF-IDF's at the kept blend weight, then the run's tuned thresholds (multi-label) or argmax.
+tfidf.json/tfidf.npz (the TF-IDF part of a kept blend). A run that kept TF-IDF alone (a blend weighing the
+classifier 0) is served from metrics.json and the TF-IDF files: no model.pth, no torch. It decides as
+the run was scored: the classifier's probabilities (with model_bwd.pth, the forward and backward models'
+averaged), mixed with TF-IDF's at the kept blend weight, then the run's tuned thresholds (multi-label) or
+argmax.
 
 This module runs under two package names: `trainer` in trainctl, and `trainer_<hash>` inside a logged
 model (trainer/serving/model_code.py says why). model.pth pickles the trainer's classes as `trainer.…`;
@@ -28,6 +30,7 @@ from trainer.serving import padded_batches
 
 MODEL, METRICS = "model.pth", "metrics.json"
 SERVED_FILES = (MODEL, METRICS, BWD_MODEL, *TFIDF_FILES)  # every file a served model may be made of
+TFIDF_SERVED_FILES = (METRICS, *TFIDF_FILES)  # those of a run that kept TF-IDF alone
 TRAINING_PACKAGE = "trainer"  # the name model.pth's classes were pickled under
 CODE_PACKAGE = __name__.split(".")[0]  # where they are found: `trainer`, or a logged model's own copy
 
@@ -106,11 +109,14 @@ def _check_parts(metrics: RunMetrics, *, backward: bool, tfidf: bool) -> None:
 class ServedModel:
     """A run's kept model, loaded once: `predict(texts)` -> (labels per text, probabilities per label)."""
 
-    def __init__(self, *, metrics: RunMetrics, learn, learn_bwd=None, tfidf=None):
-        _check_parts(metrics, backward=learn_bwd is not None, tfidf=tfidf is not None)
-        self.metrics, self.learn, self.learn_bwd = metrics, learn, learn_bwd
-        self.tfidf = tfidf if metrics.blended else None
-        self.text_model = padded_batches.text_model(learn)  # None: fastai's own path serves it
+    def __init__(self, *, metrics: RunMetrics, learn=None, learn_bwd=None, tfidf=None):
+        _check_parts(metrics, backward=learn_bwd is not None or metrics.tfidf_alone, tfidf=tfidf is not None)
+        if learn is None and not metrics.tfidf_alone:
+            raise UnservableRun(f"run {metrics.run_id} kept {metrics.kept_name}: it needs its {MODEL}")
+        self.metrics, self.tfidf = metrics, tfidf if metrics.blended else None
+        # TF-IDF alone: the classifier's share is 0, so it is neither loaded nor run
+        self.learn, self.learn_bwd = (None, None) if metrics.tfidf_alone else (learn, learn_bwd)
+        self.text_model = padded_batches.text_model(learn) if self.learn is not None else None
 
     @classmethod
     def load(
@@ -118,12 +124,15 @@ class ServedModel:
     ) -> "ServedModel":
         """From a run's files by name (SERVED_FILES: those the run has); `metrics` when read already, else
         files[metrics.json]. model_bwd.pth makes the forward+backward ensemble, unless `forward_only`."""
-        if MODEL not in files:
-            raise UnservableRun(f"no {MODEL} among the run's files ({', '.join(files) or 'none'})")
-        if metrics is None:
+        if metrics is None and METRICS in files:
             metrics = RunMetrics.from_json(Path(files[METRICS]).read_bytes())
-        backward = BWD_MODEL in files and metrics.ensemble is not None and not forward_only
+        if MODEL not in files and (metrics is None or not metrics.tfidf_alone):
+            raise UnservableRun(f"no {MODEL} among the run's files ({', '.join(files) or 'none'})")
         tfidf = metrics.blended and all(name in files for name in TFIDF_FILES)
+        if metrics.tfidf_alone:
+            _check_parts(metrics, backward=True, tfidf=tfidf)
+            return cls(metrics=metrics, tfidf=load_tfidf(*(Path(files[name]).read_bytes() for name in TFIDF_FILES)))
+        backward = BWD_MODEL in files and metrics.ensemble is not None and not forward_only
         _check_parts(metrics, backward=backward, tfidf=tfidf)
         tfidf_part = load_tfidf(*(Path(files[name]).read_bytes() for name in TFIDF_FILES)) if tfidf else None
         return cls(
@@ -157,6 +166,8 @@ class ServedModel:
         texts = list(texts)
         if not texts:
             return np.zeros((0, len(self.labels)))
+        if self.learn is None:  # TF-IDF alone
+            return self.tfidf.probabilities(texts)
         if self.text_model is None:
             probs = _learner_probabilities(self.learn, texts)
         else:

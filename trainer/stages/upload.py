@@ -26,6 +26,33 @@ def _megabytes(size: float) -> str:
     return f"{size / 1e6:,.1f} MB"
 
 
+def cpu_name() -> str | None:
+    """This machine's processor as the kernel names it (platform.processor() is often empty on Linux)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+# What serving the model imports (trainer.serving): pinned at these versions in its MLflow requirements
+SERVING_PACKAGES = ("numpy", "pandas", "scikit-learn", "scipy", "torch", "fastai", "spacy", "sentencepiece")
+
+
+def package_versions(names=SERVING_PACKAGES) -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = {}
+    for name in names:
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            continue
+    return found
+
+
 def put_model(rc, path, name: str, *, export_s: float, clock=time.monotonic) -> None:
     """Uploads an exported model file as `name`, saying its size first (flushed: a follower sees what the run
     waits on, a model.pth being tens to hundreds of MB) and how long it took after."""
@@ -84,10 +111,15 @@ def upload(
         "python": sys.version.split()[0],
         "torch": torch.__version__,
         "fastai": fastai.__version__,
+        "packages": package_versions(),
         "platform": platform.platform(),
         "device": str(rc.ctx.device),
         "precision": rc.precision,
         "world_size": rc.ctx.world,
+        # the machine it ran on, as it saw itself: a local run has no cloud machine to name
+        "cpu": cpu_name(),
+        "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
         "image": os.environ.get("TRAINSTACK_IMAGE"),
         "base_lm": result["base_lm"],
     }
