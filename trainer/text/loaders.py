@@ -26,8 +26,6 @@ from fastai.text.all import (
     DataLoaders,
     Datasets,
     L,
-    LMDataLoader,
-    LMTensorText,
     MultiCategorize,
     Numericalize,
     OneHotEncode,
@@ -39,9 +37,8 @@ from fastai.text.all import (
     default_device,
 )
 from fastai.text.data import reverse_text
-from fastai.torch_core import to_device
-from fastcore.basics import chunked
 
+from trainer.text.batches import FedLMDataLoader, FedSortedDL
 from trainer.text.tokenizers import as_spec, rules
 from trainer.text.tokens import TokenIds
 
@@ -69,125 +66,6 @@ class RowLabels(Transform):
 
     def encodes(self, row):
         return self.targets[int(row)]
-
-
-def _pinned(b):
-    if isinstance(b, torch.Tensor):
-        return b.pin_memory()
-    return type(b)(_pinned(o) for o in b) if isinstance(b, (tuple, list)) else b
-
-
-class DeviceFeed:
-    """A fastai DataLoader that, on CUDA, copies each batch from pinned memory without waiting (non_blocking) and
-    collates the next batch while the device runs the current one: a plain copy of pageable memory makes the host
-    wait for the device before every batch. The same batches in the same order; a no-op elsewhere."""
-
-    def __iter__(self):
-        device = self.device
-        if device is None or torch.device(device).type != "cuda":
-            yield from super().__iter__()
-            return
-        self.device = None  # fastai's own copy (a blocking one) is skipped; ours follows
-        try:
-            ahead = None
-            for b in super().__iter__():
-                b = to_device(_pinned(b), device, non_blocking=True)
-                if ahead is not None:
-                    yield ahead
-                ahead = b
-            if ahead is not None:
-                yield ahead
-        finally:
-            self.device = device
-
-
-class FedLMDataLoader(DeviceFeed, LMDataLoader):
-    """fastai's LMDataLoader, fed as DeviceFeed says, whose batches are slices of the epoch's token stream.
-
-    fastai builds each of a batch's `bs` rows as an item (a slice of its lazily concatenated documents, then a
-    collation): 10 ms a batch at bs 64 on a GPU machine's CPU, 42 ms at bs 256, longer than the step. With the
-    documents' ids at hand (`tokens`, `rows`: the dataset's position i is text rows[i]), the epoch's documents are
-    concatenated once, in the order fastai shuffled them, and every batch is a slice of that array: the same
-    batches, as fastai's formulas place them (LMDataLoader.create_item)."""
-
-    def __init__(self, dataset, lens=None, tokens: TokenIds | None = None, rows=None, **kwargs):
-        self.tokens, self.rows = tokens, None if rows is None else np.asarray(rows, dtype=np.int64)
-        super().__init__(dataset, lens=lens, **kwargs)
-
-    def new(self, dataset=None, **kwargs):
-        if dataset is None:
-            kwargs.setdefault("tokens", self.tokens)
-            kwargs.setdefault("rows", self.rows)
-        return super().new(dataset=dataset, **kwargs)
-
-    def _stream(self) -> np.ndarray:
-        """(bs, bl + 1) ids: row r is the epoch's token stream from r * bl, one more token for the last target."""
-        order = self.rows[np.asarray(self.items.idxs, dtype=np.int64)]
-        ids = self.tokens.select(order).ids[: self.bs * self.bl + 1]
-        rows = np.lib.stride_tricks.as_strided(ids, (self.bs, self.bl + 1), (self.bl * ids.itemsize, ids.itemsize))
-        return rows
-
-    def create_batches(self, samps):
-        if self.tokens is None:
-            yield from super().create_batches(samps)
-            return
-        stream = None
-        for chunk in chunked(samps, self.bs, self.drop_last):
-            b = chunk[0] // self.bs if chunk and chunk[0] is not None else -1
-            if len(chunk) != self.bs or list(chunk) != list(range(b * self.bs, (b + 1) * self.bs)):
-                yield self.do_batch([self.do_item(s) for s in chunk])  # not a whole batch in order: fastai's way
-                continue
-            if stream is None:
-                stream = self._stream()
-            sl = self.last_len if b == self.n_batches - 1 else self.seq_len
-            window = stream[:, b * self.seq_len : b * self.seq_len + sl + 1].astype(np.int64)
-            x, y = torch.from_numpy(window[:, :-1].copy()), torch.from_numpy(window[:, 1:].copy())
-            yield LMTensorText(x), TensorText(y)
-
-
-class FedSortedDL(DeviceFeed, SortedDL):
-    """fastai's SortedDL, fed as DeviceFeed says, whose batches are padded from the ids in one array.
-
-    fastai makes each text an item, pads each one (Pad_Chunk: whole chunks of padding first, the remainder
-    after the text) and collates them: 15 ms a batch at bs 64 on a GPU machine's CPU, 66 ms at bs 256. With the
-    ids at hand (`tokens`, `rows`: the dataset's position i is text rows[i]), a batch is one array filled with
-    padding and the texts copied in where Pad_Chunk puts them; the targets are encoded once. The same batches,
-    in fastai's order (SortedDL.get_idxs)."""
-
-    def __init__(self, dataset, tokens: TokenIds | None = None, rows=None, **kwargs):
-        self.tokens, self.rows = tokens, None if rows is None else np.asarray(rows, dtype=np.int64)
-        self._targets = None
-        super().__init__(dataset, **kwargs)
-
-    def new(self, dataset=None, **kwargs):
-        if dataset is None:
-            kwargs.setdefault("tokens", self.tokens)
-            kwargs.setdefault("rows", self.rows)
-        return super().new(dataset=dataset, **kwargs)
-
-    def _pad(self) -> Pad_Chunk | None:
-        """The batch's one transform, where it is a first-padding Pad_Chunk (else fastai's own way)."""
-        fs = list(getattr(self.before_batch, "fs", []))
-        return fs[0] if len(fs) == 1 and isinstance(fs[0], Pad_Chunk) and fs[0].pad_first else None
-
-    def _batch(self, positions, pad: Pad_Chunk) -> tuple:
-        if self._targets is None:
-            self._targets = torch.stack([self.dataset[i][1] for i in range(len(self.dataset))])
-        texts = [self.tokens.text(int(r)) for r in self.rows[positions]]
-        width = max(len(t) for t in texts)
-        x = np.full((len(texts), width), pad.pad_idx, dtype=np.int64)
-        for j, t in enumerate(texts):
-            start = (width - len(t)) // pad.seq_len * pad.seq_len
-            x[j, start : start + len(t)] = t
-        return TensorText(torch.from_numpy(x)), self._targets[torch.as_tensor(positions)]
-
-    def create_batches(self, samps):
-        pad = self._pad() if self.tokens is not None else None
-        if pad is None:
-            yield from super().create_batches(samps)
-            return
-        for chunk in chunked(samps, self.bs, self.drop_last):
-            yield self._batch(np.asarray(chunk, dtype=np.int64), pad)
 
 
 class RankLMDataLoader(FedLMDataLoader):

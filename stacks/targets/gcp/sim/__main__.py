@@ -17,9 +17,9 @@ import tempfile
 import threading
 from pathlib import Path
 
-from stacks.errors import TrainstackError
+from stacks.errors import ExitStatus, TrainstackError
 
-EXIT_USAGE, EXIT_INFRA = 2, 3
+EXIT_USAGE, EXIT_INFRA = ExitStatus.BAD_INPUT, ExitStatus.INFRA_ERROR
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -52,11 +52,11 @@ def main(argv: list[str] | None = None) -> int:
         else:
             state = deploy.destroy(args.stack_dir, args.endpoint)
             print(f"simulated destroy: {len(state.groups)} group(s), {len(state.templates)} template(s) deleted")
-        return 0
+        return ExitStatus.SUCCESS
     except TrainstackError as exc:
         said = exc.message if exc.message.startswith("simulated") else f"simulated {args.action}: {exc.message}"
         print(said + (f"\n  → {exc.hint}" if exc.hint else ""))
-        return EXIT_USAGE if exc.__class__.__name__ == "ConfigError" else EXIT_INFRA
+        return exc.exit_status
 
 
 def serve_until_interrupted(args) -> int:

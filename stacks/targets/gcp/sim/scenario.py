@@ -27,7 +27,7 @@ from pathlib import Path
 
 from pydantic import Field, field_validator, model_validator
 
-from stacks.config.models import SimPreemption, SimZone, SpotMarketSettings
+from stacks.config.market import SimPreemption, SimZone, SpotMarketSettings
 from stacks.config.strict import StrictModel
 from stacks.errors import ConfigError
 
