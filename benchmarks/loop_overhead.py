@@ -270,9 +270,10 @@ class Profile:
         self.mode = device_origin(self) if count_syncs else contextlib.nullcontext()
 
     def _wrap(self, owner, name: str, wrapper) -> None:
-        original = owner.__dict__[name] if name in owner.__dict__ else getattr(owner, name)
+        own = name in owner.__dict__  # an inherited one is deleted again at the end, not set on the class
+        original = owner.__dict__[name] if own else getattr(owner, name)
         setattr(owner, name, wrapper(original))
-        self._undo.append((owner, name, original))
+        self._undo.append((owner, name, original if own else None))
 
     def _timed(self, key: str):
         def wrapper(fn):
@@ -405,7 +406,10 @@ class Profile:
         if self._hooks:
             self._learn.loss_func = self._loss_func
         for owner, name, original in reversed(self._undo):
-            setattr(owner, name, original)
+            if original is None:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, original)
         if self.device == "cuda" and self.count_syncs:
             torch.cuda.set_sync_debug_mode("default")
 
