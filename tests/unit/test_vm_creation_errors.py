@@ -3,25 +3,19 @@ recorded responses served on 127.0.0.1 to the real google-cloud-compute client, 
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 from typer.testing import CliRunner
 
 from stacks.cli.main import app
-from stacks.runs import runflow, stack_ops
 from stacks.targets.gcp.group_errors import GroupErrors
-from stacks.targets.gcp.image import REGISTRY_ENDPOINT_ENV
 from stacks.targets.gcp.quota import ENDPOINT_ENV
-from stacks.targets.gcp.target import GCP
 from tests.support.compute_api import compute_api, fixture
-from tests.support.project import SAMPLE
+from tests.support.gcp_train import LIST_ERRORS_ANY, NO_ERRORS
+from tests.support.gcp_train import gcp_train as _gcp_train
 from tests.support.recorded_api import RecordedApi
 
 runner = CliRunner()
 LIST_ERRORS = "/compute/v1/projects/p1/zones/europe-west4-a/instanceGroupManagers/dev-train-fr/listErrors"
-MANIFEST = "/v2/p1/trainstack/trainer/manifests/[^/]+"
-COS_FAMILY = "/compute/v1/projects/cos-cloud/global/images/family/cos-stable"
 
 
 def test_each_error_of_the_group_is_returned_once():
@@ -39,64 +33,6 @@ def test_each_error_of_the_group_is_returned_once():
 def test_a_group_not_created_yet_has_no_errors():
     with RecordedApi({("GET", LIST_ERRORS): (404, "compute/error_404_accelerator_type.json")}) as api:
         assert GroupErrors("p1", "europe-west4-a", "dev-train-fr", endpoint=api.url).new() == []
-
-
-class FakeTerraform:
-    """The training stack's Terraform as far as `train` drives it (the google provider cannot be fetched here)."""
-
-    binary = "terraform"
-
-    def __init__(self):
-        self.calls = []
-
-    def outputs(self) -> dict:
-        return {}
-
-    def apply(self, variables):
-        self.calls.append(("apply", variables))
-
-    def destroy(self, variables=None):
-        self.calls.append(("destroy", variables))
-
-
-LIST_ERRORS_ANY = "/compute/v1/projects/p1/zones/(?P<zone>[^/]+)/instanceGroupManagers/dev-train-fr/listErrors"
-NO_ERRORS = {"kind": "compute#instanceGroupManagersListErrorsResponse", "items": []}
-
-
-def _gcp_train(
-    project, monkeypatch, api, sets: list[str], *, on_apply=None, spots: list | None = None, appear_s: float = 45 * 60
-):
-    """`trainctl train fr --env dev` against the recorded APIs, its Terraform faked -> (result, Terraform's calls,
-    the zone of each synth)."""
-    terraform, zones = FakeTerraform(), []
-
-    def synth_and_init(proj, config, stack, echo, placements=None):
-        out = proj.work_outdir(config.env) / "stacks" / stack
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "cdk.tf.json").write_text("{}")
-        zones.append(placements["fr"].zone)
-        if spots is not None:
-            spots.append(config.language("fr").spot)
-        return terraform
-
-    if on_apply is not None:
-        original = terraform.apply
-        terraform.apply = lambda variables: (original(variables), on_apply(zones[-1], variables["run_id"]))
-    monkeypatch.setattr(stack_ops, "synth_and_init", synth_and_init)
-    fast = dataclasses.replace(GCP, poll_s=0.05, capacity_retry=(0.01, 0.01), status_appear_timeout_s=appear_s)
-    monkeypatch.setattr(runflow, "target_of", lambda config: fast)
-    args = ["--env", "dev", "--set", "gcp.project=p1", *sets, "--set", "defaults.creation_error_minutes=0.01"]
-    assert runner.invoke(app, ["data", "push", "fr", str(SAMPLE / "fr"), *args]).exit_code == 0
-    api.routes[("HEAD", MANIFEST)] = (200, {})
-    api.routes[("GET", COS_FAMILY)] = (
-        200,
-        {"kind": "compute#image", "name": "cos-121-18867-199-88", "status": "READY", "family": "cos-stable"},
-    )
-    with api:
-        monkeypatch.setenv(ENDPOINT_ENV, api.url)
-        monkeypatch.setenv(REGISTRY_ENDPOINT_ENV, api.url)
-        result = runner.invoke(app, ["train", "fr", *args])
-    return result, terraform.calls, zones
 
 
 @pytest.mark.parametrize(

@@ -175,9 +175,7 @@ class GcpTarget:
                 continue
             try:
                 compute = compute or ComputeQuotas(config.gcp.project)
-                decision = choose_zone(
-                    config.model_copy(update={"zones": [zone], "fallback_zones": []}), lang, compute=compute
-                )
+                decision = choose_zone(only_zone(config, zone), lang, compute=compute)
             except QuotaError:
                 continue  # no quota there: never a candidate
             except Exception as exc:  # the API: the run still has its first zone
@@ -272,6 +270,12 @@ class GcpTarget:
 
 
 GCP = GcpTarget()
+
+
+def only_zone(config: "EnvConfig", zone: str) -> "EnvConfig":
+    """The env with `zone` as its one candidate: the quota decision of that zone alone (the zones live in
+    `config.gcp`; a copy that narrowed a top-level key would leave every zone a candidate)."""
+    return config.model_copy(update={"gcp": config.gcp.model_copy(update={"zones": [zone], "fallback_zones": []})})
 
 
 def recorded_zone(bucket, lang: str, run_id: str) -> str | None:
