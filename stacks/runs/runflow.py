@@ -129,7 +129,12 @@ def follow_moving(
     VM for lack of capacity or quota (stacks.runs.failover); every move and preemption in `journal`."""
     target = target_of(run.config)
     # The candidates (gcp: a quota look-up per zone) are only asked for once the run has to move.
-    failover = Failover([], run.settings.capacity_wait_minutes * 60, target.capacity_retry_s(run.config))
+    failover = Failover(
+        [],
+        run.settings.capacity_wait_minutes * 60,
+        target.capacity_retry_s(run.config),
+        describe=target.describe_placement,
+    )
     failover.pass_done = lambda: take_on_demand(run, rep, failover)
     seen = status_observer(run, rep, journal, failover)
     tail = watch.LogTail(run.bucket, run.lang, run.run_id)
@@ -231,9 +236,10 @@ def reapply_at_next(
     """The run's stack applied at the next placement that takes it -> that placement; none left for
     capacity_wait_minutes: give_up (NoCapacityError)."""
     target = target_of(run.config)
-    failed_for_s = exc.minutes * 60
+    failed_for_s, rules_out = exc.minutes * 60, exc.rules_out
     while True:
-        placement = failover.next_placement(failed_for_s, rep.info)
+        placement = failover.next_placement(failed_for_s, rep.info, rules_out)
+        rules_out = ()
         if placement is None:
             give_up(run, rep, journal, failover, len(failover.candidates), exc.hint)
         track(APPLYING)
