@@ -67,13 +67,21 @@ def run_language(
     terraform_binary()  # no terraform: say so before the data check reads the bucket
     with start_lock or nullcontext():
         report_preflight(run, rep)
-        stack_ops.open_stack(run, echo=echo, preflight=True, reporter=rep, decided=decided)
+        try:
+            stack_ops.open_stack(run, echo=echo, preflight=True, reporter=rep, decided=decided)
+        except TrainstackError as refused:
+            # The checks are a new run's (its quota counts the active run's own GPUs): a run the stack holds is
+            # followed whatever they say.
+            if not stack_ops.holds_live_run(run, echo):
+                raise
+            rep.info(f"a new run could not start ({refused.message.splitlines()[0]}); the stack holds a live one")
         track(APPLYING)
         attached = stack_ops.launch(run, rep, resume=resume)
     journal = RunJournal(run.bucket, lang, run.run_id)
     if not attached:
         journal.placed(placement_record(run.placement, run.settings.spot))
-    if attached:
+    if attached:  # followed, and moved, from where its last apply put it, not where a new run would go
+        run.placement = target_of(config).placement_of_run(config, lang, run.bucket, run.run_id) or run.placement
         running = read_status(run.bucket, lang, run.run_id)
         if running is not None and running.job != run.job:
             rep.warn(

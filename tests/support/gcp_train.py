@@ -101,6 +101,8 @@ class GcpTrain:
         self.monkeypatch.setattr(stack_ops, "synth_and_init", synth_and_init)
         fast = dataclasses.replace(GCP, poll_s=0.05, capacity_retry=(0.01, 0.01), status_appear_timeout_s=appear_s)
         self.monkeypatch.setattr(runflow, "target_of", lambda config: fast)
+        # a group that exists and has no VM (a test's own route, added before, answers first)
+        self.api.routes.setdefault(("POST", MANAGED_ANY), (200, {}))
         self.api.routes[("HEAD", MANIFEST)] = (200, {})
         self.api.routes[("GET", COS_FAMILY)] = (
             200,

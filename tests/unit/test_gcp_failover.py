@@ -116,3 +116,134 @@ def test_a_global_quota_error_stops_the_run_naming_the_quota(project, gcs_env, m
     assert "Quota 'GPUS_ALL_REGIONS' exceeded" in out and "raise it" in out
     status = read_status(open_bucket(uri), "fr", calls[0][1]["run_id"])
     assert status.state == "FAILED" and "--resume" in status.error
+
+
+def test_re_attach_with_the_quota_used_by_the_run_itself_follows_its_real_zone_and_moves_it(
+    project, gcs_env, monkeypatch
+):
+    from tests.support.compute_api import REGION
+    from tests.support.gcp_train import GcpTrain
+    from trainer.runfiles.status_file import INTERRUPTED_STAGE, RunStatus, write_status
+    from trainer.storage import open_bucket
+
+    uri = "gs://test-bucket/failover-reattach"
+    sets = ["--set", f"bucket={uri}", *SHORT_WAIT]
+    api = compute_api()
+    world = GcpTrain(project, monkeypatch, api)
+    world.install()
+    world.push(sets)
+
+    def preempted_at_once(zone: str, run_id: str) -> None:  # its VM trained, then was preempted
+        status = RunStatus(run_id=run_id, lang="fr", env="dev", state="RUNNING", stage=INTERRUPTED_STAGE, epoch=1)
+        write_status(open_bucket(uri), status)
+
+    world.on_apply = preempted_at_once
+    with api:  # started by an earlier trainctl in europe-west4-b (then Ctrl-C)
+        first = world.invoke(
+            ["train", "fr", "--detach"], [*sets, "--set", "gcp.zones=[europe-west4-b, europe-west4-a]"]
+        )
+    assert first.exit_code == 0 and world.zones == ["europe-west4-b"], first.output
+    run_id = world.terraform.state["run_id"]
+
+    # Now the region's L4 quota is exactly what the run holds, and europe-west4-b has no Spot capacity left.
+    region = REGION.format("europe-west4")
+    full = with_quotas(fixture("region_europe-west4.json"), PREEMPTIBLE_NVIDIA_L4_GPUS=(3, 3), NVIDIA_L4_GPUS=(1, 1))
+    api.routes[("GET", region)] = (200, full)
+    api.routes[("GET", list_errors("europe-west4-b"))] = (200, fixture("list_errors_zone_exhausted.json"))
+    api.routes[("GET", LIST_ERRORS_ANY)] = (200, NO_ERRORS)
+    destroy = world.terraform.destroy
+
+    def destroy_frees_the_quota(variables=None):  # the run's own GPUs go with its group
+        destroy(variables)
+        api.routes[("GET", region)] = (200, fixture("region_europe-west4.json"))
+
+    world.terraform.destroy = destroy_frees_the_quota
+    world.on_apply = _vm_that_ends_the_run(uri, dry=("europe-west4-b",))
+    with api:
+        again = world.invoke(["train", "fr"], sets)
+    out = " ".join(again.output.split())
+    assert again.exit_code == 1, again.output
+    assert "following it instead" in out and run_id in out
+    assert "VM creation failed in europe-west4-b" in out, "the run's own zone was not the one followed"
+    assert "moved to zone europe-west4-a" in out and "the stand-in VM's run in europe-west4-a" in out
+    assert world.zones == ["europe-west4-b", "europe-west4-a"]
+
+
+def _interrupted_long_ago(uri: str, run_id: str, minutes: float = 35) -> None:
+    """status.json of a run preempted `minutes` ago (its trainer checkpointed and stopped)."""
+    import json
+    from datetime import datetime, timedelta, timezone
+
+    from trainer.runfiles.status_file import INTERRUPTED_STAGE, RunStatus
+    from trainer.storage import open_bucket
+
+    then = (datetime.now(timezone.utc) - timedelta(minutes=minutes)).isoformat(timespec="seconds")
+    status = RunStatus(run_id=run_id, lang="fr", env="dev", state="RUNNING", stage=INTERRUPTED_STAGE, epoch=1)
+    doc = {**json.loads(status.to_json()), "updated_at": then}
+    open_bucket(uri).write_bytes(f"fr/runs/{run_id}/status.json", json.dumps(doc).encode())
+
+
+def _first_vm_of_two_nodes(uri: str, dry: tuple[str, ...] = ()):
+    """The first VM a 2-node group creates where there is capacity: the agent's own check at boot
+    (trainer.launchers.vm.agent: an interrupted run whose nodes did not meet within JOIN_TIMEOUT_S ends FAILED),
+    then, rejoined, a stand-in for the trainer that ends the run."""
+    import time
+
+    from trainer.launchers.interruptions import checkpointed
+    from trainer.launchers.vm.agent import end_reason
+    from trainer.launchers.vm.spec import VmSpec
+    from trainer.runfiles.status_file import RunStatus, mark_failed, read_status, write_status
+    from trainer.storage import open_bucket
+
+    def vm_in(zone: str, run_id: str) -> None:
+        if zone in dry:
+            return
+        bucket = open_bucket(uri)
+        spec = VmSpec(run_id, "fr", "dev", uri, [], 2, 1, 4, "p1", zone, "dev-train-fr", "dev-train-fr")
+        status = read_status(bucket, "fr", run_id)
+        if checkpointed(status) and (error := end_reason(spec, status, time.time())):
+            mark_failed(bucket, "fr", run_id, "dev", error)
+            return
+        status = RunStatus(run_id=run_id, lang="fr", env="dev", state="FAILED", stage="classifier")
+        status.error = f"the stand-in trainer trained on in {zone}"
+        write_status(bucket, status)
+
+    return vm_in
+
+
+def test_a_two_node_run_that_moves_long_after_its_preemption_trains_on(project, gcs_env, monkeypatch):
+    uri = "gs://test-bucket/failover-two-nodes"
+    api = compute_api()
+    api.routes[("GET", list_errors("europe-west4-a"))] = (200, fixture("list_errors_zone_exhausted.json"))
+    api.routes[("GET", LIST_ERRORS_ANY)] = (200, NO_ERRORS)
+    first_vm = _first_vm_of_two_nodes(uri, dry=("europe-west4-a",))
+
+    def vm_in(zone: str, run_id: str) -> None:
+        if zone == "europe-west4-a":  # trained, preempted; the zone stayed dry for 35 min before the run moved
+            _interrupted_long_ago(uri, run_id)
+        first_vm(zone, run_id)
+
+    sets = ["--set", f"bucket={uri}", "--set", "defaults.nodes=2", *SHORT_WAIT]
+    result, calls, zones = gcp_train(project, monkeypatch, api, sets, on_apply=vm_in)
+    assert result.exit_code == 1, result.output
+    assert "the stand-in trainer trained on in europe-west4-b" in result.output, result.output
+    assert zones == ["europe-west4-a", "europe-west4-b"]
+
+
+def test_a_resumed_two_node_run_interrupted_long_ago_trains_on(project, gcs_env, monkeypatch):
+    from tests.support.gcp_train import GcpTrain
+    from trainer.runfiles.run_ids import new_run_id
+
+    uri = "gs://test-bucket/failover-two-nodes-resume"
+    sets = ["--set", f"bucket={uri}", "--set", "defaults.nodes=2", *SHORT_WAIT]
+    api = compute_api()
+    api.routes[("GET", LIST_ERRORS_ANY)] = (200, NO_ERRORS)
+    world = GcpTrain(project, monkeypatch, api, on_apply=_first_vm_of_two_nodes(uri))
+    world.install()
+    world.push(sets)
+    run_id = new_run_id()
+    _interrupted_long_ago(uri, run_id)  # stopped by Ctrl-C and `trainctl destroy` 35 min ago, never FAILED
+    with api:
+        result = world.invoke(["train", "fr", "--resume", run_id], sets)
+    assert result.exit_code == 1, result.output
+    assert "the stand-in trainer trained on in europe-west4-a" in result.output, result.output

@@ -188,9 +188,7 @@ def group_error_poller(config, lang: str, zone: str, reporter):
 
 def group_running(config, lang: str, zone: str, endpoint: str | None = None) -> bool | None:
     """Whether `lang`'s group has its VMs up (listManagedInstances: instanceStatus RUNNING, currentAction NONE,
-    one per node); None when the group cannot be read (then nothing is moved on its account)."""
-    from google.api_core import exceptions as gexc
-
+    one per node); None when the group cannot be read, or is not in `zone` (then nothing is moved on its account)."""
     from stacks.naming import group_name
     from stacks.targets.gcp import api
 
@@ -201,9 +199,7 @@ def group_running(config, lang: str, zone: str, endpoint: str | None = None) -> 
                 project=config.gcp.project, zone=zone, instance_group_manager=group_name(config.env, lang), timeout=30
             )
         )
-    except gexc.NotFound:
-        return False  # no group there: no VM
-    except api.client_failures():
+    except api.client_failures():  # NotFound too: the run's group is not where it was looked for
         return None
     up = sum(i.instance_status == "RUNNING" and i.current_action == "NONE" for i in items)
     return up >= max(config.language(lang).nodes, 1)  # a multi-node run missing one node trains nowhere

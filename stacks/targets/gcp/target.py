@@ -188,6 +188,23 @@ class GcpTarget:
     def describe_placement(self, placement) -> str:
         return f"zone {placement.zone}" if placement is not None else "its first zone"
 
+    def placement_of_run(self, config, lang, bucket, run_id):
+        """Where the run's last apply put its group and with which image (metadata/trainctl.json, written at every
+        apply and move): a re-attached run is followed, and moved, from there."""
+        import dataclasses
+        import json
+
+        from trainer.runfiles.keys import TRAINCTL_META, run_key
+
+        try:
+            meta = json.loads(bucket.read_bytes(run_key(lang, run_id, TRAINCTL_META)))
+        except Exception:  # no record: the caller keeps what it has
+            return None
+        if not meta.get("zone"):
+            return None
+        placement = gcp_placement(config, lang, zone=meta["zone"])
+        return dataclasses.replace(placement, image=meta.get("image") or placement.image)
+
     def capacity_retry_s(self, config) -> tuple[float, float]:
         return self.capacity_retry
 
