@@ -21,12 +21,15 @@ if TYPE_CHECKING:
     from stacks.project import Project
 
 
-# Where a language of a command is (what a Ctrl-C leaves behind: stacks.runs.orchestrate.RunsInterrupted)
-WAITING, PREPARING, APPLYING, FOLLOWING, DESTROYING, DONE = (
+# Where a language of a command is (what a Ctrl-C leaves behind: stacks.runs.orchestrate.RunsInterrupted).
+# MOVING: the run's stack is being destroyed, waits for capacity or is applied at another placement; a Ctrl-C
+# there stops the run, resumable (stop_moving).
+WAITING, PREPARING, APPLYING, FOLLOWING, MOVING, DESTROYING, DONE = (
     "waiting",
     "preparing",
     "applying",
     "following",
+    "moving",
     "destroying",
     "done",
 )
@@ -155,7 +158,7 @@ def follow_moving(
             journal.ended("no capacity" if "capacity" in exc.kinds else "no quota")
             where = target.describe_placement(run.placement)
             rep.warn(f"no VM for run {run.run_id} in {where} for {exc.minutes:g} min ({exc.last}): moving it")
-            track(DESTROYING)
+            track(MOVING)
             stack_ops.teardown(run, rep)  # nothing billed while it waits or moves
             stack_ops.after_move_teardown(run)
             if not failover.candidates:
@@ -250,7 +253,7 @@ def reapply_at_next(
         rules_out = ()
         if placement is None:
             give_up(run, rep, journal, failover, len(failover.candidates), exc.hint)
-        track(APPLYING)
+        track(MOVING)
         try:
             with start_lock or nullcontext():
                 stack_ops.reapply(run, placement, rep, echo=echo)
@@ -290,6 +293,19 @@ def stop_resumable(run: LanguageRun, reason: str) -> None:
         )
     except Exception:  # the error being raised is the one to show
         pass
+
+
+def stop_moving(config: "EnvConfig", lang: str, run_id: str) -> str:
+    """Ctrl-C while a run moved (its stack destroyed, waiting, or applied again): no trainctl is left to move it,
+    so the run is stopped FAILED with how to continue it (a VM an apply had started sees the final status and
+    stops its group), not left PENDING forever. -> that command."""
+    from trainer.runfiles.status_file import mark_failed
+    from trainer.storage import open_bucket
+
+    command = f"trainctl train {lang} --env {config.env} --resume {run_id}"
+    reason = f"interrupted (Ctrl-C) while the run moved to another placement; stopped, resumable: {command}"
+    mark_failed(open_bucket(config.bucket), lang, run_id, config.env, reason)
+    return command
 
 
 def give_up(run: LanguageRun, rep, journal: RunJournal, failover: Failover, tried: int, advice: str):
