@@ -247,3 +247,53 @@ def test_a_resumed_two_node_run_interrupted_long_ago_trains_on(project, gcs_env,
         result = world.invoke(["train", "fr", "--resume", run_id], sets)
     assert result.exit_code == 1, result.output
     assert "the stand-in trainer trained on in europe-west4-a" in result.output, result.output
+
+
+def test_spot_hours_before_on_demand_fallback_are_priced_at_the_spot_rate(project, gcs_env, monkeypatch):
+    """Two hours of a Spot VM, every zone dry, then on_demand_fallback: one hour on demand. trainctl.json says what
+    the last apply took (on demand); placements.json says what each placement was."""
+    import json
+
+    from stacks.cli.main import app
+    from stacks.targets import load_env
+    from stacks.targets.gcp.pricing import price_book
+    from tests.support.gcp_train import runner
+    from trainer.runfiles.status_file import RunStatus, write_status
+    from trainer.storage import open_bucket
+
+    uri, run_id = "gs://test-bucket/cost-fallback", "20261127-100000-ab12"
+    bucket = open_bucket(uri)
+    status = RunStatus(run_id=run_id, lang="fr", env="dev", state="SUCCEEDED", stage="done")
+    write_status(bucket, status)
+    doc = {**json.loads(status.to_json()), "finished_at": "2026-11-27T13:00:00+00:00"}
+    bucket.write_bytes(f"fr/runs/{run_id}/status.json", json.dumps(doc).encode())
+    meta = {"machine_type": "g2-standard-8", "gpu": {"type": "nvidia-l4", "count": 1}, "spot": False, "nodes": 1}
+    meta |= {"zone": "europe-west4-a", "region": "europe-west4"}
+    bucket.write_bytes(f"fr/runs/{run_id}/metadata/trainctl.json", json.dumps(meta).encode())
+    placed = [
+        ("europe-west4-a", True, "10:00", "12:00", "no capacity"),
+        ("europe-west4-b", True, "12:00", "12:00", "no capacity"),
+        ("europe-west4-a", False, "12:00", "13:00", "succeeded"),
+    ]
+    journal = {
+        "placements": [
+            {"zone": z, "region": "europe-west4", "spot": spot, "outcome": outcome}
+            | {"applied_at": f"2026-11-27T{a}:00+00:00", "ended_at": f"2026-11-27T{e}:00+00:00"}
+            for z, spot, a, e, outcome in placed
+        ],
+        "preemptions": [],
+        "capacity_wait_s": 0.0,
+    }
+    bucket.write_bytes(f"fr/runs/{run_id}/metadata/placements.json", json.dumps(journal).encode())
+    for name, booted in (("dev-train-fr-s1", "20261127T100000Z"), ("dev-train-fr-d1", "20261127T120000Z")):
+        record = {"zone": "europe-west4-a", "booted_at": booted}
+        bucket.write_bytes(f"fr/runs/{run_id}/metadata/instances/{name}/{booted}.json", json.dumps(record).encode())
+
+    args = ["--env", "dev", "--set", "gcp.project=p1", "--set", f"bucket={uri}"]
+    result = runner.invoke(app, ["runs", "--lang", "fr", "--json", *args])
+    assert result.exit_code == 0, result.output
+    [row] = json.loads(result.output)
+    book = price_book(load_env(project / "envs", "dev", args[3::2]), None, ["g2-standard-8"])
+    spot, on_demand = (book.vm_per_hour("europe-west4", "g2-standard-8", "nvidia-l4", 1, s)[0] for s in (True, False))
+    assert spot < on_demand and row["billed_vm_s"] == 3 * 3600
+    assert row["est_cost"] == round(2 * spot + on_demand, 4), (row, spot, on_demand)
