@@ -37,9 +37,22 @@ def live_state(bucket: Bucket, lang: str, run_id: str, appear_timeout_s: float) 
     status = read_status(bucket, lang, run_id)
     if status is not None:
         return None if status.terminal else status.state
-    started = run_started_at(run_id)
+    # Its latest placement counts as a start: a run moving from dry zone to dry zone (a pass over them takes
+    # longer than the appear timeout) has no status yet and is still going.
+    started = max(filter(None, (run_started_at(run_id), last_placed_at(bucket, lang, run_id))), default=None)
     young = started is not None and time.time() - started < appear_timeout_s
     return "STARTING" if young and vm_startup_error(bucket, lang, run_id) is None else None
+
+
+def last_placed_at(bucket: Bucket, lang: str, run_id: str) -> float | None:
+    """When the run's latest placement was applied or ended (metadata/placements.json), epoch s; None: none."""
+    from trainer.runfiles.keys import PLACEMENTS_META
+    from trainer.runfiles.readers import read_json
+    from trainer.runfiles.timestamps import parse_time
+
+    placements = (read_json(bucket, run_key(lang, run_id, PLACEMENTS_META)) or {}).get("placements") or []
+    times = [parse_time(placements[-1].get(k)) for k in ("applied_at", "ended_at")] if placements else []
+    return max((t.timestamp() for t in times if t is not None), default=None)
 
 
 class LogTail:

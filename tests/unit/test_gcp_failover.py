@@ -297,3 +297,33 @@ def test_spot_hours_before_on_demand_fallback_are_priced_at_the_spot_rate(projec
     spot, on_demand = (book.vm_per_hour("europe-west4", "g2-standard-8", "nvidia-l4", 1, s)[0] for s in (True, False))
     assert spot < on_demand and row["billed_vm_s"] == 3 * 3600
     assert row["est_cost"] == round(2 * spot + on_demand, 4), (row, spot, on_demand)
+
+
+def test_gc_keeps_the_stack_of_a_run_still_moving_through_dry_zones(project, gcs_env, monkeypatch):
+    """Started 50 min ago, never a VM (every zone dry so far, no status.json yet), placed again 1 min ago."""
+    import json
+    from datetime import datetime, timedelta, timezone
+
+    from tests.support.gcp_train import GcpTrain
+    from trainer.runfiles.timestamps import now_iso
+    from trainer.storage import open_bucket
+
+    uri = "gs://test-bucket/gc-moving"
+    run_id = (datetime.now(timezone.utc) - timedelta(minutes=50)).strftime("%Y%m%d-%H%M%S-ab12")
+    world = GcpTrain(project, monkeypatch, compute_api())
+    world.install()
+    world.terraform.state = {"run_id": run_id, "zone": "europe-west4-c"}
+    journal = {
+        "placements": [
+            {"zone": z, "spot": True, "applied_at": now_iso(), "ended_at": None, "outcome": None}
+            for z in ("europe-west4-c",)
+        ],
+        "preemptions": [],
+        "capacity_wait_s": 0.0,
+    }
+    open_bucket(uri).write_bytes(f"fr/runs/{run_id}/metadata/placements.json", json.dumps(journal).encode())
+    with world.api:
+        result = world.invoke(["gc"], ["--set", f"bucket={uri}"])
+    assert result.exit_code == 0, result.output
+    assert world.terraform.calls == [], "gc destroyed the stack of a run that is still moving"
+    assert f"run {run_id} is STARTING; kept" in " ".join(result.output.split())
