@@ -180,3 +180,33 @@ def test_ctrl_c_while_the_run_waits_for_capacity_leaves_it_resumable_with_its_co
     status = _read(spot, run_id, "status.json")  # not PENDING forever: stopped, and says how to continue
     assert status["state"] == "FAILED" and f"--resume {run_id}" in status["error"]
     _nothing_left(spot)
+
+
+def test_a_run_re_attached_after_its_move_is_moved_again_when_its_zone_runs_dry(spot):
+    import signal
+    import threading
+
+    from tests.support.trainctl import start_trainctl, wait_for
+
+    dry_a = ["--set", "spot_market.zones.sim-a.outages=[{start_s: 0}]"]
+    proc = start_trainctl(spot, "train", "fr", *QUICK, *dry_a)
+    seen: list[str] = []
+    reader = threading.Thread(target=lambda: seen.extend(proc.stdout), daemon=True)
+    reader.start()
+    # moved from sim-a to sim-b, trained there, preempted (sim-b stays dry): Ctrl-C while following
+    wait_for(lambda: any("was interrupted in zone sim-b" in line for line in seen), 240, "the preemption in sim-b")
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=60)
+    reader.join(timeout=10)
+    assert proc.returncode == 130 and "keeps running" in "".join(seen), "".join(seen)
+    run_id = _only_run(spot)
+
+    again = trainctl(spot, "train", "fr", *QUICK, *dry_a, timeout=240)
+    out = again.stdout + again.stderr
+    assert again.returncode == 0, out
+    assert "following it instead" in out and "VM creation failed in sim-b" in out
+    assert "moved to zone sim-c (simulated)" in out
+    assert _only_run(spot) == run_id and _read(spot, run_id, "status.json")["state"] == "SUCCEEDED"
+    placed = [p["zone"] for p in _read(spot, run_id, "metadata/placements.json")["placements"]]
+    assert placed == ["sim-a", "sim-b", "sim-c"]
+    _nothing_left(spot)
