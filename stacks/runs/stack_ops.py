@@ -89,10 +89,23 @@ def stack_run(run: LanguageRun) -> tuple[str | None, str | None]:
     return current, live_state(run.bucket, run.lang, current, target_of(run.config).status_appear_timeout_s)
 
 
+RECENT_RUNS = 10  # the newest run folders looked at for a live run (one run per language at a time)
+
+
 def holds_live_run(run: LanguageRun, echo=None) -> bool:
-    """Whether the language's stack holds a run that is still going (synthesized without a placement to ask)."""
-    run.placement, run.tf = None, synth_and_init(run.project, run.config, run.stack, echo)
-    return stack_run(run)[1] is not None
+    """Whether the language's stack holds a run that is still going; False when that cannot be told (the caller's
+    own error is the one to show). The bucket is asked first, so nothing is synthesized unless a recent run of
+    the language is live; then the stack (synthesized without a placement) says whether it holds it."""
+    from stacks.runs.records import run_ids
+
+    try:
+        appear_s = target_of(run.config).status_appear_timeout_s
+        if not any(live_state(run.bucket, run.lang, r, appear_s) for r in run_ids(run.bucket, run.lang)[-RECENT_RUNS:]):
+            return False
+        run.placement, run.tf = None, synth_and_init(run.project, run.config, run.stack, echo)
+        return stack_run(run)[1] is not None
+    except Exception:
+        return False
 
 
 def write_run_metadata(run: LanguageRun) -> None:

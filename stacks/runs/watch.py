@@ -186,7 +186,7 @@ class CreationWatch:
         if problems and not no_vm and self.vm_running is not None and self.vm_running() is False:
             no_vm, self.lost_at = True, status.updated_at
         if not no_vm:
-            self.since, self.kinds, self.rules_out = None, set(), []
+            self.since, self.kinds, self.rules_out, self.last = None, set(), [], None
         elif problems:
             everywhere = [p for p in problems if getattr(p, "kind", "other") == "every-region"]
             if not (getattr(self.last, "kind", "") == "every-region" and not everywhere):
@@ -198,7 +198,7 @@ class CreationWatch:
             return
         running = self.vm_running() if self.vm_running is not None else False
         if running:
-            self.since, self.kinds, self.rules_out = None, set(), []  # the group has a VM: its status will come
+            self.since, self.kinds, self.rules_out, self.last = None, set(), [], None  # a VM: its status will come
         elif running is None:
             pass  # the group could not be asked: nothing is moved on a guess; asked again next poll
         else:
