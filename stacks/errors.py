@@ -75,16 +75,28 @@ class RunNotFoundError(TrainstackError):
 
 class VmCreationError(InfraError):
     """No VM of a run could be created for `minutes` (only errors from its group, no VM running);
-    `kinds`: of the errors (capacity, quota, other)."""
+    `kinds`: of the errors (capacity, quota, every-region, other); `rules_out`: placements the same errors would
+    meet too (each a predicate of a placement: a regional quota rules out its region's other zones)."""
 
-    def __init__(self, run_id: str, minutes: float, last: str, *, hint: str, kinds: frozenset = frozenset()):
+    def __init__(
+        self,
+        run_id: str,
+        minutes: float,
+        last: str,
+        *,
+        hint: str,
+        kinds: frozenset = frozenset(),
+        rules_out: tuple = (),
+    ):
         super().__init__(f"no VM of run {run_id} could be created in {minutes:g} min: {last}", hint=hint)
-        self.run_id, self.minutes, self.last, self.kinds = run_id, minutes, last, kinds
+        self.run_id, self.minutes, self.last, self.kinds, self.rules_out = run_id, minutes, last, kinds, rules_out
 
     @property
     def movable(self) -> bool:
-        """Only capacity or quota was missing: another zone may have it."""
-        return bool(self.kinds) and self.kinds <= {"capacity", "quota"}
+        """Capacity or quota was missing (another zone may have it), and no error is one every placement meets (a
+        global quota). Compute Engine mixes kinds in one window: an error of another kind beside them (a transient
+        one) does not pin the run to a dry zone."""
+        return bool(self.kinds & {"capacity", "quota"}) and "every-region" not in self.kinds
 
 
 class NoCapacityError(InfraError):

@@ -73,15 +73,18 @@ class TableView(LiveBoard):
         return LanguageReporter(self, lang)
 
     def interrupted(self, stop, env: str) -> None:
-        from stacks.runs.runflow import APPLYING, DESTROYING, FOLLOWING, resume_hint
+        from stacks.runs.runflow import APPLYING, DESTROYING, FOLLOWING, MOVING, resume_hint
 
         err_console.print(
             "interrupted: detached from every run; the runs keep going (a stack being applied "
             "or destroyed may be left part-way: destroy it)",
             soft_wrap=True,
         )
-        for lang, (phase, _) in stop.where.items():  # what was applied and not yet torn down
-            if phase in (APPLYING, FOLLOWING, DESTROYING):
+        for lang, (phase, run_id) in stop.where.items():  # what was applied and not yet torn down
+            if phase == MOVING:
+                hint = f"stopped while it moved, resumable: trainctl train {lang} --env {env} --resume {run_id}"
+                err_console.print(f"  {lang}: {hint}", soft_wrap=True, markup=False)
+            elif phase in (APPLYING, FOLLOWING, DESTROYING):
                 err_console.print(f"  {lang}: {resume_hint(lang, env)}", soft_wrap=True, markup=False)
 
     def summary(self, results, config) -> None:

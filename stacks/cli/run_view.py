@@ -124,11 +124,16 @@ class StreamView(ConsoleReporter):
         """The end is rendered by `summary`, once the bar is gone."""
 
     def interrupted(self, stop, env: str) -> None:
-        from stacks.runs.runflow import APPLYING, DESTROYING, FOLLOWING, resume_hint
+        from stacks.runs.runflow import APPLYING, DESTROYING, FOLLOWING, MOVING, resume_hint
 
         [(lang, (phase, run_id))] = stop.where.items()
         if phase == FOLLOWING:
             print_error(f"stopped following run {run_id}; it keeps running", resume_hint(lang, env))
+        elif phase == MOVING:
+            print_error(
+                f"interrupted while run {run_id} moved to another placement: stopped, resumable (checkpoints kept)",
+                f"continue it: trainctl train {lang} --env {env} --resume {run_id}",
+            )
         elif phase in (APPLYING, DESTROYING):
             print_error(
                 f"interrupted while {phase} train-{lang}; the stack may be partly "

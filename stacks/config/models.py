@@ -120,8 +120,8 @@ class LanguageSettings(StrictModel):
         description="while a run has no VM (before its first "
         "status.json, or after a preemption) how long its group may fail to create "
         "one (each error printed once) before `trainctl train` moves the run to its "
-        "next zone (no capacity or quota) or destroys the stack and exits 3 (any "
-        "other error)",
+        "next zone (a capacity or quota error among them) or destroys the stack and "
+        "exits 3 (only other errors, or a quota of every region)",
     )
     capacity_wait_minutes: float = Field(
         60,
@@ -129,7 +129,8 @@ class LanguageSettings(StrictModel):
         le=10080,
         description="when every zone lacks capacity: how long "
         "`trainctl train` keeps trying them again (backoff) before it destroys the "
-        "stack and exits 3, the run resumable (`train LANG --resume RUN_ID`)",
+        "stack and exits 3, the run resumable (`train LANG --resume RUN_ID`); every "
+        "zone is tried once first, even at 0",
     )
     on_demand_fallback: bool = Field(
         False,

@@ -38,18 +38,33 @@ class Failover:
     tried_in_pass: int = 0
     pauses: int = 0
     pass_done: object = None  # called when every candidate failed in a pass; True: it changed them, no pause
+    ruled_out: list = field(default_factory=list)  # predicates of placements the pass's errors would meet too
+    describe: object = str  # a placement in a few words (the target's describe_placement)
 
     def vm_came(self) -> None:
         """A VM runs the trainer again: the next stretch without one starts its own clock."""
-        self.without_vm_since, self.tried_in_pass, self.pauses = None, 0, 0
+        self.without_vm_since, self.tried_in_pass, self.pauses, self.ruled_out = None, 0, 0, []
 
-    def next_placement(self, failed_for_s: float, say) -> object | None:
+    def next_placement(self, failed_for_s: float, say, rules_out=()) -> object | None:
         """After the current placement found no capacity for `failed_for_s`: the next one (after a pause when
-        every candidate failed in this pass), or None when the run has waited `wait_limit_s` without a VM."""
+        every candidate failed in this pass), or None when the run has waited `wait_limit_s` without a VM.
+        `rules_out`: predicates of placements its errors would meet too (a regional quota: the region's other
+        zones), skipped for the rest of this pass. The first pass tries every candidate, however short the wait."""
+        self.ruled_out += list(rules_out)
+        while True:
+            placement = self._next(failed_for_s, say)
+            if placement is None or not any(rule(placement) for rule in self.ruled_out):
+                return placement
+            say(f"skipping {self.describe(placement)}: the error that stopped the run would come there too")
+            failed_for_s = 0.0
+
+    def _next(self, failed_for_s: float, say) -> object | None:
         now = self.clock()
         if self.without_vm_since is None:
             self.without_vm_since = now - failed_for_s
         self.tried_in_pass += 1
+        if self.tried_in_pass >= len(self.candidates):
+            self.ruled_out = []  # a new pass: a quota may have been freed meanwhile
         if self.tried_in_pass >= len(self.candidates) and self.pass_done is not None and self.pass_done():
             self.tried_in_pass, self.index = 0, 0
             return self.candidates[0]
@@ -66,7 +81,7 @@ class Failover:
             self.sleep(pause)
             self.pauses += 1
             self.tried_in_pass = 0
-        elif self.clock() - self.without_vm_since >= self.wait_limit_s:
+        elif self.pauses and self.clock() - self.without_vm_since >= self.wait_limit_s:
             return None
         self.index = (self.index + 1) % len(self.candidates)
         return self.candidates[self.index]

@@ -203,6 +203,10 @@ def run_in_workers(
     try:
         results = in_workers(langs, parallel, one, ended)
     except KeyboardInterrupt:
+        for lang, (phase, run_id) in where.items():
+            if phase == runflow.MOVING and run_id:
+                with contextlib.suppress(Exception):  # the bucket unreachable: the hint still says how to resume
+                    runflow.stop_moving(config, lang, run_id)
         raise RunsInterrupted(dict(where)) from None
     return [
         results.get(lang) or LanguageResult(lang, ExitStatus.INFRA_ERROR, 0.0, message="did not run") for lang in langs

@@ -21,12 +21,15 @@ if TYPE_CHECKING:
     from stacks.project import Project
 
 
-# Where a language of a command is (what a Ctrl-C leaves behind: stacks.runs.orchestrate.RunsInterrupted)
-WAITING, PREPARING, APPLYING, FOLLOWING, DESTROYING, DONE = (
+# Where a language of a command is (what a Ctrl-C leaves behind: stacks.runs.orchestrate.RunsInterrupted).
+# MOVING: the run's stack is being destroyed, waits for capacity or is applied at another placement; a Ctrl-C
+# there stops the run, resumable (stop_moving).
+WAITING, PREPARING, APPLYING, FOLLOWING, MOVING, DESTROYING, DONE = (
     "waiting",
     "preparing",
     "applying",
     "following",
+    "moving",
     "destroying",
     "done",
 )
@@ -67,13 +70,21 @@ def run_language(
     terraform_binary()  # no terraform: say so before the data check reads the bucket
     with start_lock or nullcontext():
         report_preflight(run, rep, resume=resume)
-        stack_ops.open_stack(run, echo=echo, preflight=True, reporter=rep, decided=decided)
+        try:
+            stack_ops.open_stack(run, echo=echo, preflight=True, reporter=rep, decided=decided)
+        except TrainstackError as refused:
+            # The checks are a new run's (its quota counts the active run's own GPUs): a run the stack holds is
+            # followed whatever they say.
+            if not stack_ops.holds_live_run(run, echo):
+                raise
+            rep.info(f"a new run could not start ({refused.message.splitlines()[0]}); the stack holds a live one")
         track(APPLYING)
         attached = stack_ops.launch(run, rep, resume=resume)
     journal = RunJournal(run.bucket, lang, run.run_id)
     if not attached:
         journal.placed(placement_record(run.placement, run.settings.spot))
-    if attached:
+    if attached:  # followed, and moved, from where its last apply put it, not where a new run would go
+        run.placement = target_of(config).placement_of_run(config, lang, run.bucket, run.run_id) or run.placement
         running = read_status(run.bucket, lang, run.run_id)
         if running is not None and running.job != run.job:
             rep.warn(
@@ -129,7 +140,12 @@ def follow_moving(
     VM for lack of capacity or quota (stacks.runs.failover); every move and preemption in `journal`."""
     target = target_of(run.config)
     # The candidates (gcp: a quota look-up per zone) are only asked for once the run has to move.
-    failover = Failover([], run.settings.capacity_wait_minutes * 60, target.capacity_retry_s(run.config))
+    failover = Failover(
+        [],
+        run.settings.capacity_wait_minutes * 60,
+        target.capacity_retry_s(run.config),
+        describe=target.describe_placement,
+    )
     failover.pass_done = lambda: take_on_demand(run, rep, failover)
     seen = status_observer(run, rep, journal, failover)
     tail = watch.LogTail(run.bucket, run.lang, run.run_id)
@@ -142,7 +158,7 @@ def follow_moving(
             journal.ended("no capacity" if "capacity" in exc.kinds else "no quota")
             where = target.describe_placement(run.placement)
             rep.warn(f"no VM for run {run.run_id} in {where} for {exc.minutes:g} min ({exc.last}): moving it")
-            track(DESTROYING)
+            track(MOVING)
             stack_ops.teardown(run, rep)  # nothing billed while it waits or moves
             stack_ops.after_move_teardown(run)
             if not failover.candidates:
@@ -231,12 +247,13 @@ def reapply_at_next(
     """The run's stack applied at the next placement that takes it -> that placement; none left for
     capacity_wait_minutes: give_up (NoCapacityError)."""
     target = target_of(run.config)
-    failed_for_s = exc.minutes * 60
+    failed_for_s, rules_out = exc.minutes * 60, exc.rules_out
     while True:
-        placement = failover.next_placement(failed_for_s, rep.info)
+        placement = failover.next_placement(failed_for_s, rep.info, rules_out)
+        rules_out = ()
         if placement is None:
             give_up(run, rep, journal, failover, len(failover.candidates), exc.hint)
-        track(APPLYING)
+        track(MOVING)
         try:
             with start_lock or nullcontext():
                 stack_ops.reapply(run, placement, rep, echo=echo)
@@ -276,6 +293,19 @@ def stop_resumable(run: LanguageRun, reason: str) -> None:
         )
     except Exception:  # the error being raised is the one to show
         pass
+
+
+def stop_moving(config: "EnvConfig", lang: str, run_id: str) -> str:
+    """Ctrl-C while a run moved (its stack destroyed, waiting, or applied again): no trainctl is left to move it,
+    so the run is stopped FAILED with how to continue it (a VM an apply had started sees the final status and
+    stops its group), not left PENDING forever. -> that command."""
+    from trainer.runfiles.status_file import mark_failed
+    from trainer.storage import open_bucket
+
+    command = f"trainctl train {lang} --env {config.env} --resume {run_id}"
+    reason = f"interrupted (Ctrl-C) while the run moved to another placement; stopped, resumable: {command}"
+    mark_failed(open_bucket(config.bucket), lang, run_id, config.env, reason)
+    return command
 
 
 def give_up(run: LanguageRun, rep, journal: RunJournal, failover: Failover, tried: int, advice: str):

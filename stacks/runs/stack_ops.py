@@ -89,6 +89,25 @@ def stack_run(run: LanguageRun) -> tuple[str | None, str | None]:
     return current, live_state(run.bucket, run.lang, current, target_of(run.config).status_appear_timeout_s)
 
 
+RECENT_RUNS = 10  # the newest run folders looked at for a live run (one run per language at a time)
+
+
+def holds_live_run(run: LanguageRun, echo=None) -> bool:
+    """Whether the language's stack holds a run that is still going; False when that cannot be told (the caller's
+    own error is the one to show). The bucket is asked first, so nothing is synthesized unless a recent run of
+    the language is live; then the stack (synthesized without a placement) says whether it holds it."""
+    from stacks.runs.records import run_ids
+
+    try:
+        appear_s = target_of(run.config).status_appear_timeout_s
+        if not any(live_state(run.bucket, run.lang, r, appear_s) for r in run_ids(run.bucket, run.lang)[-RECENT_RUNS:]):
+            return False
+        run.placement, run.tf = None, synth_and_init(run.project, run.config, run.stack, echo)
+        return stack_run(run)[1] is not None
+    except Exception:
+        return False
+
+
 def write_run_metadata(run: LanguageRun) -> None:
     """metadata/: what was applied for the run (env, stack, versions, machine, placement, cost estimate)."""
     bucket, run_id = run.bucket, run.run_id
@@ -209,9 +228,29 @@ def reopen(run: LanguageRun, run_id: str, reporter: Reporter) -> None:
         )
     else:
         reporter.info(f"resuming run {run_id} from its checkpoints")
+        refresh_status(run.bucket, run.lang, run_id)
     if changes:
         reporter.info(f"changed for the rest of run {run_id}: {said(changes)} (recorded in metadata/changes.json)")
     record_changes(run, run_id, changes)
+
+
+def refresh_status(bucket, lang: str, run_id: str) -> None:
+    """A run placed again (a move, a resume) without a final status: its status.json written again now. The nodes
+    of a multi-node run count their wait to meet again (trainer.launchers.vm.spec.JOIN_TIMEOUT_S) from its
+    `updated_at`: left at the preemption, a move longer than that wait would have its first new VM fail the run.
+    A write of the trainer's meanwhile wins (conditional on the version read)."""
+    from trainer.runfiles.status_file import RunStatus
+    from trainer.runfiles.timestamps import now_iso
+
+    key = run_key(lang, run_id, "status.json")
+    found = bucket.read_versioned(key)
+    if not found:
+        return
+    status = RunStatus.from_json(found[0])
+    if status.terminal:
+        return
+    status.updated_at = now_iso()
+    bucket.write_bytes(key, status.to_json(), if_version=found[1])
 
 
 def set_aside_vm_notes(bucket, lang: str, run_id: str) -> None:
@@ -243,6 +282,7 @@ def reapply(run: LanguageRun, placement, reporter: Reporter, echo=None) -> None:
         reporter.info(
             f"applying {run.stack} (run {run.run_id}) at {target_of(run.config).describe_placement(placement)}"
         )
+        refresh_status(run.bucket, run.lang, run.run_id)  # before its new VMs boot and read it
         run.tf.apply({"run_id": run.run_id})
         write_run_metadata(run)
 

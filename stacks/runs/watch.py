@@ -17,9 +17,11 @@ class CreationProblem(Protocol):
     """One error the target met creating the run's machines (gcp: an entry of the group's error list)."""
 
     hint: str
-    kind: str  # capacity, quota (the run may move to another zone) or other
+    kind: str  # capacity, quota (the run may move to another zone), every-region (a quota no zone escapes) or other
 
     def line(self) -> str: ...
+
+    # Optional: rules_out(placement) -> bool, whether the same error would come there too (a regional quota).
 
 
 class Reporter(Protocol):
@@ -35,9 +37,22 @@ def live_state(bucket: Bucket, lang: str, run_id: str, appear_timeout_s: float) 
     status = read_status(bucket, lang, run_id)
     if status is not None:
         return None if status.terminal else status.state
-    started = run_started_at(run_id)
+    # Its latest placement counts as a start: a run moving from dry zone to dry zone (a pass over them takes
+    # longer than the appear timeout) has no status yet and is still going.
+    started = max(filter(None, (run_started_at(run_id), last_placed_at(bucket, lang, run_id))), default=None)
     young = started is not None and time.time() - started < appear_timeout_s
     return "STARTING" if young and vm_startup_error(bucket, lang, run_id) is None else None
+
+
+def last_placed_at(bucket: Bucket, lang: str, run_id: str) -> float | None:
+    """When the run's latest placement was applied or ended (metadata/placements.json), epoch s; None: none."""
+    from trainer.runfiles.keys import PLACEMENTS_META
+    from trainer.runfiles.readers import read_json
+    from trainer.runfiles.timestamps import parse_time
+
+    placements = (read_json(bucket, run_key(lang, run_id, PLACEMENTS_META)) or {}).get("placements") or []
+    times = [parse_time(placements[-1].get(k)) for k in ("applied_at", "ended_at")] if placements else []
+    return max((t.timestamp() for t in times if t is not None), default=None)
 
 
 class LogTail:
@@ -153,6 +168,7 @@ class CreationWatch:
         self.lost_at: str | None = None  # the updated_at of a RUNNING status whose VM the group says is gone
         self.kinds: set[str] = set()
         self.last: CreationProblem | None = None
+        self.rules_out: list = []  # rules_out of the window's problems that have one
 
     def no_vm(self, status: RunStatus | None) -> bool:
         """No VM runs the run: no status.json yet, interrupted by a preemption, or lost without a word (a RUNNING
@@ -170,15 +186,19 @@ class CreationWatch:
         if problems and not no_vm and self.vm_running is not None and self.vm_running() is False:
             no_vm, self.lost_at = True, status.updated_at
         if not no_vm:
-            self.since, self.kinds = None, set()
+            self.since, self.kinds, self.rules_out, self.last = None, set(), [], None
         elif problems:
-            self.since, self.last = self.since or time.monotonic(), problems[-1]
+            everywhere = [p for p in problems if getattr(p, "kind", "other") == "every-region"]
+            if not (getattr(self.last, "kind", "") == "every-region" and not everywhere):
+                self.last = (everywhere or problems)[-1]  # the error that decides is the one told
+            self.since = self.since or time.monotonic()
             self.kinds |= {getattr(p, "kind", "other") for p in problems}
+            self.rules_out += [p.rules_out for p in problems if hasattr(p, "rules_out")]
         if self.since is None or time.monotonic() - self.since < self.limit_s:
             return
         running = self.vm_running() if self.vm_running is not None else False
         if running:
-            self.since, self.kinds = None, set()  # the group has a VM: its status will come
+            self.since, self.kinds, self.rules_out, self.last = None, set(), [], None  # a VM: its status will come
         elif running is None:
             pass  # the group could not be asked: nothing is moved on a guess; asked again next poll
         else:
@@ -188,6 +208,7 @@ class CreationWatch:
                 self.last.line(),
                 hint=self.last.hint,
                 kinds=frozenset(self.kinds),
+                rules_out=tuple(self.rules_out),
             )
 
 

@@ -57,6 +57,10 @@ class Target(Protocol):
     def describe_placement(self, placement) -> str:
         """A placement in a few words, for the operator's lines."""
 
+    def placement_of_run(self, config: "EnvConfig", lang: str, bucket: "Bucket", run_id: str) -> object | None:
+        """Where a run applied by an earlier command is now (re-attach: its last apply's record), None when
+        nothing says; the lifecycle follows and moves the run from there."""
+
     def capacity_retry_s(self, config: "EnvConfig") -> tuple[float, float]:
         """The first and longest pause between passes over every placement when none has capacity."""
 

@@ -168,3 +168,77 @@ def test_every_zone_dry_stops_resumable_with_exit_3_then_resume_finishes_it(spot
     # A run that succeeded is not resumed again.
     done = trainctl(spot, "train", "fr", *QUICK, "--resume", run_id)
     assert done.returncode == 2 and "already SUCCEEDED" in done.stderr
+
+
+EVERY_ZONE_DRY = [
+    "--set",
+    "spot_market.zones.sim-a.outages=[{start_s: 0}]",
+    "--set",
+    "spot_market.zones.sim-b.outages=[{start_s: 0}]",
+    "--set",
+    "spot_market.zones.sim-c.outages=[{start_s: 0}]",
+]
+
+
+def test_no_capacity_wait_still_tries_every_zone_once(spot):
+    r = trainctl(spot, "train", "fr", *QUICK, *EVERY_ZONE_DRY, "--set", "defaults.capacity_wait_minutes=0")
+    assert r.returncode == 3, r.stdout + r.stderr
+    run_id = _only_run(spot)
+    journal = _read(spot, run_id, "metadata/placements.json")
+    assert [p["zone"] for p in journal["placements"]] == ["sim-a", "sim-b", "sim-c"]
+    assert "no capacity for run" in r.stderr and f"--resume {run_id}" in r.stderr
+    _nothing_left(spot)
+
+
+def test_ctrl_c_while_the_run_waits_for_capacity_leaves_it_resumable_with_its_command(spot):
+    import signal
+    import threading
+
+    from tests.support.trainctl import start_trainctl, wait_for
+
+    # a market minute per wall minute: the pause between passes lasts 60 s, Ctrl-C comes within it
+    proc = start_trainctl(spot, "train", "fr", *QUICK, *EVERY_ZONE_DRY, "--set", "spot_market.speedup=1")
+    seen: list[str] = []
+    reader = threading.Thread(target=lambda: seen.extend(proc.stdout), daemon=True)
+    reader.start()
+    wait_for(lambda: any("trying them again in" in line for line in seen), 120, "the pause between passes")
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=60)
+    reader.join(timeout=10)
+    out = " ".join("".join(seen).split())
+    run_id = _only_run(spot)
+    assert proc.returncode == 130, out
+    assert f"trainctl train fr --env {ENV} --resume {run_id}" in out and "tear it down" not in out, out
+    status = _read(spot, run_id, "status.json")  # not PENDING forever: stopped, and says how to continue
+    assert status["state"] == "FAILED" and f"--resume {run_id}" in status["error"]
+    _nothing_left(spot)
+
+
+def test_a_run_re_attached_after_its_move_is_moved_again_when_its_zone_runs_dry(spot):
+    import signal
+    import threading
+
+    from tests.support.trainctl import start_trainctl, wait_for
+
+    dry_a = ["--set", "spot_market.zones.sim-a.outages=[{start_s: 0}]"]
+    proc = start_trainctl(spot, "train", "fr", *QUICK, *dry_a)
+    seen: list[str] = []
+    reader = threading.Thread(target=lambda: seen.extend(proc.stdout), daemon=True)
+    reader.start()
+    # moved from sim-a to sim-b, trained there, preempted (sim-b stays dry): Ctrl-C while following
+    wait_for(lambda: any("was interrupted in zone sim-b" in line for line in seen), 240, "the preemption in sim-b")
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=60)
+    reader.join(timeout=10)
+    assert proc.returncode == 130 and "keeps running" in "".join(seen), "".join(seen)
+    run_id = _only_run(spot)
+
+    again = trainctl(spot, "train", "fr", *QUICK, *dry_a, timeout=240)
+    out = again.stdout + again.stderr
+    assert again.returncode == 0, out
+    assert "following it instead" in out and "VM creation failed in sim-b" in out
+    assert "moved to zone sim-c (simulated)" in out
+    assert _only_run(spot) == run_id and _read(spot, run_id, "status.json")["state"] == "SUCCEEDED"
+    placed = [p["zone"] for p in _read(spot, run_id, "metadata/placements.json")["placements"]]
+    assert placed == ["sim-a", "sim-b", "sim-c"]
+    _nothing_left(spot)

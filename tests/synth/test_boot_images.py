@@ -175,6 +175,11 @@ def test_gpu_driver_refuses_undocumented_forms_naming_the_documented_ones(projec
             ["machine_type=a3-highgpu-2g", "gpu.type=nvidia-h100-80gb", "gpu.count=2", "spot=false"],
             "Spot or Flex-start",
         ),
+        # Spot, but on-demand VMs after a dry Spot pass: a template the group could never create
+        (
+            ["machine_type=a3-highgpu-1g", "gpu.type=nvidia-h100-80gb", "gpu.count=1", "on_demand_fallback=true"],
+            "on_demand_fallback: true, but a3-highgpu-1g is offered as Spot or Flex-start only",
+        ),
     ],
 )
 def test_machine_types_that_refuse_a_setting_stop_before_apply(project, settings, wanted):

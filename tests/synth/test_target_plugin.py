@@ -57,6 +57,7 @@ DUMMY_TARGET = '''
         def preflight(self, config, lang, reporter, decided=None): return None
         def placements(self, config, lang, reporter, first=None): return [None]
         def describe_placement(self, placement): return "nowhere"
+        def placement_of_run(self, config, lang, bucket, run_id): return None
         def capacity_retry_s(self, config): return (1.0, 1.0)
         def vm_running(self, project, config, lang, run_id, placement): return None
         def estimate(self, config, lang, bucket, reporter): return None

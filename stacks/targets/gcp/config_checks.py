@@ -114,6 +114,16 @@ def _check_language(lang: str, settings: LanguageSettings, origin: dict[tuple, s
             source=origin.get(("languages", lang, setting)) or source("defaults", setting),
             hint="the machine type cannot be created with this setting: change one of the two",
         )
+    if settings.spot and settings.on_demand_fallback:
+        # after a dry Spot pass the run would ask for on-demand VMs the group can never create
+        for setting, problem in machine_limit_problems(settings.machine_type, disk_type=settings.disk_type, spot=False):
+            if setting == "spot":
+                raise ConfigError(
+                    f"languages.{lang}: on_demand_fallback: true, but {problem.split('; ', 1)[0]}",
+                    source=origin.get(("languages", lang, "on_demand_fallback"))
+                    or source("defaults", "on_demand_fallback"),
+                    hint="set on_demand_fallback: false (the run waits for Spot capacity), or pick a3-highgpu-8g",
+                )
 
 
 def _check_gpu_driver(lang: str, gpu_driver: str, origin: dict[tuple, str], source: _Source) -> None:

@@ -23,24 +23,39 @@ def boot_records(bucket: Bucket, lang: str, run_id: str) -> list[dict]:
 
 
 def billed_vm_seconds(records: list[dict], end: datetime, placements: list[dict] | None = None) -> dict[str, float]:
-    """VM time per region from the boot records: each boot runs until the same VM's next boot (a Spot VM
+    """VM time per region from the boot records (billed_vm_spans, Spot and on-demand together)."""
+    totals: dict[str, float] = {}
+    for (region, _spot), seconds in billed_vm_spans(records, end, placements).items():
+        totals[region] = totals.get(region, 0.0) + seconds
+    return totals
+
+
+def billed_vm_spans(
+    records: list[dict], end: datetime, placements: list[dict] | None = None
+) -> dict[tuple[str | None, bool | None], float]:
+    """VM time per (region, Spot) from the boot records: each boot runs until the same VM's next boot (a Spot VM
     recreated after preemption), the end of the placement it booted in (the run moved: that group was
-    destroyed; metadata/placements.json), or the run's end. An estimate: boot and shutdown time count."""
+    destroyed; metadata/placements.json), or the run's end; it is Spot as that placement was (on_demand_fallback
+    changes it mid-run), None where no placement says. An estimate: boot and shutdown time count."""
     by_vm: dict[str, list[tuple[datetime, str | None]]] = {}
     for rec in records:
         if (booted := parse_time(rec.get("booted_at"))) is not None:
             by_vm.setdefault(str(rec.get("name")), []).append((booted, rec.get("zone")))
-    spans = [(p.get("zone"), parse_time(p.get("applied_at")), parse_time(p.get("ended_at"))) for p in placements or []]
-    totals: dict[str, float] = {}
+    spans = [
+        (p.get("zone"), parse_time(p.get("applied_at")), parse_time(p.get("ended_at")), p.get("spot"))
+        for p in placements or []
+    ]
+    totals: dict[tuple[str | None, bool | None], float] = {}
     for boots in by_vm.values():
         boots.sort(key=lambda b: b[0])
         for (start, zone), nxt in zip(boots, [*(b[0] for b in boots[1:]), None]):
-            stop = min(nxt or end, end)
-            for placed_zone, applied, ended in spans:
-                if placed_zone == zone and applied and ended and applied <= start < ended:
-                    stop = min(stop, ended)
-            region = zone.rsplit("-", 1)[0] if zone else None
-            totals[region] = totals.get(region, 0.0) + max((stop - start).total_seconds(), 0.0)
+            stop, spot = min(nxt or end, end), None
+            for placed_zone, applied, ended, placed_spot in spans:
+                if placed_zone == zone and applied and applied <= start and (ended is None or start < ended):
+                    spot = placed_spot
+                    stop = min(stop, ended) if ended else stop
+            key = (zone.rsplit("-", 1)[0] if zone else None, spot)
+            totals[key] = totals.get(key, 0.0) + max((stop - start).total_seconds(), 0.0)
     return totals
 
 
@@ -71,22 +86,23 @@ def vm_cost(bucket: Bucket, config: EnvConfig, lang: str, run_id: str, status, b
     records = boot_records(bucket, lang, run_id)
     end = parse_time(status.finished_at or status.updated_at) if status else None
     journal = read_json(bucket, run_key(lang, run_id, PLACEMENTS_META)) or {}
-    by_region = billed_vm_seconds(records, end or datetime.now(timezone.utc), journal.get("placements"))
-    billed = sum(by_region.values())
+    spans = billed_vm_spans(records, end or datetime.now(timezone.utc), journal.get("placements"))
+    billed = sum(spans.values())
     per_hour, note, source, cost = (None, "cost unknown: the run records no machine type", None, None)
     if s.get("machine_type"):
         book = book_for(s["machine_type"])
         source, cost = book.source, 0.0
-        for region in by_region or {s.get("region"): 0.0}:  # a moved run: each VM at its own region's price
+        # a moved run: each VM at its own region's price, Spot or on-demand as its placement was
+        for region, spot in spans or {(s.get("region"), None): 0.0}:
             rate, note = book.vm_per_hour(
                 region or s.get("region"),
                 s["machine_type"],
                 gpu.get("type"),
                 gpu.get("count") or 0,
-                bool(s.get("spot")),
+                bool(s.get("spot") if spot is None else spot),
             )
             per_hour = rate if per_hour is None else per_hour
-            cost = None if rate is None or cost is None else cost + by_region.get(region, 0.0) / 3600 * rate
+            cost = None if rate is None or cost is None else cost + spans.get((region, spot), 0.0) / 3600 * rate
     return {
         "machine_type": s.get("machine_type"),
         "gpu_type": gpu.get("type"),

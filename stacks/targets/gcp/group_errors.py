@@ -8,6 +8,7 @@ that never comes. `trainctl train` and `trainctl status` print each error once f
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 # Codes Compute Engine reports when it cannot create a VM, and what to do about each kind.
@@ -19,6 +20,19 @@ CAPACITY = (
 )
 QUOTA = ("QUOTA_EXCEEDED",)
 POLICY = ("CONDITION_NOT_MET", "RESOURCE_NOT_ALLOWED")
+# A Spot VM preempted while it was being created: the zone's capacity, like a stockout. SkyPilot's GCP failover
+# (sky/backends/cloud_vm_ray_backend.py, its GCP error handler) blocks the zone on UNSUPPORTED_OPERATION, "observed
+# empirically when VM is preempted during creation"; the message below is the same event as Compute Engine words it.
+PREEMPTED_IN_CREATION = ("UNSUPPORTED_OPERATION",)
+PREEMPTED_MESSAGE = "failed to start due to preemption"
+# Allocation quotas are regional or global (https://cloud.google.com/compute/quotas, "Allocation quotas"; the
+# *_ALL_REGIONS metrics count every region: https://cloud.google.com/compute/resource-usage): a QUOTA_EXCEEDED
+# names its metric and, for a regional one, its region, e.g. "Quota 'PREEMPTIBLE_CPUS' exceeded.  Limit: 4.0 in
+# region europe-west4." Another zone of that region meets the same quota; no region escapes a global one.
+QUOTA_MESSAGE = re.compile(r"Quota '(?P<metric>[A-Z0-9_]+)' exceeded(?:.*? in region (?P<region>[a-z0-9-]+))?")
+
+
+EVERY_REGION = "every-region"  # a problem kind (stacks.runs.watch.CreationProblem): no placement escapes it
 
 
 @dataclass(frozen=True)
@@ -45,6 +59,12 @@ def advice(error: GroupError, *, project: str, env: str, spot: bool) -> str:
             f"`gcp.fallback_zones` of {env_file}"
             + (", or set spot: false (on-demand capacity)" if spot else "")
             + "; `trainctl quota` shows where quota allows it"
+        )
+    if Problem(error, "").kind == EVERY_REGION:
+        metric = QUOTA_MESSAGE.search(error.message)["metric"]
+        return (
+            f"{metric} counts the project's use in every region, so no zone can start the run's VMs: raise it "
+            f"(https://console.cloud.google.com/iam-admin/quotas?project={project}), or wait for other VMs to stop"
         )
     if error.code in QUOTA:
         return (
@@ -111,9 +131,21 @@ class Problem:
 
     @property
     def kind(self) -> str:
-        """capacity or quota (another zone may have it), else other."""
-        code = self.error.code
-        return "capacity" if code in CAPACITY else "quota" if code in QUOTA else "other"
+        """capacity or quota (another zone may have it), every-region (a global quota: no zone has it), else other."""
+        code, message = self.error.code, self.error.message
+        if code in CAPACITY or code in PREEMPTED_IN_CREATION or PREEMPTED_MESSAGE in message.lower():
+            return "capacity"
+        if code in QUOTA:
+            quota = QUOTA_MESSAGE.search(message)
+            return EVERY_REGION if quota and quota["metric"].endswith("_ALL_REGIONS") else "quota"
+        return "other"
+
+    def rules_out(self, placement) -> bool:
+        """Whether the same error would come at `placement` too: a regional quota, in every zone of its region."""
+        quota = QUOTA_MESSAGE.search(self.error.message) if self.error.code in QUOTA else None
+        region = quota["region"] if quota else None
+        zone = getattr(placement, "zone", None)
+        return bool(region and zone and zone != self.error.zone and zone.rsplit("-", 1)[0] == region)
 
     def line(self) -> str:
         return self.error.line()
@@ -156,9 +188,7 @@ def group_error_poller(config, lang: str, zone: str, reporter):
 
 def group_running(config, lang: str, zone: str, endpoint: str | None = None) -> bool | None:
     """Whether `lang`'s group has its VMs up (listManagedInstances: instanceStatus RUNNING, currentAction NONE,
-    one per node); None when the group cannot be read (then nothing is moved on its account)."""
-    from google.api_core import exceptions as gexc
-
+    one per node); None when the group cannot be read, or is not in `zone` (then nothing is moved on its account)."""
     from stacks.naming import group_name
     from stacks.targets.gcp import api
 
@@ -169,9 +199,7 @@ def group_running(config, lang: str, zone: str, endpoint: str | None = None) -> 
                 project=config.gcp.project, zone=zone, instance_group_manager=group_name(config.env, lang), timeout=30
             )
         )
-    except gexc.NotFound:
-        return False  # no group there: no VM
-    except api.client_failures():
+    except api.client_failures():  # NotFound too: the run's group is not where it was looked for
         return None
     up = sum(i.instance_status == "RUNNING" and i.current_action == "NONE" for i in items)
     return up >= max(config.language(lang).nodes, 1)  # a multi-node run missing one node trains nowhere

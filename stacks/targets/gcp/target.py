@@ -175,9 +175,7 @@ class GcpTarget:
                 continue
             try:
                 compute = compute or ComputeQuotas(config.gcp.project)
-                decision = choose_zone(
-                    config.model_copy(update={"zones": [zone], "fallback_zones": []}), lang, compute=compute
-                )
+                decision = choose_zone(only_zone(config, zone), lang, compute=compute)
             except QuotaError:
                 continue  # no quota there: never a candidate
             except Exception as exc:  # the API: the run still has its first zone
@@ -189,6 +187,23 @@ class GcpTarget:
 
     def describe_placement(self, placement) -> str:
         return f"zone {placement.zone}" if placement is not None else "its first zone"
+
+    def placement_of_run(self, config, lang, bucket, run_id):
+        """Where the run's last apply put its group and with which image (metadata/trainctl.json, written at every
+        apply and move): a re-attached run is followed, and moved, from there."""
+        import dataclasses
+        import json
+
+        from trainer.runfiles.keys import TRAINCTL_META, run_key
+
+        try:
+            meta = json.loads(bucket.read_bytes(run_key(lang, run_id, TRAINCTL_META)))
+        except Exception:  # no record: the caller keeps what it has
+            return None
+        if not meta.get("zone"):
+            return None
+        placement = gcp_placement(config, lang, zone=meta["zone"])
+        return dataclasses.replace(placement, image=meta.get("image") or placement.image)
 
     def capacity_retry_s(self, config) -> tuple[float, float]:
         return self.capacity_retry
@@ -272,6 +287,12 @@ class GcpTarget:
 
 
 GCP = GcpTarget()
+
+
+def only_zone(config: "EnvConfig", zone: str) -> "EnvConfig":
+    """The env with `zone` as its one candidate: the quota decision of that zone alone (the zones live in
+    `config.gcp`; a copy that narrowed a top-level key would leave every zone a candidate)."""
+    return config.model_copy(update={"gcp": config.gcp.model_copy(update={"zones": [zone], "fallback_zones": []})})
 
 
 def recorded_zone(bucket, lang: str, run_id: str) -> str | None:

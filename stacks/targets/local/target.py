@@ -79,6 +79,18 @@ class LocalTarget:
     def describe_placement(self, placement) -> str:
         return f"zone {placement.zone} (simulated)" if placement is not None else "this machine"
 
+    def placement_of_run(self, config, lang, bucket, run_id):
+        """The market zone the run's last placement went to (metadata/placements.json)."""
+        from stacks.targets.local.host import LocalPlacement
+        from trainer.runfiles.keys import PLACEMENTS_META, run_key
+        from trainer.runfiles.readers import read_json
+
+        if config.spot_market is None or not config.language(lang).spot:
+            return None
+        journal = read_json(bucket, run_key(lang, run_id, PLACEMENTS_META)) or {}
+        placed = [p.get("zone") for p in journal.get("placements", [])]
+        return LocalPlacement(placed[-1]) if placed and placed[-1] in config.spot_market.zones else None
+
     def capacity_retry_s(self, config) -> tuple[float, float]:
         """Backoff between passes over every zone: as on gcp, in market seconds."""
         speedup = config.spot_market.speedup if config.spot_market else 1.0
