@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import csv
+import dataclasses
 import random
 
 import numpy as np
@@ -21,10 +22,16 @@ from tests.support.trainctl import run_dir
 
 @pytest.fixture(scope="module")
 def served(trained_fr):
-    from trainer.serving.served_model import ServedModel
+    from trainer.runfiles.metrics_file import RunMetrics
+    from trainer.serving.served_model import ServedModel, load_learner_file
 
     project, run_id, _ = trained_fr
-    model = ServedModel.from_folder(run_dir(project, "fr", run_id))
+    folder = run_dir(project, "fr", run_id)
+    metrics = RunMetrics.from_json((folder / "metrics.json").read_bytes())
+    # The session's tiny run may keep TF-IDF alone, which serves no classifier: these tests are the classifier's
+    # batches, so it is served as the kept model
+    classifier = dataclasses.replace(metrics, kept="classifier", blend_weight=None)
+    model = ServedModel(metrics=classifier, learn=load_learner_file(folder / "model.pth"))
     assert model.text_model is not None, "the trained classifier is not served on padded batches"
     return model
 
