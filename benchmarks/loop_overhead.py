@@ -7,7 +7,8 @@ For each stage (lm: LM fine-tuning, the adaptive or full head as the env has it;
 size (local: envs/local.yaml's AWD-LSTM; tiny: emb 32, hid 64, one layer, where a step takes a few ms so what
 surrounds it shows; gpu: envs/base.yaml's 400/1152/3), on the same pre-made batches of seeded Zipf-shaped ids:
 
-  bare   forward, loss, backward and torch's AdamW step (foreach), in the run's precision: the step alone;
+  bare   forward, loss (with ULMFiT's activation regularization, as the trainer's), backward and torch's AdamW
+         step (foreach), in the run's precision: the step alone;
   loop   the trainer's own fit of one epoch (trainer.runtime.fitting with every callback of a run: epoch log,
          status.json, checkpoint timer, batch progress, heap trim, TensorBoard, best epoch), its training
          batches timed from the first few on (validation and the epoch's end are not in the per-batch figure).
@@ -46,6 +47,15 @@ SIZES = {
 WARM = 5  # the first batches (allocator, autotuning, first-call dispatch) are not timed
 HOST_COPIES = ("tolist", "cpu", "numpy")
 ON_DEVICE = "_loop_bench_on_device"  # marks the tensors that live on the training device in a GPU run
+
+
+_clock = {"now": time.perf_counter}
+
+
+def clock_s() -> float:
+    """Wall time, or with --cpu-time this process's CPU time (one torch thread: what the loop itself costs,
+    whatever else the machine runs)."""
+    return _clock["now"]()
 
 
 def subclasses(cls) -> list:
@@ -210,11 +220,11 @@ class Clock:
             def before_batch(self):
                 if self.training and self.iter == WARM:
                     sync()
-                    clock.started = time.perf_counter()
+                    clock.started = clock_s()
 
             def after_train(self):
                 sync()
-                clock.ended = time.perf_counter()
+                clock.ended = clock_s()
                 clock.n = self.n_iter - WARM
 
         self.callback = ClockCallback()
@@ -231,6 +241,7 @@ def bare_step(learn, batches: list, precision: str, device: str, lr: float) -> f
     from trainer.runtime import distributed as D
 
     model = D.unwrap(learn.model)
+    reg = next((cb for cb in learn.cbs if type(cb).__name__ == "RNNRegularizer"), None)
     model.train()
     if hasattr(model, "reset"):
         model.reset()
@@ -242,16 +253,20 @@ def bare_step(learn, batches: list, precision: str, device: str, lr: float) -> f
     for i, (xb, yb) in enumerate(batches):
         if i == WARM:
             sync()
-            started = time.perf_counter()
+            started = clock_s()
         with torch.autocast(device, dtype=dtype or torch.float32, enabled=dtype is not None):
             out = model(*xb)
-            loss = learn.loss_func(out[0].float() if isinstance(out, tuple) else out.float(), *yb)
+            pred, raw, dropped = (o[-1] if isinstance(o, (list, tuple)) else o for o in out)  # fastai's RNNCallback
+            loss = learn.loss_func(pred.float(), *yb)
+            if reg is not None:  # ULMFiT's loss: activation and temporal activation regularization
+                loss = loss + reg.alpha * dropped.float().pow(2).mean()
+                loss = loss + reg.beta * (raw[:, 1:] - raw[:, :-1]).float().pow(2).mean()
         scaler.scale(loss).backward()
         scaler.step(opt)
         scaler.update()
         opt.zero_grad(set_to_none=True)
     sync()
-    return 1000 * (time.perf_counter() - started) / (len(batches) - WARM)
+    return 1000 * (clock_s() - started) / (len(batches) - WARM)
 
 
 class Profile:
@@ -278,12 +293,12 @@ class Profile:
     def _timed(self, key: str):
         def wrapper(fn):
             def timed(*args, **kwargs):
-                t = time.perf_counter()
+                t = clock_s()
                 try:
                     return fn(*args, **kwargs)
                 finally:
                     if self.in_batch:
-                        self.seconds[key] += time.perf_counter() - t
+                        self.seconds[key] += clock_s() - t
 
             return timed
 
@@ -370,12 +385,12 @@ class Profile:
                 for t in args[1] if len(args) > 1 else ():
                     if isinstance(t, torch.Tensor):
                         setattr(t, ON_DEVICE, True)
-                prof.in_batch, t = True, time.perf_counter()
+                prof.in_batch, t = True, clock_s()
                 try:
                     return fn(learner, *args, **kwargs)
                 finally:
                     prof.in_batch = False
-                    prof.seconds["one_batch"] += time.perf_counter() - t
+                    prof.seconds["one_batch"] += clock_s() - t
                     prof.batches += 1
 
             return timed
@@ -563,8 +578,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="more config settings")
     parser.add_argument("--json-out", type=Path)
+    parser.add_argument(
+        "--cpu-time",
+        action="store_true",
+        help="time by this process's CPU time, one torch thread (a busy machine's figures; CPU only)",
+    )
     args = parser.parse_args(argv)
     import torch
+
+    if args.cpu_time:
+        torch.set_num_threads(1)
+        _clock["now"] = time.process_time
 
     print(
         f"# {platform.machine()} {platform.processor() or ''}, torch {torch.__version__}, "
