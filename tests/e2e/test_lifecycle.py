@@ -225,7 +225,8 @@ def test_sigterm_to_one_rank_of_two_after_a_data_push_resumes_on_the_runs_own_da
 
     final = _interrupt_during_classifier(
         staged,
-        [*TINY_SETS, "--set", "defaults.trainer.epochs_clf=10", "--set", "languages.fr.processes=2"],
+        # epochs enough that the classifier is still training once the push (a process start, a read) is done
+        [*TINY_SETS, "--set", "defaults.trainer.epochs_clf=40", "--set", "languages.fr.processes=2"],
         rank1,
         signal.SIGTERM,
         before=push,
