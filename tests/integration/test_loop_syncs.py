@@ -28,3 +28,19 @@ def test_a_loss_read_every_batch_is_counted():
     counted = count_syncs("lm", extra_cbs=(ReadsTheLoss(),))
     assert counted["loop"] == pytest.approx(1.0), counted["calls"]
     assert any("ReadsTheLoss" in call or "after_batch" in call for call in counted["calls"]), counted["calls"]
+
+
+def test_the_benchmark_measures_both_stages_on_the_cpu(tmp_path):
+    """The table the GPU call's loop step makes, at the smallest size: a GPU call cannot fail on a typo here."""
+    import json
+
+    from benchmarks.loop_overhead import main
+
+    out = tmp_path / "rows.json"
+    assert main(["--sizes", "tiny", "--batches", "8", "--bs", "16", "--json-out", str(out)]) == 0
+    rows = json.loads(out.read_text())
+    assert [r["stage"] for r in rows] == ["lm_finetune", "classifier"], rows
+    for row in rows:
+        assert "error" not in row, row
+        assert row["bare_ms"] > 0 and row["loop_ms"] > 0 and row["syncs_per_batch"] == 0, row
+        assert row["profile_ms_per_batch"]["callbacks"], row
