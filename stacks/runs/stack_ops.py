@@ -194,7 +194,7 @@ def reopen(run: LanguageRun, run_id: str, reporter: Reporter) -> None:
     if status is None and not run.bucket.list(run_prefix(run.lang, run_id)):
         raise RunNotFoundError(
             f"no run {run_id} of {run.lang} in {run.config.bucket}",
-            hint=f"trainctl runs {run.lang} --env {run.env} lists them",
+            hint=f"trainctl runs --lang {run.lang} --env {run.env} lists them",
         )
     if status is not None and status.job != run.job:
         raise TrainstackError(

@@ -163,3 +163,14 @@ def test_debug_is_a_plain_flag_in_the_help_and_on_the_command_line(project):
     assert "<bool>" not in line, line
     r = runner.invoke(app, ["--debug", "runs"])
     assert r.exit_code == 0, r.output
+
+
+def test_resuming_a_run_that_is_not_there_names_a_command_that_lists_the_runs(project, monkeypatch):
+    monkeypatch.chdir(project)
+    r = runner.invoke(app, ["train", "fr", "--env", "local", "--resume", "20261127-100000-zzzz"])
+    assert r.exit_code == 2, r.output
+    said = one_line(r.output)
+    assert "no run '20261127-100000-zzzz' for fr" in said, said
+    hint = said.split("list them: ", 1)[1]
+    listed = runner.invoke(app, hint.split()[1:])  # the hint, as typed after `trainctl`
+    assert listed.exit_code == 0, (hint, listed.output)
