@@ -318,13 +318,14 @@ class Profile:
             part = "step" if self.in_step else "loop"  # the model's forward and the loss are the step's own
             self.syncs[f"{part}: {what} in {self._where()}"] += 1
 
-    def _counted(self, name: str):
-        """Tensor.cpu/.tolist/.numpy of a device tensor: a copy to the host (none of them dispatches on a CPU)."""
+    def _counted(self, label: str, copies=lambda tensor, args, kwargs: True):
+        """A Tensor method that copies a device tensor to the host when `copies` says so (.cpu, .tolist, .numpy,
+        .to("cpu"); none of them dispatches on a CPU): counted, and the scalar reads inside it are not."""
 
         def wrapper(fn):
             def counted(tensor, *args, **kwargs):
-                if getattr(tensor, ON_DEVICE, False):
-                    self.count(f"Tensor.{name}")
+                if getattr(tensor, ON_DEVICE, False) and copies(tensor, args, kwargs):
+                    self.count(label)
                 self._inside += 1
                 try:
                     return fn(tensor, *args, **kwargs)
@@ -342,23 +343,14 @@ class Profile:
         from fastai.optimizer import _BaseOptimizer
 
         for name in HOST_COPIES:
-            self._wrap(torch.Tensor, name, self._counted(name))
+            self._wrap(torch.Tensor, name, self._counted(f"Tensor.{name}"))
 
-        def to_host(fn):
-            def to(tensor, *args, **kwargs):
-                target = args[0] if args else kwargs.get("device")
-                # fastai's to_device moves a batch to the training device (the CPU, here): not a copy to the host
-                if getattr(tensor, ON_DEVICE, False) and str(target).startswith("cpu") and not from_to_device():
-                    self.count("Tensor.to(cpu)")
-                self._inside += 1
-                try:
-                    return fn(tensor, *args, **kwargs)
-                finally:
-                    self._inside -= 1
+        def to_host(tensor, args, kwargs) -> bool:
+            target = args[0] if args else kwargs.get("device")
+            # fastai's to_device moves a batch to the training device (the CPU, here): not a copy to the host
+            return str(target).startswith("cpu") and not from_to_device()
 
-            return to
-
-        self._wrap(torch.Tensor, "to", to_host)
+        self._wrap(torch.Tensor, "to", self._counted("Tensor.to(cpu)", to_host))
         for p in learn.model.parameters():
             setattr(p, ON_DEVICE, True)
         self._hooks = [
