@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
+import sys
 
 import pytest
 from typer.testing import CliRunner
@@ -53,14 +53,33 @@ def test_the_installed_script_completes_commands_and_options(project):
     assert "--json" in complete("trainctl doctor --j")
 
 
+HEAVY_PACKAGES = ("torch", "fastai", "mlflow", "google", "cdktf", "pandas", "sklearn", "numpy", "spacy")
+
+# What `trainctl --help` imports today is ~500 modules (typer, rich, pydantic, yaml); the margin is for their updates.
+MODULES_FOR_HELP = 700
+
+HELP_IMPORTS = """
+import sys
+sys.argv = ["trainctl", "--help"]
+from stacks.cli.main import run
+try:
+    run()
+except SystemExit:
+    pass
+print("\\n".join(sorted(sys.modules)), file=sys.stderr)
+"""
+
+
 def test_help_stays_quick():
-    """Completion runs trainctl on every <TAB>: the commands' imports stay inside the commands."""
-    best = float("inf")
-    for _ in range(3):
-        start = time.perf_counter()
-        subprocess.run([TRAINCTL, "--help"], capture_output=True, check=True, timeout=60)
-        best = min(best, time.perf_counter() - start)
-    assert best < 1.0, f"trainctl --help took {best:.2f}s"
+    """Completion runs trainctl on every <TAB>: the commands' imports stay inside the commands.
+
+    Counted in modules, not seconds: a busy machine makes a wall-time limit flaky."""
+    done = subprocess.run([sys.executable, "-c", HELP_IMPORTS], capture_output=True, text=True, timeout=120)
+    assert "Usage" in done.stdout, done.stderr[-2000:]
+    modules = done.stderr.split()
+    heavy = sorted({m.split(".")[0] for m in modules if m.split(".")[0] in HEAVY_PACKAGES})
+    assert not heavy, f"trainctl --help imports {heavy}"
+    assert len(modules) <= MODULES_FOR_HELP, f"trainctl --help imports {len(modules)} modules"
 
 
 @pytest.fixture
