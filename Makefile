@@ -5,6 +5,9 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
+# `make test` runs one pytest worker per core this process may use (taskset -c 0 make test: one), each pinned to its
+# core (tests/support/cores.py).
+TEST_WORKERS ?= $(shell nproc)
 NODE_STAMP := node_modules/.installed-stamp
 LINT_VENV  ?= .venv-lint
 LINT_STAMP := $(LINT_VENV)/.installed-stamp
@@ -45,7 +48,7 @@ demo: $(STAMP)
 test: $(STAMP) $(NODE_STAMP) $(LINT_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 # The unit tests alone (tests/unit: seconds each, no model trained, no stack synthesized): under a minute.
 test-fast: $(STAMP)

@@ -8,11 +8,16 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.cores import pin_this_worker
 from tests.support.gcs_proxy import start_emulator
 from tests.support.project import make_project
 
 TESTS = Path(__file__).parent
 KINDS = ("unit", "integration", "synth", "e2e")  # the folders; `pytest -m "not e2e"` etc. select by them
+
+
+def pytest_configure(config):
+    pin_this_worker()
 
 
 def pytest_collection_modifyitems(items):
