@@ -141,8 +141,8 @@ def test_no_usable_rows_says_why_each_row_was_dropped():
         (b"un texte\nun\x00autre\n", "unlabelled.txt", "line 2"),
         ("un texte\ncaf\xe9\n".encode("latin-1"), "unlabelled.txt", "not UTF-8"),
         (b"not gzip at all", "unlabelled.txt.gz", "not a readable gzip file"),
-        (gzip.compress(b"un texte\n" * 200)[:-12], "unlabelled.txt.gz", "gzip"),
-        (gzip.compress(b"un\x00texte\n"), "unlabelled.txt.gz", "NUL"),
+        (gzip.compress(b"un texte\n" * 200, mtime=0)[:-12], "unlabelled.txt.gz", "gzip"),
+        (gzip.compress(b"un\x00texte\n", mtime=0), "unlabelled.txt.gz", "NUL"),
     ],
 )
 def test_unlabelled_text_files_with_binary_content_are_errors(raw, name, message):
@@ -189,7 +189,7 @@ def data_folder(tmp_path, **files: bytes):
     "name, raw, message",
     [
         ("corpus__a.txt.gz", b"plain text, not gzip\n", "not a readable gzip file"),
-        ("corpus__a.txt.gz", gzip.compress(b"une ligne de corpus\n" * 500)[:-20], "gzip"),
+        ("corpus__a.txt.gz", gzip.compress(b"une ligne de corpus\n" * 500, mtime=0)[:-20], "gzip"),
         ("corpus__a.txt", b"une ligne\n\x00\x01\x02binaire\n", "NUL"),
         ("corpus__a.txt", "une ligne\ncaf\xe9\n".encode("latin-1"), "not UTF-8"),
         ("unlabelled.txt", b"ok\nun\x00texte\n", "NUL"),
