@@ -35,6 +35,14 @@ class VmProcess:
     state_dir: Path
 
 
+def _kill_vm(proc: subprocess.Popen) -> None:
+    """A VM's deletion: its agent and the trainer it started (the agent's own process group) end at once."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
 class VmRunner:
     """Starts, signals and stops the agent processes of the sim's VMs as their states change."""
 
@@ -70,7 +78,7 @@ class VmRunner:
         with self._lock:
             for item in self.running.values():
                 if item.proc.poll() is None:
-                    item.proc.kill()
+                    _kill_vm(item.proc)
                     item.proc.wait()
             self.running.clear()
 
@@ -87,7 +95,7 @@ class VmRunner:
                 item.proc.send_signal(signal.SIGTERM)
                 self.say(f"simulated VM {vm.name}: {'preempted' if vm.preempted else 'stopping'}, SIGTERM sent")
             elif event == "gone":
-                item.proc.kill()
+                _kill_vm(item.proc)
                 self.say(f"simulated VM {vm.name}: deleted")
 
     def _start(self, vm: Instance) -> None:
