@@ -139,7 +139,8 @@ def _start(config, scenario, path: Path, env_dir: Path, say) -> SimulatedSession
         for stop in reversed(stops):
             stop()
         raise
-    states = Path(tempfile.mkdtemp(prefix="states-", dir=work))
+    states = Path(tempfile.mkdtemp(prefix="trainstack-sim-states-"))  # the cloud's state goes with the cloud
+
     say(
         f"simulated Google Cloud at {server.url} (project {scenario.project}, scenario {path}, "
         f"{scenario.speedup:g} simulated s per wall s); bucket {config.bucket} in a simulated Cloud Storage"
@@ -148,8 +149,18 @@ def _start(config, scenario, path: Path, env_dir: Path, say) -> SimulatedSession
         "simulated: the foundation (IAM, registry, state bucket) and the trainer image are taken as in place (no "
         f"Cloud Build); each VM runs the VM agent and this checkout's trainer here (logs under {work})"
     )
-    stops.append(lambda: say("simulated Google Cloud: stopped, its VMs with it"))
+    # stopped last to first: the VMs, the API server, the storage emulator, then these
+    stops[:0] = [lambda: say("simulated Google Cloud: stopped, its VMs with it"), lambda: _forget(states, work)]
     return SimulatedSession(server.url, storage_url, cloud, vms, states, stops)
+
+
+def _forget(states: Path, work: Path) -> None:
+    """The simulated applies' state, gone with the cloud; the VMs' folder kept for their logs, if any ran."""
+    import shutil
+
+    shutil.rmtree(states, ignore_errors=True)
+    if not any(work.iterdir()):
+        work.rmdir()
 
 
 def _mkdir(path: Path) -> Path:
