@@ -7,7 +7,7 @@ from pathlib import Path
 
 from stacks.config import EnvConfig
 from stacks.errors import ConfigError
-from stacks.targets import load_env
+from stacks.targets import load_env, target_of
 
 
 @dataclass(frozen=True)
@@ -53,6 +53,7 @@ class Project:
 
     def load(self, env: str, overrides: list[str] | None = None) -> EnvConfig:
         config = load_env(self.envs_dir, env, overrides)
+        target_of(config).start_session(config, self)
         if config.bucket.startswith("file://") and not config.bucket.startswith("file:///"):
             local = (self.root / config.bucket[len("file://") :]).resolve()
             config = config.model_copy(update={"bucket": f"file://{local}"})

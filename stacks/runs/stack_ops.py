@@ -25,14 +25,14 @@ from trainer.runfiles.status_file import INTERRUPTED_STAGE, PENDING, SUCCEEDED
 
 def synth_and_init(project: Project, config: EnvConfig, name: str, echo=None, placements=None):
     """Synthesize stack `name` and `terraform init` it -> its Terraform runner."""
-    from stacks.terraform import Terraform, terraform_binary
+    from stacks.terraform import terraform_binary
 
     terraform_binary()  # fail fast (exit 3) before the slower synth
     from stacks.app import synth
 
     outdir = project.work_outdir(config.env)
     synth(config, project, outdir, placements=placements, only={name})
-    tf = Terraform(outdir / "stacks" / name, name, echo=echo)
+    tf = target_of(config).stack_runner(config, outdir / "stacks" / name, name, echo)
     tf.init()
     return tf
 

@@ -122,6 +122,14 @@ class Target(Protocol):
     def check_config(self, config: "EnvConfig", origin: dict) -> None:
         """Refuse (ConfigError, exit 2) an env this target cannot deploy as written; `origin` names each key's file."""
 
+    def start_session(self, config: "EnvConfig", project) -> None:
+        """Before a command uses the env: start what its commands talk to, for as long as the process lives (gcp: the
+        simulated Google Cloud an env with `gcp.simulated` asks for); nothing for most."""
+
+    def stack_runner(self, config: "EnvConfig", workdir: "Path", stack: str, echo=None):
+        """What applies and destroys a synthesized stack in `workdir` (stacks.terraform.Terraform's init, apply,
+        destroy, outputs): Terraform, unless the target deploys that stack another way (gcp: the simulated cloud)."""
+
 
 def registered() -> list[str]:
     """The targets' names, as stacks/config/targets.py lists them."""

@@ -52,3 +52,26 @@ def test_serve_prints_only_simulated_lines_and_trainctl_quota_rehearses_the_pref
         server.send_signal(signal.SIGINT)
         out, _ = server.communicate(timeout=30)
     assert server.returncode == 0 and out.strip().splitlines()[-1] == "simulated Google Cloud: stopped"
+
+
+def test_a_simulated_env_starts_its_own_cloud_and_never_names_another_project(tmp_path):
+    """`trainctl quota --env gcp-sim`: the command starts the simulated cloud (a scenario key changed by --set),
+    asks it, and stops it; a project other than the scenario's is refused before anything is asked. About 10 s:
+    two trainctl processes."""
+    from tests.support.project import make_project
+    from tests.support.trainctl import trainctl
+
+    root = make_project(tmp_path / "proj")
+    no_l4 = "gcp.simulated.overrides.zones.europe-west4-a.accelerators=[nvidia-tesla-t4]"
+    r = trainctl(root, "quota", "--env", "gcp-sim", "--set", no_l4, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "train-fr → europe-west4-b (PREEMPTIBLE_NVIDIA_L4_GPUS)" in r.stdout  # the first zone lacks the L4
+    sim_lines = r.stderr.strip().splitlines()
+    assert sim_lines[0].startswith("simulated Google Cloud at http://127.0.0.1:")
+    assert sim_lines[-1] == "simulated Google Cloud: stopped, its VMs with it"
+    assert all("simulated" in line for line in sim_lines), sim_lines
+
+    other = trainctl(root, "quota", "--env", "gcp-sim", "--set", "gcp.project=my-real-project", timeout=120)
+    assert other.returncode == 2, other.stdout + other.stderr
+    assert "gcp.project is 'my-real-project' but the simulated cloud's scenario" in other.stderr
+    assert "http://127.0.0.1" not in other.stderr  # refused before any cloud started

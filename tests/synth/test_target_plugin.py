@@ -78,6 +78,11 @@ DUMMY_TARGET = '''
             check = Check("dummy reachable", True, "always")
             echo(check)
             return [check], "nothing else"
+        def start_session(self, config, project): return None
+        def stack_runner(self, config, workdir, stack, echo=None):
+            from stacks.terraform import Terraform
+
+            return Terraform(workdir, stack, echo=echo)
         def check_config(self, config, origin):
             from stacks.errors import ConfigError
 

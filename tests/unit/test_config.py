@@ -73,7 +73,7 @@ def test_bad_value_from_set_names_set(project):
 
 
 def test_missing_env_lists_available(project):
-    with pytest.raises(ConfigError, match="available: dev, local, local-spot, prod"):
+    with pytest.raises(ConfigError, match="available: dev, gcp-sim, local, local-spot, prod"):
         load_config(project / "envs", "staging")
 
 

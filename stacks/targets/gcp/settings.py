@@ -8,6 +8,19 @@ from pydantic import Field
 from stacks.config.strict import StrictModel
 
 
+class SimulatedCloud(StrictModel):
+    """a simulated Google Cloud on 127.0.0.1 instead of Google (stacks/targets/gcp/sim/): every command of the env
+    starts it, talks only to it, and stops it when it ends."""
+
+    scenario: str | None = Field(
+        None, description="scenario YAML, relative to the project (default: stacks/targets/gcp/sim/scenario.yaml)"
+    )
+    speedup: float | None = Field(None, gt=0, description="simulated seconds per wall second (default: the scenario's)")
+    overrides: dict = Field(
+        {}, description="scenario keys merged over the file's (e.g. zones.europe-west4-a.outages: [{start_s: 0}])"
+    )
+
+
 class GcpSettings(StrictModel):
     """the Google Cloud project, region and zones, the registry, state bucket and network of the VMs."""
 
@@ -36,6 +49,9 @@ class GcpSettings(StrictModel):
         "bucket; false under domain restricted sharing (no usage logs then)",
     )
     subnetwork: str | None = Field(None, description="subnetwork self-link (needs Private Google Access)")
+    simulated: SimulatedCloud | None = Field(
+        None, description="rehearse on a simulated Google Cloud (docs/gcp.md); unset: the real one"
+    )
 
     @property
     def state_bucket_name(self) -> str:

@@ -83,6 +83,24 @@ class GcpTarget:
 
         check_gcp(config, origin)
 
+    def start_session(self, config, project) -> None:
+        """`gcp.simulated`: this process talks to a simulated Google Cloud it starts now (never to Google)."""
+        if config.gcp.simulated is None:
+            return
+        from stacks.targets.gcp.sim.session import say_simulated, start
+
+        start(config, project.env_dir(config.env), project.root, say_simulated)
+
+    def stack_runner(self, config, workdir, stack, echo=None):
+        """Terraform; on a simulated cloud the simulated apply and destroy (the google provider cannot run here)."""
+        if config.gcp.simulated is None:
+            from stacks.terraform import Terraform
+
+            return Terraform(workdir, stack, echo=echo)
+        from stacks.targets.gcp.sim.stack_runner import SimulatedStack
+
+        return SimulatedStack(workdir, stack)
+
     def training_part(self, config, project, lang, *, python, placement):
         from functools import partial
 
@@ -206,6 +224,13 @@ class GcpTarget:
         return dataclasses.replace(placement, image=meta.get("image") or placement.image)
 
     def capacity_retry_s(self, config) -> tuple[float, float]:
+        if config.gcp.simulated is not None:  # the simulated cloud's time runs `speedup` times faster
+            from stacks.targets.gcp.sim.session import current
+
+            session = current()
+            if session is not None:
+                speedup = session.cloud.scenario.speedup
+                return (self.capacity_retry[0] / speedup, self.capacity_retry[1] / speedup)
         return self.capacity_retry
 
     def vm_running(self, project, config, lang, run_id, placement) -> bool | None:

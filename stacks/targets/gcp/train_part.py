@@ -3,7 +3,7 @@ behind a quota guard, the trainer's VM metadata."""
 
 from __future__ import annotations
 
-from stacks.cdk import GcsBackend, TerraformOutput
+from stacks.cdk import GcsBackend, LocalBackend, TerraformOutput
 from stacks.config import EnvConfig
 from stacks.config.trainer_command import trainer_args
 from stacks.constructs.run_identity import RunIdentity
@@ -23,8 +23,12 @@ def add_gcp_part(stack, *, config: EnvConfig, lang: str, placement: GcpPlacement
     boot_image = s.boot_image or default_boot_image(s.machine_type)
     region = placement.zone.rsplit("-", 1)[0]
     name = group_name(config.env, lang)
-    GoogleProvider(stack, "google", **provider_settings(config, region))
-    GcsBackend(stack, bucket=config.gcp.state_bucket_name, prefix=state_prefix(config.env, stack.node.id))
+    if config.gcp.simulated is None:
+        GoogleProvider(stack, "google", **provider_settings(config, region))
+        GcsBackend(stack, bucket=config.gcp.state_bucket_name, prefix=state_prefix(config.env, stack.node.id))
+    else:  # never Google: Terraform run on it by hand (cdktf deploy) meets only the simulated cloud, gone by then
+        GoogleProvider(stack, "google", **provider_settings(config, region), **simulated_provider())
+        LocalBackend(stack, path="simulated.tfstate")
     run_id = RunIdentity(stack, "run", run_id=stack.run_id_expression, replace_on=stack.run_id_var.string_value).run_id
     guard = QuotaGuard(
         stack,
@@ -68,6 +72,20 @@ def add_gcp_part(stack, *, config: EnvConfig, lang: str, placement: GcpPlacement
     for key, value in outputs.items():
         TerraformOutput(stack, key, value=value, static_id=True)
     return run_id
+
+
+def simulated_provider() -> dict:
+    """The google provider's endpoints at the simulated cloud this process started, a token that is no one's."""
+    from stacks.targets.gcp.sim.session import current
+
+    session = current()
+    url = session.url if session is not None else "http://127.0.0.1:9"  # discard: nothing answers
+    return {
+        "access_token": "simulated",
+        "compute_custom_endpoint": f"{url}/compute/v1/",
+        "cloud_quotas_custom_endpoint": f"{url}/v1/",
+        "storage_custom_endpoint": f"{url}/storage/v1/",
+    }
 
 
 def _vm_metadata(config: EnvConfig, lang: str, placement: GcpPlacement, *, run_id: str, boot_image: str) -> dict:

@@ -31,6 +31,14 @@ class LocalTarget:
     def check_config(self, config, origin) -> None:
         return None  # the schema's checks are all a local env needs
 
+    def start_session(self, config, project) -> None:
+        return None  # the bucket is a folder, the trainer a local process: nothing to start
+
+    def stack_runner(self, config, workdir, stack, echo=None):
+        from stacks.terraform import Terraform
+
+        return Terraform(workdir, stack, echo=echo)
+
     def training_part(self, config, project, lang, *, python, placement):
         from functools import partial
 

@@ -331,3 +331,17 @@ def sku_page(cloud: SimCloud, page_size: int, token: str) -> dict:
     start = int(token or 0)
     end = start + max(page_size, 1)
     return {"skus": every[start:end], "nextPageToken": str(end) if end < len(every) else ""}
+
+
+def public_image(project_name: str, family: str) -> dict:
+    """images.getFromFamily of a public image project (cos-cloud, ...): a READY image of the family, as the boot
+    image check reads it (https://cloud.google.com/compute/docs/reference/rest/v1/images/getFromFamily)."""
+    name = f"{family}-simulated"
+    return {
+        "kind": "compute#image",
+        "id": numeric_id(f"{project_name}/{family}"),
+        "name": name,
+        "family": family,
+        "status": "READY",
+        "selfLink": f"{API}/projects/{project_name}/global/images/{name}",
+    }

@@ -60,8 +60,10 @@ class SimState:
             return cls()
 
 
-def apply(stack_dir: Path, endpoint: str, *, variables: dict | None = None) -> SimState:
-    """Create the stack's resources in the sim at `endpoint`; its outputs, resolved, in the returned state."""
+def apply(stack_dir: Path, endpoint: str, *, variables: dict | None = None, state_file: Path | None = None) -> SimState:
+    """Create the stack's resources in the sim at `endpoint`; its outputs, resolved, in the returned state (kept in
+    `state_file`, default beside the stack)."""
+    state_file = state_file or stack_dir / STATE_FILE
     doc = json.loads((stack_dir / "cdk.tf.json").read_text())
     resources = doc.get("resource") or {}
     unknown = sorted(set(resources) - HANDLED)
@@ -70,7 +72,7 @@ def apply(stack_dir: Path, endpoint: str, *, variables: dict | None = None) -> S
             f"simulated apply: the stack holds resources the simulated cloud does not create: {', '.join(unknown)}",
             hint="rehearse the training stack (train-<lang>) only",
         )
-    state = SimState.load(stack_dir / STATE_FILE)
+    state = SimState.load(state_file)
     if state.groups or state.templates:
         raise SimApplyError(
             f"simulated apply: {stack_dir.name} is already applied in the simulated cloud", hint="destroy it first"
@@ -138,15 +140,16 @@ def apply(stack_dir: Path, endpoint: str, *, variables: dict | None = None) -> S
             ).result()
         state.outputs = {name: refs.resolve(out.get("value")) for name, out in (doc.get("output") or {}).items()}
     finally:
-        state.save(stack_dir / STATE_FILE)
+        state.save(state_file)
     return state
 
 
-def destroy(stack_dir: Path, endpoint: str) -> SimState:
+def destroy(stack_dir: Path, endpoint: str, *, state_file: Path | None = None) -> SimState:
     """Delete what the simulated apply created (groups, then templates, then policies); gone already is fine."""
     from google.api_core import exceptions as gexc
 
-    state = SimState.load(stack_dir / STATE_FILE)
+    state_file = state_file or stack_dir / STATE_FILE
+    state = SimState.load(state_file)
     clients = _Clients(endpoint)
     project = json.loads((stack_dir / "cdk.tf.json").read_text()).get("provider", {}).get("google", [{}])[0]["project"]
     steps = [(clients.groups.delete, {"zone": z, "instance_group_manager": n}) for z, n in state.groups]
@@ -157,7 +160,7 @@ def destroy(stack_dir: Path, endpoint: str) -> SimState:
             call(project=project, **args).result()
         except gexc.NotFound:
             pass
-    (stack_dir / STATE_FILE).unlink(missing_ok=True)
+    state_file.unlink(missing_ok=True)
     return state
 
 

@@ -24,7 +24,7 @@ TICK_S = 0.2  # how often (wall seconds) the clock moves on its own
 
 def endpoints(url: str) -> dict[str, str]:
     """The environment that points the gcp target (and the VM agent's Compute client) at the sim."""
-    names = ("COMPUTE", "CLOUDQUOTAS", "CLOUDBILLING")
+    names = ("COMPUTE", "CLOUDQUOTAS", "CLOUDBILLING", "REGISTRY")
     return {f"TRAINSTACK_{n}_ENDPOINT": url for n in names}
 
 
@@ -103,7 +103,7 @@ def _handler(sim: SimServer):
             self.end_headers()
             self.wfile.write(data)
 
-        do_GET = do_POST = do_DELETE = do_PATCH = do_PUT = _serve
+        do_GET = do_POST = do_DELETE = do_PATCH = do_PUT = do_HEAD = _serve
 
         def log_message(self, *args) -> None:  # the sim's own lines say "simulated"; requests are in sim.requests
             pass
@@ -120,6 +120,12 @@ def route(cloud: SimCloud, method: str, path: str, query: dict, body: dict) -> t
         return 200, answers.quota_info(cloud, m.group(2))
     if re.fullmatch(r"/v1/services/[^/]+/skus", path) and method == "GET":
         return 200, answers.sku_page(cloud, int(query.get("pageSize") or 5000), query.get("pageToken", ""))
+    if re.fullmatch(r"/v2/.+/manifests/[^/]+", path) and method in ("HEAD", "GET"):
+        return 200, {}  # Artifact Registry: every trainer image is taken as built (the VMs run this checkout)
+    if (m := re.fullmatch(r"/compute/v1/projects/([a-z-]+-cloud)/global/images/family/([^/]+)", path)) and method == (
+        "GET"
+    ):
+        return 200, answers.public_image(m.group(1), m.group(2))
     m = re.fullmatch(r"/compute/v1/projects/([^/]+)(/.*)?", path)
     if m is None:
         raise SimError(404, f"no simulated API at {path}")

@@ -3,7 +3,8 @@ metadata its template and per-instance config carry, as startup.sh starts it in 
 
 What the VM's host does around the agent is done here as images/trainer/startup.sh and shutdown.sh do it:
 the GPUs the template attaches are what the agent's hardware check sees (TRAINSTACK_GPU_PROBE, a driver the
-image accepts); a preemption drops the shutdown flag and sends SIGTERM, the VM's deletion kills what is left;
+image accepts); a preemption, or a deletion, drops the shutdown flag and sends SIGTERM; what is left is killed
+`notice_s` wall seconds after the deletion (a checkpoint takes real time, however fast the simulated clock);
 an agent exit other than 0 (the run ended and the agent handled it) or 143 (stopped by the shutdown script)
 stops billing as startup.sh's `fatal` does, by resizing the group to 0. Preemptions triggered by a stage or
 an epoch read the run's status.json and log.txt from its bucket (the local market's rule).
@@ -35,6 +36,14 @@ class VmProcess:
     state_dir: Path
 
 
+def _kill_vm(proc: subprocess.Popen) -> None:
+    """A VM's deletion: its agent and the trainer it started (the agent's own process group) end at once."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
 class VmRunner:
     """Starts, signals and stops the agent processes of the sim's VMs as their states change."""
 
@@ -48,9 +57,13 @@ class VmRunner:
         trainer_cmd: str | None = None,
         env: dict[str, str] | None = None,
         say: Callable[[str], None] = print,
+        notice_s: float = 30.0,
     ):
         self.cloud, self.endpoint, self.metadata_host = cloud, endpoint, metadata_host
         self.workdir, self.trainer_cmd, self.env, self.say = workdir, trainer_cmd, env or {}, say
+        # A deleted VM's processes get this long (wall seconds) after SIGTERM before they are killed: the trainer's
+        # checkpoint takes real time whatever the simulated clock's speed (Spot's notice: 30 s).
+        self.notice_s = notice_s
         self.running: dict[str, VmProcess] = {}
         self.exits: list[tuple[str, int]] = []  # (VM name, agent exit code), in order
         self.boots: dict[str, int] = {}
@@ -70,7 +83,7 @@ class VmRunner:
         with self._lock:
             for item in self.running.values():
                 if item.proc.poll() is None:
-                    item.proc.kill()
+                    _kill_vm(item.proc)
                     item.proc.wait()
             self.running.clear()
 
@@ -87,7 +100,14 @@ class VmRunner:
                 item.proc.send_signal(signal.SIGTERM)
                 self.say(f"simulated VM {vm.name}: {'preempted' if vm.preempted else 'stopping'}, SIGTERM sent")
             elif event == "gone":
-                item.proc.kill()
+                flag = item.state_dir / "shutting-down"
+                if not flag.exists():  # deleted with its group: the shutdown script runs on deletion too
+                    flag.touch()
+                    item.proc.send_signal(signal.SIGTERM)
+                proc = item.proc
+                timer = threading.Timer(self.notice_s, lambda: proc.poll() is None and _kill_vm(proc))
+                timer.daemon = True
+                timer.start()
                 self.say(f"simulated VM {vm.name}: deleted")
 
     def _start(self, vm: Instance) -> None:
