@@ -134,10 +134,11 @@ def git_sha(root: Path) -> str | None:
     return out.stdout.strip() or None
 
 
-def launch(run: LanguageRun, reporter: Reporter, *, resume: str | None = None) -> bool:
-    """Apply the stack for a new run (or for `resume`, a stopped run continued from its checkpoints), or take
-    the active run -> whether it attached; run.run_id is set."""
-    with lock_of(run, "starting a run") as hold:
+def launch(run: LanguageRun, reporter: Reporter, *, resume: str | None = None, new_id: str | None = None) -> bool:
+    """Apply the stack for a new run (`new_id`, else a new id) or for `resume` (a stopped run continued from its
+    checkpoints), or take the active run -> whether it attached; run.run_id is set."""
+    next_id = resume or new_id or new_run_id()
+    with lock_of(run, f"{'resuming' if resume else 'starting'} run {next_id}", next_id) as hold:
         current, state = stack_run(run)
         if current:
             if state is not None:
@@ -151,14 +152,15 @@ def launch(run: LanguageRun, reporter: Reporter, *, resume: str | None = None) -
                     f"a {run.lang} run is already active in env {run.env} "
                     f"({current}, {state}); following it instead of starting another"
                 )
+                hold.doing(f"attaching to run {current}", current)
                 run.run_id = current
                 return True
             reporter.info(f"tearing down the ended run {current} left in {run.stack}")
-            hold.doing(f"tearing down the ended run {current}")
+            hold.doing(f"tearing down the ended run {current} to start run {next_id}", next_id)
             run.tf.destroy({"run_id": current})
         if resume:
             reopen(run, resume, reporter)
-        run.run_id = resume or new_run_id()
+        run.run_id = next_id
         hold.doing(f"{'resuming' if resume else 'starting'} run {run.run_id}", run.run_id)
         reporter.info(f"applying {run.stack} (run {run.run_id})")
         run.tf.apply({"run_id": run.run_id})
