@@ -1,5 +1,5 @@
-"""One trainctl at a time per stack, from its synth to its apply or destroy. The lock file says who holds it (pid,
-what it does, the run), so a trainctl turned away names the run and what to do instead of racing it."""
+"""One trainctl at a time per stack, from its data check to its apply or destroy. The lock file says who holds it
+(pid, what it does, the run), so a trainctl turned away names the run and what to do instead of racing it."""
 
 from __future__ import annotations
 
