@@ -9,7 +9,7 @@ import typer
 
 from stacks.cli.common import STATE, EnvOpt, LangArg, SetOpt, check_output_file, console, load, mapped_errors
 from stacks.cli.run_console import ConsoleReporter
-from stacks.errors import ConfigError, ExitStatus, TrainstackError
+from stacks.errors import ConfigError, ExitStatus, StackBusyError, TrainstackError
 
 PLAN_CHANGES = ExitStatus.PLAN_CHANGES
 
@@ -305,18 +305,23 @@ def gc(
     bucket = open_bucket(config.bucket)
     destroyed, kept = [], []
     for lang in config.languages:
-        run = resolve(project, config, lang, bucket=bucket)
-        with stack_ops.lock_of(run, f"collecting {run.stack}"):  # no new run is applied between look and teardown
-            stack_ops.open_stack(run)
-            run.run_id, state = stack_ops.stack_run(run)  # the rule `train` tears an ended run's stack down by
-            if not run.run_id:
-                continue
-            if state is not None:
-                console.print(f"{run.stack}: run {run.run_id} is {state}; kept")
-                kept.append(f"`{run.stack}` (run `{run.run_id}` is {state})")
-                continue
-            rep = ConsoleReporter()
-            stack_ops.teardown(run, rep)
+        run, rep = resolve(project, config, lang, bucket=bucket), ConsoleReporter()
+        try:
+            with stack_ops.lock_of(run, f"collecting {run.stack}"):  # no run is applied between look and teardown
+                stack_ops.open_stack(run)
+                run.run_id, state = stack_ops.stack_run(run)  # the rule `train` tears an ended run's stack down by
+                if run.run_id and state is None:
+                    stack_ops.teardown(run, rep)
+        except StackBusyError as busy:  # another command is starting or ending a run there: it is not gc's
+            console.print(f"{busy.message}; kept", markup=False)
+            kept.append(f"`{run.stack}` ({busy.message.split(' is busy: ')[-1]})")
+            continue
+        if not run.run_id:
+            continue
+        if state is not None:
+            console.print(f"{run.stack}: run {run.run_id} is {state}; kept")
+            kept.append(f"`{run.stack}` (run `{run.run_id}` is {state})")
+            continue
         record_cost(run, rep)  # a detached run's cost and final report.html
         destroyed.append(f"`{run.stack}` (run `{run.run_id}`)")
     console.print(f"gc: destroyed {len(destroyed)} stack(s)")
