@@ -19,7 +19,7 @@ Generated from the CLI (`python docs/cli_reference.py > docs/cli.md`; a test fai
 |---|---|
 | 0 | success |
 | 1 | the run failed (its status says why) |
-| 2 | bad usage, config or input |
+| 2 | bad usage, config or input; the language's stack busy with another command |
 | 3 | infrastructure: Terraform, quota, a cloud API, VM creation |
 | 4 | `trainctl plan` only: the plan has changes |
 | 130 | interrupted (Ctrl-C) |

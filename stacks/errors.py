@@ -73,6 +73,10 @@ class RunNotFoundError(TrainstackError):
     pass
 
 
+class StackBusyError(TrainstackError):
+    """Another command holds the stack (its trainctl lock or Terraform's state lock): rerun once it is done (exit 2)."""
+
+
 class VmCreationError(InfraError):
     """No VM of a run could be created for `minutes` (only errors from its group, no VM running);
     `kinds`: of the errors (capacity, quota, every-region, other); `rules_out`: placements the same errors would

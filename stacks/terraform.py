@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
 from pathlib import Path
 
-from stacks.errors import TerraformError, ToolMissingError
+from stacks.errors import StackBusyError, TerraformError, ToolMissingError
 
+STATE_LOCKED = "Error acquiring the state lock"
 INSTALL_HINT = (
     "install Terraform >= 1.5 (https://developer.hashicorp.com/terraform/install) "
     "and make sure `terraform version` works in this shell"
@@ -58,8 +60,30 @@ class Terraform:
             errors = err.read()
         output = "".join(lines)
         if code != 0:
+            if STATE_LOCKED in errors + output:
+                raise self._state_locked(errors + output)
             raise TerraformError(action, self.stack, output + errors, str(self.workdir))
         return output
+
+    def _state_locked(self, text: str) -> StackBusyError:
+        """Another command holds the state's lock: who and since when, from Terraform's lock info when it has one."""
+        info = dict(re.findall(r"^\s*(ID|Operation|Who|Created):\s*(\S.*?)\s*$", text, re.M))
+        held = ", ".join(
+            part
+            for part in (
+                info.get("Operation", "").removeprefix("OperationType").lower(),
+                f"by {info['Who']}" if "Who" in info else "",
+                f"since {info['Created'][:19]}" if "Created" in info else "",
+            )
+            if part
+        )
+        hint = "rerun once it is done"
+        if "ID" in info:
+            hint += f"; a lock that a killed terraform left: terraform -chdir={self.workdir} force-unlock {info['ID']}"
+        return StackBusyError(
+            f"Terraform's state of {self.stack} is locked by another command" + (f" ({held})" if held else ""),
+            hint=hint,
+        )
 
     @staticmethod
     def _vars(variables: dict[str, str] | None) -> list[str]:

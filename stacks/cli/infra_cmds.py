@@ -9,7 +9,7 @@ import typer
 
 from stacks.cli.common import STATE, EnvOpt, LangArg, SetOpt, check_output_file, console, load, mapped_errors
 from stacks.cli.run_console import ConsoleReporter
-from stacks.errors import ConfigError, ExitStatus, TrainstackError
+from stacks.errors import ConfigError, ExitStatus, StackBusyError, TrainstackError
 
 PLAN_CHANGES = ExitStatus.PLAN_CHANGES
 
@@ -260,10 +260,12 @@ def destroy(lang: LangArg, env: EnvOpt = "local", sets: SetOpt = None):
     from trainer.runfiles.status_file import mark_failed, read_status
 
     project, config = load(env, sets)
-    run = stack_ops.open_stack(resolve(project, config, lang))
-    run.run_id = stack_ops.active_run(run)
+    run = resolve(project, config, lang)
     rep = ConsoleReporter()
-    stack_ops.teardown(run, rep)
+    with stack_ops.lock_of(run, f"destroying {run.stack}"):  # the run it finds is the one it destroys
+        stack_ops.open_stack(run)
+        run.run_id = stack_ops.active_run(run)
+        stack_ops.teardown(run, rep)
     if run.run_id:
         status = read_status(run.bucket, lang, run.run_id)
         if status is None or not status.terminal:  # no VM was running it (waiting for capacity): say how it ended
@@ -303,16 +305,23 @@ def gc(
     bucket = open_bucket(config.bucket)
     destroyed, kept = [], []
     for lang in config.languages:
-        run = stack_ops.open_stack(resolve(project, config, lang, bucket=bucket))
-        run.run_id, state = stack_ops.stack_run(run)  # the rule `train` tears an ended run's stack down by
+        run, rep = resolve(project, config, lang, bucket=bucket), ConsoleReporter()
+        try:
+            with stack_ops.lock_of(run, f"collecting {run.stack}"):  # no run is applied between look and teardown
+                stack_ops.open_stack(run)
+                run.run_id, state = stack_ops.stack_run(run)  # the rule `train` tears an ended run's stack down by
+                if run.run_id and state is None:
+                    stack_ops.teardown(run, rep)
+        except StackBusyError as busy:  # another command is starting or ending a run there: it is not gc's
+            console.print(f"{busy.message}; kept", markup=False)
+            kept.append(f"`{run.stack}` ({busy.message.split(' is busy: ')[-1]})")
+            continue
         if not run.run_id:
             continue
         if state is not None:
             console.print(f"{run.stack}: run {run.run_id} is {state}; kept")
             kept.append(f"`{run.stack}` (run `{run.run_id}` is {state})")
             continue
-        rep = ConsoleReporter()
-        stack_ops.teardown(run, rep)
         record_cost(run, rep)  # a detached run's cost and final report.html
         destroyed.append(f"`{run.stack}` (run `{run.run_id}`)")
     console.print(f"gc: destroyed {len(destroyed)} stack(s)")

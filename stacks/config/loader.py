@@ -47,8 +47,18 @@ class DuplicateKey(yaml.YAMLError):
 
 
 def _read_yaml(path: Path, label: str) -> dict[str, Any]:
+    raw = path.read_bytes()
     try:
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise ConfigError(
+            f"not UTF-8: byte {raw[exc.start]:#04x} on line {line}",
+            source=label,
+            hint=f"save {label} as UTF-8 (e.g. iconv -f latin1 -t utf-8 {label} > {label}.utf8, then move it back)",
+        ) from None
+    try:
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
     except DuplicateKey as exc:
         raise ConfigError(str(exc), source=label, hint=f"keep one of the two in {label}") from None
     except yaml.YAMLError as exc:

@@ -64,22 +64,27 @@ def run_language(
     `resume`: continue this stopped run (its checkpoints) instead of starting a new one.
     -> the run, its status None when the command detached."""
     from stacks.terraform import terraform_binary
+    from trainer.runfiles.run_ids import new_run_id
     from trainer.runfiles.status_file import read_status
 
     run = resolve(project, config, lang)
     terraform_binary()  # no terraform: say so before the data check reads the bucket
     with start_lock or nullcontext():
-        report_preflight(run, rep, resume=resume)
-        try:
-            stack_ops.open_stack(run, echo=echo, preflight=True, reporter=rep, decided=decided)
-        except TrainstackError as refused:
-            # The checks are a new run's (its quota counts the active run's own GPUs): a run the stack holds is
-            # followed whatever they say.
-            if not stack_ops.holds_live_run(run, echo):
-                raise
-            rep.info(f"a new run could not start ({refused.message.splitlines()[0]}); the stack holds a live one")
-        track(APPLYING)
-        attached = stack_ops.launch(run, rep, resume=resume)
+        # One lock from the data check to the apply: a second trainctl is turned away at once, naming this one's run
+        # (a new run's id is chosen now), before it reads the data or rewrites the stack's folder.
+        run_id = resume or new_run_id()
+        with stack_ops.lock_of(run, f"{'resuming' if resume else 'starting'} run {run_id}", run_id):
+            report_preflight(run, rep, resume=resume)
+            try:
+                stack_ops.open_stack(run, echo=echo, preflight=True, reporter=rep, decided=decided)
+            except TrainstackError as refused:
+                # The checks are a new run's (its quota counts the active run's own GPUs): a run the stack holds is
+                # followed whatever they say.
+                if not stack_ops.holds_live_run(run, echo):
+                    raise
+                rep.info(f"a new run could not start ({refused.message.splitlines()[0]}); the stack holds a live one")
+            track(APPLYING)
+            attached = stack_ops.launch(run, rep, resume=resume, new_id=run_id)
     journal = RunJournal(run.bucket, lang, run.run_id)
     if not attached:
         journal.placed(placement_record(run.placement, run.settings.spot))

@@ -4,17 +4,16 @@ the one rule for whether the run a stack holds has ended."""
 
 from __future__ import annotations
 
-import fcntl
 import json
 import platform
 import subprocess
-from contextlib import contextmanager
 from pathlib import Path
 
 from stacks.config import EnvConfig
-from stacks.errors import InfraError, TrainstackError
+from stacks.errors import TrainstackError
 from stacks.project import Project
 from stacks.runs.language_run import LanguageRun
+from stacks.runs.stack_lock import stack_lock
 from stacks.runs.watch import Reporter, live_state
 from stacks.targets import target_of
 from stacks.terraform import terraform_version
@@ -31,9 +30,11 @@ def synth_and_init(project: Project, config: EnvConfig, name: str, echo=None, pl
     from stacks.app import synth
 
     outdir = project.work_outdir(config.env)
-    synth(config, project, outdir, placements=placements, only={name})
-    tf = target_of(config).stack_runner(config, outdir / "stacks" / name, name, echo)
-    tf.init()
+    # under the stack's lock: another trainctl's synth or init would rewrite the folder of an apply under way
+    with stack_lock(project, config.env, name, doing=f"synthesizing {name}"):
+        synth(config, project, outdir, placements=placements, only={name})
+        tf = target_of(config).stack_runner(config, outdir / "stacks" / name, name, echo)
+        tf.init()
     return tf
 
 
@@ -58,20 +59,9 @@ def open_foundation(project: Project, config: EnvConfig, echo=None):
     return synth_and_init(project, config, FOUNDATION, echo)
 
 
-@contextmanager
-def stack_lock(project: Project, env: str, stack: str):
-    """One trainctl at a time per stack: the active-run check and the apply are one step."""
-    path = project.env_dir(env) / "locks" / f"{stack}.lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise InfraError(
-                f"another trainctl is applying or destroying {stack} in env {env}",
-                hint="wait for it to finish, then rerun",
-            ) from None
-        yield
+def lock_of(run: LanguageRun, doing: str, run_id: str | None = None):
+    """The language's stack lock, held for `doing` (what a trainctl turned away reads)."""
+    return stack_lock(run.project, run.env, run.stack, lang=run.lang, doing=doing, run_id=run_id)
 
 
 def active_run(run: LanguageRun) -> str | None:
@@ -144,10 +134,11 @@ def git_sha(root: Path) -> str | None:
     return out.stdout.strip() or None
 
 
-def launch(run: LanguageRun, reporter: Reporter, *, resume: str | None = None) -> bool:
-    """Apply the stack for a new run (or for `resume`, a stopped run continued from its checkpoints), or take
-    the active run -> whether it attached; run.run_id is set."""
-    with stack_lock(run.project, run.env, run.stack):
+def launch(run: LanguageRun, reporter: Reporter, *, resume: str | None = None, new_id: str | None = None) -> bool:
+    """Apply the stack for a new run (`new_id`, else a new id) or for `resume` (a stopped run continued from its
+    checkpoints), or take the active run -> whether it attached; run.run_id is set."""
+    next_id = resume or new_id or new_run_id()
+    with lock_of(run, f"{'resuming' if resume else 'starting'} run {next_id}", next_id) as hold:
         current, state = stack_run(run)
         if current:
             if state is not None:
@@ -161,13 +152,16 @@ def launch(run: LanguageRun, reporter: Reporter, *, resume: str | None = None) -
                     f"a {run.lang} run is already active in env {run.env} "
                     f"({current}, {state}); following it instead of starting another"
                 )
+                hold.doing(f"attaching to run {current}", current)
                 run.run_id = current
                 return True
             reporter.info(f"tearing down the ended run {current} left in {run.stack}")
+            hold.doing(f"tearing down the ended run {current} to start run {next_id}", next_id)
             run.tf.destroy({"run_id": current})
         if resume:
             reopen(run, resume, reporter)
-        run.run_id = resume or new_run_id()
+        run.run_id = next_id
+        hold.doing(f"{'resuming' if resume else 'starting'} run {run.run_id}", run.run_id)
         reporter.info(f"applying {run.stack} (run {run.run_id})")
         run.tf.apply({"run_id": run.run_id})
         write_run_metadata(run)
@@ -269,7 +263,7 @@ def set_aside_vm_notes(bucket, lang: str, run_id: str) -> None:
 def reapply(run: LanguageRun, placement, reporter: Reporter, echo=None) -> None:
     """Apply the stack again at `placement` for the same run id (the run moves; it resumes from its checkpoint).
     A stack another command applied meanwhile (a new run, a resume) is never applied over: RunActiveError."""
-    with stack_lock(run.project, run.env, run.stack):
+    with lock_of(run, f"moving run {run.run_id}", run.run_id):
         run.placement = placement
         run.tf = synth_and_init(run.project, run.config, run.stack, echo, {run.lang: placement} if placement else None)
         current = active_run(run)
@@ -300,6 +294,6 @@ def after_move_teardown(run: LanguageRun) -> None:
 
 def teardown(run: LanguageRun, reporter: Reporter) -> None:
     """Destroy the stack (for the run it holds: run.run_id, None when nothing was applied)."""
-    with stack_lock(run.project, run.env, run.stack):
+    with lock_of(run, f"destroying {run.stack}" + (f" (run {run.run_id})" if run.run_id else ""), run.run_id):
         reporter.info(f"destroying {run.stack}")
         run.tf.destroy({"run_id": run.run_id} if run.run_id else None)

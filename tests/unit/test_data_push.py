@@ -246,3 +246,28 @@ def test_the_bytes_staged_are_the_bytes_checked_whatever_the_file_becomes_during
     assert report.files["fr/data/train.csv"]["action"] == "uploaded"
     assert src.read_bytes() != checked  # it changed as its upload began
     assert (bucket / "fr/data/train.csv").read_bytes() == checked
+
+
+def test_trainctl_data_push_of_a_file_changed_after_its_check_is_exit_2_and_stages_nothing(project, monkeypatch):
+    """The same as `trainctl data push --replace` meets it (the console's listener, the project's bucket): exit 2,
+    one error naming the file, nothing replaced. ~1 s."""
+    from stacks.cli import data_cmd
+
+    bucket = project / ".trainstack/local/bucket/fr/data"
+    assert runner.invoke(app, ["data", "push", "fr", str(SAMPLE / "fr" / "train.csv")]).exit_code == 0
+    before = {p: p.read_bytes() for p in bucket.rglob("*") if p.is_file()}
+    src = project / "train.csv"
+    src.write_bytes((SAMPLE / "fr" / "train.csv").read_bytes().replace(b"compte", b"account"))
+
+    class SavedWhileChecked(data_cmd.ConsoleListener):
+        def say(self, line):
+            super().say(line)
+            if line.startswith(f"{src}: kept"):  # validated: an editor saves the file now
+                with src.open("ab") as fh:
+                    fh.write("un texte ajouté pendant le push,livraison\n".encode())
+
+    monkeypatch.setattr(data_cmd, "ConsoleListener", SavedWhileChecked)
+    r = runner.invoke(app, ["data", "push", "fr", str(src), "--replace"], env={"COLUMNS": "400"})
+    output = " ".join(r.output.split())
+    assert r.exit_code == 2 and output.count("error:") == 1 and "changed while it was being pushed" in output, output
+    assert {p: p.read_bytes() for p in bucket.rglob("*") if p.is_file()} == before

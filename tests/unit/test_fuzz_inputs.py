@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 
 from stacks.cli.main import app
 from tests.support.project import SAMPLE
+from tests.unit.test_run_ids import COMMANDS
 from trainer.data.labelled import LabelledData, parse_labelled
 from trainer.data.textfiles import check_text_file, unlabelled_texts
 from trainer.errors import DataError
@@ -259,3 +260,185 @@ def test_the_bucket_is_untouched_by_a_refused_push_of_a_known_bad_file(project, 
     (tmp_path / "train.csv").write_bytes(raw)
     r = runner.invoke(app, ["data", "push", "fr", str(tmp_path / "train.csv")])
     assert r.exit_code == 2 and bucket_files(project) == {}
+
+
+# -- run ids, overlays and --set values ----------------------------------------------------------------------
+# Whatever is typed, a command ends 0, 1 or 2 with one error line (or Click's own usage message), never a
+# traceback or exit 3, and writes nothing but where it may: `promote` a language's models/, nothing for the rest.
+
+FAILED_FR, SUCCEEDED_FR = "20260101-100000-dead", "20260102-100000-beef"
+RUN_ID_PIECES = [FAILED_FR, SUCCEEDED_FR, "..", "/", "\\", "\x00", "\n", " ", "~", "*", "%2e%2e", "-", "é", "runs"]
+RUN_IDS = st.one_of(
+    st.text(max_size=20),
+    st.lists(st.sampled_from(RUN_ID_PIECES), max_size=4).map("".join),
+    st.from_regex(r"[A-Za-z0-9_-]{1,70}", fullmatch=True),
+    st.sampled_from([f"../../fr/runs/{FAILED_FR}", f"/tmp/{FAILED_FR}", "2026" * 200, "--help", "-h"]),
+)
+# Every command that takes a run id as typed (test_run_ids checks its list is every such parameter), and fr's
+# promote and runs show, which find runs there.
+RUN_ID_COMMANDS = [*COMMANDS.values(), ["promote", "fr", "RUN"], ["runs", "show", "RUN", "--lang", "fr"]]
+
+
+def project_files(root) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def assert_ended_cleanly(r, args) -> None:
+    said = f"{args!r} -> exit {r.exit_code}: {r.output}\n{r.exception!r}"
+    assert r.exit_code in (0, 1, 2), said
+    assert "Traceback" not in r.output and (r.exception is None or isinstance(r.exception, SystemExit)), said
+    if r.exit_code:
+        errors = re.findall(r"^error:", r.output, re.M)
+        assert len(errors) == 1 or (not errors and "Usage:" in r.output and "Error" in r.output), said
+
+
+def assert_wrote_only_where_it_may(before: dict, after: dict, allowed: str | None = None) -> None:
+    changed = {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
+    assert all(allowed and re.match(allowed, k) for k in changed), f"written: {sorted(changed)}"
+
+
+@pytest.fixture
+def runs_of_two_languages(project):
+    from tests.support.runs import fake_run, write
+
+    root = project / ".trainstack" / "local" / "bucket"
+    fake_run(root, "fr", FAILED_FR, f1={"a": 0.5, "b": 0.5}, state="FAILED")
+    write(root, f"fr/runs/{FAILED_FR}/log.txt", b"2026-01-01T10:00:00Z FAILED: out of memory\n")
+    fake_run(root, "fr", SUCCEEDED_FR, f1={"a": 0.8, "b": 0.7}, rows=[(0, "x", "a", "a")])
+    assert runner.invoke(app, ["data", "push", "en", str(SAMPLE / "fr")]).exit_code == 0
+    return project
+
+
+@settings(FUZZ, max_examples=60)
+@given(command=st.sampled_from(RUN_ID_COMMANDS), run_id=RUN_IDS)
+def test_any_run_id_given_to_any_command_ends_cleanly_and_writes_only_where_it_may(
+    runs_of_two_languages, command, run_id
+):
+    project = runs_of_two_languages
+    args = [run_id if arg == "RUN" else arg for arg in command]
+    before = project_files(project)
+    r = runner.invoke(app, args, env={"COLUMNS": "400"})
+    event(f"{command[0]} exit {r.exit_code}")
+    assert_ended_cleanly(r, args)
+    # a promotion writes the language's models/ (fr's succeeded run is the only one it may promote)
+    assert_wrote_only_where_it_may(before, project_files(project), r"\.trainstack/local/bucket/fr/models/")
+
+
+CONFIG_PATHS = [
+    "target",
+    "bucket",
+    "extends",
+    "defaults",
+    "defaults.trainer.seed",
+    "defaults.trainer.bs",
+    "defaults.trainer.lr",
+    "defaults.trainer.nope",
+    "defaults.data.text_col",
+    "defaults.data.label_cols",
+    "defaults.max_run_hours",
+    "languages",
+    "languages.fr",
+    "languages.FR",
+    "languages.../x",
+    "languages.fr.trainer.n_hid",
+    "tracking.mlflow.uri",
+    "spot_market.speedup",
+    "spot_market.zones",
+    "spot_market.preemptions",
+    "gcp.project",
+    "",
+    "a..b",
+]
+ODD_VALUES = [
+    None,
+    True,
+    "",
+    "yes",
+    "null",
+    "../out",
+    "/abs",
+    "x\x00",
+    -1,
+    0,
+    2**64,
+    1e309,
+    float("nan"),
+    [],
+    {},
+    ["a", None],
+    {"a": None},
+    {"sim-a": {"outages": [{"start_s": 9, "end_s": 1}]}},
+    [{"zone": "", "stage": "x"}],
+    "file://../out",
+    "file://x",
+    "gs://",
+    "local",
+    "local-spot",
+    "fuzz",
+    "base",
+    "text",
+    "http//h",
+]
+VALUES = st.one_of(st.sampled_from(ODD_VALUES), st.integers(), st.floats(), st.text(max_size=8))
+SET_TEXT = st.sampled_from(
+    ["", "null", "[", "{a: ", "1e999", ".nan", "yes", "~", "-1", "4097", "'x", "&a [*a]", "!!python/name:os.system"]
+)
+SETS = st.lists(
+    st.one_of(
+        st.builds(lambda k, v: f"{k}={v}", st.sampled_from(CONFIG_PATHS), st.one_of(SET_TEXT, st.text(max_size=8))),
+        st.text(max_size=15),
+    ),
+    max_size=3,
+)
+
+
+def nested(pairs: list[tuple[str, object]]) -> dict:
+    doc: dict = {}
+    for path, value in pairs:
+        *parents, leaf = path.split(".")
+        at = doc
+        for key in parents:
+            at = at.setdefault(key, {}) if isinstance(at.get(key, {}), dict) else {}
+        at[leaf] = value
+    return doc
+
+
+def yaml_text(doc: dict) -> str:
+    import yaml
+
+    return yaml.safe_dump(doc, allow_unicode=True)
+
+
+OVERLAYS = st.one_of(
+    st.lists(st.tuples(st.sampled_from(CONFIG_PATHS), VALUES), max_size=5).map(nested).map(yaml_text),
+    st.sampled_from(
+        ["{", "[", ": :", "extends: fuzz\n", "a: &x [*x]\n", "<<: *nope\n", "\t", "!!python/name:os.system"]
+    ),
+    st.text(max_size=40),
+    st.binary(max_size=40),
+)
+READS = [["config", "show"], ["config", "show", "--json"], ["runs"], ["status", "fr"], ["logs", "fr"]]
+
+
+@settings(FUZZ, max_examples=60)
+@given(overlay=OVERLAYS, sets=SETS, command=st.sampled_from(READS))
+def test_any_overlay_and_set_values_end_cleanly_and_write_nothing(project, overlay, sets, command):
+    """An env file and --set values of any shape: exit 0 or 2 with one error naming where the value came from,
+    and nothing written anywhere (a bucket named by the overlay included)."""
+    from stacks.config import load_config
+    from stacks.errors import TrainstackError
+
+    env_file = project / "envs" / "fuzz.yaml"
+    (env_file.write_bytes if isinstance(overlay, bytes) else env_file.write_text)(overlay)
+    set_args = [arg for s in sets for arg in ("--set", s)]
+    try:  # what reads a bucket reads the local target's folders alone here (a gs:// bucket would go to Google)
+        if load_config(project / "envs", "fuzz", sets).target != "local":
+            command = ["config", "show"]
+    except (TrainstackError, ValueError, TypeError):
+        pass
+    args = [*command, "--env", "fuzz", *set_args]
+    before = project_files(project.parent)
+    r = runner.invoke(app, args, env={"COLUMNS": "400"})
+    event(f"{command[0]} exit {r.exit_code}")
+    assert_ended_cleanly(r, args)
+    assert_wrote_only_where_it_may(before, project_files(project.parent))
