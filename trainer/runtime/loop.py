@@ -21,18 +21,39 @@ from operator import attrgetter
 
 import numpy as np
 import torch
-from fastai.callback.core import event
+from fastai.callback.core import Callback, event
 from fastai.callback.schedule import ParamScheduler, SchedCos
 from fastai.learner import AvgLoss, AvgMetric, AvgSmoothLoss, Recorder
 from fastai.metrics import AccumMetric, Perplexity
 from fastai.optimizer import Adam, Optimizer, adam_step, average_grad, average_sqr_grad, debias, step_stat, weight_decay
 from fastai.text.models.core import SentenceEncoder, _pad_tensor
-from fastai.torch_core import find_bs, flatten_check, tensor
+from fastai.torch_core import TensorBase, find_bs, flatten_check, tensor
 from fastcore.foundation import L
 
 from trainer.text.batches import CHUNK_ROWS
 
 # --- losses and metrics on the device ------------------------------------------------------------------------
+
+
+class DeviceRecorder(Recorder):
+    """fastai's Recorder, a training batch recorded without rebuilding fastai's list of metrics and with the
+    smoothed loss divided once (fastai builds two lists and divides twice a batch): the same records."""
+
+    @property
+    def name(self) -> str:
+        return "recorder"  # learn.recorder, as fastai names it
+
+    def after_batch(self):
+        learn = self.learn
+        if not learn.training or self.train_metrics or getattr(self, "cancel_train", False):
+            return super().after_batch()
+        if len(learn.yb) == 0:
+            return
+        self.smooth_loss.accumulate(learn)
+        self.lrs.append(learn.opt.hypers[-1]["lr"])
+        value = self.smooth_loss.value
+        self.losses.append(value)
+        learn.smooth_loss = value
 
 
 def _on_device(value) -> torch.Tensor:
@@ -43,7 +64,9 @@ class DeviceSmoothLoss(AvgSmoothLoss):
     """fastai's smoothed training loss, kept where the loss is (its value is read at the epoch's end)."""
 
     def accumulate(self, learn):
-        loss = learn.loss.detach().mean()
+        loss = learn.loss.detach()
+        if loss.dim():  # fastai's mean; a scalar's is itself
+            loss = loss.mean()
         if self.count == 0:
             self.val = torch.zeros_like(loss)
         self.count += 1
@@ -110,9 +133,26 @@ def device_metrics(learn) -> None:
     recorder = next((cb for cb in learn.cbs if isinstance(cb, Recorder)), None)
     if recorder is None:
         return
+    if type(recorder) is Recorder:
+        object.__setattr__(recorder, "__class__", DeviceRecorder)  # a Callback's own setattr warns of learn's
     recorder.smooth_loss = DeviceSmoothLoss(beta=recorder.smooth_loss.beta)
     recorder.loss = DeviceAvgLoss()
     learn.metrics = [_device_metric(m) for m in learn.metrics]
+
+
+class PlainLoss(Callback):
+    """The batch's loss as a plain tensor (the same one, `as_subclass`): fastai's losses return a TensorBase, whose
+    every operation (the regularization added to it, backward, the smoothed loss) goes through Python's
+    `__torch_function__`, tens of microseconds each."""
+
+    order = -50  # before anything reads the loss or adds to it
+
+    def after_loss(self):
+        learn = self.learn
+        if isinstance(getattr(learn, "loss_grad", None), TensorBase):
+            learn.loss_grad = learn.loss_grad.as_subclass(torch.Tensor)
+        if isinstance(getattr(learn, "loss", None), TensorBase):
+            learn.loss = learn.loss.as_subclass(torch.Tensor)
 
 
 # --- fastai's Adam with foreach kernels ----------------------------------------------------------------------
@@ -240,6 +280,29 @@ def combined_cos(pct, start, middle, end) -> CombinedSchedule:
     return CombinedSchedule([pct, 1 - pct], [SchedCos(start, middle), SchedCos(middle, end)])
 
 
+class FloatParamScheduler(ParamScheduler):
+    """fastai's ParamScheduler, each batch's values set in the optimizer's hyper-parameters as fastai's `set_hyper`
+    sets them (an array: one value a group; a number: the same for every group), without building its lists."""
+
+    @property
+    def name(self) -> str:
+        return "param_scheduler"
+
+    def _update_val(self, pct):
+        opt = self.opt
+        for name, sched in self.scheds.items():
+            value = sched(pct)
+            if isinstance(value, np.ndarray) and value.ndim == 1 and len(value) == len(opt.hypers):
+                values = list(value)
+            elif isinstance(value, (float, int)):
+                values = [value] * len(opt.hypers)
+            else:
+                opt.set_hyper(name, value)
+                continue
+            for hyper, v in zip(opt.hypers, values):
+                hyper[name] = v
+
+
 def fit_one_cycle(
     learn,
     n_epoch,
@@ -253,7 +316,8 @@ def fit_one_cycle(
     reset_opt=False,
     start_epoch=0,
 ):
-    """fastai's `Learner.fit_one_cycle`, its schedule computed by CombinedSchedule: the same values each batch."""
+    """fastai's `Learner.fit_one_cycle`, its schedule computed by CombinedSchedule and set by FloatParamScheduler:
+    the same values each batch."""
     if learn.opt is None:
         learn.create_opt()
     learn.opt.set_hyper("lr", learn.lr if lr_max is None else lr_max)
@@ -262,7 +326,7 @@ def fit_one_cycle(
         "lr": combined_cos(pct_start, lr_max / div, lr_max, lr_max / div_final),
         "mom": combined_cos(pct_start, *(learn.moms if moms is None else moms)),
     }
-    learn.fit(n_epoch, cbs=ParamScheduler(scheds) + L(cbs), reset_opt=reset_opt, wd=wd, start_epoch=start_epoch)
+    learn.fit(n_epoch, cbs=FloatParamScheduler(scheds) + L(cbs), reset_opt=reset_opt, wd=wd, start_epoch=start_epoch)
 
 
 # --- event dispatch ----------------------------------------------------------------------------------------------
@@ -311,6 +375,7 @@ def apply(learn):
         if learn.opt is not None:
             learn.create_opt()
     device_metrics(learn)
-    host_rows_encoder(learn.model)
+    learn.add_cb(PlainLoss())
+    host_rows_encoder(getattr(learn, "model", None))
     learn._call_one = EventDispatch(learn)
     return learn
