@@ -291,10 +291,10 @@ class Profile:
         self._hooks: list = []
         self.mode = device_origin(self) if count_syncs else contextlib.nullcontext()
 
-    def _wrap(self, owner, name: str, wrapper) -> None:
+    def _wrap(self, owner, name: str, wrapper, inherited=None) -> None:
         own = name in owner.__dict__  # an inherited one is deleted again at the end, not set on the class
         original = owner.__dict__[name] if own else getattr(owner, name)
-        setattr(owner, name, wrapper(original))
+        setattr(owner, name, wrapper(inherited if inherited is not None and not own else original))
         self._undo.append((owner, name, original if own else None))
 
     def _timed(self, key: str):
@@ -399,9 +399,10 @@ class Profile:
         dispatch = getattr(learn, "_call_one", None)
         if "_call_one" in vars(learn):  # the trainer's own dispatch (trainer.runtime.loop)
             self._wrap(type(dispatch), "__call__", self._timed("events"))
-        for cls in subclasses(Callback):
-            if "__call__" not in cls.__dict__:
-                self._wrap(cls, "__call__", self._timed(f"callback {cls.__name__}"))
+        # each class's __call__ as it was (a subclass's is not its wrapped parent's, or a call counted twice)
+        plain = {cls: cls.__call__ for cls in subclasses(Callback) if "__call__" not in cls.__dict__}
+        for cls, original in plain.items():
+            self._wrap(cls, "__call__", self._timed(f"callback {cls.__name__}"), original)
         for cls in subclasses(_BaseOptimizer):
             for name in ("step", "zero_grad"):
                 if name in cls.__dict__:

@@ -23,9 +23,10 @@ class HeapTrimCallback(Callback):
         self.trimmed_at_mb = heap.resident_mb()
 
     def after_batch(self):
+        learn = self.learn  # read directly: a callback's own lookup falls back to the learner's (microseconds)
         if (
-            self.training
-            and (self.iter + 1) % self.every == 0
+            learn.training
+            and (learn.iter + 1) % self.every == 0
             and heap.resident_mb() - self.trimmed_at_mb >= self.grown_mb
         ):
             self._trim()
