@@ -19,6 +19,10 @@ zero_grad, beyond the bare step's own), and counts **host syncs per training bat
 host wait for the device (Tensor.item, .tolist, .cpu, .numpy, bool/float/int of a tensor, a device-to-host
 .to, torch.cuda.synchronize), each counted where it is called between a batch's start and its end. On a CPU
 nothing waits, but each one is a stall on a GPU; on CUDA, torch's own sync debug mode counts them too.
+
+Outside the step, two ways: loop - bare (what a run pays, but the difference of two noisy times on a busy machine),
+and by the split (`outside_split_ms`: data, plus events but the step's own callbacks, AR/TAR and autocast, plus the
+optimizer beyond the bare step's; it leaves out fastai's own Python around the events).
 """
 
 from __future__ import annotations
