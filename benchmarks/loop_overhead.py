@@ -19,6 +19,10 @@ zero_grad, beyond the bare step's own), and counts **host syncs per training bat
 host wait for the device (Tensor.item, .tolist, .cpu, .numpy, bool/float/int of a tensor, a device-to-host
 .to, torch.cuda.synchronize), each counted where it is called between a batch's start and its end. On a CPU
 nothing waits, but each one is a stall on a GPU; on CUDA, torch's own sync debug mode counts them too.
+
+Outside the step, two ways: loop - bare (what a run pays, but the difference of two noisy times on a busy machine),
+and by the split (`outside_split_ms`: data, plus events but the step's own callbacks, AR/TAR and autocast, plus the
+optimizer beyond the bare step's; it leaves out fastai's own Python around the events).
 """
 
 from __future__ import annotations
@@ -44,6 +48,9 @@ SIZES = {
     "local": None,  # envs/local.yaml's
     "gpu": {"emb_sz": 400, "n_hid": 1152, "n_layers": 3, "lm_head": "full"},  # envs/base.yaml's
 }
+# callbacks that are the step's own (the bare step does the same): ULMFiT's AR/TAR on the loss, bf16 autocast; and
+# the benchmark's clock
+STEP_CALLBACKS = ("RNNRegularizer", "CpuAutocast", "ClockCallback")
 WARM = 5  # the first batches (allocator, autotuning, first-call dispatch) are not timed
 HOST_COPIES = ("tolist", "cpu", "numpy")
 ON_DEVICE = "_loop_bench_on_device"  # marks the tensors that live on the training device in a GPU run
@@ -234,8 +241,9 @@ class Clock:
         return 1000 * (self.ended - self.started) / self.n
 
 
-def bare_step(learn, batches: list, precision: str, device: str, lr: float) -> float:
-    """ms per batch of forward, loss, backward and a foreach AdamW step on `batches` (after WARM)."""
+def bare_step(learn, batches: list, precision: str, device: str, lr: float) -> tuple[float, float]:
+    """ms per batch of forward, loss, backward and a foreach AdamW step on `batches` (after WARM), and of the
+    optimizer's step and zero_grad alone (the profile's optimizer figure is set against it)."""
     import torch
 
     from trainer.runtime import distributed as D
@@ -249,11 +257,11 @@ def bare_step(learn, batches: list, precision: str, device: str, lr: float) -> f
     opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.99), eps=1e-5, weight_decay=0.01)
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
     scaler = torch.amp.GradScaler(device, enabled=precision == "fp16")
-    sync, started = device_sync(device), None
+    sync, started, in_optimizer = device_sync(device), None, 0.0
     for i, (xb, yb) in enumerate(batches):
         if i == WARM:
             sync()
-            started = clock_s()
+            started, in_optimizer = clock_s(), 0.0
         with torch.autocast(device, dtype=dtype or torch.float32, enabled=dtype is not None):
             out = model(*xb)
             pred, raw, dropped = (o[-1] if isinstance(o, (list, tuple)) else o for o in out)  # fastai's RNNCallback
@@ -262,11 +270,14 @@ def bare_step(learn, batches: list, precision: str, device: str, lr: float) -> f
                 loss = loss + reg.alpha * dropped.float().pow(2).mean()
                 loss = loss + reg.beta * (raw[:, 1:] - raw[:, :-1]).float().pow(2).mean()
         scaler.scale(loss).backward()
+        t = clock_s()
         scaler.step(opt)
         scaler.update()
         opt.zero_grad(set_to_none=True)
+        in_optimizer += clock_s() - t
     sync()
-    return 1000 * (clock_s() - started) / (len(batches) - WARM)
+    n = len(batches) - WARM
+    return 1000 * (clock_s() - started) / n, 1000 * in_optimizer / n
 
 
 class Profile:
@@ -284,10 +295,10 @@ class Profile:
         self._hooks: list = []
         self.mode = device_origin(self) if count_syncs else contextlib.nullcontext()
 
-    def _wrap(self, owner, name: str, wrapper) -> None:
+    def _wrap(self, owner, name: str, wrapper, inherited=None) -> None:
         own = name in owner.__dict__  # an inherited one is deleted again at the end, not set on the class
         original = owner.__dict__[name] if own else getattr(owner, name)
-        setattr(owner, name, wrapper(original))
+        setattr(owner, name, wrapper(inherited if inherited is not None and not own else original))
         self._undo.append((owner, name, original if own else None))
 
     def _timed(self, key: str):
@@ -392,9 +403,10 @@ class Profile:
         dispatch = getattr(learn, "_call_one", None)
         if "_call_one" in vars(learn):  # the trainer's own dispatch (trainer.runtime.loop)
             self._wrap(type(dispatch), "__call__", self._timed("events"))
-        for cls in subclasses(Callback):
-            if "__call__" not in cls.__dict__:
-                self._wrap(cls, "__call__", self._timed(f"callback {cls.__name__}"))
+        # each class's __call__ as it was (a subclass's is not its wrapped parent's, or a call counted twice)
+        plain = {cls: cls.__call__ for cls in subclasses(Callback) if "__call__" not in cls.__dict__}
+        for cls, original in plain.items():
+            self._wrap(cls, "__call__", self._timed(f"callback {cls.__name__}"), original)
         for cls in subclasses(_BaseOptimizer):
             for name in ("step", "zero_grad"):
                 if name in cls.__dict__:
@@ -502,7 +514,8 @@ def measure(stage: str, size: str, *, batches: int, vocab: int, bs: int | None, 
         row["loop_ms"] = round(clock.ms_per_batch, 3)
 
         learn.model.load_state_dict(state)
-        row["bare_ms"] = round(bare_step(learn, made, rc.precision, device, lr), 3)
+        bare_ms, bare_optimizer_ms = bare_step(learn, made, rc.precision, device, lr)
+        row["bare_ms"], row["bare_optimizer_ms"] = round(bare_ms, 3), round(bare_optimizer_ms, 3)
         row["outside_ms"] = round(row["loop_ms"] - row["bare_ms"], 3)
         row["loop_over_bare"] = round(row["bare_ms"] / row["loop_ms"], 3)
         tokens = made[0][0][0].numel()
@@ -526,6 +539,14 @@ def measure(stage: str, size: str, *, batches: int, vocab: int, bs: int | None, 
         row["profiled_loop_ms"] = round(prof.clock.ms_per_batch, 3)
         # between the end of one training batch and the start of the next: the loader's batch and collation
         row["data_ms"] = round(prof.clock.ms_per_batch - per.get("one_batch", 0.0), 3)
+        # what the loop adds to the step, by the split (steadier than loop - bare on a busy machine): the data, the
+        # events but the step's own (the loss's AR/TAR, autocast) and this benchmark's clock, and the optimizer
+        # beyond the bare step's
+        own = sum(callbacks.get(name, 0.0) for name in STEP_CALLBACKS)
+        optimizer = per.get("optimizer step", 0.0) + per.get("optimizer zero_grad", 0.0)
+        row["outside_split_ms"] = round(
+            row["data_ms"] + events - own + max(optimizer - row["bare_optimizer_ms"], 0.0), 3
+        )
         prof, caught = profiled_fit(learn, fit, state, stage_name, phases, fit_kwargs, device, count_syncs=True)
         n = max(prof.batches, 1)
         row["syncs_per_batch"] = round(sum(v for k, v in prof.syncs.items() if k.startswith("loop")) / n, 3)
@@ -544,8 +565,8 @@ def measure(stage: str, size: str, *, batches: int, vocab: int, bs: int | None, 
 def table(rows: list[dict]) -> str:
     lines = [
         "| stage | size (emb/hid/layers) | bs | precision | bare ms | loop ms | outside ms | loop/bare | "
-        "data ms | events ms | loop syncs/batch | step syncs/batch |",
-        "|---|---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|",
+        "data ms | events ms | outside by split ms | loop syncs/batch | step syncs/batch |",
+        "|---|---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
     ]
     for r in rows:
         if "error" in r:
@@ -555,7 +576,7 @@ def table(rows: list[dict]) -> str:
             f"| {r['stage']} | {r['size']} {r['arch']} | {r['bs']} | {r['precision']} | {r['bare_ms']:.2f} | "
             f"{r['loop_ms']:.2f} | {r['outside_ms']:.2f} | {100 * r['loop_over_bare']:.0f} % | "
             f"{r['data_ms']:.2f} | {r['profile_ms_per_batch']['events (dispatch + callbacks)']:.2f} | "
-            f"{r['syncs_per_batch']:g} | {r['step_syncs_per_batch']:g} |"
+            f"{r['outside_split_ms']:.2f} | {r['syncs_per_batch']:g} | {r['step_syncs_per_batch']:g} |"
         )
     return "\n".join(lines)
 

@@ -4,6 +4,7 @@ them on a CPU: a tensor that would live on the GPU read as a number, copied to t
 from __future__ import annotations
 
 import pytest
+import torch
 from fastai.callback.core import Callback
 
 from benchmarks.loop_overhead import count_syncs
@@ -17,11 +18,27 @@ class ReadsTheLoss(Callback):
             float(self.learn.loss)
 
 
+class DropsTheRowCounts(Callback):
+    """A batch without the loader's row counts: the classifier's encoder counts each chunk's rows on the device and
+    reads the count, as fastai's SentenceEncoder does."""
+
+    def before_batch(self):
+        self.learn.xb = tuple(x.as_subclass(torch.Tensor).clone() for x in self.xb)
+
+
 @pytest.mark.parametrize("stage", ["lm", "clf"])
 def test_a_training_batch_makes_no_host_sync(stage):
     counted = count_syncs(stage)
     assert counted["batches"] >= 10
     assert counted["loop"] == 0, counted["calls"]
+    if stage == "clf":  # the LM's adaptive head reads its clusters' sizes: the step's own
+        assert counted["step"] == 0, counted["calls"]
+
+
+def test_the_encoders_row_counts_read_on_the_device_are_counted():
+    counted = count_syncs("clf", extra_cbs=(DropsTheRowCounts(),))
+    assert counted["step"] >= 1, counted["calls"]
+    assert all("core.forward" in call for call in counted["calls"]), counted["calls"]
 
 
 def test_a_loss_read_every_batch_is_counted():

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 
-import fastai.callback.schedule  # noqa: F401  (adds Learner.fit_one_cycle)
 import pytest
 import torch
 from fastai.callback.core import Callback
@@ -20,6 +19,7 @@ from fastai.torch_core import set_seed
 from torch import nn
 
 from trainer.runtime import distributed as D
+from trainer.runtime import loop
 from trainer.runtime.callbacks import CheckpointCallback, Phase, ResumeCallback
 from trainer.runtime.checkpoints import set_rng_state
 from trainer.runtime.preemption import Preemption
@@ -60,7 +60,7 @@ def fit(stop_at=None, resume=None):
     ctx = D.Context.from_env()
     preemption = Preemption(ctx)
     saved = []
-    learn = make_learner()
+    learn = loop.apply(make_learner())  # the trainer's loop (trainer.runtime.loop), as every stage runs it
     ckpt = CheckpointCallback(
         ctx,
         preemption,
@@ -80,7 +80,7 @@ def fit(stop_at=None, resume=None):
         cbs.append(ResumeCallback(position.epoch, position.batch, rng[0]["epoch"], rng[0]["now"]))
         start = position.epoch
     ckpt.begin_phase(Phase("classifier", 0, 1, 0, EPOCHS))
-    learn.fit_one_cycle(EPOCHS, 1e-2, start_epoch=start, cbs=cbs)
+    loop.fit_one_cycle(learn, EPOCHS, 1e-2, start_epoch=start, cbs=cbs)
     return {k: v.clone() for k, v in learn.model.state_dict().items()}, saved
 
 

@@ -190,3 +190,112 @@ def test_classifier_batches_are_fastais(multi_label, bs, seq_len, world):
     for dl in (dls.train, dls.valid):
         for _ in range(2):
             assert same(batches(dl))
+
+
+class Hypers(Callback):
+    """The optimizer's hyper-parameters each training batch steps with (after ParamScheduler sets them)."""
+
+    def __init__(self, seen: list):
+        self.seen = seen
+
+    def before_step(self):
+        self.seen.append([{k: (type(v), v) for k, v in h.items()} for h in self.opt.hypers])
+
+
+def one_cycle(ours: bool):
+    """A 3-epoch one-cycle fit over two parameter groups at discriminative rates: each batch's hyper-parameters and
+    the weights."""
+    seen: list = []
+    set_seed(0, reproducible=True)
+    learn = Learner(
+        synth_dbunch(n_train=7, bs=2),  # 7 batches an epoch: positions that are not binary fractions
+        RegModel(),
+        loss_func=MSELossFlat(),
+        splitter=lambda m: [[m.a], [m.b]],
+        cbs=[Hypers(seen)],
+    )
+    loop.apply(learn)
+    if ours:
+        loop.fit_one_cycle(learn, 3, slice(1e-3, 1e-2), pct_start=0.3)
+    else:
+        learn.fit_one_cycle(3, slice(1e-3, 1e-2), pct_start=0.3)
+    return seen, [p.detach().clone() for p in learn.model.parameters()]
+
+
+def test_the_one_cycle_schedule_gives_every_batch_fastais_hyper_parameters():
+    ours, our_weights = one_cycle(ours=True)
+    theirs, their_weights = one_cycle(ours=False)
+    assert len(ours) == 21 and ours == theirs  # values and their types, every group, every batch
+    assert len({str(h[0]["lr"]) for h in ours}) == 21  # the rate moved every batch
+    assert all(torch.equal(a, b) for a, b in zip(our_weights, their_weights))
+
+
+@pytest.mark.parametrize("pct", [0.25, 0.3, 0.1])
+def test_the_schedule_on_floats_is_fastais_at_every_position(pct):
+    """Positions as TrainEvalCallback accumulates them (1/(n_iter*n_epoch) added per batch), the phase boundary and
+    its float neighbours, random ones."""
+    from fastai.callback.schedule import combined_cos
+
+    lr = np.array([1e-3 / 2.6**4, 1e-3 / 2.6**2, 1e-3])
+    pairs = [
+        (combined_cos(pct, lr / 25, lr, lr / 1e5), loop.combined_cos(pct, lr / 25, lr, lr / 1e5)),
+        (combined_cos(pct, 0.95, 0.85, 0.95), loop.combined_cos(pct, 0.95, 0.85, 0.95)),
+    ]
+    positions = [pct, np.nextafter(pct, 0), np.nextafter(pct, 1), 0.0, 1.0, np.nextafter(1, 0)]
+    for n_iter, n_epoch in [(3, 2), (7, 3), (97, 1), (250, 2)]:
+        pos = 0.0
+        for epoch in range(n_epoch):
+            pos = epoch / n_epoch
+            for _ in range(n_iter):
+                positions.append(pos)
+                pos += 1.0 / (n_iter * n_epoch)
+    positions += np.random.default_rng(0).random(2000).tolist()
+    for theirs, ours in pairs:
+        for pos in positions:
+            a, b = theirs(pos), ours(pos)
+            assert type(a) is type(b) and np.array_equal(a, b), pos
+
+
+def small_classifier(seq_len: int) -> torch.nn.Module:
+    from fastai.text.models.awdlstm import AWD_LSTM, awd_lstm_clas_config
+    from fastai.text.models.core import get_text_classifier
+
+    torch.manual_seed(0)
+    config = {**awd_lstm_clas_config, "emb_sz": 8, "n_hid": 12, "n_layers": 1}
+    return get_text_classifier(AWD_LSTM, 500, 2, seq_len=seq_len, config=config, lin_ftrs=[])
+
+
+def test_the_classifier_encoder_runs_the_rows_fastais_runs():
+    """Batches longer than a chunk whose rows start at different chunks: the loader's counts are fastai's, and the
+    encoder given them computes fastai's outputs and gradients, dropout included."""
+    names = ["a", "b"]
+    dls = loaders.classifier_dataloaders(
+        tokens(200, (3, 60)),
+        [[names[i % 2]] for i in range(200)],
+        multi_label=False,
+        label_names=names,
+        splits=(list(range(200)), []),
+        bs=16,
+        seq_len=7,
+    )
+    theirs, ours = small_classifier(7), small_classifier(7)
+    loop.host_rows_encoder(ours)
+    assert type(ours[0]) is loop.HostRowsEncoder
+    varied = 0
+    for x, _ in dls.train:
+        rows = x.chunk_rows
+        plain = x.as_subclass(torch.Tensor).clone()  # no counts: read as fastai reads them
+        assert not hasattr(plain, "chunk_rows")
+        assert list(rows) == [int((plain[:, i] != 1).sum()) for i in range(0, plain.shape[1], 7)]
+        varied += len(set(rows)) > 1
+        outs = []
+        for model, xb in ((theirs, plain), (ours, x)):
+            torch.manual_seed(1)
+            model.train()
+            model.zero_grad()
+            out = model(xb)[0]
+            out.float().pow(2).sum().backward()
+            outs.append((out.detach(), [p.grad.clone() for p in model.parameters() if p.grad is not None]))
+        assert torch.equal(outs[0][0], outs[1][0])
+        assert all(torch.equal(a, b) for a, b in zip(outs[0][1], outs[1][1]))
+    assert varied >= 3

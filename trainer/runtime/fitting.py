@@ -284,7 +284,7 @@ class Fitter:
             own = [cb for cb in learn.cbs if hasattr(type(cb), "begin_phase") and all(cb is not r for r in run_cbs)]
             for cb in [*run_cbs, *own]:  # the run's callbacks, and a stage's own (trainer.lm.parts)
                 cb.begin_phase(phase)
-            learn.fit_one_cycle(n, lr, start_epoch=at.epoch if cbs else 0, cbs=cbs)
+            L.fit_one_cycle(learn, n, lr, start_epoch=at.epoch if cbs else 0, cbs=cbs)
             at = None
             stopped, self.patience_cb.stopped = self.patience_cb.stopped, 0
             if keep_best and stopped:  # saved first: a SIGTERM now still finds the stage done

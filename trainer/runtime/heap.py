@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
 from functools import cache
 
 
@@ -29,3 +30,12 @@ def trim() -> bool:
     """Return the heap's free pages to the OS; True if any were released."""
     fn = _malloc_trim()
     return bool(fn(0)) if fn is not None else False
+
+
+def resident_mb() -> float:
+    """This process's resident memory in MiB (Linux's /proc/self/statm; 0 elsewhere, where nothing is trimmed)."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):
+        return 0.0

@@ -8,6 +8,10 @@ as little Python as the step allows (measured by benchmarks/loop_overhead.py, do
   per parameter group instead of a dozen Python calls per parameter.
 - Each event goes only to the callbacks that handle it, in the order fastai sorts them, sorted once per set of
   callbacks instead of at every event.
+- The classifier's encoder runs each chunk on the rows the loader counted on the host (fastai's SentenceEncoder
+  counts them on the device and reads the count: a sync per chunk); the same rows, so the same outputs.
+- The one-cycle schedule's values computed on Python floats (fastai computes each batch's with tensor operations):
+  the same float32 arithmetic, so every batch trains with the same rates and momentums, bit for bit.
 """
 
 from __future__ import annotations
@@ -15,14 +19,41 @@ from __future__ import annotations
 from functools import partial
 from operator import attrgetter
 
+import numpy as np
 import torch
-from fastai.callback.core import event
+from fastai.callback.core import Callback, event
+from fastai.callback.schedule import ParamScheduler, SchedCos
 from fastai.learner import AvgLoss, AvgMetric, AvgSmoothLoss, Recorder
 from fastai.metrics import AccumMetric, Perplexity
 from fastai.optimizer import Adam, Optimizer, adam_step, average_grad, average_sqr_grad, debias, step_stat, weight_decay
-from fastai.torch_core import find_bs, flatten_check
+from fastai.text.models.core import SentenceEncoder, _pad_tensor
+from fastai.torch_core import TensorBase, find_bs, flatten_check, tensor
+from fastcore.foundation import L
+
+from trainer.text.batches import CHUNK_ROWS
 
 # --- losses and metrics on the device ------------------------------------------------------------------------
+
+
+class DeviceRecorder(Recorder):
+    """fastai's Recorder, a training batch recorded without rebuilding fastai's list of metrics and with the
+    smoothed loss divided once (fastai builds two lists and divides twice a batch): the same records."""
+
+    @property
+    def name(self) -> str:
+        return "recorder"  # learn.recorder, as fastai names it
+
+    def after_batch(self):
+        learn = self.learn
+        if not learn.training or self.train_metrics or getattr(self, "cancel_train", False):
+            return super().after_batch()
+        if len(learn.yb) == 0:
+            return
+        self.smooth_loss.accumulate(learn)
+        self.lrs.append(learn.opt.hypers[-1]["lr"])
+        value = self.smooth_loss.value
+        self.losses.append(value)
+        learn.smooth_loss = value
 
 
 def _on_device(value) -> torch.Tensor:
@@ -33,7 +64,9 @@ class DeviceSmoothLoss(AvgSmoothLoss):
     """fastai's smoothed training loss, kept where the loss is (its value is read at the epoch's end)."""
 
     def accumulate(self, learn):
-        loss = learn.loss.detach().mean()
+        loss = learn.loss.detach()
+        if loss.dim():  # fastai's mean; a scalar's is itself
+            loss = loss.mean()
         if self.count == 0:
             self.val = torch.zeros_like(loss)
         self.count += 1
@@ -100,9 +133,26 @@ def device_metrics(learn) -> None:
     recorder = next((cb for cb in learn.cbs if isinstance(cb, Recorder)), None)
     if recorder is None:
         return
+    if type(recorder) is Recorder:
+        object.__setattr__(recorder, "__class__", DeviceRecorder)  # a Callback's own setattr warns of learn's
     recorder.smooth_loss = DeviceSmoothLoss(beta=recorder.smooth_loss.beta)
     recorder.loss = DeviceAvgLoss()
     learn.metrics = [_device_metric(m) for m in learn.metrics]
+
+
+class PlainLoss(Callback):
+    """The batch's loss as a plain tensor (the same one, `as_subclass`): fastai's losses return a TensorBase, whose
+    every operation (the regularization added to it, backward, the smoothed loss) goes through Python's
+    `__torch_function__`, tens of microseconds each."""
+
+    order = -50  # before anything reads the loss or adds to it
+
+    def after_loss(self):
+        learn = self.learn
+        if isinstance(getattr(learn, "loss_grad", None), TensorBase):
+            learn.loss_grad = learn.loss_grad.as_subclass(torch.Tensor)
+        if isinstance(getattr(learn, "loss", None), TensorBase):
+            learn.loss = learn.loss.as_subclass(torch.Tensor)
 
 
 # --- fastai's Adam with foreach kernels ----------------------------------------------------------------------
@@ -164,6 +214,121 @@ def foreach_adam(params, lr, mom=0.9, sqr_mom=0.99, eps=1e-5, wd=0.01):
     return ForeachAdam(params, cbs, lr=lr, mom=mom, sqr_mom=sqr_mom, eps=eps, wd=wd)
 
 
+# --- the classifier's encoder without a sync per chunk -------------------------------------------------------
+
+
+class HostRowsEncoder(SentenceEncoder):
+    """fastai's SentenceEncoder, each chunk's row count read from the batch's `chunk_rows` (counted on the host by
+    the loader, fastai metadata that follows the batch to the device) instead of counted on the device and read back
+    (`input[:real_bs]`: the host waits for the device at every chunk). The same rows, so the same outputs; an input
+    without the counts (serving, another loader) is read as fastai reads it."""
+
+    def forward(self, input):
+        rows = getattr(input, CHUNK_ROWS, None)
+        bs, sl = input.size()
+        starts = range(0, sl, self.bptt)
+        if rows is None or len(rows) != len(starts):
+            return super().forward(input)
+        self.reset()
+        mask = input == self.pad_idx
+        outs, masks = [], []
+        for i, real_bs in zip(starts, rows):
+            o = self.module(input[:real_bs, i : min(i + self.bptt, sl)])
+            if self.max_len is None or sl - i <= self.max_len:
+                outs.append(o)
+                masks.append(mask[:, i : min(i + self.bptt, sl)])
+        outs = torch.cat([_pad_tensor(o, bs) for o in outs], dim=1)
+        mask = torch.cat(masks, dim=1)
+        return outs, mask
+
+
+def host_rows_encoder(model) -> None:
+    """A classifier's SentenceEncoder (the model's first part) as a HostRowsEncoder, its module and weights kept."""
+    try:
+        encoder = model[0]
+    except (TypeError, IndexError, NotImplementedError):
+        return
+    if type(encoder) is SentenceEncoder:
+        model[0] = HostRowsEncoder(encoder.bptt, encoder.module, pad_idx=encoder.pad_idx, max_len=encoder.max_len)
+
+
+# --- the one-cycle schedule on Python floats ----------------------------------------------------------------
+
+
+class CombinedSchedule:
+    """fastai's `combine_scheds(pcts, scheds)` without tensors: fastai keeps the phases' bounds in a float32 tensor
+    and finds a batch's phase and its position in it with tensor operations (a dozen small ops a batch, each a
+    dispatch); the same float32 values and arithmetic here on numpy scalars give the same position to the bit."""
+
+    def __init__(self, pcts, scheds):
+        assert sum(pcts) == 1.0
+        bounds = tensor([0] + L(pcts))  # fastai's: float32
+        assert torch.all(bounds >= 0)
+        self.bounds = [np.float32(b) for b in torch.cumsum(bounds, 0).tolist()]
+        self.last = len(self.bounds) - 2
+        self.scheds = scheds
+
+    def __call__(self, pos: float):
+        p = np.float32(pos)  # torch compares and subtracts a Python float in the tensor's dtype
+        idx = min(max(i for i, bound in enumerate(self.bounds) if p >= bound), self.last)
+        actual = (p - self.bounds[idx]) / (self.bounds[idx + 1] - self.bounds[idx])
+        return self.scheds[idx](float(actual))
+
+
+def combined_cos(pct, start, middle, end) -> CombinedSchedule:
+    """fastai's combined_cos: cosine annealing from `start` to `middle` over `pct` of training, then to `end`."""
+    return CombinedSchedule([pct, 1 - pct], [SchedCos(start, middle), SchedCos(middle, end)])
+
+
+class FloatParamScheduler(ParamScheduler):
+    """fastai's ParamScheduler, each batch's values set in the optimizer's hyper-parameters as fastai's `set_hyper`
+    sets them (an array: one value a group; a number: the same for every group), without building its lists."""
+
+    @property
+    def name(self) -> str:
+        return "param_scheduler"
+
+    def _update_val(self, pct):
+        opt = self.opt
+        for name, sched in self.scheds.items():
+            value = sched(pct)
+            if isinstance(value, np.ndarray) and value.ndim == 1 and len(value) == len(opt.hypers):
+                values = list(value)
+            elif isinstance(value, (float, int)):
+                values = [value] * len(opt.hypers)
+            else:
+                opt.set_hyper(name, value)
+                continue
+            for hyper, v in zip(opt.hypers, values):
+                hyper[name] = v
+
+
+def fit_one_cycle(
+    learn,
+    n_epoch,
+    lr_max=None,
+    div=25.0,
+    div_final=1e5,
+    pct_start=0.25,
+    wd=None,
+    moms=None,
+    cbs=None,
+    reset_opt=False,
+    start_epoch=0,
+):
+    """fastai's `Learner.fit_one_cycle`, its schedule computed by CombinedSchedule and set by FloatParamScheduler:
+    the same values each batch."""
+    if learn.opt is None:
+        learn.create_opt()
+    learn.opt.set_hyper("lr", learn.lr if lr_max is None else lr_max)
+    lr_max = np.array([h["lr"] for h in learn.opt.hypers])
+    scheds = {
+        "lr": combined_cos(pct_start, lr_max / div, lr_max, lr_max / div_final),
+        "mom": combined_cos(pct_start, *(learn.moms if moms is None else moms)),
+    }
+    learn.fit(n_epoch, cbs=FloatParamScheduler(scheds) + L(cbs), reset_opt=reset_opt, wd=wd, start_epoch=start_epoch)
+
+
 # --- event dispatch ----------------------------------------------------------------------------------------------
 
 
@@ -210,5 +375,7 @@ def apply(learn):
         if learn.opt is not None:
             learn.create_opt()
     device_metrics(learn)
+    learn.add_cb(PlainLoss())
+    host_rows_encoder(getattr(learn, "model", None))
     learn._call_one = EventDispatch(learn)
     return learn

@@ -16,6 +16,8 @@ from fastcore.basics import chunked
 
 from trainer.text.tokens import TokenIds
 
+CHUNK_ROWS = "chunk_rows"  # the batch's metadata trainer.runtime.loop.HostRowsEncoder reads
+
 
 def _pinned(b):
     if isinstance(b, torch.Tensor):
@@ -125,7 +127,12 @@ class FedSortedDL(DeviceFeed, SortedDL):
         for j, t in enumerate(texts):
             start = (width - len(t)) // pad.seq_len * pad.seq_len
             x[j, start : start + len(t)] = t
-        return TensorText(torch.from_numpy(x)), self._targets[torch.as_tensor(positions)]
+        batch = TensorText(torch.from_numpy(x))
+        if not list(self.after_batch.fs):  # nothing changes the batch between here and the model
+            # the rows fastai's SentenceEncoder runs at each chunk (those not padding at its first position),
+            # counted here: on the device each count is a sync (trainer.runtime.loop.HostRowsEncoder reads these)
+            setattr(batch, CHUNK_ROWS, tuple(int(n) for n in (x[:, :: pad.seq_len] != pad.pad_idx).sum(axis=0)))
+        return batch, self._targets[torch.as_tensor(positions)]
 
     def create_batches(self, samps):
         pad = self._pad() if self.tokens is not None else None

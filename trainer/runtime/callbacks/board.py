@@ -31,7 +31,8 @@ class BoardCallback(Callback):
         self.tokens, self.started = 0, None
 
     def after_batch(self):
-        if self.board is None or not self.training or len(self.learn.yb) == 0:
+        # self.learn's attributes read directly: a callback's own lookup falls back to the learner's (microseconds)
+        if self.board is None or not self.learn.training or len(self.learn.yb) == 0:
             return
         if self.started is None:
             self.started = time.monotonic()  # from the end of the first batch: its set-up is not throughput

@@ -34,7 +34,8 @@ class CheckpointCallback(Callback):
         self.rng_epoch = rng_state()
 
     def after_batch(self):
-        if not self.training or len(self.learn.yb) == 0:  # validation, or a batch ResumeCallback skipped
+        learn = self.learn  # read directly: a callback's own lookup falls back to the learner's (microseconds)
+        if not learn.training or len(learn.yb) == 0:  # validation, or a batch ResumeCallback skipped
             return
         due = self.every_s > 0 and time.monotonic() - self.last_save >= self.every_s
         stop, due = D.any_rank(self.ctx, self.preemption.requested, due)  # every rank decides alike

@@ -113,7 +113,8 @@ class BatchProgressCallback(Callback):
         self.shown = False
 
     def after_batch(self):
-        if not self.training or len(self.learn.yb) == 0:  # validation, or a batch ResumeCallback skipped
+        learn = self.learn  # read directly: a callback's own lookup falls back to the learner's (microseconds)
+        if not learn.training or len(learn.yb) == 0:  # validation, or a batch ResumeCallback skipped
             return
         now = self.clock()
         if self.started is None:
@@ -121,8 +122,8 @@ class BatchProgressCallback(Callback):
             return  # its duration is unknown: the rates count from the end of this batch
         self.batches += 1
         # every rank reads a batch of this shape (LM batches are bs x seq_len; padded classifier ones may differ)
-        self.tokens += self.learn.xb[0].numel() * self.world
-        if now - self.last < self.every_s or self.iter + 1 >= self.n_iter:
+        self.tokens += learn.xb[0].numel() * self.world
+        if now - self.last < self.every_s or learn.iter + 1 >= learn.n_iter:
             return
         self.last, self.shown = now, True
         per_batch = (now - self.started) / self.batches
