@@ -3,13 +3,14 @@ from the model's own requirements.txt and nothing else: no torch, fastai or spaC
 
 The environment: `python -m venv` (no system site-packages), `pip install -r requirements.txt` (pip's cache and
 the machine's pip settings as they are). Skipped, with the reason, where pip cannot reach a package index.
-Cost: the install of the ~185 packages mlflow brings (12 min on 2 busy cores with a cold pip cache), then one
-interpreter loading the model.
+Cost: the install of the ~185 packages mlflow brings: 12 min on 2 busy cores with a cold pip cache, 9.6 min with a
+warm one, so it runs where TRAINSTACK_FRESH_ENV_TESTS=1 is set (skipped, saying so, elsewhere).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -60,6 +61,10 @@ def _saved_tfidf_model(tmp_path: Path) -> tuple[Path, list[str], list[list[str]]
     return tmp_path / "model", texts[:6], expected
 
 
+@pytest.mark.skipif(
+    os.environ.get("TRAINSTACK_FRESH_ENV_TESTS") != "1",
+    reason="installs the model's requirements into a new venv (~10 min on 2 cores): set TRAINSTACK_FRESH_ENV_TESTS=1",
+)
 def test_a_tfidf_model_predicts_in_a_fresh_environment_of_its_own_requirements_without_torch(tmp_path):
     model, texts, expected = _saved_tfidf_model(tmp_path)
     required = (model / "requirements.txt").read_text().split()
@@ -68,7 +73,7 @@ def test_a_tfidf_model_predicts_in_a_fresh_environment_of_its_own_requirements_w
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     python = venv / "bin" / "python"
     pip = subprocess.run(
-        [str(python), "-m", "pip", "install", "-q", "-r", str(model / "requirements.txt")],
+        [str(python), "-m", "pip", "install", "-q", "--no-compile", "-r", str(model / "requirements.txt")],
         capture_output=True,
         text=True,
         timeout=900,
