@@ -3,8 +3,8 @@ from the model's own requirements.txt and nothing else: no torch, fastai or spaC
 
 The environment: `python -m venv` (no system site-packages), `pip install -r requirements.txt` (pip's cache and
 the machine's pip settings as they are). Skipped, with the reason, where pip cannot reach a package index.
-Cost: the install of the ~185 packages mlflow brings: 12 min on 2 busy cores with a cold pip cache, 9.6 min with a
-warm one, so it runs where TRAINSTACK_FRESH_ENV_TESTS=1 is set (skipped, saying so, elsewhere).
+Cost: the install of the ~185 packages mlflow brings: 12 min on 2 busy cores with a cold pip cache, 2.7 min with a
+warm one (modules not compiled), so it runs where TRAINSTACK_FRESH_ENV_TESTS=1 is set (skipped, saying so, elsewhere).
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def _saved_tfidf_model(tmp_path: Path) -> tuple[Path, list[str], list[list[str]]
 
 @pytest.mark.skipif(
     os.environ.get("TRAINSTACK_FRESH_ENV_TESTS") != "1",
-    reason="installs the model's requirements into a new venv (~10 min on 2 cores): set TRAINSTACK_FRESH_ENV_TESTS=1",
+    reason="installs the model's requirements into a new venv (~3 min, 2 cores): set TRAINSTACK_FRESH_ENV_TESTS=1",
 )
 def test_a_tfidf_model_predicts_in_a_fresh_environment_of_its_own_requirements_without_torch(tmp_path):
     model, texts, expected = _saved_tfidf_model(tmp_path)
