@@ -10,7 +10,9 @@ import json
 from typing import TYPE_CHECKING
 
 from stacks.errors import RunNotFoundError
-from trainer.runfiles.keys import PLACEMENTS_META, run_key
+from trainer.runfiles.curves import after_run_figures
+from trainer.runfiles.events import after_run_key, scalar_events
+from trainer.runfiles.keys import PLACEMENTS_META, TRAINCTL_META, run_key
 from trainer.runfiles.placements import placements_summary
 from trainer.runfiles.readers import RunFileError, read_json, read_metrics
 from trainer.runfiles.status_file import read_status
@@ -111,9 +113,15 @@ def run_row(bucket: Bucket, config: EnvConfig, lang: str, run_id: str) -> dict:
 
 
 def record_cost(bucket: Bucket, config: EnvConfig, lang: str, run_id: str) -> dict:
-    """Write metadata/cost.json (billed VM time and the estimate) once a run has ended."""
+    """Write metadata/cost.json (billed VM time and the estimate) once a run has ended, and its figures (with
+    the Spot time) to the run's TensorBoard, at the step MLflow's mirror logs them (the last epoch's)."""
     cost = run_cost(bucket, config, lang, run_id, read_status(bucket, lang, run_id))
     bucket.write_bytes(run_key(lang, run_id, COST_META), json.dumps(cost, indent=2).encode())
+    estimate = (read_json(bucket, run_key(lang, run_id, TRAINCTL_META)) or {}).get("cost_estimate") or {}
+    moves = placements_summary(read_json(bucket, run_key(lang, run_id, PLACEMENTS_META)))
+    step = len((read_json(bucket, run_key(lang, run_id, "metrics.json")) or {}).get("history") or [])
+    figures = after_run_figures(cost, estimate, moves)
+    bucket.write_bytes(after_run_key(lang, run_id), scalar_events(figures, step))
     return cost
 
 

@@ -64,7 +64,9 @@ def _write_datasets(client, mlflow_run_id: str, mirror: Mirror, found) -> None:
     have = {(i.dataset.name, i.dataset.digest) for i in inputs}
     wanted = [
         DatasetInput(
-            Dataset(d.name, d.digest, d.source_type, json.dumps({"uri": d.source_uri}), profile=d.profile),
+            Dataset(
+                d.name, d.digest, d.source_type, json.dumps({"uri": d.source_uri}), schema=d.schema, profile=d.profile
+            ),
             tags=[InputTag(MLFLOW_DATASET_CONTEXT, d.context)],
         )
         for d in mirror.datasets

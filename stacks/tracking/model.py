@@ -219,7 +219,7 @@ def pyfunc_model(bucket: Bucket, lang: str, run_id: str, *, code_source: Path | 
     `with`: its files downloaded to a temporary folder, and its code copied there under its own name
     (trainer.serving.model_code), importable while MLflow saves. The code is `code_source` (a trainer package's
     folder) when given, else the run's own (code/trainer.zip), else, for a run that kept none, this checkout's."""
-    from trainer.serving.model_code import copy_code, importable
+    from trainer.serving.model_code import copy_code, importable, zipped
     from trainer.serving.served_model import METRICS, SERVED_FILES, TFIDF_SERVED_FILES
 
     metrics = json.loads(bucket.read_bytes(run_key(lang, run_id, METRICS)))
@@ -245,7 +245,7 @@ def pyfunc_model(bucket: Bucket, lang: str, run_id: str, *, code_source: Path | 
             yield dict(
                 python_model=str(code / MODEL_CODE),
                 artifacts=files,
-                code_paths=[str(code)],
+                code_paths=[str(zipped(code))],  # one file; the code file puts it on sys.path
                 pip_requirements=requirements(trainer_meta, metrics),
                 signature=signature(list(metrics.get("labels") or [])),
                 input_example=_input_example(bucket, lang, run_id),

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from stacks.tracking.run_tags import TAG, base_lm_tags, folder_url, machine_tags, system_tags
-from trainer.runfiles.curves import epoch_points, final_figures, finite, key_name, run_settings
+from trainer.runfiles.curves import after_run_figures, epoch_points, final_figures, finite, key_name, run_params
 from trainer.runfiles.keys import DATA_RECORD, PLACEMENTS_META, RUN_DATA, TRAINCTL_META, run_key, run_prefix
 from trainer.runfiles.placements import placements_summary
 from trainer.runfiles.status_file import FAILED, SUCCEEDED
@@ -50,13 +50,15 @@ class Metric:
 
 @dataclass(frozen=True)
 class Dataset:
-    """What a run trained or was scored on, as an MLflow dataset input: the data's hash is its digest."""
+    """What a run trained or was scored on, as an MLflow dataset input: each split's own digest, and the
+    columns its rows were read from."""
 
     name: str  # `<lang>-<context>`: MLflow tells datasets apart by name and digest, so each split its own
     digest: str
     source_uri: str  # the bucket folder the run read its data from
     context: str  # train, valid, test
     rows: int | None = None
+    columns: tuple[tuple[str, str], ...] = ()  # (name, MLflow type): the text column, then the label column(s)
 
     @property
     def source_type(self) -> str:
@@ -67,6 +69,14 @@ class Dataset:
     @property
     def profile(self) -> str | None:
         return json.dumps({"num_rows": self.rows}) if self.rows is not None else None
+
+    @property
+    def schema(self) -> str | None:
+        """MLflow's column spec, as its own datasets write theirs (`{"mlflow_colspec": [...]}`)."""
+        if not self.columns:
+            return None
+        spec = [{"type": kind, "name": name, "required": True} for name, kind in self.columns]
+        return json.dumps({"mlflow_colspec": spec})
 
 
 @dataclass
@@ -132,22 +142,7 @@ def _points(figures: dict[str, object], *, step: int, at_ms: int) -> list[Metric
     return [Metric(key_name(k), v, step, at_ms) for k, value in figures.items() if (v := finite(value)) is not None]
 
 
-def _cost_metrics(cost: dict, estimate: dict, *, step: int, at_ms: int) -> list[Metric]:
-    """What the run cost (metadata/cost.json, from its VMs' boot records) beside the estimate at apply."""
-    return _points(
-        {
-            "cost/est_usd": cost.get("est_cost"),
-            "cost/billed_vm_s": cost.get("billed_vm_s"),
-            "cost/vm_per_hour": cost.get("vm_per_hour"),
-            "cost/vm_boots": cost.get("vm_boots"),
-            "cost/estimate_per_hour": estimate.get("per_hour"),
-        },
-        step=step,
-        at_ms=at_ms,
-    )
-
-
-def _datasets(bucket: Bucket, lang: str, run_id: str, *, doc: dict, data_hash: str | None) -> list[Dataset]:
+def _datasets(bucket: Bucket, lang: str, run_id: str, *, doc: dict, trainer_meta: dict) -> list[Dataset]:
     """The splits a classifier run trained, tuned and was scored on, or the corpus a base LM read; all from the
     run's own copy of `<lang>/data/` (trainer.runtime.run_data; `<lang>/data/` itself for a run from before
     copies), told apart by their context."""
@@ -159,29 +154,34 @@ def _datasets(bucket: Bucket, lang: str, run_id: str, *, doc: dict, data_hash: s
         if not digest:
             return []
         return [Dataset(f"{lang}-corpus", digest, source, "train", corpus.get("corpus_tokens"))]
+    data_hash = trainer_meta.get("data_hash")
     if not data_hash:
         return []
     counts = {"train": doc.get("n_train"), "valid": doc.get("n_valid"), "test": doc.get("n_test")}
+    # a run from before each split had its digest: the data's hash with the split's name, still one per split
+    digests = trainer_meta.get("split_digests") or {}
     return [
-        Dataset(f"{lang}-{split}", data_hash, source, split, rows)
+        Dataset(
+            f"{lang}-{split}",
+            digests.get(split) or hashlib.sha256(f"{data_hash}|{split}".encode()).hexdigest()[:16],
+            source,
+            split,
+            rows,
+            data_columns(trainer_meta.get("args") or {}),
+        )
         for split, rows in counts.items()
         if split != "test" or rows
     ]
 
 
-def _params(doc: dict, trainer_meta: dict) -> dict[str, str]:
-    params = {k: str(v) for k, v in run_settings(trainer_meta.get("args") or {}).items()}
-    recorded = {
-        "data_hash": trainer_meta.get("data_hash"),
-        "tokenizer": doc.get("tokenizer"),
-        "n_train": doc.get("n_train"),
-        "n_valid": doc.get("n_valid"),
-        "n_test": doc.get("n_test"),
-        "device": trainer_meta.get("device"),
-        "precision_used": trainer_meta.get("precision"),
-    }
-    params.update({k: str(v) for k, v in recorded.items() if v is not None})
-    return params
+def data_columns(args: dict) -> tuple[tuple[str, str], ...]:
+    """The columns a classifier run read its rows from, with their MLflow types: its text, then its labels
+    (one column of labels, or a 0/1 column per label)."""
+    if not args.get("text_col"):
+        return ()
+    if args.get("label_cols"):
+        return ((args["text_col"], "string"), *((name, "long") for name in args["label_cols"]))
+    return ((args["text_col"], "string"), *(((args["label_col"], "string"),) if args.get("label_col") else ()))
 
 
 def _log_text(bucket: Bucket, lang: str, run_id: str) -> str:
@@ -232,12 +232,8 @@ def _metrics(
     if doc and state == SUCCEEDED:
         metrics += _points(final_figures(doc), step=step, at_ms=final_at)
     if state in (SUCCEEDED, FAILED):  # what Spot and the machines cost the run, in time and money
-        if moves["placements"]:
-            metrics += [
-                Metric(f"spot/{name}", float(moves[name]), step, final_at)
-                for name in ("preemptions", "capacity_wait_s", "interrupted_s")
-            ]
-        metrics += _cost_metrics(files["cost"], files["trainctl"].get("cost_estimate") or {}, step=step, at_ms=final_at)
+        estimate = files["trainctl"].get("cost_estimate") or {}
+        metrics += _points(after_run_figures(files["cost"], estimate, moves), step=step, at_ms=final_at)
     return metrics
 
 
@@ -283,11 +279,11 @@ def read_mirror(bucket: Bucket, lang: str, run_id: str, *, env: str) -> Mirror:
         start,
         end,
         _tags(bucket, lang, run_id, env=env, files=files),
-        _params(doc, files["trainer"]),
+        {k: str(v) for k, v in run_params(files["trainer"], doc).items()},
         _metrics(bucket, lang, run_id, files=files, start=start, end=end),
         [name for name in FILES if bucket.exists(run_key(lang, run_id, name))],
         model=model,
-        datasets=_datasets(bucket, lang, run_id, doc=doc, data_hash=files["trainer"].get("data_hash")),
+        datasets=_datasets(bucket, lang, run_id, doc=doc, trainer_meta=files["trainer"]),
         final_step=len(doc.get("history") or []),
     )
     mirror.source_sha = _source_sha(mirror)

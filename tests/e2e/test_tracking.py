@@ -13,6 +13,7 @@ import json
 import os
 import re
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -108,10 +109,15 @@ def test_export_mirrors_a_run_once_however_often_it_runs(server, trained):
     assert tags["trainstack.model_uri"].startswith("models:/")
     log = (run_dir(root, "fr", run_id) / "log.txt").read_text()
     assert {point.timestamp for point in epochs} <= set(epoch_end_times(log).values())  # each epoch's end
+    trainer_meta = json.loads((run_dir(root, "fr", run_id) / "metadata/trainer.json").read_text())
+    digests = trainer_meta["split_digests"]  # each split its own, none the data's hash
     assert {(i.dataset.name, i.dataset.digest) for i in run.inputs.dataset_inputs} == {
-        ("fr-train", params["data_hash"]),
-        ("fr-valid", params["data_hash"]),
+        ("fr-train", digests["train"]),
+        ("fr-valid", digests["valid"]),
     }
+    assert len({digests["train"], digests["valid"], params["data_hash"]}) == 3
+    for given in run.inputs.dataset_inputs:
+        assert [c["name"] for c in json.loads(given.dataset.schema)["mlflow_colspec"]] == ["text", "labels"]
 
     lengths = history_lengths(server, run)
     again = cli(root, "runs", "export", "fr", run_id, *sets(server))
@@ -238,8 +244,9 @@ def test_promote_moves_the_alias_and_the_pyfunc_model_predicts_as_trainctl(serve
 
 def test_tensorboard_shows_the_run_as_mlflow_names_it_with_its_rates_and_hparams(trained):
     """What `tensorboard --logdir <bucket>/fr/runs` shows, read with TensorBoard's own loader: the run is one
-    TensorBoard run, a section per stage, every figure at MLflow's key and step, each epoch's learning rate,
-    and one HParams session (the run's settings, its final figures)."""
+    TensorBoard run, a section per stage, every figure MLflow's mirror has at its key and step (each epoch's
+    learning rate, the LM's tokens/s, the cost trainctl adds after the run), and one HParams session with
+    MLflow's params and the final figures."""
     from tensorboard.backend.event_processing.event_multiplexer import EventMultiplexer
     from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 
@@ -251,23 +258,26 @@ def test_tensorboard_shows_the_run_as_mlflow_names_it_with_its_rates_and_hparams
     assert run in board.Runs() and all(r.count("/") == 1 for r in board.Runs())  # no folder per stage
     seen = {(tag, e.step): e.value for tag in board.Runs()[run]["scalars"] for e in board.Scalars(run, tag)}
     mirror = read_mirror(open_bucket(f"file://{root / BUCKET}"), "fr", run_id, env="local")
-    mlflow = {(m.key, m.step): m.value for m in mirror.metrics if not m.key.startswith(("spot/", "cost/"))}
-    rates = ("/tokens_per_s",)  # TensorBoard's alone: the clock's, not the record's
-    assert {k: v for k, v in seen.items() if not k[0].endswith(rates)} == pytest.approx(mlflow)
+    mlflow = {(m.key, m.step): m.value for m in mirror.metrics}
+    assert seen == pytest.approx(mlflow)  # every figure, the LM's throughput and trainctl's cost included
+    assert any(tag == "lm_finetune/tokens_per_s" for tag, _ in mlflow) and any(k.startswith("cost/") for k, _ in mlflow)
+    assert not any(tag == "classifier/tokens_per_s" for tag, _ in mlflow)
     assert all((f"{record['stage']}/lr", step) in mlflow for step, record in enumerate(history, 1))
     for step, record in enumerate(history, 1):
         assert (f"{record['stage']}/valid_loss", step) in seen and seen[(f"{record['stage']}/lr", step)] > 0
     assert all(tag.split("/")[0] in {h["stage"] for h in history} for tag, step in seen if step < len(history))
-    assert any(tag == "lm_finetune/tokens_per_s" for tag, _ in seen)
-    assert not any(tag == "classifier/tokens_per_s" for tag, _ in seen)
     hparams = {
         tag: HParamsPluginData.FromString(raw) for tag, raw in board.PluginRunToTagToContent("hparams")[run].items()
     }
     settings = hparams["_hparams_/session_start_info"].session_start_info.hparams
-    assert settings["epochs_clf"].number_value == float(mirror.params["epochs_clf"])
-    assert "bucket" not in settings and "macro_f1" in [
-        m.name.tag for m in hparams["_hparams_/experiment"].experiment.metric_infos
-    ]
+    # MLflow's params, name for name and value for value (the tokenizer the run used, not `auto`)
+    shown = {k: v.string_value if v.HasField("string_value") else v.number_value for k, v in settings.items()}
+    assert shown == {k: v if isinstance(shown.get(k), str) else float(v) for k, v in mirror.params.items()}
+    assert shown["tokenizer"] == mirror.params["tokenizer"] != "auto" and "bucket" not in shown
+    assert {"data_hash", "device", "n_train", "n_valid", "n_test", "precision_used"} <= set(shown)
+    assert "macro_f1" in [m.name.tag for m in hparams["_hparams_/experiment"].experiment.metric_infos]
+    if mirror.tags["trainstack.kept"] == "classifier":  # the best blend was not kept: no weight of it
+        assert "blend_weight" not in {key for key, _ in mlflow}
 
 
 BUCKET = ".trainstack/local/bucket"
@@ -315,9 +325,9 @@ def test_a_mirrored_run_looks_like_one_mlflow_started(server, tmp_path, monkeypa
     inputs = {i.dataset.name: i for i in run.inputs.dataset_inputs}
     assert set(inputs) == {"de-train", "de-valid"}
     train = inputs["de-train"]
-    assert train.dataset.digest == "d1e2f3a4b5c6d7e8" and {(t.key, t.value) for t in train.tags} == {
-        ("mlflow.data.context", "train")
-    }
+    # a run from before split digests: each split's from the data's hash and its name, never the hash itself
+    assert len({train.dataset.digest, inputs["de-valid"].dataset.digest, "d1e2f3a4b5c6d7e8"}) == 3
+    assert {(t.key, t.value) for t in train.tags} == {("mlflow.data.context", "train")}
     assert json.loads(train.dataset.source)["uri"] == f"file://{root / BUCKET}/de/data/"
     assert train.dataset.source_type == "local" and json.loads(train.dataset.profile) == {"num_rows": 30}
 
@@ -331,6 +341,9 @@ def test_a_mirrored_run_looks_like_one_mlflow_started(server, tmp_path, monkeypa
         f"{model.artifact_location}/", tracking_uri=server.url, dst_path=str(tmp_path / "model")
     )
     logged = mlflow.models.Model.load(folder)
+    # the code package one zip (each file is a request, authorized one by one on a server with logins)
+    assert [p.name for p in (Path(folder) / "code").iterdir()] == [f"{model.tags['trainstack.code_package']}.zip"]
+    assert len([p for p in Path(folder).rglob("*") if p.is_file()]) <= 15
     outputs = {c.name: c.to_dict()["type"] for c in logged.signature.outputs.inputs}
     assert outputs == {"labels": "array", "prob_a": "double", "prob_b c": "double", "error": "string"}
     example = logged.load_input_example(folder)

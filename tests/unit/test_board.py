@@ -47,7 +47,6 @@ def board_of(root, work, *, finished: bool = True) -> EventAccumulator:
     groups = [{"lr": 0.0}, {"lr": 0.0}]  # ULMFiT's layer groups: the last one is the head
     callback.learn = SimpleNamespace(cbs=[], epoch=0, opt=SimpleNamespace(hypers=groups))
     for place, record in enumerate(history, 1):
-        callback.before_train()
         fed.append(record)
         groups[-1]["lr"] = place / 1000
         callback.after_epoch()
@@ -69,7 +68,7 @@ def run(tmp_path):
 
 def test_every_figure_has_mlflows_name_and_step_in_tensorboard(run, tmp_path):
     """Per-epoch figures `<stage>/<figure>` at the global epoch, finals at the last epoch's step: the same
-    points as the mirror's, but for what trainctl adds once the run has ended (Spot, cost)."""
+    points as the mirror's, but for what trainctl adds once the run has ended (Spot, cost: test_records)."""
     board = board_of(run, tmp_path / "work")
     mirror = read_mirror(open_bucket(f"file://{run}"), "fr", RUN, env="local")
     mlflow = {(m.key, m.step): m.value for m in mirror.metrics if not m.key.startswith(("spot/", "cost/"))}
@@ -89,13 +88,14 @@ def test_the_run_is_one_hparams_session_with_mlflows_params_and_final_figures(ru
     content = {tag: HParamsPluginData.FromString(raw) for tag, raw in board.PluginTagToContent("hparams").items()}
     start = content["_hparams_/session_start_info"].session_start_info
     hparams = {k: getattr(v, v.WhichOneof("kind")) for k, v in start.hparams.items()}
-    # numbers stay numbers (the tab's axes), the rest as MLflow's params show them; unset ones and the
-    # run's whereabouts (bucket, run id, work dir) left out
-    assert hparams == {"epochs_clf": 2, "lr": 0.01, "bidirectional": "False", "label_cols": "['a']"}
+    # MLflow's params, name for name (what the run recorded of itself too: its tokenizer, not `auto`, the
+    # data's hash, rows, device); numbers stay numbers (the tab's axes), the rest as MLflow's params show
+    # them (None too); the run's whereabouts (bucket, run id, work dir) left out
     params = read_mirror(open_bucket(f"file://{run}"), "fr", RUN, env="local").params
-    assert {k: v for k, v in hparams.items() if isinstance(v, str)} == {
-        k: params[k] for k in ("bidirectional", "label_cols")
-    }
+    assert {k: v if isinstance(v, str) else f"{v:g}" for k, v in hparams.items()} == params
+    assert hparams["epochs_clf"] == 2 and hparams["n_train"] == 30 and hparams["label_cols"] == "['a']"
+    assert hparams["tokenizer"] == "fastai-spacy-blank-v1" and hparams["data_hash"] == "d1e2f3a4b5c6d7e8"
+    assert hparams["lang_code"] == "None" and {"bucket", "run_id", "work_dir"}.isdisjoint(hparams)
     metrics = [m.name.tag for m in content["_hparams_/experiment"].experiment.metric_infos]
     assert {"macro_f1", "micro_f1", "accuracy", "f1/a", "f1/b c", "duration_s"} <= set(metrics)
     final = {tag: points(board)[(tag, 3)] for tag in metrics}  # the session's figures, at the last epoch
@@ -107,3 +107,24 @@ def test_a_run_that_did_not_finish_has_its_curves_and_no_hparams_session(run, tm
     assert ("classifier/valid_loss", 3) in points(board) and ("macro_f1", 3) not in points(board)
     with pytest.raises(KeyError):
         board.PluginTagToContent("hparams")
+
+
+def test_what_trainctl_adds_once_the_run_has_ended_is_in_tensorboard_as_mlflow_has_it(run, tmp_path, project):
+    """The cost and the Spot time, known after the trainer has gone: trainctl's own event file beside the
+    trainer's (TensorBoard reads the folder's files in name order), at the step the mirror logs them."""
+    from stacks.project import Project
+    from stacks.runs.records import record_cost
+
+    bucket = open_bucket(f"file://{run}")
+    board_of(run, tmp_path / "work")
+    record_cost(bucket, Project(project).load("local"), "fr", RUN)
+    record_cost(bucket, Project(project).load("local"), "fr", RUN)  # recorded again: replaced, never twice
+    board = EventAccumulator(str(run / "fr/runs" / RUN / "tensorboard")).Reload()
+    mirror = read_mirror(bucket, "fr", RUN, env="local")
+    after_run = {(m.key, m.step): m.value for m in mirror.metrics if m.key.startswith(("cost/", "spot/"))}
+    assert ("spot/preemptions", 3) in after_run and ("cost/est_usd", 3) in after_run
+    seen = points(board)
+    assert {k: v for k, v in seen.items() if not k[0].endswith("/lr")} == pytest.approx(
+        {(m.key, m.step): m.value for m in mirror.metrics}
+    )
+    assert all(len(board.Scalars(tag)) == 1 for tag, _ in after_run)

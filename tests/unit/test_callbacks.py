@@ -169,3 +169,26 @@ def test_an_epochs_record_keeps_its_learning_rate_and_its_log_line_does_not_show
         {"stage": "classifier", "phase": "1/1", "epoch": 1, "train_loss": 0.5, "valid_loss": 0.25, "lr": 2e-3}
     ]
     assert lines == ["classifier [1/1] epoch 1/2  train_loss 0.5000  valid_loss 0.2500"]
+
+
+def test_an_lm_epochs_record_keeps_its_tokens_per_second_from_its_second_batch_on():
+    """The figure both views of the run show (it was TensorBoard's alone): every rank's tokens over the time
+    from the end of the first batch; a classifier's epoch has none."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from trainer.runtime.callbacks import ThroughputCallback
+
+    now = [100.0]
+    history: list[dict] = []
+    cb = ThroughputCallback(history, world=2, clock=lambda: now[0])
+    for stage in ("lm_finetune", "classifier"):
+        cb.learn = SimpleNamespace(cbs=[], epoch=0, training=True, yb=(1,), xb=(torch.zeros(4, 8),))
+        cb.before_train()
+        for _ in range(3):  # 3 batches of 32 tokens, one second each: the first one's set-up is not counted
+            now[0] += 1.0
+            cb.after_batch()
+        history.append({"stage": stage, "phase": "1/1", "epoch": 1})
+        cb.after_epoch()
+    assert history[0]["tokens_per_s"] == 2 * 2 * 32 / 2 and "tokens_per_s" not in history[1]

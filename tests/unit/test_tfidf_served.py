@@ -116,3 +116,26 @@ def test_the_model_requires_what_its_prediction_imports_at_the_trained_versions(
     outputs = {c.name: c.to_dict() for c in signature(["a", "b c"]).outputs.inputs}
     assert outputs["labels"]["type"] == "array" and outputs["labels"]["items"] == {"type": "string"}
     assert outputs["prob_b c"]["type"] == "double" and outputs["error"]["required"] is False
+
+
+def test_tfidf_features_are_scikit_learns_own_with_each_word_looked_up_once(tmp_path):
+    """char_wb counts built word by word from a cache: the same matrix, bit for bit, as the vectorizer's own
+    transform (accents, case, runs of spaces, tabs, non-breaking spaces, empty texts, words longer than n),
+    and still with a cache too small for the file (it starts again)."""
+    from scipy.sparse import hstack
+
+    from trainer.classification.baseline import TfidfModel, WordNgramCounts
+
+    texts = _tfidf_run(tmp_path / "run")
+    model = TfidfModel.load((tmp_path / "run/tfidf.json").read_bytes(), (tmp_path / "run/tfidf.npz").read_bytes())
+    odd = ["", "  É ÉTÉ  été\tÉtÉ\n x", "Ça coûte 12,50 € !!", "a", "l'été—été...", "\u00a0nbsp\u2003em", "x" * 40]
+    rows = [t.strip() for t in [*texts, *odd, *texts]]
+    own = hstack([v.transform(rows) for v in model.vectorizers]).tocsr()
+    ours = model.features(rows)
+    assert any(v.analyzer == "char_wb" for v in model.vectorizers) and model.word_counts
+    for a, b in ((own, ours), (own, model.features(rows))):  # the second call from the cache
+        assert np.array_equal(a.indptr, b.indptr) and np.array_equal(a.indices, b.indices)
+        assert np.array_equal(a.data, b.data) and a.dtype == b.dtype
+    [char] = [v for v in model.vectorizers if v.analyzer == "char_wb"]
+    small = WordNgramCounts(char, limit=3)
+    assert (small.transform(rows) != char.transform(rows)).nnz == 0 and len(small.ids) <= 3

@@ -10,6 +10,7 @@ from stacks.tracking import CHAMPION, catch_up
 from stacks.tracking.client import why
 from stacks.tracking.record import RUN_ID_TAG, SOURCE_TAG, key_name, read_mirror
 from tests.support.runs import TRACKED_IMAGE, tracked_run, utc_ms
+from trainer.data.splits import Splits
 from trainer.storage import open_bucket
 
 RUN = "20261127-101010-abcd"
@@ -87,6 +88,10 @@ def test_a_run_folder_becomes_tags_params_and_metrics_with_global_epoch_steps(tm
     assert ("classifier/macro_f1_at_0.5", 2) in points and ("classifier/valid_loss", 3) not in points  # NaN left out
     assert points[("macro_f1", 3)] == 0.8 and points[("f1/b c", 3)] == 0.9 and points[("tfidf/macro_f1", 3)] == 0.75
     assert points[("blend_weight", 3)] == 0.4
+    doc = json.loads((tmp_path / "fr/runs" / RUN / "metrics.json").read_text())
+    (tmp_path / "fr/runs" / RUN / "metrics.json").write_text(json.dumps({**doc, "kept": "classifier"}))
+    alone = read_mirror(open_bucket(f"file://{tmp_path}"), "fr", RUN, env="local")  # the best blend, not kept
+    assert "blend_weight" not in {m.key for m in alone.metrics} and "blend" in doc
     assert mirror.files == ["metrics.json", "log.txt", "metadata/trainer.json"] and mirror.model
     assert mirror.end_ms - mirror.start_ms == 600_000
 
@@ -293,14 +298,33 @@ def test_the_cost_and_spot_time_are_final_figures(tmp_path):
     assert points["spot/preemptions"] == 1 and points["spot/capacity_wait_s"] == 30
 
 
-def test_the_data_is_one_dataset_per_split_with_the_run_data_hash(tmp_path):
+def test_the_data_is_one_dataset_per_split_each_with_its_digest_and_columns(tmp_path):
     tracked_run(tmp_path, "de", TRACKED, n_test=5)
     mirror = read_mirror(open_bucket(f"file://{tmp_path}"), "de", TRACKED, env="dev")
-    assert [(d.name, d.digest, d.context, d.rows) for d in mirror.datasets] == [
-        ("de-train", "d1e2f3a4b5c6d7e8", "train", 30),
-        ("de-valid", "d1e2f3a4b5c6d7e8", "valid", 10),
-        ("de-test", "d1e2f3a4b5c6d7e8", "test", 5),
+    assert [(d.name, d.context, d.rows) for d in mirror.datasets] == [
+        ("de-train", "train", 30),
+        ("de-valid", "valid", 10),
+        ("de-test", "test", 5),
     ]
+    assert len({d.digest for d in mirror.datasets}) == 3  # a run from before split digests: still one a split
+    meta = tmp_path / "de/runs" / TRACKED / "metadata/trainer.json"
+    recorded = json.loads(meta.read_text())
+    splits = Splits(train=[0, 2, 3], valid=[1], test=[4])
+    recorded["split_digests"] = splits.digests(recorded["data_hash"])
+    recorded["args"].update(text_col="body", label_col="tags")
+    meta.write_text(json.dumps(recorded))
+    mirror = read_mirror(open_bucket(f"file://{tmp_path}"), "de", TRACKED, env="dev")
+    assert [d.digest for d in mirror.datasets] == [recorded["split_digests"][s] for s in ("train", "valid", "test")]
+    assert (
+        Splits(train=[0, 2, 4], valid=[1], test=[3]).digests(recorded["data_hash"])["train"]
+        != mirror.datasets[0].digest
+    )
+    assert json.loads(mirror.datasets[0].schema) == {
+        "mlflow_colspec": [
+            {"type": "string", "name": "body", "required": True},
+            {"type": "string", "name": "tags", "required": True},
+        ]
+    }
     sources = {(d.source_uri, d.source_type) for d in mirror.datasets}
     assert sources == {(f"file://{tmp_path}/de/data/", "local")}  # a run from before runs kept a copy
     (tmp_path / "de/runs" / TRACKED / "metadata/data.json").write_text('{"files": {}}')

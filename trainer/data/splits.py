@@ -9,6 +9,7 @@ rare label lands on both sides and no text is in both.
 
 from __future__ import annotations
 
+import hashlib
 import random
 from dataclasses import dataclass, field
 
@@ -27,6 +28,15 @@ class Splits:
     source: str = "stratified"
     duplicates_dropped: int = 0
     notes: list[str] = field(default_factory=list)
+
+    def digests(self, data_hash: str) -> dict[str, str]:
+        """Each split's own digest (the tracker's dataset inputs): the data's hash, the split's name and its
+        rows, so train and valid differ, and so do two splits of the same data."""
+        return {
+            name: hashlib.sha256(f"{data_hash}|{name}|{','.join(map(str, rows))}".encode()).hexdigest()[:16]
+            for name, rows in ((TRAIN, self.train), (VALID, self.valid), (TEST, self.test))
+            if rows
+        }
 
 
 def _stratified(rows: list[int], labels: list[list[str]], valid_pct: float, seed: int) -> tuple[list[int], list[int]]:

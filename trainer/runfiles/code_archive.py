@@ -18,12 +18,13 @@ def package_files(package_dir: Path) -> list[Path]:
     )
 
 
-def archive_code(package_dir: Path) -> bytes:
-    """The package in `package_dir` as a zip of `trainer/<path>` entries, in path order."""
+def archive_code(package_dir: Path, *, name: str = PACKAGE) -> bytes:
+    """The package in `package_dir` as a zip of `<name>/<path>` entries, in path order: importable with the
+    zip on sys.path (zipimport)."""
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         for path in package_files(package_dir):
-            entry = zipfile.ZipInfo(f"{PACKAGE}/{path.relative_to(package_dir).as_posix()}", date_time=_EPOCH)
+            entry = zipfile.ZipInfo(f"{name}/{path.relative_to(package_dir).as_posix()}", date_time=_EPOCH)
             entry.external_attr = 0o644 << 16
             archive.writestr(entry, path.read_bytes(), compress_type=zipfile.ZIP_DEFLATED)
     return out.getvalue()

@@ -8,7 +8,11 @@ One scheme, so a figure has the same name at the same step in either view:
 - the step is the run's global epoch, the record's place in metrics.json's history (1 is the first epoch
   of the first stage, stages in the order they ran), so a stage's curve continues where the last one ended;
 - the final figures (`macro_f1`, `f1/<label>`, `tfidf/macro_f1`, a pretrain's `perplexity`) sit at the
-  step of the run's last epoch;
+  step of the run's last epoch, and so do the figures known once the run has ended (`cost/*`, `spot/*`:
+  trainctl writes them to both views, stacks/runs/records.py);
+- the settings (MLflow's params, TensorBoard's HParams) are `run_params`: the trainer's arguments with what
+  the run recorded of itself (the tokenizer it used, not the `auto` it was asked for; the data's hash, rows
+  per split, device, precision);
 - names are keys MLflow accepts (letters, digits, _ - . space /): `@` becomes `_at_`.
 """
 
@@ -73,7 +77,8 @@ def final_figures(doc: dict) -> dict[str, float]:
         ):
             for name in ("macro_f1", "micro_f1", "accuracy"):
                 figures[f"{prefix}/{name}"] = (doc.get(part) or {}).get(name)
-        figures["blend_weight"] = (doc.get("blend") or {}).get("weight")
+        if doc.get("kept") == "blend":  # the classifier's share in the kept blend; none when it was kept alone
+            figures["blend_weight"] = (doc.get("blend") or {}).get("weight")
     figures["duration_s"] = doc.get("duration_s")
     return {key_name(k): v for k, value in figures.items() if (v := finite(value)) is not None}
 
@@ -81,3 +86,47 @@ def final_figures(doc: dict) -> dict[str, float]:
 def run_settings(args: dict) -> dict[str, object]:
     """The trainer's arguments that shape the model (MLflow's params, TensorBoard's hyper-parameters)."""
     return {key_name(k): v for k, v in sorted(args.items()) if k not in NOT_SETTINGS}
+
+
+# What a run recorded of itself that its arguments do not say, by param name: (file, field), metrics.json being
+# "doc" and metadata/trainer.json "trainer". Overrides an argument of the same name (`tokenizer`: `auto` asked).
+RECORDED_PARAMS = {
+    "data_hash": ("trainer", "data_hash"),
+    "tokenizer": ("doc", "tokenizer"),
+    "n_train": ("doc", "n_train"),
+    "n_valid": ("doc", "n_valid"),
+    "n_test": ("doc", "n_test"),
+    "device": ("trainer", "device"),
+    "precision_used": ("trainer", "precision"),
+}
+
+
+def run_params(trainer_meta: dict, doc: dict) -> dict[str, object]:
+    """The run's settings as both views show them: its arguments (`run_settings`) and RECORDED_PARAMS;
+    values as recorded (MLflow writes them as text, TensorBoard keeps numbers)."""
+    params = run_settings(trainer_meta.get("args") or {})
+    files = {"doc": doc, "trainer": trainer_meta}
+    recorded = {name: files[part].get(field) for name, (part, field) in RECORDED_PARAMS.items()}
+    params.update({name: value for name, value in recorded.items() if value is not None})
+    return params
+
+
+def after_run_figures(cost: dict, estimate: dict, moves: dict) -> dict[str, float]:
+    """What trainctl knows once the run has ended, by key: what it cost (metadata/cost.json, from its VMs' boot
+    records) beside the estimate at apply, and, for a run that was placed, what Spot cost it in time
+    (placements_summary)."""
+    figures: dict[str, object] = {}
+    if moves.get("placements"):
+        figures.update(
+            {f"spot/{name}": moves.get(name) for name in ("preemptions", "capacity_wait_s", "interrupted_s")}
+        )
+    figures.update(
+        {
+            "cost/est_usd": cost.get("est_cost"),
+            "cost/billed_vm_s": cost.get("billed_vm_s"),
+            "cost/vm_per_hour": cost.get("vm_per_hour"),
+            "cost/vm_boots": cost.get("vm_boots"),
+            "cost/estimate_per_hour": estimate.get("per_hour"),
+        }
+    )
+    return {key_name(k): v for k, value in figures.items() if (v := finite(value)) is not None}

@@ -15,7 +15,7 @@ import json
 import time
 from pathlib import Path
 
-from trainer.runfiles.curves import final_figures
+from trainer.runfiles.curves import final_figures, run_params
 from trainer.runfiles.keys import run_key
 from trainer.storage import Bucket, StorageError
 
@@ -24,11 +24,9 @@ FOLDER = "tensorboard"
 
 def hparam_values(settings: dict) -> dict[str, object]:
     """What the HParams tab can hold: numbers stay numbers (its axes and filters), the rest as MLflow's
-    params show them (`True`, a list's repr); unset ones left out."""
+    params show them (`True`, `None`, a list's repr)."""
     return {
-        k: v if isinstance(v, (int, float, str)) and not isinstance(v, bool) else str(v)
-        for k, v in settings.items()
-        if v is not None
+        k: v if isinstance(v, (int, float, str)) and not isinstance(v, bool) else str(v) for k, v in settings.items()
     }
 
 
@@ -68,17 +66,19 @@ class Board:
         if self.writer_class is not None:
             self._writer().add_scalar(key, value, step)
 
-    def hparams(self, doc: dict) -> None:
-        """The run as one HParams session: its settings, and metrics.json's final figures at the last epoch's
-        step (the points MLflow's mirror has), so the language's runs compare in one table."""
+    def hparams(self, doc: dict, trainer_meta: dict | None = None) -> None:
+        """The run as one HParams session: its params as MLflow's mirror has them (curves.run_params: what
+        metadata/trainer.json and metrics.json record; the arguments alone without trainer.json), and
+        metrics.json's final figures at the last epoch's step, so the language's runs compare in one table."""
         if self.writer_class is None:
             return
         from torch.utils.tensorboard.summary import hparams
 
         finals, step = final_figures(doc), len(doc.get("history") or [])
+        settings = run_params(trainer_meta, doc) if trainer_meta else self.settings
         writer = self._writer()
         # the experiment (settings, metric names), the session's start and its end: three summaries
-        for summary in hparams(hparam_values(self.settings), finals):
+        for summary in hparams(hparam_values(settings), finals):
             writer.file_writer.add_summary(summary, step)
         for key, value in finals.items():
             writer.add_scalar(key, value, step)
@@ -112,10 +112,12 @@ class Board:
                 print(f"TensorBoard files not closed ({type(exc).__name__}: {exc})", flush=True)
 
     def _finals(self) -> None:
-        """metrics.json is written last, by a run that finished: the record MLflow's mirror reads too."""
-        key = run_key(self.lang, self.run_id, "metrics.json")
+        """metrics.json is written last, by a run that finished (after metadata/trainer.json): the records
+        MLflow's mirror reads too."""
+        key, meta = (run_key(self.lang, self.run_id, name) for name in ("metrics.json", "metadata/trainer.json"))
         if self.writer_class is not None and self.bucket.exists(key):
-            self.hparams(json.loads(self.bucket.read_bytes(key)))
+            trainer_meta = json.loads(self.bucket.read_bytes(meta)) if self.bucket.exists(meta) else None
+            self.hparams(json.loads(self.bucket.read_bytes(key)), trainer_meta)
 
     def _close_writer(self) -> None:
         if self.writer is not None:

@@ -28,6 +28,7 @@ from trainer.runtime.callbacks import (
     Phase,
     ResumeCallback,
     StatusCallback,
+    ThroughputCallback,
 )
 from trainer.runtime.checkpoints import Checkpoint, Position
 from trainer.runtime.preemption import Interrupted
@@ -66,6 +67,7 @@ class Fitter:
         # every later checkpoint: with trainer.bidirectional the forward models wait for the backward ones.
         self.carry: dict[str, dict] = {}
         self.epoch_log = EpochLogCallback(rc.log, self.history)
+        self.throughput_cb = ThroughputCallback(self.history, world=rc.ctx.world)
         self.status_cb = StatusCallback(rc.log, self.history)
         self.ckpt_cb = CheckpointCallback(rc.ctx, rc.preemption, self.save_checkpoint, minutes=a.checkpoint_minutes)
         self.progress_cb = BatchProgressCallback(rc.log, every_s=a.progress_seconds, world=rc.ctx.world)
@@ -76,11 +78,11 @@ class Fitter:
             if rc.ctx.main
             else None
         )
-        self.board_cb = BoardCallback(self.board, self.history, world=rc.ctx.world)
+        self.board_cb = BoardCallback(self.board, self.history)
 
     @property
     def callbacks(self) -> list:
-        return [self.epoch_log, self.status_cb, self.ckpt_cb, self.progress_cb, self.board_cb]
+        return [self.epoch_log, self.throughput_cb, self.status_cb, self.ckpt_cb, self.progress_cb, self.board_cb]
 
     def find_resume(self) -> Checkpoint | None:
         """The newest complete checkpoint of this run id (before the tokenizer: a resumed run keeps its base LM's)."""

@@ -28,7 +28,7 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
-from trainer.runfiles.code_archive import package_files
+from trainer.runfiles.code_archive import archive_code, package_files
 
 PACKAGE = "trainer"
 _SKIPPED = shutil.ignore_patterns("__pycache__", "*.pyc")
@@ -83,6 +83,15 @@ def copy_code(*, source: Path, dest: Path) -> Path:
         where = f"{PACKAGE}/{path.relative_to(target)}"
         path.write_text(renamed_imports(path.read_text(encoding="utf-8"), package, where=where), encoding="utf-8")
     return target
+
+
+def zipped(code: Path) -> Path:
+    """A copy_code folder as one zip beside it (`trainer_<hash>.zip`, entries `trainer_<hash>/...`): what the
+    logged model carries, one file rather than the package's hundred-odd (each one an upload, which a server
+    with logins authorizes one by one). The model's code file puts it on sys.path (mlflow_model_code.py)."""
+    archive = Path(code).parent / f"{Path(code).name}.zip"
+    archive.write_bytes(archive_code(code, name=Path(code).name))
+    return archive
 
 
 @contextmanager

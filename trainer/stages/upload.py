@@ -107,6 +107,7 @@ def upload(
     meta = {
         "args": vars(a),
         "data_hash": prep.data_hash,
+        "split_digests": prep.splits.digests(prep.data_hash),
         "arch": fit.arch,
         "python": sys.version.split()[0],
         "torch": torch.__version__,

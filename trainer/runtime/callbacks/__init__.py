@@ -1,5 +1,5 @@
 """The trainer's extras as fastai callbacks, one concern per module (as fastai splits its own):
-resume.py (exact resume), progress.py (epoch log, status.json, batch progress), tracker.py (best epoch,
+resume.py (exact resume), progress.py (epoch log, LM throughput, status.json, batch progress), tracker.py (best epoch,
 patience), checkpoint.py (exact-resume saves, SIGTERM), memory.py (heap trim), board.py (TensorBoard curves);
 core.py has what they share.
 
@@ -12,13 +12,20 @@ from trainer.runtime.callbacks.board import BoardCallback
 from trainer.runtime.callbacks.checkpoint import CheckpointCallback
 from trainer.runtime.callbacks.core import NO_PHASE, Phase, place, skipped
 from trainer.runtime.callbacks.memory import HeapTrimCallback
-from trainer.runtime.callbacks.progress import VALID_SHARE, BatchProgressCallback, EpochLogCallback, StatusCallback
+from trainer.runtime.callbacks.progress import (
+    VALID_SHARE,
+    BatchProgressCallback,
+    EpochLogCallback,
+    StatusCallback,
+    ThroughputCallback,
+)
 from trainer.runtime.callbacks.resume import ResumeCallback, lm_hidden
 from trainer.runtime.callbacks.tracker import BestEpochCallback, PatienceCallback
 
 place(
     ResumeCallback,
     EpochLogCallback,
+    ThroughputCallback,
     StatusCallback,
     BestEpochCallback,
     CheckpointCallback,
@@ -41,6 +48,7 @@ __all__ = [
     "Phase",
     "ResumeCallback",
     "StatusCallback",
+    "ThroughputCallback",
     "lm_hidden",
     "place",
     "skipped",

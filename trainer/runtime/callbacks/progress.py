@@ -14,6 +14,8 @@ from trainer.runtime.callbacks.core import NO_PHASE, Phase, skipped
 from trainer.runtime.runlog import RunLog
 
 RATE = "lr"  # a history record's learning rate
+THROUGHPUT = "tokens_per_s"  # an LM stage's record: the epoch's training tokens a second (every rank's)
+LM_STAGES = ("base_lm", "lm_finetune")
 
 
 def learning_rate(learn) -> float:
@@ -54,6 +56,42 @@ class EpochLogCallback(Callback):
         self.log.line(f"{self.stage} [{self.phase}] epoch {record['epoch']}/{self.total}  {shown}")
 
 
+class ThroughputCallback(Callback):
+    """An LM stage's training tokens a second, in the epoch's record (`tokens_per_s`): a figure both views of
+    the run show (TensorBoard, MLflow's mirror of metrics.json), timed from the end of the epoch's first batch
+    (its set-up is not throughput) to the epoch's end, validation included."""
+
+    run_after = EpochLogCallback  # the epoch's record is in `history`
+    run_before = "StatusCallback"  # in the record before anything saves it
+
+    def __init__(self, history: list[dict], *, world: int = 1, clock=time.monotonic):
+        self.history, self.world, self.clock = history, world, clock
+        self.seen = len(history)
+
+    def begin_phase(self, phase: Phase) -> None:
+        """Nothing to keep: each record names its stage."""
+
+    def before_train(self):
+        self.tokens, self.started = 0, None
+
+    def after_batch(self):
+        # self.learn's attributes read directly: a callback's own lookup falls back to the learner's (microseconds)
+        if not self.learn.training or len(self.learn.yb) == 0:  # validation, or a batch ResumeCallback skipped
+            return
+        if self.started is None:
+            self.started = self.clock()
+            return
+        self.tokens += self.learn.xb[0].numel() * self.world
+
+    def after_epoch(self):
+        if skipped(self.learn, self.epoch) or len(self.history) <= self.seen:
+            return
+        self.seen = len(self.history)
+        record = self.history[-1]
+        if record["stage"].startswith(LM_STAGES) and self.started is not None and self.tokens:
+            record[THROUGHPUT] = round(self.tokens / max(self.clock() - self.started, 1e-9), 1)
+
+
 class StatusCallback(Callback):
     """Writes stage, epoch and the epoch's figures to status.json after every epoch so followers see progress (rank
     0)."""
@@ -73,7 +111,8 @@ class StatusCallback(Callback):
         last = self.history[-1] if self.history else {}
         self.log.update(
             epoch=self.offset + self.epoch + 1,
-            last_epoch={k: v for k, v in last.items() if k not in ("stage", "phase", "epoch", RATE)} or None,
+            last_epoch={k: v for k, v in last.items() if k not in ("stage", "phase", "epoch", RATE, THROUGHPUT)}
+            or None,
         )
 
 
