@@ -45,8 +45,16 @@ def preflight_data(bucket: Bucket, lang: str, settings: LanguageSettings) -> Lab
             "(pip install 'trainstack[trainer]' to check it here)"
         )
         return data
-    # imports fastai/spaCy: seconds, but before any infrastructure
-    check_tokenizer(lang, data.texts, code=settings.code, tokenizer=settings.trainer.tokenizer)
+    from stacks.runs import tokenizer_memo
+    from trainer.text.languages import default_tokenizer
+    from trainer.text.preflight import SAMPLE_ROWS
+
+    code, tokenizer = settings.code or lang, settings.trainer.tokenizer
+    kind = default_tokenizer(code) if tokenizer == "auto" else tokenizer
+    key = tokenizer_memo.key_of(kind, code, data.texts[:SAMPLE_ROWS])
+    if tokenizer_memo.remembered(key) is None:
+        # imports fastai/spaCy: seconds, but before any infrastructure
+        tokenizer_memo.remember(key, check_tokenizer(lang, data.texts, code=settings.code, tokenizer=tokenizer))
     return data
 
 

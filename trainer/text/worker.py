@@ -33,17 +33,18 @@ def init(tokenizer, *, ignore_signals: bool = True) -> None:
     from fastai.text.core import compose
 
     _state.clear()
-    _state.update(spec=spec, rules=compose(*rules()))
+    built = {"rules": compose(*rules())}
     if spec.kind == SPACY:
         from fastai.text.core import WordTokenizer
 
         nlp_pipe = WordTokenizer(spec.code).pipe  # fastai's blank spaCy pipeline with its special tokens
         nlp_pipe.__self__.max_length = MAX_TEXT_CHARS
-        _state["pipe"] = nlp_pipe
+        built["pipe"] = nlp_pipe
     else:
         import sentencepiece as spm
 
-        _state["sp"] = spm.SentencePieceProcessor(model_proto=spec.sp_model)
+        built["sp"] = spm.SentencePieceProcessor(model_proto=spec.sp_model)
+    _state.update(built, spec=spec)  # the spec last: a tokenizer that failed to build is built again next time
 
 
 def _local_ids(tokens: list[list[str]]) -> tuple[list[str], np.ndarray, np.ndarray]:
