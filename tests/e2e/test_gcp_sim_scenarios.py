@@ -43,11 +43,15 @@ def pushed(tmp_path):
 def test_zones_without_the_gpu_or_quota_are_never_candidates_and_a_mixed_error_window_moves(pushed):
     """europe-west4-a offers no L4, europe-west1 grants no L4 quota; europe-west4-b answers
     ZONE_RESOURCE_POOL_EXHAUSTED and UNSUPPORTED_OPERATION in turn (the default scenario's mix), europe-west4-c
-    is dry. With capacity_wait_minutes=0 the run tries the two candidates once each and stops resumable.
+    is dry with ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS mixed in (the code
+    https://cloud.google.com/compute/docs/troubleshooting/troubleshooting-resource-availability names beside
+    ZONE_RESOURCE_POOL_EXHAUSTED: a capacity error, so the run stops for capacity, resumable, not for an
+    unknown error). With capacity_wait_minutes=0 the run tries the two candidates once each and stops resumable.
     Cost: ~8 s for quota, ~60-80 s for train (most of it the synthesis)."""
     scenario = overrides(
         "{zones: {europe-west4-a: {accelerators: [nvidia-tesla-t4]}, "
-        f"europe-west4-b: {DRY}, europe-west4-c: {DRY}}}, "
+        f"europe-west4-b: {DRY}, "
+        "europe-west4-c: {outages: [{start_s: 0}], capacity_errors: [ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS]}}, "
         "regions: {europe-west1: {quotas: {NVIDIA_L4_GPUS: 0}}}}"
     )
     q = trainctl(pushed, "quota", "--env", ENV, *scenario, "--lang", "fr", timeout=120)
@@ -64,6 +68,7 @@ def test_zones_without_the_gpu_or_quota_are_never_candidates_and_a_mixed_error_w
     # both codes in europe-west4-b's window, and the run moved on rather than stopping at the unknown one
     assert "europe-west4-b (gcp-sim-train-fr-" in out and "UNSUPPORTED_OPERATION" in out, out
     assert "moved to zone europe-west4-c" in out, out
+    assert "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS" in out, out
     run_id = re.search(r"--resume (\S+)", r.stderr)[1]
     assert "no capacity for run" in r.stderr and f"trainctl train fr --env {ENV} --resume {run_id}" in r.stderr
 
@@ -93,6 +98,28 @@ def test_a_global_quota_refusal_stops_the_run_naming_the_quota(pushed):
     assert applied_zones(out) == ["europe-west4-a"], out
     error = next(line for line in r.stderr.splitlines() if line.startswith("error:"))
     assert "CPUS_ALL_REGIONS" in error, out
+
+
+def test_quota_as_google_counts_it_for_spot_vms(pushed):
+    """The preflight on two quota rules (`trainctl quota`, no run; ~3 s each):
+    - GPUS_ALL_REGIONS used up by other VMs: no region helps, the error names the global quota
+      (https://cloud.google.com/compute/resource-usage, "GPU quota").
+    - A region that grants preemptible L4 quota: its Spot VMs draw on it alone, so when it is used up the region's
+      zones are out though its standard NVIDIA_L4_GPUS has room; europe-west1, which grants none, takes the run
+      on its standard quota (https://cloud.google.com/compute/docs/instances/create-use-spot, "Before you
+      begin"; https://cloud.google.com/compute/resource-usage, "Preemptible quota")."""
+    full_global = overrides("{global_quotas: {GPUS_ALL_REGIONS: {limit: 8, usage: 8}}}")
+    r = trainctl(pushed, "quota", "--env", ENV, "--lang", "fr", *full_global, timeout=120)
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "the global GPU quota GPUS_ALL_REGIONS is the blocker for train-fr" in r.stderr, r.stderr
+    assert "--quota-id=GPUS-ALL-REGIONS-per-project" in r.stderr
+
+    spot_full = overrides("{regions: {europe-west4: {quotas: {PREEMPTIBLE_NVIDIA_L4_GPUS: {limit: 8, usage: 8}}}}}")
+    r = trainctl(pushed, "quota", "--env", ENV, "--lang", "fr", *spot_full, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rows = {line.split("\t")[0]: line for line in r.stdout.splitlines() if "\t" in line}
+    assert all("NO: 0 free" in rows[f"europe-west4-{z}"] for z in "abc"), r.stdout
+    assert "train-fr → europe-west1-b (NVIDIA_L4_GPUS)" in r.stdout, r.stdout
 
 
 def test_on_demand_fallback_on_a_spot_only_machine_is_refused_before_the_cloud_is_asked(pushed):
