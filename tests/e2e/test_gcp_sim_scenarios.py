@@ -4,7 +4,8 @@ synthesis and a few seconds per placement (the sim's minute is a wall second), n
 
 Each scenario is a `gcp.simulated.overrides` over the default scenario (stacks/targets/gcp/sim/scenario.yaml:
 europe-west4-a/b/c, then the fallback europe-west1-b with one L4 of quota and europe-west1-c without the L4).
-Costs are given per test, measured on the 2 shared cores under the other sessions' load.
+Costs are given per test, measured on the 2 shared cores at load 9-13, each plus a 2-4 s `data push`; a train's
+cost, measured: its data check ~15 s, the rest of the preflight ~3 s, the synthesis ~30 s, ~10 s per placement.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ def test_zones_without_the_gpu_or_quota_are_never_candidates_and_a_mixed_error_w
     https://cloud.google.com/compute/docs/troubleshooting/troubleshooting-resource-availability names beside
     ZONE_RESOURCE_POOL_EXHAUSTED: a capacity error, so the run stops for capacity, resumable, not for an
     unknown error). With capacity_wait_minutes=0 the run tries the two candidates once each and stops resumable.
-    Cost: ~8 s for quota, ~60-80 s for train (most of it the synthesis)."""
+    Cost: 83 s measured (quota ~4 s, train the rest)."""
     scenario = overrides(
         "{zones: {europe-west4-a: {accelerators: [nvidia-tesla-t4]}, "
         f"europe-west4-b: {DRY}, "
@@ -76,7 +77,7 @@ def test_zones_without_the_gpu_or_quota_are_never_candidates_and_a_mixed_error_w
 def test_a_regional_quota_refusal_skips_the_rest_of_its_region(pushed):
     """INSTANCES is full in europe-west4 (a quota the preflight does not read: only the VM's creation meets it,
     "Quota 'INSTANCES' exceeded.  Limit: 2.0 in region europe-west4."). The run leaves the region after its
-    first zone and tries europe-west1-b (dry) next. Cost: ~60-80 s."""
+    first zone and tries europe-west1-b (dry) next. Cost: 66 s measured."""
     scenario = overrides(
         "{regions: {europe-west4: {quotas: {INSTANCES: {limit: 2, usage: 2}}}}, "
         f"zones: {{europe-west4-a: {{outages: []}}, europe-west1-b: {DRY}}}}}"
@@ -90,7 +91,7 @@ def test_a_regional_quota_refusal_skips_the_rest_of_its_region(pushed):
 
 def test_a_global_quota_refusal_stops_the_run_naming_the_quota(pushed):
     """CPUS_ALL_REGIONS is used up by other VMs (the preflight reads GPUS_ALL_REGIONS, not this one): no region
-    escapes a global quota, so the run stops after its first zone and names it. Cost: ~50-70 s."""
+    escapes a global quota, so the run stops after its first zone and names it. Cost: 61 s measured."""
     scenario = overrides("{global_quotas: {CPUS_ALL_REGIONS: {limit: 128, usage: 128}}, zones: {europe-west4-a: {}}}")
     r = trainctl(pushed, "train", "fr", "--env", ENV, *scenario)
     out = r.stdout + r.stderr
@@ -107,7 +108,7 @@ def test_quota_as_google_counts_it_for_spot_vms(pushed):
     - A region that grants preemptible L4 quota: its Spot VMs draw on it alone, so when it is used up the region's
       zones are out though its standard NVIDIA_L4_GPUS has room; europe-west1, which grants none, takes the run
       on its standard quota (https://cloud.google.com/compute/docs/instances/create-use-spot, "Before you
-      begin"; https://cloud.google.com/compute/resource-usage, "Preemptible quota")."""
+      begin"; https://cloud.google.com/compute/resource-usage, "Preemptible quota"). Cost: 7 s measured."""
     full_global = overrides("{global_quotas: {GPUS_ALL_REGIONS: {limit: 8, usage: 8}}}")
     r = trainctl(pushed, "quota", "--env", ENV, "--lang", "fr", *full_global, timeout=120)
     assert r.returncode == 3, r.stdout + r.stderr
@@ -124,7 +125,7 @@ def test_quota_as_google_counts_it_for_spot_vms(pushed):
 
 def test_on_demand_fallback_on_a_spot_only_machine_is_refused_before_the_cloud_is_asked(pushed):
     """a3-highgpu-1g is Spot or Flex-start only: a dry Spot pass would ask for on-demand VMs the group can never
-    create. Refused at config check (exit 2) by `trainctl quota`. Cost: ~3 s."""
+    create. Refused at config check (exit 2) by `trainctl quota`. Cost: 1 s (and the 2.5 s data push)."""
     r = trainctl(
         pushed,
         "quota",
@@ -148,7 +149,7 @@ def test_on_demand_fallback_on_a_spot_only_machine_is_refused_before_the_cloud_i
 
 def test_ctrl_c_in_the_pause_between_dry_passes_prints_the_resume_command(pushed):
     """Every candidate dry, a capacity wait of an hour: Ctrl-C while the run pauses before its next pass stops it
-    FAILED and resumable, with its --resume command, not 'tear it down'. Cost: ~60-80 s."""
+    FAILED and resumable, with its --resume command, not 'tear it down'. Cost: 99 s measured."""
     scenario = overrides(
         f"{{zones: {{europe-west4-a: {DRY}, europe-west4-b: {DRY}, europe-west4-c: {DRY}, europe-west1-b: {DRY}}}}}"
     )
