@@ -167,7 +167,9 @@ def test_ctrl_c_in_the_pause_between_dry_passes_prints_the_resume_command(pushed
     reader.join(timeout=10)
     out = " ".join("".join(seen).split())
     assert proc.returncode == 130, out
-    run_id = re.search(r"--resume (\S+)", out)[1]
+    resume = re.search(r"--resume (\S+)", out)
+    assert resume, out  # not 'tear it down' though the stack is gone
+    run_id = resume[1]
     assert f"trainctl train fr --env {ENV} --resume {run_id}" in out and "tear it down" not in out, out
     rows = json.loads(trainctl(pushed, "runs", "--json", "--env", ENV).stdout)
     assert [row["state"] for row in rows] == ["FAILED"], rows
