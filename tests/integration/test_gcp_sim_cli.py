@@ -49,7 +49,8 @@ def test_serve_prints_only_simulated_lines_and_trainctl_quota_rehearses_the_pref
         assert "nvidia-l4 not offered in europe-west4-a" in text
         assert "train-fr → europe-west4-b (PREEMPTIBLE_NVIDIA_L4_GPUS)" in text
     finally:
-        server.send_signal(signal.SIGINT)
+        # SIGTERM: a SIGINT this process inherited as ignored (nohup, a background job) stays ignored in the server
+        server.send_signal(signal.SIGTERM)
         out, _ = server.communicate(timeout=300)  # a guard against a hang, sized for a busy machine
     assert server.returncode == 0 and out.strip().splitlines()[-1] == "simulated Google Cloud: stopped"
 
