@@ -48,7 +48,7 @@ demo: $(STAMP)
 test: $(STAMP) $(NODE_STAMP) $(LINT_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal
 
 # The unit tests alone (tests/unit: seconds each, no model trained, no stack synthesized): under a minute.
 test-fast: $(STAMP)
