@@ -66,7 +66,10 @@ def load_learner_file(path: Path):
         warnings.simplefilter("ignore")
         from fastai.learner import load_learner
 
-        return load_learner(path, cpu=True, pickle_module=_OWN_CODE_PICKLE)
+        from trainer.text.regex_memo import large_patterns_remembered
+
+        with large_patterns_remembered():  # a French model's tokenizer compiles spaCy's French rules
+            return load_learner(path, cpu=True, pickle_module=_OWN_CODE_PICKLE)
 
 
 def load_tfidf(spec_json: bytes, arrays_npz: bytes):

@@ -98,7 +98,10 @@ class TokenizerSpec:
         from fastai.text.core import SentencePieceTokenizer, WordTokenizer
 
         if self.kind == SPACY:
-            return WordTokenizer(self.code)
+            from trainer.text.regex_memo import large_patterns_remembered
+
+            with large_patterns_remembered():
+                return WordTokenizer(self.code)
         path = Path(cache_dir) / "spm.model"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(self.sp_model)

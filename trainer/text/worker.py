@@ -37,7 +37,10 @@ def init(tokenizer, *, ignore_signals: bool = True) -> None:
     if spec.kind == SPACY:
         from fastai.text.core import WordTokenizer
 
-        nlp_pipe = WordTokenizer(spec.code).pipe  # fastai's blank spaCy pipeline with its special tokens
+        from trainer.text.regex_memo import large_patterns_remembered
+
+        with large_patterns_remembered():  # spaCy's French rules: one 1.4 MB pattern
+            nlp_pipe = WordTokenizer(spec.code).pipe  # fastai's blank spaCy pipeline with its special tokens
         nlp_pipe.__self__.max_length = MAX_TEXT_CHARS
         built["pipe"] = nlp_pipe
     else:
