@@ -107,6 +107,9 @@ class Scenario(StrictModel):
     retry_s: float = Field(60, gt=0, description="a group retries a failed VM creation this often (simulated)")
     boot_s: float = Field(30, ge=0, description="from creation to RUNNING (simulated)")
     stop_s: float = Field(30, ge=0, description="a preempted or deleted VM's shutdown (Spot: up to 30 s)")
+    operation_s: dict[str, float] = Field(
+        {}, description="simulated seconds an operation of a kind (instanceGroupManagers.delete, ...) reads RUNNING"
+    )
     global_quotas: dict[str, Quota] = Field({}, description="projects.get: GPUS_ALL_REGIONS, CPUS_ALL_REGIONS")
     regions: dict[str, RegionScenario] = Field(min_length=1)
     zones: dict[str, ZoneOffer] = Field(min_length=1, description="zones, each in a region named by its prefix")
