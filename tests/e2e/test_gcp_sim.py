@@ -3,13 +3,14 @@ the command (stacks/targets/gcp/sim/): the real preflight (quota, image, boot im
 prices), the real synthesized training stack applied and destroyed in the sim, the real VM agent and a tiny
 trainer on each simulated VM, the bucket in a Cloud Storage emulator.
 
-The scenario: the overlay's, run in europe-west4-b and europe-west4-c only (no fallback zones), europe-west4-c dry
-for Spot, with on_demand_fallback: europe-west4-b preempted once the classifier has trained an epoch (dry for Spot
-after it), europe-west4-c dry, then the dry pass takes on-demand VMs and the run finishes on demand in
+The scenario: the overlay's, in europe-west4-b and europe-west4-c only (no fallback zones), europe-west4-c dry for
+Spot, with on_demand_fallback: europe-west4-b preempts the VM once the classifier has trained an epoch (dry for Spot
+after it), europe-west4-c is dry, so the dry pass takes on-demand VMs and the run finishes on demand in
 europe-west4-b; its cost prices the Spot boot at Spot and the on-demand one at on-demand.
 
-Cost: one tiny training plus three trainctl processes; 251 s, 335 s and 502 s measured on the 2 shared cores at
-load 7, 14 and 18 (most of it the trainer's and the tokenizer check's imports, as in the local market's tests).
+Cost: one tiny training plus three trainctl processes; 128 s measured on the 2 shared cores at load 7 (the
+scenario before on_demand_fallback: 251 s, 335 s and 502 s at load 7, 14 and 18; most of it the trainer's and the
+tokenizer check's imports, as in the local market's tests).
 """
 
 from __future__ import annotations

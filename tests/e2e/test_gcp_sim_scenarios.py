@@ -99,6 +99,7 @@ def test_a_global_quota_refusal_stops_the_run_naming_the_quota(pushed):
     assert applied_zones(out) == ["europe-west4-a"], out
     error = next(line for line in r.stderr.splitlines() if line.startswith("error:"))
     assert "CPUS_ALL_REGIONS" in error, out
+    assert "Quota 'CPUS_ALL_REGIONS' exceeded.  Limit: 128.0 globally." in out, out  # Compute Engine's words
 
 
 def test_quota_as_google_counts_it_for_spot_vms(pushed):
@@ -196,7 +197,7 @@ def test_ctrl_c_in_a_moves_destroy_and_in_its_apply_leaves_the_run_resumable_wit
     """Ctrl-C while a move destroys the stack in the dry zone (a group deletion that takes 10 simulated minutes,
     `operation_s`), then, resumed, while it applies the stack in the next zone (a group creation as slow): each
     time the run is FAILED with its --resume command in the output and in `trainctl status`, never 'tear it
-    down' nor PENDING with no word. Cost: (two commands, each a synthesis or two; 137 s measured at load ~7)."""
+    down' nor PENDING with no word. Cost: 137 s measured at load ~7 (two commands, a synthesis or two each)."""
     dry = "{outages: [{start_s: 0}]}"
     zones = f"zones: {{europe-west4-a: {dry}, europe-west4-b: {dry}, europe-west4-c: {dry}, europe-west1-b: {dry}}}"
     slow_delete = overrides(f"{{{zones}, operation_s: {{instanceGroupManagers.delete: 600}}}}")

@@ -8,10 +8,11 @@ listErrors and tries again). The checks in order, each with the page it comes fr
    machine type"). Google does not document the code; the sim answers INVALID_FIELD_VALUE (not a capacity
    error: no other zone helps).
 3. A machine series that requires gVNIC (A3: stacks/targets/gcp/catalogue.yaml `nic_type`) asked for a VM whose
-   network interface is not GVNIC: "gVNIC is required for third generation machine series and later"
+   network interface is not GVNIC: gVNIC is required from the third machine generation on
    (https://cloud.google.com/compute/docs/instances/create-vm-with-gvnic). Code and wording are the sim's
    (INVALID_FIELD_VALUE, not a capacity error).
-4. Quota: QUOTA_EXCEEDED "Quota 'METRIC' exceeded.  Limit: N in region R." where a quota the VM draws on has
+4. Quota: QUOTA_EXCEEDED "Quota 'METRIC' exceeded.  Limit: N in region R." (a global one: "Limit: N globally.", as
+   gcloud and Terraform quote Compute Engine for GPUS_ALL_REGIONS) where a quota the VM draws on has
    no room (quotas.py says which); a request over quota never reaches the zone's capacity.
 5. No capacity (Spot VMs; on-demand ones too in a zone marked `on_demand_dry`), the market's answer for the zone
    now: ZONE_RESOURCE_POOL_EXHAUSTED, "The zone ... does not have enough resources available to fulfill the
@@ -64,7 +65,7 @@ def refusal(
     short = cloud.short_quota(zone, shape)
     if short is not None:
         metric, limit, scope = short
-        where = f" in region {scope}" if scope != "global" else ""
+        where = f" in region {scope}" if scope != "global" else " globally"
         return "QUOTA_EXCEEDED", f"Quota '{metric}' exceeded.  Limit: {limit:.1f}{where}."
     now = cloud.now_s()
     dry = not cloud.market.has_capacity(zone, now, cloud.fired)
