@@ -8,7 +8,7 @@ Spot, with on_demand_fallback: europe-west4-b preempts the VM once the classifie
 after it), europe-west4-c is dry, so the dry pass takes on-demand VMs and the run finishes on demand in
 europe-west4-b; its cost prices the Spot boot at Spot and the on-demand one at on-demand.
 
-Cost: one tiny training plus three trainctl processes; 128 s measured on the 2 shared cores at load 7 (the
+Cost: one tiny training plus three trainctl processes; 112 s and 128 s measured on the 2 shared cores at load 7 (the
 scenario before on_demand_fallback: 251 s, 335 s and 502 s at load 7, 14 and 18; most of it the trainer's and the
 tokenizer check's imports, as in the local market's tests).
 """

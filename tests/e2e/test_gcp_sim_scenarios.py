@@ -197,7 +197,7 @@ def test_ctrl_c_in_a_moves_destroy_and_in_its_apply_leaves_the_run_resumable_wit
     """Ctrl-C while a move destroys the stack in the dry zone (a group deletion that takes 10 simulated minutes,
     `operation_s`), then, resumed, while it applies the stack in the next zone (a group creation as slow): each
     time the run is FAILED with its --resume command in the output and in `trainctl status`, never 'tear it
-    down' nor PENDING with no word. Cost: 137 s measured at load ~7 (two commands, a synthesis or two each)."""
+    down' nor PENDING with no word. Cost: 92 s and 137 s measured at load ~7 (two commands, a synthesis or two each)."""
     dry = "{outages: [{start_s: 0}]}"
     zones = f"zones: {{europe-west4-a: {dry}, europe-west4-b: {dry}, europe-west4-c: {dry}, europe-west1-b: {dry}}}"
     slow_delete = overrides(f"{{{zones}, operation_s: {{instanceGroupManagers.delete: 600}}}}")
@@ -226,7 +226,7 @@ def test_a_new_run_refused_by_a_quota_its_own_run_would_use_asks_the_bucket_and_
     the fallback region: `train` refused by the preflight looks for a live run to re-attach to in the bucket
     first (none here), so it stops naming the quota with nothing synthesized. Re-attaching itself cannot be
     rehearsed on the simulated cloud: the first command's cloud, its groups and the stack's state end with it
-    (docs/DECISIONS.md). Cost: 7 s measured."""
+    (docs/DECISIONS.md). Cost: 4-7 s measured."""
     scenario = overrides(
         "{regions: {europe-west4: {quotas: {PREEMPTIBLE_NVIDIA_L4_GPUS: {limit: 1, usage: 1}}}, "
         "europe-west1: {quotas: {NVIDIA_L4_GPUS: 0}}}}"
