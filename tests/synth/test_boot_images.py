@@ -70,6 +70,10 @@ def test_an_a3_language_synthesizes_the_cos_121_lts_family(project):
     assert en["disk"][0]["source_image"] == COS_121_LTS and fr["disk"][0]["source_image"] == COS_IMAGE
     assert en["shielded_instance_config"]["enable_secure_boot"] is True
     assert en["metadata"]["trainstack-gpu-driver"] == "latest"  # cos-extensions installs it, as on cos-stable
+    # gVNIC is required from the third machine generation on (A3), the default VirtIO-Net is kept on G2
+    # (https://cloud.google.com/compute/docs/instances/create-vm-with-gvnic)
+    assert [n.get("nic_type") for n in en["network_interface"]] == ["GVNIC"]
+    assert [n.get("nic_type") for n in fr["network_interface"]] == [None]
 
 
 def synth(project: Path, *sets: str) -> dict[str, dict]:

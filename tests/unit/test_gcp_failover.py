@@ -299,6 +299,51 @@ def test_spot_hours_before_on_demand_fallback_are_priced_at_the_spot_rate(projec
     assert row["est_cost"] == round(2 * spot + on_demand, 4), (row, spot, on_demand)
 
 
+def test_a_preempted_spot_vm_is_billed_until_its_preemption_not_while_its_group_waits_for_capacity(
+    project, gcs_env, monkeypatch
+):
+    """A Spot VM booted at 10:00 in europe-west4-a, preempted at 11:00 (deleted: no charge while its group retries),
+    recreated under its name at 11:30, preempted again at 12:00; the zone stays dry, the run moves at 12:10 and
+    finishes at 13:00 in europe-west4-b. Billed: 1 h + 30 min + 50 min, not the gaps the group waited for capacity."""
+    import json
+
+    from stacks.cli.main import app
+    from tests.support.gcp_train import runner
+    from trainer.runfiles.status_file import RunStatus, write_status
+    from trainer.storage import open_bucket
+
+    uri, run_id = "gs://test-bucket/cost-preempted", "20261127-100000-cd34"
+    bucket = open_bucket(uri)
+    status = RunStatus(run_id=run_id, lang="fr", env="dev", state="SUCCEEDED", stage="done")
+    write_status(bucket, status)
+    doc = {**json.loads(status.to_json()), "finished_at": "2026-11-27T13:00:00+00:00"}
+    bucket.write_bytes(f"fr/runs/{run_id}/status.json", json.dumps(doc).encode())
+    meta = {"machine_type": "g2-standard-8", "gpu": {"type": "nvidia-l4", "count": 1}, "spot": True, "nodes": 1}
+    meta |= {"zone": "europe-west4-b", "region": "europe-west4"}
+    bucket.write_bytes(f"fr/runs/{run_id}/metadata/trainctl.json", json.dumps(meta).encode())
+    at = "2026-11-27T{}:00+00:00".format
+    journal = {
+        "placements": [
+            {"zone": "europe-west4-a", "spot": True, "applied_at": at("10:00"), "ended_at": at("12:10")},
+            {"zone": "europe-west4-b", "spot": True, "applied_at": at("12:10"), "ended_at": at("13:00")},
+        ],
+        "preemptions": [{"zone": "europe-west4-a", "detected_at": at(t)} for t in ("11:00", "12:00")],
+        "capacity_wait_s": 0.0,
+    }
+    bucket.write_bytes(f"fr/runs/{run_id}/metadata/placements.json", json.dumps(journal).encode())
+    boots = [("dev-train-fr-a1", "a", "1000"), ("dev-train-fr-a1", "a", "1130"), ("dev-train-fr-b1", "b", "1210")]
+    for name, zone, hhmm in boots:
+        booted = f"20261127T{hhmm}00Z"
+        record = {"zone": f"europe-west4-{zone}", "booted_at": booted}
+        bucket.write_bytes(f"fr/runs/{run_id}/metadata/instances/{name}/{booted}.json", json.dumps(record).encode())
+
+    args = ["--env", "dev", "--set", "gcp.project=p1", "--set", f"bucket={uri}"]
+    result = runner.invoke(app, ["runs", "--lang", "fr", "--json", *args])
+    assert result.exit_code == 0, result.output
+    [row] = json.loads(result.output)
+    assert row["vm_boots"] == 3 and row["billed_vm_s"] == (60 + 30 + 50) * 60, row
+
+
 def test_gc_keeps_the_stack_of_a_run_still_moving_through_dry_zones(project, gcs_env, monkeypatch):
     """Started 50 min ago, never a VM (every zone dry so far, no status.json yet), placed again 1 min ago."""
     import json

@@ -13,6 +13,7 @@ import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -75,6 +76,7 @@ class SeriesSources(_Entry):
     min_driver: str
     sku_names: str
     gpus_per_machine: str | None = None  # needed only where the series fixes GPU counts
+    nic_type: str | None = None  # needed only where the series requires a vNIC type
 
 
 class SeriesEntry(_Entry):
@@ -85,6 +87,7 @@ class SeriesEntry(_Entry):
     gpus_per_machine: dict[str, int]
     sku_names: dict[str, str | None] = Field(min_length=1)  # `<series>: null` leaves it unpriced
     machine_limits: list[LimitEntry]
+    nic_type: Literal["GVNIC"] | None = None  # the vNIC the series requires (None: the default VirtIO-Net)
     sources: SeriesSources
 
 
@@ -144,6 +147,7 @@ class MachineSeries:
     source: str  # the page behind the boot images, cited when one is refused
     read_on: str
     sku_names: tuple[tuple[str, str | None], ...]  # (machine-type prefix, SKU words or None: unpriced)
+    nic_type: str | None = None  # the network interface's nic_type the series requires (None: any)
 
     def billed_as(self, machine_type: str) -> str | None:
         """The prefix whose core and RAM SKUs price `machine_type` (a3-highgpu-1g -> a3-highgpu), None
@@ -219,6 +223,8 @@ def _references(doc: CatalogueFile) -> list[str]:
         for i, refused in enumerate(s.refused_images):
             if refused.project not in projects:
                 problems.append(f"{at}.refused_images.{i}.project: {refused.project!r} is not under images.projects")
+        if s.nic_type and s.sources.nic_type is None:
+            problems.append(f"{at}.sources.nic_type: missing (name the page that requires {s.nic_type})")
         if s.gpus_per_machine and s.sources.gpus_per_machine is None:
             problems.append(f"{at}.sources.gpus_per_machine: missing (name the page the GPU counts come from)")
         for machine, count in s.gpus_per_machine.items():
@@ -285,6 +291,7 @@ def build(document: object, where: str = "stacks/targets/gcp/catalogue.yaml") ->
             source=cited.url,
             read_on=cited.read_on,
             sku_names=tuple(s.sku_names.items()),
+            nic_type=s.nic_type,
         )
     prefix = doc.quota.spot_prefix
     gpu_types = {

@@ -31,12 +31,15 @@ def billed_vm_seconds(records: list[dict], end: datetime, placements: list[dict]
 
 
 def billed_vm_spans(
-    records: list[dict], end: datetime, placements: list[dict] | None = None
+    records: list[dict], end: datetime, placements: list[dict] | None = None, preemptions: list[dict] | None = None
 ) -> dict[tuple[str | None, bool | None], float]:
-    """VM time per (region, Spot) from the boot records: each boot runs until the same VM's next boot (a Spot VM
-    recreated after preemption), the end of the placement it booted in (the run moved: that group was
-    destroyed; metadata/placements.json), or the run's end; it is Spot as that placement was (on_demand_fallback
-    changes it mid-run), None where no placement says. An estimate: boot and shutdown time count."""
+    """VM time per (region, Spot) from the boot records: each boot runs until its preemption was seen (a preempted
+    Spot VM is deleted, instance_termination_action DELETE, and billed no more while its group waits for capacity:
+    https://cloud.google.com/compute/docs/instances/spot), the same VM's next boot, the end of the placement it
+    booted in (the run moved: that group was destroyed; metadata/placements.json), or the run's end; it is Spot as
+    that placement was (on_demand_fallback changes it mid-run), None where no placement says. `preemptions`
+    (placements.json's, of a single-node run: its one VM was the one preempted). An estimate: boot and shutdown
+    time count."""
     by_vm: dict[str, list[tuple[datetime, str | None]]] = {}
     for rec in records:
         if (booted := parse_time(rec.get("booted_at"))) is not None:
@@ -45,11 +48,13 @@ def billed_vm_spans(
         (p.get("zone"), parse_time(p.get("applied_at")), parse_time(p.get("ended_at")), p.get("spot"))
         for p in placements or []
     ]
+    preempted = [(p.get("zone"), parse_time(p.get("detected_at"))) for p in preemptions or []]
     totals: dict[tuple[str | None, bool | None], float] = {}
     for boots in by_vm.values():
         boots.sort(key=lambda b: b[0])
         for (start, zone), nxt in zip(boots, [*(b[0] for b in boots[1:]), None]):
             stop, spot = min(nxt or end, end), None
+            stop = min([stop, *(at for z, at in preempted if z == zone and at and start < at)])
             for placed_zone, applied, ended, placed_spot in spans:
                 if placed_zone == zone and applied and applied <= start and (ended is None or start < ended):
                     spot = placed_spot
@@ -86,7 +91,9 @@ def vm_cost(bucket: Bucket, config: EnvConfig, lang: str, run_id: str, status, b
     records = boot_records(bucket, lang, run_id)
     end = parse_time(status.finished_at or status.updated_at) if status else None
     journal = read_json(bucket, run_key(lang, run_id, PLACEMENTS_META)) or {}
-    spans = billed_vm_spans(records, end or datetime.now(timezone.utc), journal.get("placements"))
+    # a multi-node run's preemption names no VM: only a single-node run's boots end at its preemptions
+    preemptions = journal.get("preemptions") if s.get("nodes", 1) == 1 else None
+    spans = billed_vm_spans(records, end or datetime.now(timezone.utc), journal.get("placements"), preemptions)
     billed = sum(spans.values())
     per_hour, note, source, cost = (None, "cost unknown: the run records no machine type", None, None)
     if s.get("machine_type"):

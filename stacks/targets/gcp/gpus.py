@@ -113,6 +113,12 @@ def series_of(machine_type: str) -> MachineSeries | None:
     return SERIES_IMAGES.get(machine_type.split("-", 1)[0])
 
 
+def required_nic_type(machine_type: str) -> str | None:
+    """The network interface's nic_type the machine series requires (A3: GVNIC), None where any is taken."""
+    row = series_of(machine_type)
+    return row.nic_type if row else None
+
+
 def default_boot_image(machine_type: str) -> str:
     """The boot image a language gets when it sets none: its series' default."""
     row = series_of(machine_type)

@@ -12,7 +12,13 @@ from stacks.targets.gcp.cdk_google import GoogleProvider
 from stacks.targets.gcp.constructs.foundation_stack import provider_settings
 from stacks.targets.gcp.constructs.gpu_instance_group import GpuInstanceGroup
 from stacks.targets.gcp.constructs.quota_guard import QuotaGuard
-from stacks.targets.gcp.gpus import GPU_TYPES, default_boot_image, installs_driver_at_boot, signed_driver
+from stacks.targets.gcp.gpus import (
+    GPU_TYPES,
+    default_boot_image,
+    installs_driver_at_boot,
+    required_nic_type,
+    signed_driver,
+)
 from stacks.targets.gcp.placement import GcpPlacement
 from trainer.launchers.vm.spec import VmSpec
 
@@ -62,6 +68,7 @@ def add_gcp_part(stack, *, config: EnvConfig, lang: str, placement: GcpPlacement
         metadata=_vm_metadata(config, lang, placement, run_id=run_id, boot_image=boot_image),
         preconditions=[guard.precondition],
         compact_placement=s.compact_placement,
+        nic_type=required_nic_type(s.machine_type),
     )
     outputs = {
         "zone": placement.zone,

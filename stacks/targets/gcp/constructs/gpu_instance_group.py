@@ -44,6 +44,7 @@ class GpuInstanceGroup(Construct):
         secure_boot: bool = False,
         compact_placement: bool = True,
         network_tags: list[str] | None = None,
+        nic_type: str | None = None,
     ) -> None:
         super().__init__(scope, id)
         self.placement = self._placement(project, name, zone) if nodes > 1 and compact_placement else None
@@ -65,6 +66,7 @@ class GpuInstanceGroup(Construct):
             metadata=metadata,
             secure_boot=secure_boot,
             network_tags=network_tags,
+            nic_type=nic_type,
         )
         self.group = self._group(project, name, zone, nodes, preconditions)
         # Stable names <name>-0..N-1: node 0 is torchrun's rendezvous endpoint.
@@ -104,6 +106,7 @@ class GpuInstanceGroup(Construct):
         metadata: dict[str, str],
         secure_boot: bool,
         network_tags: list[str] | None,
+        nic_type: str | None,
     ) -> ComputeInstanceTemplate:
         """The instance template of every node: machine, GPUs, boot disk, identity, network, shielded VM."""
         return ComputeInstanceTemplate(
@@ -125,7 +128,10 @@ class GpuInstanceGroup(Construct):
             service_account={"email": service_account, "scopes": ["cloud-platform"]},
             # No access_config: no external IP. Egress to Google APIs goes through Private
             # Google Access (or Cloud NAT) on the subnetwork (README: Google Cloud setup).
-            network_interface=[ComputeInstanceTemplateNetworkInterface(network=network, subnetwork=subnetwork)],
+            # nic_type GVNIC where the series requires it (A3: no VM is created without it); else the default.
+            network_interface=[
+                ComputeInstanceTemplateNetworkInterface(network=network, subnetwork=subnetwork, nic_type=nic_type)
+            ],
             # The foundation's firewall rule lets VMs with this tag reach each other (multi-node runs).
             tags=network_tags,
             # Secure Boot refuses kernel modules not signed by a key in the VM's UEFI db: on for

@@ -192,8 +192,15 @@ def list_errors(g: Group) -> dict:
     return {"items": list(g.errors)}
 
 
+WAIT_KEY = "_simulated_wait_s"  # taken off the answer by the server, which waits that long outside the lock
+
+
 def operation(cloud: SimCloud, kind: str, target: str, scope: str | None) -> dict:
-    """A finished Operation (the sim applies a change at once); kept for zoneOperations/globalOperations.get."""
+    """A finished Operation (the sim applies a change at once); kept for zoneOperations/globalOperations.get.
+    The answer comes after the scenario's `operation_s` of its kind (simulated seconds): the client that waits
+    on it (Terraform, the lifecycle's destroy) is busy that long, as on Compute Engine. It is the request that
+    waits, never a RUNNING operation: google-cloud-compute polls an operation at Google's own endpoint,
+    whatever endpoint its client was given (transports/base.py `_zone_operations_client`)."""
     p = cloud.scenario.project
     now = stamp()
     name = f"operation-{numeric_id(target + now)}-sim"
@@ -216,7 +223,7 @@ def operation(cloud: SimCloud, kind: str, target: str, scope: str | None) -> dic
     if where:
         doc["zone" if scope.startswith("zones/") else "region"] = where
     cloud.operations[name] = doc
-    return doc
+    return {**doc, WAIT_KEY: cloud.scenario.operation_s.get(kind.removeprefix("compute."), 0.0)}
 
 
 def quota_info(cloud: SimCloud, quota_id: str) -> dict:

@@ -103,6 +103,12 @@ class SimCloud:
     def now_s(self) -> float:
         return self.market.now_s() + self.skipped_s
 
+    def wait_s(self, seconds: float) -> None:
+        """Block the calling request (not the cloud: the lock is not held) until `seconds` of simulated time pass."""
+        until = self.now_s() + seconds
+        while self.now_s() < until:
+            time.sleep(min(0.05, max((until - self.now_s()) / self.scenario.speedup, 0.001)))
+
     def skip(self, seconds: float) -> None:
         """Move the simulated clock `seconds` ahead at once (a rehearsal or a test need not wait for it)."""
         s = self.scenario

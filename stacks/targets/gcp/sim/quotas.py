@@ -32,6 +32,7 @@ class VmShape:
     disk_type: str
     metadata: dict[str, str]
     delete_on_preemption: bool = False  # scheduling.instanceTerminationAction DELETE (else the VM stops)
+    nic_types: tuple[str, ...] = ()  # each network interface's nicType ("" where unset: VirtIO-Net)
 
     @classmethod
     def from_template(cls, template: dict) -> "VmShape":
@@ -50,6 +51,7 @@ class VmShape:
             disk_type=(params.get("diskType") or "pd-standard").rsplit("/", 1)[-1],
             metadata={i["key"]: i.get("value", "") for i in (props.get("metadata") or {}).get("items") or []},
             delete_on_preemption=scheduling.get("instanceTerminationAction") == "DELETE",
+            nic_types=tuple(n.get("nicType", "") for n in props.get("networkInterfaces") or [{}]),
         )
 
 

@@ -7,9 +7,14 @@ listErrors and tries again). The checks in order, each with the page it comes fr
    (https://cloud.google.com/compute/docs/accelerator-optimized-machines, "Consumption option availability by
    machine type"). Google does not document the code; the sim answers INVALID_FIELD_VALUE (not a capacity
    error: no other zone helps).
-3. Quota: QUOTA_EXCEEDED "Quota 'METRIC' exceeded.  Limit: N in region R." where a quota the VM draws on has
+3. A machine series that requires gVNIC (A3: stacks/targets/gcp/catalogue.yaml `nic_type`) asked for a VM whose
+   network interface is not GVNIC: gVNIC is required from the third machine generation on
+   (https://cloud.google.com/compute/docs/instances/create-vm-with-gvnic). Code and wording are the sim's
+   (INVALID_FIELD_VALUE, not a capacity error).
+4. Quota: QUOTA_EXCEEDED "Quota 'METRIC' exceeded.  Limit: N in region R." (a global one: "Limit: N globally.", as
+   gcloud and Terraform quote Compute Engine for GPUS_ALL_REGIONS) where a quota the VM draws on has
    no room (quotas.py says which); a request over quota never reaches the zone's capacity.
-4. No capacity (Spot VMs; on-demand ones too in a zone marked `on_demand_dry`), the market's answer for the zone
+5. No capacity (Spot VMs; on-demand ones too in a zone marked `on_demand_dry`), the market's answer for the zone
    now: ZONE_RESOURCE_POOL_EXHAUSTED, "The zone ... does not have enough resources available to fulfill the
    request.  Try a different zone, or try again later." It concerns new VMs only; running VMs keep running
    (https://cloud.google.com/compute/docs/troubleshooting/troubleshooting-resource-availability). A zone's
@@ -27,7 +32,7 @@ from trainer.launchers.local.market import NO_CAPACITY
 if TYPE_CHECKING:
     from stacks.targets.gcp.sim.cloud import Group, SimCloud
 
-SPOT_ONLY_REFUSAL = "INVALID_FIELD_VALUE"
+SPOT_ONLY_REFUSAL = INVALID_FIELD = "INVALID_FIELD_VALUE"
 
 
 def refusal(
@@ -51,10 +56,16 @@ def refusal(
             f"Invalid value for field 'resource.scheduling.provisioningModel': 'STANDARD'. Machine type "
             f"{shape.machine_type} is available only with the SPOT or FLEX_START provisioning model."
         )
+    nic_type = s.required_nic_type(shape.machine_type)
+    if nic_type and any(n != nic_type for n in shape.nic_types):
+        return INVALID_FIELD, (
+            f"Invalid value for field 'resource.networkInterfaces[0].nicType': "
+            f"'{shape.nic_types[0] or 'VIRTIO_NET'}'. Machine type {shape.machine_type} requires {nic_type}."
+        )
     short = cloud.short_quota(zone, shape)
     if short is not None:
         metric, limit, scope = short
-        where = f" in region {scope}" if scope != "global" else ""
+        where = f" in region {scope}" if scope != "global" else " globally"
         return "QUOTA_EXCEEDED", f"Quota '{metric}' exceeded.  Limit: {limit:.1f}{where}."
     now = cloud.now_s()
     dry = not cloud.market.has_capacity(zone, now, cloud.fired)

@@ -14,6 +14,7 @@ Where each rule the sim enforces comes from (pages read 2026-11-28):
 - GPU family quotas of H100/H200 (Cloud Quotas quotaInfos, dimensions region and gpu_family):
   https://cloud.google.com/docs/quotas/implement-common-use-cases and
   https://cloud.google.com/docs/quotas/reference/rest/v1/projects.locations.services.quotaInfos.
+- gVNIC required on A3 (catalogue `nic_type`): https://cloud.google.com/compute/docs/instances/create-vm-with-gvnic.
 - Spot-only machine types (A3 High with 1, 2 or 4 GPUs: Spot or Flex-start only):
   https://cloud.google.com/compute/docs/accelerator-optimized-machines (stacks/targets/gcp/catalogue.yaml's
   `spot_only`, the default of `spot_only` here).
@@ -106,6 +107,9 @@ class Scenario(StrictModel):
     retry_s: float = Field(60, gt=0, description="a group retries a failed VM creation this often (simulated)")
     boot_s: float = Field(30, ge=0, description="from creation to RUNNING (simulated)")
     stop_s: float = Field(30, ge=0, description="a preempted or deleted VM's shutdown (Spot: up to 30 s)")
+    operation_s: dict[str, float] = Field(
+        {}, description="simulated seconds an operation of a kind (instanceGroupManagers.delete, ...) reads RUNNING"
+    )
     global_quotas: dict[str, Quota] = Field({}, description="projects.get: GPUS_ALL_REGIONS, CPUS_ALL_REGIONS")
     regions: dict[str, RegionScenario] = Field(min_length=1)
     zones: dict[str, ZoneOffer] = Field(min_length=1, description="zones, each in a region named by its prefix")
@@ -144,6 +148,12 @@ class Scenario(StrictModel):
         from stacks.targets.gcp.gpus import CATALOGUE
 
         return any(limit.spot_only and re.fullmatch(limit.pattern, machine_type) for limit in CATALOGUE.machine_limits)
+
+    def required_nic_type(self, machine_type: str) -> str | None:
+        """The vNIC the machine series requires (A3: GVNIC), as the catalogue says."""
+        from stacks.targets.gcp.gpus import required_nic_type
+
+        return required_nic_type(machine_type)
 
 
 def region_of(zone: str) -> str:

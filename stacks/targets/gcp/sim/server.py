@@ -133,7 +133,9 @@ def route(cloud: SimCloud, method: str, path: str, query: dict, body: dict) -> t
     rest = m.group(2) or ""
     with cloud.lock:
         cloud.advance()
-        return _compute(cloud, method, rest, query, body)
+        status, answer = _compute(cloud, method, rest, query, body)
+    cloud.wait_s(answer.pop(answers.WAIT_KEY, 0.0))  # the other requests and the clock go on meanwhile
+    return status, answer
 
 
 def _project(cloud: SimCloud, name: str) -> None:
