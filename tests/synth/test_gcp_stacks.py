@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 
 import pytest
 from typer.testing import CliRunner
@@ -35,6 +36,13 @@ def test_synth_is_byte_identical(synthesized):
         a = (root / "out1" / "stacks" / name / "cdk.tf.json").read_bytes()
         b = (root / "out2" / "stacks" / name / "cdk.tf.json").read_bytes()
         assert a == b, name
+
+
+def test_a_synth_loads_the_provider_modules_it_uses_not_all_1470(synthesized):
+    from stacks.targets.gcp.cdk_google import GOOGLE_PACKAGE
+
+    loaded = [name for name in sys.modules if name.startswith(GOOGLE_PACKAGE + ".")]
+    assert f"{GOOGLE_PACKAGE}.compute_instance_template" in loaded and len(loaded) < 40, len(loaded)
 
 
 def test_state_lives_in_gcs_one_prefix_per_env_and_stack(synthesized):

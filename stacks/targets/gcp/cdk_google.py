@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import sys
 
 from stacks.cdk import KIND
 
@@ -11,8 +13,24 @@ from stacks.cdk import KIND
 GOOGLE_PACKAGE = {"cdktf": "cdktf_cdktf_provider_google", "cdktn": "cdktn_provider_google"}[KIND]
 
 
+def _package_without_its_init() -> None:
+    """cdktf's prebuilt package's __init__ imports all of its ~1,470 resource modules (~10 CPU-s, every synth)
+    where the stacks use 20 (cdktn's imports them when asked). Each resource module imports the provider's jsii
+    assembly itself (`from .._jsii import *`), so the package is registered as an empty one at its folder and
+    only the modules named below are loaded: the same cdk.tf.json, byte for byte."""
+    if KIND != "cdktf" or GOOGLE_PACKAGE in sys.modules:
+        return
+    spec = importlib.util.find_spec(GOOGLE_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        return  # not installed: the import below says so
+    sys.modules[GOOGLE_PACKAGE] = importlib.util.module_from_spec(spec)
+
+
 def _module(name: str):
     return importlib.import_module(f"{GOOGLE_PACKAGE}.{name}")
+
+
+_package_without_its_init()
 
 
 _registry = _module("artifact_registry_repository")
