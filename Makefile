@@ -5,9 +5,9 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
-# `make test` runs one pytest worker per core this process may use (taskset -c 0 make test: one), each pinned to its
-# core (tests/support/cores.py).
-TEST_WORKERS ?= $(shell nproc)
+# `make test` runs two pytest workers per core this process may use (taskset -c 0 make test: two on that core), each
+# pinned to its core (tests/support/cores.py): while one waits on a server or a simulated cloud, the other computes.
+TEST_WORKERS ?= $(shell echo $$((2 * $$(nproc))))
 NODE_STAMP := node_modules/.installed-stamp
 LINT_VENV  ?= .venv-lint
 LINT_STAMP := $(LINT_VENV)/.installed-stamp

@@ -1,8 +1,9 @@
-"""One core per pytest-xdist worker.
+"""A core for each pytest-xdist worker.
 
-`make test` runs one worker per core. Each worker (and every trainer, terraform and node process it starts)
-is pinned to a core of its own: the trainers size their threads from the affinity mask, and two torch jobs
-sharing two cores thrash. A pinned worker is a one-core machine, where the suite must pass anyway."""
+`make test` runs two workers per core. Each worker (and every trainer, terraform and node process it starts)
+is pinned to one core, gw0 and gw2 to the first, gw1 and gw3 to the second: the trainers size their threads
+from the affinity mask, and two torch jobs spread over two cores thrash. A pinned worker is a busy one-core
+machine, where the suite must pass anyway."""
 
 from __future__ import annotations
 
