@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from trainer.runfiles.keys import PLACEMENTS_META as PLACEMENTS
 from trainer.runfiles.keys import run_key
-from trainer.runfiles.status_file import INTERRUPTED_STAGE, RUNNING, RunStatus
+from trainer.runfiles.status_file import INTERRUPTED_STAGE, RUNNING, SUCCEEDED, RunStatus
 from trainer.runfiles.timestamps import now_iso
 
 
@@ -147,7 +147,9 @@ class RunJournal:
             return None
         stage, before = status.stage, self._stage
         self._stage = stage
-        if not self._running and stage != INTERRUPTED_STAGE and status.state == RUNNING:
+        # SUCCEEDED too: a VM trained (only the trainer writes it), though the run ended between two reads
+        trained = status.state in (RUNNING, SUCCEEDED)
+        if not self._running and stage != INTERRUPTED_STAGE and trained:
             self._running = True  # first seen training (after a local queue for cores, too)
             self._mark(ran=True)
             return "started"
@@ -167,7 +169,7 @@ class RunJournal:
                 preempted=(self.data["placements"][-1].get("preempted", 0) + 1) if self.data["placements"] else 1
             )
             return "preempted"
-        if before == INTERRUPTED_STAGE and stage != INTERRUPTED_STAGE and status.state == RUNNING:
+        if before == INTERRUPTED_STAGE and stage != INTERRUPTED_STAGE and trained:
             open_ = [p for p in self.data["preemptions"] if p["training_again_at"] is None]
             if open_:
                 from trainer.runfiles.timestamps import parse_time

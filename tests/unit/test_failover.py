@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from stacks.runs.failover import Failover
+from stacks.runs.failover import Failover, RunJournal
 from trainer.launchers.local.market import Market, Preemption
+from trainer.runfiles.status_file import INTERRUPTED_STAGE, RUNNING, SUCCEEDED, RunStatus
+from trainer.storage import open_bucket
 
 
 class Clock:
@@ -84,3 +86,20 @@ def test_a_moved_run_bills_each_vm_until_its_placement_ended_in_its_own_region()
     assert billed_vm_seconds(records, end, placements) == {"europe-west4": 3600.0, "europe-west1": 6600.0}
     # without the record of the move, the first VM would be billed until the run's end
     assert billed_vm_seconds(records, end)["europe-west4"] == 3 * 3600.0
+
+
+def test_a_run_that_ended_between_two_reads_still_ran_where_it_was_placed(tmp_path):
+    """A fast trainer can go from interrupted (or never seen) to SUCCEEDED between two status reads: the VM
+    that wrote SUCCEEDED trained, so the placement ran and the preemption's lost time is closed."""
+    journal = RunJournal(open_bucket(f"file://{tmp_path}"), "fr", "r1")
+    journal.placed({"zone": "b"})
+    status = RunStatus(run_id="r1", lang="fr", env="gcp")
+    assert journal.observe(RunStatus(**{**vars(status), "state": SUCCEEDED, "stage": "done"})) == "started"
+    assert journal.data["placements"][-1]["ran"] is True
+
+    journal.placed({"zone": "c"})
+    assert journal.observe(RunStatus(**{**vars(status), "state": RUNNING, "stage": INTERRUPTED_STAGE})) == "preempted"
+    assert journal.observe(RunStatus(**{**vars(status), "state": SUCCEEDED, "stage": "done"})) == "training"
+    [preemption] = journal.data["preemptions"]
+    assert preemption["training_again_at"] and preemption["lost_s"] is not None
+    assert journal.data["placements"][-1]["ran"] is True
