@@ -101,7 +101,10 @@ def compile_remembered(pattern, flags=0):
     if _sre is None or not isinstance(pattern, str) or len(pattern) < LARGE_PATTERN_CHARS:
         return _ordinary(pattern, flags)
     flags = int(flags)
-    path = _path(pattern, flags)
+    try:
+        path = _path(pattern, flags)
+    except RuntimeError:  # no home folder to keep it in (a container's user without one)
+        return _ordinary(pattern, flags)
     compiled = _load(path, pattern, flags)
     if compiled is None:
         try:
