@@ -145,6 +145,9 @@ def follow(
     raise AssertionError("unreachable")
 
 
+REPEATS_TOLD_EVERY = 10  # an error seen again: its count is told every this many times
+
+
 class CreationWatch:
     """The errors creating a run's machines, as `follow` checks them: each warned once; no VM for `limit_s` and
     only errors meanwhile: VmCreationError, unless `vm_running()` (the group's own view) says a VM runs."""
@@ -169,6 +172,7 @@ class CreationWatch:
         self.kinds: set[str] = set()
         self.last: CreationProblem | None = None
         self.rules_out: list = []  # rules_out of the window's problems that have one
+        self.told: dict[str, int] = {}  # each error's line -> times seen while no VM ran
 
     def no_vm(self, status: RunStatus | None) -> bool:
         """No VM runs the run: no status.json yet, interrupted by a preemption, or lost without a word (a RUNNING
@@ -182,11 +186,15 @@ class CreationWatch:
     def check(self, status: RunStatus | None) -> None:
         no_vm, problems = self.no_vm(status), self.errors()
         for problem in problems:
-            self.reporter.warn(problem.line())
+            # a group retries a VM that fails for the same reason every minute or so: told once, then counted
+            line = problem.line()
+            self.told[line] = seen = self.told.get(line, 0) + 1
+            if seen == 1 or seen % REPEATS_TOLD_EVERY == 0:
+                self.reporter.warn(line if seen == 1 else f"{line} ({seen} times)")
         if problems and not no_vm and self.vm_running is not None and self.vm_running() is False:
             no_vm, self.lost_at = True, status.updated_at
         if not no_vm:
-            self.since, self.kinds, self.rules_out, self.last = None, set(), [], None
+            self.since, self.kinds, self.rules_out, self.last, self.told = None, set(), [], None, {}
         elif problems:
             everywhere = [p for p in problems if getattr(p, "kind", "other") == "every-region"]
             if not (getattr(self.last, "kind", "") == "every-region" and not everywhere):

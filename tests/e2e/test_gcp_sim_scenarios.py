@@ -70,6 +70,9 @@ def test_zones_without_the_gpu_or_quota_are_never_candidates_and_a_mixed_error_w
     assert "europe-west4-b (gcp-sim-train-fr-" in out and "UNSUPPORTED_OPERATION" in out, out
     assert "moved to zone europe-west4-c" in out, out
     assert "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS" in out, out
+    # the group's retries fail alike: each error told once, then its count, never the same line twice
+    told = [line for line in out.splitlines() if "VM creation failed in" in line]
+    assert told and len(told) == len(set(told)), out
     run_id = re.search(r"--resume (\S+)", r.stderr)[1]
     assert "no capacity for run" in r.stderr and f"trainctl train fr --env {ENV} --resume {run_id}" in r.stderr
 
