@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Callable
 
 from stacks.targets.gcp.sim.cloud import Instance, SimCloud
+from trainer.launchers.vm.spec import JOIN_TIMEOUT_S
 
 SIMULATED_DRIVER = "580.95.05"  # what cos-extensions would install: the image's minimum branch or newer
 KEEP_RUNNING = (0, 143)  # startup.sh: the run ended and the agent handled it / stopped by shutdown.sh
@@ -122,6 +123,8 @@ class VmRunner:
             "TRAINSTACK_GPU_PROBE": json.dumps({"gpus": gpus, "driver": SIMULATED_DRIVER}),
             "TRAINSTACK_SHUTDOWN_FLAG": str(state_dir / "shutting-down"),
             "TRAINSTACK_WORK_ROOT": str(self.workdir / vm.name / "work"),
+            # the agent's wait for the group to bring its nodes back, in simulated time as the group's own pace
+            "TRAINSTACK_JOIN_TIMEOUT_S": f"{JOIN_TIMEOUT_S / self.cloud.scenario.speedup:g}",
             "PYTHONUNBUFFERED": "1",
             **self.env,
         }
