@@ -277,3 +277,24 @@ def test_the_vms_of_a_group_are_told_node_0s_rendezvous_on_this_host_on_a_port_o
     listed = compute(sim, "InstancesClient").get(project="p1", zone="europe-west4-c", instance=vm)
     assert RDZV_ATTRIBUTE not in {item.key for item in listed.metadata.items}
     assert VmSpec.__dataclass_fields__["rdzv_endpoint"].default is None  # Compute Engine: node 0 by name
+
+
+def test_a_later_commands_simulated_storage_reads_what_an_earlier_one_kept(tmp_path, monkeypatch):
+    """Each command starts its own Cloud Storage emulator on the env's folder; an object kept by an earlier one is
+    read by its media link too (a conditional read: the metadata, then the media), not at the closed port."""
+    from stacks.targets.gcp.sim.session import STORAGE_ENV, _storage_emulator
+    from trainer.storage import open_bucket
+
+    monkeypatch.setenv("TRAINSTACK_STORAGE_DEADLINE_S", "3")  # a dead link fails, not retried for 5 min
+    for command in ("writes", "reads"):
+        stops: list = []
+        monkeypatch.setenv(STORAGE_ENV, _storage_emulator("gs://kept", tmp_path, stops))
+        try:
+            bucket = open_bucket("gs://kept")
+            if command == "writes":
+                bucket.write_bytes("fr/runs/r1/status.json", b"{}")
+            else:
+                assert bucket.read_versioned("fr/runs/r1/status.json")[0] == b"{}"
+        finally:
+            for stop in stops:
+                stop()
