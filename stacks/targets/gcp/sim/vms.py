@@ -57,7 +57,7 @@ def _kill_vm(proc: subprocess.Popen) -> None:
 
 
 def _tree(pid: int) -> list[int]:
-    """`pid` and every process below it, by their parents in /proc (none listed where there is no /proc)."""
+    """`pid` and every process below it, by their parents in /proc (`pid` alone where there is no /proc)."""
     children: dict[int, list[int]] = {}
     for entry in Path("/proc").glob("[0-9]*"):
         try:  # stat: "pid (comm) state ppid ...", comm may hold spaces and parentheses
