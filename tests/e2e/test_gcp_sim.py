@@ -8,21 +8,27 @@ Spot, with on_demand_fallback: europe-west4-b preempts the VM once the classifie
 after it), europe-west4-c is dry, so the dry pass takes on-demand VMs and the run finishes on demand in
 europe-west4-b; its cost prices the Spot boot at Spot and the on-demand one at on-demand.
 
-Cost: one tiny training plus three trainctl processes; 112 s and 128 s measured on the 2 shared cores at load 7 (the
-scenario before on_demand_fallback: 251 s, 335 s and 502 s at load 7, 14 and 18; most of it the trainer's and the
-tokenizer check's imports, as in the local market's tests).
+Cost, one core: the on-demand test 35 CPU-s, 61 s wall (one tiny training, three trainctl processes); the two-node
+test 114 CPU-s, ~210 s wall, ~70 s of it waiting on the simulated clock (3 boots of 2 VMs, each an agent, torchrun
+and a trainer importing torch, fastai and spaCy, and 2 trainctl: not the training).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import signal
+import threading
+import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 
 from tests.support.project import SAMPLE, TINY_SETS, make_project
-from tests.support.trainctl import trainctl
+from tests.support.trainctl import start_trainctl, trainctl, wait_for
+from trainer.launchers.vm.spec import JOIN_TIMEOUT_S
 
 ENV = "gcp-sim"
 QUICK = ["--env", ENV, *TINY_SETS]
@@ -105,3 +111,103 @@ def test_a_preemption_and_a_dry_zone_move_the_run_then_on_demand_finishes_it_eac
     # every line the sim printed says so
     sim_lines = [line for line in r.stderr.splitlines() if "VM " in line and "agent" in line]
     assert sim_lines and all("simulated" in line for line in sim_lines)
+
+
+# Two nodes in europe-west4-a alone (every move is the run placed there again), a simulated minute per wall second:
+# the agents' join limit (30 simulated min) is 30 wall s, twice what a new VM's agent may take to check it here.
+SPEEDUP = 60
+TWO_NODES = [
+    *QUICK,
+    *("--set", "defaults.nodes=2", "--set", f"gcp.simulated.speedup={SPEEDUP}"),
+    *("--set", "gcp.zones=[europe-west4-a]", "--set", "gcp.fallback_zones=[]"),
+    *("--set", "defaults.trainer.epochs_lm=3"),  # preempted after its 1st and 2nd epochs, trained on to the 3rd
+]
+
+
+def _preempted(epoch: int, outage_s: str) -> list[str]:
+    """europe-west4-a with room, and one preemption there once the LM fine-tuning is past `epoch` (node 0 goes; the
+    zone dry `outage_s` after it)."""
+    return [
+        "--set",
+        "gcp.simulated.overrides={zones: {europe-west4-a: {outages: []}}, preemptions: "
+        f"[{{zone: europe-west4-a, stage: lm_finetune, epoch: {epoch}, outage_s: {outage_s}}}]}}",
+    ]
+
+
+def _run_files(root: Path, run_id: str) -> Path:
+    """The run's folder in the simulated Cloud Storage's files (read between commands, when no emulator runs)."""
+    return root / f".trainstack/{ENV}/simulated-gcs/.cloudstorage/trainstack-gcp-sim/fr/runs/{run_id}"
+
+
+def _boots(root: Path, run_id: str) -> list[float]:
+    """When the run's VMs booted (the agents' records), epoch s, in order."""
+    records = (_run_files(root, run_id) / "metadata/instances").glob("*/*.json")
+    return sorted(datetime.strptime(p.stem, "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc).timestamp() for p in records)
+
+
+def _at(iso: str) -> float:
+    return datetime.fromisoformat(iso).timestamp()
+
+
+def _until(root: Path, text: str, *args: str, timeout: float = 400) -> tuple[int, str]:
+    """`trainctl ARGS` until it prints `text` (then Ctrl-C) or exits by itself: its exit status and output."""
+    proc = start_trainctl(root, *args)
+    seen: list[str] = []
+    reader = threading.Thread(target=lambda: seen.extend(proc.stdout), daemon=True)
+    reader.start()
+    try:
+        wait_for(lambda: proc.poll() is not None or any(text in line for line in seen), timeout, repr(text))
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    reader.join(timeout=10)
+    return proc.returncode, "".join(seen)
+
+
+def test_a_two_node_run_resumed_and_placed_again_long_after_its_interruptions_trains_on(gcp_sim):
+    """Two nodes (gloo) meeting through node 0's rendezvous on the simulated VMs. Each new VM's agent ends a run
+    whose nodes did not meet again within 30 (simulated) minutes of its interruption, counted from status.json's
+    updated_at; a resume and a move must write it again:
+    1. preempted in the LM fine-tuning, the zone dry for good; Ctrl-C while the run waits for a VM: it stays
+       interrupted (not final), and `train --resume` places it past the join limit;
+    2. resumed, the two nodes train an epoch; preempted again, the zone dry for 40 simulated minutes: the run is
+       placed again after them, and its nodes train on (an epoch; then Ctrl-C, the rest is the other test's).
+    Cost: in the module's docstring."""
+    limit_s = JOIN_TIMEOUT_S / SPEEDUP
+    code, out = _until(
+        gcp_sim,
+        "was interrupted in zone europe-west4-a",
+        *("train", "fr", *TWO_NODES, *_preempted(1, "null")),
+        *("--set", "defaults.creation_error_minutes=0.25"),  # a 15 s wait for a VM to press Ctrl-C in
+    )
+    assert code == 130, out
+    assert "data parallel: 2 processes" in out, out  # both nodes trained, one rank each
+    following = re.search(r"stopped following run (\S+);", out)  # Ctrl-C while following (not moving)
+    assert following, out
+    run_id = following[1]
+    interrupted = json.loads((_run_files(gcp_sim, run_id) / "status.json").read_text())
+    assert (interrupted["state"], interrupted["stage"]) == ("RUNNING", "interrupted"), interrupted
+    # the resume comes past the agents' join limit (its own preflight mostly takes longer on this machine)
+    wait_for(lambda: time.time() > _at(interrupted["updated_at"]) + limit_s, limit_s + 5, "the join limit to pass")
+
+    code, out = _until(
+        gcp_sim,
+        "epoch 3/3",  # the LM fine-tuning trained on, on the VMs placed again
+        *("train", "fr", *TWO_NODES, "--resume", run_id, *_preempted(2, f"{40 * 60}")),
+    )
+    assert code == 130, out  # stopped by the test, not ended by an agent
+    assert f"resuming run {run_id} from its checkpoints" in out, out  # not final: the refresh of a live status
+    assert "not starting the trainer" not in out and "did not meet again" not in out, out
+    boots = _boots(gcp_sim, run_id)
+    resumed_boot = next(t for t in boots if t > _at(interrupted["updated_at"]))
+    assert resumed_boot - _at(interrupted["updated_at"]) > limit_s
+    journal = json.loads((_run_files(gcp_sim, run_id) / "metadata/placements.json").read_text())
+    preempted = journal["preemptions"][-1]
+    assert preempted["stage"] == "lm_finetune" and preempted["epoch"] == 2 and preempted["training_again_at"], journal
+    placed_again = next(t for t in boots if t > _at(preempted["detected_at"]))
+    assert placed_again - _at(preempted["detected_at"]) > limit_s, journal  # the zone's 40 min were past the limit
+    assert len(journal["placements"]) >= 3, journal  # placed, resumed, placed again (once or more)
+    assert _processes_of(gcp_sim) == []  # Ctrl-C stops the simulated cloud's VMs with the command

@@ -125,3 +125,35 @@ def test_a_preemption_at_a_stage_fires_once_the_runs_status_in_its_bucket_reache
     assert runner.exits[0][1] == 143 and "SIGTERM" in marks(marks_file)
     assert list(sim.cloud.fired) == [f"{ZONE}@classifier:0"]
     assert read_status(bucket, "fr", run_id).stage == "interrupted"
+
+
+def test_a_deleted_vm_takes_every_process_under_its_agent_those_in_sessions_of_their_own_too(tmp_path):
+    """torchrun starts its workers in sessions of their own: killing the agent's process group alone left them
+    training after the command ended. Cost: two short-lived processes."""
+    import os
+    import subprocess
+
+    from stacks.targets.gcp.sim.vms import _kill_vm
+
+    pid_file = tmp_path / "worker.pid"
+    spawn = (
+        "import subprocess, sys, time\n"
+        "w = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'], start_new_session=True)\n"
+        f"open({str(pid_file)!r}, 'w').write(str(w.pid))\n"
+        "time.sleep(600)\n"
+    )
+    agent = subprocess.Popen([sys.executable, "-c", spawn], start_new_session=True)
+    wait_for("the worker", lambda: pid_file.exists() and pid_file.read_text())
+    worker = int(pid_file.read_text())
+    _kill_vm(agent)
+    agent.wait(timeout=10)
+
+    def gone() -> bool:
+        try:
+            os.kill(worker, 0)
+        except ProcessLookupError:
+            return True
+        state = open(f"/proc/{worker}/stat").read().rsplit(")", 1)[1].split()[0]
+        return state == "Z"  # killed, waiting for init to reap it
+
+    wait_for("the worker to be killed", gone, timeout=10)

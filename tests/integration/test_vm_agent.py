@@ -467,6 +467,27 @@ def test_nodes_meet_through_an_elastic_c10d_rendezvous_on_node_0():
     assert command_env(three) == {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
 
 
+def test_a_rendezvous_endpoint_in_the_metadata_replaces_node_0s_name(monkeypatch, tmp_path, gcs_env):
+    """Where the VMs do not resolve each other's names (the simulated cloud: one host), the metadata says where
+    node 0's store listens; absent, Compute Engine's `<base>-0:29500` stands (above)."""
+    import dataclasses
+
+    told = dataclasses.replace(spec(2, 1), rdzv_endpoint="127.0.0.1:41234")
+    node_1 = build_command(told, 1)
+    assert node_1[node_1.index("--rdzv-endpoint") + 1] == "127.0.0.1:41234"
+    assert told.to_metadata()["trainstack-rdzv-endpoint"] == "127.0.0.1:41234"
+    assert "trainstack-rdzv-endpoint" not in spec(2, 1).to_metadata()
+    vm = Vm(tmp_path, gcs_env, mode="succeed", nodes=2, name="train-fr-1")
+    with MetadataServer(vm.metadata) as md:
+        monkeypatch.setenv("GCE_METADATA_HOST", md.host)
+        assert VmSpec.from_metadata(MetadataClient(tries=1)).rendezvous == "train-fr-0:29500"  # absent
+        md.values["instance/attributes/trainstack-rdzv-endpoint"] = "127.0.0.1:41234"
+        assert VmSpec.from_metadata(MetadataClient(tries=1)).rendezvous == "127.0.0.1:41234"
+        md.values["instance/attributes/trainstack-rdzv-endpoint"] = "train-fr-0"
+        with pytest.raises(MetadataError, match="trainstack-rdzv-endpoint must be HOST:PORT"):
+            VmSpec.from_metadata(MetadataClient(tries=1))
+
+
 def test_torchrun_accepts_the_commands(monkeypatch):
     """The flags go through this torch's own parser and launch config (nothing is started)."""
     from torch.distributed.elastic.rendezvous import RendezvousParameters

@@ -260,3 +260,49 @@ def test_a_regional_group_lists_each_zone_refused_then_places_its_vms_in_the_fir
         ("europe-west4-c", "RUNNING"),
         ("europe-west4-c", "RUNNING"),
     ]
+
+
+def test_the_vms_of_a_group_are_told_node_0s_rendezvous_on_this_host_on_a_port_of_their_own_group(sim_of):
+    """On Compute Engine the nodes find node 0 by its instance name; every simulated VM is this host, so the
+    metadata server tells them 127.0.0.1 and a port of their group's (two groups never share one)."""
+    from trainer.launchers.vm.spec import RDZV_ATTRIBUTE, VmSpec
+
+    sim = sim_of()
+    apply_group(sim, "europe-west4-c", FR_GROUP, **L4_SPOT, size=2)
+    apply_group(sim, "europe-west4-c", "other", **L4_SPOT, size=1)
+    sim.cloud.skip(60)
+    told = {}
+    for group in sim.cloud.groups.values():
+        for vm in group.instances:
+            metadata = MetadataClient(root=f"http://{sim.metadata_host(vm)}/computeMetadata/v1/", tries=1)
+            told[vm] = metadata.attribute(RDZV_ATTRIBUTE)
+            assert RDZV_ATTRIBUTE in metadata.get("instance/attributes/").split("\n")
+    ours = [told[vm] for vm in sim.cloud.groups[("zones/europe-west4-c", FR_GROUP)].instances]
+    [theirs] = [told[vm] for vm in sim.cloud.groups[("zones/europe-west4-c", "other")].instances]
+    assert ours[0] == ours[1] and ours[0].startswith("127.0.0.1:") and theirs != ours[0]
+    # what the template does not say: the instance resource (the API's view) never carries it
+    (vm,) = sim.cloud.groups[("zones/europe-west4-c", "other")].instances
+    listed = compute(sim, "InstancesClient").get(project="p1", zone="europe-west4-c", instance=vm)
+    assert RDZV_ATTRIBUTE not in {item.key for item in listed.metadata.items}
+    assert VmSpec.__dataclass_fields__["rdzv_endpoint"].default is None  # Compute Engine: node 0 by name
+
+
+def test_a_later_commands_simulated_storage_reads_what_an_earlier_one_kept(tmp_path, monkeypatch):
+    """Each command starts its own Cloud Storage emulator on the env's folder; an object kept by an earlier one is
+    read by its media link too (a conditional read: the metadata, then the media), not at the closed port."""
+    from stacks.targets.gcp.sim.session import STORAGE_ENV, _storage_emulator
+    from trainer.storage import open_bucket
+
+    monkeypatch.setenv("TRAINSTACK_STORAGE_DEADLINE_S", "3")  # a dead link fails, not retried for 5 min
+    for command in ("writes", "reads"):
+        stops: list = []
+        monkeypatch.setenv(STORAGE_ENV, _storage_emulator("gs://kept", tmp_path, stops))
+        try:
+            bucket = open_bucket("gs://kept")
+            if command == "writes":
+                bucket.write_bytes("fr/runs/r1/status.json", b"{}")
+            else:
+                assert bucket.read_versioned("fr/runs/r1/status.json")[0] == b"{}"
+        finally:
+            for stop in stops:
+                stop()

@@ -73,6 +73,12 @@ def grace_s() -> float:
     return _env_s("TRAINSTACK_GRACE_S", GRACE_S)
 
 
+def join_timeout_s() -> float:
+    """How long an interrupted multi-node run may wait for its nodes to meet again (TRAINSTACK_JOIN_TIMEOUT_S: the
+    simulated cloud gives it in its own time, JOIN_TIMEOUT_S / speedup, as it recreates VMs that much faster)."""
+    return _env_s("TRAINSTACK_JOIN_TIMEOUT_S", JOIN_TIMEOUT_S)
+
+
 def _status_code(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
@@ -152,10 +158,10 @@ def end_reason(spec: VmSpec, status: RunStatus, now: float) -> str | None:
     exhausted = restarts_exhausted(count, spec.max_restarts)
     if exhausted:
         return exhausted
-    since = _epoch(status.updated_at)
-    if since is not None and now - since > JOIN_TIMEOUT_S:
+    since, limit = _epoch(status.updated_at), join_timeout_s()
+    if since is not None and now - since > limit:
         return (
-            f"the {spec.nodes} nodes did not meet again within {JOIN_TIMEOUT_S // 60} min of "
+            f"the {spec.nodes} nodes did not meet again within {limit / 60:g} min of "
             f"interruption {count} (a preempted VM not recreated: Spot capacity?)"
         )
     return None
@@ -211,7 +217,7 @@ def run_trainer(spec: VmSpec, rank: int, launcher: list[str] | None, fwd: Forwar
         # went away: start it again to meet the recreated node 0.
         log(
             f"the run was interrupted elsewhere and torchrun gave up (exit {outcome.code}): "
-            f"rejoining the rendezvous on {spec.base_name}-0"
+            f"rejoining the rendezvous on {spec.rendezvous}"
         )
         if fwd.sleep(_env_s("TRAINSTACK_REJOIN_PAUSE_S", REJOIN_PAUSE_S)):
             return Outcome(EXIT_SIGNALLED, signalled=True)

@@ -13,6 +13,9 @@ from trainer.launchers.vm.metadata import MetadataClient, MetadataError
 from trainer.runfiles.run_ids import run_started_at
 
 RDZV_PORT = 29500  # node 0's torchrun hosts the c10d rendezvous store here
+# HOST:PORT of node 0's rendezvous store where the VMs do not reach each other by instance name (the simulated
+# cloud's VMs share one host); absent on Compute Engine, where `<base>-0:RDZV_PORT` resolves on the VPC.
+RDZV_ATTRIBUTE = "trainstack-rdzv-endpoint"
 # How long torchrun waits for all nodes to (re)join: a preempted Spot VM comes back through
 # the group (create, boot, driver, a multi-GB image pull), which takes minutes, not seconds.
 JOIN_TIMEOUT_S = 1800
@@ -46,12 +49,19 @@ class VmSpec:
     docker_flags: tuple[str, ...] = ()
     gpu_driver: str | None = None  # COS images: the version startup.sh installs
     kept_bucket: str | None = None  # where a work folder kept after failed uploads goes (trainer.launchers.vm.kept)
+    rdzv_endpoint: str | None = None  # RDZV_ATTRIBUTE; None: node 0 by its instance name
+
+    @property
+    def rendezvous(self) -> str:
+        """Where the nodes meet: node 0's rendezvous store, HOST:PORT."""
+        return self.rdzv_endpoint or f"{self.base_name}-0:{RDZV_PORT}"
 
     def to_metadata(self) -> dict[str, str]:
         """The trainstack-* instance attributes: what the train stack writes and this VM reads."""
         return {
             **({"trainstack-gpu-driver": self.gpu_driver} if self.gpu_driver else {}),
             **({"trainstack-kept-bucket": self.kept_bucket} if self.kept_bucket else {}),
+            **({RDZV_ATTRIBUTE: self.rdzv_endpoint} if self.rdzv_endpoint else {}),
             "trainstack-image": self.image,
             "trainstack-run-id": self.run_id,
             "trainstack-args": json.dumps(list(self.args)),
@@ -85,6 +95,9 @@ class VmSpec:
         for key, value in (("args", args), ("docker-flags", flags)):
             if not isinstance(value, list) or not all(isinstance(a, str) for a in value):
                 raise MetadataError(f"trainstack-{key} must be a JSON list of strings")
+        endpoint = (md.attribute(RDZV_ATTRIBUTE) or "").strip() or None
+        if endpoint is not None and not re.fullmatch(r"[^\s:]+:\d{1,5}", endpoint):
+            raise MetadataError(f"{RDZV_ATTRIBUTE} must be HOST:PORT, not {endpoint!r}")
         if nodes < 1 or gpus < 1 or hours <= 0 or restarts < 0:
             raise MetadataError(
                 f"nodes={nodes}, gpus-per-node={gpus}, max-run-hours={hours:g} must be positive "
@@ -109,6 +122,7 @@ class VmSpec:
             docker_flags=tuple(flags),
             gpu_driver=md.attribute("trainstack-gpu-driver"),
             kept_bucket=md.attribute("trainstack-kept-bucket") or None,
+            rdzv_endpoint=endpoint,
         )
 
     def started_at(self) -> float:
@@ -147,7 +161,7 @@ def node_rank(spec: VmSpec, instance_name: str, rank_attr: str | None = None) ->
 def build_command(spec: VmSpec, rank: int, launcher: list[str] | None = None) -> list[str]:
     """`python -m trainer ARGS --run-id ID`, or under torchrun for more than one GPU in all.
 
-    Several VMs meet through an elastic c10d rendezvous on `<base>-0`: when one is preempted
+    Several VMs meet through an elastic c10d rendezvous on node 0 (`spec.rendezvous`): when one is preempted
     the others' torchrun restarts its workers (at most max_restarts times) and waits up to
     JOIN_TIMEOUT_S for the group to recreate it, then all resume from the newest checkpoint.
     `launcher` replaces everything before ARGS (a test hook: a fake trainer).
@@ -171,7 +185,7 @@ def build_command(spec: VmSpec, rank: int, launcher: list[str] | None = None) ->
         "--rdzv-backend",
         "c10d",
         "--rdzv-endpoint",
-        f"{spec.base_name}-0:{RDZV_PORT}",
+        spec.rendezvous,
         "--rdzv-id",
         spec.run_id,
         "--rdzv-conf",

@@ -24,6 +24,7 @@ The rules, each with the page it comes from (read 2026-11-28):
 from __future__ import annotations
 
 import itertools
+import socket
 import threading
 import time
 from dataclasses import dataclass, field, replace
@@ -75,6 +76,7 @@ class Group:
     zones: list[str] = field(default_factory=list)  # a regional group's distributionPolicy zones
     last_try_s: float | None = None
     dry_tries: dict[str, int] = field(default_factory=dict)  # zone -> capacity refusals so far (error mix turn)
+    rdzv_port: int = 0  # where its node 0 hosts the rendezvous store on this host (metadata_value)
 
     @property
     def location(self) -> str:
@@ -302,6 +304,7 @@ class SimCloud:
                 body.get("baseInstanceName") or name,
                 next(self._ids),
                 stamp(),
+                rdzv_port=free_port(),
             )
             policy = body.get("distributionPolicy") or {}
             group.zones = [z.get("zone", "").rsplit("/", 1)[-1] for z in policy.get("zones") or [] if z.get("zone")]
@@ -363,12 +366,23 @@ class SimCloud:
         )
 
     def instance_anywhere(self, name: str) -> Instance | None:
+        found = self.instance_and_group(name)
+        return found[0] if found else None
+
+    def instance_and_group(self, name: str) -> tuple[Instance, Group] | None:
         self.advance()
         for group in self.groups.values():
             vm = group.instances.get(name)
             if vm is not None and vm.status:
-                return vm
+                return vm, group
         return None
+
+
+def free_port() -> int:
+    """A port nothing on 127.0.0.1 listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def stamp(at: float | None = None) -> str:

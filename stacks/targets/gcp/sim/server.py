@@ -16,6 +16,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from stacks.targets.gcp.sim import answers
 from stacks.targets.gcp.sim.cloud import SimCloud, SimError
+from trainer.launchers.vm.spec import RDZV_ATTRIBUTE
 
 NAME = r"([^/]+)"
 SCOPE = r"((?:zones|regions)/[^/]+)"
@@ -249,11 +250,15 @@ def _instance(cloud: SimCloud, zone: str, name: str) -> dict:
 
 def metadata_value(cloud: SimCloud, instance: str, key: str) -> str | None:
     """What the metadata server answers a VM for `key` (instance/name, instance/attributes/X, ...), None: 404."""
-    vm = cloud.instance_anywhere(instance)
-    if vm is None:
+    found = cloud.instance_and_group(instance)
+    if found is None:
         return None
+    vm, group = found
     number = answers.numeric_id(cloud.scenario.project)
-    attributes = vm.shape.metadata
+    # Every simulated VM is this host: no VM resolves another by its instance name, as the VMs of a group do on
+    # Compute Engine, so node 0's rendezvous store is told here, on a port of the group's own (two runs, or a
+    # moved run's old and new group, never meet on one).
+    attributes = {RDZV_ATTRIBUTE: f"127.0.0.1:{group.rdzv_port}", **vm.shape.metadata}
     fixed = {
         "instance/name": vm.name,
         "instance/hostname": f"{vm.name}.{vm.zone}.c.{cloud.scenario.project}.internal",

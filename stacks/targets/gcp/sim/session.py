@@ -186,10 +186,22 @@ def _storage_emulator(bucket_uri: str, data_dir: Path, stops: list) -> str:
     _mkdir(data_dir)
     # default_bucket: created unless the folder holds it already (a later command finds what was pushed)
     server = create_server("127.0.0.1", port, in_memory=False, default_bucket=name, data_dir=str(data_dir))
+    _relink(server._storage.objects, f"http://127.0.0.1:{port}")
     server._api.daemon = True  # the process exits without waiting for it (then atexit stops it)
     server.start()
     stops.append(server.stop)
     return f"http://127.0.0.1:{port}"
+
+
+def _relink(objects: dict[str, dict[str, dict]], base: str) -> None:
+    """Every kept object's mediaLink pointed at this emulator. The emulator keeps the link it wrote, naming its own
+    port then: an earlier command's, closed now, where a read of an object's metadata and then of its media by that
+    link (a conditional read, as a resume's) would retry until its deadline."""
+    for bucket in objects.values():
+        for obj in bucket.values():
+            link = obj.get("mediaLink")
+            if isinstance(link, str) and "/download/" in link:
+                obj["mediaLink"] = base + link[link.index("/download/") :]
 
 
 def say_simulated(line: str) -> None:

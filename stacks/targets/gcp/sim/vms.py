@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Callable
 
 from stacks.targets.gcp.sim.cloud import Instance, SimCloud
+from trainer.launchers.vm.spec import JOIN_TIMEOUT_S
 
 SIMULATED_DRIVER = "580.95.05"  # what cos-extensions would install: the image's minimum branch or newer
 KEEP_RUNNING = (0, 143)  # startup.sh: the run ended and the agent handled it / stopped by shutdown.sh
@@ -37,9 +38,43 @@ class VmProcess:
 
 
 def _kill_vm(proc: subprocess.Popen) -> None:
-    """A VM's deletion: its agent and the trainer it started (the agent's own process group) end at once."""
+    """A VM's deletion: its agent and every process under it end at once, the trainers torchrun starts in sessions
+    of their own too. Stopped first, then killed: an orphan's parent is init, no longer found under the agent."""
+    tree: list[int] = []
+    for _ in range(3):  # a process forked while the tree was being stopped is found on the next pass
+        found = _tree(proc.pid)
+        for pid in set(found) - set(tree):
+            _signal(pid, signal.SIGSTOP)
+        if found == tree:
+            break
+        tree = found
+    for pid in tree:
+        _signal(pid, signal.SIGKILL)
     try:
         os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _tree(pid: int) -> list[int]:
+    """`pid` and every process below it, by their parents in /proc (`pid` alone where there is no /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:  # stat: "pid (comm) state ppid ...", comm may hold spaces and parentheses
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):  # gone meanwhile
+            continue
+        children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        found.append(todo.pop())
+        todo += children.get(found[-1], [])
+    return sorted(found)
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
     except ProcessLookupError:
         pass
 
@@ -122,6 +157,8 @@ class VmRunner:
             "TRAINSTACK_GPU_PROBE": json.dumps({"gpus": gpus, "driver": SIMULATED_DRIVER}),
             "TRAINSTACK_SHUTDOWN_FLAG": str(state_dir / "shutting-down"),
             "TRAINSTACK_WORK_ROOT": str(self.workdir / vm.name / "work"),
+            # the agent's wait for the group to bring its nodes back, in simulated time as the group's own pace
+            "TRAINSTACK_JOIN_TIMEOUT_S": f"{JOIN_TIMEOUT_S / self.cloud.scenario.speedup:g}",
             "PYTHONUNBUFFERED": "1",
             **self.env,
         }
