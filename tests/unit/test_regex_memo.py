@@ -3,6 +3,7 @@ from the cache is the pattern the compiler makes; a damaged or foreign file mean
 
 from __future__ import annotations
 
+import pickle
 import re
 
 import pytest
@@ -66,15 +67,28 @@ def test_small_patterns_and_other_flags_are_left_to_re(cache):
     assert len(list(cache.iterdir())) == 2  # the flags are part of the key
 
 
-def test_re_compile_is_replaced_only_inside_the_context_and_nesting_restores_it(cache):
-    ordinary = re.compile
+def test_compiling_goes_through_the_cache_only_inside_the_context_and_nesting_restores_it(cache):
+    ordinary = re._compile
     with regex_memo.large_patterns_remembered():
         with regex_memo.large_patterns_remembered():
-            assert re.compile is regex_memo.compile_remembered
-        assert re.compile is regex_memo.compile_remembered
+            assert re._compile is regex_memo.compile_remembered
+        assert re._compile is regex_memo.compile_remembered
         re.compile(PATTERN)
-    assert re.compile is ordinary
+    assert re._compile is ordinary and re.compile("a+b") is ordinary("a+b", 0)
     assert len(list(cache.iterdir())) == 1
+
+
+def test_an_unpickled_pattern_is_read_from_the_cache(cache, monkeypatch):
+    """A fastai learner exported with spaCy's French tokenizer pickles its compiled pattern: loading it
+    compiles the pattern again unless the load is inside the context."""
+    pickled = pickle.dumps(re.compile(PATTERN))
+    with regex_memo.large_patterns_remembered():
+        pickle.loads(pickled)  # compiled once, and kept
+    reference = re.compile(PATTERN)
+    re.purge()  # a new process: nothing compiled in memory
+    monkeypatch.setattr(regex_memo._compiler, "_code", lambda *_: pytest.fail("compiled again"))
+    with regex_memo.large_patterns_remembered():
+        _same(pickle.loads(pickled), reference)
 
 
 def test_an_unwritable_cache_still_compiles(tmp_path, monkeypatch):

@@ -6,6 +6,9 @@ compiled program is a pure function of the pattern, the flags and the interprete
 so it is kept on disk keyed by all three, and later processes hand it to the engine's own
 constructor (`_sre.compile`, what `re.compile` calls last). A file that is missing, damaged or
 written by another engine, or an engine that takes other arguments, means an ordinary compile.
+
+The seam is `re._compile`: `re.compile` calls it, and so does unpickling a compiled pattern (a fastai
+learner exported with spaCy's French tokenizer holds one), which names it in the pickle.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 LARGE_PATTERN_CHARS = 64 * 1024  # smaller patterns compile in milliseconds: not worth a file
-_ordinary = re.compile
+_ordinary = re._compile
 _lock = threading.Lock()
 _users = 0  # contexts open now: the last one out puts re.compile back
 
@@ -97,7 +100,7 @@ def _compile_and_keep(path: Path, pattern: str, flags: int) -> re.Pattern:
 
 
 def compile_remembered(pattern, flags=0):
-    """`re.compile`, with large str patterns read from (or written to) the cache."""
+    """`re._compile`, with large str patterns read from (or written to) the cache."""
     if _sre is None or not isinstance(pattern, str) or len(pattern) < LARGE_PATTERN_CHARS:
         return _ordinary(pattern, flags)
     flags = int(flags)
@@ -116,16 +119,16 @@ def compile_remembered(pattern, flags=0):
 
 @contextlib.contextmanager
 def large_patterns_remembered() -> Iterator[None]:
-    """While inside, `re.compile` of a large pattern (by any module, e.g. an import of spaCy's French
-    language) goes through the cache; nested and concurrent uses share one replacement."""
+    """While inside, compiling a large pattern (`re.compile` by any module, e.g. an import of spaCy's French
+    language, or an unpickled pattern) goes through the cache; nested and concurrent uses share one replacement."""
     global _users
     with _lock:
         _users += 1
-        re.compile = compile_remembered
+        re._compile = compile_remembered
     try:
         yield
     finally:
         with _lock:
             _users -= 1
             if _users == 0:
-                re.compile = _ordinary
+                re._compile = _ordinary
