@@ -204,8 +204,8 @@ class VmRunner:
         try:
             bucket = self._buckets.get(uri) or self._buckets.setdefault(uri, open_bucket(uri))
             status = read_status(bucket, lang, run_id)
-            try:  # the appended log as its readers read it (on Cloud Storage: its pieces, not one object)
-                log = bucket.read_appended(run_key(lang, run_id, "log.txt"))[0].decode(errors="replace").splitlines()
+            try:
+                log = bucket.read_bytes(run_key(lang, run_id, "log.txt")).decode(errors="replace").splitlines()
             except Exception:  # no log yet
                 log = []
             return (asdict(status) if status is not None else None), log
