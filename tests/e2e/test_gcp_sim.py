@@ -18,8 +18,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
-import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -27,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.project import SAMPLE, TINY_SETS, make_project
-from tests.support.trainctl import start_trainctl, trainctl, wait_for
+from tests.support.trainctl import ctrl_c_once_printed, trainctl, wait_for
 from trainer.launchers.vm.spec import JOIN_TIMEOUT_S
 
 ENV = "gcp-sim"
@@ -149,24 +147,6 @@ def _at(iso: str) -> float:
     return datetime.fromisoformat(iso).timestamp()
 
 
-def _until(root: Path, text: str, *args: str, timeout: float = 400) -> tuple[int, str]:
-    """`trainctl ARGS` until it prints `text` (then Ctrl-C) or exits by itself: its exit status and output."""
-    proc = start_trainctl(root, *args)
-    seen: list[str] = []
-    reader = threading.Thread(target=lambda: seen.extend(proc.stdout), daemon=True)
-    reader.start()
-    try:
-        wait_for(lambda: proc.poll() is not None or any(text in line for line in seen), timeout, repr(text))
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    reader.join(timeout=10)
-    return proc.returncode, "".join(seen)
-
-
 def test_a_two_node_run_resumed_and_placed_again_long_after_its_interruptions_trains_on(gcp_sim):
     """Two nodes (gloo) meeting through node 0's rendezvous on the simulated VMs. Each new VM's agent ends a run
     whose nodes did not meet again within 30 (simulated) minutes of its interruption, counted from status.json's
@@ -177,7 +157,7 @@ def test_a_two_node_run_resumed_and_placed_again_long_after_its_interruptions_tr
        placed again after them, and its nodes train on (an epoch; then Ctrl-C, the rest is the other test's).
     Cost: in the module's docstring."""
     limit_s = JOIN_TIMEOUT_S / SPEEDUP
-    code, out = _until(
+    code, out = ctrl_c_once_printed(
         gcp_sim,
         "was interrupted in zone europe-west4-a",
         *("train", "fr", *TWO_NODES, *_preempted(1, "null")),
@@ -193,7 +173,7 @@ def test_a_two_node_run_resumed_and_placed_again_long_after_its_interruptions_tr
     # the resume comes past the agents' join limit (its own preflight mostly takes longer on this machine)
     wait_for(lambda: time.time() > _at(interrupted["updated_at"]) + limit_s, limit_s + 5, "the join limit to pass")
 
-    code, out = _until(
+    code, out = ctrl_c_once_printed(
         gcp_sim,
         "epoch 3/3",  # the LM fine-tuning trained on, on the VMs placed again
         *("train", "fr", *TWO_NODES, "--resume", run_id, *_preempted(2, f"{40 * 60}")),

@@ -12,13 +12,11 @@ from __future__ import annotations
 
 import json
 import re
-import signal
-import threading
 
 import pytest
 
 from tests.support.project import SAMPLE, make_project
-from tests.support.trainctl import start_trainctl, trainctl, wait_for
+from tests.support.trainctl import ctrl_c_once_printed, trainctl
 
 ENV = "gcp-sim"
 DRY = "{outages: [{start_s: 0}]}"
@@ -39,6 +37,11 @@ def pushed(tmp_path):
     r = trainctl(root, "data", "push", "fr", str(SAMPLE / "fr"), "--env", ENV)
     assert r.returncode == 0, r.stdout + r.stderr
     return root
+
+
+def _ctrl_c(root, args: list[str], line: str) -> tuple[int, str]:
+    code, out = ctrl_c_once_printed(root, line, *args, timeout=240)
+    return code, " ".join(out.split())
 
 
 def test_zones_without_the_gpu_or_quota_are_never_candidates_and_a_mixed_error_window_moves(pushed):
@@ -151,23 +154,6 @@ def test_on_demand_fallback_on_a_spot_only_machine_is_refused_before_the_cloud_i
     assert "on_demand_fallback: true, but a3-highgpu-1g is offered as Spot or Flex-start only" in r.stderr
 
 
-def interrupt_when(root, args: list[str], line: str) -> tuple[int, str]:
-    """trainctl started with `args`, SIGINT once it printed `line` -> (exit status, its output)."""
-    proc = start_trainctl(root, *args)
-    seen: list[str] = []
-    reader = threading.Thread(target=lambda: seen.extend(proc.stdout), daemon=True)
-    reader.start()
-    try:
-        wait_for(lambda: any(line in printed for printed in seen), 240, line)
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    reader.join(timeout=10)
-    return proc.returncode, " ".join("".join(seen).split())
-
-
 def test_ctrl_c_in_the_pause_between_dry_passes_prints_the_resume_command(pushed):
     """Every candidate dry, a capacity wait of an hour: Ctrl-C while the run pauses before its next pass stops it
     FAILED and resumable, with its --resume command, not 'tear it down'. Cost: 99 s measured."""
@@ -175,7 +161,7 @@ def test_ctrl_c_in_the_pause_between_dry_passes_prints_the_resume_command(pushed
         f"{{zones: {{europe-west4-a: {DRY}, europe-west4-b: {DRY}, europe-west4-c: {DRY}, europe-west1-b: {DRY}}}}}"
     )
     args = ["train", "fr", "--env", ENV, *scenario, "--set", "defaults.capacity_wait_minutes=60"]
-    code, out = interrupt_when(pushed, args, "trying them again in")
+    code, out = _ctrl_c(pushed, args, "trying them again in")
     assert code == 130, out
     resume = re.search(r"--resume (\S+)", out)
     assert resume, out  # not 'tear it down' though the stack is gone
@@ -192,7 +178,7 @@ def test_ctrl_c_in_a_moves_destroy_and_in_its_apply_leaves_the_run_resumable_wit
     down' nor PENDING with no word. Cost: 69 to 137 s measured (two commands, a synthesis or two each)."""
     zones = f"zones: {{europe-west4-a: {DRY}, europe-west4-b: {DRY}, europe-west4-c: {DRY}, europe-west1-b: {DRY}}}"
     slow_delete = overrides(f"{{{zones}, operation_s: {{instanceGroupManagers.delete: 600}}}}")
-    code, out = interrupt_when(pushed, ["train", "fr", "--env", ENV, *slow_delete], "destroying train-fr")
+    code, out = _ctrl_c(pushed, ["train", "fr", "--env", ENV, *slow_delete], "destroying train-fr")
     assert code == 130, out
     assert "moving it" in out and "destroying train-fr" in out, out
     resume = re.search(r"--resume (\S+)", out)
@@ -205,7 +191,7 @@ def test_ctrl_c_in_a_moves_destroy_and_in_its_apply_leaves_the_run_resumable_wit
 
     slow_insert = overrides(f"{{{zones}, operation_s: {{instanceGroupManagers.insert: 600}}}}")
     args = ["train", "fr", "--env", ENV, "--resume", run_id, *slow_insert]
-    code, out = interrupt_when(pushed, args, f"applying train-fr (run {run_id}) at zone europe-west4-b")
+    code, out = _ctrl_c(pushed, args, f"applying train-fr (run {run_id}) at zone europe-west4-b")
     assert code == 130, out
     assert f"continue it: trainctl train fr --env {ENV} --resume {run_id}" in out and "tear it down" not in out, out
     [row] = json.loads(trainctl(pushed, "runs", "--json", "--env", ENV).stdout)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -74,3 +76,21 @@ def wait_for(predicate, timeout: float, what: str):
             return value
         time.sleep(0.5)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def ctrl_c_once_printed(project: Path, text: str, *args: str, timeout: float = 400) -> tuple[int, str]:
+    """`trainctl ARGS` until it prints `text` (then SIGINT, as Ctrl-C) or exits by itself -> (exit status, output)."""
+    proc = start_trainctl(project, *args)
+    seen: list[str] = []
+    reader = threading.Thread(target=lambda: seen.extend(proc.stdout), daemon=True)
+    reader.start()
+    try:
+        wait_for(lambda: proc.poll() is not None or any(text in line for line in seen), timeout, repr(text))
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    reader.join(timeout=10)
+    return proc.returncode, "".join(seen)
