@@ -13,7 +13,7 @@ from stacks.naming import group_name
 from stacks.project import Project
 from stacks.targets.gcp import group_errors, pricing
 from stacks.targets.gcp.quota import ComputeQuotas, choose_zone
-from stacks.targets.gcp.sim.cloud import SimCloud
+from stacks.targets.gcp.sim.cloud import Instance, SimCloud
 from stacks.targets.gcp.sim.scenario import load_scenario
 from stacks.targets.gcp.sim.server import SimServer
 from trainer.launchers.vm.group import compute_client_kwargs
@@ -306,3 +306,39 @@ def test_a_later_commands_simulated_storage_reads_what_an_earlier_one_kept(tmp_p
         finally:
             for stop in stops:
                 stop()
+
+
+def test_a_stage_triggered_preemption_counts_only_what_the_vms_own_boot_trained(tmp_path, monkeypatch):
+    """A resumed run's log and status already hold the epochs an earlier VM trained: the preemption due at epoch 2
+    of the LM fine-tuning waits until this VM trains it (read from the log's appended pieces, as the trainer
+    writes them), rather than taking the VM as it boots."""
+    from stacks.targets.gcp.sim.quotas import VmShape
+    from stacks.targets.gcp.sim.session import STORAGE_ENV, _storage_emulator
+    from stacks.targets.gcp.sim.vms import VmRunner
+    from trainer.launchers.local.market import Preemption
+    from trainer.runfiles.status_file import RunStatus
+    from trainer.storage import open_bucket
+
+    stops: list = []
+    monkeypatch.setenv(STORAGE_ENV, _storage_emulator("gs://runs", tmp_path, stops))
+    try:
+        bucket = open_bucket("gs://runs")
+        log = "fr/runs/r1/log.txt"
+        earlier = RunStatus(run_id="r1", lang="fr", env="gcp-sim", state="RUNNING", stage="lm_finetune", epoch=2)
+        earlier.updated_at = "2026-11-29T00:00:00+00:00"
+        bucket.write_bytes("fr/runs/r1/status.json", earlier.to_json())
+        bucket.append(log, b"2026-11-29T00:00:00Z == stage lm_finetune\n")
+        bucket.append(log, b"2026-11-29T00:00:01Z lm_finetune [1/1] epoch 2/3  train_loss 4.1\n")
+        meta = {"trainstack-bucket": "gs://runs", "trainstack-lang": "fr", "trainstack-run-id": "r1"}
+        vm = Instance("vm-1", "europe-west4-a", VmShape("g2-standard-8", {"nvidia-l4": 1}, True, 100, "", meta), 1)
+        runner = VmRunner(SimCloud(load_scenario()), "http://127.0.0.1:9", str, tmp_path)
+        due = Preemption(zone="europe-west4-a", stage="lm_finetune", epoch=2)
+        runner.booted(vm)
+        assert not due.due(0, *runner.status_of(vm))  # the earlier VM's epochs are not this one's
+        bucket.append(log, b"2026-11-29T01:00:00Z == stage lm_finetune\n")
+        assert not due.due(0, *runner.status_of(vm))
+        bucket.append(log, b"2026-11-29T01:00:09Z lm_finetune [1/1] epoch 2/3  train_loss 3.9\n")
+        assert due.due(0, *runner.status_of(vm))
+    finally:
+        for stop in stops:
+            stop()

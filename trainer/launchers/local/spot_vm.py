@@ -66,7 +66,12 @@ class SpotVm:
         from trainer.storage import open_bucket
 
         bucket = open_bucket(self.args.bucket)
-        log_key, cursor, log = run_key(self.args.lang, self.args.run_id, "log.txt"), None, []
+        log_key, log = run_key(self.args.lang, self.args.run_id, "log.txt"), []
+        # only what this trainer writes: a resumed run's log already holds the epochs an earlier one trained
+        try:
+            cursor = bucket.read_appended(log_key)[1]
+        except Exception:  # unread: the whole log counts
+            cursor = None
 
         def loop() -> None:
             nonlocal cursor

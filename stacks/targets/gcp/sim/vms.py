@@ -7,7 +7,8 @@ image accepts); a preemption, or a deletion, drops the shutdown flag and sends S
 `notice_s` wall seconds after the deletion (a checkpoint takes real time, however fast the simulated clock);
 an agent exit other than 0 (the run ended and the agent handled it) or 143 (stopped by the shutdown script)
 stops billing as startup.sh's `fatal` does, by resizing the group to 0. Preemptions triggered by a stage or
-an epoch read the run's status.json and log.txt from its bucket (the local market's rule).
+an epoch read the run's status.json and log.txt from its bucket (the local market's rule), only what this boot
+of the VM wrote: a resumed run's log already holds the epochs an earlier VM trained.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ import signal
 import subprocess
 import sys
 import threading
-from dataclasses import asdict, dataclass
+import time
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -35,6 +37,15 @@ class VmProcess:
     proc: subprocess.Popen
     log: Path
     state_dir: Path
+
+
+@dataclass
+class BootLog:
+    """The run's log as one boot of a VM sees it: the pieces there at boot are skipped, the lines after kept."""
+
+    booted_at: float  # epoch s
+    cursor: object = None
+    lines: list[str] = field(default_factory=list)
 
 
 def _kill_vm(proc: subprocess.Popen) -> None:
@@ -105,6 +116,7 @@ class VmRunner:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._buckets: dict[str, object] = {}
+        self._boot_logs: dict[str, BootLog] = {}  # VM name -> its current boot's view of the run log
 
     def __enter__(self) -> "VmRunner":
         self.cloud.listeners.append(self.on_event)
@@ -165,6 +177,7 @@ class VmRunner:
         cmd = [sys.executable, "-m", "trainer.launchers.vm", "run"]
         if self.trainer_cmd:
             cmd += ["--trainer-cmd", self.trainer_cmd]
+        self.booted(vm)
         log = state_dir / "agent.log"
         with open(log, "w") as out:
             proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
@@ -191,23 +204,54 @@ class VmRunner:
                 self.say(f"simulated VM {vm.name}: start-up script resizes {group.name} to 0 (fatal exit)")
                 self.cloud.resize(group.scope, group.name, 0)
 
-    def status_of(self, vm: Instance) -> tuple[dict | None, list[str]]:
-        """The run's status.json and log.txt lines, from the bucket its metadata names (None, [] when unread)."""
-        from trainer.runfiles.keys import run_key
-        from trainer.runfiles.status_file import read_status
+    def _run_of(self, vm: Instance) -> tuple[object, str, str] | None:
+        """The run's bucket, language and id from the VM's metadata (None: not a training VM)."""
         from trainer.storage import open_bucket
 
         meta = vm.shape.metadata
         uri, lang, run_id = (meta.get(f"trainstack-{k}") for k in ("bucket", "lang", "run-id"))
         if not (uri and lang and run_id):
-            return None, []
+            return None
+        bucket = self._buckets.get(uri) or self._buckets.setdefault(uri, open_bucket(uri))
+        return bucket, lang, run_id
+
+    def booted(self, vm: Instance) -> BootLog:
+        """Where the run log stands as `vm` boots: its stage-triggered preemptions read only what comes after."""
+        from trainer.runfiles.keys import run_key
+
+        boot = BootLog(time.time())
         try:
-            bucket = self._buckets.get(uri) or self._buckets.setdefault(uri, open_bucket(uri))
+            run = self._run_of(vm)
+            if run is not None:
+                bucket, lang, run_id = run
+                boot.cursor = bucket.read_appended(run_key(lang, run_id, "log.txt"))[1]
+        except Exception:  # unread: the whole log counts
+            pass
+        self._boot_logs[vm.name] = boot
+        return boot
+
+    def status_of(self, vm: Instance) -> tuple[dict | None, list[str]]:
+        """The run's status.json (once written by this boot) and the log lines this boot wrote, from the bucket its
+        metadata names (None, [] when unread)."""
+        from trainer.runfiles.keys import run_key
+        from trainer.runfiles.status_file import read_status
+        from trainer.runfiles.timestamps import parse_time
+
+        boot = self._boot_logs.setdefault(vm.name, BootLog(time.time()))
+        try:
+            run = self._run_of(vm)
+            if run is None:
+                return None, []
+            bucket, lang, run_id = run
             status = read_status(bucket, lang, run_id)
             try:
-                log = bucket.read_bytes(run_key(lang, run_id, "log.txt")).decode(errors="replace").splitlines()
+                chunk, boot.cursor = bucket.read_appended(run_key(lang, run_id, "log.txt"), boot.cursor)
+                boot.lines += chunk.decode(errors="replace").splitlines()
             except Exception:  # no log yet
-                log = []
-            return (asdict(status) if status is not None else None), log
+                pass
+            written = parse_time(status.updated_at) if status is not None else None
+            if written is not None and written.timestamp() < int(boot.booted_at):  # whole seconds
+                status = None  # an earlier VM's word: this one has not trained yet
+            return (asdict(status) if status is not None else None), boot.lines
         except Exception:  # a bucket that cannot be read: no stage-triggered preemption now
             return None, []
