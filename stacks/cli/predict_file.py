@@ -7,6 +7,7 @@ locally and uploaded at the end. An output that already exists is never overwrit
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -78,18 +79,21 @@ def _check_local_input(input_uri: str, path: Path) -> None:
 
 
 class LabelTally:
-    """`classify` that also counts the rows given each label (one Counter update per batch)."""
+    """`classify` that also counts the rows given each label (one Counter update per batch; batches classified
+    at once count one at a time)."""
 
     def __init__(self, classify, labels: list[str]):
         self.classify = classify
         self.counts = Counter(dict.fromkeys(labels, 0))
         self.no_label = 0
+        self._lock = threading.Lock()
 
     def __call__(self, texts):
         chosen, probs = self.classify(texts)
-        for labels in chosen:
-            self.counts.update(labels)
-            self.no_label += not labels
+        with self._lock:
+            for labels in chosen:
+                self.counts.update(labels)
+                self.no_label += not labels
         return chosen, probs
 
 
@@ -148,6 +152,7 @@ def classify_file_cmd(
                 labels=model.labels,
                 label_sep=label_sep,
                 on_batch=lambda done, n: bar.update(task, completed=done, rows=f"{n:,}"),
+                at_once=model.use_cores(),
             )
         except BaseException:
             if not out_bucket:

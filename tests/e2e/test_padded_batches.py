@@ -22,6 +22,10 @@ from tests.support.trainctl import run_dir
 
 @pytest.fixture(scope="module")
 def served(trained_fr):
+    return classifier_served(trained_fr)
+
+
+def classifier_served(trained_fr):
     from trainer.runfiles.metrics_file import RunMetrics
     from trainer.serving.served_model import ServedModel, load_learner_file
 
@@ -84,3 +88,26 @@ def test_same_probabilities_and_labels_as_get_preds(served, count):
     expected_labels, expected_probs = reference.predict(texts)
     np.testing.assert_allclose(probs, expected_probs, rtol=0, atol=1e-6)
     assert labels == expected_labels
+
+
+def test_batches_classified_at_once_on_threads_give_what_one_at_a_time_gives(trained_fr, served):
+    """Each thread classifies with a text model of its own (the AWD-LSTM keeps its batch's state on the module):
+    four batches at once on two threads, held so that they overlap, give each batch's probabilities to the bit."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    texts = varied_texts(300)
+    batches = [texts[n : n + 75] for n in range(0, 300, 75)]
+    expected = [served.probabilities(batch) for batch in batches]
+    at_once = classifier_served(trained_fr)
+    assert at_once.use_cores(2) == 2
+    both = threading.Barrier(2)
+
+    def probabilities(batch):
+        both.wait(60)  # the two threads' forward passes overlap
+        return at_once.probabilities(batch)
+
+    with ThreadPoolExecutor(2) as pool:
+        got = list(pool.map(probabilities, batches))
+    for one, other in zip(got, expected):
+        np.testing.assert_array_equal(one, other)

@@ -65,6 +65,59 @@ def test_every_format_streams_in_batches(tmp_path, suffix):
     assert got["prob_pos"][1] == pytest.approx(0.8)
 
 
+def test_batches_classified_at_once_are_written_in_the_inputs_order_with_one_read_ahead(tmp_path):
+    """The first batch is held until the second is classified beside it (so they run at once), and no more than
+    one batch beyond those is read before the first is written: the file comes out in its own order, memory
+    bounded."""
+    import threading
+
+    src, out = tmp_path / "in.csv", tmp_path / "out.csv"
+    frame(500).to_csv(src, index=False)
+    rows = InputRows(src, text_col="body", id_col="doc", batch_rows=100)
+    second_done, started = threading.Event(), []
+    written_before: dict[int, int] = {}
+    base = fake_classify([])
+
+    lock = threading.Lock()
+    progress: list[int] = []
+
+    def tracked(texts):
+        with lock:
+            n = len(started)
+            started.append(n)
+            written_before[n] = len(progress)
+        if n == 0:
+            assert second_done.wait(60), "the second batch never ran beside the first"
+        result = base(texts)
+        if n == 1:
+            second_done.set()
+        return result
+
+    written = classify_file(
+        rows, out, classify=tracked, labels=LABELS, label_sep=";", on_batch=lambda d, n: progress.append(n), at_once=2
+    )
+    assert written == 500 and progress == [100, 200, 300, 400, 500]
+    assert list(pd.read_csv(out)["doc"]) == [f"d{i}" for i in range(500)]
+    assert written_before[3] >= 1 and written_before[4] >= 2  # batch k+3 read once batch k was written
+
+
+def test_a_failing_batch_classified_at_once_stops_the_file_with_its_error(tmp_path):
+    src, out = tmp_path / "in.csv", tmp_path / "out.csv"
+    frame(500).to_csv(src, index=False)
+    rows = InputRows(src, text_col="body", id_col="doc", batch_rows=100)
+    calls: list[int] = []
+
+    def classify(texts):
+        calls.append(1)
+        if len(calls) == 2:
+            raise DataError("row 150 is not text")
+        return fake_classify([])(texts)
+
+    with pytest.raises(DataError, match="row 150"):
+        classify_file(rows, out, classify=classify, labels=LABELS, label_sep=";", at_once=2)
+    assert len(calls) <= 4  # stopped, not read to the end
+
+
 def test_row_numbers_when_there_is_no_id_and_the_text_column_is_checked(tmp_path):
     src = tmp_path / "in.jsonl"
     src.write_text("".join(json.dumps({"text": t}) + "\n" for t in ["good", "bad", "good"]))
@@ -101,7 +154,7 @@ def test_bucket_input_and_output_and_nothing_overwritten(gcs_env, tmp_path):
     src = tmp_path / "in.parquet"
     frame(5).to_parquet(src, index=False)
     bucket.upload(src, "fr/scoring/in.parquet")
-    model = SimpleNamespace(predict=fake_classify([]), labels=LABELS, run_id="r1")  # a ServedModel's parts
+    model = SimpleNamespace(predict=fake_classify([]), labels=LABELS, run_id="r1", use_cores=lambda: 2)  # a ServedModel
     work = tmp_path / "work"
     work.mkdir()
     classify_file_cmd(
@@ -157,6 +210,7 @@ def served(project, monkeypatch):
         run_id="20260101-100000-abcd",
         metrics=SimpleNamespace(kept="classifier"),
         ensemble=False,
+        use_cores=lambda: 2,
     )
     monkeypatch.setattr(models_cmd, "_served_model", lambda *a, **kw: model)
     return model

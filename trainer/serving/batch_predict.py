@@ -205,19 +205,44 @@ def classify_file(
     labels: list[str],
     label_sep: str,
     on_batch: Callable[[int, int], None] | None = None,
+    at_once: int = 1,
 ) -> int:
     """Every row of `rows` through `classify(texts) -> (labels per row, probabilities)` into `output`
-    -> rows written. `on_batch(done, rows)` after each batch (the progress bar)."""
+    -> rows written. `on_batch(done, rows)` after each batch (the progress bar). With `at_once` > 1, that many
+    batches are classified at once on threads (`classify` must allow it), written in the input's order, and at
+    most one more is read ahead: memory stays bounded as the file grows."""
+    from collections import deque
+    from concurrent.futures import ThreadPoolExecutor
+
+    def classified(batch: Batch):
+        return classify(batch.texts) if batch.texts else ([], np.zeros((0, len(labels))))
+
     writer = None
+    pool = ThreadPoolExecutor(at_once, thread_name_prefix="classify") if at_once > 1 else None
+    pending: deque = deque()
+
+    def write_first() -> None:
+        nonlocal writer
+        batch, result = pending.popleft()
+        chosen, probs = result.result() if pool is not None else result
+        if writer is None:
+            writer = OutputRows(output, id_name=rows.id_name or ROW_COL, labels=labels, label_sep=label_sep)
+        writer.write(batch.ids, chosen, probs)
+        if on_batch:
+            on_batch(batch.done, writer.rows)
+
     try:
         for batch in rows:
-            if writer is None:
-                writer = OutputRows(output, id_name=rows.id_name or ROW_COL, labels=labels, label_sep=label_sep)
-            chosen, probs = classify(batch.texts) if batch.texts else ([], np.zeros((0, len(labels))))
-            writer.write(batch.ids, chosen, probs)
-            if on_batch:
-                on_batch(batch.done, writer.rows)
+            pending.append((batch, pool.submit(classified, batch) if pool is not None else classified(batch)))
+            while len(pending) > at_once:
+                write_first()
+        while pending:
+            write_first()
     finally:
+        if pool is not None:
+            for _, result in pending:
+                result.cancel()
+            pool.shutdown(wait=True)
         if writer is not None:
             writer.close()
     if writer is None:  # an empty input still gets an output with its header

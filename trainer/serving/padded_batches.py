@@ -85,6 +85,15 @@ def text_model(learn) -> TextModel | None:
     )
 
 
+def replica(parts: TextModel) -> TextModel:
+    """`parts` with a model of its own: the AWD-LSTM keeps its batch's hidden state on the module, so two
+    batches classified at once need two modules (the same weights, copied)."""
+    import copy
+    import dataclasses
+
+    return dataclasses.replace(parts, model=copy.deepcopy(parts.model))
+
+
 def _spacy_ids(tokenizer, vocab_ids: dict):
     from fastai.text.core import SpacyTokenizer
 

@@ -15,7 +15,9 @@ they are looked up in the package this module belongs to, so a logged model unpi
 
 from __future__ import annotations
 
+import os
 import pickle
+import threading
 import warnings
 from pathlib import Path
 from types import SimpleNamespace
@@ -29,6 +31,7 @@ from trainer.runfiles.metrics_file import RunMetrics
 from trainer.serving import padded_batches
 
 MODEL, METRICS = "model.pth", "metrics.json"
+MOST_BATCHES_AT_ONCE = 4  # past this, the texts' tokenizing (Python, one at a time) is what the batches wait on
 SERVED_FILES = (MODEL, METRICS, BWD_MODEL, *TFIDF_FILES)  # every file a served model may be made of
 TFIDF_SERVED_FILES = (METRICS, *TFIDF_FILES)  # those of a run that kept TF-IDF alone
 TRAINING_PACKAGE = "trainer"  # the name model.pth's classes were pickled under
@@ -120,6 +123,9 @@ class ServedModel:
         # TF-IDF alone: the classifier's share is 0, so it is neither loaded nor run
         self.learn, self.learn_bwd = (None, None) if metrics.tfidf_alone else (learn, learn_bwd)
         self.text_model = padded_batches.text_model(learn) if self.learn is not None else None
+        self._at_once = 1
+        self._replicas = threading.local()  # each thread's own text model, once batches run at once
+        self._unclaimed = [self.text_model]  # the loaded one, for the first thread that asks
 
     @classmethod
     def load(
@@ -164,6 +170,34 @@ class ServedModel:
         """Whether it serves the forward+backward ensemble (model_bwd.pth loaded)."""
         return self.learn_bwd is not None
 
+    def use_cores(self, cores: int | None = None) -> int:
+        """Lets `predict` run on up to `cores` (default: those this process may use) threads at once, one batch
+        and one torch thread each -> how many batches may run at once. A batch's tokenizing (Python) then runs
+        while another's AWD-LSTM forward (torch, without the GIL) does, where torch's own threads on one batch of
+        this size barely scale and spin on a busy core. Served by fastai's own pipeline (a backward model),
+        or on one core: one batch at a time, as before."""
+        cores = cores or len(os.sched_getaffinity(0))
+        if self.text_model is None or self.learn_bwd is not None or cores < 2:
+            return 1
+        import torch
+
+        torch.set_num_threads(1)
+        self._at_once = min(cores, MOST_BATCHES_AT_ONCE)
+        return self._at_once
+
+    def _text_model_here(self):
+        """The text model this thread classifies with: one of its own once batches run at once."""
+        if self._at_once < 2:
+            return self.text_model
+        parts = getattr(self._replicas, "parts", None)
+        if parts is None:
+            try:
+                parts = self._unclaimed.pop()  # atomic: one thread gets it
+            except IndexError:
+                parts = padded_batches.replica(self.text_model)
+            self._replicas.parts = parts
+        return parts
+
     def probabilities(self, texts: list[str]) -> np.ndarray:
         """(texts, labels) probabilities of what the run kept, in the texts' order."""
         texts = list(texts)
@@ -174,7 +208,7 @@ class ServedModel:
         if self.text_model is None:
             probs = _learner_probabilities(self.learn, texts)
         else:
-            probs = padded_batches.probabilities(self.text_model, texts)
+            probs = padded_batches.probabilities(self._text_model_here(), texts)
         if self.learn_bwd is not None:
             probs = (probs + _learner_probabilities(self.learn_bwd, texts)) / 2
         if self.tfidf is not None:
