@@ -544,7 +544,7 @@ def test_end_reason_counts_interruptions_and_the_join_window():
     assert end_reason(spec(2, 1, max_restarts=3), status, now) is None  # interruption 3 of 3 allowed
     assert end_reason(spec(2, 1, max_restarts=2), status, now) == "interrupted 3 times; max_restarts=2 reached"
     late = end_reason(spec(2, 1, max_restarts=3), status, now + JOIN_TIMEOUT_S + 60)
-    assert late.startswith("the 2 nodes did not meet again within 30 min of interruption 3")
+    assert late.startswith("the 2 nodes did not meet again within 30m00s of interruption 3")
 
 
 def test_node_rank():

@@ -42,6 +42,7 @@ from trainer.launchers.vm.hardware import probe, problem
 from trainer.launchers.vm.kept import rescue
 from trainer.launchers.vm.metadata import MetadataClient, MetadataError
 from trainer.launchers.vm.spec import JOIN_TIMEOUT_S, VmSpec, build_command, command_env, node_rank
+from trainer.runfiles.durations import duration
 from trainer.runfiles.keys import run_key
 from trainer.runfiles.status_file import FAILED, SUCCEEDED, RunStatus, mark_failed, read_status
 from trainer.storage import open_bucket
@@ -161,7 +162,7 @@ def end_reason(spec: VmSpec, status: RunStatus, now: float) -> str | None:
     since, limit = _epoch(status.updated_at), join_timeout_s()
     if since is not None and now - since > limit:
         return (
-            f"the {spec.nodes} nodes did not meet again within {limit / 60:g} min of "
+            f"the {spec.nodes} nodes did not meet again within {duration(limit)} of "
             f"interruption {count} (a preempted VM not recreated: Spot capacity?)"
         )
     return None
