@@ -28,11 +28,22 @@ def _pinned(b):
 class DeviceFeed:
     """A fastai DataLoader that, on CUDA, copies each batch from pinned memory without waiting (non_blocking) and
     collates the next batch while the device runs the current one: a plain copy of pageable memory makes the host
-    wait for the device before every batch. The same batches in the same order; a no-op elsewhere."""
+    wait for the device before every batch; on a CPU, where the batches are made, fastai's copy (a no-op through its
+    dispatch) is skipped. The same batches in the same order."""
 
     def __iter__(self):
         device = self.device
-        if device is None or torch.device(device).type != "cuda":
+        if device is None:
+            yield from super().__iter__()
+            return
+        if torch.device(device).type == "cpu":  # made there: fastai's copy would be a no-op through its dispatch
+            self.device = None
+            try:
+                yield from super().__iter__()
+            finally:
+                self.device = device
+            return
+        if torch.device(device).type != "cuda":
             yield from super().__iter__()
             return
         self.device = None  # fastai's own copy (a blocking one) is skipped; ours follows
@@ -120,7 +131,10 @@ class FedSortedDL(DeviceFeed, SortedDL):
 
     def _batch(self, positions, pad: Pad_Chunk) -> tuple:
         if self._targets is None:
-            self._targets = torch.stack([self.dataset[i][1] for i in range(len(self.dataset))])
+            targets = torch.stack([self.dataset[i][1] for i in range(len(self.dataset))])
+            # indexed as a plain tensor, then given its fastai type back: fastai's dispatch costs more than the index
+            self._targets = (targets.as_subclass(torch.Tensor), type(targets))
+        plain, kind = self._targets
         texts = [self.tokens.text(int(r)) for r in self.rows[positions]]
         width = max(len(t) for t in texts)
         x = np.full((len(texts), width), pad.pad_idx, dtype=np.int64)
@@ -132,7 +146,7 @@ class FedSortedDL(DeviceFeed, SortedDL):
             # the rows fastai's SentenceEncoder runs at each chunk (those not padding at its first position),
             # counted here: on the device each count is a sync (trainer.runtime.loop.HostRowsEncoder reads these)
             setattr(batch, CHUNK_ROWS, tuple(int(n) for n in (x[:, :: pad.seq_len] != pad.pad_idx).sum(axis=0)))
-        return batch, self._targets[torch.as_tensor(positions)]
+        return batch, plain[torch.from_numpy(positions)].as_subclass(kind)
 
     def create_batches(self, samps):
         pad = self._pad() if self.tokens is not None else None
