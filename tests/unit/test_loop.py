@@ -12,7 +12,7 @@ import random
 import numpy as np
 import pytest
 import torch
-from fastai.callback.core import Callback
+from fastai.callback.core import Callback, CancelStepException
 from fastai.learner import Learner
 from fastai.losses import MSELossFlat
 from fastai.optimizer import Adam
@@ -119,6 +119,55 @@ def test_the_fast_loop_sees_the_same_events_losses_and_weights():
     assert fast.recorder.values == plain.recorder.values
     assert all(torch.equal(a, b) for a, b in zip(fast.model.parameters(), plain.model.parameters()))
     assert type(fast.opt) is loop.ForeachAdam
+
+
+class Phases(Callback):
+    """Records each inner-loop event it is called for, as train or valid; stops running after `stop_after`."""
+
+    def __init__(self, seen: list, *, run_train=True, run_valid=True, stop_after: int | None = None):
+        self.seen, self.run_train, self.run_valid, self.stop_after = seen, run_train, run_valid, stop_after
+
+    def after_pred(self):
+        self.seen.append((type(self).__name__, self.run_train, self.run_valid, self.training))
+        if self.stop_after is not None and len(self.seen) >= self.stop_after:
+            self.run = False  # until the fit's end, as fastai resets it
+
+    def after_step(self):
+        if self.stop_after == -1:
+            raise CancelStepException()  # not wrapped: fastai's loop handles it
+
+    def after_fit(self):
+        self.seen.append("fit ended")
+
+
+class Breaks(Callback):
+    def after_loss(self):
+        raise ValueError("no loss here")
+
+
+def phases_seen(fast: bool) -> list:
+    seen: list = []
+    set_seed(0, reproducible=True)
+    cbs = [
+        Phases(seen, run_valid=False),
+        Phases(seen, run_train=False),
+        Phases(seen, stop_after=3),
+        Phases(seen, stop_after=-1),
+    ]
+    learn = adam_learner(n_trn=4, cbs=cbs)
+    if fast:
+        loop.apply(learn)
+    learn.fit(2)
+    learn.fit(1)  # a callback stopped in the first fit runs again
+    return seen
+
+
+def test_callbacks_run_in_training_or_validation_as_fastai_calls_them_and_errors_name_them():
+    assert phases_seen(fast=True) == phases_seen(fast=False)
+    learn = adam_learner(n_trn=4, cbs=[Breaks()])
+    loop.apply(learn)
+    with pytest.raises(ValueError, match="Exception occured in `Breaks` when calling event `after_loss`"):
+        learn.fit(1)
 
 
 def test_another_optimizer_is_left_as_it_is():

@@ -21,7 +21,18 @@ from operator import attrgetter
 
 import numpy as np
 import torch
-from fastai.callback.core import Callback, event
+from fastai.callback.core import (
+    Callback,
+    CancelBackwardException,
+    CancelBatchException,
+    CancelEpochException,
+    CancelFitException,
+    CancelStepException,
+    CancelTrainException,
+    CancelValidException,
+    _inner_loop,
+    event,
+)
 from fastai.callback.schedule import ParamScheduler, SchedCos
 from fastai.learner import AvgLoss, AvgMetric, AvgSmoothLoss, Recorder
 from fastai.metrics import AccumMetric, Perplexity
@@ -29,6 +40,7 @@ from fastai.optimizer import Adam, Optimizer, adam_step, average_grad, average_s
 from fastai.text.models.core import SentenceEncoder, _pad_tensor
 from fastai.torch_core import TensorBase, find_bs, flatten_check, tensor
 from fastcore.foundation import L
+from fastcore.xtras import modify_exception
 
 from trainer.text.batches import CHUNK_ROWS
 
@@ -332,10 +344,46 @@ def fit_one_cycle(
 # --- event dispatch ----------------------------------------------------------------------------------------------
 
 
+INNER_LOOP = frozenset(_inner_loop)
+FASTAI_CALL = Callback.__call__
+CANCELS = (
+    CancelBatchException,
+    CancelBackwardException,
+    CancelEpochException,
+    CancelFitException,
+    CancelStepException,
+    CancelTrainException,
+    CancelValidException,
+)
+
+
+def call_callback(cb, event_name: str, training: bool):
+    """fastai's `Callback.__call__`, `training` read from the learner once rather than through each callback's
+    attribute delegation (fastcore's GetAttr: its slow path, for every callback in every batch event)."""
+    if "training" in cb.__dict__:
+        training = cb.__dict__["training"]
+    res = None
+    if cb.run and (event_name not in INNER_LOOP or (cb.run_train and training) or (cb.run_valid and not training)):
+        try:
+            res = getattr(cb, event_name)()
+        except CANCELS:
+            raise
+        except Exception as e:  # the same exception, its message prefixed as fastai does
+            raise modify_exception(  # noqa: B904
+                e,
+                f"Exception occured in `{cb.__class__.__name__}` when calling event `{event_name}`:\n\t{e.args[0]}",
+                replace=True,
+            )
+    if event_name == "after_fit":
+        cb.run = True
+    return res
+
+
 class EventDispatch:
     """A learner's `_call_one`: each event to the callbacks that define it, sorted by `order` as fastai does
     (a stable sort), once per set of callbacks. `after_fit` still reaches every callback (fastai resets each
-    one's `run` there)."""
+    one's `run` there). A callback that keeps fastai's `__call__` is called as it would call it
+    (`call_callback`); one with its own `__call__` through it."""
 
     def __init__(self, learn):
         self.learn = learn
@@ -363,8 +411,12 @@ class EventDispatch:
                 or callable(getattr(type(cb), event_name, None))
             ]
             self.by_event[event_name] = todo
+        training = getattr(self.learn, "training", True)
         for cb in todo:
-            cb(event_name)
+            if type(cb).__call__ is FASTAI_CALL and callable(getattr(type(cb), event_name, None)):
+                call_callback(cb, event_name, training)
+            else:
+                cb(event_name)
 
 
 def apply(learn):
