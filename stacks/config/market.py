@@ -31,11 +31,11 @@ class SimZone(StrictModel):
 
 
 class SimPreemption(StrictModel):
-    """A preemption of the VM in `zone`: at a market time, or when the run reaches `epoch` of `stage`."""
+    """A preemption of the VM in `zone`: at a market time, or when that VM trains `epoch` of `stage`."""
 
     zone: str
     at_s: float | None = Field(None, ge=0, allow_inf_nan=False, description="market seconds since the run started")
-    stage: str | None = Field(None, description="or: once the run's status shows this stage ...")
+    stage: str | None = Field(None, description="or: once the VM there trains this stage ...")
     epoch: int = Field(1, ge=0, description="... at this epoch or later")
     outage_s: float | None = Field(
         0, ge=0, allow_inf_nan=False, description="the zone is dry this long after it (unset: for good)"

@@ -91,23 +91,36 @@ def test_same_probabilities_and_labels_as_get_preds(served, count):
 
 
 def test_batches_classified_at_once_on_threads_give_what_one_at_a_time_gives(trained_fr, served):
-    """Each thread classifies with a text model of its own (the AWD-LSTM keeps its batch's state on the module):
-    four batches at once on two threads, held so that they overlap, give each batch's probabilities to the bit."""
+    """Each batch running at once takes a model module of its own (the AWD-LSTM keeps its batch's state on the
+    module; the weights are shared): four batches on two threads, held so that they overlap, give each batch's
+    probabilities to the bit."""
     import threading
     from concurrent.futures import ThreadPoolExecutor
+
+    import torch
 
     texts = varied_texts(300)
     batches = [texts[n : n + 75] for n in range(0, 300, 75)]
     expected = [served.probabilities(batch) for batch in batches]
     at_once = classifier_served(trained_fr)
-    assert at_once.use_cores(2) == 2
-    both = threading.Barrier(2)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)  # a worker pinned to one core has one
+    try:
+        assert at_once.use_cores(2) == 2
+        assert torch.get_num_threads() == 1  # one torch thread a batch
+        both = threading.Barrier(2)
 
-    def probabilities(batch):
-        both.wait(60)  # the two threads' forward passes overlap
-        return at_once.probabilities(batch)
+        def probabilities(batch):
+            both.wait(60)  # the two threads' forward passes overlap
+            return at_once.probabilities(batch)
 
-    with ThreadPoolExecutor(2) as pool:
-        got = list(pool.map(probabilities, batches))
+        with ThreadPoolExecutor(2) as pool:
+            got = list(pool.map(probabilities, batches))
+    finally:
+        torch.set_num_threads(threads)
     for one, other in zip(got, expected):
         np.testing.assert_array_equal(one, other)
+    weights = {p.data_ptr() for p in at_once.text_model.model.parameters()}
+    copy = at_once._free.get()
+    copy = copy if copy is not at_once.text_model else at_once._free.get()
+    assert {p.data_ptr() for p in copy.model.parameters()} == weights  # the module copied, not its weights

@@ -55,17 +55,16 @@ def test_market_capacity_windows_and_preemption_outages():
 
 def test_a_preemption_after_a_stage_shorter_than_a_poll_is_still_due():
     p = Preemption("b", stage="classifier", epoch=1)
-    running = {"state": "RUNNING", "stage": "classifier", "epoch": 1}
-    assert p.due(0, running) and not p.due(0, {**running, "epoch": 0})
     log = [
         "2026-11-27T10:00:00Z == stage classifier (2 epochs)",
         "2026-11-27T10:00:01Z classifier [1/2] epoch 1/2  train_loss 0.5",
         "2026-11-27T10:00:01Z == stage evaluating",
     ]
-    evaluating = {"state": "RUNNING", "stage": "evaluating", "epoch": 2}
-    assert p.due(0, evaluating, log[:2]) and p.due(0, evaluating, [log[0], log[2]])
-    assert not p.due(0, evaluating, []) and not p.due(0, None, log[:1])
-    assert not Preemption("b", stage="lm_finetune", epoch=1).due(0, evaluating, log)
+    assert p.due(0, log[:2]) and p.due(0, [log[0], log[2]])  # its epoch, or a later stage's start
+    assert not p.due(0, []) and not p.due(0, log[:1])
+    assert not p.due(0, log[1:2])  # an epoch line without its stage's start: an earlier VM's stage
+    assert not Preemption("b", stage="lm_finetune", epoch=1).due(0, log)
+    assert Preemption("b", stage="classifier", epoch=0).due(0, log[:1])  # the stage's start
 
 
 def test_a_moved_run_bills_each_vm_until_its_placement_ended_in_its_own_region():

@@ -6,6 +6,8 @@ zones without the GPU, Spot-only machine types. The clock is moved with `skip`, 
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import requests
 
@@ -309,14 +311,14 @@ def test_a_later_commands_simulated_storage_reads_what_an_earlier_one_kept(tmp_p
 
 
 def test_a_stage_triggered_preemption_counts_only_what_the_vms_own_boot_trained(tmp_path, monkeypatch):
-    """A resumed run's log and status already hold the epochs an earlier VM trained: the preemption due at epoch 2
-    of the LM fine-tuning waits until this VM trains it (read from the log's appended pieces, as the trainer
-    writes them), rather than taking the VM as it boots."""
+    """A resumed run's log and status already hold the epochs an earlier VM trained, and the new trainer's start
+    writes that status again as RUNNING: the preemption due at epoch 2 of the LM fine-tuning waits until this VM
+    trains it (read from the log's appended pieces, as the trainer writes them), rather than taking it at boot."""
     from stacks.targets.gcp.sim.quotas import VmShape
     from stacks.targets.gcp.sim.session import STORAGE_ENV, _storage_emulator
     from stacks.targets.gcp.sim.vms import VmRunner
     from trainer.launchers.local.market import Preemption
-    from trainer.runfiles.status_file import RunStatus
+    from trainer.runfiles.status_file import RunStatus, write_status
     from trainer.storage import open_bucket
 
     stops: list = []
@@ -325,20 +327,20 @@ def test_a_stage_triggered_preemption_counts_only_what_the_vms_own_boot_trained(
         bucket = open_bucket("gs://runs")
         log = "fr/runs/r1/log.txt"
         earlier = RunStatus(run_id="r1", lang="fr", env="gcp-sim", state="RUNNING", stage="lm_finetune", epoch=2)
-        earlier.updated_at = "2026-11-29T00:00:00+00:00"
-        bucket.write_bytes("fr/runs/r1/status.json", earlier.to_json())
-        bucket.append(log, b"2026-11-29T00:00:00Z == stage lm_finetune\n")
+        write_status(bucket, earlier)
+        bucket.write_bytes(log, b"2026-11-29T00:00:00Z == stage lm_finetune\n")  # sealed whole by the earlier VM
         bucket.append(log, b"2026-11-29T00:00:01Z lm_finetune [1/1] epoch 2/3  train_loss 4.1\n")
         meta = {"trainstack-bucket": "gs://runs", "trainstack-lang": "fr", "trainstack-run-id": "r1"}
         vm = Instance("vm-1", "europe-west4-a", VmShape("g2-standard-8", {"nvidia-l4": 1}, True, 100, "", meta), 1)
         runner = VmRunner(SimCloud(load_scenario()), "http://127.0.0.1:9", str, tmp_path)
         due = Preemption(zone="europe-west4-a", stage="lm_finetune", epoch=2)
         runner.booted(vm)
-        assert not due.due(0, *runner.status_of(vm))  # the earlier VM's epochs are not this one's
+        write_status(bucket, dataclasses.replace(earlier, resumed=1))  # the new trainer's start: RUNNING again
+        assert not due.due(0, runner.log_of(vm))  # the earlier VM's epochs are not this one's
         bucket.append(log, b"2026-11-29T01:00:00Z == stage lm_finetune\n")
-        assert not due.due(0, *runner.status_of(vm))
+        assert not due.due(0, runner.log_of(vm))
         bucket.append(log, b"2026-11-29T01:00:09Z lm_finetune [1/1] epoch 2/3  train_loss 3.9\n")
-        assert due.due(0, *runner.status_of(vm))
+        assert due.due(0, runner.log_of(vm))
     finally:
         for stop in stops:
             stop()

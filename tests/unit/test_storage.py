@@ -133,3 +133,15 @@ def test_two_writers_appends_keep_every_line_in_order_and_seal_whole(bucket):
     bucket.seal_appended(key)
     assert bucket.read_bytes(key) == data  # DESIGN's <run>/log.txt: the whole log once the writer ends
     assert bucket.read_appended(key, cursor)[0] == b""  # a follower reads nothing twice
+
+
+def test_a_follower_of_a_log_written_whole_reads_only_what_is_appended_after(bucket):
+    """A log written whole (from before pieces, or sealed) then appended to again (a resumed run): what the reader
+    had read is not read again when the first append copies it into the pieces."""
+    key = "fr/runs/r1/log.txt"
+    bucket.write_bytes(key, b"one\ntwo\n")
+    data, cursor = bucket.read_appended(key)
+    assert data == b"one\ntwo\n"
+    bucket.append(key, b"three\n")
+    assert bucket.read_appended(key, cursor)[0] == b"three\n"
+    assert bucket.read_appended(key)[0] == b"one\ntwo\nthree\n"

@@ -86,12 +86,14 @@ def text_model(learn) -> TextModel | None:
 
 
 def replica(parts: TextModel) -> TextModel:
-    """`parts` with a model of its own: the AWD-LSTM keeps its batch's hidden state on the module, so two
-    batches classified at once need two modules (the same weights, copied)."""
+    """`parts` with a model module of its own sharing the weights: the AWD-LSTM keeps its batch's hidden state on
+    the module, so two batches classified at once need two modules, not two copies of the weights."""
     import copy
     import dataclasses
 
-    return dataclasses.replace(parts, model=copy.deepcopy(parts.model))
+    model = parts.model
+    shared = {id(t): t for t in (*model.parameters(), *model.buffers())}
+    return dataclasses.replace(parts, model=copy.deepcopy(model, memo=shared))
 
 
 def _spacy_ids(tokenizer, vocab_ids: dict):

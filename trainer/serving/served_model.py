@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import pickle
-import threading
+import queue
 import warnings
 from pathlib import Path
 from types import SimpleNamespace
@@ -123,9 +123,7 @@ class ServedModel:
         # TF-IDF alone: the classifier's share is 0, so it is neither loaded nor run
         self.learn, self.learn_bwd = (None, None) if metrics.tfidf_alone else (learn, learn_bwd)
         self.text_model = padded_batches.text_model(learn) if self.learn is not None else None
-        self._at_once = 1
-        self._replicas = threading.local()  # each thread's own text model, once batches run at once
-        self._unclaimed = [self.text_model]  # the loaded one, for the first thread that asks
+        self._free: queue.SimpleQueue | None = None  # text models free to classify a batch, once batches run at once
 
     @classmethod
     def load(
@@ -171,32 +169,25 @@ class ServedModel:
         return self.learn_bwd is not None
 
     def use_cores(self, cores: int | None = None) -> int:
-        """Lets `predict` run on up to `cores` (default: those this process may use) threads at once, one batch
-        and one torch thread each -> how many batches may run at once. A batch's tokenizing (Python) then runs
-        while another's AWD-LSTM forward (torch, without the GIL) does, where torch's own threads on one batch of
-        this size barely scale and spin on a busy core. Served by fastai's own pipeline (a backward model),
-        or on one core: one batch at a time, as before."""
-        cores = cores or len(os.sched_getaffinity(0))
-        if self.text_model is None or self.learn_bwd is not None or cores < 2:
+        """Lets `predict` run on up to `cores` threads at once (default: the cores this process may use, at most
+        torch's threads, which OMP_NUM_THREADS sets), one batch and one torch thread each -> how many batches may
+        run at once. A batch's tokenizing (Python) then runs while another's AWD-LSTM forward (torch, without the
+        GIL) does, where torch's own threads on one batch of this size barely scale and spin on a busy core. Each
+        batch takes a model module of its own (the weights shared). Served by fastai's own pipeline (a backward
+        model), or on one core: one batch at a time, as before."""
+        if self.text_model is None or self.learn_bwd is not None:
             return 1
         import torch
 
+        cores = min(cores or len(os.sched_getaffinity(0)), torch.get_num_threads(), MOST_BATCHES_AT_ONCE)
+        if cores < 2:
+            return 1
         torch.set_num_threads(1)
-        self._at_once = min(cores, MOST_BATCHES_AT_ONCE)
-        return self._at_once
-
-    def _text_model_here(self):
-        """The text model this thread classifies with: one of its own once batches run at once."""
-        if self._at_once < 2:
-            return self.text_model
-        parts = getattr(self._replicas, "parts", None)
-        if parts is None:
-            try:
-                parts = self._unclaimed.pop()  # atomic: one thread gets it
-            except IndexError:
-                parts = padded_batches.replica(self.text_model)
-            self._replicas.parts = parts
-        return parts
+        self._free = queue.SimpleQueue()
+        self._free.put(self.text_model)
+        for _ in range(cores - 1):
+            self._free.put(padded_batches.replica(self.text_model))
+        return cores
 
     def probabilities(self, texts: list[str]) -> np.ndarray:
         """(texts, labels) probabilities of what the run kept, in the texts' order."""
@@ -208,13 +199,22 @@ class ServedModel:
         if self.text_model is None:
             probs = _learner_probabilities(self.learn, texts)
         else:
-            probs = padded_batches.probabilities(self._text_model_here(), texts)
+            probs = self._text_probabilities(texts)
         if self.learn_bwd is not None:
             probs = (probs + _learner_probabilities(self.learn_bwd, texts)) / 2
         if self.tfidf is not None:
             weight = self.metrics.blend_weight
             probs = weight * probs + (1.0 - weight) * self.tfidf.probabilities(list(texts))
         return probs
+
+    def _text_probabilities(self, texts: list[str]) -> np.ndarray:
+        if self._free is None:
+            return padded_batches.probabilities(self.text_model, texts)
+        parts = self._free.get()  # never more batches at once than models: classify_file runs that many
+        try:
+            return padded_batches.probabilities(parts, texts)
+        finally:
+            self._free.put(parts)
 
     def decide(self, probs: np.ndarray) -> list[list[str]]:
         """The labels of each row: the tuned thresholds of what was kept (a kept blend's are the run's

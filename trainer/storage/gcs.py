@@ -275,6 +275,8 @@ class GcsBucket:
         The pieces, in name order; without pieces, the object written whole under `key` (a log from before
         pieces, or sealed and its pieces gone)."""
         seen = frozenset(after or ())
+        if key in seen:  # the whole object was read: its copy as the first piece (`append`) holds the same lines
+            seen |= {f"{key}{PARTS}{0:020d}-before-pieces"}
         cut = len(self.prefix) + 1 if self.prefix else 0
         names = [b.name[cut:] for b in self._listed(key)]
         pieces = sorted(n for n in names if n.startswith(key + PARTS))

@@ -9,9 +9,10 @@ when a scheduled preemption comes due.
 Market time is simulated seconds since the run started (its id's timestamp), `speedup` of them per wall
 second. A zone is dry inside any of its `outages` ([start_s, end_s), end None: for good) and for
 `outage_s` after a preemption in it fired (the capacity that was taken back). A preemption fires at a
-market time (`at_s`) or when the run reaches an epoch of a stage (`stage`, `epoch`: tests wait for events,
-not time), once per run: which fired, and when, is kept in the run's launcher folder, so a run moved to
-another zone, or resumed later, sees the same market. Stdlib only.
+market time (`at_s`) or when the VM in its zone trains an epoch of a stage (`stage`, `epoch`: tests wait for
+events, not time; a stage an earlier VM finished does not count), once per run: which fired, and when, is
+kept in the run's launcher folder, so a run moved to another zone, or resumed later, sees the same market.
+Stdlib only.
 """
 
 from __future__ import annotations
@@ -42,18 +43,12 @@ class Preemption:
         """Stable across invocations: a fired preemption is matched to the config by it."""
         return f"{self.zone}@{self.at_s:g}s" if self.at_s is not None else f"{self.zone}@{self.stage}:{self.epoch}"
 
-    def due(self, now_s: float, status: dict | None, log: list[str] = ()) -> bool:
-        """At its market time; or once the run is at `epoch` of `stage`, by its status or by its log (append-only:
-        a stage shorter than a poll is never missed; a later stage's start counts as past the epoch)."""
+    def due(self, now_s: float, log: list[str] = ()) -> bool:
+        """At its market time; or once the run is at `epoch` of `stage` by the lines of its log this VM's trainer
+        wrote (append-only: a stage shorter than a poll is never missed; a later stage's start counts as past the
+        epoch). Not by status.json: a resumed run's status is an earlier VM's until the trainer writes its own."""
         if self.at_s is not None:  # a moment: a VM that comes to the zone later is not taken back
             return self.at_s <= now_s and (self.outage_s is None or now_s < self.at_s + max(self.outage_s, POINT_S))
-        if (
-            status is not None
-            and status.get("state") == "RUNNING"
-            and status.get("stage") == self.stage
-            and int(status.get("epoch") or 0) >= self.epoch
-        ):
-            return True
         in_stage = False
         for line in log:
             text = line.split(" ", 1)[-1]
@@ -104,11 +99,9 @@ class Market:
         return zone in self.zones
 
     def due_preemption(
-        self, zone: str, now_s: float, status: dict | None, fired: dict[str, float], log: list[str] = ()
+        self, zone: str, now_s: float, fired: dict[str, float], log: list[str] = ()
     ) -> Preemption | None:
-        return next(
-            (p for p in self.preemptions if p.zone == zone and p.key not in fired and p.due(now_s, status, log)), None
-        )
+        return next((p for p in self.preemptions if p.zone == zone and p.key not in fired and p.due(now_s, log)), None)
 
 
 class MarketRecord:

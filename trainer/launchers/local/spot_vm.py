@@ -59,30 +59,38 @@ class SpotVm:
             time.sleep(0.2)
         return False
 
-    def watch(self, child: subprocess.Popen):
-        """A thread that preempts `child` (SIGTERM, then SIGKILL after the grace) when a preemption is due."""
+    def _log(self):
         from trainer.runfiles.keys import run_key
-        from trainer.runfiles.status_file import read_status
         from trainer.storage import open_bucket
 
-        bucket = open_bucket(self.args.bucket)
-        log_key, log = run_key(self.args.lang, self.args.run_id, "log.txt"), []
-        # only what this trainer writes: a resumed run's log already holds the epochs an earlier one trained
-        try:
-            cursor = bucket.read_appended(log_key)[1]
-        except Exception:  # unread: the whole log counts
-            cursor = None
+        return open_bucket(self.args.bucket), run_key(self.args.lang, self.args.run_id, "log.txt")
+
+    def log_seen(self) -> object:
+        """The run log's cursor before this VM's trainer starts: its preemptions read only what comes after (a
+        resumed run's log already holds the epochs an earlier VM trained)."""
+        bucket, key = self._log()
+        for _ in range(3):
+            try:
+                return bucket.read_appended(key)[1]
+            except Exception as exc:  # storage hiccup: asked again, then the whole log counts
+                error = exc
+                time.sleep(0.2)
+        self._say(f"could not read the run log before the trainer started ({error}): its whole log counts")
+        return None
+
+    def watch(self, child: subprocess.Popen, cursor: object = None):
+        """A thread that preempts `child` (SIGTERM, then SIGKILL after the grace) when a preemption is due, reading
+        the run log from `cursor` (log_seen's) on."""
+        bucket, log_key = self._log()
+        log: list[str] = []
 
         def loop() -> None:
             nonlocal cursor
             while child.poll() is None:
-                status = read_status(bucket, self.args.lang, self.args.run_id)
                 chunk, cursor = bucket.read_appended(log_key, cursor)
                 log.extend(chunk.decode("utf-8", "replace").splitlines())
                 now_s = self.market.now_s()
-                due = self.market.due_preemption(
-                    self.zone, now_s, vars(status) if status else None, self.record.fired(), log
-                )
+                due = self.market.due_preemption(self.zone, now_s, self.record.fired(), log)
                 if due is not None:
                     self.record.fire(due, now_s)
                     gone = "for good" if due.outage_s is None else f"for {due.outage_s:g}s"

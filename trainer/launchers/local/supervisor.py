@@ -296,9 +296,10 @@ def _supervise(
                 )
                 (state_dir / EXIT_FILE).write_text("0")
             return 0
+        seen = spot.log_seen() if spot is not None else None  # where the run log stands as this VM boots
         child = stopping["child"] = _launch(state_dir, trainer_args, processes, pinned)
         _write_atomic(state_dir / VM_FILE, "running")
-        watcher = spot.watch(child) if spot is not None else None
+        watcher = spot.watch(child, seen) if spot is not None else None
         try:
             code = child.wait(timeout=max(deadline - time.monotonic(), 0))
         except subprocess.TimeoutExpired:

@@ -86,7 +86,7 @@ class Group:
 class SimCloud:
     """One project's simulated Compute Engine. Thread-safe: the HTTP server's threads share it."""
 
-    def __init__(self, scenario: Scenario, *, origin: float | None = None, status_of: Callable | None = None):
+    def __init__(self, scenario: Scenario, *, origin: float | None = None, log_of: Callable | None = None):
         self.scenario = scenario
         self.market = Market.from_json(scenario.market().to_json(), time.time() if origin is None else origin)
         self.fired: dict[str, float] = {}
@@ -96,7 +96,7 @@ class SimCloud:
         self.operations: dict[str, dict] = {}
         self.policies: dict[tuple[str, str], dict] = {}  # (region, name) -> resourcePolicies resource
         self.lock = threading.RLock()
-        self.status_of = status_of  # Instance -> (status dict | None, log lines): stage-triggered preemptions
+        self.log_of = log_of  # Instance -> the run log's lines its boot wrote: stage-triggered preemptions
         self.listeners: list[Callable[[str, Instance], None]] = []  # ("running" | "stopping" | "gone", vm)
         self._ids = itertools.count(7_000_000_000_000_000_001)
 
@@ -143,8 +143,8 @@ class SimCloud:
                     self._set(vm, "" if vm.shape.delete_on_preemption else "TERMINATED", "RECREATING", now)
                     self._tell("gone", vm)
             elif vm.status == "RUNNING" and vm.shape.spot:
-                status, log = self.status_of(vm) if self.status_of else (None, [])
-                due = self.market.due_preemption(vm.zone, now, status, self.fired, log)
+                log = self.log_of(vm) if self.log_of else []
+                due = self.market.due_preemption(vm.zone, now, self.fired, log)
                 if due is not None:
                     self.fired[due.key] = now
                     vm.preempted = True

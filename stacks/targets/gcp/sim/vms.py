@@ -7,8 +7,8 @@ image accepts); a preemption, or a deletion, drops the shutdown flag and sends S
 `notice_s` wall seconds after the deletion (a checkpoint takes real time, however fast the simulated clock);
 an agent exit other than 0 (the run ended and the agent handled it) or 143 (stopped by the shutdown script)
 stops billing as startup.sh's `fatal` does, by resizing the group to 0. Preemptions triggered by a stage or
-an epoch read the run's status.json and log.txt from its bucket (the local market's rule), only what this boot
-of the VM wrote: a resumed run's log already holds the epochs an earlier VM trained.
+an epoch read the run's log.txt from its bucket (the local market's rule), only the lines this boot of the VM
+wrote: a resumed run's log, and its status.json, hold what an earlier VM trained.
 """
 
 from __future__ import annotations
@@ -19,8 +19,7 @@ import signal
 import subprocess
 import sys
 import threading
-import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -43,7 +42,6 @@ class VmProcess:
 class BootLog:
     """The run's log as one boot of a VM sees it: the pieces there at boot are skipped, the lines after kept."""
 
-    booted_at: float  # epoch s
     cursor: object = None
     lines: list[str] = field(default_factory=list)
 
@@ -120,7 +118,7 @@ class VmRunner:
 
     def __enter__(self) -> "VmRunner":
         self.cloud.listeners.append(self.on_event)
-        self.cloud.status_of = self.status_of
+        self.cloud.log_of = self.log_of
         threading.Thread(target=self._watch, daemon=True).start()
         return self
 
@@ -219,39 +217,35 @@ class VmRunner:
         """Where the run log stands as `vm` boots: its stage-triggered preemptions read only what comes after."""
         from trainer.runfiles.keys import run_key
 
-        boot = BootLog(time.time())
+        boot, run, error = BootLog(), None, None
+        try:
+            run = self._run_of(vm)
+        except Exception as exc:
+            error = exc
+        for _ in range(3 if run is not None else 0):
+            bucket, lang, run_id = run
+            try:
+                boot.cursor = bucket.read_appended(run_key(lang, run_id, "log.txt"))[1]
+                break
+            except Exception as exc:  # the simulated storage's hiccup: asked again, then the whole log counts
+                error = exc
+        else:
+            if error is not None:
+                self.say(f"simulated VM {vm.name}: the run log could not be read at boot ({error}): it all counts")
+        self._boot_logs[vm.name] = boot
+        return boot
+
+    def log_of(self, vm: Instance) -> list[str]:
+        """The lines of the run log this boot of `vm` wrote, from the bucket its metadata names ([] when unread)."""
+        from trainer.runfiles.keys import run_key
+
+        boot = self._boot_logs.setdefault(vm.name, BootLog())
         try:
             run = self._run_of(vm)
             if run is not None:
                 bucket, lang, run_id = run
-                boot.cursor = bucket.read_appended(run_key(lang, run_id, "log.txt"))[1]
-        except Exception:  # unread: the whole log counts
-            pass
-        self._boot_logs[vm.name] = boot
-        return boot
-
-    def status_of(self, vm: Instance) -> tuple[dict | None, list[str]]:
-        """The run's status.json (once written by this boot) and the log lines this boot wrote, from the bucket its
-        metadata names (None, [] when unread)."""
-        from trainer.runfiles.keys import run_key
-        from trainer.runfiles.status_file import read_status
-        from trainer.runfiles.timestamps import parse_time
-
-        boot = self._boot_logs.setdefault(vm.name, BootLog(time.time()))
-        try:
-            run = self._run_of(vm)
-            if run is None:
-                return None, []
-            bucket, lang, run_id = run
-            status = read_status(bucket, lang, run_id)
-            try:
                 chunk, boot.cursor = bucket.read_appended(run_key(lang, run_id, "log.txt"), boot.cursor)
                 boot.lines += chunk.decode(errors="replace").splitlines()
-            except Exception:  # no log yet
-                pass
-            written = parse_time(status.updated_at) if status is not None else None
-            if written is not None and written.timestamp() < int(boot.booted_at):  # whole seconds
-                status = None  # an earlier VM's word: this one has not trained yet
-            return (asdict(status) if status is not None else None), boot.lines
-        except Exception:  # a bucket that cannot be read: no stage-triggered preemption now
-            return None, []
+        except Exception:  # a bucket that cannot be read now: the lines come at the next read
+            pass
+        return boot.lines
