@@ -126,6 +126,14 @@ def test_gc_beside_a_run_waiting_for_capacity_keeps_its_stack_and_the_run_moves_
     synthesis), waits for it instead of failing the run as busy, and the run goes on moving. Cost: 37 s measured."""
     zones = ", ".join(f"{z}: {DRY}" for z in ("europe-west4-a", "europe-west4-b", "europe-west4-c", "europe-west1-b"))
     root, sets = serve(f"{{zones: {{{zones}}}}}")
+    again = subprocess.run(
+        [sys.executable, "-m", "stacks.targets.gcp.sim", "serve", "--env", ENV, *sets],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert again.returncode == 2 and f"already served for env {ENV} by pid" in again.stdout, again.stdout + again.stderr
     proc = start_trainctl(root, "train", "fr", "--env", ENV, *sets, "--set", "defaults.capacity_wait_minutes=60")
     seen: list[str] = []
     reader = threading.Thread(target=lambda: seen.extend(proc.stdout), daemon=True)
@@ -153,7 +161,7 @@ def test_gc_beside_a_run_waiting_for_capacity_keeps_its_stack_and_the_run_moves_
     out = " ".join("".join(seen).split())
     assert proc.returncode == 130, out
     assert "busy" not in out and applied_zones(out)[:3] == ["europe-west4-a", "europe-west4-b", "europe-west4-c"], out
-    assert f"--resume {run_id}" in out, out
+    assert f"run {run_id}" in out.rsplit("error:", 1)[-1], out  # what the Ctrl-C left of it (following or moving)
 
 
 def applied_zones(out: str) -> list[str]:
