@@ -88,7 +88,7 @@ def start(config, env_dir: Path, root: Path, say: Callable[[str], None]) -> Simu
             raise ConfigError("one simulated Google Cloud per trainctl command", hint="run one env at a time")
         served = _served(env_dir, say)
         if served is not None:
-            session = _attach(served, config, path, overrides, env_dir, say)
+            session = _attach(served, config, path, overrides, say)
         else:
             session = _start(config, _scenario(config, path, overrides), path, env_dir, say)
             atexit.register(_stop_all)
@@ -201,7 +201,7 @@ def _answers(url: str) -> bool:
         return False
 
 
-def _attach(served: dict, config, path: Path, overrides: dict, env_dir: Path, say) -> SimulatedSession:
+def _attach(served: dict, config, path: Path, overrides: dict, say) -> SimulatedSession:
     """This command's Google endpoints at the served cloud; nothing to stop when it exits."""
     if served.get("bucket") != config.bucket:  # the served storage emulator holds the served env's bucket alone
         raise ConfigError(
