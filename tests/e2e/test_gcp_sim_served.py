@@ -125,8 +125,8 @@ DRY = "{outages: [{start_s: 0}]}"
 def test_gc_beside_a_run_waiting_for_capacity_keeps_its_stack_and_the_run_moves_on(serve):
     """Every zone dry: the run, never started (no status.json), moves from zone to zone for an hour of capacity
     wait. `trainctl gc` run beside it, while its stack is applied in europe-west4-b, finds the run's stack and keeps
-    it (the run is starting); the run's next move, which mostly comes while gc still holds the stack's lock (its
-    synthesis), waits for it instead of failing the run as busy, and the run goes on moving. Cost: 37 s wall, 20 CPU-s
+    it (the run is starting); the run's next move, which comes while gc holds the stack's lock (gc is held still
+    there), waits for it instead of failing the run as busy, and the run goes on moving. Cost: 48 s wall, 21 CPU-s
     measured (no trainer; three trainctl and a second serve refused)."""
     zones = ", ".join(f"{z}: {DRY}" for z in ("europe-west4-a", "europe-west4-b", "europe-west4-c", "europe-west1-b"))
     root, sets = serve(f"{{zones: {{{zones}}}}}")
@@ -149,10 +149,20 @@ def test_gc_beside_a_run_waiting_for_capacity_keeps_its_stack_and_the_run_moves_
         assert proc.poll() is None, "".join(seen)
         run_id = re.search(r"applying train-fr \(run (\S+)\)", "".join(seen))[1]
 
-        gc = trainctl(root, "gc", "--env", ENV, *sets)
-        said = gc.stdout + gc.stderr
+        # gc holds the stack's lock while it looks (its synthesis): held still there until the run's next move
+        # meets it, so the move is sure to come while gc looks
+        gc = start_trainctl(root, "gc", "--env", ENV, *sets)
+        lock = root / f".trainstack/{ENV}/locks/train-fr.lock"
+        wait_for(lambda: gc.poll() is not None or f'"pid": {gc.pid}' in lock.read_text(), 120, "gc to take the lock")
+        os.killpg(gc.pid, signal.SIGSTOP)
+        try:
+            wait_for(lambda: proc.poll() is not None or any("waiting for it" in x for x in seen), 120, "the move")
+        finally:
+            os.killpg(gc.pid, signal.SIGCONT)
+        said = gc.communicate(timeout=120)[0]
         assert gc.returncode == 0, said
         assert f"train-fr: run {run_id} is STARTING; kept" in said and "gc: destroyed 0 stack(s)" in said, said
+        assert proc.poll() is None, "".join(seen)  # the move waited for gc instead of failing the run
 
         applied = len(applied_zones("".join(seen)))
         wait_for(lambda: proc.poll() is not None or len(applied_zones("".join(seen))) > applied, 240, "the next move")
@@ -164,7 +174,8 @@ def test_gc_beside_a_run_waiting_for_capacity_keeps_its_stack_and_the_run_moves_
         reader.join(timeout=10)
     out = " ".join("".join(seen).split())
     assert proc.returncode == 130, out
-    assert "busy" not in out and applied_zones(out)[:3] == ["europe-west4-a", "europe-west4-b", "europe-west4-c"], out
+    assert f"train-fr in env {ENV} is busy: trainctl (pid {gc.pid}) is collecting train-fr; waiting for it" in out, out
+    assert applied_zones(out)[:3] == ["europe-west4-a", "europe-west4-b", "europe-west4-c"], out
     assert f"run {run_id}" in out.rsplit("error:", 1)[-1], out  # what the Ctrl-C left of it (following or moving)
 
 
