@@ -72,16 +72,21 @@ class TableView(LiveBoard):
     def reporter(self, lang: str) -> "LanguageReporter":
         return LanguageReporter(self, lang)
 
-    def interrupted(self, stop, env: str) -> None:
-        from stacks.runs.runflow import APPLYING, DESTROYING, FOLLOWING, MOVING, resume_hint
+    def interrupted(self, stop, env: str, *, outlives: bool = True) -> None:
+        """What a Ctrl-C left; `outlives`: the runs go on without this command (else they stopped with it)."""
+        from stacks.runs.runflow import APPLYING, DESTROYING, FOLLOWING, MOVING, resume_hint, stopped_hint
 
         err_console.print(
             "interrupted: detached from every run; the runs keep going (a stack being applied "
-            "or destroyed may be left part-way: destroy it)",
+            "or destroyed may be left part-way: destroy it)"
+            if outlives
+            else "interrupted: the runs stopped with this command, resumable (checkpoints kept)",
             soft_wrap=True,
         )
         for lang, (phase, run_id) in stop.where.items():  # what was applied and not yet torn down
-            if phase == MOVING:
+            if phase == FOLLOWING and not outlives:
+                err_console.print(f"  {lang}: {stopped_hint(lang, env, run_id)}", soft_wrap=True, markup=False)
+            elif phase == MOVING:
                 hint = f"stopped while it moved, resumable: trainctl train {lang} --env {env} --resume {run_id}"
                 err_console.print(f"  {lang}: {hint}", soft_wrap=True, markup=False)
             elif phase in (APPLYING, FOLLOWING, DESTROYING):

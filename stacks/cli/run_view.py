@@ -72,7 +72,9 @@ def _run(project, config, langs: list[str], env: str, sets, detach: bool, **how)
                 **how,
             )
         except RunsInterrupted as stop:
-            view.interrupted(stop, env)
+            from stacks.targets import target_of
+
+            view.interrupted(stop, env, outlives=target_of(config).runs_outlive_command(config))
             mirror.say()  # the runs that ended before it
             raise typer.Exit(ExitStatus.INTERRUPTED) from None
     view.summary(results, config)
@@ -123,16 +125,22 @@ class StreamView(ConsoleReporter):
     def finished(self, result) -> None:
         """The end is rendered by `summary`, once the bar is gone."""
 
-    def interrupted(self, stop, env: str) -> None:
-        from stacks.runs.runflow import APPLYING, DESTROYING, FOLLOWING, MOVING, resume_hint
+    def interrupted(self, stop, env: str, *, outlives: bool = True) -> None:
+        """What a Ctrl-C left; `outlives`: the run goes on without this command (else it stopped with it)."""
+        from stacks.runs.runflow import APPLYING, DESTROYING, FOLLOWING, MOVING, resume_hint, stopped_hint
 
         [(lang, (phase, run_id))] = stop.where.items()
-        if phase == FOLLOWING:
+        if phase == FOLLOWING and outlives:
             print_error(f"stopped following run {run_id}; it keeps running", resume_hint(lang, env))
+        elif phase == FOLLOWING:
+            print_error(
+                f"stopped following run {run_id}; it stopped with this command, resumable (checkpoints kept)",
+                stopped_hint(lang, env, run_id),
+            )
         elif phase == MOVING:
             print_error(
                 f"interrupted while run {run_id} moved to another placement: stopped, resumable (checkpoints kept)",
-                f"continue it: trainctl train {lang} --env {env} --resume {run_id}",
+                stopped_hint(lang, env, run_id),
             )
         elif phase in (APPLYING, DESTROYING):
             print_error(

@@ -42,6 +42,10 @@ def resume_hint(lang: str, env: str) -> str:
     )
 
 
+def stopped_hint(lang: str, env: str, run_id: str) -> str:
+    return f"continue it: trainctl train {lang} --env {env} --resume {run_id}"
+
+
 def run_language(
     project: "Project",
     config: "EnvConfig",

@@ -7,6 +7,7 @@ import fcntl
 import json
 import os
 import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -34,10 +35,19 @@ _held_guard = threading.Lock()
 
 @contextmanager
 def stack_lock(
-    project: Project, env: str, stack: str, *, lang: str | None = None, doing: str = "working on it", run_id=None
+    project: Project,
+    env: str,
+    stack: str,
+    *,
+    lang: str | None = None,
+    doing: str = "working on it",
+    run_id=None,
+    wait_s: float = 0.0,
+    on_wait=None,
 ):
-    """Hold `stack`'s lock for the block, or raise StackBusyError (exit 2) naming the trainctl that holds it.
-    Held already by this process: the block runs under it, and says what it does when it names a run."""
+    """Hold `stack`'s lock for the block, or raise StackBusyError (exit 2) naming the trainctl that holds it (after
+    `wait_s` seconds of trying, `on_wait(why)` told once). Held already by this process: the block runs under it,
+    and says what it does when it names a run."""
     path = project.env_dir(env) / "locks" / f"{stack}.lock"
     with _held_guard:
         hold = _held.get(path)
@@ -55,10 +65,20 @@ def stack_lock(
     path.parent.mkdir(parents=True, exist_ok=True)
     # Opened without truncating: the holder's note is what the one turned away reads.
     with open(os.open(path, os.O_RDWR | os.O_CREAT, 0o644), "r+") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise busy(env, stack, lang, fh.read()) from None
+        deadline, told = time.monotonic() + wait_s, False
+        while True:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                fh.seek(0)
+                refused = busy(env, stack, lang, fh.read())
+                if time.monotonic() >= deadline:
+                    raise refused from None
+                if on_wait is not None and not told:
+                    on_wait(refused.message)
+                    told = True
+                time.sleep(0.5)
         hold = StackHold(fh, lang)
         hold.doing(doing, run_id)
         with _held_guard:

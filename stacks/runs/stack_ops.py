@@ -59,9 +59,30 @@ def open_foundation(project: Project, config: EnvConfig, echo=None):
     return synth_and_init(project, config, FOUNDATION, echo)
 
 
-def lock_of(run: LanguageRun, doing: str, run_id: str | None = None):
-    """The language's stack lock, held for `doing` (what a trainctl turned away reads)."""
-    return stack_lock(run.project, run.env, run.stack, lang=run.lang, doing=doing, run_id=run_id)
+# A step of a run this command already follows (a move's teardown and apply, the teardown at its end) waits this long
+# for another trainctl holding the stack (`gc` looking at it, a destroy) rather than leave the run part-way.
+RUN_STEP_WAIT_S = 600.0
+
+
+def lock_of(run: LanguageRun, doing: str, run_id: str | None = None, *, reporter: Reporter | None = None):
+    """The language's stack lock, held for `doing` (what a trainctl turned away reads). With a `reporter`: a step of
+    a run under way, which waits for the lock up to RUN_STEP_WAIT_S, saying so, instead of being turned away."""
+    if reporter is None:
+        return stack_lock(run.project, run.env, run.stack, lang=run.lang, doing=doing, run_id=run_id)
+
+    def waiting(why: str) -> None:
+        reporter.info(f"{why}; waiting for it (up to {RUN_STEP_WAIT_S / 60:g} min) before {doing}")
+
+    return stack_lock(
+        run.project,
+        run.env,
+        run.stack,
+        lang=run.lang,
+        doing=doing,
+        run_id=run_id,
+        wait_s=RUN_STEP_WAIT_S,
+        on_wait=waiting,
+    )
 
 
 def active_run(run: LanguageRun) -> str | None:
@@ -263,7 +284,7 @@ def set_aside_vm_notes(bucket, lang: str, run_id: str) -> None:
 def reapply(run: LanguageRun, placement, reporter: Reporter, echo=None) -> None:
     """Apply the stack again at `placement` for the same run id (the run moves; it resumes from its checkpoint).
     A stack another command applied meanwhile (a new run, a resume) is never applied over: RunActiveError."""
-    with lock_of(run, f"moving run {run.run_id}", run.run_id):
+    with lock_of(run, f"moving run {run.run_id}", run.run_id, reporter=reporter):
         run.placement = placement
         run.tf = synth_and_init(run.project, run.config, run.stack, echo, {run.lang: placement} if placement else None)
         current = active_run(run)
@@ -294,6 +315,7 @@ def after_move_teardown(run: LanguageRun) -> None:
 
 def teardown(run: LanguageRun, reporter: Reporter) -> None:
     """Destroy the stack (for the run it holds: run.run_id, None when nothing was applied)."""
-    with lock_of(run, f"destroying {run.stack}" + (f" (run {run.run_id})" if run.run_id else ""), run.run_id):
+    doing = f"destroying {run.stack}" + (f" (run {run.run_id})" if run.run_id else "")
+    with lock_of(run, doing, run.run_id, reporter=reporter):
         reporter.info(f"destroying {run.stack}")
         run.tf.destroy({"run_id": run.run_id} if run.run_id else None)

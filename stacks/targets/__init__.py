@@ -122,6 +122,10 @@ class Target(Protocol):
     def check_config(self, config: "EnvConfig", origin: dict) -> None:
         """Refuse (ConfigError, exit 2) an env this target cannot deploy as written; `origin` names each key's file."""
 
+    def runs_outlive_command(self, config: "EnvConfig") -> bool:
+        """Whether a run goes on when the command that follows it exits (a Ctrl-C): False where the command holds
+        what runs it (gcp: a simulated cloud the command started itself)."""
+
     def start_session(self, config: "EnvConfig", project) -> None:
         """Before a command uses the env: start what its commands talk to, for as long as the process lives (gcp: the
         simulated Google Cloud an env with `gcp.simulated` asks for); nothing for most."""

@@ -16,7 +16,6 @@ and a trainer importing torch, fastai and spaCy, and 2 trainctl: not the trainin
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 from datetime import datetime, timezone
@@ -25,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.project import SAMPLE, TINY_SETS, make_project
-from tests.support.trainctl import ctrl_c_once_printed, trainctl, wait_for
+from tests.support.trainctl import ctrl_c_once_printed, sim_vm_processes, trainctl, wait_for
 from trainer.launchers.vm.spec import JOIN_TIMEOUT_S
 
 ENV = "gcp-sim"
@@ -33,18 +32,7 @@ QUICK = ["--env", ENV, *TINY_SETS]
 
 
 def _processes_of(root: Path) -> list[int]:
-    """Processes (ours) whose environment names the project's simulated VMs' folder: agents, trainers."""
-    mark = str(root / ".trainstack" / ENV / "simulated-vms").encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            if mark in (entry / "environ").read_bytes():
-                found.append(int(entry.name))
-        except OSError:  # gone, or not ours
-            continue
-    return found
+    return sim_vm_processes(root, ENV)
 
 
 @pytest.fixture
@@ -168,6 +156,8 @@ def test_a_two_node_run_resumed_and_placed_again_long_after_its_interruptions_tr
     following = re.search(r"stopped following run (\S+);", out)  # Ctrl-C while following (not moving)
     assert following, out
     run_id = following[1]
+    # the simulated cloud this command started stopped with it, the run's VMs too: the hint is the resume's
+    assert f"continue it: trainctl train fr --env {ENV} --resume {run_id}" in out and "keeps running" not in out, out
     interrupted = json.loads((_run_files(gcp_sim, run_id) / "status.json").read_text())
     assert (interrupted["state"], interrupted["stage"]) == ("RUNNING", "interrupted"), interrupted
     # the resume comes past the agents' join limit (its own preflight mostly takes longer on this machine)

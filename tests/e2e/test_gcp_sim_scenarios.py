@@ -201,9 +201,8 @@ def test_ctrl_c_in_a_moves_destroy_and_in_its_apply_leaves_the_run_resumable_wit
 def test_a_new_run_refused_by_a_quota_its_own_run_would_use_asks_the_bucket_and_synthesizes_nothing(pushed):
     """The project's Spot L4 quota exactly used (as by a run of the language already on its VM) and none left in
     the fallback region: `train` refused by the preflight looks for a live run to re-attach to in the bucket
-    first (none here), so it stops naming the quota with nothing synthesized. Re-attaching itself cannot be
-    rehearsed on the simulated cloud: the first command's cloud, its groups and the stack's state end with it
-    (docs/DECISIONS.md). Cost: 4-7 s measured."""
+    first (none here), so it stops naming the quota with nothing synthesized. Re-attaching itself needs a cloud
+    that outlives the first command: test_gcp_sim_served.py. Cost: 4-7 s measured."""
     scenario = overrides(
         "{regions: {europe-west4: {quotas: {PREEMPTIBLE_NVIDIA_L4_GPUS: {limit: 1, usage: 1}}}, "
         "europe-west1: {quotas: {NVIDIA_L4_GPUS: 0}}}}"

@@ -76,3 +76,25 @@ def test_a_simulated_env_starts_its_own_cloud_and_never_names_another_project(tm
     assert other.returncode == 2, other.stdout + other.stderr
     assert "gcp.project is 'my-real-project' but the simulated cloud's scenario" in other.stderr
     assert "http://127.0.0.1" not in other.stderr  # refused before any cloud started
+
+
+def test_the_address_of_a_served_cloud_whose_process_is_gone_is_removed_and_the_command_starts_its_own(tmp_path):
+    """`.trainstack/gcp-sim/simulated-cloud.json` left by a `serve` that was killed (its pid gone): a command says so,
+    removes it and starts its own simulated cloud, as without one. About 5 s: one trainctl process."""
+    import json
+
+    from tests.support.project import make_project
+    from tests.support.trainctl import trainctl
+
+    root = make_project(tmp_path / "proj")
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    served = root / ".trainstack/gcp-sim/simulated-cloud.json"
+    served.parent.mkdir(parents=True)
+    served.write_text(json.dumps({"pid": gone.pid, "url": "http://127.0.0.1:9", "storage_url": "http://127.0.0.1:9"}))
+    r = trainctl(root, "quota", "--env", "gcp-sim", timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert f"named a served cloud, but pid {gone.pid} is gone: removed; this command starts its own" in lines[0], lines
+    assert lines[1].startswith("simulated Google Cloud at http://127.0.0.1:"), lines
+    assert not served.exists()

@@ -68,6 +68,21 @@ def assert_nothing_left(project: Path, lang: str = "fr") -> None:
         assert pid is None or not supervisor._alive(pid), f"trainer supervisor {pid} still running"
 
 
+def sim_vm_processes(project: Path, env: str) -> list[int]:
+    """Processes (ours) whose environment names the env's simulated VMs' folder: agents, trainers."""
+    mark = str(project / ".trainstack" / env / "simulated-vms").encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if mark in (entry / "environ").read_bytes():
+                found.append(int(entry.name))
+        except OSError:  # gone, or not ours
+            continue
+    return found
+
+
 def wait_for(predicate, timeout: float, what: str):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -78,8 +93,11 @@ def wait_for(predicate, timeout: float, what: str):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def ctrl_c_once_printed(project: Path, text: str, *args: str, timeout: float = 400) -> tuple[int, str]:
-    """`trainctl ARGS` until it prints `text` (then SIGINT, as Ctrl-C) or exits by itself -> (exit status, output)."""
+def ctrl_c_once_printed(
+    project: Path, text: str, *args: str, timeout: float = 400, before_ctrl_c=lambda: None
+) -> tuple[int, str]:
+    """`trainctl ARGS` until it prints `text` (then `before_ctrl_c()` and SIGINT, as Ctrl-C) or exits by itself
+    -> (exit status, output)."""
     proc = start_trainctl(project, *args)
     seen: list[str] = []
     reader = threading.Thread(target=lambda: seen.extend(proc.stdout), daemon=True)
@@ -87,6 +105,7 @@ def ctrl_c_once_printed(project: Path, text: str, *args: str, timeout: float = 4
     try:
         wait_for(lambda: proc.poll() is not None or any(text in line for line in seen), timeout, repr(text))
         if proc.poll() is None:
+            before_ctrl_c()
             proc.send_signal(signal.SIGINT)
         proc.wait(timeout=60)
     finally:

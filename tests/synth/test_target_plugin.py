@@ -78,6 +78,7 @@ DUMMY_TARGET = '''
             check = Check("dummy reachable", True, "always")
             echo(check)
             return [check], "nothing else"
+        def runs_outlive_command(self, config): return True
         def start_session(self, config, project): return None
         def stack_runner(self, config, workdir, stack, echo=None):
             from stacks.terraform import Terraform

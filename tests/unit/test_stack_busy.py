@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import fcntl
 import json
+import threading
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from stacks.cli.main import app
+from stacks.errors import StackBusyError
 from stacks.project import Project
 from stacks.runs.stack_lock import stack_lock
 from tests.support.project import SAMPLE
@@ -88,3 +91,28 @@ def test_terraform_state_locked_by_another_command_is_one_line(project):
         destroy = trainctl(project, "destroy", "fr", "--env", "local")
         assert_one_line_error(destroy, "Terraform's state of train-fr is locked by another command", "rerun once")
     assert bucket_files(project) == before
+
+
+def test_a_step_of_a_run_under_way_waits_for_the_command_holding_the_stack(project):
+    """A run's move meets the stack's lock held by another trainctl (gc collecting it): it waits, told once who holds
+    it, and goes on once that one lets go; with no wait, or past it, it is turned away. <2 s."""
+    path = Project(project).env_dir("local") / "locks" / "train-fr.lock"
+    path.parent.mkdir(parents=True)
+    with open(path, "w") as held:
+        held.write(json.dumps({"pid": 4242, "doing": "collecting train-fr", "run": None, "lang": "fr"}))
+        held.flush()
+        fcntl.flock(held, fcntl.LOCK_EX)
+        with pytest.raises(StackBusyError):
+            with stack_lock(Project(project), "local", "train-fr", lang="fr", doing="moving run X", wait_s=0.6):
+                pass
+        told: list[str] = []
+
+        def let_go_later(why: str) -> None:
+            told.append(why)
+            threading.Timer(0.5, lambda: fcntl.flock(held, fcntl.LOCK_UN)).start()
+
+        with stack_lock(
+            Project(project), "local", "train-fr", lang="fr", doing="moving run X", wait_s=30, on_wait=let_go_later
+        ) as hold:
+            assert hold.lang == "fr"
+    assert told == ["train-fr in env local is busy: trainctl (pid 4242) is collecting train-fr"], told

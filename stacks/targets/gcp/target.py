@@ -84,7 +84,8 @@ class GcpTarget:
         check_gcp(config, origin)
 
     def start_session(self, config, project) -> None:
-        """`gcp.simulated`: this process talks to a simulated Google Cloud it starts now (never to Google)."""
+        """`gcp.simulated`: this process talks to a simulated Google Cloud (never to Google): the one served for the
+        env, else one it starts now."""
         if config.gcp.simulated is None:
             return
         from stacks.targets.gcp.sim.session import say_simulated, start
@@ -229,9 +230,18 @@ class GcpTarget:
 
             session = current()
             if session is not None:
-                speedup = session.cloud.scenario.speedup
-                return (self.capacity_retry[0] / speedup, self.capacity_retry[1] / speedup)
+                return (self.capacity_retry[0] / session.speedup, self.capacity_retry[1] / session.speedup)
         return self.capacity_retry
+
+    def runs_outlive_command(self, config) -> bool:
+        """A real cloud's VMs, and a served simulated cloud's, go on after trainctl exits; a simulated cloud the
+        command started itself stops with it, its VMs too."""
+        if config.gcp.simulated is None:
+            return True
+        from stacks.targets.gcp.sim.session import current
+
+        session = current()
+        return session is not None and session.outlives_command
 
     def vm_running(self, project, config, lang, run_id, placement) -> bool | None:
         """The group's own view: does it hold a RUNNING VM with nothing pending? None when it cannot be asked."""

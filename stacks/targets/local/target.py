@@ -31,6 +31,9 @@ class LocalTarget:
     def check_config(self, config, origin) -> None:
         return None  # the schema's checks are all a local env needs
 
+    def runs_outlive_command(self, config) -> bool:
+        return True  # the trainer's supervisor runs in a session of its own
+
     def start_session(self, config, project) -> None:
         return None  # the bucket is a folder, the trainer a local process: nothing to start
 

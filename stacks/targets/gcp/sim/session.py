@@ -7,12 +7,15 @@ share the bucket); it points every Google endpoint of this process and its child
 all when the process exits. Nothing here can reach Google: each endpoint variable is set, none is read.
 
 The simulated cloud lives as long as the command: its VMs and groups go with it (a later command finds an empty
-cloud and the bucket as it was left).
+cloud and the bucket as it was left). Unless it is served: `python -m stacks.targets.gcp.sim serve --env NAME`
+starts the same cloud for as long as it runs and writes where it is to `.trainstack/<env>/simulated-cloud.json`
+(SERVED_FILE); every command of the env then attaches to it (runs outlive their command, `gc` sees their stacks).
 """
 
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import signal
 import socket
@@ -38,17 +41,22 @@ GOOGLE_APIS = (
     "POLICYTROUBLESHOOTER",
 )
 STORAGE_ENV = "STORAGE_EMULATOR_HOST"  # google-cloud-storage's own variable
+SERVED_FILE = "simulated-cloud.json"  # in the env's folder while `serve` runs: url, storage_url, speedup, states, pid
+SERVED_STATES = "simulated-states"  # the served cloud's stack states, in the env's folder (every command reads them)
 
 
 @dataclass
 class SimulatedSession:
-    """What a command started: the sim's URL, its cloud and VMs, the storage emulator, and how to stop them."""
+    """The simulated cloud a command talks to: its URL, the storage emulator's, its clock's speed, where the
+    simulated applies keep each stack's state; the cloud and VMs when this process runs them, and how to stop them."""
 
     url: str
     storage_url: str
-    cloud: object
-    vms: object
-    states: Path  # the simulated apply's state of each stack, for this session only
+    speedup: float  # simulated seconds per wall second
+    states: Path  # the simulated apply's state of each stack, for as long as the cloud lives
+    cloud: object | None = None  # None: attached to a cloud another process serves
+    vms: object | None = None
+    outlives_command: bool = False  # served: its VMs (the runs) go on when this command exits
     _stops: list[Callable[[], None]] = field(default_factory=list)
 
     def stop(self) -> None:
@@ -69,30 +77,152 @@ def current() -> SimulatedSession | None:
 
 
 def start(config, env_dir: Path, root: Path, say: Callable[[str], None]) -> SimulatedSession:
-    """The env's simulated Google Cloud, started once per process (stopped at exit)."""
-    from stacks.targets.gcp.sim.scenario import DEFAULT_SCENARIO, load_scenario
-
-    sim = config.gcp.simulated
-    path = (root / sim.scenario) if sim.scenario else DEFAULT_SCENARIO
-    overrides = {**sim.overrides, **({"speedup": sim.speedup} if sim.speedup else {})}
+    """The env's simulated Google Cloud, once per process: the one `serve` runs for the env if it is up (attached:
+    nothing to stop at exit), else started here (stopped at exit)."""
+    path, overrides = _scenario_of(config, root)
     key = (str(path), repr(overrides), config.bucket)
     with _LOCK:
         if key in _CURRENT:
             return _CURRENT[key]
         if _CURRENT:
             raise ConfigError("one simulated Google Cloud per trainctl command", hint="run one env at a time")
-        scenario = load_scenario(path, overrides)
-        if config.gcp.project != scenario.project:
-            raise ConfigError(
-                f"gcp.project is {config.gcp.project!r} but the simulated cloud's scenario {path} holds project "
-                f"{scenario.project!r}",
-                hint=f"set gcp.project: {scenario.project} in envs/{config.env}.yaml",
-            )
-        session = _start(config, scenario, path, env_dir, say)
+        served = _served(env_dir, say)
+        if served is not None:
+            session = _attach(served, config, path, overrides, say)
+        else:
+            session = _start(config, _scenario(config, path, overrides), path, env_dir, say)
+            atexit.register(_stop_all)
+            _exit_on_sigterm()
         _CURRENT[key] = session
-        atexit.register(_stop_all)
-        _exit_on_sigterm()
         return session
+
+
+def serve(config, env_dir: Path, root: Path, say: Callable[[str], None]) -> SimulatedSession:
+    """The env's simulated Google Cloud for every command of the env until `stop()`: started as a command starts its
+    own, its stack states in the env's folder, where it is written to SERVED_FILE (removed first at stop)."""
+    import shutil
+
+    path, overrides = _scenario_of(config, root)
+    with _LOCK:
+        served = _served(env_dir, say)
+        if served is not None:
+            raise ConfigError(
+                f"simulated Google Cloud already served for env {config.env} by pid {served['pid']} at {served['url']}",
+                hint=f"use it (trainctl ... --env {config.env} attaches), or stop it first (Ctrl-C in its terminal, "
+                f"or kill {served['pid']})",
+            )
+        scenario = _scenario(config, path, overrides)
+        states = env_dir / SERVED_STATES
+        shutil.rmtree(states, ignore_errors=True)  # a served cloud that was killed: its groups went with it
+        session = _start(config, scenario, path, env_dir, say, states=_mkdir(states))
+        file = env_dir / SERVED_FILE
+        record = {
+            "pid": os.getpid(),
+            "url": session.url,
+            "storage_url": session.storage_url,
+            "speedup": session.speedup,
+            "states": str(states),
+            "bucket": config.bucket,
+            "scenario": str(path),
+            "overrides": overrides,
+        }
+        partial = file.with_suffix(".json.partial")
+        partial.write_text(json.dumps(record, indent=1))
+        partial.replace(file)  # a command reads the whole file or none
+        session.outlives_command = True
+        session._stops.append(lambda: file.unlink(missing_ok=True))  # first at stop: no command attaches any more
+        say(f"simulated Google Cloud served for env {config.env} (pid {os.getpid()}): its address in {file}")
+        _CURRENT[(str(path), repr(overrides), config.bucket)] = session
+        return session
+
+
+def _scenario_of(config, root: Path) -> tuple[Path, dict]:
+    """The env's scenario file and the overrides merged over it (gcp.simulated)."""
+    from stacks.targets.gcp.sim.scenario import DEFAULT_SCENARIO
+
+    sim = config.gcp.simulated
+    path = (root / sim.scenario) if sim.scenario else DEFAULT_SCENARIO
+    return path, {**sim.overrides, **({"speedup": sim.speedup} if sim.speedup else {})}
+
+
+def _scenario(config, path: Path, overrides: dict):
+    from stacks.targets.gcp.sim.scenario import load_scenario
+
+    scenario = load_scenario(path, overrides)
+    if config.gcp.project != scenario.project:
+        raise ConfigError(
+            f"gcp.project is {config.gcp.project!r} but the simulated cloud's scenario {path} holds project "
+            f"{scenario.project!r}",
+            hint=f"set gcp.project: {scenario.project} in envs/{config.env}.yaml",
+        )
+    return scenario
+
+
+def _served(env_dir: Path, say: Callable[[str], None]) -> dict | None:
+    """What SERVED_FILE says of the env's served cloud, when its process is alive and its URL answers; a file left by
+    one that is gone is removed, saying so (None)."""
+    file = env_dir / SERVED_FILE
+    try:
+        served = json.loads(file.read_text())
+        pid, url = int(served["pid"]), str(served["url"])
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError):
+        served, pid, url = None, None, None
+    if pid is not None and _alive(pid) and _answers(url):
+        return served
+    file.unlink(missing_ok=True)
+    said = f"pid {pid} is gone" if pid is not None and not _alive(pid) else "it does not answer"
+    say(f"simulated Google Cloud: {file} named a served cloud, but {said}: removed; this command starts its own")
+    return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def _answers(url: str) -> bool:
+    """Whether the sim's HTTP server at `url` answers at all (any status)."""
+    from urllib.error import HTTPError
+    from urllib.request import urlopen
+
+    try:
+        with urlopen(f"{url}/", timeout=5):
+            return True
+    except HTTPError:
+        return True
+    except (OSError, ValueError):
+        return False
+
+
+def _attach(served: dict, config, path: Path, overrides: dict, say) -> SimulatedSession:
+    """This command's Google endpoints at the served cloud; nothing to stop when it exits."""
+    if served.get("bucket") != config.bucket:  # the served storage emulator holds the served env's bucket alone
+        raise ConfigError(
+            f"bucket is {config.bucket} but the simulated cloud pid {served['pid']} serves for env {config.env} holds "
+            f"{served.get('bucket')}",
+            hint=f"run without changing the bucket, or stop pid {served['pid']} and serve the env with this one",
+        )
+    ours = {"scenario": str(path), "overrides": overrides}
+    differ = [k for k, v in ours.items() if json.dumps(v, sort_keys=True) != json.dumps(served.get(k), sort_keys=True)]
+    if differ:  # the served cloud's scenario holds: say so rather than let the command's settings seem to apply
+        say(
+            f"simulated: this command's gcp.simulated {' and '.join(differ)} differ from the served cloud's, which "
+            f"hold (serve the env again to change them): {', '.join(json.dumps(served.get(k)) for k in differ)}"
+        )
+    for name in GOOGLE_APIS:
+        os.environ[f"TRAINSTACK_{name}_ENDPOINT"] = served["url"]
+    os.environ[STORAGE_ENV] = served["storage_url"]
+    say(f"simulated Google Cloud served by pid {served['pid']} at {served['url']}: this command attaches")
+    return SimulatedSession(
+        served["url"], served["storage_url"], float(served["speedup"]), Path(served["states"]), outlives_command=True
+    )
 
 
 def _exit_on_sigterm() -> None:
@@ -111,7 +241,7 @@ def _stop_all() -> None:
     _CURRENT.clear()
 
 
-def _start(config, scenario, path: Path, env_dir: Path, say) -> SimulatedSession:
+def _start(config, scenario, path: Path, env_dir: Path, say, *, states: Path | None = None) -> SimulatedSession:
     from stacks.targets.gcp.sim.cloud import SimCloud
     from stacks.targets.gcp.sim.server import SimServer
     from stacks.targets.gcp.sim.vms import VmRunner
@@ -139,7 +269,8 @@ def _start(config, scenario, path: Path, env_dir: Path, say) -> SimulatedSession
         for stop in reversed(stops):
             stop()
         raise
-    states = Path(tempfile.mkdtemp(prefix="trainstack-sim-states-"))  # the cloud's state goes with the cloud
+    # the cloud's state goes with the cloud
+    states = states or Path(tempfile.mkdtemp(prefix="trainstack-sim-states-"))
 
     say(
         f"simulated Google Cloud at {server.url} (project {scenario.project}, scenario {path}, "
@@ -151,7 +282,7 @@ def _start(config, scenario, path: Path, env_dir: Path, say) -> SimulatedSession
     )
     # stopped last to first: the VMs, the API server, the storage emulator, then these
     stops[:0] = [lambda: say("simulated Google Cloud: stopped, its VMs with it"), lambda: _forget(states, work)]
-    return SimulatedSession(server.url, storage_url, cloud, vms, states, stops)
+    return SimulatedSession(server.url, storage_url, scenario.speedup, states, cloud, vms, _stops=stops)
 
 
 def _forget(states: Path, work: Path) -> None:
