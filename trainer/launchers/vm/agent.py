@@ -162,7 +162,7 @@ def end_reason(spec: VmSpec, status: RunStatus, now: float) -> str | None:
     since, limit = _epoch(status.updated_at), join_timeout_s()
     if since is not None and now - since > limit:
         return (
-            f"the {spec.nodes} nodes did not meet again within {duration(limit)} of "
+            f"the {spec.nodes} nodes did not meet again within {duration(limit) if limit >= 1 else f'{limit:g}s'} of "
             f"interruption {count} (a preempted VM not recreated: Spot capacity?)"
         )
     return None
