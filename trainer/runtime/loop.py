@@ -7,7 +7,7 @@ as little Python as the step allows (measured by benchmarks/loop_overhead.py, do
   fastai's per-parameter callbacks (a checkpoint's optimizer state loads either way), a few kernel launches
   per parameter group instead of a dozen Python calls per parameter.
 - Each event goes only to the callbacks that handle it, in the order fastai sorts them, sorted once per set of
-  callbacks instead of at every event.
+  callbacks instead of at every event (trainer/runtime/dispatch.py).
 - The classifier's encoder runs each chunk on the rows the loader counted on the host (fastai's SentenceEncoder
   counts them on the device and reads the count: a sync per chunk); the same rows, so the same outputs.
 - The one-cycle schedule's values computed on Python floats (fastai computes each batch's with tensor operations):
@@ -17,22 +17,10 @@ as little Python as the step allows (measured by benchmarks/loop_overhead.py, do
 from __future__ import annotations
 
 from functools import partial
-from operator import attrgetter
 
 import numpy as np
 import torch
-from fastai.callback.core import (
-    Callback,
-    CancelBackwardException,
-    CancelBatchException,
-    CancelEpochException,
-    CancelFitException,
-    CancelStepException,
-    CancelTrainException,
-    CancelValidException,
-    _inner_loop,
-    event,
-)
+from fastai.callback.core import Callback
 from fastai.callback.schedule import ParamScheduler, SchedCos
 from fastai.learner import AvgLoss, AvgMetric, AvgSmoothLoss, Recorder
 from fastai.metrics import AccumMetric, Perplexity
@@ -40,8 +28,8 @@ from fastai.optimizer import Adam, Optimizer, adam_step, average_grad, average_s
 from fastai.text.models.core import SentenceEncoder, _pad_tensor
 from fastai.torch_core import TensorBase, find_bs, flatten_check, tensor
 from fastcore.foundation import L
-from fastcore.xtras import modify_exception
 
+from trainer.runtime.dispatch import EventDispatch
 from trainer.text.batches import CHUNK_ROWS
 
 # --- losses and metrics on the device ------------------------------------------------------------------------
@@ -339,84 +327,6 @@ def fit_one_cycle(
         "mom": combined_cos(pct_start, *(learn.moms if moms is None else moms)),
     }
     learn.fit(n_epoch, cbs=FloatParamScheduler(scheds) + L(cbs), reset_opt=reset_opt, wd=wd, start_epoch=start_epoch)
-
-
-# --- event dispatch ----------------------------------------------------------------------------------------------
-
-
-INNER_LOOP = frozenset(_inner_loop)
-FASTAI_CALL = Callback.__call__
-CANCELS = (
-    CancelBatchException,
-    CancelBackwardException,
-    CancelEpochException,
-    CancelFitException,
-    CancelStepException,
-    CancelTrainException,
-    CancelValidException,
-)
-
-
-def call_callback(cb, event_name: str, training: bool):
-    """fastai's `Callback.__call__`, `training` read from the learner once rather than through each callback's
-    attribute delegation (fastcore's GetAttr: its slow path, for every callback in every batch event)."""
-    if "training" in cb.__dict__:
-        training = cb.__dict__["training"]
-    res = None
-    if cb.run and (event_name not in INNER_LOOP or (cb.run_train and training) or (cb.run_valid and not training)):
-        try:
-            res = getattr(cb, event_name)()
-        except CANCELS:
-            raise
-        except Exception as e:  # the same exception, its message prefixed as fastai does
-            raise modify_exception(  # noqa: B904
-                e,
-                f"Exception occured in `{cb.__class__.__name__}` when calling event `{event_name}`:\n\t{e.args[0]}",
-                replace=True,
-            )
-    if event_name == "after_fit":
-        cb.run = True
-    return res
-
-
-class EventDispatch:
-    """A learner's `_call_one`: each event to the callbacks that define it, sorted by `order` as fastai does
-    (a stable sort), once per set of callbacks. `after_fit` still reaches every callback (fastai resets each
-    one's `run` there). A callback that keeps fastai's `__call__` is called as it would call it
-    (`call_callback`); one with its own `__call__` through it."""
-
-    def __init__(self, learn):
-        self.learn = learn
-        self.key: tuple = ()
-        self.by_event: dict[str, list] = {}
-
-    def __getstate__(self):
-        return {"learn": self.learn, "key": (), "by_event": {}}
-
-    def __call__(self, event_name: str) -> None:
-        cbs = self.learn.cbs
-        key = tuple(map(id, cbs))
-        if key != self.key:
-            self.key, self.by_event = key, {}
-        todo = self.by_event.get(event_name)
-        if todo is None:
-            if not hasattr(event, event_name):
-                raise Exception(f"missing {event_name}")
-            ordered = sorted(cbs, key=attrgetter("order"))
-            todo = [
-                cb
-                for cb in ordered
-                if event_name == "after_fit"
-                or event_name in cb.__dict__
-                or callable(getattr(type(cb), event_name, None))
-            ]
-            self.by_event[event_name] = todo
-        training = getattr(self.learn, "training", True)
-        for cb in todo:
-            if type(cb).__call__ is FASTAI_CALL and callable(getattr(type(cb), event_name, None)):
-                call_callback(cb, event_name, training)
-            else:
-                cb(event_name)
 
 
 def apply(learn):
