@@ -266,6 +266,17 @@ def destroy(lang: LangArg, env: EnvOpt = "local", sets: SetOpt = None):
         stack_ops.open_stack(run)
         run.run_id = stack_ops.active_run(run)
         stack_ops.teardown(run, rep)
+        between = [] if run.run_id else stack_ops.live_runs_between_placements(run)
+    for run_id in between:  # moving, or waiting for capacity: whoever follows it applies nothing more
+        mark_failed(
+            run.bucket,
+            lang,
+            run_id,
+            env,
+            f"stopped by trainctl destroy while it waited for a placement; "
+            f"resume it: trainctl train {lang} --env {env} --resume {run_id}",
+        )
+        console.print(f"run {run_id}: stopped while it waited for a placement (resumable: --resume {run_id})")
     if run.run_id:
         status = read_status(run.bucket, lang, run.run_id)
         if status is None or not status.terminal:  # no VM was running it (waiting for capacity): say how it ended

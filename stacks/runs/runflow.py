@@ -154,6 +154,7 @@ def follow_moving(
         run.settings.capacity_wait_minutes * 60,
         target.capacity_retry_s(run.config),
         describe=target.describe_placement,
+        sleep=lambda seconds: pause_unless_stopped(run, seconds),
     )
     failover.pass_done = lambda: take_on_demand(run, rep, failover)
     seen = status_observer(run, rep, journal, failover)
@@ -266,8 +267,8 @@ def reapply_at_next(
         try:
             with start_lock or nullcontext():
                 stack_ops.reapply(run, placement, rep, echo=echo)
-        except stack_ops.RunActiveError:
-            raise  # another run took the stack meanwhile: never applied over it
+        except (stack_ops.RunActiveError, stack_ops.RunStoppedError):
+            raise  # another run took the stack meanwhile, or the run was stopped: never applied
         except TrainstackError as apply_error:  # the plan's quota guard, an apply error: the next one
             rep.warn(
                 f"could not apply {run.stack} at {target.describe_placement(placement)}: "
@@ -279,6 +280,21 @@ def reapply_at_next(
             failed_for_s = 0.0
             continue
         return placement
+
+
+STOPPED_POLL_S = 5.0  # a pause between passes looks this often whether another command stopped the run
+
+
+def pause_unless_stopped(run: LanguageRun, seconds: float) -> None:
+    """The pause between passes over the placements, cut short once another command (`trainctl destroy`) has
+    stopped the run: the next apply then refuses it (stack_ops.RunStoppedError) at once."""
+    import time
+
+    end = time.monotonic() + seconds
+    while (left := end - time.monotonic()) > 0:
+        time.sleep(min(left, STOPPED_POLL_S))
+        if stack_ops.stopped_elsewhere(run):
+            return
 
 
 def resume_command(run: LanguageRun) -> str:

@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 from stacks.config import EnvConfig
-from stacks.errors import TrainstackError
+from stacks.errors import ExitStatus, TrainstackError
 from stacks.project import Project
 from stacks.runs.language_run import LanguageRun
 from stacks.runs.stack_lock import stack_lock
@@ -193,6 +193,35 @@ class RunActiveError(TrainstackError):
     """Another run of the language holds the stack (exit 2)."""
 
 
+class RunStoppedError(TrainstackError):
+    """The run was stopped by another command (`trainctl destroy`) while this one waited to place it (exit 1)."""
+
+    exit_status = ExitStatus.RUN_FAILED
+
+
+def stopped_elsewhere(run: LanguageRun) -> str | None:
+    """Why the run has ended while no stack held it (its final status, written by another command), or None."""
+    from trainer.runfiles.status_file import read_status
+
+    try:
+        status = read_status(run.bucket, run.lang, run.run_id)
+    except TrainstackError:
+        return None  # unreadable now: the apply goes on, and the follow after it reads it again
+    if status is None or not status.terminal:
+        return None
+    return status.state + (f": {status.error}" if status.error else "")
+
+
+def live_runs_between_placements(run: LanguageRun) -> list[str]:
+    """The language's recent runs that may still be going, newest first: with no stack holding them, they are
+    between placements (a move, a wait for capacity) and whoever follows them applies the stack again."""
+    from stacks.runs.records import run_ids
+
+    appear_s = target_of(run.config).status_appear_timeout_s
+    recent = run_ids(run.bucket, run.lang)[-RECENT_RUNS:]
+    return [r for r in reversed(recent) if live_state(run.bucket, run.lang, r, appear_s)]
+
+
 def reopen(run: LanguageRun, run_id: str, reporter: Reporter) -> None:
     """Make a stopped run resumable by its trainer (status no longer final); refuse one that cannot be (exit 2)."""
     import math
@@ -287,6 +316,12 @@ def reapply(run: LanguageRun, placement, reporter: Reporter, echo=None) -> None:
     with lock_of(run, f"moving run {run.run_id}", run.run_id, reporter=reporter):
         run.placement = placement
         run.tf = synth_and_init(run.project, run.config, run.stack, echo, {run.lang: placement} if placement else None)
+        stopped = stopped_elsewhere(run)
+        if stopped:
+            raise RunStoppedError(
+                f"run {run.run_id} was stopped while it waited for a placement ({stopped}): nothing applied",
+                hint=f"continue it: trainctl train {run.lang} --env {run.env} --resume {run.run_id}",
+            )
         current = active_run(run)
         if current and current != run.run_id:
             raise RunActiveError(

@@ -2,8 +2,8 @@
 trainctl, Terraform, supervisor and trainer, the same lifecycle code a gcp run goes through.
 
 The overlay's market: sim-a dry when the run starts, sim-b preempted once the classifier has trained an
-epoch (dry for good after it), sim-c with capacity. Triggers are events (a stage's epoch, read from the run's
-status and its append-only log), not times.
+epoch (dry for good after it), sim-c with capacity. Triggers are events (a stage's epoch, read from the lines
+of the run's append-only log its trainer on that VM wrote), not times.
 """
 
 from __future__ import annotations
@@ -211,6 +211,37 @@ def test_ctrl_c_while_the_run_waits_for_capacity_leaves_it_resumable_with_its_co
     assert f"trainctl train fr --env {ENV} --resume {run_id}" in out and "tear it down" not in out, out
     status = _read(spot, run_id, "status.json")  # not PENDING forever: stopped, and says how to continue
     assert status["state"] == "FAILED" and f"--resume {run_id}" in status["error"]
+    _nothing_left(spot)
+
+
+def test_destroy_while_the_run_waits_for_capacity_stops_it_and_its_follower_applies_nothing_more(spot):
+    """Between passes no stack holds the run: `trainctl destroy` still stops it (resumable), and the `train`
+    following it ends within a poll of its pause, instead of applying the stack again after destroy said
+    nothing runs. No trainer ever starts (every zone dry): seconds of CPU."""
+    import threading
+
+    from tests.support.trainctl import start_trainctl, wait_for
+
+    proc = start_trainctl(spot, "train", "fr", *QUICK, *EVERY_ZONE_DRY, "--set", "spot_market.speedup=1")
+    seen: list[str] = []
+    reader = threading.Thread(target=lambda: seen.extend(proc.stdout), daemon=True)
+    reader.start()
+    try:
+        wait_for(lambda: any("trying them again in" in line for line in seen), 120, "the pause between passes")
+        run_id = _only_run(spot)
+        destroyed = trainctl(spot, "destroy", "fr", "--env", ENV, timeout=120)
+        said = destroyed.stdout + destroyed.stderr
+        assert destroyed.returncode == 0 and f"run {run_id}: stopped while it waited for a placement" in said, said
+        proc.wait(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    reader.join(timeout=10)
+    out = " ".join("".join(seen).split())
+    assert proc.returncode == 1 and f"run {run_id} was stopped while it waited for a placement" in out, out
+    assert f"--resume {run_id}" in out and "applying" not in out.split("trying them again in")[-1], out
+    status = _read(spot, run_id, "status.json")
+    assert status["state"] == "FAILED" and f"--resume {run_id}" in status["error"], status
     _nothing_left(spot)
 
 
