@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -34,7 +35,8 @@ class SimServer:
 
     def __init__(self, cloud: SimCloud, port: int = 0):
         self.cloud, self.port = cloud, port
-        self.requests: list[tuple[str, str]] = []  # (method, path) of every call, for tests and the log
+        # (method, path) of the latest calls, for tests and the log: bounded, as a cloud served for hours gets many
+        self.requests: deque[tuple[str, str]] = deque(maxlen=10_000)
 
     def __enter__(self) -> "SimServer":
         handler = _handler(self)
