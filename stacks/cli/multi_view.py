@@ -84,8 +84,10 @@ class TableView(LiveBoard):
             soft_wrap=True,
         )
         for lang, (phase, run_id) in stop.where.items():  # what was applied and not yet torn down
-            if phase == FOLLOWING and not outlives:
-                err_console.print(f"  {lang}: {stopped_hint(lang, env, run_id)}", soft_wrap=True, markup=False)
+            if phase in (APPLYING, FOLLOWING, DESTROYING) and not outlives:
+                again = f"start it again: trainctl train {lang} --env {env}"
+                hint = stopped_hint(lang, env, run_id) if run_id else again
+                err_console.print(f"  {lang}: {hint}", soft_wrap=True, markup=False)
             elif phase == MOVING:
                 hint = f"stopped while it moved, resumable: trainctl train {lang} --env {env} --resume {run_id}"
                 err_console.print(f"  {lang}: {hint}", soft_wrap=True, markup=False)

@@ -142,6 +142,11 @@ class StreamView(ConsoleReporter):
                 f"interrupted while run {run_id} moved to another placement: stopped, resumable (checkpoints kept)",
                 stopped_hint(lang, env, run_id),
             )
+        elif phase in (APPLYING, DESTROYING) and not outlives:  # nothing of it is left to tear down
+            print_error(
+                f"interrupted while {phase} train-{lang}; nothing of it outlives this command",
+                stopped_hint(lang, env, run_id) if run_id else f"start it again: trainctl train {lang} --env {env}",
+            )
         elif phase in (APPLYING, DESTROYING):
             print_error(
                 f"interrupted while {phase} train-{lang}; the stack may be partly "

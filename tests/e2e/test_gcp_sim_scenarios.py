@@ -212,3 +212,13 @@ def test_a_new_run_refused_by_a_quota_its_own_run_would_use_asks_the_bucket_and_
     assert r.returncode == 3, out
     assert "PREEMPTIBLE_NVIDIA_L4_GPUS" in r.stderr, out
     assert not (pushed / f".trainstack/{ENV}/cdktf.out").exists(), out  # asked the bucket, not a synthesis
+
+
+def test_ctrl_c_in_a_first_apply_on_a_per_command_sim_leaves_nothing_to_tear_down(pushed):
+    """The simulated cloud goes with the command, its stack's state too: a Ctrl-C while the first group is created
+    (10 simulated minutes) says to start it again (no trainer ran), never 'tear it down'. Cost: one synthesis, ~15 s."""
+    slow_insert = overrides("{operation_s: {instanceGroupManagers.insert: 600}}")
+    code, out = _ctrl_c(pushed, ["train", "fr", "--env", ENV, *slow_insert], "applying train-fr (run")
+    assert code == 130, out
+    assert "nothing of it outlives this command" in out and "tear it down" not in out, out
+    assert f"start it again: trainctl train fr --env {ENV}" in out, out
