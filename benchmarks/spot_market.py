@@ -50,6 +50,10 @@ TARGETS = ("local-spot", "gcp-sim")
 GCP_ZONES = {"sim-a": "europe-west4-a", "sim-b": "europe-west4-b", "sim-c": "europe-west1-b"}
 MARKET_ZONES = {gcp: zone for zone, gcp in GCP_ZONES.items()}
 GCP_RUNS = "simulated-gcs/.cloudstorage/trainstack-gcp-sim/fr/runs"  # the sim's Cloud Storage, on disk
+LOCAL_PREEMPTED = re.compile(r"spot market: Spot VM in (\S+) preempted")
+SIM_STARTED = re.compile(r"simulated VM (\S+) in (\S+): running the VM agent")
+SIM_PREEMPTED = re.compile(r"simulated VM (\S+): preempted")
+CREATION_ERROR_MARKET_S = 120  # creation_error_minutes, in market time
 STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ) (.*)$")
 
 
@@ -104,10 +108,31 @@ def env_overlay(target: str, market: dict, env_sets: dict) -> dict:
     }
 
 
-def has_capacity(market: dict, zone: str, t: float) -> bool:
+def has_capacity_between(market: dict, zone: str, start_s: float, end_s: float) -> bool:
+    """No outage of `zone` overlaps [start_s, end_s] (market s)."""
     return not any(
-        o["start_s"] <= t and (o.get("end_s") is None or t < o["end_s"]) for o in market["zones"][zone]["outages"]
+        o["start_s"] <= end_s and (o.get("end_s") is None or start_s < o["end_s"])
+        for o in market["zones"][zone]["outages"]
     )
+
+
+def sim_preemptions(said: list[tuple[float, str]]) -> list[tuple[float, str]]:
+    """(wall s, zone) of each preemption the simulated cloud printed (its lines name the VM; the zone is where that
+    VM last started)."""
+    zone_of, fires = {}, []
+    for t, text in said:
+        if m := SIM_STARTED.match(text):
+            zone_of[m[1]] = m[2]
+        elif (m := SIM_PREEMPTED.match(text)) and m[1] in zone_of:
+            fires.append((t, zone_of[m[1]]))
+    return fires
+
+
+def fired_before(fires: list[tuple[float, str]], zone: str, detected: float) -> float | None:
+    """When the market's preemption that `train` saw at `detected` fired: the last in `zone` before it (a zone may
+    preempt a VM that is already stopping; the journal's stamps are whole seconds)."""
+    times = [t for t, z in fires if z == zone and t < detected + 1.0]
+    return max(times) if times else None
 
 
 def stamped(log: str) -> list[tuple[float, str]]:
@@ -165,6 +190,7 @@ def run(root: Path, env: str, target: str, sets: list[str]) -> dict:
     proc.wait()
     reader.join()
     wall = time.monotonic() - started
+    (root / "trainctl-stderr.txt").write_text("".join(f"{t:.3f} {line}\n" for t, line in said))
     runs = root / ".trainstack" / env / (GCP_RUNS if target == "gcp-sim" else "bucket/fr/runs")
     [run_id] = [p.name for p in runs.iterdir()]
     folder = runs / run_id
@@ -193,22 +219,28 @@ def analyse(result: dict, market: dict, undisturbed: dict) -> dict:
     speedup = market["speedup"]
     if result["target"] == "gcp-sim":  # the sim's market starts with the command's simulated cloud
         origin = next(t for t, text in result["said"] if text.startswith("simulated Google Cloud at "))
-        market_preempted = [t for t, text in result["said"] if re.match(r"simulated VM \S+: preempted", text)]
+        fires = sim_preemptions(result["said"])
     else:
         origin = run_started_at(result["folder"].name)
-        market_preempted = sorted(t for t, text in stamped(result["log"]) if "spot market: Spot VM in" in text)
+        fires = [(t, m[1]) for t, text in stamped(result["log"]) if (m := LOCAL_PREEMPTED.search(text))]
     journal = result["journal"]
     detections, back = [], []
-    for p, fired_wall in zip(journal.get("preemptions", []), market_preempted):
-        detections.append(parse_time(p["detected_at"]).timestamp() - fired_wall)
+    for p in journal.get("preemptions", []):
+        detected = parse_time(p["detected_at"]).timestamp()
+        fired_wall = fired_before(fires, p["zone"], detected)
+        if fired_wall is None:
+            continue
+        detections.append(detected - fired_wall)
         if p.get("training_again_at"):
             back.append((parse_time(p["training_again_at"]).timestamp() - fired_wall) * speedup)
     false = 0
     for placed in journal.get("placements", []):
         if placed.get("outcome") == "no capacity" and placed.get("ended_at"):
-            t = (parse_time(placed["ended_at"]).timestamp() - 1.0 - origin) * speedup
-            # the move was decided creation_error_minutes of errors after the zone was last tried
-            false += has_capacity(market, MARKET_ZONES.get(placed["zone"], placed["zone"]), t)
+            # decided on creation_error_minutes of errors up to ended_at (stamped to the second): false when the
+            # zone had capacity all that while
+            ended = (parse_time(placed["ended_at"]).timestamp() - origin) * speedup
+            zone = MARKET_ZONES.get(placed["zone"], placed["zone"])
+            false += has_capacity_between(market, zone, ended - CREATION_ERROR_MARKET_S, ended + speedup)
     ran = trainer_seconds(result["log"])
     same = result["metrics"].get("macro_f1") == undisturbed["metrics"].get("macro_f1") and [
         h.get("valid_loss") for h in result["metrics"].get("history", [])
@@ -244,7 +276,7 @@ def main() -> None:
     args = parser.parse_args()
     sets = [a for s in args.sets for a in ("--set", s)]
     minutes = {
-        "creation_error_minutes": 2 / args.speedup,
+        "creation_error_minutes": CREATION_ERROR_MARKET_S / 60 / args.speedup,
         "capacity_wait_minutes": 120 / args.speedup,
         "max_restarts": 100,
     }

@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
-from benchmarks.spot_market import GCP_ZONES, ZONES, draw_market, env_overlay, gcp_overrides, undisturbed_market
+from benchmarks.spot_market import (
+    GCP_ZONES,
+    ZONES,
+    draw_market,
+    env_overlay,
+    fired_before,
+    gcp_overrides,
+    has_capacity_between,
+    sim_preemptions,
+    undisturbed_market,
+)
 from stacks.config.market import SpotMarketSettings
 from stacks.targets.gcp.sim.scenario import DEFAULT_SCENARIO, load_scenario, region_of
 
@@ -34,3 +44,27 @@ def test_the_gcp_zones_are_tried_in_the_markets_order_two_in_one_region_the_last
     scenario = load_scenario(DEFAULT_SCENARIO, gcp["simulated"]["overrides"])
     assert all("nvidia-l4" in scenario.zones[z].accelerators for z in order)  # gcp-sim's GPU, offered in each
     assert overlay["extends"] == "gcp-sim" and overlay["defaults"] == {"creation_error_minutes": 0.1}
+
+
+def test_each_preemption_train_saw_is_timed_from_the_last_the_market_fired_in_its_zone_before_it():
+    said = [
+        (100.0, "simulated VM bench-train-fr-0003 in europe-west4-a: running the VM agent (boot 1, log x)"),
+        (130.2, "simulated VM bench-train-fr-0003: preempted, SIGTERM sent"),
+        (133.0, "simulated VM bench-train-fr-0003: preempted, SIGTERM sent"),  # again, while it stops
+        (140.0, "simulated VM bench-train-fr-0007 in europe-west4-b: running the VM agent (boot 1, log y)"),
+        (150.0, "simulated VM bench-train-fr-0007: preempted, SIGTERM sent"),
+        (151.0, "simulated VM bench-train-fr-0009: preempted, SIGTERM sent"),  # never seen starting: no zone
+    ]
+    fires = sim_preemptions(said)
+    assert fires == [(130.2, "europe-west4-a"), (133.0, "europe-west4-a"), (150.0, "europe-west4-b")]
+    assert fired_before(fires, "europe-west4-a", 131.0) == 130.2  # stamped 131 s: seen 0.8 s after it fired
+    assert fired_before(fires, "europe-west4-a", 134.0) == 133.0  # a later one: not the first in the zone
+    assert fired_before(fires, "europe-west4-b", 150.0) == 150.0  # the journal's whole second, same second
+    assert fired_before(fires, "europe-west4-b", 140.0) is None
+
+
+def test_a_move_is_a_false_recovery_only_when_the_zone_had_capacity_all_the_while_it_was_decided():
+    market = {"zones": {"sim-a": {"outages": [{"start_s": 5413, "end_s": 6872}, {"start_s": 9000}]}}}
+    assert not has_capacity_between(market, "sim-a", 5400, 5640)  # dry from 5413: the errors were real
+    assert has_capacity_between(market, "sim-a", 7000, 8000)
+    assert not has_capacity_between(market, "sim-a", 8990, 9100)  # dry for good from 9000
