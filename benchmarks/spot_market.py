@@ -1,7 +1,7 @@
 """Benchmark: `trainctl train` in a simulated Spot market, against the undisturbed run with the same seed.
 
     .venv/bin/python -m benchmarks.spot_market [--profiles calm typical harsh] [--targets local-spot gcp-sim]
-        [--speedup 30] [--seed 7] [--data data/sample/fr] [--set KEY=VALUE ...]
+        [--speedup 30] [--seed 7] [--data data/sample/fr] [--workdir DIR] [--set KEY=VALUE ...]
 
 Each profile is a market drawn from a seed after the public Spot GPU traces (skypilot-org/spot-traces,
 "Can't Be Late", NSDI '24): preemptions as a Poisson process per zone (calm 0.1, typical 0.3, harsh 1.0 an
@@ -12,7 +12,8 @@ windows are set in market minutes (creation_error_minutes 2, capacity_wait_minut
 
 The same market runs on each target: local-spot (the local launcher's market, zones sim-a, sim-b, sim-c) and
 gcp-sim (the simulated Google Cloud's scenario, its overrides: sim-a and sim-b as europe-west4-a and -b, sim-c as
-the fallback europe-west1-b; the sim's clock starts with the command, the local market's with the run).
+the fallback europe-west1-b; the sim's clock starts with the command, the local market's with the run, within a
+second of each other). The sim prints its preemptions unstamped: they are timed as trainctl's stderr brings them.
 
 Per profile: wall time, goodput (training seconds of the undisturbed run / seconds a trainer process ran),
 each preemption's detection delay (wall s from the market's preemption to `train` seeing it) and time to
