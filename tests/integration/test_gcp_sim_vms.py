@@ -116,12 +116,12 @@ def test_a_preemption_reaches_the_agent_as_sigterm_and_the_recreated_vm_resumes_
     assert list(runner.boots.values()) == [2]
 
 
-def test_a_preemption_at_a_stage_fires_once_the_runs_status_in_its_bucket_reaches_it(world):
-    """The local market's stage trigger, read from the bucket the VM's metadata names."""
+def test_a_preemption_at_a_stage_fires_once_the_vms_trainer_starts_it_in_the_run_log(world):
+    """The local market's stage trigger, read from the run log in the bucket the VM's metadata names."""
     stage = {"zone": ZONE, "stage": "classifier", "epoch": 0, "outage_s": 0}
     sim, runner, bucket, run_id, marks_file = world("sleep", preemptions=[stage])
     sim.cloud.skip(30)
-    wait_for("the preemption", lambda: runner.exits)  # the clock stands still: only the status can fire it
+    wait_for("the preemption", lambda: runner.exits)  # the clock stands still: only the log can fire it
     assert runner.exits[0][1] == 143 and "SIGTERM" in marks(marks_file)
     assert list(sim.cloud.fired) == [f"{ZONE}@classifier:0"]
     assert read_status(bucket, "fr", run_id).stage == "interrupted"
