@@ -69,6 +69,15 @@ def _stop_vms(root, sig: int) -> None:
             pass
 
 
+def _ctrl_c_if_running(proc, reader, seen: list[str]) -> str:
+    """Ctrl-C to the command unless it ended, then all it printed, on one line."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=120)
+    reader.join(timeout=10)
+    return " ".join("".join(seen).split())
+
+
 def test_a_run_re_attached_with_the_quota_used_by_itself_is_followed_and_moved_from_its_own_zone(serve):
     """The project's Spot L4 quota is the run's one GPU (none in europe-west1), europe-west4-a offers no L4, so the
     run goes to europe-west4-b, not the first zone. Ctrl-C while following (the run's VM held still meanwhile, so it
@@ -106,11 +115,7 @@ def test_a_run_re_attached_with_the_quota_used_by_itself_is_followed_and_moved_f
     try:
         wait_for(lambda: proc.poll() is not None or any("moved to zone europe-west4-c" in x for x in seen), 240, "move")
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=120)
-        reader.join(timeout=10)
-    out = " ".join("".join(seen).split())
+        out = _ctrl_c_if_running(proc, reader, seen)
     assert proc.returncode == 130, out
     # the quota preflight refused by the run's own GPU, then the run attached
     assert "a new run could not start (no zone fits train-fr" in out and "the stack holds a live one" in out, out
@@ -169,11 +174,7 @@ def test_gc_beside_a_run_waiting_for_capacity_keeps_its_stack_and_the_run_moves_
         wait_for(lambda: proc.poll() is not None or len(applied_zones("".join(seen))) > applied, 240, "the next move")
         assert proc.poll() is None, "".join(seen)  # still moving the run, not stopped by gc's look
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=120)
-        reader.join(timeout=10)
-    out = " ".join("".join(seen).split())
+        out = _ctrl_c_if_running(proc, reader, seen)
     assert proc.returncode == 130, out
     assert f"train-fr in env {ENV} is busy: trainctl (pid {gc.pid}) is collecting train-fr; waiting for it" in out, out
     assert applied_zones(out)[:3] == ["europe-west4-a", "europe-west4-b", "europe-west4-c"], out
