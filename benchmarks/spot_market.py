@@ -99,7 +99,7 @@ def env_overlay(target: str, market: dict, env_sets: dict) -> dict:
             "extends": "local",
             "bucket": "file://.trainstack/bench/bucket",
             "defaults": env_sets,
-            "spot_market": market,
+            "local": {"spot_market": market},
         }
     zones = [GCP_ZONES[z] for z in ZONES]
     return {

@@ -26,7 +26,7 @@ def show(
 ):
     """Print the effective config: envs/base.yaml + envs/<env>.yaml + --set, validated."""
     _, config = load(env, sets)
-    data = config.model_dump(mode="json")
+    data = config.as_document()
     if as_json:
         typer.echo(json.dumps(data, indent=2))
     else:

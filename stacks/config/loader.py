@@ -298,17 +298,23 @@ def load_config(envs_dir: Path, env: str, overrides: list[str] | None = None) ->
 
 
 def _target_block_of(path: tuple) -> str | None:
-    """`gcp.project` for a top-level `project`: the key of a target's block an older overlay set at the top."""
+    """`gcp.project` for a top-level `project`, `defaults.gcp.machine_type` for `defaults.machine_type`: the key of
+    a target's block (the env's, or a language's) an older overlay set outside it."""
     from stacks.config.keys import optional_stripped
+    from stacks.config.models import LanguageSettings
     from stacks.config.targets import TARGETS
 
-    if len(path) != 1:
+    if len(path) == 1:
+        holder, above, key = EnvConfig, (), path[0]
+    elif (len(path) == 2 and path[0] == "defaults") or (len(path) == 3 and path[0] == "languages"):
+        holder, above, key = LanguageSettings, path[:-1], path[-1]
+    else:
         return None
     for name in TARGETS:
-        field = EnvConfig.model_fields.get(name)
+        field = holder.model_fields.get(name)
         block = optional_stripped(field.annotation) if field is not None else None
-        if block is not None and path[0] in getattr(block, "model_fields", {}):
-            return f"{name}.{path[0]}"
+        if block is not None and key in getattr(block, "model_fields", {}):
+            return ".".join((*above, name, key))
     return None
 
 

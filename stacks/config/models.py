@@ -6,18 +6,9 @@ from typing import Literal
 
 from pydantic import Field, create_model, field_validator, model_validator
 
-from stacks.config.market import SpotMarketSettings
 from stacks.config.strict import StrictModel
 from stacks.errors import ConfigError
 from trainer.params import JOBS, PARAMS, Job
-
-# Boot images: chosen per machine series from the GPU catalogue (stacks/targets/gcp/catalogue.yaml)
-# unless a language sets `boot_image`.
-
-
-class GpuSettings(StrictModel):
-    type: str | None = Field(None, description="accelerator type, e.g. nvidia-l4")
-    count: int = Field(0, ge=0, le=16, description="accelerators per VM (0: none)")
 
 
 class DataSettings(StrictModel):
@@ -86,29 +77,14 @@ TrainerSettings.__doc__ = (
 )
 
 
-class LanguageSettings(StrictModel):
-    """Settings of one language's training run (defaults, then languages.<lang>)."""
+class LanguageSettingsBase(StrictModel):
+    """Settings of one language's training run (defaults, then languages.<lang>) that every target reads;
+    `LanguageSettings` adds each target's own block (`gcp:` machine, GPU, disk; `local:` processes, cores)."""
 
     code: str | None = Field(None, description="ISO 639-1 code of the language (default: its key), e.g. el for gr")
 
-    machine_type: str = Field("g2-standard-8", description="gcp: the VM's machine type")
-    gpu: GpuSettings = GpuSettings(type="nvidia-l4", count=1)
-    spot: bool = Field(True, description="gcp: Spot VMs (preemptible, resumed from checkpoints) or on-demand")
-    nodes: int = Field(1, ge=1, le=64, description="gcp: VMs of one run (data parallel over all their GPUs)")
-    compact_placement: bool = Field(
-        True,
-        description="nodes > 1 (gcp): a best-effort COLLOCATED placement policy "
-        "for lower latency between nodes; off: nodes go wherever capacity is",
-    )
-    processes: int = Field(1, ge=1, le=64, description="local target: trainer ranks (gloo, CPU) on this machine")
-    cores: int = Field(
-        0,
-        ge=0,
-        le=4096,
-        description="local target: CPU cores the trainer is pinned to (0: all of "
-        "the machine's); a local run finding fewer free cores queues until runs holding them end "
-        "(`train --parallel N` sets each run's share)",
-    )
+    spot: bool = Field(True, description="Spot capacity (preempted, resumed from checkpoints) or on-demand")
+    nodes: int = Field(1, ge=1, le=64, description="machines of one run (data parallel over all their accelerators)")
     max_restarts: int = Field(3, ge=0, le=100, description="times an interrupted (preempted) run is resumed")
     max_run_hours: float = Field(
         6, gt=0, le=168, description="a run is stopped (checkpoint, FAILED) this long after it started"
@@ -134,39 +110,34 @@ class LanguageSettings(StrictModel):
     )
     on_demand_fallback: bool = Field(
         False,
-        description="gcp, spot: take on-demand VMs once every zone lacked Spot "
+        description="spot: take on-demand capacity once every zone lacked Spot "
         "capacity (at the on-demand price; said with the difference)",
     )
-    disk_gb: int = Field(100, ge=10, description="gcp: boot disk size of each VM")
-    disk_type: str = Field("pd-balanced", description="boot disk type (pd-balanced, pd-ssd, hyperdisk-balanced)")
-    shm_size: str = Field(
-        "16g", pattern=r"^\d+[kmg]?$", description="gcp: /dev/shm of the trainer container (data loader workers)"
-    )
-    boot_image: str | None = Field(
-        None,
-        description="VM boot image or image family (gcp); default: the machine "
-        "series' image in the GPU catalogue (stacks/targets/gcp/catalogue.yaml)",
-    )
-    gpu_driver: str = Field(
-        "latest",
-        description="NVIDIA driver Container-Optimized OS installs at boot (gcp, COS "
-        "images): default, latest, an exact version (580.95.05) or a branch (R580)",
-    )
-    secure_boot: bool | None = Field(
-        None,
-        description="Shielded VM Secure Boot (gcp); default: on where the boot "
-        "image's driver is signed (COS), off otherwise",
-    )
-    docker_flags: list[str] = Field([], description="extra `docker run` flags for the trainer container (gcp)")
     data: DataSettings = DataSettings()
     trainer: TrainerSettings = TrainerSettings()
 
-    @field_validator("gpu_driver", mode="before")
-    @classmethod
-    def _driver_as_written(cls, value):
-        # YAML reads `gpu_driver: 580` as a number: keep it as written, for the gcp check to refuse
-        # for what it says (stacks/targets/gcp/config_checks.py)
-        return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+
+def _target_fields(kind: str) -> dict:
+    """One optional field per target that has settings of this `kind` ("settings": the env's block,
+    "language_settings": a language's), the model named by its registry line (stacks/config/targets.py), in
+    the target's package."""
+    from importlib import import_module
+
+    from stacks.config.targets import TARGETS
+
+    fields = {}
+    for name, entry in TARGETS.items():
+        named = getattr(entry, kind)
+        if named:
+            module, _, attribute = named.partition(":")
+            model = getattr(import_module(module), attribute)
+            fields[name] = (model | None, Field(None, description=f"target {name}: {model.__doc__.splitlines()[0]}"))
+    return fields
+
+
+LanguageSettings = create_model(
+    "LanguageSettings", __base__=LanguageSettingsBase, __module__=__name__, **_target_fields("language_settings")
+)
 
 
 class MlflowSettings(StrictModel):
@@ -242,9 +213,6 @@ class EnvConfigBase(StrictModel):
     bucket: str = Field(description="the env's bucket: file://PATH (local) or gs://NAME (gcp)")
     ci: CiSettings = CiSettings()
     tracking: TrackingSettings = TrackingSettings()
-    spot_market: SpotMarketSettings | None = Field(
-        None, description="local target: simulate Spot capacity and preemptions (envs/local-spot.yaml)"
-    )
     defaults: LanguageSettings = LanguageSettings()
     languages: dict[str, LanguageSettings]
 
@@ -260,12 +228,26 @@ class EnvConfigBase(StrictModel):
     @model_validator(mode="before")
     @classmethod
     def _target_block_by_default(cls, data):
-        """The env's target reads its block (`gcp:`) with the block's defaults when the env sets none."""
+        """The env's target reads its blocks (`gcp:`, `defaults.gcp`, `languages.<lang>.gcp`) with the blocks'
+        defaults where the env sets none."""
         from stacks.config.targets import TARGETS
 
-        entry = TARGETS.get(data.get("target", "local")) if isinstance(data, dict) else None
-        if entry is not None and entry.settings and data.get(data.get("target", "local")) is None:
-            data = {**data, data.get("target", "local"): {}}
+        if not isinstance(data, dict):
+            return data
+        name = data.get("target", "local")
+        entry = TARGETS.get(name)
+        if entry is None:
+            return data
+        if entry.settings and data.get(name) is None:
+            data = {**data, name: {}}
+        if entry.language_settings:
+
+            def filled(block):
+                return {**block, name: {}} if isinstance(block, dict) and block.get(name) is None else block
+
+            data = {**data, "defaults": filled(data.get("defaults", {}))}
+            if isinstance(data.get("languages"), dict):
+                data["languages"] = {lang: filled(block) for lang, block in data["languages"].items()}
         return data
 
     @model_validator(mode="after")
@@ -273,8 +255,18 @@ class EnvConfigBase(StrictModel):
         from stacks.config.targets import TARGETS
 
         for name, entry in TARGETS.items():
-            if name != self.target and entry.settings and getattr(self, name, None) is not None:
+            if name == self.target:
+                continue
+            if entry.settings and getattr(self, name, None) is not None:
                 raise ValueError(f"{name}: settings of target {name}, but the env's target is {self.target}")
+            if entry.language_settings:
+                for at, settings in [("defaults", self.defaults)] + [
+                    (f"languages.{lang}", s) for lang, s in self.languages.items()
+                ]:
+                    if getattr(settings, name, None) is not None:
+                        raise ValueError(
+                            f"{at}.{name}: settings of target {name}, but the env's target is {self.target}"
+                        )
         return self
 
     @model_validator(mode="after")
@@ -299,6 +291,18 @@ class EnvConfigBase(StrictModel):
                 raise ValueError(f"languages.{key}: {problem}")
         return self
 
+    def as_document(self) -> dict:
+        """The config as JSON-ready data, without the empty blocks of targets other than the env's."""
+        from stacks.config.targets import TARGETS
+
+        others = [name for name in TARGETS if name != self.target]
+        data = self.model_dump(mode="json")
+        for block in (data, data["defaults"], *data["languages"].values()):
+            for name in others:
+                if block.get(name, 0) is None:
+                    del block[name]
+        return data
+
     def language(self, lang: str) -> LanguageSettings:
         return self.languages[lang]
 
@@ -313,20 +317,9 @@ class EnvConfigBase(StrictModel):
 
 
 def _with_target_blocks(base: type[EnvConfigBase]) -> type[EnvConfigBase]:
-    """EnvConfig: `base` with one block per target that has settings of its own (stacks/config/targets.py names
-    the model, in the target's package), so a target's keys live with its code and an env writes them under its
-    name (`gcp: {project: …}`)."""
-    from importlib import import_module
-
-    from stacks.config.targets import TARGETS
-
-    blocks = {}
-    for name, entry in TARGETS.items():
-        if entry.settings:
-            module, _, attribute = entry.settings.partition(":")
-            model = getattr(import_module(module), attribute)
-            blocks[name] = (model | None, Field(None, description=f"target {name}: {model.__doc__.splitlines()[0]}"))
-    return create_model("EnvConfig", __base__=base, __module__=__name__, **blocks)
+    """EnvConfig: `base` with one block per target that has settings of its own, so a target's keys live with its
+    code and an env writes them under its name (`gcp: {project: …}`)."""
+    return create_model("EnvConfig", __base__=base, __module__=__name__, **_target_fields("settings"))
 
 
 EnvConfig = _with_target_blocks(EnvConfigBase)

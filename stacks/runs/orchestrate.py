@@ -80,9 +80,9 @@ def prepared_config(
 ) -> "EnvConfig":
     """The env's config for this command: runs side by side share the local cores (the user's --set wins),
     and a job other than training is set on each configured language (an unknown one fails as itself)."""
-    from trainer.launchers.local.cores import share
+    from stacks.targets import target_of
 
-    first = [f"defaults.cores={share(min(parallel, len(langs)))}"] if parallel > 1 else []
+    first = target_of(config).side_by_side_sets(config, min(parallel, len(langs))) if parallel > 1 else []
     last = (
         [f"languages.{lang}.trainer.job={job}" for lang in langs if lang in config.languages]
         if job != Job.CLASSIFIER

@@ -18,27 +18,11 @@ if TYPE_CHECKING:
     from stacks.runs.language_run import LanguageRun
 
 # A language's settings a resume may change: how long it may run and be retried, and the machine it runs on, with
-# the same accelerators and world size. Any other (the model, the data, the trainer's arguments, gpu, nodes,
-# processes) would resume a checkpoint into another run, or record settings that never trained.
+# the same accelerators and world size (each target's block names its own: `SAFE_ON_RESUME` of its model). Any other
+# (the model, the data, the trainer's arguments, gpu, nodes, processes) would resume a checkpoint into another run,
+# or record settings that never trained.
 SAFE_ON_RESUME = frozenset(
-    {
-        "max_run_hours",
-        "max_restarts",
-        "creation_error_minutes",
-        "capacity_wait_minutes",
-        "on_demand_fallback",
-        "spot",
-        "cores",
-        "machine_type",
-        "disk_gb",
-        "disk_type",
-        "shm_size",
-        "boot_image",
-        "gpu_driver",
-        "secure_boot",
-        "docker_flags",
-        "compact_placement",
-    }
+    {"max_run_hours", "max_restarts", "creation_error_minutes", "capacity_wait_minutes", "on_demand_fallback", "spot"}
 )
 # The env's keys that are the run's identity: the bucket its files and data are in, and its target and env.
 RUN_IDENTITY = ("env", "target", "bucket")
@@ -65,7 +49,18 @@ def settings_changes(started: dict, now: dict, lang: str) -> list[tuple[str, obj
 
 
 def _is_safe(key: str, lang: str) -> bool:
-    return key.startswith(f"languages.{lang}.") and key.split(".", 2)[2] in SAFE_ON_RESUME
+    from stacks.config.keys import optional_stripped
+    from stacks.config.models import LanguageSettings
+
+    if not key.startswith(f"languages.{lang}."):
+        return False
+    setting = key.split(".", 2)[2]
+    if setting in SAFE_ON_RESUME:
+        return True
+    block, _, leaf = setting.partition(".")
+    field = LanguageSettings.model_fields.get(block)
+    model = optional_stripped(field.annotation) if field is not None else None
+    return leaf in getattr(model, "SAFE_ON_RESUME", ())
 
 
 def said(changes: list[tuple[str, object, object]]) -> str:

@@ -134,12 +134,7 @@ def write_run_metadata(run: LanguageRun) -> None:
     }
     settings = run.settings
     meta.update(
-        target=run.config.target,
-        machine_type=settings.machine_type,
-        gpu={"type": settings.gpu.type, "count": settings.gpu.count},
-        spot=settings.spot,
-        nodes=settings.nodes,
-        max_run_hours=settings.max_run_hours,
+        target=run.config.target, spot=settings.spot, nodes=settings.nodes, max_run_hours=settings.max_run_hours
     )
     meta.update(target_of(run.config).run_metadata(run.config, run.lang, run.placement, bucket))
     prefix = "metadata/"

@@ -16,18 +16,9 @@ if TYPE_CHECKING:
     from trainer.storage import Bucket
 
 
-class Target(Protocol):
-    """`project` arguments are the operator's stacks.project.Project (its folders for state, processes, cores)."""
-
-    name: str
-    status_appear_timeout_s: float  # a run applied this long ago without status.json is not starting any more
-    poll_s: float  # how often `train` reads the run's status while following it
-    stacks_before_training: tuple[str, ...]  # stacks an env plans besides train-<lang> (the foundation)
-    runs_side_by_side: bool  # `train fr en`: all at once by default (own machines), or one after another
-
-    def preflight_together(self, config: "EnvConfig", langs: list[str], reporter) -> dict:
-        """Before several languages are applied: refuse (naming the languages) what cannot run all at once;
-        -> what was decided for each (passed back to `preflight` as `decided`)."""
+class TargetPlan(Protocol):
+    """What a target puts in a plan: its part of the training stack, the stacks before it, how they are applied,
+    and what a saved plan says and costs."""
 
     def training_part(
         self, config: "EnvConfig", project, lang: str, *, python: str, placement
@@ -41,10 +32,28 @@ class Target(Protocol):
     def left_out_of_app(self, config: "EnvConfig") -> dict[str, str]:
         """Stacks of `stacks_before_training` a plain `cdktf synth|deploy` leaves out -> why, for each."""
 
-    def register_commands(self, app, kit) -> None:
-        """Add this target's own commands to trainctl's `app` (typer). `kit` carries what every command uses:
-        env_option, set_option (typer option types), load(env, sets) -> (project, config), mapped_errors
-        (decorator: errors to one line and an exit status), console, err_console, print_table."""
+    def stack_runner(self, config: "EnvConfig", workdir: "Path", stack: str, echo=None):
+        """What applies and destroys a synthesized stack in `workdir` (stacks.terraform.Terraform's init, apply,
+        destroy, outputs): Terraform, unless the target deploys that stack another way (gcp: the simulated cloud)."""
+
+    def prices_for_plan(self, config: "EnvConfig"):
+        """The price book a plan review quotes, or None (no cloud cost)."""
+
+    def quote_plan(self, plan, book: Callable[[], object]) -> dict | None:
+        """What the planned machines cost by the price book `book()` returns (called only when there is something to
+        price; it returns prices_for_plan's), stored with the plan (StackPlan.prices); None: nothing to price."""
+
+    def plan_line(self, plan) -> str | None:
+        """What a saved plan of this target's training stack runs where, and what one run costs (read from the plan
+        alone, so a saved plan renders the same anywhere); None: not a training stack of this target."""
+
+
+class TargetProvision(Protocol):
+    """Where a run goes and how it is moved: preflight, placements, capacity, what must exist before an apply."""
+
+    def preflight_together(self, config: "EnvConfig", langs: list[str], reporter) -> dict:
+        """Before several languages are applied: refuse (naming the languages) what cannot run all at once;
+        -> what was decided for each (passed back to `preflight` as `decided`)."""
 
     def preflight(self, config: "EnvConfig", lang: str, reporter, decided=None) -> object | None:
         """Checks before synth (quota, image); the placement the stack is synthesized with, if any.
@@ -67,14 +76,26 @@ class Target(Protocol):
     def vm_running(self, project, config: "EnvConfig", lang: str, run_id: str, placement) -> bool | None:
         """The group's own view: is a VM of the run up? (asked before a run is moved; None: cannot tell)"""
 
+    def require_artifacts(self, config: "EnvConfig") -> None:
+        """Raise (exit 3) unless what a stack applied without a preflight needs is in place (`apply --reviewed`)."""
+
+    def start_session(self, config: "EnvConfig", project) -> None:
+        """Before a command uses the env: start what its commands talk to, for as long as the process lives (gcp: the
+        simulated Google Cloud an env with `gcp.simulated` asks for); nothing for most."""
+
+    def side_by_side_sets(self, config: "EnvConfig", runs: int) -> list[str]:
+        """`--set` lines that let `runs` runs of this env share what they run on (local: each its share of the cores),
+        applied before the user's own; [] where each run has machines of its own."""
+
+
+class TargetObserve(Protocol):
+    """What the lifecycle reads of a running run: creation errors, the launcher, cost, metadata, what it waits for."""
+
     def estimate(self, config: "EnvConfig", lang: str, bucket: "Bucket", reporter) -> None:
         """Say what the run will cost, before anything is created or billed."""
 
     def waiting_note(self, config: "EnvConfig", lang: str, placement) -> str | None:
         """What the operator waits for between the apply and the run's first status."""
-
-    def require_artifacts(self, config: "EnvConfig") -> None:
-        """Raise (exit 3) unless what a stack applied without a preflight needs is in place (`apply --reviewed`)."""
 
     def creation_errors(
         self,
@@ -100,19 +121,21 @@ class Target(Protocol):
         """The line `train` prints about a finished run's cost."""
 
     def run_metadata(self, config: "EnvConfig", lang: str, placement, bucket: "Bucket") -> dict:
-        """What metadata/trainctl.json keeps of where the run was placed (gcp: image, zone, region, quota metric,
-        cost estimate); {} where there is nothing to say."""
+        """What metadata/trainctl.json keeps of the machine the run asked for and where it was placed (gcp: machine
+        type, GPU, image, zone, region, quota metric, cost estimate); {} where there is nothing to say."""
 
-    def prices_for_plan(self, config: "EnvConfig"):
-        """The price book a plan review quotes, or None (no cloud cost)."""
+    def runs_outlive_command(self, config: "EnvConfig") -> bool:
+        """Whether a run goes on when the command that follows it exits (a Ctrl-C): False where the command holds
+        what runs it (gcp: a simulated cloud the command started itself)."""
 
-    def quote_plan(self, plan, book: Callable[[], object]) -> dict | None:
-        """What the planned machines cost by the price book `book()` returns (called only when there is something to
-        price; it returns prices_for_plan's), stored with the plan (StackPlan.prices); None: nothing to price."""
 
-    def plan_line(self, plan) -> str | None:
-        """What a saved plan of this target's training stack runs where, and what one run costs (read from the plan
-        alone, so a saved plan renders the same anywhere); None: not a training stack of this target."""
+class TargetExtras(Protocol):
+    """What a target adds to the operator's tools: its own commands, doctor's checks, its config checks."""
+
+    def register_commands(self, app, kit) -> None:
+        """Add this target's own commands to trainctl's `app` (typer). `kit` carries what every command uses:
+        env_option, set_option (typer option types), load(env, sets) -> (project, config), mapped_errors
+        (decorator: errors to one line and an exit status), console, err_console, print_table."""
 
     def doctor(self, config: "EnvConfig", echo: Callable[["Check"], None]) -> tuple[list["Check"], str]:
         """`trainctl doctor`: read-only checks that a first run can start, each echoed as it completes
@@ -122,17 +145,15 @@ class Target(Protocol):
     def check_config(self, config: "EnvConfig", origin: dict) -> None:
         """Refuse (ConfigError, exit 2) an env this target cannot deploy as written; `origin` names each key's file."""
 
-    def runs_outlive_command(self, config: "EnvConfig") -> bool:
-        """Whether a run goes on when the command that follows it exits (a Ctrl-C): False where the command holds
-        what runs it (gcp: a simulated cloud the command started itself)."""
 
-    def start_session(self, config: "EnvConfig", project) -> None:
-        """Before a command uses the env: start what its commands talk to, for as long as the process lives (gcp: the
-        simulated Google Cloud an env with `gcp.simulated` asks for); nothing for most."""
+class Target(TargetPlan, TargetProvision, TargetObserve, TargetExtras, Protocol):
+    """`project` arguments are the operator's stacks.project.Project (its folders for state, processes, cores)."""
 
-    def stack_runner(self, config: "EnvConfig", workdir: "Path", stack: str, echo=None):
-        """What applies and destroys a synthesized stack in `workdir` (stacks.terraform.Terraform's init, apply,
-        destroy, outputs): Terraform, unless the target deploys that stack another way (gcp: the simulated cloud)."""
+    name: str
+    status_appear_timeout_s: float  # a run applied this long ago without status.json is not starting any more
+    poll_s: float  # how often `train` reads the run's status while following it
+    stacks_before_training: tuple[str, ...]  # stacks an env plans besides train-<lang> (the foundation)
+    runs_side_by_side: bool  # `train fr en`: all at once by default (own machines), or one after another
 
 
 def registered() -> list[str]:

@@ -244,7 +244,7 @@ def test_sigterm_to_one_rank_of_two_after_a_data_push_resumes_on_the_runs_own_da
 
     final = _interrupt_during_classifier(
         staged,
-        [*TINY_SETS, "--set", "defaults.trainer.epochs_clf=10", "--set", "languages.fr.processes=2"],
+        [*TINY_SETS, "--set", "defaults.trainer.epochs_clf=10", "--set", "languages.fr.local.processes=2"],
         rank1,
         signal.SIGTERM,
         before=push,
@@ -285,7 +285,7 @@ def test_two_processes_train_data_parallel_like_one(staged):
     one = trainctl(staged, "train", "fr", *SMALL, "--set", "defaults.trainer.bs=32")
     assert one.returncode == 0, one.stdout + one.stderr
     two = trainctl(
-        staged, "train", "fr", *SMALL, "--set", "defaults.trainer.bs=16", "--set", "languages.fr.processes=2"
+        staged, "train", "fr", *SMALL, "--set", "defaults.trainer.bs=16", "--set", "languages.fr.local.processes=2"
     )
     assert two.returncode == 0, two.stdout + two.stderr
     runs = sorted(p.name for p in (staged / ".trainstack/local/bucket/fr/runs").iterdir())

@@ -53,7 +53,7 @@ def spot(tmp_path):
 
 def test_a_dry_zone_and_a_preemption_move_the_run_which_resumes_exactly(spot, trained_fr):
     # sim-a dry for good here (the overlay's hour of market time could end on a slow, busy core)
-    r = trainctl(spot, "train", "fr", *QUICK, "--set", "spot_market.zones.sim-a.outages=[{start_s: 0}]")
+    r = trainctl(spot, "train", "fr", *QUICK, "--set", "local.spot_market.zones.sim-a.outages=[{start_s: 0}]")
     assert r.returncode == 0, r.stdout + r.stderr
     run_id = _only_run(spot)  # one run id however often it moved
     status = _read(spot, run_id, "status.json")
@@ -103,9 +103,9 @@ def test_every_zone_dry_stops_resumable_with_exit_3_then_resume_finishes_it(spot
     # the resume's refusals cost a synth each, no training
     dry = [
         "--set",
-        "spot_market.zones.sim-a.outages=[{start_s: 0}]",
+        "local.spot_market.zones.sim-a.outages=[{start_s: 0}]",
         "--set",
-        "spot_market.zones.sim-c.outages=[{start_s: 0}]",
+        "local.spot_market.zones.sim-c.outages=[{start_s: 0}]",
         "--set",
         "defaults.capacity_wait_minutes=0.2",
     ]
@@ -123,7 +123,7 @@ def test_every_zone_dry_stops_resumable_with_exit_3_then_resume_finishes_it(spot
     _nothing_left(spot)  # nothing running, nothing billed while it waits for the user
 
     # A resume that changes the model's shape is refused before anything is applied, each difference listed.
-    no_market = ["--set", "spot_market.preemptions=[]"]
+    no_market = ["--set", "local.spot_market.preemptions=[]"]
     shape = trainctl(spot, "train", "fr", *QUICK, "--resume", run_id, "--set", "defaults.trainer.n_hid=128", *no_market)
     assert shape.returncode == 2 and "languages.fr.trainer.n_hid 64 -> 128" in shape.stderr, shape.stdout + shape.stderr
     assert "applying" not in shape.stdout + shape.stderr
@@ -172,11 +172,11 @@ def test_every_zone_dry_stops_resumable_with_exit_3_then_resume_finishes_it(spot
 
 EVERY_ZONE_DRY = [
     "--set",
-    "spot_market.zones.sim-a.outages=[{start_s: 0}]",
+    "local.spot_market.zones.sim-a.outages=[{start_s: 0}]",
     "--set",
-    "spot_market.zones.sim-b.outages=[{start_s: 0}]",
+    "local.spot_market.zones.sim-b.outages=[{start_s: 0}]",
     "--set",
-    "spot_market.zones.sim-c.outages=[{start_s: 0}]",
+    "local.spot_market.zones.sim-c.outages=[{start_s: 0}]",
 ]
 
 
@@ -197,7 +197,7 @@ def test_ctrl_c_while_the_run_waits_for_capacity_leaves_it_resumable_with_its_co
     from tests.support.trainctl import start_trainctl, wait_for
 
     # a market minute per wall minute: the pause between passes lasts 60 s, Ctrl-C comes within it
-    proc = start_trainctl(spot, "train", "fr", *QUICK, *EVERY_ZONE_DRY, "--set", "spot_market.speedup=1")
+    proc = start_trainctl(spot, "train", "fr", *QUICK, *EVERY_ZONE_DRY, "--set", "local.spot_market.speedup=1")
     seen: list[str] = []
     reader = threading.Thread(target=lambda: seen.extend(proc.stdout), daemon=True)
     reader.start()
@@ -222,7 +222,7 @@ def test_destroy_while_the_run_waits_for_capacity_stops_it_and_its_follower_appl
 
     from tests.support.trainctl import start_trainctl, wait_for
 
-    proc = start_trainctl(spot, "train", "fr", *QUICK, *EVERY_ZONE_DRY, "--set", "spot_market.speedup=1")
+    proc = start_trainctl(spot, "train", "fr", *QUICK, *EVERY_ZONE_DRY, "--set", "local.spot_market.speedup=1")
     seen: list[str] = []
     reader = threading.Thread(target=lambda: seen.extend(proc.stdout), daemon=True)
     reader.start()
@@ -251,7 +251,7 @@ def test_a_run_re_attached_after_its_move_is_moved_again_when_its_zone_runs_dry(
 
     from tests.support.trainctl import start_trainctl, wait_for
 
-    dry_a = ["--set", "spot_market.zones.sim-a.outages=[{start_s: 0}]"]
+    dry_a = ["--set", "local.spot_market.zones.sim-a.outages=[{start_s: 0}]"]
     proc = start_trainctl(spot, "train", "fr", *QUICK, *dry_a)
     seen: list[str] = []
     reader = threading.Thread(target=lambda: seen.extend(proc.stdout), daemon=True)

@@ -62,9 +62,9 @@ def test_a3_machines_boot_the_cos_121_lts_family_not_cos_stable(machine):
 def test_an_a3_language_synthesizes_the_cos_121_lts_family(project):
     stacks = synth(
         project,
-        "languages.en.machine_type=a3-highgpu-8g",
-        "languages.en.gpu.type=nvidia-h100-80gb",
-        "languages.en.gpu.count=8",
+        "languages.en.gcp.machine_type=a3-highgpu-8g",
+        "languages.en.gcp.gpu.type=nvidia-h100-80gb",
+        "languages.en.gcp.gpu.count=8",
     )
     fr, en = template(stacks["train-fr"]), template(stacks["train-en"])
     assert en["disk"][0]["source_image"] == COS_121_LTS and fr["disk"][0]["source_image"] == COS_IMAGE
@@ -100,9 +100,9 @@ def test_shipped_envs_boot_images_their_series_supports(project):
 def test_g2_boots_cos_with_secure_boot_and_a_driver_version(project):
     stacks = synth(
         project,
-        "languages.en.machine_type=a2-highgpu-1g",
-        "languages.en.gpu.type=nvidia-tesla-a100",
-        f"languages.en.boot_image={DLVM_IMAGE}",
+        "languages.en.gcp.machine_type=a2-highgpu-1g",
+        "languages.en.gcp.gpu.type=nvidia-tesla-a100",
+        f"languages.en.gcp.boot_image={DLVM_IMAGE}",
     )
     fr, en = template(stacks["train-fr"]), template(stacks["train-en"])
     assert fr["disk"][0]["source_image"] == COS_IMAGE
@@ -116,18 +116,18 @@ def test_g2_boots_cos_with_secure_boot_and_a_driver_version(project):
 def test_secure_boot_switch_and_pinned_driver(project):
     stacks = synth(
         project,
-        "languages.en.machine_type=a2-highgpu-1g",
-        "languages.en.gpu.type=nvidia-tesla-a100",
-        f"languages.en.boot_image={DLVM_IMAGE}",
-        "languages.en.secure_boot=true",
-        "languages.fr.gpu_driver=580.95.05",
+        "languages.en.gcp.machine_type=a2-highgpu-1g",
+        "languages.en.gcp.gpu.type=nvidia-tesla-a100",
+        f"languages.en.gcp.boot_image={DLVM_IMAGE}",
+        "languages.en.gcp.secure_boot=true",
+        "languages.fr.gcp.gpu_driver=580.95.05",
     )
     assert template(stacks["train-en"])["shielded_instance_config"]["enable_secure_boot"] is True
     assert template(stacks["train-fr"])["metadata"]["trainstack-gpu-driver"] == "580.95.05"
 
 
 def test_dlvm_on_g2_is_refused_with_exit_2_naming_the_doc(project):
-    sets = [a for s in ("gcp.project=p1", *CI, f"languages.fr.boot_image={DLVM_IMAGE}") for a in ("--set", s)]
+    sets = [a for s in ("gcp.project=p1", *CI, f"languages.fr.gcp.boot_image={DLVM_IMAGE}") for a in ("--set", s)]
     result = runner.invoke(app, ["synth", "--env", "dev", *sets])
     assert result.exit_code == 2, result.output
     text = " ".join(result.output.split())
@@ -155,7 +155,7 @@ def test_access_log_grant_is_optional_and_the_network_configurable(project):
 @pytest.mark.parametrize("value", ["latest", "default", "580.95.05", "R580"])
 def test_gpu_driver_accepts_the_documented_forms(project, value):
     result = runner.invoke(
-        app, ["config", "show", "--env", "dev", "--set", "gcp.project=p1", "--set", f"defaults.gpu_driver={value}"]
+        app, ["config", "show", "--env", "dev", "--set", "gcp.project=p1", "--set", f"defaults.gcp.gpu_driver={value}"]
     )
     assert result.exit_code == 0, result.output
 
@@ -163,7 +163,7 @@ def test_gpu_driver_accepts_the_documented_forms(project, value):
 @pytest.mark.parametrize("value", ["580", "r580", "v580;rm"])
 def test_gpu_driver_refuses_undocumented_forms_naming_the_documented_ones(project, value):
     result = runner.invoke(
-        app, ["config", "show", "--env", "dev", "--set", "gcp.project=p1", "--set", f"defaults.gpu_driver={value}"]
+        app, ["config", "show", "--env", "dev", "--set", "gcp.project=p1", "--set", f"defaults.gcp.gpu_driver={value}"]
     )
     assert result.exit_code == 2, result.output
     assert "R580" in result.output and "580.95.05" in result.output and "run-gpus" in result.output
@@ -221,11 +221,11 @@ def test_gpus_the_image_cuda_dropped_are_refused_at_config_load_with_the_source(
             "--set",
             "gcp.project=p1",
             "--set",
-            "languages.fr.machine_type=n1-standard-8",
+            "languages.fr.gcp.machine_type=n1-standard-8",
             "--set",
-            f"languages.fr.gpu.type={gpu}",
+            f"languages.fr.gcp.gpu.type={gpu}",
             "--set",
-            "languages.fr.gpu.count=1",
+            "languages.fr.gcp.gpu.count=1",
         ],
     )
     assert result.exit_code == 2, result.output
@@ -244,11 +244,11 @@ def test_a_t4_on_n1_still_passes(project):
             "--set",
             "gcp.project=p1",
             "--set",
-            "languages.fr.machine_type=n1-standard-8",
+            "languages.fr.gcp.machine_type=n1-standard-8",
             "--set",
-            "languages.fr.gpu.type=nvidia-tesla-t4",
+            "languages.fr.gcp.gpu.type=nvidia-tesla-t4",
             "--set",
-            "languages.fr.gpu.count=1",
+            "languages.fr.gcp.gpu.count=1",
         ],
     )
     assert result.exit_code == 0, result.output
@@ -257,7 +257,7 @@ def test_a_t4_on_n1_still_passes(project):
 @pytest.mark.parametrize("value", ["535.230.02", "R570"])
 def test_a_driver_older_than_the_image_needs_is_refused_at_config_load(project, value):
     result = runner.invoke(
-        app, ["config", "show", "--env", "dev", "--set", "gcp.project=p1", "--set", f"defaults.gpu_driver={value}"]
+        app, ["config", "show", "--env", "dev", "--set", "gcp.project=p1", "--set", f"defaults.gcp.gpu_driver={value}"]
     )
     assert result.exit_code == 2, result.output
     text = " ".join(result.output.split())

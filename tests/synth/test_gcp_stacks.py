@@ -168,9 +168,9 @@ def test_vms_log_to_cloud_logging_and_carry_the_tag_the_foundation_firewall_lets
     "sets, message",
     [
         ([], "sets no `gcp.project`"),
-        (["gcp.project=p1", "defaults.gpu.type=nvidia-h900"], "unknown GPU type 'nvidia-h900'"),
+        (["gcp.project=p1", "defaults.gcp.gpu.type=nvidia-h900"], "unknown GPU type 'nvidia-h900'"),
         (
-            ["gcp.project=p1", "languages.fr.gpu.type=nvidia-tesla-a100"],
+            ["gcp.project=p1", "languages.fr.gcp.gpu.type=nvidia-tesla-a100"],
             "attaches only to a2-highgpu-* or a2-megagpu-*",
         ),
         (["gcp.project=p1", "languages.fr.nodes=0"], "languages.fr.nodes"),
@@ -178,7 +178,7 @@ def test_vms_log_to_cloud_logging_and_carry_the_tag_the_foundation_firewall_lets
             ["gcp.project=p1", "gcp.zones=[europe-west4-a,us-central1-a]"],
             "zone 'us-central1-a' is not in region 'europe-west4'",
         ),
-        (["gcp.project=p1", "languages.fr.processes=2"], "runs gloo ranks on the local target only"),
+        (["gcp.project=p1", "languages.fr.local.processes=2"], "runs gloo ranks on the local target only"),
     ],
 )
 def test_bad_gcp_config_is_exit_2(project, sets, message):

@@ -49,8 +49,8 @@ ENVS = {
         "gcp.project=p2",
         *CI_SETS,
         "languages.en.nodes=2",
-        "languages.en.machine_type=a2-highgpu-2g",
-        "languages.en.gpu.count=2",
+        "languages.en.gcp.machine_type=a2-highgpu-2g",
+        "languages.en.gcp.gpu.count=2",
     ],
 }
 # checkov's own grammar (checkov/common/comment/enum.py: COMMENT_REGEX).

@@ -131,7 +131,7 @@ def test_the_evaluator_is_not_vacuous():
 # --- the synthesized foundation on sample tokens ---------------------------------------------------
 
 # en on two nodes: the placement policy and per-instance configs are synthesized too.
-MULTI_NODE = ["languages.en.nodes=2", "languages.en.machine_type=g2-standard-24", "languages.en.gpu.count=2"]
+MULTI_NODE = ["languages.en.nodes=2", "languages.en.gcp.machine_type=g2-standard-24", "languages.en.gcp.gpu.count=2"]
 
 
 @pytest.fixture(scope="module")

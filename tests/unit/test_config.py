@@ -124,9 +124,9 @@ def test_trainer_run_settings_reach_the_trainer_and_bad_values_name_the_key(proj
     cfg = load_config(
         project / "envs",
         "local",
-        ["languages.fr.processes=2", "defaults.trainer.precision=bf16", "defaults.trainer.deterministic=true"],
+        ["languages.fr.local.processes=2", "defaults.trainer.precision=bf16", "defaults.trainer.deterministic=true"],
     )
-    assert cfg.language("fr").processes == 2 and cfg.language("fr").max_restarts == 3
+    assert cfg.language("fr").local.processes == 2 and cfg.language("fr").max_restarts == 3
     args = build_parser().parse_args([*trainer_args(cfg, "fr"), "--run-id", "r"])
     assert (args.precision, args.deterministic, args.checkpoint_minutes) == ("bf16", True, 10.0)
     assert (

@@ -73,28 +73,28 @@ def test_data_columns_and_languages_a_run_cannot_use_are_refused(project, sets, 
     assert r.exit_code == 2 and said in output, output
 
 
-SPOT = "extends: local-spot\nspot_market:\n"
+SPOT = "extends: local-spot\nlocal:\n  spot_market:\n"
 
 
 @pytest.mark.parametrize(
     "block, said",
     [
         (
-            "  zones:\n    sim-a: {outages: [{start_s: 100, end_s: 50}]}\n    sim-b: {}\n",
+            "    zones:\n      sim-a: {outages: [{start_s: 100, end_s: 50}]}\n      sim-b: {}\n",
             "an outage from 100 s to 50 s ends before it starts",
         ),
         (
-            "  preemptions:\n    - {zone: sim-b, stage: clasifier}\n",
+            "    preemptions:\n      - {zone: sim-b, stage: clasifier}\n",
             "waits for stage 'clasifier', which no run has (stages: preparing, base_lm",
         ),
-        ("  speedup: .inf\n", "spot_market.speedup: Input should be a finite number"),
-        ('  zones:\n    "": {}\n    sim-b: {}\n', "zone '' is not a zone name"),
+        ("    speedup: .inf\n", "local.spot_market.speedup: Input should be a finite number"),
+        ('    zones:\n      "": {}\n      sim-b: {}\n', "zone '' is not a zone name"),
     ],
 )
 def test_a_spot_market_that_can_never_apply_is_refused_in_its_file(project, block, said):
     write(project, "market.yaml", SPOT + block)
     r, output = config_show("--env", "market")
-    assert r.exit_code == 2 and "envs/market.yaml: spot_market" in output and said in output, output
+    assert r.exit_code == 2 and "envs/market.yaml: local.spot_market" in output and said in output, output
 
 
 def test_the_stages_a_preemption_may_name_are_the_trainers():
@@ -114,9 +114,9 @@ def test_a_target_block_in_an_overlay_that_extends_another_is_reported_in_that_o
 
 
 def test_an_unknown_preemption_zone_in_a_child_overlay_is_reported_in_the_child(project):
-    write(project, "child.yaml", SPOT + "  preemptions:\n    - {zone: sim-x, stage: classifier}\n")
+    write(project, "child.yaml", SPOT + "    preemptions:\n      - {zone: sim-x, stage: classifier}\n")
     r, output = config_show("--env", "child")
-    assert r.exit_code == 2 and "error: envs/child.yaml: spot_market" in output and "sim-x" in output, output
+    assert r.exit_code == 2 and "error: envs/child.yaml: local.spot_market" in output and "sim-x" in output, output
 
 
 def test_a_block_check_of_a_set_value_names_set_not_base_yaml(project):

@@ -73,17 +73,18 @@ def test_the_config_reference_is_the_models_and_the_envs():
     )
 
 
-SETTING = re.compile(r"`(?:languages\.[a-z]+\.|defaults\.)?((?:trainer|data|gpu|ci)\.[a-z_]+)(?:[:=][^`]*)?`")
+SETTING = re.compile(r"`(?:languages\.[a-z]+\.|defaults\.)?((?:gcp\.gpu|trainer|data|gpu|ci)\.[a-z_]+)(?:[:=][^`]*)?`")
 
 
 def test_every_setting_the_docs_name_exists():
     """A setting named in the docs (`trainer.x`, `data.x`, `languages.fr.trainer.x=...`) is one the models
     have; module names (trainer.runtime.heap) are told apart by the file they name."""
+    from stacks.config.keys import optional_stripped
     from stacks.config.models import EnvConfig, LanguageSettings
 
     def leaves(model, prefix=""):
         for name, field in model.model_fields.items():
-            kind = field.annotation
+            kind = optional_stripped(field.annotation)
             if isinstance(kind, type) and hasattr(kind, "model_fields"):
                 yield from leaves(kind, f"{prefix}{name}.")
             else:

@@ -334,11 +334,11 @@ def test_each_problem_says_what_to_do_and_exits_3(project, monkeypatch, case, ch
     change(routes)
     sets = {
         "shielded-vm": [
-            "languages.en.machine_type=a2-highgpu-1g",
-            "languages.en.gpu.type=nvidia-tesla-a100",
-            f"languages.en.boot_image={DLVM}",
+            "languages.en.gcp.machine_type=a2-highgpu-1g",
+            "languages.en.gcp.gpu.type=nvidia-tesla-a100",
+            f"languages.en.gcp.boot_image={DLVM}",
         ],  # a Deep Learning VM: Secure Boot off
-        "default-driver": ["languages.fr.gpu_driver=default"],
+        "default-driver": ["languages.fr.gcp.gpu_driver=default"],
         "no-firewall": ["languages.en.nodes=2"],
     }.get(case, [])
     result, _, text = doctor(project, monkeypatch, routes, *sets)
@@ -364,7 +364,7 @@ def test_an_unsupported_boot_image_is_a_problem_without_a_lookup(project):
     config = load_config(project / "envs", "dev", SETS)
     # Config validation refuses this pair already; the doctor's own check must too (a config
     # loaded by an older trainctl, or a catalogue change).
-    object.__setattr__(config.language("fr"), "boot_image", dlvm)
+    object.__setattr__(config.language("fr").gcp, "boot_image", dlvm)
 
     class NoLookups:
         def get_from_family(self, **kw):
@@ -379,9 +379,9 @@ def test_an_a3_language_looks_up_the_cos_121_lts_family(project):
     from stacks.targets.gcp.doctor import check_boot_image
 
     a3 = [
-        "languages.fr.machine_type=a3-highgpu-8g",
-        "languages.fr.gpu.type=nvidia-h100-80gb",
-        "languages.fr.gpu.count=8",
+        "languages.fr.gcp.machine_type=a3-highgpu-8g",
+        "languages.fr.gcp.gpu.type=nvidia-h100-80gb",
+        "languages.fr.gcp.gpu.count=8",
     ]
     config = load_config(project / "envs", "dev", [*SETS, *a3])
 

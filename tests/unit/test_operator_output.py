@@ -242,9 +242,7 @@ def test_fallback_table_knows_every_configured_machine(project, env):
             assert est.per_hour and est.at_max_run_hours == pytest.approx(
                 est.per_hour * settings.max_run_hours, abs=0.01
             )
-    unknown = estimate(
-        config.language("fr").model_copy(update={"machine_type": "z9-mystery-1"}), config.gcp.region, book
-    )
+    unknown = estimate(_on_machine(config.language("fr"), "z9-mystery-1"), config.gcp.region, book)
     assert unknown.per_hour is None and "cost unknown" in unknown.line("z9-mystery-1")
 
 
@@ -265,3 +263,8 @@ def test_languages_and_runs_found_in_a_gcs_bucket(gcs_env):
     b.write_bytes("de/data/train.csv", b"text,labels\nx,a\n")
     assert bucket_languages(b) == ["es", "fr"]
     assert run_ids(b, "fr") == ["20250102-100000-bbbb"]
+
+
+def _on_machine(settings, machine_type: str):
+    """A language's settings with another gcp machine type."""
+    return settings.model_copy(update={"gcp": settings.gcp.model_copy(update={"machine_type": machine_type})})

@@ -328,7 +328,11 @@ def test_languages_together_count_each_others_cpus(project):
 QUOTA_INFO = "/v1/projects/p1/locations/global/services/compute.googleapis.com/quotaInfos/{}"
 SPOT_FAMILY = QUOTA_INFO.format("PREEMPTIBLE-GPUS-PER-GPU-FAMILY-per-project-region")
 FAMILY = QUOTA_INFO.format("GPUS-PER-GPU-FAMILY-per-project-region")
-H100 = ["languages.fr.machine_type=a3-highgpu-8g", "languages.fr.gpu.type=nvidia-h100-80gb", "languages.fr.gpu.count=8"]
+H100 = [
+    "languages.fr.gcp.machine_type=a3-highgpu-8g",
+    "languages.fr.gcp.gpu.type=nvidia-h100-80gb",
+    "languages.fr.gcp.gpu.count=8",
+]
 
 
 def family_api(spot_h100_limit: str = "16") -> RecordedApi:

@@ -42,7 +42,7 @@ def test_a_resume_that_changes_the_model_or_the_data_is_refused_listing_each_dif
         "--set",
         "languages.fr.data.text_col=body",
         "--set",
-        "languages.fr.processes=2",
+        "languages.fr.local.processes=2",
     )
     with pytest.raises(TrainstackError) as refused:
         check_resume(resumed, RUN)
@@ -51,7 +51,7 @@ def test_a_resume_that_changes_the_model_or_the_data_is_refused_listing_each_dif
         "languages.fr.trainer.n_hid 64 -> 128",
         "languages.fr.trainer.epochs_clf 2 -> 5",
         'languages.fr.data.text_col "text" -> "body"',
-        "languages.fr.processes 1 -> 2",
+        "languages.fr.local.processes 1 -> 2",
     ):
         assert difference in message, message
     assert "start a new run: trainctl train fr --env local" in refused.value.hint

@@ -24,7 +24,7 @@ def test_the_agent_and_the_gpu_catalogue_need_the_same_driver():
 )
 def test_problems_name_what_was_found_and_the_setting(found, expected, wanted):
     text = problem(found, expected)
-    assert text and wanted in text and "defaults.gpu_driver" in text
+    assert text and wanted in text and "defaults.gcp.gpu_driver" in text
 
 
 @pytest.mark.parametrize("found", [Hardware(1, "580.95.05"), Hardware(8, "590.1"), Hardware(2, "580.65.06")])

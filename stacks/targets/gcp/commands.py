@@ -52,7 +52,7 @@ def _quota(kit):
                     book = price_book(
                         config,
                         open_bucket(config.bucket),
-                        [config.language(n).machine_type for n in config.languages],
+                        [config.language(n).gcp.machine_type for n in config.languages],
                         compute=compute,
                     )
                 data["cost_estimate"] = estimate(config.language(name), decision.region, book).as_dict()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from stacks.config.models import EnvConfig, LanguageSettings
+from stacks.config.models import EnvConfig, LanguageSettings, LanguageSettingsBase
 from stacks.errors import ConfigError
 from stacks.targets.gcp.gpus import (
     COS_GPU_DRIVERS,
@@ -37,13 +37,7 @@ def check_gcp(config: EnvConfig, origin: dict[tuple, str]) -> None:
 
 
 def _check_placement(config: EnvConfig, env_file: str, source: _Source) -> None:
-    """The env-wide keys: no simulated Spot market, and a project, region and zones that belong together."""
-    if config.spot_market is not None:
-        raise ConfigError(
-            "spot_market simulates Spot capacity on the local target; a gcp env meets the real one",
-            source=source("spot_market"),
-            hint=f"remove `spot_market` from {env_file}",
-        )
+    """The env-wide keys: a project, region and zones that belong together."""
     if not config.gcp.project:
         raise ConfigError(
             f"env {config.env!r} targets gcp but sets no `gcp.project`",
@@ -78,52 +72,54 @@ def _check_placement(config: EnvConfig, env_file: str, source: _Source) -> None:
 
 
 def _check_language(lang: str, settings: LanguageSettings, origin: dict[tuple, str], source: _Source) -> None:
-    """One language's VMs: ranks, the machine type with its GPU, boot image, driver, disk and Spot settings."""
-    if settings.processes > 1:
-        raise ConfigError(
-            f"languages.{lang}.processes={settings.processes}: `processes` runs gloo ranks on the local target only",
-            source=source("languages", lang, "processes"),
-            hint="on gcp, data parallelism comes from gpu.count (one rank per GPU) and nodes",
-        )
-    problem = gpu_problem(settings.gpu.type, settings.gpu.count, settings.machine_type)
+    """One language's VMs: the machine type with its GPU, boot image, driver, disk and Spot settings."""
+    problem = gpu_problem(settings.gcp.gpu.type, settings.gcp.gpu.count, settings.gcp.machine_type)
     if problem:
-        key = ("languages", lang, "gpu")
-        src = origin.get(key) or origin.get(key + ("type",)) or source("defaults", "gpu", "type")
-        machine_src = origin.get(("languages", lang, "machine_type")) or source("defaults", "machine_type")
+        key = ("languages", lang, "gcp", "gpu")
+        src = origin.get(key) or origin.get(key + ("type",)) or source("defaults", "gcp", "gpu", "type")
+        machine_src = _set_at(origin, source, lang, "machine_type")
         where = src if src == machine_src else f"{src} / {machine_src}"
         raise ConfigError(
             f"languages.{lang}: {problem}",
             source=where,
             hint="pick a matching machine_type and gpu (`trainctl config show` prints both)",
         )
-    image = settings.boot_image or default_boot_image(settings.machine_type)
-    problem = boot_image_problem(settings.machine_type, image)
+    image = settings.gcp.boot_image or default_boot_image(settings.gcp.machine_type)
+    problem = boot_image_problem(settings.gcp.machine_type, image)
     if problem:
         raise ConfigError(
             f"languages.{lang}: {problem}",
-            source=origin.get(("languages", lang, "boot_image")) or source("defaults", "boot_image"),
+            source=_set_at(origin, source, lang, "boot_image"),
             hint="leave boot_image unset (the GPU catalogue's image for the series) or pick one "
             "listed in stacks/targets/gcp/gpus.py",
         )
-    _check_gpu_driver(lang, settings.gpu_driver, origin, source)
+    _check_gpu_driver(lang, settings.gcp.gpu_driver, origin, source)
     for setting, problem in machine_limit_problems(
-        settings.machine_type, disk_type=settings.disk_type, spot=settings.spot
+        settings.gcp.machine_type, disk_type=settings.gcp.disk_type, spot=settings.spot
     ):
         raise ConfigError(
             f"languages.{lang}: {problem}",
-            source=origin.get(("languages", lang, setting)) or source("defaults", setting),
+            source=_set_at(origin, source, lang, setting),
             hint="the machine type cannot be created with this setting: change one of the two",
         )
     if settings.spot and settings.on_demand_fallback:
         # after a dry Spot pass the run would ask for on-demand VMs the group can never create
-        for setting, problem in machine_limit_problems(settings.machine_type, disk_type=settings.disk_type, spot=False):
+        for setting, problem in machine_limit_problems(
+            settings.gcp.machine_type, disk_type=settings.gcp.disk_type, spot=False
+        ):
             if setting == "spot":
                 raise ConfigError(
                     f"languages.{lang}: on_demand_fallback: true, but {problem.split('; ', 1)[0]}",
-                    source=origin.get(("languages", lang, "on_demand_fallback"))
-                    or source("defaults", "on_demand_fallback"),
+                    source=_set_at(origin, source, lang, "on_demand_fallback"),
                     hint="set on_demand_fallback: false (the run waits for Spot capacity), or pick a3-highgpu-8g",
                 )
+
+
+def _set_at(origin: dict[tuple, str], source: _Source, lang: str, setting: str) -> str:
+    """The file that set a language's `setting`: under `languages.<lang>` (or `defaults`), in its `gcp` block
+    unless every target reads it (spot, on_demand_fallback)."""
+    path = (setting,) if setting in LanguageSettingsBase.model_fields else ("gcp", setting)
+    return origin.get(("languages", lang, *path)) or source("defaults", *path)
 
 
 def _check_gpu_driver(lang: str, gpu_driver: str, origin: dict[tuple, str], source: _Source) -> None:
@@ -133,7 +129,7 @@ def _check_gpu_driver(lang: str, gpu_driver: str, origin: dict[tuple, str], sour
             f"languages.{lang}: gpu_driver {gpu_driver!r} is not a form `cos-extensions "
             "install gpu -- -version=` takes: default, latest, an exact version (580.95.05) or a "
             f"branch (R580, cos-gpu-installer >= 2.2.1) ({COS_GPU_DRIVERS})",
-            source=origin.get(("languages", lang, "gpu_driver")) or source("defaults", "gpu_driver"),
+            source=_set_at(origin, source, lang, "gpu_driver"),
             hint="to pin the 580 branch write R580",
         )
     branch = gpu_driver.removeprefix("R").split(".", 1)[0]
@@ -141,6 +137,6 @@ def _check_gpu_driver(lang: str, gpu_driver: str, origin: dict[tuple, str], sour
         raise ConfigError(
             f"languages.{lang}: gpu_driver {gpu_driver} is older than the {IMAGE_MIN_DRIVER} "
             f"the trainer image's CUDA 13 needs ({COS_GPU_DRIVERS}): the run would train on the CPU",
-            source=origin.get(("languages", lang, "gpu_driver")) or source("defaults", "gpu_driver"),
+            source=_set_at(origin, source, lang, "gpu_driver"),
             hint=f"set gpu_driver: latest or R{IMAGE_MIN_DRIVER}",
         )

@@ -51,7 +51,7 @@ def check_drivers(config: EnvConfig) -> list[Check]:
     """The driver each language's VMs get against the image's CUDA 13 (driver >= 580)."""
     checks = []
     for lang, s in config.languages.items():
-        image = s.boot_image or default_boot_image(s.machine_type)
+        image = s.gcp.boot_image or default_boot_image(s.gcp.machine_type)
         name = f"NVIDIA driver ({lang})"
         if not installs_driver_at_boot(image):
             checks.append(
@@ -62,7 +62,7 @@ def check_drivers(config: EnvConfig) -> list[Check]:
                     "the NVIDIA container toolkit (the VM agent fails the run at once otherwise)",
                 )
             )
-        elif s.gpu_driver == "default":
+        elif s.gcp.gpu_driver == "default":
             checks.append(
                 Check(
                     name,
@@ -78,7 +78,7 @@ def check_drivers(config: EnvConfig) -> list[Check]:
                 Check(
                     name,
                     True,
-                    f"cos-extensions installs {s.gpu_driver} (>= {IMAGE_MIN_DRIVER} needed; "
+                    f"cos-extensions installs {s.gcp.gpu_driver} (>= {IMAGE_MIN_DRIVER} needed; "
                     "the VM agent checks it before training)",
                 )
             )

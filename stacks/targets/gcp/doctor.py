@@ -96,9 +96,9 @@ def check_image(config: EnvConfig) -> Check:
 def check_boot_image(config: EnvConfig, lang: str, images=None) -> Check:
     """The language's boot image (family) resolves to a READY image the machine series accepts."""
     s = config.language(lang)
-    image = s.boot_image or default_boot_image(s.machine_type)
-    name = f"boot image ({lang}, {s.machine_type})"
-    problem = boot_image_problem(s.machine_type, image)
+    image = s.gcp.boot_image or default_boot_image(s.gcp.machine_type)
+    name = f"boot image ({lang}, {s.gcp.machine_type})"
+    problem = boot_image_problem(s.gcp.machine_type, image)
     if problem:
         return Check(
             name, False, problem, "leave boot_image unset or pick an image from stacks/targets/gcp/catalogue.yaml"
@@ -205,9 +205,9 @@ def check_org_policies(config: EnvConfig) -> list[Check]:
         lang
         for lang, s in config.languages.items()
         if not (
-            s.secure_boot
-            if s.secure_boot is not None
-            else signed_driver(s.boot_image or default_boot_image(s.machine_type))
+            s.gcp.secure_boot
+            if s.gcp.secure_boot is not None
+            else signed_driver(s.gcp.boot_image or default_boot_image(s.gcp.machine_type))
         )
     ]
     if shielded.get("enforced") and off:

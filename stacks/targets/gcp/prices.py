@@ -150,5 +150,7 @@ class CostEstimate:
 
 
 def estimate(settings: LanguageSettings, region: str | None, book: PriceBook) -> CostEstimate:
-    vm, note = book.vm_per_hour(region, settings.machine_type, settings.gpu.type, settings.gpu.count, settings.spot)
+    vm, note = book.vm_per_hour(
+        region, settings.gcp.machine_type, settings.gcp.gpu.type, settings.gcp.gpu.count, settings.spot
+    )
     return CostEstimate(region, settings.spot, vm, settings.nodes, settings.max_run_hours, note, book.source)

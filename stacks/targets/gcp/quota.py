@@ -250,12 +250,12 @@ def other_needs(compute: "ComputeQuotas", zone: str, settings, quotas) -> dict[s
     """{metric: amount} of the CPU and disk quota the language's VMs need in `zone` (a metric the region does
     not report, or a machine type whose shape is unknown, is left to Compute Engine)."""
     needs = {}
-    shape = compute.machine_shape(zone, settings.machine_type)
+    shape = compute.machine_shape(zone, settings.gcp.machine_type)
     if shape:
-        needs[cpu_metric(settings.machine_type, settings.spot, quotas)] = settings.nodes * shape["vcpus"]
-    disk = DISK_METRICS.get(settings.disk_type)
+        needs[cpu_metric(settings.gcp.machine_type, settings.spot, quotas)] = settings.nodes * shape["vcpus"]
+    disk = DISK_METRICS.get(settings.gcp.disk_type)
     if disk:
-        needs[disk] = settings.nodes * settings.disk_gb
+        needs[disk] = settings.nodes * settings.gcp.disk_gb
     return {metric: amount for metric, amount in needs.items() if metric in quotas}
 
 
@@ -287,8 +287,8 @@ def choose_zone(
         config,
         lang,
         settings,
-        GPU_TYPES[settings.gpu.type],  # known: config validation checked it for target gcp
-        settings.nodes * settings.gpu.count,
+        GPU_TYPES[settings.gcp.gpu.type],  # known: config validation checked it for target gcp
+        settings.nodes * settings.gcp.gpu.count,
         compute or ComputeQuotas(config.gcp.project),
         reserved if reserved is not None else {},
     )
@@ -461,7 +461,7 @@ def _no_zone_fits(request: _Request, rows: list[QuotaRow]) -> QuotaError:
     kind = "Spot, " if settings.spot else ""
     return QuotaError(
         f"no zone fits train-{request.lang}: it needs {request.needed} x {gpu.name} ({kind}{settings.nodes} node(s) x "
-        f"{settings.gpu.count}) and none of {len(rows) - 1} candidate zone(s) has both quota and the GPU",
+        f"{settings.gcp.gpu.count}) and none of {len(rows) - 1} candidate zone(s) has both quota and the GPU",
         rows,
         hint="\n    ".join(asks),
     )

@@ -1,9 +1,12 @@
-"""`gcp:` of an env: the Google Cloud project, region and zones its runs use, and where their images and state
-live. Named by the registry (stacks/config/targets.py), so EnvConfig has it as `config.gcp`."""
+"""`gcp:` of an env (the Google Cloud project, region and zones its runs use, and where their images and state
+live) and of a language (`defaults.gcp`, `languages.<lang>.gcp`: the VM, GPU, disk and image of its runs). Named
+by the registry (stacks/config/targets.py): `config.gcp`, `config.language(lang).gcp`."""
 
 from __future__ import annotations
 
-from pydantic import Field
+from typing import ClassVar
+
+from pydantic import Field, field_validator
 
 from stacks.config.strict import StrictModel
 
@@ -61,3 +64,63 @@ class GcpSettings(StrictModel):
     def image_repository(self) -> str:
         """Where `trainctl image build` pushes: <region>-docker.pkg.dev/<project>/<registry>/trainer."""
         return f"{self.region}-docker.pkg.dev/{self.project}/{self.registry}/trainer"
+
+
+class GpuSettings(StrictModel):
+    # the defaults are the language's: a block that sets one key (gpu: {count: 2}) keeps the other
+    type: str | None = Field("nvidia-l4", description="accelerator type")
+    count: int = Field(1, ge=0, le=16, description="accelerators per VM (0: none)")
+
+
+class GcpLanguageSettings(StrictModel):
+    """the VM, GPU, disk, boot image and container of a language's runs."""
+
+    # what a resumed run may change (stacks.runs.resume_check): the machine, never its accelerators
+    SAFE_ON_RESUME: ClassVar[frozenset[str]] = frozenset(
+        {
+            "machine_type",
+            "disk_gb",
+            "disk_type",
+            "shm_size",
+            "boot_image",
+            "gpu_driver",
+            "secure_boot",
+            "docker_flags",
+            "compact_placement",
+        }
+    )
+
+    machine_type: str = Field("g2-standard-8", description="the VM's machine type")
+    gpu: GpuSettings = GpuSettings()
+    compact_placement: bool = Field(
+        True,
+        description="nodes > 1: a best-effort COLLOCATED placement policy "
+        "for lower latency between nodes; off: nodes go wherever capacity is",
+    )
+    disk_gb: int = Field(100, ge=10, description="boot disk size of each VM")
+    disk_type: str = Field("pd-balanced", description="boot disk type (pd-balanced, pd-ssd, hyperdisk-balanced)")
+    shm_size: str = Field(
+        "16g", pattern=r"^\d+[kmg]?$", description="/dev/shm of the trainer container (data loader workers)"
+    )
+    boot_image: str | None = Field(
+        None,
+        description="VM boot image or image family; default: the machine "
+        "series' image in the GPU catalogue (stacks/targets/gcp/catalogue.yaml)",
+    )
+    gpu_driver: str = Field(
+        "latest",
+        description="NVIDIA driver Container-Optimized OS installs at boot (COS "
+        "images): default, latest, an exact version (580.95.05) or a branch (R580)",
+    )
+    secure_boot: bool | None = Field(
+        None,
+        description="Shielded VM Secure Boot; default: on where the boot image's driver is signed (COS), off otherwise",
+    )
+    docker_flags: list[str] = Field([], description="extra `docker run` flags for the trainer container")
+
+    @field_validator("gpu_driver", mode="before")
+    @classmethod
+    def _driver_as_written(cls, value):
+        # YAML reads `gpu_driver: 580` as a number: keep it as written, for the gcp check to refuse
+        # for what it says (stacks/targets/gcp/config_checks.py)
+        return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from stacks import SOURCE_ROOT
 from stacks.errors import InfraError
 from stacks.naming import FOUNDATION
+from stacks.targets.base import TargetBase
 
 if TYPE_CHECKING:
     from stacks.config import EnvConfig
@@ -27,7 +28,7 @@ def gcp_placement(config: "EnvConfig", lang: str, zone: str | None = None, metri
     from stacks.targets.gcp.placement import GcpPlacement
 
     s = config.language(lang)
-    gpu = GPU_TYPES[s.gpu.type]
+    gpu = GPU_TYPES[s.gcp.gpu.type]
     # GPUs of the family quota have no per-GPU Cloud Quotas quota for the plan's guard to read.
     on_demand, spot = (FAMILY_METRIC, SPOT_FAMILY_METRIC) if gpu.gpu_family else (gpu.metric, gpu.spot_metric)
     return GcpPlacement(
@@ -40,7 +41,7 @@ def gcp_placement(config: "EnvConfig", lang: str, zone: str | None = None, metri
 
 
 @dataclass(frozen=True)
-class GcpTarget:
+class GcpTarget(TargetBase):
     name: str = "gcp"
     status_appear_timeout_s: float = 45 * 60  # Spot capacity, boot, driver, a multi-GB image pull
     poll_s: float = 5.0
@@ -160,10 +161,10 @@ class GcpTarget:
         from stacks.targets.gcp.pricing import price_book
 
         settings = config.language(lang)
-        book = price_book(config, bucket, [settings.machine_type])
+        book = price_book(config, bucket, [settings.gcp.machine_type])
         if book.warning:
             reporter.warn(f"prices from the {book.source}: {book.warning}")
-        reporter.info(estimate(settings, config.gcp.region, book).line(settings.machine_type))
+        reporter.info(estimate(settings, config.gcp.region, book).line(settings.gcp.machine_type))
 
     def waiting_note(self, config, lang, placement) -> str | None:
         from stacks.naming import group_name
@@ -260,10 +261,13 @@ class GcpTarget:
     def run_metadata(self, config, lang, placement, bucket) -> dict:
         from stacks.targets.gcp.gpus import region_of
 
+        vm = config.language(lang).gcp
+        machine = {"machine_type": vm.machine_type, "gpu": {"type": vm.gpu.type, "count": vm.gpu.count}}
         if placement is None:
-            return {}
+            return machine
         region = region_of(placement.zone)
         meta = {
+            **machine,
             "image": placement.image,
             "zone": placement.zone,
             "region": region,
@@ -291,7 +295,7 @@ class GcpTarget:
         from stacks.targets.gcp.pricing import price_book
 
         settings = config.language(lang)
-        return estimate(settings, region, price_book(config, bucket, [settings.machine_type])).as_dict()
+        return estimate(settings, region, price_book(config, bucket, [settings.gcp.machine_type])).as_dict()
 
     def cost_note(self, cost: dict) -> str | None:
         est = "cost unknown" if cost["est_cost"] is None else f"about ${cost['est_cost']:.2f}"
@@ -318,7 +322,7 @@ class GcpTarget:
             bucket = open_bucket(config.bucket)
         except Exception:  # the planner may not open the env bucket: then no cache, the API only
             bucket = None
-        return price_book(config, bucket, [config.language(lang).machine_type for lang in config.languages])
+        return price_book(config, bucket, [config.language(lang).gcp.machine_type for lang in config.languages])
 
 
 GCP = GcpTarget()

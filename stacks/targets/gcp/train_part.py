@@ -26,7 +26,7 @@ from trainer.launchers.vm.spec import VmSpec
 def add_gcp_part(stack, *, config: EnvConfig, lang: str, placement: GcpPlacement) -> str:
     """Adds `stack.vms` (GpuInstanceGroup) and the outputs of where it runs -> the run id as applied."""
     s = config.language(lang)
-    boot_image = s.boot_image or default_boot_image(s.machine_type)
+    boot_image = s.gcp.boot_image or default_boot_image(s.gcp.machine_type)
     region = placement.zone.rsplit("-", 1)[0]
     name = group_name(config.env, lang)
     if config.gcp.simulated is None:
@@ -42,8 +42,8 @@ def add_gcp_part(stack, *, config: EnvConfig, lang: str, placement: GcpPlacement
         project=config.gcp.project,
         region=region,
         metrics=placement.quota_metrics,
-        needed=s.nodes * s.gpu.count,
-        gpu_family=GPU_TYPES[s.gpu.type].gpu_family,
+        needed=s.nodes * s.gcp.gpu.count,
+        gpu_family=GPU_TYPES[s.gcp.gpu.type].gpu_family,
     )
     stack.vms = GpuInstanceGroup(
         stack,
@@ -51,15 +51,15 @@ def add_gcp_part(stack, *, config: EnvConfig, lang: str, placement: GcpPlacement
         project=config.gcp.project,
         name=name,
         zone=placement.zone,
-        machine_type=s.machine_type,
-        gpu_type=s.gpu.type,
-        gpu_count=s.gpu.count,
+        machine_type=s.gcp.machine_type,
+        gpu_type=s.gcp.gpu.type,
+        gpu_count=s.gcp.gpu.count,
         nodes=s.nodes,
         spot=s.spot,
         boot_image=boot_image,
-        secure_boot=signed_driver(boot_image) if s.secure_boot is None else s.secure_boot,
-        disk_gb=s.disk_gb,
-        disk_type=s.disk_type,
+        secure_boot=signed_driver(boot_image) if s.gcp.secure_boot is None else s.gcp.secure_boot,
+        disk_gb=s.gcp.disk_gb,
+        disk_type=s.gcp.disk_type,
         service_account=sa_email(TRAINER_SA, config.gcp.project),
         network=config.gcp.network,
         subnetwork=config.gcp.subnetwork,
@@ -67,8 +67,8 @@ def add_gcp_part(stack, *, config: EnvConfig, lang: str, placement: GcpPlacement
         labels={"app": "trainstack", "env": config.env, "lang": lang, "run": run_id},
         metadata=_vm_metadata(config, lang, placement, run_id=run_id, boot_image=boot_image),
         preconditions=[guard.precondition],
-        compact_placement=s.compact_placement,
-        nic_type=required_nic_type(s.machine_type),
+        compact_placement=s.gcp.compact_placement,
+        nic_type=required_nic_type(s.gcp.machine_type),
     )
     outputs = {
         "zone": placement.zone,
@@ -117,7 +117,7 @@ def _vm_metadata(config: EnvConfig, lang: str, placement: GcpPlacement, *, run_i
             bucket=config.bucket,
             args=trainer_args(config, lang),
             nodes=s.nodes,
-            gpus_per_node=s.gpu.count,
+            gpus_per_node=s.gcp.gpu.count,
             max_run_hours=s.max_run_hours,
             project=config.gcp.project,
             zone=placement.zone,
@@ -125,9 +125,9 @@ def _vm_metadata(config: EnvConfig, lang: str, placement: GcpPlacement, *, run_i
             base_name=name,
             max_restarts=s.max_restarts,
             image=placement.image,
-            shm_size=s.shm_size,
-            docker_flags=tuple(s.docker_flags),
-            gpu_driver=s.gpu_driver if installs_driver_at_boot(boot_image) else None,
+            shm_size=s.gcp.shm_size,
+            docker_flags=tuple(s.gcp.docker_flags),
+            gpu_driver=s.gcp.gpu_driver if installs_driver_at_boot(boot_image) else None,
             kept_bucket=config.gcp.kept_bucket,
         ).to_metadata(),
     }

@@ -9,9 +9,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from stacks.targets.base import TargetBase
+
 
 @dataclass(frozen=True)
-class LocalTarget:
+class LocalTarget(TargetBase):
     name: str = "local"
     status_appear_timeout_s: float = 180
     poll_s: float = 1.0
@@ -28,19 +30,8 @@ class LocalTarget:
             "base LM (trainctl lm list)"
         )
 
-    def check_config(self, config, origin) -> None:
-        return None  # the schema's checks are all a local env needs
-
     def runs_outlive_command(self, config) -> bool:
         return True  # the trainer's supervisor runs in a session of its own
-
-    def start_session(self, config, project) -> None:
-        return None  # the bucket is a folder, the trainer a local process: nothing to start
-
-    def stack_runner(self, config, workdir, stack, echo=None):
-        from stacks.terraform import Terraform
-
-        return Terraform(workdir, stack, echo=echo)
 
     def training_part(self, config, project, lang, *, python, placement):
         from functools import partial
@@ -50,7 +41,7 @@ class LocalTarget:
         from stacks.targets.local.train_part import add_local_part
 
         name = stack_name(lang)
-        market = config.spot_market if config.language(lang).spot else None  # on demand: always capacity
+        market = config.local.spot_market if config.language(lang).spot else None  # on demand: always capacity
         zone = placement.zone if placement is not None else next(iter(market.zones)) if market else None
         host = LocalHost(
             python=python,
@@ -63,17 +54,13 @@ class LocalTarget:
         )
         return partial(add_local_part, config=config, lang=lang, host=host)
 
-    def before_training(self, app, config, name):
-        raise ValueError(f"the local target has no stack {name!r}")
-
-    def left_out_of_app(self, config) -> dict[str, str]:
-        return {}
-
-    def register_commands(self, app, kit) -> None:
-        return None  # every local command is one every target has
-
     def preflight_together(self, config, langs, reporter) -> dict:
         return {}  # the core ledger (trainer.launchers.local.cores) queues local runs that would not fit
+
+    def side_by_side_sets(self, config, runs: int) -> list[str]:
+        from trainer.launchers.local.cores import share
+
+        return [f"defaults.local.cores={share(runs)}"]
 
     def preflight(self, config, lang, reporter, decided=None):
         """Without a simulated Spot market nothing to place; with one, its first zone."""
@@ -83,9 +70,9 @@ class LocalTarget:
         """The simulated market's zones in order ([None]: no market, one machine)."""
         from stacks.targets.local.host import LocalPlacement
 
-        if config.spot_market is None or not config.language(lang).spot:
+        if config.local.spot_market is None or not config.language(lang).spot:
             return [None]
-        return [LocalPlacement(zone) for zone in config.spot_market.zones]
+        return [LocalPlacement(zone) for zone in config.local.spot_market.zones]
 
     def describe_placement(self, placement) -> str:
         return f"zone {placement.zone} (simulated)" if placement is not None else "this machine"
@@ -96,15 +83,15 @@ class LocalTarget:
         from trainer.runfiles.keys import PLACEMENTS_META, run_key
         from trainer.runfiles.readers import read_json
 
-        if config.spot_market is None or not config.language(lang).spot:
+        if config.local.spot_market is None or not config.language(lang).spot:
             return None
         journal = read_json(bucket, run_key(lang, run_id, PLACEMENTS_META)) or {}
         placed = [p.get("zone") for p in journal.get("placements", [])]
-        return LocalPlacement(placed[-1]) if placed and placed[-1] in config.spot_market.zones else None
+        return LocalPlacement(placed[-1]) if placed and placed[-1] in config.local.spot_market.zones else None
 
     def capacity_retry_s(self, config) -> tuple[float, float]:
         """Backoff between passes over every zone: as on gcp, in market seconds."""
-        speedup = config.spot_market.speedup if config.spot_market else 1.0
+        speedup = config.local.spot_market.speedup if config.local.spot_market else 1.0
         return 60 / speedup, 300 / speedup
 
     def vm_running(self, project, config, lang, run_id, placement) -> bool | None:
@@ -118,21 +105,15 @@ class LocalTarget:
             return False
         return vm == "running" and supervisor.is_running(state_dir)
 
-    def estimate(self, config, lang, bucket, reporter) -> None:
-        return None
-
-    def require_artifacts(self, config) -> None:
-        return None  # the local trainer runs from this checkout
-
     def creation_errors(self, config, lang, reporter, *, placement=None, bucket=None, run_id=None, project=None):
         """With a simulated Spot market: the new tries of the run's launcher that found its zone dry."""
-        if config.spot_market is None or not config.language(lang).spot or project is None or run_id is None:
+        if config.local.spot_market is None or not config.language(lang).spot or project is None or run_id is None:
             return None  # one machine: the supervisor's own status and exit code tell
         from trainer.launchers.local.market import MarketRecord
         from trainer.runfiles.timestamps import now_iso
 
         record = MarketRecord(project.procs_dir(config.env) / run_id)
-        zone = placement.zone if placement is not None else next(iter(config.spot_market.zones))
+        zone = placement.zone if placement is not None else next(iter(config.local.spot_market.zones))
         since, seen = now_iso(), [0]
 
         def new() -> list[SimulatedError]:
@@ -145,12 +126,6 @@ class LocalTarget:
             ]
 
         return new
-
-    def run_metadata(self, config, lang, placement, bucket) -> dict:
-        return {}
-
-    def waiting_note(self, config, lang, placement) -> str | None:
-        return None
 
     def launcher_alive(self, project, env, run_id):
         from trainer.launchers.local import supervisor
@@ -180,18 +155,9 @@ class LocalTarget:
             "prices_source": None,
         }
 
-    def cost_note(self, cost: dict) -> str | None:
-        return None
-
-    def prices_for_plan(self, config):
-        return None
-
     def plan_line(self, plan):
         if plan.stack.startswith("train-") and plan.changes and all(c.type == "terraform_data" for c in plan.changes):
             return "runs as a local process on this machine (target local): no cloud cost"
-        return None
-
-    def quote_plan(self, plan, book):
         return None
 
 

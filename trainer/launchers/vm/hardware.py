@@ -71,7 +71,7 @@ def problem(hardware: Hardware, expected_gpus: int, min_driver: int = MIN_DRIVER
     """One line naming what was found and the setting to change, or None when the node can train."""
     major = _major(hardware.driver)
     fix_driver = (
-        f"set defaults.gpu_driver to latest, R{min_driver} or a {min_driver}.x version (cos-extensions), "
+        f"set defaults.gcp.gpu_driver to latest, R{min_driver} or a {min_driver}.x version (cos-extensions), "
         "or boot a newer image (boot_image: the cos-stable family)"
     )
     if major is not None and major < min_driver:
