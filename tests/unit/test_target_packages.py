@@ -6,6 +6,7 @@ google provider package and no name in the code says gcp or google (the registry
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -29,11 +30,17 @@ ALLOWED = {
 MODULE_IN_TEXT = re.compile(r"\b(?:stacks|trainer)(?:\.\w+)+")
 
 
+@functools.cache
+def parsed(path: Path) -> ast.AST:
+    """A module's tree, parsed once for all the scans of this file (read, never changed)."""
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
 def _outside_the_gcp_package():
     for path in sorted((REPO / "stacks").rglob("*.py")):
         rel = path.relative_to(REPO).as_posix()
         if not rel.startswith("stacks/targets/gcp/") and rel != REGISTRY:
-            yield rel, ast.parse(path.read_text(encoding="utf-8"))
+            yield rel, parsed(path)
 
 
 def google_imports(tree: ast.AST) -> list[tuple[int, str]]:
@@ -102,10 +109,12 @@ def owner_of(module: str, owners: dict[str, str]) -> str | None:
 def uses_of_other_targets(module: str, tree: ast.AST, owners: dict[str, str]) -> list[tuple[int, str]]:
     """(line, name) of every import at any depth (TYPE_CHECKING ones too: still a dependency on the package) and
     every module path in a string of code (docstrings left out) of a target package that is not `module`'s."""
-    docstrings = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)}
     here = owner_of(module, owners)
-    found = []
-    for node in ast.walk(tree):
+    found, docstrings = [], set()
+    for node in ast.walk(tree):  # a statement before what it holds
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            docstrings.add(id(node.value))
+            continue
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
@@ -141,7 +150,7 @@ def cross_target_uses() -> dict[tuple[str, str], str]:
     for module, path in modules.items():
         if path.relative_to(REPO).as_posix() == REGISTRY:
             continue
-        for line, name in uses_of_other_targets(module, ast.parse(path.read_text(encoding="utf-8")), owners):
+        for line, name in uses_of_other_targets(module, parsed(path), owners):
             found.setdefault((module, resolve(name)), f"{path.relative_to(REPO)}:{line}: {name}")
     return found
 
