@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ("stacks", "trainer")
 
@@ -64,8 +66,14 @@ def circles(graph: dict[str, set[str]]) -> list[set[str]]:
     return [set(g) for g in groups]
 
 
-def test_no_module_imports_what_imports_it():
-    found = circles(import_graph())
+@pytest.fixture(scope="module")
+def real_graph() -> dict[str, set[str]]:
+    """The tree's import graph, parsed once for the tests of this module (read, never changed)."""
+    return import_graph()
+
+
+def test_no_module_imports_what_imports_it(real_graph):
+    found = circles(real_graph)
     assert not found, "import circles: " + "; ".join(" <-> ".join(sorted(group)) for group in found)
 
 
@@ -116,28 +124,54 @@ def layer_breaks(graph: dict[str, set[str]], order: list[set[str]]) -> list[str]
     return found
 
 
-def test_packages_import_only_down_the_written_layer_order():
+def test_packages_import_only_down_the_written_layer_order(real_graph):
     order = layers()
     assert len(order) >= 15 and {"stacks.cli", "trainer.stages", "trainer.runtime"} <= set().union(*order)
-    found = layer_breaks(import_graph(), order)
+    found = layer_breaks(real_graph, order)
     assert not found, "\n".join(found)
 
 
-def test_the_layer_check_fails_on_a_loop_added_inside_a_function(tmp_path):
-    """A copy of the real tree, plus one function-level import that closes a loop (storage -> stages)."""
-    import shutil
+def write_tree(root: Path, files: dict[str, str]) -> Path:
+    """A tree of PACKAGES from {relative path: source}, every folder a package."""
+    for rel, source in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(source)
+        for folder in path.relative_to(root).parents:
+            if folder.parts and not (root / folder / "__init__.py").exists():
+                (root / folder / "__init__.py").write_text('"""x"""\n')
+    return root
 
-    for pkg in PACKAGES:
-        shutil.copytree(REPO / pkg, tmp_path / pkg, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    assert not layer_breaks(import_graph(tmp_path), layers())  # the copy is as clean as the tree
-    policy = tmp_path / "trainer" / "storage" / "policy.py"
+
+def test_the_layer_check_fails_on_a_loop_added_inside_a_function(tmp_path):
+    """A tiny tree under the written layers: a stage that uses storage is clean; storage importing a stage inside
+    a function (a loop Python only meets at run time) is caught, and so is a package no layer places."""
+    tree = write_tree(
+        tmp_path,
+        {
+            "trainer/stages/upload.py": "from trainer.storage.policy import retry\n",
+            "trainer/storage/policy.py": "import json\n\n\ndef retry():\n    pass\n",
+            "stacks/cli/main.py": "from trainer.storage import policy\n",
+        },
+    )
+    assert not layer_breaks(import_graph(tree), layers())
+    policy = tree / "trainer" / "storage" / "policy.py"
     policy.write_text(policy.read_text() + "\n\ndef _late():\n    from trainer.stages import upload\n")
-    assert layer_breaks(import_graph(tmp_path), layers()) == [
+    assert layer_breaks(import_graph(tree), layers()) == [
         "trainer.storage.policy imports trainer.stages.upload: trainer.storage is not above trainer.stages"
     ]
-    (tmp_path / "trainer" / "newpkg").mkdir()
-    (tmp_path / "trainer" / "newpkg" / "__init__.py").write_text('"""x"""\n')
-    assert "trainer.newpkg is in no layer of docs/design.md" in layer_breaks(import_graph(tmp_path), layers())
+    write_tree(tree, {"trainer/newpkg/thing.py": ""})
+    assert "trainer.newpkg is in no layer of docs/design.md" in layer_breaks(import_graph(tree), layers())
+
+
+def test_the_layer_check_reads_the_real_graph(real_graph):
+    """The real tree's graph, one upward edge added: the check names it (the clean result above is not vacuous)."""
+    assert "trainer.stages.upload" in real_graph and "trainer.storage.policy" in real_graph
+    graph = {module: set(targets) for module, targets in real_graph.items()}
+    graph["trainer.storage.policy"].add("trainer.stages.upload")
+    assert layer_breaks(graph, layers()) == [
+        "trainer.storage.policy imports trainer.stages.upload: trainer.storage is not above trainer.stages"
+    ]
 
 
 def test_a_module_over_400_lines_says_why_in_its_docstring():
