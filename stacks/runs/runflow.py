@@ -131,9 +131,10 @@ def run_language(
 
 
 def placement_record(placement, spot: bool) -> dict:
-    """What metadata/placements.json says of a placement."""
-    zone = getattr(placement, "zone", None)
-    return {"zone": zone, **({"region": zone.rsplit("-", 1)[0]} if zone and zone.count("-") >= 2 else {}), "spot": spot}
+    """What metadata/placements.json says of a placement: its zone, and its region where the target's placement
+    has one (a zone's name alone does not say it on every cloud)."""
+    zone, region = getattr(placement, "zone", None), getattr(placement, "region", None)
+    return {"zone": zone, **({"region": region} if region else {}), "spot": spot}
 
 
 def follow_moving(

@@ -182,7 +182,9 @@ def load_env(envs_dir: "Path", env: str, overrides: list[str] | None = None) -> 
     """An env's config as a project loads it: validated by its model, then by its target (what only the
     target knows is wrong: a gcp zone outside its region, a machine without the GPU asked for)."""
     from stacks.config.loader import load_config_and_origin
+    from stacks.config.targets import export_bucket_openers
 
+    export_bucket_openers()
     config, origin = load_config_and_origin(envs_dir, env, overrides)
     target_of(config).check_config(config, origin)
     return config

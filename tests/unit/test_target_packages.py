@@ -16,13 +16,8 @@ REPO = Path(__file__).resolve().parents[2]
 REGISTRY = "stacks/config/targets.py"
 GOOGLE = re.compile(r"gcp|google", re.IGNORECASE)
 
-# The launcher each target starts its trainer with. The registry line does not name it yet; when it does, this map
-# goes and target_packages reads the line.
-LAUNCHERS = {"local": "trainer.launchers.local", "gcp": "trainer.launchers.vm"}
-
 # (module, the other target's module it uses): why, today. Each line goes when its import does (a test says so).
 ALLOWED = {
-    ("stacks.runs.orchestrate", "trainer.launchers.local.cores"): "the lifecycle shares cores among local runs",
     ("stacks.targets.gcp.sim.cloud", "trainer.launchers.local.market"): "the simulated cloud's Spot market is local's",
     ("stacks.targets.gcp.sim.refusals", "trainer.launchers.local.market"): "the simulated cloud refuses as local's",
 }
@@ -97,8 +92,8 @@ def target_packages() -> dict[str, str]:
     owners = {}
     for name, entry in TARGETS.items():
         owners[entry.code.split(":")[0].rsplit(".", 1)[0]] = name
-        if name in LAUNCHERS:
-            owners[LAUNCHERS[name]] = name
+        if entry.launcher:
+            owners[entry.launcher] = name
     return owners
 
 
@@ -157,7 +152,7 @@ def cross_target_uses() -> dict[tuple[str, str], str]:
 
 def test_every_target_and_launcher_package_is_one_targets():
     owners = target_packages()
-    assert set(owners.values()) == set(TARGETS) and set(LAUNCHERS) <= set(TARGETS)
+    assert set(owners.values()) == set(TARGETS)
     for package in owners:
         assert (REPO / package.replace(".", "/") / "__init__.py").is_file(), package
     launchers = {f"trainer.launchers.{p.parent.name}" for p in (REPO / "trainer" / "launchers").glob("*/__init__.py")}

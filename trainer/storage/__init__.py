@@ -12,6 +12,8 @@ may succeed.
 
 from __future__ import annotations
 
+import os
+from importlib import import_module
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -32,8 +34,24 @@ __all__ = [
 ]
 
 
+# Schemes of targets outside this package: "scheme=package.module:function,..." (the operator's registry,
+# stacks/config/targets.py, sets it for itself and every process it starts: Terraform, launchers, trainers).
+OPENERS_ENV = "TRAINSTACK_BUCKET_OPENERS"
+
+
+def opener_of(scheme: str):
+    """The function opening `scheme://` URIs that OPENERS_ENV names, or None."""
+    for entry in filter(None, os.environ.get(OPENERS_ENV, "").split(",")):
+        name, _, code = entry.partition("=")
+        if name.strip() == scheme:
+            module, _, attribute = code.strip().partition(":")
+            return getattr(import_module(module), attribute)
+    return None
+
+
 def open_bucket(uri: str, *, base_dir: Path | None = None) -> Bucket:
-    """`file:///abs`, `file://relative` (against base_dir or cwd) or `gs://name[/prefix]`."""
+    """`file:///abs`, `file://relative` (against base_dir or cwd), `gs://name[/prefix]`, or a scheme OPENERS_ENV
+    names (its function is called with the URI and base_dir)."""
     parsed = urlparse(uri)
     if parsed.scheme == "file":
         raw = uri[len("file://") :]
@@ -45,4 +63,7 @@ def open_bucket(uri: str, *, base_dir: Path | None = None) -> Bucket:
         if not parsed.netloc:
             raise StorageError("gs:// URI without a bucket name", uri)
         return GcsBucket(parsed.netloc, parsed.path)
+    opener = opener_of(parsed.scheme)
+    if opener is not None:
+        return opener(uri, base_dir=base_dir)
     raise StorageError("unsupported bucket scheme (use file:// or gs://)", uri)

@@ -14,3 +14,9 @@ class GcpPlacement:
     quota_metrics: list[str]  # the preflight's governing metric, or the candidates when none was decided
     startup_script: str
     shutdown_script: str
+
+    @property
+    def region(self) -> str:
+        from stacks.targets.gcp.gpus import region_of
+
+        return region_of(self.zone)

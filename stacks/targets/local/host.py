@@ -15,7 +15,7 @@ class LocalHost:
     procs_dir: Path
     state_file: Path
     cores_dir: Path
-    zone: str | None = None  # a zone of the simulated Spot market (spot_market), or None: no market
+    zone: str | None = None  # a zone of the simulated Spot market (local.spot_market), or None: no market
     market: str | None = None  # the market as the launcher reads it (SpotMarketSettings.to_json)
 
 
