@@ -12,6 +12,7 @@ from pathlib import Path
 
 from stacks.cdk import App, TerraformStack
 from stacks.config import EnvConfig
+from stacks.config.trainer_command import run_spec
 from stacks.constructs.train_stack import TrainStack
 from stacks.naming import stack_name
 from stacks.project import Project
@@ -43,7 +44,8 @@ def build(
         name = stack_name(lang)
         if only is not None and name not in only:
             continue
-        part = target.training_part(config, project, lang, python=python, placement=(placements or {}).get(lang))
+        spec = run_spec(config, lang)
+        part = target.training_part(spec, config, project, python=python, placement=(placements or {}).get(lang))
         stacks[name] = TrainStack(app, name, config=config, lang=lang, part=part)
     return stacks
 

@@ -1,9 +1,25 @@
-"""A language's `python -m trainer` command line, from the env's config: what the train stack starts on every
-target, and what benchmarks start bare (no CDK needed to build it)."""
+"""A language's run as every target's launcher reads it (RunSpec) and its `python -m trainer` command line, from the
+env's config: what the train stack starts on every target, and what benchmarks start bare (no CDK needed)."""
 
 from __future__ import annotations
 
 from stacks.config.models import EnvConfig
+from trainer.launchers.run_spec import RunSpec
+
+
+def run_spec(config: EnvConfig, lang: str) -> RunSpec:
+    """The language's run from the settings every target shares (its run id: RunSpec.for_run, at synth)."""
+    s = config.language(lang)
+    return RunSpec(
+        env=config.env,
+        lang=lang,
+        bucket=config.bucket,
+        trainer_args=tuple(trainer_args(config, lang)),
+        nodes=s.nodes,
+        spot=s.spot,
+        max_run_hours=s.max_run_hours,
+        max_restarts=s.max_restarts,
+    )
 
 
 def trainer_args(config: EnvConfig, lang: str) -> list[str]:

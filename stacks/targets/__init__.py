@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from stacks.config.models import EnvConfig
     from stacks.constructs.train_stack import TrainStack
     from stacks.targets.checks import Check
+    from trainer.launchers.run_spec import RunSpec
     from trainer.storage import Bucket
 
 
@@ -21,10 +22,11 @@ class TargetPlan(Protocol):
     and what a saved plan says and costs."""
 
     def training_part(
-        self, config: "EnvConfig", project, lang: str, *, python: str, placement
+        self, spec: "RunSpec", config: "EnvConfig", project, *, python: str, placement
     ) -> Callable[["TrainStack"], str]:
-        """This target's part of `train-<lang>` (stacks.constructs.train_stack): a function that adds the backend and
-        the resources running the trainer to the stack and returns the run id as the apply fixes it."""
+        """This target's part of `train-<lang>` (stacks.constructs.train_stack) for the run `spec` (what every
+        target's launcher reads; its own settings are the config's): a function that adds the backend and the
+        resources running the trainer to the stack and returns the run id as the apply fixes it."""
 
     def before_training(self, app, config: "EnvConfig", name: str) -> "TerraformStack":
         """The stack `name` of `stacks_before_training`, added to `app`."""

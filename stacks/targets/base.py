@@ -13,8 +13,8 @@ class TargetBase:
     runs_side_by_side: bool = True
 
     # plan
-    def training_part(self, config, project, lang, *, python, placement):
-        raise NotImplementedError(f"target {self.name} adds no training part to train-{lang}")
+    def training_part(self, spec, config, project, *, python, placement):
+        raise NotImplementedError(f"target {self.name} adds no training part to train-{spec.lang}")
 
     def before_training(self, app, config, name):
         raise ValueError(f"target {self.name} has no stack {name!r}")

@@ -44,7 +44,7 @@ def test_local_stack_is_terraform_data_with_both_provisioners(synthesized):
     create, destroy = (p["local-exec"] for p in res["provisioner"])
     assert "trainer.launchers.local.supervisor start" in create["command"] and "--lang fr" in create["command"]
     assert "--cores 0 --cores-dir" in create["command"]  # pinned to cores the project's local runs share
-    assert "--run-id ${self.output.run_id}" in create["command"]
+    assert "--run-id '${self.output.run_id}'" in create["command"]
     assert destroy["when"] == "destroy" and "trainer.launchers.local.supervisor stop" in destroy["command"]
     assert res["triggers_replace"] == {"run_id": "${var.run_id}"}
     assert doc["terraform"]["backend"]["local"]["path"] == str(root / ".trainstack/local/state/train-fr.tfstate")

@@ -103,12 +103,12 @@ class GcpTarget(TargetBase):
 
         return SimulatedStack(workdir, stack)
 
-    def training_part(self, config, project, lang, *, python, placement):
+    def training_part(self, spec, config, project, *, python, placement):
         from functools import partial
 
         from stacks.targets.gcp.train_part import add_gcp_part
 
-        return partial(add_gcp_part, config=config, lang=lang, placement=placement or gcp_placement(config, lang))
+        return partial(add_gcp_part, spec=spec, config=config, placement=placement or gcp_placement(config, spec.lang))
 
     def before_training(self, app, config, name):
         from stacks.targets.gcp.constructs.foundation_stack import FoundationStack

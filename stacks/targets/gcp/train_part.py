@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from stacks.cdk import GcsBackend, LocalBackend, TerraformOutput
 from stacks.config import EnvConfig
-from stacks.config.trainer_command import trainer_args
 from stacks.constructs.run_identity import RunIdentity
 from stacks.naming import TRAINER_SA, group_name, node_tag, sa_email, state_prefix
 from stacks.targets.gcp.cdk_google import GoogleProvider
@@ -20,14 +19,15 @@ from stacks.targets.gcp.gpus import (
     signed_driver,
 )
 from stacks.targets.gcp.placement import GcpPlacement
+from trainer.launchers.run_spec import RunSpec
 from trainer.launchers.vm.spec import VmSpec
 
 
-def add_gcp_part(stack, *, config: EnvConfig, lang: str, placement: GcpPlacement) -> str:
+def add_gcp_part(stack, *, spec: RunSpec, config: EnvConfig, placement: GcpPlacement) -> str:
     """Adds `stack.vms` (GpuInstanceGroup) and the outputs of where it runs -> the run id as applied."""
-    s = config.language(lang)
-    boot_image = s.gcp.boot_image or default_boot_image(s.gcp.machine_type)
-    region = placement.zone.rsplit("-", 1)[0]
+    lang, vm = spec.lang, config.language(spec.lang).gcp
+    boot_image = vm.boot_image or default_boot_image(vm.machine_type)
+    region = placement.region
     name = group_name(config.env, lang)
     if config.gcp.simulated is None:
         GoogleProvider(stack, "google", **provider_settings(config, region))
@@ -36,14 +36,15 @@ def add_gcp_part(stack, *, config: EnvConfig, lang: str, placement: GcpPlacement
         GoogleProvider(stack, "google", **provider_settings(config, region), **simulated_provider())
         LocalBackend(stack, path="simulated.tfstate")
     run_id = RunIdentity(stack, "run", run_id=stack.run_id_expression, replace_on=stack.run_id_var.string_value).run_id
+    spec = spec.for_run(run_id)
     guard = QuotaGuard(
         stack,
         "quota",
         project=config.gcp.project,
         region=region,
         metrics=placement.quota_metrics,
-        needed=s.nodes * s.gcp.gpu.count,
-        gpu_family=GPU_TYPES[s.gcp.gpu.type].gpu_family,
+        needed=spec.nodes * vm.gpu.count,
+        gpu_family=GPU_TYPES[vm.gpu.type].gpu_family,
     )
     stack.vms = GpuInstanceGroup(
         stack,
@@ -51,24 +52,24 @@ def add_gcp_part(stack, *, config: EnvConfig, lang: str, placement: GcpPlacement
         project=config.gcp.project,
         name=name,
         zone=placement.zone,
-        machine_type=s.gcp.machine_type,
-        gpu_type=s.gcp.gpu.type,
-        gpu_count=s.gcp.gpu.count,
-        nodes=s.nodes,
-        spot=s.spot,
+        machine_type=vm.machine_type,
+        gpu_type=vm.gpu.type,
+        gpu_count=vm.gpu.count,
+        nodes=spec.nodes,
+        spot=spec.spot,
         boot_image=boot_image,
-        secure_boot=signed_driver(boot_image) if s.gcp.secure_boot is None else s.gcp.secure_boot,
-        disk_gb=s.gcp.disk_gb,
-        disk_type=s.gcp.disk_type,
+        secure_boot=signed_driver(boot_image) if vm.secure_boot is None else vm.secure_boot,
+        disk_gb=vm.disk_gb,
+        disk_type=vm.disk_type,
         service_account=sa_email(TRAINER_SA, config.gcp.project),
         network=config.gcp.network,
         subnetwork=config.gcp.subnetwork,
         network_tags=[node_tag(config.env)],
         labels={"app": "trainstack", "env": config.env, "lang": lang, "run": run_id},
-        metadata=_vm_metadata(config, lang, placement, run_id=run_id, boot_image=boot_image),
+        metadata=_vm_metadata(spec, config, placement, boot_image=boot_image),
         preconditions=[guard.precondition],
-        compact_placement=s.gcp.compact_placement,
-        nic_type=required_nic_type(s.gcp.machine_type),
+        compact_placement=vm.compact_placement,
+        nic_type=required_nic_type(vm.machine_type),
     )
     outputs = {
         "zone": placement.zone,
@@ -95,9 +96,9 @@ def simulated_provider() -> dict:
     }
 
 
-def _vm_metadata(config: EnvConfig, lang: str, placement: GcpPlacement, *, run_id: str, boot_image: str) -> dict:
-    s = config.language(lang)
-    name = group_name(config.env, lang)
+def _vm_metadata(spec: RunSpec, config: EnvConfig, placement: GcpPlacement, *, boot_image: str) -> dict:
+    vm = config.language(spec.lang).gcp
+    name = group_name(config.env, spec.lang)
     return {
         "startup-script": terraform_literal(placement.startup_script),
         "shutdown-script": terraform_literal(placement.shutdown_script),
@@ -110,24 +111,17 @@ def _vm_metadata(config: EnvConfig, lang: str, placement: GcpPlacement, *, run_i
         # Deep Learning VM images install (or verify) the NVIDIA driver at first boot only when asked;
         # on Container-Optimized OS the start-up script installs this version (cos-extensions).
         "install-nvidia-driver": "True",
-        **VmSpec(
-            run_id=run_id,
-            lang=lang,
-            env=config.env,
-            bucket=config.bucket,
-            args=trainer_args(config, lang),
-            nodes=s.nodes,
-            gpus_per_node=s.gcp.gpu.count,
-            max_run_hours=s.max_run_hours,
+        **VmSpec.of(
+            spec,
+            gpus_per_node=vm.gpu.count,
             project=config.gcp.project,
             zone=placement.zone,
             mig=name,
             base_name=name,
-            max_restarts=s.max_restarts,
             image=placement.image,
-            shm_size=s.gcp.shm_size,
-            docker_flags=tuple(s.gcp.docker_flags),
-            gpu_driver=s.gcp.gpu_driver if installs_driver_at_boot(boot_image) else None,
+            shm_size=vm.shm_size,
+            docker_flags=tuple(vm.docker_flags),
+            gpu_driver=vm.gpu_driver if installs_driver_at_boot(boot_image) else None,
             kept_bucket=config.gcp.kept_bucket,
         ).to_metadata(),
     }

@@ -8,12 +8,17 @@ still running. No provider download, so it plans and applies offline.
 from __future__ import annotations
 
 import shlex
-from pathlib import Path
 
 from constructs import Construct
 
 from stacks.cdk import LocalExecProvisioner
 from stacks.constructs.run_identity import RunIdentity
+from stacks.targets.local.host import LocalHost
+from trainer.launchers.local.launch import MODULE, LocalLaunch
+from trainer.launchers.run_spec import RunSpec
+
+# Destroy-time provisioners may only reference `self`: the run id is the record's output.
+RUN_ID = "${self.output.run_id}"
 
 
 class LocalTrainer(Construct):
@@ -24,53 +29,33 @@ class LocalTrainer(Construct):
         scope: Construct,
         id: str,
         *,
+        spec: RunSpec,
         run_id: str,
         replace_on: str,
-        python: str,
-        workdir: Path,
-        procs_dir: Path,
-        max_run_hours: float,
-        trainer_args: list[str],
+        host: LocalHost,
         processes: int = 1,
-        max_restarts: int = 3,
         cores: int = 0,
-        cores_dir: Path | None = None,
-        zone: str | None = None,
-        market: str | None = None,
     ) -> None:
         super().__init__(scope, id)
-        supervisor = [python, "-m", "trainer.launchers.local.supervisor"]
-        # Destroy-time provisioners may only reference `self`: the run id is its output.
-        state_dir = f"{shlex.quote(str(procs_dir))}/${{self.output.run_id}}"
-        start = " ".join(
-            [
-                *map(shlex.quote, supervisor),
-                "start",
-                "--state-dir",
-                state_dir,
-                "--max-run-hours",
-                str(max_run_hours),
-                "--processes",
-                str(processes),
-                "--max-restarts",
-                str(max_restarts),
-                *(["--cores", str(cores), "--cores-dir", shlex.quote(str(cores_dir))] if cores_dir else []),
-                *(["--zone", shlex.quote(zone), "--market", shlex.quote(market)] if market and zone else []),
-                "--",
-                *map(shlex.quote, trainer_args),
-                "--run-id",
-                "${self.output.run_id}",
-            ]
+        launch = LocalLaunch.of(
+            spec.for_run(RUN_ID),
+            f"{host.procs_dir}/{RUN_ID}",
+            processes=processes,
+            cores=cores,
+            cores_dir=str(host.cores_dir),
+            zone=host.zone,
+            market=host.market,
         )
-        stop = " ".join([*map(shlex.quote, supervisor), "stop", "--state-dir", state_dir])
+        supervisor = [host.python, "-m", MODULE]
+        start, stop = (" ".join(map(shlex.quote, [*supervisor, *launch.argv(a)])) for a in ("start", "stop"))
         identity = RunIdentity(
             self,
             "process",
             run_id=run_id,
             replace_on=replace_on,
             provisioners=[
-                LocalExecProvisioner(type="local-exec", command=start, working_dir=str(workdir)),
-                LocalExecProvisioner(type="local-exec", command=stop, working_dir=str(workdir), when="destroy"),
+                LocalExecProvisioner(type="local-exec", command=start, working_dir=str(host.workdir)),
+                LocalExecProvisioner(type="local-exec", command=stop, working_dir=str(host.workdir), when="destroy"),
             ],
         )
         self.process, self.run_id = identity.record, identity.run_id

@@ -33,15 +33,15 @@ class LocalTarget(TargetBase):
     def runs_outlive_command(self, config) -> bool:
         return True  # the trainer's supervisor runs in a session of its own
 
-    def training_part(self, config, project, lang, *, python, placement):
+    def training_part(self, spec, config, project, *, python, placement):
         from functools import partial
 
         from stacks.naming import stack_name
         from stacks.targets.local.host import LocalHost
         from stacks.targets.local.train_part import add_local_part
 
-        name = stack_name(lang)
-        market = config.local.spot_market if config.language(lang).spot else None  # on demand: always capacity
+        name = stack_name(spec.lang)
+        market = config.local.spot_market if spec.spot else None  # on demand: always capacity
         zone = placement.zone if placement is not None else next(iter(market.zones)) if market else None
         host = LocalHost(
             python=python,
@@ -52,7 +52,7 @@ class LocalTarget(TargetBase):
             zone=zone,
             market=market.to_json() if market else None,
         )
-        return partial(add_local_part, config=config, lang=lang, host=host)
+        return partial(add_local_part, spec=spec, settings=config.language(spec.lang).local, host=host)
 
     def preflight_together(self, config, langs, reporter) -> dict:
         return {}  # the core ledger (trainer.launchers.local.cores) queues local runs that would not fit

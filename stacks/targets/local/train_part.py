@@ -3,31 +3,23 @@
 from __future__ import annotations
 
 from stacks.cdk import LocalBackend
-from stacks.config import EnvConfig
-from stacks.config.trainer_command import trainer_args
 from stacks.targets.local.host import LocalHost
 from stacks.targets.local.local_trainer import LocalTrainer
+from stacks.targets.local.settings import LocalLanguageSettings
+from trainer.launchers.run_spec import RunSpec
 
 
-def add_local_part(stack, *, config: EnvConfig, lang: str, host: LocalHost) -> str:
+def add_local_part(stack, *, spec: RunSpec, settings: LocalLanguageSettings, host: LocalHost) -> str:
     """Adds `stack.trainer` (LocalTrainer) -> the run id as applied."""
-    s = config.language(lang)
     LocalBackend(stack, path=str(host.state_file))
     stack.trainer = LocalTrainer(
         stack,
         "trainer",
+        spec=spec,
         run_id=stack.run_id_expression,
         replace_on=stack.run_id_var.string_value,
-        python=host.python,
-        workdir=host.workdir,
-        procs_dir=host.procs_dir,
-        max_run_hours=s.max_run_hours,
-        trainer_args=trainer_args(config, lang),
-        processes=s.local.processes,
-        max_restarts=s.max_restarts,
-        cores=s.local.cores,
-        cores_dir=host.cores_dir,
-        zone=host.zone,
-        market=host.market,
+        host=host,
+        processes=settings.processes,
+        cores=settings.cores,
     )
     return stack.trainer.run_id

@@ -31,7 +31,6 @@ the run's final word are one loop around one child process.
 
 from __future__ import annotations
 
-import argparse
 import os
 import signal
 import subprocess
@@ -40,6 +39,7 @@ import time
 from pathlib import Path
 
 from trainer.launchers.interruptions import interruption, restarts_exhausted, resumable
+from trainer.launchers.local.launch import MODULE, LocalLaunch
 from trainer.launchers.trainer_process import GRACE_S, one_machine_command
 
 PID_FILE, OUT_FILE, EXIT_FILE, CANCEL_FILE = "supervisor.pid", "trainer.out", "exit_code", "cancelled"
@@ -74,18 +74,8 @@ def is_running(state_dir: Path) -> bool:
     return pid is not None and not (state_dir / EXIT_FILE).exists() and _alive(pid)
 
 
-def start(
-    state_dir: Path,
-    max_run_hours: float,
-    trainer_args: list[str],
-    *,
-    processes: int = 1,
-    max_restarts: int = 3,
-    cores: int = 0,
-    cores_dir: Path | None = None,
-    zone: str | None = None,
-    market: str | None = None,
-) -> int:
+def start(launch: LocalLaunch) -> int:
+    state_dir = launch.state
     state_dir.mkdir(parents=True, exist_ok=True)
     if is_running(state_dir):
         print(f"supervisor already running (pid {read_pid(state_dir)})")
@@ -94,26 +84,7 @@ def start(
         (state_dir / name).unlink(missing_ok=True)
     with open(state_dir / OUT_FILE, "ab") as out:
         proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "trainer.launchers.local.supervisor",
-                "run",
-                "--state-dir",
-                str(state_dir),
-                "--max-run-hours",
-                str(max_run_hours),
-                "--processes",
-                str(processes),
-                "--max-restarts",
-                str(max_restarts),
-                "--cores",
-                str(cores),
-                *(["--cores-dir", str(cores_dir)] if cores_dir else []),
-                *(["--zone", zone, "--market", market] if market else []),
-                "--",
-                *trainer_args,
-            ],
+            [sys.executable, "-m", MODULE, *launch.argv("run")],
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -212,23 +183,21 @@ def _wait_for_cores(ledger, want: int, args, stopping: dict, state_dir: Path, de
     return None
 
 
-def run(
-    state_dir: Path,
-    max_run_hours: float,
-    trainer_args: list[str],
-    *,
-    processes: int = 1,
-    max_restarts: int = 3,
-    cores: int = 0,
-    cores_dir: Path | None = None,
-    zone: str | None = None,
-    market: str | None = None,
-) -> int:
+def run(launch: LocalLaunch) -> int:
     from trainer.launchers.local.cores import CoreLedger
     from trainer.launchers.local.market import Market
     from trainer.launchers.local.spot_vm import SpotVm
     from trainer.runfiles.run_ids import run_started_at
 
+    state_dir, trainer_args, max_run_hours = launch.state, list(launch.trainer_args), launch.max_run_hours
+    processes, max_restarts, cores, zone, market = (
+        launch.processes,
+        launch.max_restarts,
+        launch.cores,
+        launch.zone,
+        launch.market,
+    )
+    cores_dir = Path(launch.cores_dir) if launch.cores_dir else None
     args = _run_args(trainer_args)
     spot = (
         SpotVm(Market.from_json(market, run_started_at(args.run_id) or time.time()), zone, state_dir, args)
@@ -378,49 +347,12 @@ def stop(state_dir: Path, timeout: float) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m trainer.launchers.local.supervisor",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("action", choices=["start", "run", "stop"])
-    parser.add_argument("--state-dir", type=Path, required=True, help="pid, output and exit files")
-    parser.add_argument("--max-run-hours", type=float, default=6.0)
-    parser.add_argument("--timeout", type=float, default=GRACE_S, help="stop: seconds before SIGKILL")
-    parser.add_argument("--processes", type=int, default=1, help="trainer ranks (gloo) on this machine")
-    parser.add_argument("--max-restarts", type=int, default=3, help="restarts of an interrupted trainer")
-    parser.add_argument("--cores", type=int, default=0, help="cores to pin the trainer to (0: all of the machine's)")
-    parser.add_argument("--cores-dir", type=Path, help="the ledger of cores held by this project's local runs")
-    parser.add_argument("--zone", help="the simulated Spot zone of this machine (with --market)")
-    parser.add_argument("--market", help="the simulated Spot market, as JSON (trainer.launchers.local.market)")
-    argv = list(sys.argv[1:] if argv is None else argv)
-    cut = argv.index("--") if "--" in argv else len(argv)
-    args, rest = parser.parse_args(argv[:cut]), argv[cut + 1 :]
-    if args.action == "start":
-        return start(
-            args.state_dir,
-            args.max_run_hours,
-            rest,
-            processes=args.processes,
-            max_restarts=args.max_restarts,
-            cores=args.cores,
-            cores_dir=args.cores_dir,
-            zone=args.zone,
-            market=args.market,
-        )
-    if args.action == "run":
-        return run(
-            args.state_dir,
-            args.max_run_hours,
-            rest,
-            processes=args.processes,
-            max_restarts=args.max_restarts,
-            cores=args.cores,
-            cores_dir=args.cores_dir,
-            zone=args.zone,
-            market=args.market,
-        )
-    return stop(args.state_dir, args.timeout)
+    action, launch, timeout = LocalLaunch.parse(list(sys.argv[1:] if argv is None else argv), __doc__)
+    if action == "start":
+        return start(launch)
+    if action == "run":
+        return run(launch)
+    return stop(launch.state, timeout)
 
 
 if __name__ == "__main__":

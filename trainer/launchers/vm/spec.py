@@ -7,6 +7,7 @@ import re
 import time
 from dataclasses import dataclass
 
+from trainer.launchers.run_spec import RunSpec
 from trainer.launchers.trainer_process import TORCHRUN, one_machine_command
 from trainer.launchers.vm import log
 from trainer.launchers.vm.metadata import MetadataClient, MetadataError
@@ -50,6 +51,21 @@ class VmSpec:
     gpu_driver: str | None = None  # COS images: the version startup.sh installs
     kept_bucket: str | None = None  # where a work folder kept after failed uploads goes (trainer.launchers.vm.kept)
     rdzv_endpoint: str | None = None  # RDZV_ATTRIBUTE; None: node 0 by its instance name
+
+    @classmethod
+    def of(cls, spec: RunSpec, **vm) -> "VmSpec":
+        """The VM's spec of a run (its RunSpec, with its run id) and what is the gcp target's own (`vm`)."""
+        return cls(
+            run_id=spec.run_id,
+            lang=spec.lang,
+            env=spec.env,
+            bucket=spec.bucket,
+            args=list(spec.trainer_args),
+            nodes=spec.nodes,
+            max_run_hours=spec.max_run_hours,
+            max_restarts=spec.max_restarts,
+            **vm,
+        )
 
     @property
     def rendezvous(self) -> str:
