@@ -18,7 +18,6 @@ from stacks.cli.common import (
     err_console,
     fail,
     json_on_stdout,
-    mapped_errors,
     open_env,
 )
 from stacks.errors import ExitStatus, TrackerUnavailable
@@ -52,7 +51,6 @@ ExportJsonOpt = Annotated[
 ]
 
 
-@mapped_errors
 def export(
     lang: Annotated[str | None, typer.Argument(help="only this language (default: every language)")] = None,
     run_ids: Annotated[

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from stacks.cli.common import STATE, EnvOpt, LangArg, SetOpt, check_output_file, console, load, mapped_errors
+from stacks.cli.common import STATE, EnvOpt, LangArg, SetOpt, check_output_file, console, load
 from stacks.cli.run_console import ConsoleReporter
 from stacks.errors import ConfigError, ExitStatus, StackBusyError, TrainstackError
 
@@ -22,7 +22,6 @@ def register(app: typer.Typer) -> None:
     app.command("gc")(gc)
 
 
-@mapped_errors
 def synth(
     env: EnvOpt = "local",
     sets: SetOpt = None,
@@ -89,7 +88,6 @@ PricesOpt = Annotated[
 ]
 
 
-@mapped_errors
 def plan(
     files: Annotated[
         list[Path] | None,
@@ -178,7 +176,6 @@ def _render_saved_plans(files: list[Path], markdown: Path, *, artifact: str, exp
     console.print(f"review written to {markdown}")
 
 
-@mapped_errors
 def apply(
     reviewed: Annotated[
         Path,
@@ -251,7 +248,6 @@ def _leave_foundation_to_operator(reviewed: Path, env: str, stack: str | None) -
             )
 
 
-@mapped_errors
 def destroy(lang: LangArg, env: EnvOpt = "local", sets: SetOpt = None):
     """Stop a language's run (if active) and destroy its training stack."""
     from stacks.runs import stack_ops
@@ -297,7 +293,6 @@ def destroy(lang: LangArg, env: EnvOpt = "local", sets: SetOpt = None):
     console.print(f"{run.stack} destroyed: nothing of it is running")
 
 
-@mapped_errors
 def gc(
     env: EnvOpt = "local",
     sets: SetOpt = None,

@@ -20,7 +20,6 @@ from stacks.cli.common import (
     err_console,
     fail,
     json_on_stdout,
-    mapped_errors,
     open_env,
     refuse_undecodable,
 )
@@ -52,7 +51,6 @@ PromoteJsonOpt = Annotated[
 ]
 
 
-@mapped_errors
 def promote(
     lang: LangArg,
     run_id: RunArg,
@@ -188,7 +186,6 @@ PredictJsonOpt = Annotated[
 ]
 
 
-@mapped_errors
 def predict(
     lang: LangArg,
     texts: Annotated[list[str] | None, typer.Argument(help="texts to classify")] = None,

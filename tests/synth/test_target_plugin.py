@@ -49,7 +49,6 @@ DUMMY_TARGET = '''
         def left_out_of_app(self, config): return {}
         def register_commands(self, app, kit):
             @app.command("dummy-hello")
-            @kit.mapped_errors
             def hello(env: kit.env_option = "local", sets: kit.set_option = None):
                 """Say which target an env has."""
                 _, config = kit.load(env, sets)
