@@ -202,11 +202,17 @@ def exit_for(exc: BaseException) -> typer.Exit:
     if isinstance(exc, KeyboardInterrupt):
         err_console.print("interrupted")
         return typer.Exit(ExitStatus.INTERRUPTED)
-    if STATE["debug"]:
-        traceback.print_exception(exc, file=sys.stderr)
-    message, hint, status = describe_error(exc)
+    message, hint, status = described(exc)
     print_error(message, hint)
     return typer.Exit(status)
+
+
+def described(exc: BaseException) -> tuple[str, str | None, int]:
+    """describe_error, the traceback first on stderr with --debug (an error told where it was caught: the root's,
+    or one language's of several)."""
+    if STATE["debug"]:
+        traceback.print_exception(exc, file=sys.stderr)
+    return describe_error(exc)
 
 
 def emit_json(data) -> None:

@@ -7,13 +7,10 @@ or its failure. Several: the live table of stacks/cli/multi_view.py, then one su
 
 from __future__ import annotations
 
-import sys
-import traceback
-
 import typer
 from rich.markup import escape
 
-from stacks.cli.common import STATE, console, describe_error, emit_json, err_console, json_on_stdout, load, print_error
+from stacks.cli.common import STATE, console, described, emit_json, err_console, json_on_stdout, load, print_error
 from stacks.cli.run_console import ConsoleReporter, metrics_table, print_table
 from stacks.errors import ExitStatus
 from trainer.params import Job
@@ -67,7 +64,7 @@ def _run(project, config, langs: list[str], env: str, sets, detach: bool, **how)
                 detach=detach,
                 view=view,
                 sets=list(sets or []),
-                describe_error=_described,
+                describe_error=described,
                 on_ended=mirror.run_ended,
                 **how,
             )
@@ -104,12 +101,6 @@ def runs_document(results, config) -> dict:
             }
         )
     return {"env": config.env, "exit_status": int(exit_status(results)), "runs": runs}
-
-
-def _described(exc: BaseException):
-    if STATE["debug"]:
-        traceback.print_exception(exc, file=sys.stderr)
-    return describe_error(exc)
 
 
 class StreamView(ConsoleReporter):
