@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import os
 import sys
@@ -197,24 +196,23 @@ def storage_hint(exc) -> str:
     return "check the bucket URI and your credentials (gcloud auth application-default login)"
 
 
-def mapped_errors(func):
-    """Turn known exceptions into one message + exit code (tracebacks only with --debug)."""
+def exit_for(exc: BaseException) -> typer.Exit:
+    """An exception no command handled, told as describe_error says (its traceback first with --debug; a Ctrl-C
+    is one word) -> the Exit with its status. Called once, around every command (stacks.cli.main.RootCommand)."""
+    if isinstance(exc, KeyboardInterrupt):
+        err_console.print("interrupted")
+        return typer.Exit(ExitStatus.INTERRUPTED)
+    message, hint, status = described(exc)
+    print_error(message, hint)
+    return typer.Exit(status)
 
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):
-        try:
-            return func(*args, **kwargs)
-        except typer.Exit:
-            raise
-        except KeyboardInterrupt:
-            err_console.print("interrupted")
-            raise typer.Exit(ExitStatus.INTERRUPTED) from None
-        except Exception as exc:
-            if STATE["debug"]:
-                traceback.print_exc(file=sys.stderr)
-            fail(*describe_error(exc))
 
-    return wrapper
+def described(exc: BaseException) -> tuple[str, str | None, int]:
+    """describe_error, the traceback first on stderr with --debug (an error told where it was caught: the root's,
+    or one language's of several)."""
+    if STATE["debug"]:
+        traceback.print_exception(exc, file=sys.stderr)
+    return describe_error(exc)
 
 
 def emit_json(data) -> None:

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 import yaml
 
-from stacks.cli.common import EnvOpt, SetOpt, load, mapped_errors
+from stacks.cli.common import EnvOpt, SetOpt, load
 
 app = typer.Typer(help="Inspect the effective configuration.", no_args_is_help=True)
 
@@ -18,7 +18,6 @@ def register(root: typer.Typer) -> None:
 
 
 @app.command("show")
-@mapped_errors
 def show(
     env: EnvOpt = "local",
     sets: SetOpt = None,

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from stacks.cli.common import EnvOpt, LangArg, SetOpt, console, emit_json, json_on_stdout, load, mapped_errors
+from stacks.cli.common import EnvOpt, LangArg, SetOpt, console, emit_json, json_on_stdout, load
 
 app = typer.Typer(help="Stage data in the environment's bucket.", no_args_is_help=True)
 
@@ -51,7 +51,6 @@ class ConsoleListener:
 
 
 @app.command("push")
-@mapped_errors
 def push(
     lang: LangArg,
     # \[: rich reads a bare "[valid.* test.*]" as a markup tag and drops it from the help

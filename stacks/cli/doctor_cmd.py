@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from stacks.cli.common import EnvOpt, SetOpt, console, emit_json, json_on_stdout, load, mapped_errors
+from stacks.cli.common import EnvOpt, SetOpt, console, emit_json, json_on_stdout, load
 from stacks.errors import ExitStatus
 
 DoctorJsonOpt = Annotated[
@@ -26,7 +26,6 @@ def register(app: typer.Typer) -> None:
     app.command("doctor")(doctor)
 
 
-@mapped_errors
 def doctor(env: EnvOpt = "local", sets: SetOpt = None, as_json: DoctorJsonOpt = False):
     """Check an env (read-only) before a first run. gcp: APIs, image, boot images, Private Google Access,
     org policies, quota, the accounts' access. local: terraform, node, the trainer's packages, the bucket folder.

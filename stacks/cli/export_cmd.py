@@ -1,5 +1,5 @@
-"""`trainctl runs export`: mirror runs into the env's MLflow server; and the mirror of the commands that make
-runs (each training run as it ends: RunEndMirror; `promote`), with the line they print when it fails."""
+"""`trainctl runs export`: mirror runs into the env's MLflow server (a catch-up of the mirror the commands that
+make runs do as they go: stacks.tracking.after_run)."""
 
 from __future__ import annotations
 
@@ -9,18 +9,8 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from stacks.cli.common import (
-    EnvOpt,
-    SetOpt,
-    checked_run_ids,
-    console,
-    emit_json,
-    err_console,
-    fail,
-    json_on_stdout,
-    mapped_errors,
-    open_env,
-)
+from stacks.cli.common import EnvOpt, SetOpt, checked_run_ids, console, emit_json, fail, json_on_stdout, open_env
+from stacks.cli.mirror_view import say_unreadable
 from stacks.errors import ExitStatus, TrackerUnavailable
 
 
@@ -52,7 +42,6 @@ ExportJsonOpt = Annotated[
 ]
 
 
-@mapped_errors
 def export(
     lang: Annotated[str | None, typer.Argument(help="only this language (default: every language)")] = None,
     run_ids: Annotated[
@@ -148,7 +137,7 @@ def _say_exported(config, settings, result) -> None:
             f"version {version}",
             soft_wrap=True,
         )
-    _say_unreadable(result)
+    say_unreadable(result)
 
 
 def _document(config, settings, wanted: list[tuple[str, str]], result) -> dict:
@@ -178,81 +167,3 @@ def _document(config, settings, wanted: list[tuple[str, str]], result) -> dict:
         "champions": result.champions,
         "champions_missed": [code for code, run_id in result.missed if run_id == tracking.CHAMPION],
     }
-
-
-def _say_unreadable(result) -> None:
-    for lang, run_id, why in result.unreadable:
-        err_console.print(
-            f"warning: {lang} {run_id} not mirrored: its run folder cannot be read ({escape(why)})", soft_wrap=True
-        )
-
-
-def mirror_finished(config, bucket, runs: list[tuple[str, str]], *, champions: list[str] = ()):
-    """Mirror runs when tracking is on, and say what became of them (`promote`: the registry's alias follows
-    CURRENT); a tracker that fails costs one line. -> the tracking.MirrorResult (None: tracking is off, or no
-    runs)."""
-    from stacks import tracking
-
-    if not runs or tracking.mlflow_settings(config) is None:
-        return None
-    result = tracking.mirror(config, bucket, runs, champions=champions)
-    _say_mirrored(config, result)
-    return result
-
-
-class RunEndMirror:
-    """A training command's runs in the env's tracker: `run_ended` is the command's on_ended (stacks.runs.
-    orchestrate), which mirrors each run from its worker thread as soon as it has ended (moving the alias when
-    it was promoted); `say` tells what became of them, once, in the order of the command's languages."""
-
-    def __init__(self, config, langs: list[str]):
-        self.config, self.langs = config, langs
-        self.mirrored: dict = {}  # lang -> tracking.MirrorResult
-
-    def run_ended(self, result) -> None:
-        from stacks import tracking
-
-        if tracking.mlflow_settings(self.config) is None:
-            return
-        champions = [result.lang] if (result.promotion or "").startswith("promoted") else []
-        self.mirrored[result.lang] = tracking.mirror(
-            self.config, result.outcome.bucket, [(result.lang, result.outcome.run_id)], champions=champions
-        )
-
-    def say(self) -> None:
-        from stacks import tracking
-
-        parts = [self.mirrored[lang] for lang in self.langs if lang in self.mirrored]
-        if parts:
-            _say_mirrored(self.config, tracking.merged(parts))
-
-
-def _say_mirrored(config, result) -> None:
-    """What a mirror made along a command's own work did: the runs mirrored, the aliases moved, and in one
-    warning what it missed with the command that catches up."""
-    from stacks import tracking
-
-    settings = tracking.mlflow_settings(config)
-    if result.exported:
-        console.print(
-            f"mirrored to MLflow {settings.uri} (experiment {tracking.experiment_name(config)}): "
-            + ", ".join(f"{e.lang} {e.run_id}" for e in result.exported),
-            soft_wrap=True,
-            markup=False,
-        )
-    for code, version in result.champions.items():
-        console.print(
-            f"MLflow registry: {settings.registered_model.replace('{lang}', code)} version {version} "
-            f"is @{settings.alias}",
-            soft_wrap=True,
-            markup=False,
-        )
-    _say_unreadable(result)
-    if result.missed:
-        names = ", ".join(f"{lang} {run_id}" for lang, run_id in result.missed)
-        err_console.print(
-            f"warning: not mirrored to MLflow ({escape(result.reason or 'refused')}): {escape(names)}; "
-            f"catch up: {tracking.catch_up(config, result.missed)}",
-            soft_wrap=True,
-            markup=True,
-        )

@@ -7,9 +7,9 @@ from typing import Annotated
 
 import typer
 
-from stacks.cli.common import STATE, EnvOpt, LangArg, SetOpt, check_output_file, console, load, mapped_errors
+from stacks.cli.common import STATE, EnvOpt, LangArg, SetOpt, check_output_file, console, load
 from stacks.cli.run_console import ConsoleReporter
-from stacks.errors import ConfigError, ExitStatus, StackBusyError, TrainstackError
+from stacks.errors import ConfigError, ExitStatus, TrainstackError
 
 PLAN_CHANGES = ExitStatus.PLAN_CHANGES
 
@@ -22,7 +22,6 @@ def register(app: typer.Typer) -> None:
     app.command("gc")(gc)
 
 
-@mapped_errors
 def synth(
     env: EnvOpt = "local",
     sets: SetOpt = None,
@@ -89,7 +88,6 @@ PricesOpt = Annotated[
 ]
 
 
-@mapped_errors
 def plan(
     files: Annotated[
         list[Path] | None,
@@ -178,7 +176,6 @@ def _render_saved_plans(files: list[Path], markdown: Path, *, artifact: str, exp
     console.print(f"review written to {markdown}")
 
 
-@mapped_errors
 def apply(
     reviewed: Annotated[
         Path,
@@ -251,53 +248,20 @@ def _leave_foundation_to_operator(reviewed: Path, env: str, stack: str | None) -
             )
 
 
-@mapped_errors
 def destroy(lang: LangArg, env: EnvOpt = "local", sets: SetOpt = None):
     """Stop a language's run (if active) and destroy its training stack."""
-    from stacks.runs import stack_ops
-    from stacks.runs.language_run import resolve
-    from stacks.runs.runflow import record_cost
-    from trainer.runfiles.status_file import mark_failed, read_status
+    from stacks.runs.teardown import destroy_language
 
     project, config = load(env, sets)
-    run = resolve(project, config, lang)
-    rep = ConsoleReporter()
-    with stack_ops.lock_of(run, f"destroying {run.stack}"):  # the run it finds is the one it destroys
-        stack_ops.open_stack(run)
-        run.run_id = stack_ops.active_run(run)
-        stack_ops.teardown(run, rep)
-        between = [] if run.run_id else stack_ops.live_runs_between_placements(run)
-    for run_id in between:  # moving, or waiting for capacity: whoever follows it applies nothing more
-        mark_failed(
-            run.bucket,
-            lang,
-            run_id,
-            env,
-            f"stopped by trainctl destroy while it waited for a placement; "
-            f"resume it: trainctl train {lang} --env {env} --resume {run_id}",
-        )
+    done = destroy_language(project, config, lang, ConsoleReporter())
+    for run_id in done.stopped_waiting:
         console.print(f"run {run_id}: stopped while it waited for a placement (resumable: --resume {run_id})")
-    if run.run_id:
-        status = read_status(run.bucket, lang, run.run_id)
-        if status is None or not status.terminal:  # no VM was running it (waiting for capacity): say how it ended
-            mark_failed(
-                run.bucket,
-                lang,
-                run.run_id,
-                env,
-                f"stopped: the stack was destroyed before the run ended; "
-                f"resume it: trainctl train {lang} --env {env} --resume {run.run_id}",
-            )
-        record_cost(run, rep)  # a detached run's cost and final report.html
-        status = read_status(run.bucket, lang, run.run_id)
-        console.print(
-            f"run {run.run_id}: {status.state if status else 'no status'}"
-            + (f" ({status.error})" if status and status.error else "")
-        )
-    console.print(f"{run.stack} destroyed: nothing of it is running")
+    if done.run_id:
+        status = done.status
+        console.print(f"run {done.run_id}: {status.state}" + (f" ({status.error})" if status.error else ""))
+    console.print(f"{done.stack} destroyed: nothing of it is running")
 
 
-@mapped_errors
 def gc(
     env: EnvOpt = "local",
     sets: SetOpt = None,
@@ -307,34 +271,19 @@ def gc(
     ] = None,
 ):
     """Destroy training stacks whose run has ended (or never started)."""
-    from stacks.runs import stack_ops
-    from stacks.runs.language_run import resolve
-    from stacks.runs.runflow import record_cost
-    from trainer.storage import open_bucket
+    from stacks.runs.teardown import collect_ended
 
     project, config = load(env, sets)
-    bucket = open_bucket(config.bucket)
     destroyed, kept = [], []
-    for lang in config.languages:
-        run, rep = resolve(project, config, lang, bucket=bucket), ConsoleReporter()
-        try:
-            with stack_ops.lock_of(run, f"collecting {run.stack}"):  # no run is applied between look and teardown
-                stack_ops.open_stack(run)
-                run.run_id, state = stack_ops.stack_run(run)  # the rule `train` tears an ended run's stack down by
-                if run.run_id and state is None:
-                    stack_ops.teardown(run, rep)
-        except StackBusyError as busy:  # another command is starting or ending a run there: it is not gc's
-            console.print(f"{busy.message}; kept", markup=False)
-            kept.append(f"`{run.stack}` ({busy.message.split(' is busy: ')[-1]})")
-            continue
-        if not run.run_id:
-            continue
-        if state is not None:
-            console.print(f"{run.stack}: run {run.run_id} is {state}; kept")
-            kept.append(f"`{run.stack}` (run `{run.run_id}` is {state})")
-            continue
-        record_cost(run, rep)  # a detached run's cost and final report.html
-        destroyed.append(f"`{run.stack}` (run `{run.run_id}`)")
+    for done in collect_ended(project, config, ConsoleReporter()):
+        if done.busy:
+            console.print(f"{done.busy}; kept", markup=False)
+            kept.append(f"`{done.stack}` ({done.busy.split(' is busy: ')[-1]})")
+        elif done.state:
+            console.print(f"{done.stack}: run {done.run_id} is {done.state}; kept")
+            kept.append(f"`{done.stack}` (run `{done.run_id}` is {done.state})")
+        elif done.destroyed:
+            destroyed.append(f"`{done.stack}` (run `{done.run_id}`)")
     console.print(f"gc: destroyed {len(destroyed)} stack(s)")
     if summary:
         lines = [

@@ -14,7 +14,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from stacks.cli.common import EnvOpt, LangArg, SetOpt, console, emit_json, fail, load, mapped_errors
+from stacks.cli.common import EnvOpt, LangArg, SetOpt, console, emit_json, fail, load
 from stacks.errors import ExitStatus
 from trainer.params import Job
 
@@ -28,7 +28,6 @@ def register(root: typer.Typer) -> None:
 
 
 @app.command("pretrain")
-@mapped_errors
 def pretrain(
     lang: LangArg,
     env: EnvOpt = "local",
@@ -73,7 +72,6 @@ def _tokenizer_spec(kind: str, code: str, sp_model: Path | None):
 
 
 @app.command("import")
-@mapped_errors
 def import_(
     lang: LangArg,
     weights: Annotated[Path, typer.Argument(help="fastai AWD-LSTM language-model weights (.pth state dict)")],
@@ -182,7 +180,6 @@ def _row(lm, current: str | None) -> dict:
 
 
 @app.command("list")
-@mapped_errors
 def list_(lang: LangArg, env: EnvOpt = "local", sets: SetOpt = None, as_json: JsonOpt = False):
     """Published base LMs of a language (oldest first) and which one training runs use (CURRENT)."""
     from stacks.cli.run_console import print_table
@@ -234,7 +231,6 @@ def list_(lang: LangArg, env: EnvOpt = "local", sets: SetOpt = None, as_json: Js
 
 
 @app.command("use")
-@mapped_errors
 def use(
     lang: LangArg,
     lm_id: Annotated[str, typer.Argument(metavar="ID", help="base LM id (see `trainctl lm list`)")],

@@ -20,7 +20,6 @@ from stacks.cli.common import (
     err_console,
     fail,
     json_on_stdout,
-    mapped_errors,
     open_env,
     refuse_undecodable,
 )
@@ -52,7 +51,6 @@ PromoteJsonOpt = Annotated[
 ]
 
 
-@mapped_errors
 def promote(
     lang: LangArg,
     run_id: RunArg,
@@ -66,10 +64,11 @@ def promote(
 ):
     """Make RUN the model `predict` uses for LANG (<lang>/models/CURRENT; earlier promotions kept).
     Refuses a run that did not succeed, and one below the promoted model's macro-F1 on the same rows."""
-    from stacks.cli.export_cmd import mirror_finished
+    from stacks.cli.mirror_view import say_mirrored
     from stacks.cli.transfer_progress import TransferReport
     from stacks.runs.promotion import current_key
     from stacks.runs.promotion import promote as write_promotion
+    from stacks.tracking.after_run import mirror_if_tracked
     from stacks.tracking.model import reporting_transfers
 
     config, bucket = open_env(env, sets, lang, configured=False)
@@ -90,7 +89,9 @@ def promote(
         console.print(f"  {current} · `trainctl predict {lang}` uses it", soft_wrap=True, markup=False)
         # the registry's alias follows CURRENT; the run's first mirror logs its model (seconds to minutes)
         with reporting_transfers(TransferReport()):
-            mirrored = mirror_finished(config, bucket, [(lang, run_id)], champions=[lang])
+            mirrored = mirror_if_tracked(config, bucket, [(lang, run_id)], champions=[lang])
+        if mirrored is not None:
+            say_mirrored(config, mirrored)
     if as_json:
         emit_json(
             {
@@ -188,7 +189,6 @@ PredictJsonOpt = Annotated[
 ]
 
 
-@mapped_errors
 def predict(
     lang: LangArg,
     texts: Annotated[list[str] | None, typer.Argument(help="texts to classify")] = None,

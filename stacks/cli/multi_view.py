@@ -74,6 +74,7 @@ class TableView(LiveBoard):
 
     def interrupted(self, stop, env: str, *, outlives: bool = True) -> None:
         """What a Ctrl-C left; `outlives`: the runs go on without this command (else they stopped with it)."""
+        from stacks.runs.language_run import resume_command
         from stacks.runs.runflow import APPLYING, DESTROYING, FOLLOWING, MOVING, resume_hint, stopped_hint
 
         err_console.print(
@@ -89,7 +90,7 @@ class TableView(LiveBoard):
                 hint = stopped_hint(lang, env, run_id) if run_id else again
                 err_console.print(f"  {lang}: {hint}", soft_wrap=True, markup=False)
             elif phase == MOVING:
-                hint = f"stopped while it moved, resumable: trainctl train {lang} --env {env} --resume {run_id}"
+                hint = f"stopped while it moved, resumable: {resume_command(lang, env, run_id)}"
                 err_console.print(f"  {lang}: {hint}", soft_wrap=True, markup=False)
             elif phase in (APPLYING, FOLLOWING, DESTROYING):
                 err_console.print(f"  {lang}: {resume_hint(lang, env)}", soft_wrap=True, markup=False)

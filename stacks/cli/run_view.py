@@ -7,13 +7,10 @@ or its failure. Several: the live table of stacks/cli/multi_view.py, then one su
 
 from __future__ import annotations
 
-import sys
-import traceback
-
 import typer
 from rich.markup import escape
 
-from stacks.cli.common import STATE, console, describe_error, emit_json, err_console, json_on_stdout, load, print_error
+from stacks.cli.common import STATE, console, described, emit_json, err_console, json_on_stdout, load, print_error
 from stacks.cli.run_console import ConsoleReporter, metrics_table, print_table
 from stacks.errors import ExitStatus
 from trainer.params import Job
@@ -52,9 +49,9 @@ def run_command(
 def _run(project, config, langs: list[str], env: str, sets, detach: bool, **how) -> list:
     """The languages' runs followed in one view, its summary, then what their mirror in the tracker did (each
     run is mirrored as it ends; a tracker that fails costs one line)."""
-    from stacks.cli.export_cmd import RunEndMirror
     from stacks.cli.multi_view import TableView
     from stacks.runs.orchestrate import RunsInterrupted, run_languages
+    from stacks.tracking.after_run import RunEndMirror
 
     mirror = RunEndMirror(config, langs)
     view = StreamView() if len(langs) == 1 else TableView(langs)
@@ -67,7 +64,7 @@ def _run(project, config, langs: list[str], env: str, sets, detach: bool, **how)
                 detach=detach,
                 view=view,
                 sets=list(sets or []),
-                describe_error=_described,
+                describe_error=described,
                 on_ended=mirror.run_ended,
                 **how,
             )
@@ -75,11 +72,19 @@ def _run(project, config, langs: list[str], env: str, sets, detach: bool, **how)
             from stacks.targets import target_of
 
             view.interrupted(stop, env, outlives=target_of(config).runs_outlive_command(config))
-            mirror.say()  # the runs that ended before it
+            _say(mirror, config)  # the runs that ended before it
             raise typer.Exit(ExitStatus.INTERRUPTED) from None
     view.summary(results, config)
-    mirror.say()
+    _say(mirror, config)
     return results
+
+
+def _say(mirror, config) -> None:
+    from stacks.cli.mirror_view import say_mirrored
+
+    mirrored = mirror.result()
+    if mirrored is not None:
+        say_mirrored(config, mirrored)
 
 
 def runs_document(results, config) -> dict:
@@ -104,12 +109,6 @@ def runs_document(results, config) -> dict:
             }
         )
     return {"env": config.env, "exit_status": int(exit_status(results)), "runs": runs}
-
-
-def _described(exc: BaseException):
-    if STATE["debug"]:
-        traceback.print_exception(exc, file=sys.stderr)
-    return describe_error(exc)
 
 
 class StreamView(ConsoleReporter):

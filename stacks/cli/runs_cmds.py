@@ -27,7 +27,6 @@ from stacks.cli.common import (
     console,
     emit_json,
     err_console,
-    mapped_errors,
     open_env,
 )
 from stacks.cli.run_document import print_run, run_document
@@ -61,7 +60,6 @@ def register(app: typer.Typer) -> None:
     export_cmd.register(runs_app)
 
 
-@mapped_errors
 def status(lang: LangArg, env: EnvOpt = "local", sets: SetOpt = None, run: RunOpt = None, as_json: JsonOpt = False):
     """Show the state of a language's newest (or given) run: STARTING until its first status."""
     from stacks.runs.records import run_state
@@ -136,7 +134,6 @@ class JsonLinesReporter:
         pass
 
 
-@mapped_errors
 def logs(
     lang: LangArg,
     env: EnvOpt = "local",
@@ -192,7 +189,6 @@ def _money(value) -> str:
 
 
 @runs_app.callback(invoke_without_command=True)
-@mapped_errors
 def runs(
     ctx: typer.Context,
     env: EnvOpt = "local",
@@ -268,7 +264,6 @@ def runs(
 
 
 @runs_app.command("show")
-@mapped_errors
 def show(
     run_id: RunArg,
     env: EnvOpt = "local",
@@ -304,7 +299,6 @@ def show(
 
 
 @runs_app.command("compare")
-@mapped_errors
 def compare(
     run_a: Annotated[str, typer.Argument(callback=checked_run_ids, help="a run id")],
     run_b: Annotated[str, typer.Argument(callback=checked_run_ids, help="another")],

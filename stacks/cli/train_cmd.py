@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from stacks.cli.common import EnvOpt, SetOpt, checked_run_ids, fail, mapped_errors, open_env
+from stacks.cli.common import EnvOpt, SetOpt, checked_run_ids, fail, open_env
 from stacks.cli.run_view import run_command
 from stacks.errors import ExitStatus
 from trainer.params import Job
@@ -54,7 +54,6 @@ def register(app: typer.Typer) -> None:
     app.command("train")(train)
 
 
-@mapped_errors
 def train(
     langs: LangsArg = None,
     all_langs: AllOpt = False,

@@ -82,3 +82,8 @@ def language_settings(config: "EnvConfig", lang: str) -> "LanguageSettings":
 def resolve(project: "Project", config: "EnvConfig", lang: str, *, bucket: "Bucket | None" = None) -> LanguageRun:
     """The language's run before anything is checked or created; an unconfigured language fails here (exit 2)."""
     return LanguageRun(project, config, lang, language_settings(config, lang), bucket)
+
+
+def resume_command(lang: str, env: str, run_id: str) -> str:
+    """The command that continues a stopped run from its checkpoints: every hint and status that offers it."""
+    return f"trainctl train {lang} --env {env} --resume {run_id}"

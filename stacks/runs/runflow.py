@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Callable
 from stacks.errors import NoCapacityError, TrainstackError, VmCreationError
 from stacks.runs import stack_ops, watch
 from stacks.runs.failover import Failover, RunJournal
-from stacks.runs.language_run import LanguageRun, resolve
+from stacks.runs.language_run import LanguageRun, resolve, resume_command
 from stacks.runs.preflight import report_preflight
 from stacks.targets import target_of
 
@@ -43,7 +43,7 @@ def resume_hint(lang: str, env: str) -> str:
 
 
 def stopped_hint(lang: str, env: str, run_id: str) -> str:
-    return f"continue it: trainctl train {lang} --env {env} --resume {run_id}"
+    return f"continue it: {resume_command(lang, env, run_id)}"
 
 
 def run_language(
@@ -298,10 +298,6 @@ def pause_unless_stopped(run: LanguageRun, seconds: float) -> None:
             return
 
 
-def resume_command(run: LanguageRun) -> str:
-    return f"trainctl train {run.lang} --env {run.env} --resume {run.run_id}"
-
-
 def stop_resumable(run: LanguageRun, reason: str) -> None:
     """A run stopped by the operator side without a final status (its VMs gone, the stack destroyed): FAILED,
     with how to continue it; a run that already ended keeps its own word."""
@@ -315,7 +311,7 @@ def stop_resumable(run: LanguageRun, reason: str) -> None:
             run.lang,
             run.run_id,
             run.env,
-            f"{reason.splitlines()[0]}; stopped, resumable: {resume_command(run)}",
+            f"{reason.splitlines()[0]}; stopped, resumable: {resume_command(run.lang, run.env, run.run_id)}",
         )
     except Exception:  # the error being raised is the one to show
         pass
@@ -328,7 +324,7 @@ def stop_moving(config: "EnvConfig", lang: str, run_id: str) -> str:
     from trainer.runfiles.status_file import mark_failed
     from trainer.storage import open_bucket
 
-    command = f"trainctl train {lang} --env {config.env} --resume {run_id}"
+    command = resume_command(lang, config.env, run_id)
     reason = f"interrupted (Ctrl-C) while the run moved to another placement; stopped, resumable: {command}"
     mark_failed(open_bucket(config.bucket), lang, run_id, config.env, reason)
     return command
@@ -342,7 +338,7 @@ def give_up(run: LanguageRun, rep, journal: RunJournal, failover: Failover, trie
     waited = failover.waited_s()
     journal.waited(waited)
     hint = (
-        f"resume it when capacity is back: {resume_command(run)} "
+        f"resume it when capacity is back: {resume_command(run.lang, run.env, run.run_id)} "
         f"(its checkpoints are kept; nothing is running or billed)"
     )
     message = (

@@ -12,7 +12,7 @@ from pathlib import Path
 from stacks.config import EnvConfig
 from stacks.errors import ExitStatus, TrainstackError
 from stacks.project import Project
-from stacks.runs.language_run import LanguageRun
+from stacks.runs.language_run import LanguageRun, resume_command
 from stacks.runs.stack_lock import stack_lock
 from stacks.runs.watch import Reporter, live_state
 from stacks.targets import target_of
@@ -253,7 +253,7 @@ def reopen(run: LanguageRun, run_id: str, reporter: Reporter) -> None:
         raise TrainstackError(
             f"run {run_id} started {(time.time() - started) / 3600:.1f} h ago: past (or within "
             f"10 min of) max_run_hours={budget_h:g}, which counts from a run's start",
-            hint=f"give it room: trainctl train {run.lang} --env {run.env} --resume {run_id} "
+            hint=f"give it room: {resume_command(run.lang, run.env, run_id)} "
             f"--set languages.{run.lang}.max_run_hours={needed}",
         )
     if status is not None and status.terminal:
@@ -315,14 +315,13 @@ def reapply(run: LanguageRun, placement, reporter: Reporter, echo=None) -> None:
         if stopped:
             raise RunStoppedError(
                 f"run {run.run_id} was stopped while it waited for a placement ({stopped}): nothing applied",
-                hint=f"continue it: trainctl train {run.lang} --env {run.env} --resume {run.run_id}",
+                hint=f"continue it: {resume_command(run.lang, run.env, run.run_id)}",
             )
         current = active_run(run)
         if current and current != run.run_id:
             raise RunActiveError(
                 f"run {current} of {run.lang} took {run.stack} while run {run.run_id} waited to move",
-                hint=f"continue this one once that one ends: trainctl train {run.lang} "
-                f"--env {run.env} --resume {run.run_id}",
+                hint=f"continue this one once that one ends: {resume_command(run.lang, run.env, run.run_id)}",
             )
         reporter.info(
             f"applying {run.stack} (run {run.run_id}) at {target_of(run.config).describe_placement(placement)}"

@@ -136,8 +136,8 @@ class TargetExtras(Protocol):
 
     def register_commands(self, app, kit) -> None:
         """Add this target's own commands to trainctl's `app` (typer). `kit` carries what every command uses:
-        env_option, set_option (typer option types), load(env, sets) -> (project, config), mapped_errors
-        (decorator: errors to one line and an exit status), console, err_console, print_table."""
+        env_option, set_option (typer option types), load(env, sets) -> (project, config), console, err_console,
+        print_table. Errors a command raises are told at the CLI's root (one line, an exit status)."""
 
     def doctor(self, config: "EnvConfig", echo: Callable[["Check"], None]) -> tuple[list["Check"], str]:
         """`trainctl doctor`: read-only checks that a first run can start, each echoed as it completes

@@ -2,8 +2,9 @@
 
 record.py turns a run folder into what MLflow shows (pure; the tags beyond its figures in run_tags.py),
 client.py opens the server quick to give up, export.py writes a run idempotently, model.py logs the pyfunc
-model, registry.py moves the alias to the promoted run. The bucket stays the source of truth: a tracker that
-is down costs one line and a catch-up command (`trainctl runs export`), never a run or an exit status.
+model, registry.py moves the alias to the promoted run, after_run.py mirrors along the commands that make runs.
+The bucket stays the source of truth: a tracker that is down costs one line and a catch-up command
+(`trainctl runs export`), never a run or an exit status.
 """
 
 from __future__ import annotations

@@ -158,10 +158,12 @@ def test_a_second_mirror_of_one_run_is_removed_by_the_next_export(server, traine
 
 @pytest.mark.parametrize("fault,suffix", [("status-401", "a401"), ("status-503", "a503"), ("cut", "acc0")])
 def test_a_tracker_failing_mid_export_is_completed_later_with_nothing_twice(server, trained, capsys, fault, suffix):
-    """What a training command calls at its end (mirror_finished), the server refusing (401), failing (503) or
-    dying (a cut connection) after the MLflow run was created: one line, no exception; then a catch-up."""
-    from stacks.cli.export_cmd import mirror_finished
+    """What a training command does at its end (mirror_if_tracked, then say_mirrored), the server refusing (401),
+    failing (503) or dying (a cut connection) after the MLflow run was created: one line, no exception; then a
+    catch-up."""
+    from stacks.cli.mirror_view import say_mirrored
     from stacks.project import Project
+    from stacks.tracking.after_run import mirror_if_tracked
     from trainer.storage import open_bucket
 
     root, run_id = trained
@@ -171,7 +173,7 @@ def test_a_tracker_failing_mid_export_is_completed_later_with_nothing_twice(serv
     server.proxy.add(kind, r"log-batch", times=10_000, status=int(status or 503), skip=1)  # the params go, then none
     config = Project.discover(root).load("local", [f"tracking.mlflow.uri={server.proxy.url}"])
     try:
-        mirror_finished(config, open_bucket(config.bucket), [("fr", copy)])
+        say_mirrored(config, mirror_if_tracked(config, open_bucket(config.bucket), [("fr", copy)]))
     finally:
         server.proxy.clear()
     lines = [line for line in capsys.readouterr().err.splitlines() if "not mirrored to MLflow" in line]

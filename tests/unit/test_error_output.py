@@ -91,3 +91,74 @@ def test_the_bare_status_finder_finds_each_form(tmp_path):
         "def third():\n    fail('x', None, 2)\n    sys.exit(ExitStatus.INFRA_ERROR)\n    return 1\n"
     )
     assert bare_exit_statuses(module, tmp_path) == [("m.py", 4), ("m.py", 7), ("m.py", 9)]  # not third's return
+
+
+def every_command(typer_app, path=()):
+    """(words after `trainctl`, the typer record whose callback runs) of every command, the target's too; a group
+    that runs on its own (`runs`) is one."""
+    for info in typer_app.registered_commands:
+        yield [*path, info.name], info
+    for group in typer_app.registered_groups:
+        sub = group.typer_instance
+        if sub.registered_callback is not None and sub.registered_callback.invoke_without_command:
+            yield [*path, group.name], sub.registered_callback
+        yield from every_command(sub, [*path, group.name])
+
+
+def words_to_reach(root, words: list[str]) -> list[str]:
+    """`words` and a value for every argument and option the command requires (a run id fits every one)."""
+    command = root
+    for word in words:
+        command = command.commands[word]
+    return words + [
+        part
+        for param in command.params
+        if param.required
+        for part in (["20261127-100000-abcd"] if param.param_type_name == "argument" else [param.opts[0], "x"])
+    ]
+
+
+def test_an_unexpected_error_in_any_command_is_told_once_at_the_root_its_traceback_with_debug(monkeypatch):
+    import functools
+
+    import typer
+
+    from stacks.cli.main import app
+
+    def failing(callback):
+        @functools.wraps(callback)  # the same signature: the command parses its own line as it does
+        def failed(*args, **kwargs):
+            raise ZeroDivisionError("division by zero")
+
+        return failed
+
+    commands = list(every_command(app))
+    assert {"train", "destroy", "runs export", "runs", "quota", "image build"} <= {" ".join(w) for w, _ in commands}
+    told = error_text(
+        "unexpected ZeroDivisionError: division by zero",
+        "rerun as `trainctl --debug …` for the traceback, and report it with that output as an issue in the "
+        "trainstack repository",
+    )
+    root = typer.main.get_command(app)
+    for words, info in commands:
+        line = words_to_reach(root, words)
+        with monkeypatch.context() as patch:
+            patch.setattr(info, "callback", failing(info.callback))
+            r = CliRunner().invoke(app, line)
+            assert (r.exit_code, r.stderr) == (3, told + "\n"), (line, r.output)
+            r = CliRunner().invoke(app, [*line, "--debug"])
+        assert r.exit_code == 3, (line, r.output)
+        trace, said = r.stderr.split("ZeroDivisionError: division by zero\n", 1)
+        assert trace.startswith("Traceback (most recent call last):") and said == told + "\n", (line, r.stderr)
+
+
+def test_ctrl_c_in_a_command_is_one_word_and_exit_130(monkeypatch):
+    from stacks.cli.main import app
+    from stacks.project import Project
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Project, "discover", interrupted)
+    r = CliRunner().invoke(app, ["runs"])
+    assert (r.exit_code, r.stderr) == (130, "interrupted\n"), r.output

@@ -13,11 +13,11 @@ import typer
 
 def register(app: typer.Typer, kit) -> None:
     """Add the commands to `app`; heavy imports stay inside each command (shell completion starts trainctl)."""
-    app.command("quota")(kit.mapped_errors(_quota(kit)))
+    app.command("quota")(_quota(kit))
     image = typer.Typer(help="Build the trainer image (Cloud Build, Artifact Registry).", no_args_is_help=True)
-    image.command("build")(kit.mapped_errors(_image_build(kit)))
+    image.command("build")(_image_build(kit))
     app.add_typer(image, name="image")
-    app.command("bootstrap")(kit.mapped_errors(_bootstrap(kit)))
+    app.command("bootstrap")(_bootstrap(kit))
 
 
 def _quota(kit):
