@@ -179,7 +179,8 @@ def describe_error(exc: BaseException) -> tuple[str, str | None, int]:
 
 
 def storage_hint(exc) -> str:
-    """What to do about a StorageError, for its bucket's own kind: a folder (file://) or Cloud Storage."""
+    """What to do about a StorageError, for its bucket's own kind: a folder (file://), Cloud Storage (gs://), or
+    another target's storage."""
     if exc.uri.startswith("file://"):
         path = escape(exc.uri.removeprefix("file://"))
         if exc.bad_input:
@@ -193,7 +194,9 @@ def storage_hint(exc) -> str:
             "fix `bucket` in the env's overlay (envs/ENV.yaml or --set bucket=...) or grant the role "
             "named; `trainctl doctor` checks both"
         )
-    return "check the bucket URI and your credentials (gcloud auth application-default login)"
+    if exc.uri.startswith("gs://"):
+        return "check the bucket URI and your credentials (gcloud auth application-default login)"
+    return "check the bucket URI and that its storage can be reached with your credentials; `trainctl doctor` checks"
 
 
 def exit_for(exc: BaseException) -> typer.Exit:
