@@ -93,8 +93,9 @@ def test_shipped_envs_boot_images_their_series_supports(project):
         assert result.exit_code == 0, result.output
         config = json.loads(result.output)
         for lang, settings in config["languages"].items():
-            image = settings["boot_image"] or default_boot_image(settings["machine_type"])
-            assert boot_image_problem(settings["machine_type"], image) is None, (env, lang)
+            vm = settings["gcp"]
+            image = vm["boot_image"] or default_boot_image(vm["machine_type"])
+            assert boot_image_problem(vm["machine_type"], image) is None, (env, lang)
 
 
 def test_g2_boots_cos_with_secure_boot_and_a_driver_version(project):
@@ -172,16 +173,24 @@ def test_gpu_driver_refuses_undocumented_forms_naming_the_documented_ones(projec
 @pytest.mark.parametrize(
     ("settings", "wanted"),
     [
-        (["machine_type=a3-ultragpu-8g", "gpu.type=nvidia-h200-141gb", "gpu.count=8"], "hyperdisk-balanced"),
-        # Issue 38: "pd-standard isn't supported on instances that use the G2 machine type".
-        (["disk_type=pd-standard"], "g2-limitations"),
         (
-            ["machine_type=a3-highgpu-2g", "gpu.type=nvidia-h100-80gb", "gpu.count=2", "spot=false"],
+            ["gcp.machine_type=a3-ultragpu-8g", "gcp.gpu.type=nvidia-h200-141gb", "gcp.gpu.count=8"],
+            "hyperdisk-balanced",
+        ),
+        # Issue 38: "pd-standard isn't supported on instances that use the G2 machine type".
+        (["gcp.disk_type=pd-standard"], "g2-limitations"),
+        (
+            ["gcp.machine_type=a3-highgpu-2g", "gcp.gpu.type=nvidia-h100-80gb", "gcp.gpu.count=2", "spot=false"],
             "Spot or Flex-start",
         ),
         # Spot, but on-demand VMs after a dry Spot pass: a template the group could never create
         (
-            ["machine_type=a3-highgpu-1g", "gpu.type=nvidia-h100-80gb", "gpu.count=1", "on_demand_fallback=true"],
+            [
+                "gcp.machine_type=a3-highgpu-1g",
+                "gcp.gpu.type=nvidia-h100-80gb",
+                "gcp.gpu.count=1",
+                "on_demand_fallback=true",
+            ],
             "on_demand_fallback: true, but a3-highgpu-1g is offered as Spot or Flex-start only",
         ),
     ],
@@ -199,10 +208,10 @@ def test_machine_types_that_refuse_a_setting_stop_before_apply(project, settings
 def test_machine_limits_pass_when_the_setting_fits(project):
     args = ["config", "show", "--env", "dev", "--set", "gcp.project=p1"]
     for setting in [
-        "machine_type=a3-ultragpu-8g",
-        "gpu.type=nvidia-h200-141gb",
-        "gpu.count=8",
-        "disk_type=hyperdisk-balanced",
+        "gcp.machine_type=a3-ultragpu-8g",
+        "gcp.gpu.type=nvidia-h200-141gb",
+        "gcp.gpu.count=8",
+        "gcp.disk_type=hyperdisk-balanced",
     ]:
         args += ["--set", f"languages.fr.{setting}"]
     result = runner.invoke(app, args)

@@ -178,7 +178,10 @@ def test_vms_log_to_cloud_logging_and_carry_the_tag_the_foundation_firewall_lets
             ["gcp.project=p1", "gcp.zones=[europe-west4-a,us-central1-a]"],
             "zone 'us-central1-a' is not in region 'europe-west4'",
         ),
-        (["gcp.project=p1", "languages.fr.local.processes=2"], "runs gloo ranks on the local target only"),
+        (
+            ["gcp.project=p1", "languages.fr.local.processes=2"],
+            "languages.fr.local: settings of target local, but the env's target is gcp",
+        ),
     ],
 )
 def test_bad_gcp_config_is_exit_2(project, sets, message):
