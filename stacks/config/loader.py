@@ -74,7 +74,7 @@ def _read_yaml(path: Path, label: str) -> dict[str, Any]:
         raise ConfigError(
             f"top level must be a mapping of keys to settings, not {_kind_of(data)}",
             source=label,
-            hint=f"write {label} as {shape}; envs/base.yaml shows every key",
+            hint=f"write {label} as {shape}; docs/config.md lists every key",
         )
     return data
 
@@ -289,7 +289,7 @@ def load_config_and_origin(
     try:
         return EnvConfig.model_validate(doc), origin
     except ValidationError as exc:
-        raise _config_error(exc, origin) from exc
+        raise _config_error(exc, origin, doc.get("target", "local")) from exc
 
 
 def load_config(envs_dir: Path, env: str, overrides: list[str] | None = None) -> EnvConfig:
@@ -297,7 +297,7 @@ def load_config(envs_dir: Path, env: str, overrides: list[str] | None = None) ->
     return load_config_and_origin(envs_dir, env, overrides)[0]
 
 
-def _target_block_of(path: tuple) -> str | None:
+def _target_block_of(path: tuple) -> tuple[str, str] | None:
     """`gcp.project` for a top-level `project`, `defaults.gcp.machine_type` for `defaults.machine_type`: the key of
     a target's block (the env's, or a language's) an older overlay set outside it."""
     from stacks.config.keys import optional_stripped
@@ -314,7 +314,7 @@ def _target_block_of(path: tuple) -> str | None:
         field = holder.model_fields.get(name)
         block = optional_stripped(field.annotation) if field is not None else None
         if block is not None and key in getattr(block, "model_fields", {}):
-            return ".".join((*above, name, key))
+            return ".".join((*above, name, key)), name
     return None
 
 
@@ -329,7 +329,7 @@ def _set_key(loc: tuple, origin: dict[tuple, str]) -> str:
     return ".".join(path)
 
 
-def _config_error(exc: ValidationError, origin: dict[tuple, str]) -> ConfigError:
+def _config_error(exc: ValidationError, origin: dict[tuple, str], target: str) -> ConfigError:
     lines, first_source = [], None
     seen = set()
     for err in exc.errors():
@@ -339,10 +339,15 @@ def _config_error(exc: ValidationError, origin: dict[tuple, str]) -> ConfigError
             if path[:1] == ("languages",) and path not in origin:
                 continue  # it came from `defaults`, and is reported there (once, in the file that has it)
             moved = _target_block_of(path)
-            guess = moved or meant_key(path)
+            guess = meant_key(path)
             what = f"unknown key {key!r}" + (f" (did you mean {guess}?)" if guess else "")
-            if moved:
-                what = f"unknown key {key!r}: a target's settings sit in its own block now: {moved}"
+            if moved and moved[1] == target:
+                what = f"unknown key {key!r}: a target's settings sit in its own block now: {moved[0]}"
+            elif moved:
+                what = (
+                    f"unknown key {key!r}: a setting of target {moved[1]} ({moved[0]}), which this env's target "
+                    f"{target} does not read: remove it"
+                )
         else:
             got = err.get("input")
             shown = "" if isinstance(got, (dict, list)) else f" (got {got!r})"

@@ -1,6 +1,7 @@
-"""The targets an env may name, one line each: everything a target brings, named where it is (`module:object`, in
-the target's own package, imported only when needed). Adding a target is one line here plus its package
-(docs/design.md, "Adding a target")."""
+"""The targets an env may name, one line each: everything a target brings, named where it is (`module:object`,
+in the target's own package). Its settings models are imported with the config's (every registered target's: a
+package that cannot be imported stops every command), its code only when an env names it. Adding a target is one
+line here plus its package (docs/design.md, "Adding a target")."""
 
 from __future__ import annotations
 

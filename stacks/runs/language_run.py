@@ -13,6 +13,7 @@ from stacks.naming import stack_name
 if TYPE_CHECKING:
     from stacks.config.models import EnvConfig, LanguageSettings
     from stacks.project import Project
+    from stacks.targets import Target
     from trainer.params import Job
     from trainer.runfiles.status_file import RunStatus
     from trainer.storage import Bucket
@@ -34,6 +35,7 @@ class LanguageRun:
     placement: object | None = None
     run_id: str | None = None
     status: "RunStatus | None" = None
+    found_target: "Target | None" = None
 
     @property
     def bucket(self) -> "Bucket":
@@ -43,6 +45,15 @@ class LanguageRun:
 
             self.opened_bucket = open_bucket(self.config.bucket)
         return self.opened_bucket
+
+    @property
+    def target(self) -> "Target":
+        """Where the run goes (the env's target), looked up once per run."""
+        if self.found_target is None:
+            from stacks.targets import target_of
+
+            self.found_target = target_of(self.config)
+        return self.found_target
 
     @property
     def job(self) -> "Job":

@@ -38,29 +38,69 @@ def _flat(doc: dict, prefix: str) -> dict[str, object]:
     return out
 
 
+def _in_target_blocks(settings: dict) -> dict:
+    """A language's recorded settings with a target's keys in its block (`gpu` -> `gcp.gpu`), as a run started by a
+    version before those blocks recorded them at the top."""
+    from stacks.config.models import LanguageSettings, LanguageSettingsBase
+
+    moved = {
+        k: v
+        for k, v in settings.items()
+        if k in LanguageSettingsBase.model_fields or k in LanguageSettings.model_fields
+    }
+    for key, value in settings.items():
+        if key in moved:
+            continue
+        block = _block_holding(key)
+        if block is None:
+            moved[key] = value  # unknown today: kept, and compared only if it is still a key
+        else:
+            moved[block] = {**(moved.get(block) or {}), key: value}
+    return moved
+
+
+def _block_model(block: str):
+    from stacks.config.keys import optional_stripped
+    from stacks.config.models import LanguageSettings
+
+    field = LanguageSettings.model_fields.get(block)
+    return optional_stripped(field.annotation) if field is not None else None
+
+
+def _block_holding(key: str) -> str | None:
+    from stacks.config.models import LanguageSettings, LanguageSettingsBase
+
+    blocks = [name for name in LanguageSettings.model_fields if name not in LanguageSettingsBase.model_fields]
+    return next((b for b in blocks if key in getattr(_block_model(b), "model_fields", {})), None)
+
+
 def settings_changes(started: dict, now: dict, lang: str) -> list[tuple[str, object, object]]:
     """(key, as the run started, as now) for each setting of the run that differs: the env's identity and the
-    language's settings (a key one side does not have, from another trainstack version, is not compared)."""
+    language's settings (a key one side does not have, from another trainstack version, is not compared; a
+    target's key recorded before its block is compared in it)."""
     before = {k: started.get(k) for k in RUN_IDENTITY} | _flat(
-        (started.get("languages") or {}).get(lang) or {}, f"languages.{lang}."
+        _in_target_blocks((started.get("languages") or {}).get(lang) or {}), f"languages.{lang}."
     )
     after = {k: now.get(k) for k in RUN_IDENTITY} | _flat(now["languages"][lang], f"languages.{lang}.")
     return [(k, before[k], after[k]) for k in before if k in after and before[k] != after[k]]
 
 
 def _is_safe(key: str, lang: str) -> bool:
-    from stacks.config.keys import optional_stripped
-    from stacks.config.models import LanguageSettings
-
     if not key.startswith(f"languages.{lang}."):
         return False
     setting = key.split(".", 2)[2]
     if setting in SAFE_ON_RESUME:
         return True
     block, _, leaf = setting.partition(".")
-    field = LanguageSettings.model_fields.get(block)
-    model = optional_stripped(field.annotation) if field is not None else None
-    return leaf in getattr(model, "SAFE_ON_RESUME", ())
+    return leaf in getattr(_block_model(block), "SAFE_ON_RESUME", ())
+
+
+def safe_keys(target: str) -> list[str]:
+    """The settings a resumed run of `target` may change: every target's, then its block's (`gcp.machine_type`)."""
+    return [
+        *sorted(SAFE_ON_RESUME),
+        *(f"{target}.{k}" for k in sorted(getattr(_block_model(target), "SAFE_ON_RESUME", ()))),
+    ]
 
 
 def said(changes: list[tuple[str, object, object]]) -> str:
@@ -77,7 +117,7 @@ def check_resume(run: LanguageRun, run_id: str) -> list[tuple[str, object, objec
             f"run {run_id} of {run.lang} resumes with the settings it started with; these differ "
             f"(started -> now): {said(refused)}",
             hint=f"resume without the --set (or env edit) that changes them; only where and how long it runs may "
-            f"change ({', '.join(sorted(SAFE_ON_RESUME))}); for other settings start a new run: "
+            f"change ({', '.join(safe_keys(run.config.target))}); for other settings start a new run: "
             f"trainctl train {run.lang} --env {run.env}",
         )
     _check_own_data(run, run_id)

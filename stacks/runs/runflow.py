@@ -14,7 +14,6 @@ from stacks.runs import stack_ops, watch
 from stacks.runs.failover import Failover, RunJournal
 from stacks.runs.language_run import LanguageRun, resolve, resume_command
 from stacks.runs.preflight import report_preflight
-from stacks.targets import target_of
 
 if TYPE_CHECKING:
     from stacks.config.models import EnvConfig
@@ -93,7 +92,7 @@ def run_language(
     if not attached:
         journal.placed(placement_record(run.placement, run.settings.spot))
     if attached:  # followed, and moved, from where its last apply put it, not where a new run would go
-        run.placement = target_of(config).placement_of_run(config, lang, run.bucket, run.run_id) or run.placement
+        run.placement = run.target.placement_of_run(config, lang, run.bucket, run.run_id) or run.placement
         running = read_status(run.bucket, lang, run.run_id)
         if running is not None and running.job != run.job:
             rep.warn(
@@ -107,7 +106,7 @@ def run_language(
             f"follow: trainctl logs {lang} --env {run.env} --follow · status: trainctl status {lang} --env {run.env}"
         )
         return run
-    target = target_of(config)
+    target = run.target
     note = None if attached else target.waiting_note(config, lang, run.placement)
     if note:
         rep.info(note)
@@ -148,7 +147,7 @@ def follow_moving(
 ):
     """Follow the run to its final status, moving it to the next placement whenever its group can create no
     VM for lack of capacity or quota (stacks.runs.failover); every move and preemption in `journal`."""
-    target = target_of(run.config)
+    target = run.target
     # The candidates (gcp: a quota look-up per zone) are only asked for once the run has to move.
     failover = Failover(
         [],
@@ -185,7 +184,7 @@ def follow_moving(
 
 def follow_in_place(run: LanguageRun, rep, *, on_status: Callable, tail: watch.LogTail):
     """watch.follow where the run is now, with its settings now (on_demand_fallback may have replaced them)."""
-    target, lang, config, settings = target_of(run.config), run.lang, run.config, run.settings
+    target, lang, config, settings = run.target, run.lang, run.config, run.settings
     return watch.follow(
         run.bucket,
         lang,
@@ -207,7 +206,7 @@ def follow_in_place(run: LanguageRun, rep, *, on_status: Callable, tail: watch.L
 
 def status_observer(run: LanguageRun, rep, journal: RunJournal, failover: Failover) -> Callable:
     """What to tell of every status read: a preemption, and the run training again (the wait for a VM ends)."""
-    target = target_of(run.config)
+    target = run.target
 
     def seen(status) -> None:
         event = journal.observe(status)
@@ -231,7 +230,7 @@ def take_on_demand(run: LanguageRun, rep, failover: Failover) -> bool:
     config and settings replaced); False when the language does not fall back."""
     if not (run.settings.on_demand_fallback and run.settings.spot):
         return False
-    target, lang = target_of(run.config), run.lang
+    target, lang = run.target, run.lang
     on_demand_settings = run.config.languages[lang].model_copy(update={"spot": False})
     run.config = run.config.model_copy(update={"languages": {**run.config.languages, lang: on_demand_settings}})
     run.settings = run.config.language(lang)
@@ -257,7 +256,7 @@ def reapply_at_next(
 ):
     """The run's stack applied at the next placement that takes it -> that placement; none left for
     capacity_wait_minutes: give_up (NoCapacityError)."""
-    target = target_of(run.config)
+    target = run.target
     failed_for_s, rules_out = exc.minutes * 60, exc.rules_out
     while True:
         placement = failover.next_placement(failed_for_s, rep.info, rules_out)
@@ -360,7 +359,7 @@ def record_cost(run: LanguageRun, rep) -> None:
     except Exception as exc:  # bookkeeping must never turn a finished run into an error
         rep.warn(f"could not record the run's cost: {exc}")
     else:
-        note = target_of(run.config).cost_note(cost)
+        note = run.target.cost_note(cost)
         if note:
             rep.info(note)
     try:  # the report again, now with the final state (and the cost)

@@ -47,7 +47,7 @@ def open_stack(
 
     terraform_binary()  # before the target's preflight and its cloud calls (plan, destroy, gc; train looked earlier)
     config, lang = run.config, run.lang
-    run.placement = target_of(config).preflight(config, lang, reporter, decided=decided) if preflight else None
+    run.placement = run.target.preflight(config, lang, reporter, decided=decided) if preflight else None
     run.tf = synth_and_init(run.project, config, run.stack, echo, {lang: run.placement} if run.placement else None)
     return run
 
@@ -97,7 +97,7 @@ def stack_run(run: LanguageRun) -> tuple[str | None, str | None]:
     current = active_run(run)
     if not current:
         return None, None
-    return current, live_state(run.bucket, run.lang, current, target_of(run.config).status_appear_timeout_s)
+    return current, live_state(run.bucket, run.lang, current, run.target.status_appear_timeout_s)
 
 
 RECENT_RUNS = 10  # the newest run folders looked at for a live run (one run per language at a time)
@@ -110,7 +110,7 @@ def holds_live_run(run: LanguageRun, echo=None) -> bool:
     from stacks.runs.records import run_ids
 
     try:
-        appear_s = target_of(run.config).status_appear_timeout_s
+        appear_s = run.target.status_appear_timeout_s
         if not any(live_state(run.bucket, run.lang, r, appear_s) for r in run_ids(run.bucket, run.lang)[-RECENT_RUNS:]):
             return False
         run.placement, run.tf = None, synth_and_init(run.project, run.config, run.stack, echo)
@@ -136,7 +136,7 @@ def write_run_metadata(run: LanguageRun) -> None:
     meta.update(
         target=run.config.target, spot=settings.spot, nodes=settings.nodes, max_run_hours=settings.max_run_hours
     )
-    meta.update(target_of(run.config).run_metadata(run.config, run.lang, run.placement, bucket))
+    meta.update(run.target.run_metadata(run.config, run.lang, run.placement, bucket))
     prefix = "metadata/"
     config_key = run_key(run.lang, run_id, prefix + "config.json")
     # the settings the run started with: a resume or a move never rewrites them (a resume's changes: changes.json)
@@ -212,7 +212,7 @@ def live_runs_between_placements(run: LanguageRun) -> list[str]:
     between placements (a move, a wait for capacity) and whoever follows them applies the stack again."""
     from stacks.runs.records import run_ids
 
-    appear_s = target_of(run.config).status_appear_timeout_s
+    appear_s = run.target.status_appear_timeout_s
     recent = run_ids(run.bucket, run.lang)[-RECENT_RUNS:]
     return [r for r in reversed(recent) if live_state(run.bucket, run.lang, r, appear_s)]
 
@@ -323,9 +323,7 @@ def reapply(run: LanguageRun, placement, reporter: Reporter, echo=None) -> None:
                 f"run {current} of {run.lang} took {run.stack} while run {run.run_id} waited to move",
                 hint=f"continue this one once that one ends: {resume_command(run.lang, run.env, run.run_id)}",
             )
-        reporter.info(
-            f"applying {run.stack} (run {run.run_id}) at {target_of(run.config).describe_placement(placement)}"
-        )
+        reporter.info(f"applying {run.stack} (run {run.run_id}) at {run.target.describe_placement(placement)}")
         refresh_status(run.bucket, run.lang, run.run_id)  # before its new VMs boot and read it
         run.tf.apply({"run_id": run.run_id})
         write_run_metadata(run)

@@ -46,8 +46,8 @@ CLOUD_MACHINE = ("machine_type", "gpu", "market", "nodes", "region", "zone")  # 
 def machine_tags(trainctl_meta: dict, cost: dict, moves: dict, trainer_meta: dict | None = None) -> dict[str, str]:
     """Where and on what the run trained: a cloud target's machine as recorded at apply (metadata/trainctl.json)
     and as it moved (metadata/placements.json: the zone it last ran in); a local run's CPU and cores as the
-    trainer saw them (metadata/trainer.json), and no cloud machine (trainctl.json records the language's gcp
-    settings whatever the target)."""
+    trainer saw them (metadata/trainer.json), and no cloud machine (which a run's trainctl.json recorded whatever
+    its target before a language's gcp settings had their own block)."""
     trainer_meta = trainer_meta or {}
     target = trainctl_meta.get("target")
     gpu = trainctl_meta.get("gpu") or {}

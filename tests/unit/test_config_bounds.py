@@ -139,3 +139,23 @@ def test_a_tracking_uri_of_any_form_mlflow_takes_loads(project, uri):
     from stacks.config import load_config
 
     assert load_config(project / "envs", "local", [f"tracking.mlflow.uri={uri}"]).tracking.mlflow.uri == uri
+
+
+@pytest.mark.parametrize(
+    "env, key, said",
+    [
+        ("local", "defaults.cores=1", "a target's settings sit in its own block now: defaults.local.cores"),
+        ("local", "languages.fr.processes=2", "sit in its own block now: languages.fr.local.processes"),
+        ("local", "spot_market={}", "a target's settings sit in its own block now: local.spot_market"),
+        (
+            "local",
+            "defaults.machine_type=g2-standard-8",
+            "a setting of target gcp (defaults.gcp.machine_type), which this env's target local does not read",
+        ),
+    ],
+)
+def test_a_targets_key_outside_its_block_is_told_its_place_or_that_this_target_does_not_read_it(
+    project, env, key, said
+):
+    r, output = config_show("--env", env, "--set", key)
+    assert r.exit_code == 2 and said in output, output

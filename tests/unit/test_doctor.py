@@ -221,7 +221,7 @@ def test_all_ok(project, monkeypatch):
             "shielded-vm",
             lambda r: r.update({("POST", ORG_POLICY): (200, {"booleanPolicy": {"enforced": True}})}),
             "compute.requireShieldedVm: enforced, and Secure Boot is off for en",
-            "set secure_boot: true",
+            "set gcp.secure_boot: true",
         ),
         (
             "domains",
@@ -319,7 +319,7 @@ def test_all_ok(project, monkeypatch):
             "default-driver",
             lambda r: None,
             "gpu_driver: default installs the COS milestone's default driver",
-            "set gpu_driver: latest (or R580) for fr",
+            "set gcp.gpu_driver: latest (or R580) for fr",
         ),
         (
             "no-firewall",

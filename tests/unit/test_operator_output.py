@@ -220,6 +220,16 @@ def test_gcp_run_cost_from_the_vm_boot_records(project, tmp_path, monkeypatch):
     assert row["est_cost"] is None and row["cost_note"].startswith(
         "cost unknown: no price for machine type z9-mystery-1"
     )
+    # No trainctl.json (the apply made VMs, its metadata never landed): the machine the run's config recorded,
+    # in the language's gcp block, or at its top where an older version wrote it.
+    b.delete(f"fr/runs/{run_id}/metadata/trainctl.json")
+    recorded = json.loads(config.model_dump_json())
+    recorded["languages"]["fr"]["gcp"]["machine_type"] = "g2-standard-4"
+    write(b.root, f"fr/runs/{run_id}/metadata/config.json", recorded)
+    assert run_row(b, config, "fr", run_id)["machine_type"] == "g2-standard-4"
+    recorded["languages"]["fr"].update(recorded["languages"]["fr"].pop("gcp"), machine_type="g2-standard-12")
+    write(b.root, f"fr/runs/{run_id}/metadata/config.json", recorded)
+    assert run_row(b, config, "fr", run_id)["machine_type"] == "g2-standard-12"
     from stacks.cli import runs_cmds
 
     monkeypatch.setattr(runs_cmds, "open_env", lambda *a, **k: (config, b))  # a gcp env over a folder bucket

@@ -75,6 +75,30 @@ def test_a_safe_change_is_recorded_as_a_change_and_the_settings_the_run_started_
     assert check_resume(_run(project), RUN) == []  # the run's own settings: nothing to record
 
 
+def test_a_targets_own_keys_are_safe_as_its_block_says_and_the_refusal_names_them(project):
+    _started(project)
+    changes = check_resume(_run(project, "--set", "languages.fr.local.cores=1"), RUN)
+    assert changes == [("languages.fr.local.cores", 0, 1)]
+    with pytest.raises(TrainstackError) as refused:
+        check_resume(_run(project, "--set", "languages.fr.local.processes=2"), RUN)
+    assert "max_run_hours" in refused.value.hint and "local.cores" in refused.value.hint, refused.value.hint
+
+
+def test_a_run_recorded_before_the_target_blocks_is_compared_key_for_key(project):
+    """A run started by a version that kept a target's keys at the top of a language (`processes`, `gpu`)."""
+    run = _run(project)
+    doc = json.loads(run.config.model_dump_json())
+    flat = doc["languages"]["fr"]
+    flat.update(flat.pop("local"))
+    flat.update({"machine_type": "g2-standard-8", "gpu": {"type": "nvidia-l4", "count": 1}})
+    run.bucket.write_bytes(f"fr/runs/{RUN}/metadata/config.json", json.dumps(doc).encode())
+    with pytest.raises(TrainstackError, match=r"languages\.fr\.local\.processes 1 -> 2"):
+        check_resume(_run(project, "--set", "languages.fr.local.processes=2"), RUN)
+    assert check_resume(_run(project, "--set", "languages.fr.local.cores=1"), RUN) == [
+        ("languages.fr.local.cores", 0, 1)
+    ]
+
+
 def test_a_run_whose_own_copy_of_its_data_is_gone_is_refused_naming_data_previous(project):
     run = _started(project)
     bucket = run.bucket

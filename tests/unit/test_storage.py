@@ -145,3 +145,19 @@ def test_a_follower_of_a_log_written_whole_reads_only_what_is_appended_after(buc
     bucket.append(key, b"three\n")
     assert bucket.read_appended(key, cursor)[0] == b"three\n"
     assert bucket.read_appended(key)[0] == b"one\ntwo\nthree\n"
+
+
+def test_a_scheme_of_a_target_outside_the_tree_opens_through_the_opener_its_registry_line_names(monkeypatch, tmp_path):
+    from tests.support.plugin_target import PLUGINS
+    from trainer.storage import OPENERS_ENV, StorageError, open_bucket
+
+    monkeypatch.syspath_prepend(str(PLUGINS))
+    monkeypatch.setenv(OPENERS_ENV, "other=nowhere.at_all:f,shelf=shelftarget.storage:open_shelf")
+    shelf = open_bucket(f"shelf://{tmp_path}")
+    shelf.write_bytes("fr/x.txt", b"1")
+    assert (tmp_path / "fr" / "x.txt").read_bytes() == b"1" and shelf.url("fr/x.txt") == f"shelf://{tmp_path}/fr/x.txt"
+    with pytest.raises(StorageError, match=f"{OPENERS_ENV} names nowhere.at_all:f for other://"):
+        open_bucket("other://b")
+    monkeypatch.delenv(OPENERS_ENV)
+    with pytest.raises(StorageError, match="unsupported bucket scheme"):
+        open_bucket(f"shelf://{tmp_path}")

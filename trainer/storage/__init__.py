@@ -45,7 +45,12 @@ def opener_of(scheme: str):
         name, _, code = entry.partition("=")
         if name.strip() == scheme:
             module, _, attribute = code.strip().partition(":")
-            return getattr(import_module(module), attribute)
+            try:
+                return getattr(import_module(module), attribute)
+            except (ImportError, AttributeError) as exc:
+                raise StorageError(
+                    f"{OPENERS_ENV} names {code.strip()} for {scheme}://, which is not there: {exc}", f"{scheme}://"
+                ) from exc
     return None
 
 

@@ -82,7 +82,7 @@ def _check_language(lang: str, settings: LanguageSettings, origin: dict[tuple, s
         raise ConfigError(
             f"languages.{lang}: {problem}",
             source=where,
-            hint="pick a matching machine_type and gpu (`trainctl config show` prints both)",
+            hint="pick a matching gcp.machine_type and gcp.gpu (`trainctl config show` prints both)",
         )
     image = settings.gcp.boot_image or default_boot_image(settings.gcp.machine_type)
     problem = boot_image_problem(settings.gcp.machine_type, image)
@@ -90,7 +90,7 @@ def _check_language(lang: str, settings: LanguageSettings, origin: dict[tuple, s
         raise ConfigError(
             f"languages.{lang}: {problem}",
             source=_set_at(origin, source, lang, "boot_image"),
-            hint="leave boot_image unset (the GPU catalogue's image for the series) or pick one "
+            hint="leave gcp.boot_image unset (the GPU catalogue's image for the series) or pick one "
             "listed in stacks/targets/gcp/gpus.py",
         )
     _check_gpu_driver(lang, settings.gcp.gpu_driver, origin, source)
@@ -138,5 +138,5 @@ def _check_gpu_driver(lang: str, gpu_driver: str, origin: dict[tuple, str], sour
             f"languages.{lang}: gpu_driver {gpu_driver} is older than the {IMAGE_MIN_DRIVER} "
             f"the trainer image's CUDA 13 needs ({COS_GPU_DRIVERS}): the run would train on the CPU",
             source=_set_at(origin, source, lang, "gpu_driver"),
-            hint=f"set gpu_driver: latest or R{IMAGE_MIN_DRIVER}",
+            hint=f"set gcp.gpu_driver: latest or R{IMAGE_MIN_DRIVER}",
         )

@@ -73,11 +73,12 @@ def settings_of(bucket: Bucket, lang: str, run_id: str, config: EnvConfig) -> di
     s = recorded.get("languages", {}).get(lang) or (
         config.language(lang).model_dump() if lang in config.languages else {}
     )
+    vm = s.get("gcp") or s  # a config from before the `gcp:` block of a language has its keys at the top
     zone = meta.get("zone")
     return {
         **meta,
-        "machine_type": s.get("machine_type"),
-        "gpu": s.get("gpu") or {},
+        "machine_type": vm.get("machine_type"),
+        "gpu": vm.get("gpu") or {},
         "spot": s.get("spot"),
         "nodes": s.get("nodes", 1),
         "region": zone.rsplit("-", 1)[0] if zone else config.gcp.region,

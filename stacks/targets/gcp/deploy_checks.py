@@ -70,7 +70,7 @@ def check_drivers(config: EnvConfig) -> list[Check]:
                     "gpu_driver: default installs the COS milestone's default driver, which "
                     f"may be older than the {IMAGE_MIN_DRIVER} the image's CUDA 13 needs "
                     "(the run would then fail on its VM)",
-                    f"set gpu_driver: latest (or R{IMAGE_MIN_DRIVER}) for {lang}",
+                    f"set gcp.gpu_driver: latest (or R{IMAGE_MIN_DRIVER}) for {lang}",
                 )
             )
         else:

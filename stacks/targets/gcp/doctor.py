@@ -101,7 +101,7 @@ def check_boot_image(config: EnvConfig, lang: str, images=None) -> Check:
     problem = boot_image_problem(s.gcp.machine_type, image)
     if problem:
         return Check(
-            name, False, problem, "leave boot_image unset or pick an image from stacks/targets/gcp/catalogue.yaml"
+            name, False, problem, "leave gcp.boot_image unset or pick an image from stacks/targets/gcp/catalogue.yaml"
         )
     parts = image.removeprefix("https://www.googleapis.com/compute/v1/").split("/")
     if len(parts) < 5 or parts[0] != "projects" or parts[2:4] not in (["global", "images"],):
@@ -216,7 +216,7 @@ def check_org_policies(config: EnvConfig) -> list[Check]:
                 "org policy compute.requireShieldedVm",
                 False,
                 f"enforced, and Secure Boot is off for {', '.join(off)}",
-                "set secure_boot: true for them (with a boot image whose NVIDIA driver is signed, e.g. "
+                "set gcp.secure_boot: true for them (with a boot image whose NVIDIA driver is signed, e.g. "
                 "Container-Optimized OS), or ask for an exception on the project",
             )
         )

@@ -48,7 +48,7 @@ def fixed_gpu_count(machine_type: str) -> int | None:
 def gpu_problem(gpu_type: str | None, count: int, machine_type: str) -> str | None:
     """Why this GPU request cannot run on this machine type, or None when it can."""
     if not gpu_type or count == 0:
-        return "a GPU is required on target gcp: set gpu.type and gpu.count >= 1"
+        return "a GPU is required on target gcp: set gcp.gpu.type and gcp.gpu.count >= 1"
     gpu = GPU_TYPES.get(gpu_type)
     if gpu is None:
         return f"unknown GPU type {gpu_type!r}; known: {', '.join(sorted(GPU_TYPES))}"
@@ -63,7 +63,7 @@ def gpu_problem(gpu_type: str | None, count: int, machine_type: str) -> str | No
         return f"{gpu_type} attaches only to {wanted} machine types, not {machine_type!r}"
     fixed = fixed_gpu_count(machine_type)
     if fixed is not None and fixed != count:
-        return f"{machine_type} comes with {fixed} x {gpu_type}; set gpu.count to {fixed} (got {count})"
+        return f"{machine_type} comes with {fixed} x {gpu_type}; set gcp.gpu.count to {fixed} (got {count})"
     if fixed is None and count not in gpu.counts:
         return f"{gpu_type} comes in counts of {', '.join(map(str, gpu.counts))} per VM (got {count})"
     return None
@@ -159,12 +159,15 @@ def machine_limit_problems(machine_type: str, *, disk_type: str, spot: bool) -> 
                 (
                     "disk_type",
                     f"{machine_type} boots only from {' or '.join(limit.disk_types)} disks, "
-                    f"not {disk_type} {cited}; set disk_type: {limit.disk_types[0]}",
+                    f"not {disk_type} {cited}; set gcp.disk_type: {limit.disk_types[0]}",
                 )
             )
         if disk_type in limit.refused_disks:
             problems.append(
-                ("disk_type", f"{machine_type} cannot boot from {disk_type} disks {cited}; set disk_type: pd-balanced")
+                (
+                    "disk_type",
+                    f"{machine_type} cannot boot from {disk_type} disks {cited}; set gcp.disk_type: pd-balanced",
+                )
             )
         if limit.spot_only and not spot:
             problems.append(

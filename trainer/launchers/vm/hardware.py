@@ -72,7 +72,7 @@ def problem(hardware: Hardware, expected_gpus: int, min_driver: int = MIN_DRIVER
     major = _major(hardware.driver)
     fix_driver = (
         f"set defaults.gcp.gpu_driver to latest, R{min_driver} or a {min_driver}.x version (cos-extensions), "
-        "or boot a newer image (boot_image: the cos-stable family)"
+        "or boot a newer image (gcp.boot_image: the cos-stable family)"
     )
     if major is not None and major < min_driver:
         return (
