@@ -1,5 +1,5 @@
 """The local Spot market's settings (`spot_market:` of an env): simulated zones, outages and preemptions; the one
-market model the local target and the simulated Google Cloud share (trainer/launchers/local/market.py)."""
+market model the local target and the simulated Google Cloud share (trainer/launchers/market.py)."""
 
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ class SimPreemption(StrictModel):
 
 
 class SpotMarketSettings(StrictModel):
-    """local target: a simulated Spot market (trainer/launchers/local/market.py), its zones tried in this order."""
+    """local target: a simulated Spot market (trainer/launchers/market.py), its zones tried in this order."""
 
     speedup: float = Field(1, gt=0, allow_inf_nan=False, description="market seconds per wall-clock second")
     zones: dict[str, SimZone] = Field(min_length=1, description="simulated zones, in order of preference")
@@ -75,7 +75,7 @@ class SpotMarketSettings(StrictModel):
         return self
 
     def to_json(self) -> str:
-        """What the local launcher reads (trainer.launchers.local.market.Market.from_json)."""
+        """What the local launcher reads (trainer.launchers.market.Market.from_json)."""
         import json
 
         return json.dumps(

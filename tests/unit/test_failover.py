@@ -1,9 +1,9 @@
-"""The failover rule (stacks.runs.failover) and the simulated market (trainer.launchers.local.market), alone."""
+"""The failover rule (stacks.runs.failover) and the simulated market (trainer.launchers.market), alone."""
 
 from __future__ import annotations
 
 from stacks.runs.failover import Failover, RunJournal
-from trainer.launchers.local.market import Market, Preemption
+from trainer.launchers.market import Market, Preemption
 from trainer.runfiles.status_file import INTERRUPTED_STAGE, RUNNING, SUCCEEDED, RunStatus
 from trainer.storage import open_bucket
 

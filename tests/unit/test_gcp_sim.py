@@ -317,7 +317,7 @@ def test_a_stage_triggered_preemption_counts_only_what_the_vms_own_boot_trained(
     from stacks.targets.gcp.sim.quotas import VmShape
     from stacks.targets.gcp.sim.session import STORAGE_ENV, _storage_emulator
     from stacks.targets.gcp.sim.vms import VmRunner
-    from trainer.launchers.local.market import Preemption
+    from trainer.launchers.market import Preemption
     from trainer.runfiles.status_file import RunStatus, write_status
     from trainer.storage import open_bucket
 

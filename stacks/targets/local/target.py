@@ -109,7 +109,7 @@ class LocalTarget(TargetBase):
         """With a simulated Spot market: the new tries of the run's launcher that found its zone dry."""
         if config.local.spot_market is None or not config.language(lang).spot or project is None or run_id is None:
             return None  # one machine: the supervisor's own status and exit code tell
-        from trainer.launchers.local.market import MarketRecord
+        from trainer.launchers.market import MarketRecord
         from trainer.runfiles.timestamps import now_iso
 
         record = MarketRecord(project.procs_dir(config.env) / run_id)

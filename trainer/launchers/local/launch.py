@@ -24,7 +24,7 @@ class LocalLaunch:
     cores: int = 0  # cores to pin the trainer to (0: all of the machine's)
     cores_dir: str | None = None  # the ledger of cores held by this project's local runs
     zone: str | None = None  # the simulated Spot zone of this machine (with market)
-    market: str | None = None  # the simulated Spot market, as JSON (trainer.launchers.local.market)
+    market: str | None = None  # the simulated Spot market, as JSON (trainer.launchers.market)
 
     @classmethod
     def of(cls, spec: RunSpec, state_dir: str, **machine) -> "LocalLaunch":
@@ -78,7 +78,7 @@ class LocalLaunch:
         parser.add_argument("--cores", type=int, default=0, help="cores to pin the trainer to (0: all)")
         parser.add_argument("--cores-dir", help="the ledger of cores held by this project's local runs")
         parser.add_argument("--zone", help="the simulated Spot zone of this machine (with --market)")
-        parser.add_argument("--market", help="the simulated Spot market, as JSON (trainer.launchers.local.market)")
+        parser.add_argument("--market", help="the simulated Spot market, as JSON (trainer.launchers.market)")
         cut = argv.index("--") if "--" in argv else len(argv)
         args, rest = parser.parse_args(argv[:cut]), argv[cut + 1 :]
         launch = cls(

@@ -1,4 +1,4 @@
-"""The local launcher's machine as a Spot VM of the simulated market (trainer.launchers.local.market):
+"""The local launcher's machine as a Spot VM of the simulated market (trainer.launchers.market):
 created only while its zone has capacity (each try without it a creation error, as an instance group's
 error list), preempted (SIGTERM, then SIGKILL after the grace) when the market says so."""
 
@@ -20,7 +20,7 @@ class SpotVm:
     """One run's machine in one zone of the market; `state_dir` keeps what fired (shared by every zone)."""
 
     def __init__(self, market, zone: str, state_dir: Path, args):
-        from trainer.launchers.local.market import MarketRecord
+        from trainer.launchers.market import MarketRecord
 
         self.market, self.zone, self.args = market, zone, args
         self.record = MarketRecord(state_dir)

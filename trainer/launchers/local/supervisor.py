@@ -15,7 +15,7 @@ it starts the trainer again for the same run id when it was interrupted (exit
 code failure (exit 1 or 2, or a FAILED status) is never restarted (the rule:
 trainer.launchers.interruptions). Nothing here depends on the process that called `start`.
 
-With `--zone Z --market JSON` the machine is a Spot VM of a simulated market (trainer.launchers.local.market):
+With `--zone Z --market JSON` the machine is a Spot VM of a simulated market (trainer.launchers.market):
 the trainer starts only while zone Z has capacity (each try without it is a creation error in the run's
 folder, read by the local target as a group's error list), and a preemption due in Z sends it SIGTERM.
 A stop while no trainer runs (waiting for capacity) leaves the run as it is, resumable: the lifecycle
@@ -185,8 +185,8 @@ def _wait_for_cores(ledger, want: int, args, stopping: dict, state_dir: Path, de
 
 def run(launch: LocalLaunch) -> int:
     from trainer.launchers.local.cores import CoreLedger
-    from trainer.launchers.local.market import Market
     from trainer.launchers.local.spot_vm import SpotVm
+    from trainer.launchers.market import Market
     from trainer.runfiles.run_ids import run_started_at
 
     state_dir, trainer_args, max_run_hours = launch.state, list(launch.trainer_args), launch.max_run_hours

@@ -1,6 +1,6 @@
 """The simulated Compute Engine's state and the rules it enforces as time passes.
 
-Time is the local Spot market's (trainer/launchers/local/market.py): simulated seconds since the sim started,
+Time is the local Spot market's (trainer/launchers/market.py): simulated seconds since the sim started,
 `speedup` of them per wall second; which zone is dry when, and which preemption fires, is that model's answer.
 Every call first brings the state up to the present (`advance`), so the state is what a reader would find.
 
@@ -34,7 +34,7 @@ from typing import Callable
 from stacks.targets.gcp.sim import quotas, refusals
 from stacks.targets.gcp.sim.quotas import LIVE, VmShape
 from stacks.targets.gcp.sim.scenario import Scenario, region_of
-from trainer.launchers.local.market import Market
+from trainer.launchers.market import Market
 
 
 class SimError(Exception):

@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from stacks.targets.gcp.sim.quotas import VmShape
-from trainer.launchers.local.market import NO_CAPACITY
+from trainer.launchers.market import NO_CAPACITY
 
 if TYPE_CHECKING:
     from stacks.targets.gcp.sim.cloud import Group, SimCloud

@@ -1,7 +1,7 @@
 """The simulated cloud's state at time 0, read from a scenario file: what each zone offers, the project's
 quotas and what outside VMs already use, Spot capacity windows and preemptions, prices.
 
-Capacity windows and preemptions are the local target's market (trainer/launchers/local/market.py) with the
+Capacity windows and preemptions are the local target's market (trainer/launchers/market.py) with the
 same schema as `spot_market` in envs/local-spot.yaml: one market model, two targets.
 
 Where each rule the sim enforces comes from (pages read 2026-11-28):

@@ -1,4 +1,5 @@
-"""A simulated Spot market for the local target: named zones with capacity windows and preemptions.
+"""A simulated Spot market: named zones with capacity windows and preemptions, which the local target's launcher
+meets (envs/local-spot.yaml) and the simulated Google Cloud replays (stacks/targets/gcp/sim/): no target's own.
 
 What only a cloud can do (run out of Spot capacity, take a VM back) happens here to the local launcher,
 so the same run lifecycle (stacks/runs/) meets it: the supervisor, like an instance group, creates its
