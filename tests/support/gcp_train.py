@@ -9,7 +9,8 @@ import dataclasses
 from typer.testing import CliRunner
 
 from stacks.cli.main import app
-from stacks.runs import runflow, stack_ops
+from stacks.runs import stack_ops
+from stacks.runs.language_run import LanguageRun
 from stacks.targets.gcp.image import REGISTRY_ENDPOINT_ENV
 from stacks.targets.gcp.quota import ENDPOINT_ENV
 from stacks.targets.gcp.target import GCP
@@ -104,7 +105,7 @@ class GcpTrain:
         terraform.apply = apply_then_vm
         self.monkeypatch.setattr(stack_ops, "synth_and_init", synth_and_init)
         fast = dataclasses.replace(GCP, poll_s=0.05, capacity_retry=(0.01, 0.01), status_appear_timeout_s=appear_s)
-        self.monkeypatch.setattr(runflow, "target_of", lambda config: fast)
+        self.monkeypatch.setattr(LanguageRun, "target", property(lambda run: fast))  # the run's, for its whole life
         # a group that exists and has no VM (a test's own route, added before, answers first)
         self.api.routes.setdefault(("POST", MANAGED_ANY), (200, {}))
         self.api.routes[("HEAD", MANIFEST)] = (200, {})
