@@ -106,7 +106,9 @@ TWO_NODES = [
     *QUICK,
     *("--set", "defaults.nodes=2", "--set", f"gcp.simulated.speedup={SPEEDUP}"),
     *("--set", "gcp.zones=[europe-west4-a]", "--set", "gcp.fallback_zones=[]"),
-    *("--set", "defaults.trainer.epochs_lm=3"),  # preempted after its 1st and 2nd epochs, trained on to the 3rd
+    # preempted after its 1st and 2nd epochs (or an epoch or two later: the simulated cloud reads the log every
+    # poll, and a tiny epoch is shorter under load), trained on to the 5th
+    *("--set", "defaults.trainer.epochs_lm=5"),
 ]
 
 
@@ -165,7 +167,7 @@ def test_a_two_node_run_resumed_and_placed_again_long_after_its_interruptions_tr
 
     code, out = ctrl_c_once_printed(
         gcp_sim,
-        "epoch 3/3",  # the LM fine-tuning trained on, on the VMs placed again
+        "epoch 5/5",  # the LM fine-tuning trained on, on the VMs placed again
         *("train", "fr", *TWO_NODES, "--resume", run_id, *_preempted(2, f"{40 * 60}")),
     )
     assert code == 130, out  # stopped by the test, not ended by an agent
@@ -176,7 +178,7 @@ def test_a_two_node_run_resumed_and_placed_again_long_after_its_interruptions_tr
     assert resumed_boot - _at(interrupted["updated_at"]) > limit_s
     journal = json.loads((_run_files(gcp_sim, run_id) / "metadata/placements.json").read_text())
     preempted = journal["preemptions"][-1]
-    assert preempted["stage"] == "lm_finetune" and preempted["epoch"] == 2 and preempted["training_again_at"], journal
+    assert preempted["stage"] == "lm_finetune" and preempted["epoch"] >= 2 and preempted["training_again_at"], journal
     placed_again = next(t for t in boots if t > _at(preempted["detected_at"]))
     assert placed_again - _at(preempted["detected_at"]) > limit_s, journal  # the zone's 40 min were past the limit
     assert len(journal["placements"]) >= 3, journal  # placed, resumed, placed again (once or more)
