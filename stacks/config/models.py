@@ -77,13 +77,27 @@ TrainerSettings.__doc__ = (
 )
 
 
+Rung = Literal["spot", "flex_start", "on_demand"]
+RUNGS: tuple[str, ...] = ("spot", "flex_start", "on_demand")
+
+
 class LanguageSettingsBase(StrictModel):
     """Settings of one language's training run (defaults, then languages.<lang>) that every target reads;
     `LanguageSettings` adds each target's own block (`gcp:` machine, GPU, disk; `local:` processes, cores)."""
 
     code: str | None = Field(None, description="ISO 639-1 code of the language (default: its key), e.g. el for gr")
 
-    spot: bool = Field(True, description="Spot capacity (preempted, resumed from checkpoints) or on-demand")
+    capacity: list[Rung] | None = Field(
+        None,
+        min_length=1,
+        description="the capacity ladder, tried in order: a run takes the next rung once every placement lacked "
+        "the one before (spot: preemptible, resumed from checkpoints; flex_start: queued for all nodes at once, "
+        "never preempted, up to flex_start_wait_minutes; on_demand: the list price). Default [spot]; the older "
+        "keys still work: spot: false is [on_demand], on_demand_fallback: true adds on_demand",
+    )
+    spot: bool = Field(
+        True, description="the first rung is Spot (read from capacity; older spelling of capacity: [on_demand])"
+    )
     nodes: int = Field(1, ge=1, le=64, description="machines of one run (data parallel over all their accelerators)")
     max_restarts: int = Field(3, ge=0, le=100, description="times an interrupted (preempted) run is resumed")
     max_run_hours: float = Field(
@@ -110,11 +124,69 @@ class LanguageSettingsBase(StrictModel):
     )
     on_demand_fallback: bool = Field(
         False,
-        description="spot: take on-demand capacity once every zone lacked Spot "
-        "capacity (at the on-demand price; said with the difference)",
+        description="on_demand is a later rung of capacity (read from it; older spelling of "
+        "capacity: [spot, on_demand])",
+    )
+    flex_start_wait_minutes: float = Field(
+        240,
+        gt=0,
+        le=10080,
+        description="flex_start rung: how long a resize request for all the run's nodes may wait before the run "
+        "takes its next rung (or stops, resumable)",
+    )
+    max_restarts_on_errors: int = Field(
+        0,
+        ge=0,
+        le=20,
+        description="times a run that failed for a reason not its code's (a node lost, a driver that did not load, "
+        "an exit code in restart_on_exit_codes) is restarted from its checkpoint; 0: a failure ends it",
+    )
+    restart_on_exit_codes: list[int] = Field(
+        [], description="the trainer's exit codes that count as such a failure (e.g. an NCCL timeout's)"
     )
     data: DataSettings = DataSettings()
     trainer: TrainerSettings = TrainerSettings()
+
+    @model_validator(mode="after")
+    def _one_capacity_ladder(self) -> "LanguageSettingsBase":
+        """`capacity` is the ladder; `spot` and `on_demand_fallback` (its older spelling) are read from it."""
+        given = self.model_fields_set
+        if self.capacity is None:
+            ladder = ["spot", "on_demand"] if self.spot and self.on_demand_fallback else []
+            ladder = ladder or (["spot"] if self.spot else ["on_demand"])
+        else:
+            ladder = list(self.capacity)
+            if len(set(ladder)) != len(ladder):
+                raise ValueError(f"capacity {ladder}: a rung is named twice")
+            if "spot" in given and self.spot != (ladder[0] == "spot"):
+                raise ValueError(
+                    f"spot: {str(self.spot).lower()} and capacity {ladder} disagree: capacity replaces spot, "
+                    "remove spot"
+                )
+            if "on_demand_fallback" in given and self.on_demand_fallback and "on_demand" not in ladder:
+                raise ValueError(
+                    f"on_demand_fallback: true and capacity {ladder}: capacity replaces it, add on_demand to "
+                    "capacity or remove on_demand_fallback"
+                )
+        object.__setattr__(self, "capacity", ladder)
+        object.__setattr__(self, "spot", ladder[0] == "spot")
+        object.__setattr__(self, "on_demand_fallback", "on_demand" in ladder[1:])
+        return self
+
+    @property
+    def rung(self) -> str:
+        """The capacity the run asks for now: the ladder's first rung (`on_rung` moves it)."""
+        return self.capacity[0]
+
+    def next_rungs(self) -> list[str]:
+        return list(self.capacity[1:])
+
+    def on_rung(self, rung: str):
+        """These settings at `rung` of the ladder (the rungs before it dropped): what a run that took it runs with."""
+        ladder = self.capacity[self.capacity.index(rung) :]
+        return self.model_copy(
+            update={"capacity": ladder, "spot": rung == "spot", "on_demand_fallback": "on_demand" in ladder[1:]}
+        )
 
 
 def _target_fields(kind: str) -> dict:

@@ -17,6 +17,7 @@ def run_spec(config: EnvConfig, lang: str) -> RunSpec:
         trainer_args=tuple(trainer_args(config, lang)),
         nodes=s.nodes,
         spot=s.spot,
+        rung=s.rung,
         max_run_hours=s.max_run_hours,
         max_restarts=s.max_restarts,
     )

@@ -22,7 +22,18 @@ if TYPE_CHECKING:
 # (the model, the data, the trainer's arguments, gpu, nodes, processes) would resume a checkpoint into another run,
 # or record settings that never trained.
 SAFE_ON_RESUME = frozenset(
-    {"max_run_hours", "max_restarts", "creation_error_minutes", "capacity_wait_minutes", "on_demand_fallback", "spot"}
+    {
+        "max_run_hours",
+        "max_restarts",
+        "creation_error_minutes",
+        "capacity_wait_minutes",
+        "on_demand_fallback",
+        "spot",
+        "capacity",
+        "flex_start_wait_minutes",
+        "max_restarts_on_errors",
+        "restart_on_exit_codes",
+    }
 )
 # The env's keys that are the run's identity: the bucket its files and data are in, and its target and env.
 RUN_IDENTITY = ("env", "target", "bucket")

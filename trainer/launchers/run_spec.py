@@ -15,7 +15,8 @@ class RunSpec:
     bucket: str  # the env's bucket URI
     trainer_args: tuple[str, ...]  # `python -m trainer`'s arguments, except --run-id
     nodes: int = 1
-    spot: bool = True
+    spot: bool = True  # the run's rung is Spot (preemptible)
+    rung: str = "spot"  # the capacity it asks for: spot, flex_start (queued, all nodes at once) or on_demand
     max_run_hours: float = 6.0
     max_restarts: int = 3  # times an interrupted (preempted) run is resumed
     run_id: str = ""  # the run's id, or the expression the apply resolves it from (for_run)
