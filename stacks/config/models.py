@@ -79,6 +79,9 @@ TrainerSettings.__doc__ = (
 
 Rung = Literal["spot", "flex_start", "on_demand"]
 RUNGS: tuple[str, ...] = ("spot", "flex_start", "on_demand")
+# The default, from the capacity policy benchmark (docs/BENCHMARKS.md, "Capacity policies"): flex-start once Spot is
+# dry everywhere gave the most runs in every market profile, at about the same cost per run.
+DEFAULT_LADDER: tuple[str, ...] = ("spot", "flex_start")
 
 
 class LanguageSettingsBase(StrictModel):
@@ -92,8 +95,9 @@ class LanguageSettingsBase(StrictModel):
         min_length=1,
         description="the capacity ladder, tried in order: a run takes the next rung once every placement lacked "
         "the one before (spot: preemptible, resumed from checkpoints; flex_start: queued for all nodes at once, "
-        "never preempted, up to flex_start_wait_minutes; on_demand: the list price). Default [spot]; the older "
-        "keys still work: spot: false is [on_demand], on_demand_fallback: true adds on_demand",
+        "never preempted, up to flex_start_wait_minutes; on_demand: the list price). Default [spot, flex_start] "
+        "(flex_start left out where the machine is not offered it); the older keys still work: spot: false is "
+        "[on_demand], on_demand_fallback: true [spot, on_demand]",
     )
     spot: bool = Field(
         True, description="the first rung is Spot (read from capacity; older spelling of capacity: [on_demand])"
@@ -149,25 +153,36 @@ class LanguageSettingsBase(StrictModel):
 
     @model_validator(mode="after")
     def _one_capacity_ladder(self) -> "LanguageSettingsBase":
-        """`capacity` is the ladder; `spot` and `on_demand_fallback` (its older spelling) are read from it."""
+        """`capacity` is the ladder; `spot` and `on_demand_fallback`, its older spelling, are read from it. Alone they
+        mean what they meant (spot: false, on demand only; on_demand_fallback: true, Spot then on demand); beside a
+        capacity (an overlay's over a newer base's) they edit it. The default ladder leaves out a rung the language's
+        machine is not offered at (a target block's `offered_rungs`)."""
         given = self.model_fields_set
-        if self.capacity is None:
-            ladder = ["spot", "on_demand"] if self.spot and self.on_demand_fallback else []
-            ladder = ladder or (["spot"] if self.spot else ["on_demand"])
-        else:
+        legacy_spot = self.spot if "spot" in given else None
+        legacy_fallback = self.on_demand_fallback if "on_demand_fallback" in given else None
+        if self.capacity is not None:
             ladder = list(self.capacity)
             if len(set(ladder)) != len(ladder):
                 raise ValueError(f"capacity {ladder}: a rung is named twice")
-            if "spot" in given and self.spot != (ladder[0] == "spot"):
-                raise ValueError(
-                    f"spot: {str(self.spot).lower()} and capacity {ladder} disagree: capacity replaces spot, "
-                    "remove spot"
-                )
-            if "on_demand_fallback" in given and self.on_demand_fallback and "on_demand" not in ladder:
-                raise ValueError(
-                    f"on_demand_fallback: true and capacity {ladder}: capacity replaces it, add on_demand to "
-                    "capacity or remove on_demand_fallback"
-                )
+        elif legacy_spot is False:
+            ladder = ["on_demand"]
+        elif legacy_fallback:
+            ladder = ["spot", "on_demand"]
+        else:
+            ladder = list(DEFAULT_LADDER)
+            for block in (getattr(self, name, None) for name in type(self).model_fields):
+                offered = getattr(block, "offered_rungs", None)
+                if callable(offered):
+                    ladder = [r for r in ladder if r in offered()] or ladder[:1]
+        if self.capacity is not None:
+            if legacy_spot is False:
+                ladder = [r for r in ladder if r != "spot"] or ["on_demand"]
+            elif legacy_spot and ladder[0] != "spot":
+                ladder = ["spot", *(r for r in ladder if r != "spot")]
+            if legacy_fallback and "on_demand" not in ladder:
+                ladder.append("on_demand")
+            elif legacy_fallback is False and len(ladder) > 1:
+                ladder = [r for r in ladder if r != "on_demand"]
         object.__setattr__(self, "capacity", ladder)
         object.__setattr__(self, "spot", ladder[0] == "spot")
         object.__setattr__(self, "on_demand_fallback", "on_demand" in ladder[1:])

@@ -18,7 +18,7 @@ from tests.support.trainctl import trainctl
 from trainer.launchers.local import supervisor
 
 ENV = "local-spot"
-QUICK = ["--env", ENV, *TINY_SETS, "--set", "defaults.creation_error_minutes=0.05"]
+QUICK = ["--env", ENV, *TINY_SETS, "--set", "defaults.creation_error_minutes=0.05", "--set", "defaults.capacity=[spot]"]
 
 
 def _runs(root: Path) -> Path:
