@@ -4,8 +4,9 @@
 A failure may be restarted only when the trainer ended without recording how the run ended (a FAILED status is a
 Python exception or bad data, exit 2 is bad input: the code's or the user's to fix, never restarted) and either
 - its exit status is one of `restart_on_exit_codes` (a death by signal N reads 128 + N, as a shell says it), or
-- the launcher saw infrastructure fail (the VM agent: a trainer that stopped on a lost peer, NCCL or gloo, with no
-  preemption on its VM; the nodes of a multi-node run not meeting again within the join timeout).
+- the launcher saw infrastructure fail (the VM agent, trainer.launchers.vm.restarts: a trainer that stopped on a
+  lost peer, NCCL or gloo, with no preemption on its VM; the nodes of a multi-node run not meeting again within
+  the join timeout; a node whose GPU driver did not load, which the group recreates).
 Each restart is recorded in the run's metadata/restarts.json (trainer.runfiles.restarts) and its log.txt; the
 count is the run's, so restart `max_restarts_on_errors` + 1 ends the run FAILED, naming the limit. The restarted
 trainer resumes from the run's newest checkpoint (status.json `resumed` + 1), like a preempted one."""
@@ -40,11 +41,6 @@ class RestartPolicy:
         if code in NEVER_RESTARTED or code not in self.restart_on_exit_codes:
             return None
         return f"exit code {code} (restart_on_exit_codes)"
-
-    @property
-    def describe(self) -> str:
-        codes = ", ".join(map(str, self.restart_on_exit_codes)) or "none"
-        return f"max_restarts_on_errors={self.max_restarts_on_errors} (exit codes: {codes})"
 
 
 def restart_records(bucket, lang: str, run_id: str, policy: RestartPolicy) -> list[dict]:

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from trainer.launchers.restarts import RestartPolicy
-
 
 @dataclass(frozen=True)
 class RunSpec:
@@ -24,10 +22,6 @@ class RunSpec:
     max_restarts_on_errors: int = 0  # times a failure not the code's is restarted (trainer.launchers.restarts)
     restart_on_exit_codes: tuple[int, ...] = ()  # the trainer's exit statuses that are such a failure
     run_id: str = ""  # the run's id, or the expression the apply resolves it from (for_run)
-
-    @property
-    def restart_policy(self) -> RestartPolicy:
-        return RestartPolicy(self.max_restarts_on_errors, tuple(self.restart_on_exit_codes))
 
     def for_run(self, run_id: str) -> "RunSpec":
         return replace(self, run_id=run_id)
