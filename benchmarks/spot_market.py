@@ -2,6 +2,7 @@
 
     .venv/bin/python -m benchmarks.spot_market [--profiles calm typical harsh] [--targets local-spot gcp-sim]
         [--speedup 30] [--seed 7] [--data data/sample/fr] [--workdir DIR] [--set KEY=VALUE ...]
+    .venv/bin/python -m benchmarks.spot_market --policies [--profiles ...] [--seeds 40]   (benchmarks.capacity_policies)
 
 Each profile is a market drawn from a seed after the public Spot GPU traces (skypilot-org/spot-traces,
 "Can't Be Late", NSDI '24): preemptions as a Poisson process per zone (calm 0.1, typical 0.3, harsh 1.0 an
@@ -274,7 +275,19 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=REPO / "data" / "sample" / "fr")
     parser.add_argument("--workdir", type=Path, help="keep the projects here (default: a temporary folder)")
     parser.add_argument("--set", dest="sets", action="append", default=[], help="trainctl --set, every run")
+    parser.add_argument(
+        "--policies",
+        action="store_true",
+        help="instead: the capacity policies compared on --seeds markets per profile (benchmarks.capacity_policies)",
+    )
+    parser.add_argument("--seeds", type=int, default=40, help="--policies: markets drawn per profile")
     args = parser.parse_args()
+    if args.policies:
+        from benchmarks.capacity_policies import markdown, table
+
+        print(f"# capacity policies: {args.seeds} markets per profile, python {platform.python_version()}")
+        print(markdown(table(args.profiles, args.seeds)))
+        return
     sets = [a for s in args.sets for a in ("--set", s)]
     minutes = {
         "creation_error_minutes": CREATION_ERROR_MARKET_S / 60 / args.speedup,

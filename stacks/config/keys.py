@@ -79,6 +79,19 @@ def optional_stripped(kind: Any) -> Any:
     return kind
 
 
+def target_block_holding(holder: type[BaseModel], key: str) -> str | None:
+    """The registered target whose block of `holder` (EnvConfig: the env's; LanguageSettings: a language's) has
+    `key`, or None."""
+    from stacks.config.targets import TARGETS
+
+    for name in TARGETS:
+        field = holder.model_fields.get(name)
+        block = optional_stripped(field.annotation) if field is not None else None
+        if block is not None and key in getattr(block, "model_fields", {}):
+            return name
+    return None
+
+
 def _keys_of(model: type[BaseModel]) -> list[str]:
     # `env` is the overlay's name, set by the loader: never a key to suggest
     return [name for name in model.model_fields if (model, name) != (EnvConfig, "env")]

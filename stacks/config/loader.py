@@ -300,9 +300,8 @@ def load_config(envs_dir: Path, env: str, overrides: list[str] | None = None) ->
 def _target_block_of(path: tuple) -> tuple[str, str] | None:
     """`gcp.project` for a top-level `project`, `defaults.gcp.machine_type` for `defaults.machine_type`: the key of
     a target's block (the env's, or a language's) an older overlay set outside it."""
-    from stacks.config.keys import optional_stripped
+    from stacks.config.keys import target_block_holding
     from stacks.config.models import LanguageSettings
-    from stacks.config.targets import TARGETS
 
     if len(path) == 1:
         holder, above, key = EnvConfig, (), path[0]
@@ -310,12 +309,8 @@ def _target_block_of(path: tuple) -> tuple[str, str] | None:
         holder, above, key = LanguageSettings, path[:-1], path[-1]
     else:
         return None
-    for name in TARGETS:
-        field = holder.model_fields.get(name)
-        block = optional_stripped(field.annotation) if field is not None else None
-        if block is not None and key in getattr(block, "model_fields", {}):
-            return ".".join((*above, name, key)), name
-    return None
+    name = target_block_holding(holder, key)
+    return (".".join((*above, name, key)), name) if name else None
 
 
 _YAML_WORDS = {True: "yes", False: "no", None: "null"}  # what was likely typed, for the quoted example

@@ -27,7 +27,13 @@ class SimOutage(StrictModel):
 
 
 class SimZone(StrictModel):
-    outages: list[SimOutage] = Field([], description="windows without capacity")
+    outages: list[SimOutage] = Field([], description="windows without Spot capacity")
+    flex_start_wait_s: float | None = Field(
+        0,
+        ge=0,
+        allow_inf_nan=False,
+        description="market seconds a flex-start request waits here before all its nodes come (unset: never)",
+    )
 
 
 class SimPreemption(StrictModel):
@@ -74,8 +80,8 @@ class SpotMarketSettings(StrictModel):
             )
         return self
 
-    def to_json(self) -> str:
-        """What the local launcher reads (trainer.launchers.market.Market.from_json)."""
+    def to_json(self, rung: str = "spot") -> str:
+        """What the local launcher reads (trainer.launchers.market.Market.from_json), for a VM asking for `rung`."""
         import json
 
         return json.dumps(
@@ -83,6 +89,8 @@ class SpotMarketSettings(StrictModel):
                 "speedup": self.speedup,
                 "zones": {z: [[o.start_s, o.end_s] for o in zone.outages] for z, zone in self.zones.items()},
                 "preemptions": [p.model_dump() for p in self.preemptions],
+                "flex_start": {z: zone.flex_start_wait_s for z, zone in self.zones.items()},
+                "rung": rung,
             },
             separators=(",", ":"),
         )

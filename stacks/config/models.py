@@ -129,11 +129,11 @@ class LanguageSettingsBase(StrictModel):
         "capacity: [spot, on_demand])",
     )
     flex_start_wait_minutes: float = Field(
-        240,
+        60,
         gt=0,
         le=10080,
-        description="flex_start rung: how long a resize request for all the run's nodes may wait before the run "
-        "takes its next rung (or stops, resumable)",
+        description="flex_start rung: how long a request for all the run's nodes may wait in one placement's "
+        "queue before the run moves to the next placement (after the last, its next rung)",
     )
     max_restarts_on_errors: int = Field(
         0,

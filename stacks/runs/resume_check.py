@@ -52,6 +52,7 @@ def _flat(doc: dict, prefix: str) -> dict[str, object]:
 def _in_target_blocks(settings: dict) -> dict:
     """A language's recorded settings with a target's keys in its block (`gpu` -> `gcp.gpu`), as a run started by a
     version before those blocks recorded them at the top."""
+    from stacks.config.keys import target_block_holding
     from stacks.config.models import LanguageSettings, LanguageSettingsBase
 
     moved = {
@@ -62,7 +63,7 @@ def _in_target_blocks(settings: dict) -> dict:
     for key, value in settings.items():
         if key in moved:
             continue
-        block = _block_holding(key)
+        block = target_block_holding(LanguageSettings, key)
         if block is None:
             moved[key] = value  # unknown today: kept, and compared only if it is still a key
         else:
@@ -76,13 +77,6 @@ def _block_model(block: str):
 
     field = LanguageSettings.model_fields.get(block)
     return optional_stripped(field.annotation) if field is not None else None
-
-
-def _block_holding(key: str) -> str | None:
-    from stacks.config.models import LanguageSettings, LanguageSettingsBase
-
-    blocks = [name for name in LanguageSettings.model_fields if name not in LanguageSettingsBase.model_fields]
-    return next((b for b in blocks if key in getattr(_block_model(b), "model_fields", {})), None)
 
 
 def settings_changes(started: dict, now: dict, lang: str) -> list[tuple[str, object, object]]:

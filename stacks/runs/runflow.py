@@ -90,7 +90,7 @@ def run_language(
             attached = stack_ops.launch(run, rep, resume=resume, new_id=run_id)
     journal = RunJournal(run.bucket, lang, run.run_id)
     if not attached:
-        journal.placed(placement_record(run.placement, run.settings.spot))
+        journal.placed(placement_record(run.placement, run.settings))
     if attached:  # followed, and moved, from where its last apply put it, not where a new run would go
         run.placement = run.target.placement_of_run(config, lang, run.bucket, run.run_id) or run.placement
         running = read_status(run.bucket, lang, run.run_id)
@@ -129,11 +129,11 @@ def run_language(
     return run
 
 
-def placement_record(placement, spot: bool) -> dict:
-    """What metadata/placements.json says of a placement: its zone, and its region where the target's placement
-    has one (a zone's name alone does not say it on every cloud)."""
+def placement_record(placement, settings) -> dict:
+    """What metadata/placements.json says of a placement: its zone, its region where the target's placement has one
+    (a zone's name alone does not say it on every cloud), and the rung of the capacity ladder it asked for."""
     zone, region = getattr(placement, "zone", None), getattr(placement, "region", None)
-    return {"zone": zone, **({"region": region} if region else {}), "spot": spot}
+    return {"zone": zone, **({"region": region} if region else {}), "spot": settings.spot, "rung": settings.rung}
 
 
 def follow_moving(
@@ -156,7 +156,7 @@ def follow_moving(
         describe=target.describe_placement,
         sleep=lambda seconds: pause_unless_stopped(run, seconds),
     )
-    failover.pass_done = lambda: take_on_demand(run, rep, failover)
+    failover.pass_done = lambda: take_next_rung(run, rep, failover)
     seen = status_observer(run, rep, journal, failover)
     tail = watch.LogTail(run.bucket, run.lang, run.run_id)
     while True:
@@ -175,7 +175,7 @@ def follow_moving(
                 failover.candidates[:] = target.placements(run.config, run.lang, rep, first=run.placement)
                 failover.index = next((i for i, c in enumerate(failover.candidates) if c == run.placement), 0)
             placement = reapply_at_next(run, rep, journal, failover, exc, echo=echo, start_lock=start_lock, track=track)
-            journal.placed(placement_record(placement, run.settings.spot))
+            journal.placed(placement_record(placement, run.settings))
             rep.info(
                 f"run {run.run_id} moved to {target.describe_placement(placement)}: it resumes from its last checkpoint"
             )
@@ -183,7 +183,8 @@ def follow_moving(
 
 
 def follow_in_place(run: LanguageRun, rep, *, on_status: Callable, tail: watch.LogTail):
-    """watch.follow where the run is now, with its settings now (on_demand_fallback may have replaced them)."""
+    """watch.follow where the run is now, with its settings now (a later rung of the ladder may have replaced them).
+    A flex_start request is queued, not failing: it may wait flex_start_wait_minutes before the run moves on."""
     target, lang, config, settings = run.target, run.lang, run.config, run.settings
     return watch.follow(
         run.bucket,
@@ -197,7 +198,10 @@ def follow_in_place(run: LanguageRun, rep, *, on_status: Callable, tail: watch.L
         creation_errors=target.creation_errors(
             config, lang, rep, placement=run.placement, project=run.project, run_id=run.run_id
         ),
-        creation_error_limit_s=settings.creation_error_minutes * 60,
+        creation_error_limit_s=(
+            settings.flex_start_wait_minutes if settings.rung == "flex_start" else settings.creation_error_minutes
+        )
+        * 60,
         vm_running=lambda: target.vm_running(run.project, run.config, lang, run.run_id, run.placement),
         on_status=on_status,
         tail=tail,
@@ -225,18 +229,22 @@ def status_observer(run: LanguageRun, rep, journal: RunJournal, failover: Failov
     return seen
 
 
-def take_on_demand(run: LanguageRun, rep, failover: Failover) -> bool:
-    """on_demand_fallback: once every Spot placement lacked capacity, the same placements on demand (the run's
-    config and settings replaced); False when the language does not fall back."""
-    if not (run.settings.on_demand_fallback and run.settings.spot):
+RUNG_NAMES = {"spot": "Spot", "flex_start": "flex-start", "on_demand": "on-demand"}
+
+
+def take_next_rung(run: LanguageRun, rep, failover: Failover) -> bool:
+    """The capacity ladder: once every placement lacked the run's rung, the next rung at the same placements (the
+    run's config and settings replaced, the waiting clock kept); False on the last rung."""
+    rungs = run.settings.next_rungs()
+    if not rungs:
         return False
-    target, lang = run.target, run.lang
-    on_demand_settings = run.config.languages[lang].model_copy(update={"spot": False})
-    run.config = run.config.model_copy(update={"languages": {**run.config.languages, lang: on_demand_settings}})
+    target, lang, was, rung = run.target, run.lang, run.settings.rung, rungs[0]
+    on_rung = run.config.languages[lang].on_rung(rung)
+    run.config = run.config.model_copy(update={"languages": {**run.config.languages, lang: on_rung}})
     run.settings = run.config.language(lang)
     rep.warn(
-        f"no Spot capacity in any of {len(failover.candidates)} placement(s): on_demand_fallback takes "
-        f"on-demand VMs for run {run.run_id}, at the on-demand price:"
+        f"no {RUNG_NAMES[was]} capacity in any of {len(failover.candidates)} placement(s): capacity takes its next "
+        f"rung, {RUNG_NAMES[rung]} VMs, for run {run.run_id}, at the {RUNG_NAMES[rung]} price:"
     )
     target.estimate(run.config, lang, run.bucket, rep)
     failover.candidates[:] = target.placements(run.config, lang, rep)
@@ -274,7 +282,7 @@ def reapply_at_next(
                 f"could not apply {run.stack} at {target.describe_placement(placement)}: "
                 f"{apply_error.message.splitlines()[0]}; trying the next placement"
             )
-            journal.placed(placement_record(placement, run.settings.spot))
+            journal.placed(placement_record(placement, run.settings))
             journal.ended("apply failed")
             stack_ops.teardown(run, rep)
             failed_for_s = 0.0

@@ -68,7 +68,7 @@ def test_a_preemption_and_a_dry_zone_move_the_run_then_on_demand_finishes_it_eac
     applied = [line.split(" in ")[1].split(",")[0] for line in out.splitlines() if "simulated apply of" in line]
     assert applied == ["europe-west4-b", "europe-west4-c", "europe-west4-b"], out
     assert "was interrupted in zone europe-west4-b" in out and "moved to zone europe-west4-c" in out
-    assert "on_demand_fallback takes on-demand VMs" in out and "moved to zone europe-west4-b" in out
+    assert "capacity takes its next rung, on-demand VMs" in out and "moved to zone europe-west4-b" in out
     assert "training again in zone europe-west4-b" in out
 
     # the stack Terraform would be handed (cdktf deploy by hand) meets only the sim, gone with the command

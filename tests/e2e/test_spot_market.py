@@ -273,3 +273,43 @@ def test_a_run_re_attached_after_its_move_is_moved_again_when_its_zone_runs_dry(
     placed = [p["zone"] for p in _read(spot, run_id, "metadata/placements.json")["placements"]]
     assert placed == ["sim-a", "sim-b", "sim-c"]
     _nothing_left(spot)
+
+
+def test_spot_dry_everywhere_takes_the_flex_start_rung_which_waits_its_queue_and_is_never_preempted(spot):
+    """capacity [spot, flex_start]: a pass over every dry Spot zone, then flex-start requests: sim-a's queue never
+    serves (the run moves on after flex_start_wait_minutes), sim-b's serves after two market minutes; the overlay's
+    preemption of the VM in sim-b (classifier epoch 1) is a Spot VM's, so this run trains to the end there."""
+    flex = [
+        *EVERY_ZONE_DRY,
+        "--set",
+        "local.spot_market.zones.sim-a.flex_start_wait_s=null",
+        "--set",
+        "local.spot_market.zones.sim-b.flex_start_wait_s=120",
+        "--set",
+        "defaults.capacity=[spot, flex_start]",
+        "--set",
+        "defaults.flex_start_wait_minutes=0.05",
+        "--set",
+        "defaults.capacity_wait_minutes=10",
+    ]
+    r = trainctl(spot, "train", "fr", *QUICK, *flex)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    run_id = _only_run(spot)
+    status = _read(spot, run_id, "status.json")
+    assert status["state"] == "SUCCEEDED" and status["resumed"] == 0  # one VM trained it all: never preempted
+    journal = _read(spot, run_id, "metadata/placements.json")
+    placed = [(p["zone"], p["rung"], p["outcome"], p.get("ran", False)) for p in journal["placements"]]
+    assert placed == [
+        ("sim-a", "spot", "no capacity", False),
+        ("sim-b", "spot", "no capacity", False),
+        ("sim-c", "spot", "no capacity", False),
+        ("sim-a", "flex_start", "no capacity", False),
+        ("sim-b", "flex_start", "succeeded", True),
+    ]
+    assert journal["preemptions"] == []
+    assert "capacity takes its next rung, flex-start VMs" in out
+    assert "flex-start request queued in sim-a since market time" in out  # the queue told, not an error
+    log = (_runs(spot) / run_id / "log.txt").read_text()
+    assert "flex-start request served in sim-b" in log and "Spot VM in sim-b preempted" not in log
+    _nothing_left(spot)

@@ -108,7 +108,7 @@ def test_on_demand_fallback_takes_on_demand_vms_once_every_spot_zone_is_dry(proj
         "europe-west4-c",
         "europe-west4-a",
     ]
-    assert "on_demand_fallback takes on-demand VMs" in out and "(on-demand, europe-west4)" in out
+    assert "capacity takes its next rung, on-demand VMs" in out and "(on-demand, europe-west4)" in out
 
 
 MANAGED = "/compute/v1/projects/p1/zones/europe-west4-a/instanceGroupManagers/dev-train-fr/listManagedInstances"

@@ -5,7 +5,8 @@ What only a cloud can do (run out of Spot capacity, take a VM back) happens here
 so the same run lifecycle (stacks/runs/) meets it: the supervisor, like an instance group, creates its
 "VM" (starts the trainer) only while its zone has capacity, records a creation error
 (ZONE_RESOURCE_POOL_EXHAUSTED) for each try that finds none, and preempts it (SIGTERM to the trainer)
-when a scheduled preemption comes due.
+when a scheduled preemption comes due. A flex-start VM (the ladder's flex_start rung) waits in its zone's queue
+instead, then comes with all its nodes at once, and is never preempted.
 
 Market time is simulated seconds since the run started (its id's timestamp), `speedup` of them per wall
 second. A zone is dry inside any of its `outages` ([start_s, end_s), end None: for good) and for
@@ -21,10 +22,11 @@ from __future__ import annotations
 import json
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 NO_CAPACITY = "ZONE_RESOURCE_POOL_EXHAUSTED"
+FLEX_START_QUEUED = "FLEX_START_QUEUED"  # a flex-start request waiting for capacity: not an error, a queue
 STAGE_LINE = "== stage "  # the run log's line as a stage starts (trainer.runtime.context)
 EPOCH_LINE = re.compile(r"(\S+) \[\d+/\d+\] epoch (\d+)/")  # `classifier [1/2] epoch 1/2  train_loss ...`
 ERRORS_FILE, FIRED_FILE = "creation_errors.jsonl", "market_fired.json"
@@ -76,6 +78,10 @@ class Market:
     preemptions: tuple[Preemption, ...] = ()
     speedup: float = 1.0
     origin: float = 0.0  # epoch seconds of market time 0 (the run's start)
+    # flex-start: per zone, market seconds a request waits before all its nodes arrive (None: never served; a zone
+    # not named: at once); such VMs are never preempted
+    flex_start: dict[str, float | None] = field(default_factory=dict)
+    rung: str = "spot"  # what this VM asks for: spot, flex_start or on_demand (always capacity)
 
     @classmethod
     def from_json(cls, raw: str, origin: float) -> "Market":
@@ -84,7 +90,13 @@ class Market:
             z: [(float(a), None if b is None else float(b)) for a, b in windows] for z, windows in spec["zones"].items()
         }
         preemptions = tuple(Preemption(**p) for p in spec.get("preemptions", []))
-        return cls(zones, preemptions, float(spec.get("speedup", 1.0)), origin)
+        flex = {z: None if w is None else float(w) for z, w in spec.get("flex_start", {}).items()}
+        return cls(zones, preemptions, float(spec.get("speedup", 1.0)), origin, flex, spec.get("rung", "spot"))
+
+    def flex_start_served(self, zone: str, queued_at_s: float, now_s: float) -> bool:
+        """A flex-start request queued in `zone` at `queued_at_s` has all its nodes by `now_s`."""
+        wait = self.flex_start.get(zone, 0.0)
+        return zone in self.zones and wait is not None and now_s >= queued_at_s + wait
 
     def now_s(self, wall: float | None = None) -> float:
         return ((time.time() if wall is None else wall) - self.origin) * self.speedup
@@ -123,12 +135,12 @@ class MarketRecord:
         tmp.write_text(json.dumps(fired))
         tmp.replace(self.state_dir / FIRED_FILE)
 
-    def creation_error(self, zone: str, message: str) -> None:
+    def creation_error(self, zone: str, message: str, code: str = NO_CAPACITY) -> None:
         from datetime import datetime, timezone
 
         entry = {
             "zone": zone,
-            "code": NO_CAPACITY,
+            "code": code,
             "message": message,
             "timestamp": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
         }

@@ -41,7 +41,7 @@ class LocalTarget(TargetBase):
         from stacks.targets.local.train_part import add_local_part
 
         name = stack_name(spec.lang)
-        market = config.local.spot_market if spec.spot else None  # on demand: always capacity
+        market = config.local.spot_market if spec.rung != "on_demand" else None  # on demand: always capacity
         zone = placement.zone if placement is not None else next(iter(market.zones)) if market else None
         host = LocalHost(
             python=python,
@@ -50,7 +50,7 @@ class LocalTarget(TargetBase):
             state_file=project.state_file(config.env, name),
             cores_dir=project.cores_dir(),
             zone=zone,
-            market=market.to_json() if market else None,
+            market=market.to_json(spec.rung) if market else None,
         )
         return partial(add_local_part, spec=spec, settings=config.language(spec.lang).local, host=host)
 
@@ -67,10 +67,10 @@ class LocalTarget(TargetBase):
         return self.placements(config, lang, reporter)[0]
 
     def placements(self, config, lang, reporter, first=None) -> list:
-        """The simulated market's zones in order ([None]: no market, one machine)."""
+        """The simulated market's zones in order ([None]: no market, or on demand: one machine)."""
         from stacks.targets.local.host import LocalPlacement
 
-        if config.local.spot_market is None or not config.language(lang).spot:
+        if not _in_market(config, lang):
             return [None]
         return [LocalPlacement(zone) for zone in config.local.spot_market.zones]
 
@@ -83,7 +83,7 @@ class LocalTarget(TargetBase):
         from trainer.runfiles.keys import PLACEMENTS_META, run_key
         from trainer.runfiles.readers import read_json
 
-        if config.local.spot_market is None or not config.language(lang).spot:
+        if not _in_market(config, lang):
             return None
         journal = read_json(bucket, run_key(lang, run_id, PLACEMENTS_META)) or {}
         placed = [p.get("zone") for p in journal.get("placements", [])]
@@ -107,9 +107,9 @@ class LocalTarget(TargetBase):
 
     def creation_errors(self, config, lang, reporter, *, placement=None, bucket=None, run_id=None, project=None):
         """With a simulated Spot market: the new tries of the run's launcher that found its zone dry."""
-        if config.local.spot_market is None or not config.language(lang).spot or project is None or run_id is None:
+        if not _in_market(config, lang) or project is None or run_id is None:
             return None  # one machine: the supervisor's own status and exit code tell
-        from trainer.launchers.market import MarketRecord
+        from trainer.launchers.market import FLEX_START_QUEUED, MarketRecord
         from trainer.runfiles.timestamps import now_iso
 
         record = MarketRecord(project.procs_dir(config.env) / run_id)
@@ -120,7 +120,9 @@ class LocalTarget(TargetBase):
             entries = record.creation_errors()
             fresh, seen[0] = entries[seen[0] :], len(entries)
             return [
-                SimulatedError(e["zone"], e["code"], e["message"])
+                (QueuedRequest if e["code"] == FLEX_START_QUEUED else SimulatedError)(
+                    e["zone"], e["code"], e["message"]
+                )
                 for e in fresh
                 if e["zone"] == zone and e["timestamp"] >= since[:19]
             ]
@@ -176,6 +178,21 @@ class SimulatedError:
 
     def line(self) -> str:
         return f"VM creation failed in {self.zone}: {self.code}: {self.message}"
+
+
+@dataclass(frozen=True)
+class QueuedRequest(SimulatedError):
+    """A flex-start request still waiting in its zone's queue: no VM yet, no error either."""
+
+    hint: str = "no flex-start capacity came within flex_start_wait_minutes: raise it, or add on_demand to capacity"
+
+    def line(self) -> str:
+        return f"no VM yet in {self.zone}: {self.message.removeprefix('simulated: ')} (simulated)"
+
+
+def _in_market(config, lang: str) -> bool:
+    """The language's VMs meet the simulated market (its zones, queues, preemptions): not on demand."""
+    return config.local.spot_market is not None and config.language(lang).rung != "on_demand"
 
 
 def _terraform_check():

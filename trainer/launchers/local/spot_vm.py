@@ -41,6 +41,10 @@ class SpotVm:
 
     def wait_for_capacity(self, stopped) -> bool:
         """Until the zone has capacity (True), or `stopped()` (False); each try without it is an error."""
+        if self.market.rung == "on_demand":
+            return True
+        if self.market.rung == "flex_start":
+            return self._wait_in_flex_queue(stopped)
         tried_at, said = None, False
         while not stopped():
             now_s = self.market.now_s()
@@ -56,6 +60,32 @@ class SpotVm:
                 if not said:
                     said = True
                     self._say(f"no Spot capacity in {self.zone} (market time {now_s:.0f}s): the VM waits for it")
+            time.sleep(0.2)
+        return False
+
+    def _wait_in_flex_queue(self, stopped) -> bool:
+        """A flex-start request: queued from the first try, served when the zone's queue says (all nodes at once);
+        the group's error list shows it queued, as a resize request's state does."""
+        from trainer.launchers.market import FLEX_START_QUEUED
+
+        queued_at = self.market.now_s()
+        self._say(f"flex-start request queued in {self.zone} (market time {queued_at:.0f}s)")
+        told_at = None
+        while not stopped():
+            now_s = self.market.now_s()
+            if self.market.flex_start_served(self.zone, queued_at, now_s):
+                self._say(
+                    f"flex-start request served in {self.zone} after {now_s - queued_at:.0f}s of market time: "
+                    "every node at once, never preempted"
+                )
+                return True
+            if told_at is None or time.monotonic() - told_at >= CREATION_RETRY_S:
+                told_at = time.monotonic()
+                self.record.creation_error(
+                    self.zone,
+                    f"simulated: flex-start request queued in {self.zone} since market time {queued_at:.0f}s",
+                    code=FLEX_START_QUEUED,
+                )
             time.sleep(0.2)
         return False
 
@@ -81,6 +111,8 @@ class SpotVm:
     def watch(self, child: subprocess.Popen, cursor: object = None):
         """A thread that preempts `child` (SIGTERM, then SIGKILL after the grace) when a preemption is due, reading
         the run log from `cursor` (log_seen's) on."""
+        if self.market.rung != "spot":  # flex-start and on-demand VMs are not preempted
+            return None
         bucket, log_key = self._log()
         log: list[str] = []
 
