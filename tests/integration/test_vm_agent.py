@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -391,6 +392,19 @@ def test_a_lost_peer_on_one_vm_is_restarted_as_infrastructure(tmp_path, gcs_env)
     assert len(vm.events()) == 2 and vm.status().state == SUCCEEDED
     [record] = restart_records(vm)
     assert record["cause"].startswith("a trainer process lost its peer (NCCL or gloo; exit 143)")
+
+
+def test_nodes_that_did_not_meet_again_get_a_new_join_window_within_the_restarts_on_errors(tmp_path, gcs_env):
+    # A recreated node 0 finds the run interrupted longer ago than the join timeout: the rendezvous failed, not
+    # the code: a restart, whose record starts the next window.
+    vm = Vm(tmp_path, gcs_env, mode="succeed", nodes=2, name="train-fr-0", extra=restarts_on_errors(1))
+    long_ago = (datetime.now(timezone.utc) - timedelta(seconds=JOIN_TIMEOUT_S + 600)).isoformat(timespec="seconds")
+    interrupted = RunStatus(run_id=vm.run_id, lang="fr", env="dev", state=RUNNING, stage="interrupted")
+    vm.bucket.write_bytes(f"fr/runs/{vm.run_id}/status.json", replace(interrupted, updated_at=long_ago).to_json())
+    code, out, resizes = vm.run()
+    assert code == 0 and len(vm.events()) == 1, out
+    [record] = restart_records(vm)
+    assert record["cause"].startswith("the 2 nodes did not meet again within 30m00s of interruption 1")
 
 
 def test_interrupted_elsewhere_rejoins_and_the_run_resumes(tmp_path, gcs_env):
