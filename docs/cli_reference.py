@@ -38,7 +38,8 @@ env's config are listed too (`fr (not in env dev)`).
   SUCCEEDED, FAILED, STARTING = applied without a status yet, UNKNOWN = no status and too old to be
   starting, UNREADABLE = a damaged run file, its path in `error`), `stage, started_at, finished_at, duration_s,
   macro_f1, tfidf_macro_f1` (the TF-IDF
-  baseline on the same rows) `, scored_rows` (valid or test) `, resumed, placements` (zones applied, in
+  baseline on the same rows) `, scored_rows` (valid or test) `, resumed, restarts` (the resumes that were
+  restarts after a failure not the code's: metadata/restarts.json) `, placements` (zones applied, in
   order) `, ran_in` (those where a VM trained) `, preemptions, capacity_wait_s, interrupted_s` (preemption to
   training again, summed) `, error, url,
   machine_type, gpu_type, gpu_count, spot, nodes, vm_boots, billed_vm_s, vm_per_hour, est_cost`

@@ -93,6 +93,7 @@ def print_run(data: dict, typed, run_id: str, code: str, env: str) -> None:
         "finished_at",
         "duration_s",
         "resumed",
+        "restarts",
         "placements",
         "ran_in",
         "preemptions",

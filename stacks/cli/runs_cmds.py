@@ -230,6 +230,7 @@ def runs(
         "Δ",
         "rows",
         "resumed",
+        "restarts",
         "VM time",
         "est. cost",
     ):
@@ -253,6 +254,7 @@ def runs(
             delta,
             r["scored_rows"] or "",
             str(r["resumed"] or ""),
+            str(r["restarts"] or ""),
             f"{r['billed_vm_s'] / 3600:.2f}h",
             _money(r["est_cost"]),
         )

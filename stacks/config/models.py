@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import Field, create_model, field_validator, model_validator
 
+from stacks.config.exit_codes import RestartableExitCodes
 from stacks.config.strict import StrictModel
 from stacks.errors import ConfigError
 from trainer.params import JOBS, PARAMS, Job
@@ -145,8 +146,10 @@ class LanguageSettingsBase(StrictModel):
         description="times a run that failed for a reason not its code's (a node lost, a driver that did not load, "
         "an exit code in restart_on_exit_codes) is restarted from its checkpoint; 0: a failure ends it",
     )
-    restart_on_exit_codes: list[int] = Field(
-        [], description="the trainer's exit codes that count as such a failure (e.g. an NCCL timeout's)"
+    restart_on_exit_codes: RestartableExitCodes = Field(
+        [],
+        description="the trainer's exit statuses that count as such a failure when it wrote no final status "
+        "(128+N for a death by signal N: 137 an OOM kill, 134 an NCCL watchdog's abort)",
     )
     data: DataSettings = DataSettings()
     trainer: TrainerSettings = TrainerSettings()

@@ -20,6 +20,8 @@ def run_spec(config: EnvConfig, lang: str) -> RunSpec:
         rung=s.rung,
         max_run_hours=s.max_run_hours,
         max_restarts=s.max_restarts,
+        max_restarts_on_errors=s.max_restarts_on_errors,
+        restart_on_exit_codes=tuple(s.restart_on_exit_codes),
     )
 
 

@@ -15,6 +15,7 @@ from trainer.runfiles.events import after_run_key, scalar_events
 from trainer.runfiles.keys import PLACEMENTS_META, TRAINCTL_META, run_key
 from trainer.runfiles.placements import placements_summary
 from trainer.runfiles.readers import RunFileError, read_json, read_metrics
+from trainer.runfiles.restarts import read_restarts
 from trainer.runfiles.status_file import read_status
 from trainer.runfiles.timestamps import parse_time
 from trainer.storage import Bucket
@@ -86,6 +87,7 @@ def run_row(bucket: Bucket, config: EnvConfig, lang: str, run_id: str) -> dict:
             "kept": None,
             "scored_rows": None,
             "resumed": 0,
+            "restarts": 0,
             **placements_summary(None),
             "error": str(exc),
             "url": bucket.url(f"{lang}/runs/{run_id}"),
@@ -105,6 +107,7 @@ def run_row(bucket: Bucket, config: EnvConfig, lang: str, run_id: str) -> dict:
         "kept": metrics.kept if metrics and metrics.model is not None else None,
         "scored_rows": metrics.scored_rows if metrics else None,
         "resumed": status.resumed if status else 0,
+        "restarts": len(read_restarts(bucket, lang, run_id)),  # after failures not the code's (some of resumed)
         **placements_summary(read_json(bucket, run_key(lang, run_id, PLACEMENTS_META))),
         "error": status.error if status else None,
         "url": bucket.url(f"{lang}/runs/{run_id}"),

@@ -16,8 +16,17 @@ from datetime import datetime
 
 from stacks.tracking.run_tags import TAG, base_lm_tags, folder_url, machine_tags, system_tags
 from trainer.runfiles.curves import after_run_figures, epoch_points, final_figures, finite, key_name, run_params
-from trainer.runfiles.keys import DATA_RECORD, PLACEMENTS_META, RUN_DATA, TRAINCTL_META, run_key, run_prefix
+from trainer.runfiles.keys import (
+    DATA_RECORD,
+    PLACEMENTS_META,
+    RESTARTS_META,
+    RUN_DATA,
+    TRAINCTL_META,
+    run_key,
+    run_prefix,
+)
 from trainer.runfiles.placements import placements_summary
+from trainer.runfiles.restarts import read_restarts
 from trainer.runfiles.status_file import FAILED, SUCCEEDED
 from trainer.storage import Bucket
 
@@ -35,6 +44,7 @@ FILES = (
     "plots/history.png",
     "plots/per_label_f1.png",
     "metadata/trainer.json",
+    RESTARTS_META,  # each restart after a failure not the code's (absent: none)
 )
 # The line EpochLogCallback writes at each epoch's end: `<time> <stage> [<phase>] epoch <n>/<total>  figures`
 _EPOCH_LINE = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ) (\S+) \[([^\]]*)\] epoch (\d+)/\d+(?:\s|$)")
@@ -209,6 +219,9 @@ def _tags(bucket: Bucket, lang: str, run_id: str, *, env: str, files: dict) -> d
         tags[f"{TAG}kept"] = str(doc["kept"])
     if status.get("error"):
         tags[f"{TAG}error"] = str(status["error"])[:4000]
+    restarts = read_restarts(bucket, lang, run_id)
+    if restarts:  # the records themselves: the metadata/restarts.json artifact
+        tags[f"{TAG}restarts"] = str(len(restarts))
     return tags
 
 

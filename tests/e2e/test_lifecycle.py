@@ -215,13 +215,29 @@ def _interrupt_during_classifier(project: Path, sets: list[str], pick_victim, si
 
 def test_sigkill_to_the_trainer_resumes_and_succeeds(staged):
     # A crash or OOM kill: no checkpoint at the kill; the launcher restarts the trainer, which
-    # resumes from the newest complete checkpoint, as a recreated Spot VM would.
-    _interrupt_during_classifier(
+    # resumes from the newest complete checkpoint, as a recreated Spot VM would. Its exit status (137) is named
+    # in restart_on_exit_codes: a restart after an error, on its own budget, recorded like a placement.
+    final = _interrupt_during_classifier(
         staged,
-        [*TINY_SETS, "--set", "defaults.trainer.epochs_clf=10"],
+        [
+            *TINY_SETS,
+            "--set",
+            "defaults.trainer.epochs_clf=10",
+            "--set",
+            "defaults.restart_on_exit_codes=[75,137]",
+            "--set",
+            "defaults.max_restarts_on_errors=1",
+        ],
         lambda run_id, status: status["pid"],
         signal.SIGKILL,
     )
+    run_id, folder = final["run_id"], run_dir(staged, "fr", final["run_id"])
+    assert "restart 1 of 1 after exit code 137 (restart_on_exit_codes)" in (folder / "log.txt").read_text()
+    [record] = json.loads((folder / "metadata/restarts.json").read_text())["restarts"]
+    assert record["exit_code"] == 137 and record["launcher"] == "local"
+    assert "<h2>Restarts</h2>" in (folder / "report.html").read_text()
+    [row] = [r for r in json.loads(trainctl(staged, "runs", "--json").stdout) if r["run_id"] == run_id]
+    assert row["restarts"] == 1 and row["resumed"] == final["resumed"]
 
 
 def test_sigterm_to_one_rank_of_two_after_a_data_push_resumes_on_the_runs_own_data(staged, tmp_path):

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -28,6 +29,7 @@ from trainer.storage import open_bucket
 FAKE = FIXTURES / "vm" / "fake_trainer.py"
 PROJECT, ZONE, MIG = "test-project", "europe-west4-a", "train-fr"
 RESIZE = rf"/compute/v1/projects/{PROJECT}/zones/{ZONE}/instanceGroupManagers/{MIG}/resize"
+RECREATE = rf"/compute/v1/projects/{PROJECT}/zones/{ZONE}/instanceGroupManagers/{MIG}/recreateInstances"
 
 
 class MetadataServer:
@@ -152,10 +154,16 @@ class Vm:
         """Runs the agent to the end: (exit code, output, resize requests)."""
         with (
             MetadataServer(self.metadata) as md,
-            RecordedApi({("POST", RESIZE): (200, "vm/resize_operation.json")}) as api,
+            RecordedApi(
+                {
+                    ("POST", RESIZE): (200, "vm/resize_operation.json"),
+                    ("POST", RECREATE): (200, "vm/recreate_operation.json"),
+                }
+            ) as api,
         ):
             proc = self.start(md, api, *action)
             out, _ = proc.communicate(timeout=timeout)
+            self.recreations = [json.loads(r.body)["instances"] for r in api.requests("POST", RECREATE)]
             return proc.returncode, out, api.requests("POST", RESIZE)
 
     def status(self) -> RunStatus | None:
@@ -184,11 +192,13 @@ def test_success_on_rank_0_resizes_once(tmp_path, gcs_env):
 
 
 def test_failed_status_resizes_and_exits_with_the_trainer_code(tmp_path, gcs_env):
-    vm = Vm(tmp_path, gcs_env, mode="fail")
+    # A Python error (FAILED written, exit 1) is the code's: never restarted, even with exit code 1 named.
+    vm = Vm(tmp_path, gcs_env, mode="fail", extra=restarts_on_errors(3, "1"))
     code, out, resizes = vm.run()
     assert code == 1, out
     assert_one_resize_to_zero(resizes, out)
     assert vm.status().error == "ValueError: boom"  # the trainer's own error is kept
+    assert len(vm.events()) == 1 and restart_records(vm) == []
 
 
 def test_silent_death_is_marked_failed_then_resized(tmp_path, gcs_env):
@@ -238,6 +248,19 @@ def test_a_node_without_its_gpus_fails_the_run_naming_what_it_saw(tmp_path, gcs_
     assert code == 1 and vm.events() == [], out
     assert_one_resize_to_zero(resizes, out)
     assert "sees 0 of the 1 GPU(s)" in vm.status().error and "no NVIDIA driver" in vm.status().error
+
+
+def test_a_driver_that_did_not_load_gets_a_new_vm_within_the_restarts_on_errors(tmp_path, gcs_env):
+    vm = Vm(tmp_path, gcs_env, mode="succeed", extra={"trainstack-max-restarts-on-errors": "1"})
+    vm.hardware = {"gpus": 0, "driver": None}
+    code, out, resizes = vm.run()
+    assert code == 143 and vm.events() == [] and resizes == [], out  # the group left as is, as for a preemption
+    assert vm.recreations == [[f"zones/{ZONE}/instances/train-fr-x7k2"]]
+    assert "restart 1 of 1 after a GPU driver that did not load on train-fr-x7k2" in out
+    code, out, resizes = vm.run()  # the new VM's driver did not load either: the limit
+    assert code == 1 and vm.recreations == [], out
+    assert_one_resize_to_zero(resizes, out)
+    assert vm.status().error.endswith("after 1 restart(s): max_restarts_on_errors=1 reached")
 
 
 @pytest.mark.parametrize("kept_bucket", [None, "gs://test-bucket/elsewhere"])
@@ -327,6 +350,61 @@ def test_one_vm_interrupted_without_a_signal_is_failed_not_preempted(tmp_path, g
     status = vm.status()
     assert status.state == FAILED and "no SIGTERM reached this VM" in status.error
     assert len(vm.events()) == 1
+
+
+def restarts_on_errors(most: int, codes: str = "") -> dict:
+    return {"trainstack-max-restarts-on-errors": str(most), "trainstack-restart-on-exit-codes": codes}
+
+
+def restart_records(vm: Vm) -> list[dict]:
+    key = f"fr/runs/{vm.run_id}/metadata/restarts.json"
+    return json.loads(vm.bucket.read_bytes(key))["restarts"] if vm.bucket.exists(key) else []
+
+
+def test_an_exit_code_named_for_restart_is_restarted_once_and_the_run_resumes(tmp_path, gcs_env):
+    vm = Vm(tmp_path, gcs_env, mode="silent-once", extra=restarts_on_errors(2, "75,3"))  # exits 3, then succeeds
+    code, out, resizes = vm.run()
+    assert code == 0, out
+    assert len(vm.events()) == 2 and vm.status().state == SUCCEEDED and vm.status().resumed == 1
+    assert_one_resize_to_zero(resizes, out)
+    [record] = restart_records(vm)
+    assert record["restart"] == 1 and record["exit_code"] == 3 and record["zone"] == ZONE and record["node"] == 0
+    line = "restart 1 of 2 after exit code 3 (restart_on_exit_codes)"
+    assert line in out and line in vm.bucket.read_appended(f"fr/runs/{vm.run_id}/log.txt")[0].decode()
+
+
+def test_restarts_on_errors_exhausted_fail_the_run_naming_the_limit(tmp_path, gcs_env):
+    vm = Vm(tmp_path, gcs_env, mode="silent", extra=restarts_on_errors(1, "3"))  # exits 3 every time
+    code, out, resizes = vm.run()
+    assert code == 3, out
+    assert len(vm.events()) == 2 and len(restart_records(vm)) == 1
+    assert_one_resize_to_zero(resizes, out)
+    error = vm.status().error
+    assert vm.status().state == FAILED and error.endswith(
+        "exit code 3 (restart_on_exit_codes) after 1 restart(s): max_restarts_on_errors=1 reached"
+    )
+
+
+def test_a_lost_peer_on_one_vm_is_restarted_as_infrastructure(tmp_path, gcs_env):
+    vm = Vm(tmp_path, gcs_env, mode="interrupt-once", extra=restarts_on_errors(1))  # 143, stage interrupted, no signal
+    code, out, resizes = vm.run()
+    assert code == 0, out
+    assert len(vm.events()) == 2 and vm.status().state == SUCCEEDED
+    [record] = restart_records(vm)
+    assert record["cause"].startswith("a trainer process lost its peer (NCCL or gloo; exit 143)")
+
+
+def test_nodes_that_did_not_meet_again_get_a_new_join_window_within_the_restarts_on_errors(tmp_path, gcs_env):
+    # A recreated node 0 finds the run interrupted longer ago than the join timeout: the rendezvous failed, not
+    # the code: a restart, whose record starts the next window.
+    vm = Vm(tmp_path, gcs_env, mode="succeed", nodes=2, name="train-fr-0", extra=restarts_on_errors(1))
+    long_ago = (datetime.now(timezone.utc) - timedelta(seconds=JOIN_TIMEOUT_S + 600)).isoformat(timespec="seconds")
+    interrupted = RunStatus(run_id=vm.run_id, lang="fr", env="dev", state=RUNNING, stage="interrupted")
+    vm.bucket.write_bytes(f"fr/runs/{vm.run_id}/status.json", replace(interrupted, updated_at=long_ago).to_json())
+    code, out, resizes = vm.run()
+    assert code == 0 and len(vm.events()) == 1, out
+    [record] = restart_records(vm)
+    assert record["cause"].startswith("the 2 nodes did not meet again within 30m00s of interruption 1")
 
 
 def test_interrupted_elsewhere_rejoins_and_the_run_resumes(tmp_path, gcs_env):

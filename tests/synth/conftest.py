@@ -27,6 +27,10 @@ SETS = [
     "--set",
     "languages.en.spot=false",
     "--set",
+    "languages.en.max_restarts_on_errors=2",
+    "--set",
+    "languages.en.restart_on_exit_codes=[75,137]",
+    "--set",
     "gcp.kept_bucket=gs://p1-kept/trainstack",
 ]
 

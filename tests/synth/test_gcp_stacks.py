@@ -121,6 +121,8 @@ def test_multi_node_standard_language(synthesized):
     assert template["scheduling"]["provisioning_model"] == "STANDARD"
     assert template["metadata"]["trainstack-nodes"] == "2"
     assert template["metadata"]["trainstack-max-restarts"] == "3"
+    assert template["metadata"]["trainstack-max-restarts-on-errors"] == "2"
+    assert template["metadata"]["trainstack-restart-on-exit-codes"] == "75,137"
     assert sorted(c["name"] for c in resources(doc, "google_compute_per_instance_config")) == [
         "dev-train-en-0",
         "dev-train-en-1",
@@ -215,6 +217,7 @@ def test_cdktf_app_without_ci_settings_leaves_the_foundation_out_and_maps_errors
 
 def test_vm_metadata_round_trips_through_synth(synthesized):
     """What the stack writes is what the VM reads: VmSpec from the synthesized template's metadata."""
+    from trainer.launchers.restarts import RestartPolicy
     from trainer.launchers.vm.metadata import MetadataClient
     from trainer.launchers.vm.spec import VmSpec
 
@@ -235,6 +238,7 @@ def test_vm_metadata_round_trips_through_synth(synthesized):
             f"dev-train-{lang}",
         )
         assert spec.args[:2] == ["--lang", lang] and spec.image and spec.docker_flags == ()
+        assert spec.restart_policy == RestartPolicy(*((2, (75, 137)) if lang == "en" else (0, ())))
         assert (
             spec.kept_bucket == "gs://p1-kept/trainstack"
         )  # where a kept work folder goes (trainer.launchers.vm.kept)

@@ -114,6 +114,7 @@ def test_runs_table_without_a_terminal_is_whole(bucket):
         "Δ",
         "rows",
         "resumed",
+        "restarts",
         "VM time",
         "est. cost",
     ]
@@ -129,6 +130,7 @@ def test_runs_table_without_a_terminal_is_whole(bucket):
         "0.900",
         "-0.088",
         "valid",
+        "",
         "",
         "0.00h",
         "$0.00",

@@ -11,6 +11,7 @@ from stacks.tracking.client import why
 from stacks.tracking.record import RUN_ID_TAG, SOURCE_TAG, key_name, read_mirror
 from tests.support.runs import TRACKED_IMAGE, tracked_run, utc_ms
 from trainer.data.splits import Splits
+from trainer.runfiles.restarts import append_restart
 from trainer.storage import open_bucket
 
 RUN = "20261127-101010-abcd"
@@ -212,7 +213,11 @@ TRACKED = "20261127-100000-beef"
 
 def test_a_run_carries_mlflow_own_tags_its_machine_and_its_base_lm(tmp_path):
     tracked_run(tmp_path, "de", TRACKED)
-    tags = read_mirror(open_bucket(f"file://{tmp_path}"), "de", TRACKED, env="dev").tags
+    bucket = open_bucket(f"file://{tmp_path}")
+    append_restart(bucket, "de", TRACKED, {"cause": "exit code 137 (restart_on_exit_codes)", "exit_code": 137})
+    mirror = read_mirror(bucket, "de", TRACKED, env="dev")
+    tags = mirror.tags
+    assert tags["trainstack.restarts"] == "1" and "metadata/restarts.json" in mirror.files  # the records: an artifact
     assert tags["mlflow.runName"] == f"de-{TRACKED}" and tags["mlflow.source.name"] == "trainctl train de"
     assert tags["mlflow.source.type"] == "JOB" and tags["mlflow.source.git.commit"] == "0123abc"
     assert tags["mlflow.docker.image.uri"] == TRACKED_IMAGE
@@ -243,6 +248,7 @@ def test_a_local_run_names_its_cpu_and_cores_and_no_cloud_machine(tmp_path):
     trainer = json.loads((folder / "trainer.json").read_text())
     (folder / "trainer.json").write_text(json.dumps({**trainer, "device": "cpu", "cpu": "AMD EPYC 9B14", "cores": 2}))
     tags = read_mirror(open_bucket(f"file://{tmp_path}"), "de", TRACKED, env="local").tags
+    assert "trainstack.restarts" not in tags  # never restarted after an error
     machine = {k.removeprefix("trainstack."): v for k, v in tags.items() if k.startswith("trainstack.")}
     assert {k: machine.get(k) for k in ("target", "device", "cpu", "cores")} == {
         "target": "local",

@@ -28,11 +28,13 @@ def resumable(code: int, status: RunStatus | None, *, processes: int) -> bool:
     return code != TrainerExit.FAILED or processes > 1
 
 
-def interruption(status: RunStatus | None, *, seen: int = 0) -> int:
+def interruption(status: RunStatus | None, *, seen: int = 0, restarted_on_errors: int = 0) -> int:
     """Which interruption of a run this is. The count is the run's, in status.json: the trainer adds
-    one to `resumed` at every resume, whichever node or launcher restarted it. `seen`: the
-    interruptions one watcher counted itself, for a trainer killed before it could record its resume."""
-    return max(status.resumed if status is not None else 0, seen) + 1
+    one to `resumed` at every resume, whichever node or launcher restarted it, less the resumes that were
+    restarts after an error (trainer.launchers.restarts: their own budget). `seen`: the interruptions one
+    watcher counted itself, for a trainer killed before it could record its resume."""
+    resumed = status.resumed if status is not None else 0
+    return max(resumed - restarted_on_errors, seen) + 1
 
 
 def restarts_exhausted(count: int, max_restarts: int) -> str | None:

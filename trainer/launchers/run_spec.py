@@ -19,6 +19,8 @@ class RunSpec:
     rung: str = "spot"  # the capacity it asks for: spot, flex_start (queued, all nodes at once) or on_demand
     max_run_hours: float = 6.0
     max_restarts: int = 3  # times an interrupted (preempted) run is resumed
+    max_restarts_on_errors: int = 0  # times a failure not the code's is restarted (trainer.launchers.restarts)
+    restart_on_exit_codes: tuple[int, ...] = ()  # the trainer's exit statuses that are such a failure
     run_id: str = ""  # the run's id, or the expression the apply resolves it from (for_run)
 
     def for_run(self, run_id: str) -> "RunSpec":

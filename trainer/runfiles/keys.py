@@ -7,6 +7,7 @@ TFIDF_FILES = ("tfidf.json", "tfidf.npz")  # the TF-IDF part of a kept blend (tr
 BWD_MODEL = "model_bwd.pth"  # the backward classifier (trainer.bidirectional), loadable like model.pth
 TRAINCTL_META = "metadata/trainctl.json"  # written by trainctl at apply: the stack, placement, estimate
 PLACEMENTS_META = "metadata/placements.json"  # written by trainctl as the run moves: placements, preemptions, waits
+RESTARTS_META = "metadata/restarts.json"  # written by the launchers: each restart after a failure not the code's
 RUN_DATA = "data/"  # the run's own copy of <lang>/data/, taken at its first start (trainer.runtime.run_data)
 DATA_RECORD = "metadata/data.json"  # what that copy holds: each file's size and checksum, written last
 CHECKPOINT_POINTER = "checkpoints/LATEST.ckpt.json"  # names the newest checkpoint (trainer.runtime.checkpoints)

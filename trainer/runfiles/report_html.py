@@ -16,6 +16,7 @@ from trainer.runfiles.keys import PLACEMENTS_META, run_key
 from trainer.runfiles.metrics_file import RunMetrics
 from trainer.runfiles.placements import placements_summary
 from trainer.runfiles.readers import read_json, read_metrics, scored_predictions
+from trainer.runfiles.restarts import read_restarts, restart_place
 from trainer.runfiles.status_file import read_status
 from trainer.storage import Bucket
 
@@ -238,6 +239,21 @@ def placements_section(journal: dict | None) -> str:
     )
 
 
+def restarts_section(records: list[dict]) -> str:
+    """Each restart after a failure not the code's (metadata/restarts.json), like a placement."""
+    rows = [
+        [
+            _td(str(r.get("restart", "")), "text"),
+            _td(r.get("at") or "", "text"),
+            _td(r.get("cause") or "", "text"),
+            _td(restart_place(r), "text"),
+        ]
+        for r in records
+    ]
+    head = f"<p>{len(rows)} restart(s) after a failure not the code's</p>"
+    return head + _table(["restart", "at", "after", "where"], rows) if records else ""
+
+
 def timeline_section(log: str, status) -> str:
     lines = [line for line in log.splitlines() if TIMELINE.search(line)]
     head = f"<p>resumed {status.resumed} time(s)</p>" if status is not None else ""
@@ -366,6 +382,9 @@ def render_run(bucket: Bucket, lang: str, run_id: str, *, metrics: RunMetrics | 
     placed = placements_section(read_json(bucket, run_key(lang, run_id, PLACEMENTS_META)))
     if placed:
         parts.append("<h2>Placements</h2>" + placed)
+    restarted = restarts_section(read_restarts(bucket, lang, run_id))
+    if restarted:
+        parts.append("<h2>Restarts</h2>" + restarted)
     parts.append("<h2>Timeline</h2>" + timeline_section(log, status))
     parts.append(cost_section(cost, run_id))
     page = (

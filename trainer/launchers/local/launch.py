@@ -8,6 +8,7 @@ import argparse
 from dataclasses import dataclass
 from pathlib import Path
 
+from trainer.launchers.restarts import RestartPolicy
 from trainer.launchers.run_spec import RunSpec
 from trainer.launchers.trainer_process import GRACE_S
 
@@ -20,6 +21,8 @@ class LocalLaunch:
     trainer_args: tuple[str, ...]  # `python -m trainer`'s, with --run-id
     max_run_hours: float = 6.0
     max_restarts: int = 3
+    max_restarts_on_errors: int = 0  # trainer.launchers.restarts
+    restart_on_exit_codes: tuple[int, ...] = ()
     processes: int = 1  # trainer ranks (gloo) on this machine
     cores: int = 0  # cores to pin the trainer to (0: all of the machine's)
     cores_dir: str | None = None  # the ledger of cores held by this project's local runs
@@ -34,8 +37,14 @@ class LocalLaunch:
             trainer_args=tuple(spec.trainer_command_args),
             max_run_hours=spec.max_run_hours,
             max_restarts=spec.max_restarts,
+            max_restarts_on_errors=spec.max_restarts_on_errors,
+            restart_on_exit_codes=tuple(spec.restart_on_exit_codes),
             **machine,
         )
+
+    @property
+    def restart_policy(self) -> RestartPolicy:
+        return RestartPolicy(self.max_restarts_on_errors, tuple(self.restart_on_exit_codes))
 
     @property
     def state(self) -> Path:
@@ -55,6 +64,10 @@ class LocalLaunch:
             str(self.processes),
             "--max-restarts",
             str(self.max_restarts),
+            "--max-restarts-on-errors",
+            str(self.max_restarts_on_errors),
+            "--restart-on-exit-codes",
+            ",".join(map(str, self.restart_on_exit_codes)),
             "--cores",
             str(self.cores),
             *(["--cores-dir", self.cores_dir] if self.cores_dir else []),
@@ -75,6 +88,10 @@ class LocalLaunch:
         parser.add_argument("--timeout", type=float, default=GRACE_S, help="stop: seconds before SIGKILL")
         parser.add_argument("--processes", type=int, default=1, help="trainer ranks (gloo) on this machine")
         parser.add_argument("--max-restarts", type=int, default=3, help="restarts of an interrupted trainer")
+        parser.add_argument(
+            "--max-restarts-on-errors", type=int, default=0, help="restarts after a failure not the code's"
+        )
+        parser.add_argument("--restart-on-exit-codes", default="", help="the trainer's exit statuses, comma-separated")
         parser.add_argument("--cores", type=int, default=0, help="cores to pin the trainer to (0: all)")
         parser.add_argument("--cores-dir", help="the ledger of cores held by this project's local runs")
         parser.add_argument("--zone", help="the simulated Spot zone of this machine (with --market)")
@@ -86,6 +103,8 @@ class LocalLaunch:
             trainer_args=tuple(rest),
             max_run_hours=args.max_run_hours,
             max_restarts=args.max_restarts,
+            max_restarts_on_errors=args.max_restarts_on_errors,
+            restart_on_exit_codes=tuple(int(c) for c in args.restart_on_exit_codes.split(",") if c.strip()),
             processes=args.processes,
             cores=args.cores,
             cores_dir=args.cores_dir,

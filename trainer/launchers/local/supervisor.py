@@ -3,7 +3,8 @@
 The local target's launcher (what a VM's start-up script is on GCP):
 
     python -m trainer.launchers.local.supervisor start --state-dir D [--max-run-hours H] [--processes N]
-        [--max-restarts R] [--cores C --cores-dir L] -- <trainer args>
+        [--max-restarts R] [--max-restarts-on-errors E --restart-on-exit-codes 75,137]
+        [--cores C --cores-dir L] -- <trainer args>
     python -m trainer.launchers.local.supervisor stop  --state-dir D [--timeout 25]
 
 `start` returns at once, leaving a supervisor in its own process session that
@@ -13,7 +14,9 @@ died without saying so. Like the instance group that recreates a preempted VM,
 it starts the trainer again for the same run id when it was interrupted (exit
 143, or death by a signal) without a final status, up to R times; a data or
 code failure (exit 1 or 2, or a FAILED status) is never restarted (the rule:
-trainer.launchers.interruptions). Nothing here depends on the process that called `start`.
+trainer.launchers.interruptions). A trainer that ended without a final status with an exit status named in
+--restart-on-exit-codes is restarted on its own budget instead, E times per run (trainer.launchers.restarts).
+Nothing here depends on the process that called `start`.
 
 With `--zone Z --market JSON` the machine is a Spot VM of a simulated market (trainer.launchers.market):
 the trainer starts only while zone Z has capacity (each try without it is a creation error in the run's
@@ -40,6 +43,7 @@ from pathlib import Path
 
 from trainer.launchers.interruptions import interruption, restarts_exhausted, resumable
 from trainer.launchers.local.launch import MODULE, LocalLaunch
+from trainer.launchers.restarts import RestartPolicy, exit_status, restart_records, take_restart
 from trainer.launchers.trainer_process import GRACE_S, one_machine_command
 
 PID_FILE, OUT_FILE, EXIT_FILE, CANCEL_FILE = "supervisor.pid", "trainer.out", "exit_code", "cancelled"
@@ -229,7 +233,17 @@ def run(launch: LocalLaunch) -> int:
             _end(state_dir, trainer_args, 1, timed_out=timed_out, max_run_hours=max_run_hours, queued=True)
             return 0
         return _supervise(
-            state_dir, max_run_hours, trainer_args, processes, max_restarts, pinned, args, deadline, stopping, spot
+            state_dir,
+            max_run_hours,
+            trainer_args,
+            processes,
+            max_restarts,
+            pinned,
+            args,
+            deadline,
+            stopping,
+            spot,
+            launch.restart_policy,
         )
     finally:
         if ledger:
@@ -247,11 +261,12 @@ def _supervise(
     deadline: float,
     stopping: dict,
     spot=None,
+    policy: RestartPolicy | None = None,
 ) -> int:
     from trainer.runfiles.status_file import read_status
     from trainer.storage import open_bucket
 
-    timed_out, restarts = False, 0
+    timed_out, restarts, policy = False, 0, policy or RestartPolicy()
     while True:
         if spot is not None and not spot.wait_for_capacity(
             lambda: stopping["signal"] or (state_dir / CANCEL_FILE).exists() or time.monotonic() > deadline
@@ -284,10 +299,18 @@ def _supervise(
         _write_atomic(state_dir / VM_FILE, "waiting")
         if timed_out or stopping["signal"] or (state_dir / CANCEL_FILE).exists():
             break
-        status = read_status(open_bucket(args.bucket), args.lang, args.run_id)
+        bucket = open_bucket(args.bucket)
+        status = read_status(bucket, args.lang, args.run_id)
+        restart = _restart_on_error(bucket, args, policy, code, status, zone=spot.zone if spot is not None else None)
+        if restart is True:
+            continue
+        if restart is not None:
+            code = f"{code}; {restart}"
+            break
         if not resumable(code, status, processes=processes):
             break
-        exhausted = restarts_exhausted(interruption(status, seen=restarts), max_restarts)
+        taken = len(restart_records(bucket, args.lang, args.run_id, policy))
+        exhausted = restarts_exhausted(interruption(status, seen=restarts, restarted_on_errors=taken), max_restarts)
         if exhausted:
             code = f"{code}; {exhausted}"
             break
@@ -300,6 +323,18 @@ def _supervise(
         )
     _end(state_dir, trainer_args, code, timed_out=timed_out, max_run_hours=max_run_hours)
     return 0
+
+
+def _restart_on_error(bucket, args, policy: RestartPolicy, code: int, status, *, zone: str | None) -> bool | str | None:
+    """True: restarted after a failure not the code's (trainer.launchers.restarts); a text: such a failure
+    past max_restarts_on_errors, why the run ends; None: not such a failure (the interruption rule decides)."""
+    cause = policy.cause(exit_status(code), status)
+    if cause is None:
+        return None
+    where = {"launcher": "local", **({"zone": zone} if zone else {})}
+    restarted, line = take_restart(bucket, args.lang, args.run_id, policy, cause, code=exit_status(code), where=where)
+    print(f"trainstack supervisor: {line}" + (f" (run {args.run_id})" if restarted else ""), flush=True)
+    return True if restarted else line
 
 
 def _end(

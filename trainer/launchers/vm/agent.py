@@ -41,6 +41,7 @@ from trainer.launchers.vm.group import stop_group
 from trainer.launchers.vm.hardware import probe, problem
 from trainer.launchers.vm.kept import rescue
 from trainer.launchers.vm.metadata import MetadataClient, MetadataError
+from trainer.launchers.vm.restarts import ErrorRestarts, restarts_so_far
 from trainer.launchers.vm.spec import JOIN_TIMEOUT_S, VmSpec, build_command, command_env, node_rank
 from trainer.runfiles.durations import duration
 from trainer.runfiles.keys import run_key
@@ -155,15 +156,25 @@ def end_reason(spec: VmSpec, status: RunStatus, now: float) -> str | None:
     The count is the run's (trainer.launchers.interruptions.interruption), whichever node was preempted and whoever
     counts.
     """
-    count = interruption(status)
-    exhausted = restarts_exhausted(count, spec.max_restarts)
-    if exhausted:
-        return exhausted
-    since, limit = _epoch(status.updated_at), join_timeout_s()
+    return interruptions_exhausted(spec, status) or not_met_again(spec, status, now)
+
+
+def interruptions_exhausted(spec: VmSpec, status: RunStatus) -> str | None:
+    taken = len(restarts_so_far(spec))
+    return restarts_exhausted(interruption(status, restarted_on_errors=taken), spec.max_restarts)
+
+
+def not_met_again(spec: VmSpec, status: RunStatus, now: float) -> str | None:
+    """The nodes have not met again within the join timeout of the interruption (or of the last restart after
+    such a failure: trainer.launchers.restarts)."""
+    records = restarts_so_far(spec)
+    times = [t for t in (_epoch(status.updated_at), *(_epoch(r.get("at")) for r in records[-1:])) if t is not None]
+    since, limit = (max(times) if times else None), join_timeout_s()
     if since is not None and now - since > limit:
         return (
             f"the {spec.nodes} nodes did not meet again within {duration(limit) if limit >= 1 else f'{limit:g}s'} of "
-            f"interruption {count} (a preempted VM not recreated: Spot capacity?)"
+            f"interruption {interruption(status, restarted_on_errors=len(records))} (a preempted VM not recreated: "
+            "Spot capacity?)"
         )
     return None
 
@@ -191,6 +202,7 @@ def read_settled(spec: VmSpec, fwd: Forwarder) -> RunStatus | None:
 def run_trainer(spec: VmSpec, rank: int, launcher: list[str] | None, fwd: Forwarder) -> Outcome:
     """Runs this node's trainer; on several VMs, starts it again to rejoin after an interruption elsewhere."""
     cmd, env, deadline = build_command(spec, rank, launcher), command_env(spec), spec.deadline()
+    errors = ErrorRestarts(spec, rank, lambda: going_away(MetadataClient()))
     while True:
         if time.time() >= deadline:
             log("max_run_hours already passed: not starting the trainer")
@@ -202,16 +214,21 @@ def run_trainer(spec: VmSpec, rank: int, launcher: list[str] | None, fwd: Forwar
         if fwd.signalled:
             return replace(outcome, signalled=True)
         if not checkpointed(status):
-            return replace(outcome, error=_failure(outcome, spec, status))
+            if (more := errors.restart(outcome.code, spec.restart_policy.cause(outcome.code, status))) is True:
+                continue
+            return replace(outcome, error=_failure(outcome, spec, status) + more)
         if spec.nodes == 1:
+            lost = f"a trainer process lost its peer (NCCL or gloo; exit {outcome.code}) with no preemption of this VM"
+            if (more := errors.restart(outcome.code, lost, infrastructure=True)) is True:
+                continue
             return replace(
                 outcome,
                 error=(
                     f"the trainer stopped as interrupted (exit {outcome.code}) but no SIGTERM reached this VM's "
-                    "agent: not a preemption, so nothing would resume it (see log.txt)"
+                    f"agent: not a preemption, so nothing would resume it (see log.txt){more}"
                 ),
             )
-        error = end_reason(spec, status, time.time())
+        error = rejoin_or_end(errors, status, outcome.code)
         if error:
             return replace(outcome, error=error)
         # torchrun gives up without restarting when the rendezvous store (node 0's torchrun)
@@ -222,6 +239,17 @@ def run_trainer(spec: VmSpec, rank: int, launcher: list[str] | None, fwd: Forwar
         )
         if fwd.sleep(_env_s("TRAINSTACK_REJOIN_PAUSE_S", REJOIN_PAUSE_S)):
             return Outcome(EXIT_SIGNALLED, signalled=True)
+
+
+def rejoin_or_end(errors: ErrorRestarts, status: RunStatus, code: int | None = None) -> str | None:
+    """Why an interrupted multi-node run ends here (None: rejoin). Nodes that did not meet again within the join
+    timeout are an infrastructure failure: restarted (a new join window) within max_restarts_on_errors."""
+    if exhausted := interruptions_exhausted(errors.spec, status):
+        return exhausted
+    if (late := not_met_again(errors.spec, status, time.time())) is None:
+        return None
+    more = errors.restart(code, late, infrastructure=True)
+    return None if more is True else late + more
 
 
 def end_run(spec: VmSpec, rank: int, error: str) -> RunStatus:
@@ -307,6 +335,7 @@ def run_agent(md: MetadataClient, launcher: list[str] | None = None) -> int:
         + (f", max_restarts={spec.max_restarts}" if spec.nodes > 1 else "")
     )
     record_instance(md, spec, name, rank)
+    errors = ErrorRestarts(spec, rank, lambda: going_away(md))
     status = read_status(open_bucket(spec.bucket), spec.lang, spec.run_id)
     if status is not None and status.terminal:
         # A VM recreated after the end (or a group that was not stopped): finish the job.
@@ -316,12 +345,16 @@ def run_agent(md: MetadataClient, launcher: list[str] | None = None) -> int:
     if spec.nodes > 1 and checkpointed(status):
         # Every interruption brings a new VM here: the budget holds even where torchrun's own
         # restart count started afresh (node 0 recreated).
-        error = end_reason(spec, status, time.time())
+        error = rejoin_or_end(errors, status)
         if error:
             log(f"not starting the trainer: {error}")
             return exit_code(Outcome(code=1), end_run(spec, rank, error))
-    wrong = problem(probe(), spec.gpus_per_node)
+    hardware = probe()
+    wrong = problem(hardware, spec.gpus_per_node)
     if wrong:
+        if (restart := errors.on_a_new_vm(name, hardware)) is True:
+            return EXIT_SIGNALLED  # like a preemption: the group's new VM resumes the run
+        wrong += restart
         # Every node alike: the same driver on each, and node 0 may be the one that cannot train.
         log(f"not starting the trainer: {wrong}")
         status = mark_failed(open_bucket(spec.bucket), spec.lang, spec.run_id, spec.env, wrong)

@@ -54,3 +54,25 @@ def stop_group(project: str, zone: str, mig: str, client=None) -> str:
     name = getattr(op, "name", "") or ""
     log(f"resize requested (operation {name or '?'})")
     return name
+
+
+def recreate_instance(project: str, zone: str, mig: str, instance: str, client=None) -> str:
+    """Asks the group to recreate `instance` (this VM) on a new machine, the group's size unchanged; returns the
+    operation name without waiting (the wait would be cut short by this VM's own deletion)."""
+    from google.cloud import compute_v1
+
+    client = client or groups_client()
+    log(f"asking instance group {mig} ({project}/{zone}) to recreate {instance}")
+    request = compute_v1.InstanceGroupManagersRecreateInstancesRequest(instances=[f"zones/{zone}/instances/{instance}"])
+    op = client.recreate_instances(
+        project=project,
+        zone=zone,
+        instance_group_manager=mig,
+        instance_group_managers_recreate_instances_request_resource=request,
+    )
+    error = getattr(op, "error_message", None)
+    if error:
+        raise RuntimeError(f"recreating {instance} in {mig} failed: {error}")
+    name = getattr(op, "name", "") or ""
+    log(f"recreation requested (operation {name or '?'})")
+    return name

@@ -67,6 +67,13 @@ def _major(version: str | None) -> int | None:
         return None
 
 
+def driver_not_loaded(hardware: Hardware, expected_gpus: int, min_driver: int = MIN_DRIVER) -> bool:
+    """GPUs missing under no driver too old for the image: the node's own failure (a driver install or a GPU that
+    did not come up), which another VM may not have; a driver too old is the settings', the same on every VM."""
+    major = _major(hardware.driver)
+    return hardware.gpus < expected_gpus and not (major is not None and major < min_driver)
+
+
 def problem(hardware: Hardware, expected_gpus: int, min_driver: int = MIN_DRIVER) -> str | None:
     """One line naming what was found and the setting to change, or None when the node can train."""
     major = _major(hardware.driver)

@@ -7,6 +7,7 @@ import re
 import time
 from dataclasses import dataclass
 
+from trainer.launchers.restarts import RestartPolicy
 from trainer.launchers.run_spec import RunSpec
 from trainer.launchers.trainer_process import TORCHRUN, one_machine_command
 from trainer.launchers.vm import log
@@ -44,6 +45,8 @@ class VmSpec:
     mig: str
     base_name: str
     max_restarts: int = DEFAULT_MAX_RESTARTS
+    max_restarts_on_errors: int = 0  # trainer.launchers.restarts
+    restart_on_exit_codes: tuple[int, ...] = ()
     # read by startup.sh before the agent runs (the agent keeps them for the boot record)
     image: str = ""
     shm_size: str = ""
@@ -64,8 +67,14 @@ class VmSpec:
             nodes=spec.nodes,
             max_run_hours=spec.max_run_hours,
             max_restarts=spec.max_restarts,
+            max_restarts_on_errors=spec.max_restarts_on_errors,
+            restart_on_exit_codes=tuple(spec.restart_on_exit_codes),
             **vm,
         )
+
+    @property
+    def restart_policy(self) -> RestartPolicy:
+        return RestartPolicy(self.max_restarts_on_errors, self.restart_on_exit_codes)
 
     @property
     def rendezvous(self) -> str:
@@ -90,6 +99,8 @@ class VmSpec:
             "trainstack-docker-flags": json.dumps(list(self.docker_flags)),
             "trainstack-max-run-hours": f"{self.max_run_hours:g}",
             "trainstack-max-restarts": str(self.max_restarts),
+            "trainstack-max-restarts-on-errors": str(self.max_restarts_on_errors),
+            "trainstack-restart-on-exit-codes": ",".join(map(str, self.restart_on_exit_codes)),
             "trainstack-project": self.project,
             "trainstack-zone": self.zone,
             "trainstack-mig": self.mig,
@@ -105,6 +116,10 @@ class VmSpec:
             gpus = int(md.attribute("trainstack-gpus-per-node", "1"))
             hours = float(md.require("trainstack-max-run-hours"))
             restarts = int(md.attribute("trainstack-max-restarts", str(DEFAULT_MAX_RESTARTS)))
+            on_errors = int(md.attribute("trainstack-max-restarts-on-errors", "0"))
+            codes = tuple(
+                int(c) for c in (md.attribute("trainstack-restart-on-exit-codes") or "").split(",") if c.strip()
+            )
             flags = json.loads(md.attribute("trainstack-docker-flags") or "[]")
         except ValueError as exc:
             raise MetadataError(f"malformed trainstack-* metadata: {exc}") from exc
@@ -114,10 +129,10 @@ class VmSpec:
         endpoint = (md.attribute(RDZV_ATTRIBUTE) or "").strip() or None
         if endpoint is not None and not re.fullmatch(r"[^\s:]+:\d{1,5}", endpoint):
             raise MetadataError(f"{RDZV_ATTRIBUTE} must be HOST:PORT, not {endpoint!r}")
-        if nodes < 1 or gpus < 1 or hours <= 0 or restarts < 0:
+        if nodes < 1 or gpus < 1 or hours <= 0 or restarts < 0 or on_errors < 0:
             raise MetadataError(
                 f"nodes={nodes}, gpus-per-node={gpus}, max-run-hours={hours:g} must be positive "
-                f"and max-restarts={restarts} not negative"
+                f"and max-restarts={restarts}, max-restarts-on-errors={on_errors} not negative"
             )
         return cls(
             run_id=md.require("trainstack-run-id"),
@@ -133,6 +148,8 @@ class VmSpec:
             mig=md.require("trainstack-mig"),
             base_name=(md.attribute("trainstack-base-name") or "").strip(),
             max_restarts=restarts,
+            max_restarts_on_errors=on_errors,
+            restart_on_exit_codes=codes,
             image=md.attribute("trainstack-image") or "",
             shm_size=md.attribute("trainstack-shm-size") or "",
             docker_flags=tuple(flags),

@@ -1,0 +1,65 @@
+"""Bounded restarts after a failure not the code's (trainer.launchers.restarts), as the local supervisor applies
+them to a real file:// run folder, and the config check on the exit codes a user names."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from stacks.cli.main import app
+from trainer.launchers.interruptions import interruption
+from trainer.launchers.local.supervisor import _restart_on_error, _run_args
+from trainer.launchers.restarts import RestartPolicy
+from trainer.runfiles.restarts import read_restarts
+from trainer.runfiles.status_file import FAILED, RUNNING, RunStatus
+from trainer.storage import open_bucket
+
+RUN = "20261129-090000-cafe"
+
+
+def run_folder(tmp_path):
+    bucket = open_bucket(f"file://{tmp_path}")
+    args = _run_args(["--lang", "fr", "--bucket", f"file://{tmp_path}", "--env", "local", "--run-id", RUN])
+    return bucket, args
+
+
+def test_a_named_exit_code_is_restarted_within_its_budget_then_ends_the_run_naming_the_limit(tmp_path):
+    bucket, args = run_folder(tmp_path)
+    policy, running = RestartPolicy(1, (137,)), RunStatus(run_id=RUN, lang="fr", env="local", state=RUNNING)
+    assert _restart_on_error(bucket, args, policy, -9, running, zone="local-a") is True  # SIGKILL reads 137
+    [record] = read_restarts(bucket, "fr", RUN)
+    assert record["restart"] == 1 and record["exit_code"] == 137 and record["launcher"] == "local"
+    assert record["zone"] == "local-a" and record["cause"] == "exit code 137 (restart_on_exit_codes)"
+    log = bucket.read_appended(f"fr/runs/{RUN}/log.txt")[0].decode()
+    assert "restart 1 of 1 after exit code 137 (restart_on_exit_codes)" in log
+    # The count is the run's, in its folder: another launcher process (a resumed run) reads it.
+    again = _restart_on_error(bucket, args, policy, 137, running, zone=None)
+    assert again == "exit code 137 (restart_on_exit_codes) after 1 restart(s): max_restarts_on_errors=1 reached"
+    assert len(read_restarts(bucket, "fr", RUN)) == 1
+
+
+def test_the_codes_fault_or_an_unnamed_code_is_left_to_the_interruption_rule(tmp_path):
+    bucket, args = run_folder(tmp_path)
+    policy = RestartPolicy(3, (1, 2, 75))
+    failed = RunStatus(run_id=RUN, lang="fr", env="local", state=FAILED, error="ValueError: boom")
+    running = RunStatus(run_id=RUN, lang="fr", env="local", state=RUNNING)
+    assert _restart_on_error(bucket, args, policy, 1, failed, zone=None) is None  # a Python error: FAILED written
+    assert _restart_on_error(bucket, args, policy, 2, running, zone=None) is None  # bad input, named or not
+    assert _restart_on_error(bucket, args, policy, 76, running, zone=None) is None  # not named
+    assert read_restarts(bucket, "fr", RUN) == []
+
+
+def test_restarts_after_errors_are_resumes_but_not_interruptions():
+    status = RunStatus(run_id=RUN, lang="fr", env="local", state=RUNNING, resumed=3)
+    assert interruption(status) == 4 and interruption(status, restarted_on_errors=2) == 2
+
+
+@pytest.mark.parametrize(
+    "codes, said", [("[0]", "0 (success)"), ("[75,143]", "143 (an interruption"), ("[300]", "300")]
+)
+def test_exit_codes_that_say_something_else_are_refused(project, codes, said):
+    r = CliRunner().invoke(
+        app, ["config", "show", "--set", f"defaults.restart_on_exit_codes={codes}"], env={"COLUMNS": "400"}
+    )
+    output = " ".join(r.output.split())
+    assert r.exit_code == 2 and f"restart_on_exit_codes: {said}" in output, output

@@ -1,0 +1,60 @@
+"""The VM agent's part of the bounded restart rule (trainer.launchers.restarts): record a restart, or say why the
+run ends, for a failure the agent read as not the code's."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from trainer.launchers.restarts import restart_records, take_restart
+from trainer.launchers.vm import log
+from trainer.launchers.vm.group import recreate_instance
+from trainer.launchers.vm.hardware import Hardware, driver_not_loaded
+from trainer.launchers.vm.spec import VmSpec
+from trainer.storage import open_bucket
+
+
+def restarts_so_far(spec: VmSpec) -> list[dict]:
+    """The run's restarts after errors (the bucket is not even opened where the policy allows none)."""
+    if not spec.max_restarts_on_errors:
+        return []
+    return restart_records(open_bucket(spec.bucket), spec.lang, spec.run_id, spec.restart_policy)
+
+
+@dataclass(frozen=True)
+class ErrorRestarts:
+    """The bounded restart rule (trainer.launchers.restarts) for node `rank` of a run. `going_away`: the agent's
+    question whether this VM is being preempted or shut down (None: it is not); a failure then is the
+    preemption's, which the interruption rule resumes on the next VM, so it spends no restart."""
+
+    spec: VmSpec
+    rank: int
+    going_away: Callable[[], str | None]
+
+    def restart(self, code: int | None, cause: str | None, *, infrastructure: bool = False) -> bool | str:
+        """True: a restart is recorded, start the trainer again; else what the run's error adds: "; " and why it
+        ends (such a failure past max_restarts_on_errors), or "" (not such a failure). Infrastructure causes are
+        the agent's own reading: said only where restarts after errors are allowed."""
+        spec, policy = self.spec, self.spec.restart_policy
+        if cause is None or (infrastructure and not policy.max_restarts_on_errors):
+            return ""
+        why = self.going_away()
+        if why:
+            log(f"not restarting here: {why}")
+            return ""
+        where = {"launcher": "vm", "node": self.rank, "zone": spec.zone}
+        bucket = open_bucket(spec.bucket)
+        restarted, line = take_restart(bucket, spec.lang, spec.run_id, policy, cause, code=code, where=where)
+        log(line)
+        return True if restarted else f"; {line}"
+
+    def on_a_new_vm(self, name: str, hardware: Hardware) -> bool | str:
+        """A node that cannot train: where its GPU driver did not load (hardware.driver_not_loaded), True when a
+        restart is recorded and the group asked to recreate this VM (the next one resumes the run); otherwise as
+        `restart` ("": a driver too old, the settings' to fix)."""
+        if not driver_not_loaded(hardware, self.spec.gpus_per_node):
+            return ""
+        verdict = self.restart(None, f"a GPU driver that did not load on {name}", infrastructure=True)
+        if verdict is True:
+            recreate_instance(self.spec.project, self.spec.zone, self.spec.mig, name)
+        return verdict
