@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field, create_model, field_validator, model_validator
 
 from stacks.config.strict import StrictModel
+from stacks.config.zone_choice import ZoneChoiceSettings
 from stacks.errors import ConfigError
 from trainer.params import JOBS, PARAMS, Job
 
@@ -81,7 +82,7 @@ Rung = Literal["spot", "flex_start", "on_demand"]
 RUNGS: tuple[str, ...] = ("spot", "flex_start", "on_demand")
 
 
-class LanguageSettingsBase(StrictModel):
+class LanguageSettingsBase(ZoneChoiceSettings):
     """Settings of one language's training run (defaults, then languages.<lang>) that every target reads;
     `LanguageSettings` adds each target's own block (`gcp:` machine, GPU, disk; `local:` processes, cores)."""
 
