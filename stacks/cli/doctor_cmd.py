@@ -71,11 +71,15 @@ def zone_lines(config) -> list[str]:
     from trainer.storage import open_bucket
 
     target, out = target_of(config), []
+    try:
+        bucket = open_bucket(config.bucket)
+    except Exception:  # no history then (the bucket check says why)
+        bucket = None
     for lang in config.languages:
         if not target.zones(config, lang):
             continue
         try:
-            ranking = rank_zones(target, config, lang, open_bucket(config.bucket))
+            ranking = rank_zones(target, config, lang, bucket)
         except Exception as exc:  # the order is advice: doctor's checks stand without it
             out.append(f"zones  {lang}: not ranked ({exc})")
             continue

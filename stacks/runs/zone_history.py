@@ -57,6 +57,7 @@ class ZoneHistory:
     runs_read: int = 0
     missing: int = 0  # runs of the window without a placements.json (never placed, or from before failover)
     broken: int = 0  # placements.json that did not parse, or not in the journal's shape
+    unreadable: str = ""  # why the runs could not be listed (no history then)
 
     def of_zone(self, zone: str, machine: str | None = None) -> ZoneStats:
         """The zone's figures for `machine` (runs that recorded none count for every machine)."""
@@ -98,9 +99,13 @@ def read_history(bucket, lang: str, days: int, now: datetime | None = None) -> Z
     if days <= 0:
         return history
     since = now - timedelta(days=days)
+    if bucket is None:
+        history.unreadable = "not opened"
+        return history
     try:
         run_ids = bucket.folders(f"{lang}/runs/")
-    except Exception:  # no listing, no history: the configured order stands
+    except Exception as exc:  # no listing, no history: the configured order stands
+        history.unreadable = str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__
         return history
     oldest = (since - LONGEST_RUN).timestamp()
     run_ids = [r for r in run_ids if (run_started_at(r) or now.timestamp()) >= oldest]

@@ -70,6 +70,8 @@ class ZoneRanking:
         h = self.history
         if h is None or h.days <= 0:
             said = "no history (zone_history_days: 0)"
+        elif h.unreadable:
+            said = f"no history (the bucket: {h.unreadable})"
         else:
             said = f"history: {h.runs_read} run(s) of the last {h.days} days"
             skipped = [f"{n} {what}" for n, what in ((h.broken, "broken"), (h.missing, "without placements")) if n]
