@@ -53,13 +53,19 @@ def test_zones_puts_the_zone_that_preempted_often_last_and_says_why(tmp_path):
     }
     _plant_run(root, "local-spot", 5, often)
     _plant_run(root, "local-spot", 2, '{"placements": [ cut short')
+    never_placed = _plant_run(root, "local-spot", 1, "{}")
+    (root / f".trainstack/local-spot/bucket/fr/runs/{never_placed}/metadata/placements.json").unlink()
+    (root / f".trainstack/local-spot/bucket/fr/runs/{never_placed}/status.json").write_text("{}")
     old = {"placements": [{"zone": "sim-b", "applied_at": _at(24 * 40), "ran": True}], "preemptions": []}
     _plant_run(root, "local-spot", 24 * 40, old)  # outside zone_history_days: never read
 
     r = trainctl(root, "zones", "fr", "--env", "local-spot")
     assert r.returncode == 0, r.stdout + r.stderr
     lines = [line.strip() for line in r.stdout.splitlines()]
-    assert "ranked by data" in lines[0] and "history: 1 run(s) of the last 30 days (1 broken skipped)" in lines[0]
+    assert (
+        "ranked by data" in lines[0]
+        and "history: 1 run(s) of the last 30 days (1 broken, 1 without placements skipped)" in lines[0]
+    )
     assert lines[1].startswith("1. sim-b: 0.00 preemptions/h (0 over 2.0 VM h) from 1 run"), lines
     assert lines[2].startswith("2. sim-c: no runs here"), lines
     assert lines[3].startswith("3. sim-a: 1.00 preemptions/h (2 over 2.0 VM h) from 1 run, 1 without capacity"), lines
