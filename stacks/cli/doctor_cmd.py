@@ -44,6 +44,8 @@ def doctor(env: EnvOpt = "local", sets: SetOpt = None, as_json: DoctorJsonOpt = 
 
     with json_on_stdout(as_json):  # the lines as each check ends: a slow check (a cloud API) shows progress
         checks, not_checked = target_of(config).doctor(config, show)
+        for line in zone_lines(config):
+            console.print(line, markup=False, soft_wrap=True)
         console.print(f"not checked: {not_checked}", markup=False, soft_wrap=True)
     if as_json:
         emit_json(
@@ -60,3 +62,29 @@ def doctor(env: EnvOpt = "local", sets: SetOpt = None, as_json: DoctorJsonOpt = 
         )
     if not all(c.ok for c in checks):
         raise typer.Exit(ExitStatus.INFRA_ERROR)
+
+
+def zone_lines(config) -> list[str]:
+    """A line per language whose runs choose among zones: the order a new run tries them in (`trainctl zones`)."""
+    from stacks.runs.zone_ranking import rank_zones
+    from stacks.targets import target_of
+    from trainer.storage import open_bucket
+
+    target, out = target_of(config), []
+    try:
+        bucket = open_bucket(config.bucket)
+    except Exception:  # no history then (the bucket check says why)
+        bucket = None
+    for lang in config.languages:
+        if not target.zones(config, lang):
+            continue
+        try:
+            ranking = rank_zones(target, config, lang, bucket)
+        except Exception as exc:  # the order is advice: doctor's checks stand without it
+            out.append(f"zones  {lang}: not ranked ({exc})")
+            continue
+        out.append(
+            f"zones  {lang}: {', '.join(ranking.order())} ({ranking.source_line()}; why: trainctl zones {lang} "
+            f"--env {config.env})"
+        )
+    return out

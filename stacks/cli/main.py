@@ -8,7 +8,18 @@ from typing import Annotated
 import typer
 from typer.core import TyperGroup
 
-from stacks.cli import common, config_cmd, data_cmd, doctor_cmd, infra_cmds, lm_cmd, models_cmd, runs_cmds, train_cmd
+from stacks.cli import (
+    common,
+    config_cmd,
+    data_cmd,
+    doctor_cmd,
+    infra_cmds,
+    lm_cmd,
+    models_cmd,
+    runs_cmds,
+    train_cmd,
+    zones_cmd,
+)
 
 
 class RootCommand(TyperGroup):
@@ -40,7 +51,7 @@ app = typer.Typer(
     add_completion=True,
 )
 # Every command module registers its commands (or its sub-app) the same way.
-for module in (config_cmd, data_cmd, lm_cmd, infra_cmds, doctor_cmd, train_cmd, runs_cmds, models_cmd):
+for module in (config_cmd, data_cmd, lm_cmd, infra_cmds, doctor_cmd, zones_cmd, train_cmd, runs_cmds, models_cmd):
     module.register(app)
 
 

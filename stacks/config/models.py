@@ -8,6 +8,7 @@ from pydantic import Field, create_model, field_validator, model_validator
 
 from stacks.config.exit_codes import RestartableExitCodes
 from stacks.config.strict import StrictModel
+from stacks.config.zone_choice import ZoneChoiceSettings
 from stacks.errors import ConfigError
 from trainer.params import JOBS, PARAMS, Job
 
@@ -85,7 +86,7 @@ RUNGS: tuple[str, ...] = ("spot", "flex_start", "on_demand")
 DEFAULT_LADDER: tuple[str, ...] = ("spot", "flex_start")
 
 
-class LanguageSettingsBase(StrictModel):
+class LanguageSettingsBase(ZoneChoiceSettings):
     """Settings of one language's training run (defaults, then languages.<lang>) that every target reads;
     `LanguageSettings` adds each target's own block (`gcp:` machine, GPU, disk; `local:` processes, cores)."""
 

@@ -4,8 +4,9 @@ The target orders a run's candidate placements (gcp: `zones`, then `fallback_zon
 the simulated market's zones). When the run's group reports only capacity or quota errors for
 `creation_error_minutes` while the run has no VM (at start, or after a preemption), the lifecycle destroys
 the stack and applies it again at the next candidate for the same run id, which resumes from its last
-checkpoint; the bucket stays where it is. After a pass over every candidate it waits (backoff, nothing
-applied, nothing billed) and tries them again, until the run has been without a VM for
+checkpoint; the bucket stays where it is. The candidates are ranked by data and a zone that preempted the run is
+skipped for `zone_block_minutes` (stacks.runs.zone_ranking). After a pass over every candidate it waits (backoff,
+nothing applied, nothing billed) and tries them again, until the run has been without a VM for
 `capacity_wait_minutes`: then it stops, resumable.
 
 `RunJournal` keeps what happened in `metadata/placements.json`: each placement tried and how it ended,
@@ -40,6 +41,9 @@ class Failover:
     pass_done: object = None  # called when every candidate failed in a pass; True: it changed them, no pause
     ruled_out: list = field(default_factory=list)  # predicates of placements the pass's errors would meet too
     describe: object = str  # a placement in a few words (the target's describe_placement)
+    # placement -> why it may not take the run now (the zone that preempted it, for zone_block_minutes), else None;
+    # asked at every move, so a block holds whatever order the candidates are in
+    blocked: object = None
 
     def vm_came(self) -> None:
         """A VM runs the trainer again: the next stretch without one starts its own clock."""
@@ -53,10 +57,17 @@ class Failover:
         self.ruled_out += list(rules_out)
         while True:
             placement = self._next(failed_for_s, say)
-            if placement is None or not any(rule(placement) for rule in self.ruled_out):
-                return placement
-            say(f"skipping {self.describe(placement)}: the error that stopped the run would come there too")
             failed_for_s = 0.0
+            if placement is None:
+                return None
+            # one candidate: nowhere else to go, the block would only stop the run
+            why = self.blocked(placement) if self.blocked is not None and len(self.candidates) > 1 else None
+            if why:
+                say(f"skipping {self.describe(placement)}: {why}")
+            elif not any(rule(placement) for rule in self.ruled_out):
+                return placement
+            else:
+                say(f"skipping {self.describe(placement)}: the error that stopped the run would come there too")
 
     def _next(self, failed_for_s: float, say) -> object | None:
         now = self.clock()

@@ -33,6 +33,8 @@ SAFE_ON_RESUME = frozenset(
         "flex_start_wait_minutes",
         "max_restarts_on_errors",
         "restart_on_exit_codes",
+        "zone_block_minutes",
+        "zone_history_days",
     }
 )
 # The env's keys that are the run's identity: the bucket its files and data are in, and its target and env.

@@ -14,6 +14,7 @@ from stacks.runs import stack_ops, watch
 from stacks.runs.failover import Failover, RunJournal
 from stacks.runs.language_run import LanguageRun, resolve, resume_command
 from stacks.runs.preflight import report_preflight
+from stacks.runs.zone_ranking import block_note, rank_zones, ranked_placements
 
 if TYPE_CHECKING:
     from stacks.config.models import EnvConfig
@@ -155,6 +156,7 @@ def follow_moving(
         target.capacity_retry_s(run.config),
         describe=target.describe_placement,
         sleep=lambda seconds: pause_unless_stopped(run, seconds),
+        blocked=lambda placement: zone_block(run, journal, placement),
     )
     failover.pass_done = lambda: take_next_rung(run, rep, failover)
     seen = status_observer(run, rep, journal, failover)
@@ -172,14 +174,22 @@ def follow_moving(
             stack_ops.teardown(run, rep)  # nothing billed while it waits or moves
             stack_ops.after_move_teardown(run)
             if not failover.candidates:
-                failover.candidates[:] = target.placements(run.config, run.lang, rep, first=run.placement)
-                failover.index = next((i for i, c in enumerate(failover.candidates) if c == run.placement), 0)
+                listed = target.placements(run.config, run.lang, rep, first=run.placement)
+                ranking = rank_zones(target, run.config, run.lang, run.bucket, journal=journal.data)
+                failover.candidates[:], failover.index = ranked_placements(listed, ranking, run.placement)
             placement = reapply_at_next(run, rep, journal, failover, exc, echo=echo, start_lock=start_lock, track=track)
             journal.placed(placement_record(placement, run.settings))
             rep.info(
                 f"run {run.run_id} moved to {target.describe_placement(placement)}: it resumes from its last checkpoint"
             )
             track(FOLLOWING, run.run_id)
+
+
+def zone_block(run: LanguageRun, journal: RunJournal, placement) -> str | None:
+    """Why `placement` may not take the run now: its zone preempted this Spot run within zone_block_minutes."""
+    if not run.settings.spot:
+        return None  # an on-demand VM is not preempted: the zone is as good as any
+    return block_note(journal.data, run.settings.zone_block_minutes, getattr(placement, "zone", None))
 
 
 def follow_in_place(run: LanguageRun, rep, *, on_status: Callable, tail: watch.LogTail):

@@ -47,7 +47,13 @@ def open_stack(
 
     terraform_binary()  # before the target's preflight and its cloud calls (plan, destroy, gc; train looked earlier)
     config, lang = run.config, run.lang
-    run.placement = run.target.preflight(config, lang, reporter, decided=decided) if preflight else None
+    run.placement = None
+    if preflight:
+        from stacks.runs.zone_ranking import ranked_config
+
+        # the zones in ranked order (`decided`: placed beside other languages already, by the env's order)
+        ranked = config if decided is not None else ranked_config(run.target, config, lang, run.bucket, reporter)
+        run.placement = run.target.preflight(ranked, lang, reporter, decided=decided)
     run.tf = synth_and_init(run.project, config, run.stack, echo, {lang: run.placement} if run.placement else None)
     return run
 

@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from stacks.cdk import TerraformStack
     from stacks.config.models import EnvConfig
     from stacks.constructs.train_stack import TrainStack
+    from stacks.targets.advice import CapacityAdvice
     from stacks.targets.checks import Check
     from trainer.launchers.run_spec import RunSpec
     from trainer.storage import Bucket
@@ -67,6 +68,19 @@ class TargetProvision(Protocol):
 
     def describe_placement(self, placement) -> str:
         """A placement in a few words, for the operator's lines."""
+
+    def zones(self, config: "EnvConfig", lang: str) -> list[list[str]]:
+        """The zones the run's placements are drawn from, in tiers, each in the order the env gives ([]: nothing to
+        rank; gcp: `zones`, then `fallback_zones`); stacks.runs.zone_ranking orders each tier by the project's
+        preemption history and the cloud's advice, never a later tier's zone before an earlier one's."""
+
+    def with_zone_order(self, config: "EnvConfig", lang: str, zones: list[str]) -> "EnvConfig":
+        """The env with its zones in the order `zones` gives (the same zones), so `preflight` and `placements`
+        try them in that order."""
+
+    def capacity_advice(self, config: "EnvConfig", lang: str, zones: list[str]) -> "CapacityAdvice":
+        """What the cloud says of the run's Spot capacity in each zone (stacks.targets.advice); never raises:
+        an API the project may not call is a `note` ("no advice (403)")."""
 
     def placement_of_run(self, config: "EnvConfig", lang: str, bucket: "Bucket", run_id: str) -> object | None:
         """Where a run applied by an earlier command is now (re-attach: its last apply's record), None when

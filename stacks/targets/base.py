@@ -49,6 +49,17 @@ class TargetBase:
     def describe_placement(self, placement) -> str:
         return f"target {self.name}" if placement is None else str(placement)
 
+    def zones(self, config, lang) -> list[list[str]]:
+        return []
+
+    def with_zone_order(self, config, lang, zones):
+        return config
+
+    def capacity_advice(self, config, lang, zones):
+        from stacks.targets.advice import NO_ADVICE
+
+        return NO_ADVICE
+
     def placement_of_run(self, config, lang, bucket, run_id):
         return None
 

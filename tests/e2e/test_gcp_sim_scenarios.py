@@ -97,12 +97,17 @@ def test_a_regional_quota_refusal_skips_the_rest_of_its_region(pushed):
 
 def test_a_global_quota_refusal_stops_the_run_naming_the_quota(pushed):
     """CPUS_ALL_REGIONS is used up by other VMs (the preflight reads GPUS_ALL_REGIONS, not this one): no region
-    escapes a global quota, so the run stops after its first zone and names it. Cost: 61 s measured."""
-    scenario = overrides("{global_quotas: {CPUS_ALL_REGIONS: {limit: 128, usage: 128}}, zones: {europe-west4-a: {}}}")
+    escapes a global quota, so the run stops after its first zone and names it. That first zone is the one the
+    capacity advice scores best (europe-west4-c), not the env's first. Cost: 61 s measured."""
+    scenario = overrides(
+        "{global_quotas: {CPUS_ALL_REGIONS: {limit: 128, usage: 128}}, "
+        "zones: {europe-west4-a: {}, europe-west4-c: {obtainability: 0.9}}}"
+    )
     r = trainctl(pushed, "train", "fr", "--env", ENV, *scenario)
     out = r.stdout + r.stderr
     assert r.returncode != 0, out
-    assert applied_zones(out) == ["europe-west4-a"], out
+    assert "zones of fr ranked by data: europe-west4-c, europe-west4-a, europe-west4-b, europe-west1-b" in out, out
+    assert applied_zones(out) == ["europe-west4-c"], out
     error = next(line for line in r.stderr.splitlines() if line.startswith("error:"))
     assert "CPUS_ALL_REGIONS" in error, out
     assert "Quota 'CPUS_ALL_REGIONS' exceeded.  Limit: 128.0 globally." in out, out  # Compute Engine's words

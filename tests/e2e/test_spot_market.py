@@ -100,14 +100,15 @@ def test_a_dry_zone_and_a_preemption_move_the_run_which_resumes_exactly(spot, tr
 
 
 def test_every_zone_dry_stops_resumable_with_exit_3_then_resume_finishes_it(spot, tmp_path):
-    # the resume's refusals cost a synth each, no training
+    # the resume's refusals cost a synth each, no training; 30 s of capacity wait: its passes after the preemption skip
+    # the zone that preempted it
     dry = [
         "--set",
         "local.spot_market.zones.sim-a.outages=[{start_s: 0}]",
         "--set",
         "local.spot_market.zones.sim-c.outages=[{start_s: 0}]",
         "--set",
-        "defaults.capacity_wait_minutes=0.2",
+        "defaults.capacity_wait_minutes=0.5",
     ]
     r = trainctl(spot, "train", "fr", *QUICK, *dry)
     assert r.returncode == 3, r.stdout + r.stderr
@@ -118,8 +119,13 @@ def test_every_zone_dry_stops_resumable_with_exit_3_then_resume_finishes_it(spot
     checkpoints = sorted(p.name for p in (_runs(spot) / run_id / "checkpoints").iterdir())
     assert any("classifier" in name for name in checkpoints), checkpoints  # it trained before it was stopped
     journal = _read(spot, run_id, "metadata/placements.json")
-    assert [p["zone"] for p in journal["placements"]][:4] == ["sim-a", "sim-b", "sim-c", "sim-a"]
+    zones = [p["zone"] for p in journal["placements"]]
+    assert zones[:4] == ["sim-a", "sim-b", "sim-c", "sim-a"]
     assert journal["placements"][-1]["outcome"] == "no capacity" and journal["capacity_wait_s"] >= 12
+    # sim-b preempted the run: its later passes skip it (zone_block_minutes), trying only the other zones
+    assert "sim-b" not in zones[2:] and len(zones) >= 5, zones
+    said = r.stdout + r.stderr
+    assert "skipping zone sim-b (simulated): it preempted this run; blocked until" in said, said
     _nothing_left(spot)  # nothing running, nothing billed while it waits for the user
 
     # A resume that changes the model's shape is refused before anything is applied, each difference listed.
@@ -151,11 +157,11 @@ def test_every_zone_dry_stops_resumable_with_exit_3_then_resume_finishes_it(spot
     said = again.stdout + again.stderr
     assert "resumes on its own copy of its data" in said and "data ok: 380 rows" in said  # checked as it trains
     assert _read(spot, run_id, "metrics.json")["n_train"] + _read(spot, run_id, "metrics.json")["n_valid"] == 380
-    change = "languages.fr.capacity_wait_minutes 0.2 -> 1.0"
+    change = "languages.fr.capacity_wait_minutes 0.5 -> 1.0"
     assert f"settings changed by trainctl (--resume): {change}" in (_runs(spot) / run_id / "log.txt").read_text()
     [entry] = _read(spot, run_id, "metadata/changes.json")["changes"]
-    assert entry["settings"] == [{"key": "languages.fr.capacity_wait_minutes", "from": 0.2, "to": 1.0}]
-    assert _read(spot, run_id, "metadata/config.json")["languages"]["fr"]["capacity_wait_minutes"] == 0.2
+    assert entry["settings"] == [{"key": "languages.fr.capacity_wait_minutes", "from": 0.5, "to": 1.0}]
+    assert _read(spot, run_id, "metadata/config.json")["languages"]["fr"]["capacity_wait_minutes"] == 0.5
     assert _only_run(spot) == run_id
     status = _read(spot, run_id, "status.json")
     assert status["state"] == "SUCCEEDED" and status["resumed"] == 1 and status["error"] is None

@@ -146,12 +146,16 @@ def test_all_ok(project, monkeypatch):
     assert "trainer account (fr): write fr/runs/: storage.objects.create: CAN_ACCESS" in text
     assert "trainer account (en): no write to _cloudbuild/: storage.objects.create: CANNOT_ACCESS" in text
     assert "trainer account (fr): resize dev-train-fr: compute.instanceGroupManagers.update: CAN_ACCESS" in text
-    # Read-only: GETs, plus two reads that take a POST body (getEffectiveOrgPolicy, iam:troubleshoot).
+    # Read-only: GETs, plus reads that take a POST body (getEffectiveOrgPolicy, iam:troubleshoot, the capacity
+    # advice the zones line asks for).
     assert {(s.method, s.path) for s in api.seen if s.method not in ("GET", "HEAD")} == {
         ("POST", ORG_POLICY),
         ("POST", TROUBLESHOOT),
         ("POST", TEST_PERMISSIONS),
+        ("POST", "/compute/v1/projects/p1/regions/europe-west4/advice/capacity"),
+        ("POST", "/compute/v1/projects/p1/regions/europe-west4/advice/capacityHistory"),
     }
+    assert "zones fr: europe-west4-a, europe-west4-b, europe-west4-c (" in text and "no capacity advice (404" in text
     assert "provider billing project: the provider bills its calls to p1 (user_project_override)" in text
     assert "NVIDIA driver (fr): cos-extensions installs latest" in text
     assert "firewall between nodes: no language runs on several VMs" in text and not api.requests("GET", FIREWALL)

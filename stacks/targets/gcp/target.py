@@ -208,6 +208,25 @@ class GcpTarget(TargetBase):
     def describe_placement(self, placement) -> str:
         return f"zone {placement.zone}" if placement is not None else "its first zone"
 
+    def zones(self, config, lang) -> list[list[str]]:
+        """`gcp.zones`, then the `gcp.fallback_zones` not among them (other regions, egress billed: never first)."""
+        fallback = [z for z in dict.fromkeys(config.gcp.fallback_zones) if z not in config.gcp.zones]
+        return [tier for tier in (list(dict.fromkeys(config.gcp.zones)), fallback) if tier]
+
+    def with_zone_order(self, config, lang, zones):
+        """`gcp.zones` and `gcp.fallback_zones` each in the order `zones` gives."""
+        position = {zone: i for i, zone in enumerate(zones)}
+        ordered = {
+            key: sorted(getattr(config.gcp, key), key=lambda z: position.get(z, len(position)))
+            for key in ("zones", "fallback_zones")
+        }
+        return config.model_copy(update={"gcp": config.gcp.model_copy(update=ordered)})
+
+    def capacity_advice(self, config, lang, zones):
+        from stacks.targets.gcp.advice import capacity_advice
+
+        return capacity_advice(config, lang, zones)
+
     def placement_of_run(self, config, lang, bucket, run_id):
         """Where the run's last apply put its group and with which image (metadata/trainctl.json, written at every
         apply and move): a re-attached run is followed, and moved, from there."""

@@ -77,6 +77,19 @@ class LocalTarget(TargetBase):
     def describe_placement(self, placement) -> str:
         return f"zone {placement.zone} (simulated)" if placement is not None else "this machine"
 
+    def zones(self, config, lang) -> list[list[str]]:
+        """The simulated market's zones, one tier ([]: no market, or on demand: one machine, nothing to rank)."""
+        if config.local.spot_market is None or not config.language(lang).spot:
+            return []
+        return [list(config.local.spot_market.zones)]
+
+    def with_zone_order(self, config, lang, zones):
+        market = config.local.spot_market
+        if market is None or list(market.zones) == list(zones):
+            return config
+        ordered = market.model_copy(update={"zones": {zone: market.zones[zone] for zone in zones}})
+        return config.model_copy(update={"local": config.local.model_copy(update={"spot_market": ordered})})
+
     def placement_of_run(self, config, lang, bucket, run_id):
         """The market zone the run's last placement went to (metadata/placements.json)."""
         from stacks.targets.local.host import LocalPlacement

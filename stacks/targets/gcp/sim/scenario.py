@@ -19,6 +19,9 @@ Where each rule the sim enforces comes from (pages read 2026-11-28):
   https://cloud.google.com/compute/docs/accelerator-optimized-machines (stacks/targets/gcp/catalogue.yaml's
   `spot_only`, the default of `spot_only` here).
 - Prices: the Billing Catalog's SKU list, https://cloud.google.com/billing/v1/how-tos/catalog-api.
+- Capacity advice (advice.capacity, Preview; advice.capacityHistory: none for N1 with GPUs):
+  https://cloud.google.com/compute/docs/reference/rest/v1/advice (request and answer shapes: google-cloud-compute's
+  CapacityAdviceRequest/Response, CapacityHistoryRequest/Response).
 """
 
 from __future__ import annotations
@@ -70,6 +73,10 @@ class ZoneOffer(SimZone):
     machine_types: list[str] = Field([], description="machineTypes the zone offers")
     capacity_errors: list[str] = Field([], description=f"mixed into dry-zone failures: {', '.join(CAPACITY_CODES)}")
     on_demand_dry: bool = Field(False, description="on-demand VMs also find no capacity while the zone is dry")
+    obtainability: float = Field(0.5, ge=0, le=1, description="advice.capacity's score for the zone's Spot VMs")
+    estimated_uptime_s: float = Field(36000, ge=0, description="advice.capacity's estimated uptime there")
+    preemption_rate: float = Field(0.05, ge=0, le=1, description="advice.capacityHistory's daily rate, every day")
+    spot_price: float | None = Field(None, ge=0, description="advice.capacityHistory's Spot price, USD/h (unset: none)")
 
     @field_validator("capacity_errors")
     @classmethod
@@ -117,6 +124,9 @@ class Scenario(StrictModel):
     spot_only: list[str] | None = Field(None, description="machine types without on-demand VMs (unset: catalogue)")
     preemptions: list[SimPreemption] = []
     prices: dict[str, RegionPrices] = {}
+    advice_refused: int | None = Field(
+        None, description="advice.capacity and advice.capacityHistory answer this status (403: Preview not enabled)"
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> "Scenario":

@@ -15,7 +15,7 @@ from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from stacks.targets.gcp.sim import answers
+from stacks.targets.gcp.sim import advice, answers
 from stacks.targets.gcp.sim.cloud import SimCloud, SimError
 from trainer.launchers.vm.spec import RDZV_ATTRIBUTE
 
@@ -172,6 +172,10 @@ def _compute(cloud: SimCloud, method: str, rest: str, query: dict, body: dict) -
             cloud.delete_template(m.group(1))
             target = cloud.template_url(m.group(1))
             return 200, answers.operation(cloud, "compute.instanceTemplates.delete", target, None)
+    if (m := re.fullmatch(rf"/regions/{NAME}/advice/capacity", rest)) and method == "POST":
+        return 200, advice.capacity_advice(cloud, m.group(1), body)
+    if (m := re.fullmatch(rf"/regions/{NAME}/advice/capacityHistory", rest)) and method == "POST":
+        return 200, advice.capacity_history(cloud, m.group(1), body)
     if (m := re.fullmatch(rf"/regions/{NAME}/resourcePolicies", rest)) and method == "POST":
         cloud.insert_policy(m.group(1), body)
         target = cloud.policy_url(m.group(1), body.get("name", ""))
