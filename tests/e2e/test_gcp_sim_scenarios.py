@@ -151,7 +151,10 @@ def test_on_demand_fallback_on_a_spot_only_machine_is_refused_before_the_cloud_i
         timeout=120,
     )
     assert r.returncode == 2, r.stdout + r.stderr
-    assert "on_demand_fallback: true, but a3-highgpu-1g is offered as Spot or Flex-start only" in r.stderr
+    assert (
+        "capacity rung on_demand cannot serve this machine: a3-highgpu-1g is offered as Spot or Flex-start only"
+        in r.stderr
+    )
 
 
 def test_ctrl_c_in_the_pause_between_dry_passes_prints_the_resume_command(pushed):

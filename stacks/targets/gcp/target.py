@@ -34,7 +34,7 @@ def gcp_placement(config: "EnvConfig", lang: str, zone: str | None = None, metri
     return GcpPlacement(
         zone=zone or config.gcp.zones[0],
         image=image_ref(config, SOURCE_ROOT),
-        quota_metrics=[metric] if metric else ([spot, on_demand] if s.spot else [on_demand]),
+        quota_metrics=[metric] if metric else ([spot, on_demand] if s.rung in ("spot", "flex_start") else [on_demand]),
         startup_script=(VM_SCRIPTS / "startup.sh").read_text(),
         shutdown_script=(VM_SCRIPTS / "shutdown.sh").read_text(),
     )
