@@ -190,6 +190,8 @@ def _compute(cloud: SimCloud, method: str, rest: str, query: dict, body: dict) -
         group = cloud.insert_group(m.group(1), body)
         target = cloud.group_url(group.scope, group.name)
         return 200, answers.operation(cloud, "compute.instanceGroupManagers.insert", target, group.scope)
+    if m := re.fullmatch(rf"/{SCOPE}/instanceGroupManagers/{NAME}/resizeRequests(?:/{NAME}(?:/(cancel))?)?", rest):
+        return _resize_request_call(cloud, method, *m.groups(), body)
     if m := re.fullmatch(rf"/{SCOPE}/instanceGroupManagers/{NAME}(?:/(\w+))?", rest):
         return _group_call(cloud, method, m.group(1), m.group(2), m.group(3) or "", query, body)
     if (m := re.fullmatch(rf"/((?:{SCOPE[1:-1]})|global)/operations/{NAME}(?:/wait)?", rest)) and method in (
@@ -229,6 +231,28 @@ def _group_call(
     raise SimError(404, f"no simulated instanceGroupManagers call {method} {verb or 'get'}")
 
 
+def _resize_request_call(
+    cloud: SimCloud, method: str, scope: str, name: str, request: str | None, verb: str | None, body: dict
+) -> tuple[int, dict]:
+    """instanceGroupManagerResizeRequests: insert, list, get, delete, cancel."""
+    kind = "compute.instanceGroupManagerResizeRequests"
+    if request is None and method == "POST":
+        created = cloud.insert_resize_request(scope, name, body)
+        target = f"{cloud.group_url(scope, name)}/resizeRequests/{created.name}"
+        return 200, answers.operation(cloud, f"{kind}.insert", target, scope)
+    group = cloud.group(scope, name)
+    if request is None and method == "GET":
+        items = [answers.resize_request(cloud, group, r) for r in group.resize_requests.values()]
+        return 200, {"kind": "compute#instanceGroupManagerResizeRequestList", "items": items}
+    if request is not None and verb is None and method == "GET":
+        return 200, answers.resize_request(cloud, group, cloud.resize_request(scope, name, request))
+    if request is not None and (method == "DELETE" or (verb == "cancel" and method == "POST")):
+        cloud.delete_resize_request(scope, name, request)
+        target = f"{cloud.group_url(scope, name)}/resizeRequests/{request}"
+        return 200, answers.operation(cloud, f"{kind}.{'cancel' if verb else 'delete'}", target, scope)
+    raise SimError(404, f"no simulated instanceGroupManagerResizeRequests call {method} {verb or ''}")
+
+
 def _instance(cloud: SimCloud, zone: str, name: str) -> dict:
     vm = cloud.instance(zone, name)
     p = cloud.scenario.project
@@ -240,7 +264,7 @@ def _instance(cloud: SimCloud, zone: str, name: str) -> dict:
         "zone": f"{api}/projects/{p}/zones/{zone}",
         "machineType": f"{api}/projects/{p}/zones/{zone}/machineTypes/{vm.shape.machine_type}",
         "status": vm.status,
-        "scheduling": {"provisioningModel": "SPOT" if vm.shape.spot else "STANDARD", "preemptible": False},
+        "scheduling": {"provisioningModel": vm.shape.provisioning_model, "preemptible": False},
         "guestAccelerators": [
             {"acceleratorType": f"{api}/projects/{p}/zones/{zone}/acceleratorTypes/{t}", "acceleratorCount": n}
             for t, n in vm.shape.accelerators.items()
@@ -268,7 +292,7 @@ def metadata_value(cloud: SimCloud, instance: str, key: str) -> str | None:
         "instance/zone": f"projects/{number}/zones/{vm.zone}",
         "instance/machine-type": f"projects/{number}/machineTypes/{vm.shape.machine_type}",
         "instance/preempted": "TRUE" if vm.preempted else "FALSE",
-        "instance/scheduling/provisioning-model": "SPOT" if vm.shape.spot else "STANDARD",
+        "instance/scheduling/provisioning-model": vm.shape.provisioning_model,
         "project/project-id": cloud.scenario.project,
         "project/numeric-project-id": number,
         "instance/attributes/": "\n".join(attributes),
