@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import hashlib
 
-from stacks.targets.gcp.sim.cloud import Group, ResizeRequest, SimCloud, SimError, stamp
+from stacks.targets.gcp.sim.cloud import Group, SimCloud, SimError, stamp
+from stacks.targets.gcp.sim.flex_start import ResizeRequest
 from stacks.targets.gcp.sim.scenario import region_of
 
 API = "https://www.googleapis.com/compute/v1"

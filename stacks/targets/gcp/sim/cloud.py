@@ -19,12 +19,7 @@ The rules, each with the page it comes from (read 2026-11-28):
   recreates it when capacity allows (currentAction RECREATING).
 - resize: sets the target size; VMs above it are deleted (currentAction DELETING)
   (https://cloud.google.com/compute/docs/reference/rest/v1/instanceGroupManagers/resize).
-- Flex-start resize requests (https://cloud.google.com/compute/docs/reference/rest/v1/
-  instanceGroupManagerResizeRequests, https://cloud.google.com/compute/docs/instances/about-flex-start-vms): a
-  request stays ACCEPTED (queued) until the zone's flex-start capacity comes (scenario `flex_start_after_s`; never
-  where null), then the group's target size grows by resizeBy and ALL its VMs are created at once (CREATING), or
-  none where one is refused (FAILED, the refusal in status.error); SUCCEEDED once every VM runs. Flex-start VMs
-  are never preempted and are deleted maxRunDuration after they started running (the group's size shrinks).
+- Flex-start resize requests: flex_start.py.
 """
 
 from __future__ import annotations
@@ -34,48 +29,13 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
 from typing import Callable
 
-from stacks.targets.gcp.sim import quotas, refusals
+from stacks.targets.gcp.sim import flex_start, quotas, refusals
+from stacks.targets.gcp.sim.instances import Instance, SimError, stamp
 from stacks.targets.gcp.sim.quotas import LIVE, VmShape
 from stacks.targets.gcp.sim.scenario import Scenario, region_of
 from trainer.launchers.market import Market
-
-
-class SimError(Exception):
-    """A request the API refuses: HTTP status, Google's reason and message."""
-
-    def __init__(self, status: int, message: str, reason: str = "notFound"):
-        super().__init__(message)
-        self.status, self.message, self.reason = status, message, reason
-
-
-@dataclass
-class Instance:
-    name: str
-    zone: str
-    shape: VmShape
-    id: int
-    status: str = ""  # "" while the group has not created it (yet)
-    action: str = "CREATING"
-    since_s: float = 0.0  # simulated time of the last change of status
-    preempted: bool = False
-
-
-@dataclass
-class ResizeRequest:
-    """One instanceGroupManagerResizeRequest: its VMs all at once, after the zone's flex-start queue."""
-
-    name: str
-    resize_by: int
-    id: int
-    created_s: float  # simulated time it was inserted
-    created: str  # its creationTimestamp
-    description: str = ""
-    state: str = "ACCEPTED"  # ACCEPTED (queued), CREATING, SUCCEEDED, FAILED
-    instances: list[str] = field(default_factory=list)  # the VMs it created
-    error: dict | None = None  # {"code", "message"} of a FAILED request
 
 
 @dataclass
@@ -98,7 +58,7 @@ class Group:
     last_try_s: float | None = None
     dry_tries: dict[str, int] = field(default_factory=dict)  # zone -> capacity refusals so far (error mix turn)
     rdzv_port: int = 0  # where its node 0 hosts the rendezvous store on this host (metadata_value)
-    resize_requests: dict[str, ResizeRequest] = field(default_factory=dict)
+    resize_requests: dict = field(default_factory=dict)  # name -> flex_start.ResizeRequest
 
     @property
     def location(self) -> str:
@@ -153,7 +113,7 @@ class SimCloud:
 
     def _advance_group(self, group: Group, now: float) -> None:
         s = self.scenario
-        self._advance_requests(group, now)
+        flex_start.advance(self, group, now)
         for vm in list(group.instances.values()):
             if vm.status == "PROVISIONING" and now >= vm.since_s + s.boot_s:
                 self._set(vm, "RUNNING", "NONE", now)
@@ -173,11 +133,6 @@ class SimCloud:
                     vm.preempted = True
                     self._set(vm, "STOPPING", "NONE", now)
                     self._tell("stopping", vm)
-            elif vm.status == "RUNNING" and vm.shape.max_run_s and now >= vm.since_s + vm.shape.max_run_s:
-                # maxRunDuration over: instanceTerminationAction DELETE, and the group does not recreate it
-                group.target_size = max(group.target_size - 1, 0)
-                self._set(vm, "STOPPING", "DELETING", now)
-                self._tell("stopping", vm)
         live = [vm for vm in group.instances.values() if vm.action != "DELETING"]
         for vm in sorted(live, key=lambda v: v.name, reverse=True)[: max(len(live) - group.target_size, 0)]:
             if vm.status in LIVE:
@@ -194,36 +149,8 @@ class SimCloud:
             for vm in sorted(waiting, key=lambda v: v.name):
                 self._try_create(group, vm, now)
 
-    def _advance_requests(self, group: Group, now: float) -> None:
-        """Queued flex-start requests whose capacity came create all their VMs; CREATING ones succeed once all run."""
-        for request in group.resize_requests.values():
-            if request.state == "CREATING":
-                vms = [group.instances.get(n) for n in request.instances]
-                if all(vm is not None and vm.status == "RUNNING" for vm in vms):
-                    request.state = "SUCCEEDED"
-            if request.state != "ACCEPTED":
-                continue
-            zone = group.location
-            after = self.scenario.zones[zone].flex_start_after_s if zone in self.scenario.zones else None
-            if after is None or now < request.created_s + after:
-                continue
-            created: list[Instance] = []
-            for name in self._new_names(group, request.resize_by):
-                vm = Instance(name, zone, self._shape(group, name), next(self._ids), since_s=now)
-                problem = self.refusal(zone, vm.shape, name, group)
-                if problem is not None:  # all or nothing: the ones made so far go again
-                    for made in created:
-                        del group.instances[made.name]
-                    request.state, request.error = "FAILED", {"code": problem[0], "message": problem[1]}
-                    break
-                self._set(vm, "PROVISIONING", "CREATING", now)
-                group.instances[name] = vm
-                created.append(vm)
-            else:
-                group.target_size += request.resize_by
-                request.state, request.instances = "CREATING", [vm.name for vm in created]
-
-    def _new_names(self, group: Group, count: int) -> list[str]:
+    def new_names(self, group: Group, count: int) -> list[str]:
+        """`count` free names <base>-<4 hex digits>, as a group names the VMs it creates without a config."""
         names: list[str] = []
         while len(names) < count:
             name = f"{group.base_instance_name}-{next(self._ids) % 0x10000:04x}"
@@ -235,11 +162,7 @@ class SimCloud:
         have = {n for n, vm in group.instances.items() if vm.action != "DELETING"}
         count = group.target_size - len(have)
         names = [n for n in sorted(group.stable_names) if n not in group.instances][: max(count, 0)]
-        while len(names) < count:
-            name = f"{group.base_instance_name}-{next(self._ids) % 0x10000:04x}"
-            if name not in group.instances and name not in names:
-                names.append(name)
-        return names
+        return names + self.new_names(group, count - len(names))
 
     def _shape(self, group: Group, name: str = "") -> VmShape:
         """The VM's shape from the group's template, with its per-instance config's preserved metadata."""
@@ -399,46 +322,6 @@ class SimCloud:
             self._advance_group(group, self.now_s())
             return group
 
-    def insert_resize_request(self, scope: str, name: str, body: dict) -> ResizeRequest:
-        """instanceGroupManagerResizeRequests.insert: queued (ACCEPTED) until the zone's flex-start capacity comes."""
-        with self.lock:
-            group = self.group(scope, name)
-            request_name = body.get("name") or ""
-            if not request_name:
-                raise SimError(400, "Invalid value for field 'resource.name': ''.", "invalid")
-            if request_name in group.resize_requests:
-                url = f"{self.group_url(scope, name)}/resizeRequests/{request_name}"
-                raise SimError(409, f"The resource '{url}' already exists", "alreadyExists")
-            count = int(body.get("resizeBy") or 0)
-            if count < 1:
-                raise SimError(400, "Invalid value for field 'resource.resizeBy': must be at least 1.", "invalid")
-            now = self.now_s()
-            request = ResizeRequest(
-                request_name,
-                count,
-                next(self._ids),
-                now,
-                stamp(self.market.origin + now),
-                body.get("description") or "",
-            )
-            group.resize_requests[request_name] = request
-            self._advance_group(group, now)
-            return request
-
-    def resize_request(self, scope: str, name: str, request_name: str) -> ResizeRequest:
-        found = self.group(scope, name).resize_requests.get(request_name)
-        if found is None:
-            raise SimError(
-                404, f"The resource '{self.group_url(scope, name)}/resizeRequests/{request_name}' was not found"
-            )
-        return found
-
-    def delete_resize_request(self, scope: str, name: str, request_name: str) -> None:
-        """delete (or cancel): a queued request leaves the queue; VMs it created stay in the group."""
-        with self.lock:
-            self.resize_request(scope, name, request_name)
-            del self.groups[(scope, name)].resize_requests[request_name]
-
     def set_per_instance_configs(self, scope: str, name: str, configs: dict[str, dict], *, create: bool) -> Group:
         """Per-instance configs (name -> preserved metadata): VMs of these names get the metadata. `create`
         (instanceGroupManagers.createInstances, what Terraform's google_compute_per_instance_config calls for a
@@ -488,10 +371,3 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def stamp(at: float | None = None) -> str:
-    """Compute Engine's timestamp form (RFC 3339 with milliseconds and an offset) of `at` (epoch seconds; the
-    simulated instant for what happens in the simulation), else now."""
-    when = datetime.now(timezone.utc) if at is None else datetime.fromtimestamp(at, timezone.utc)
-    return when.isoformat(timespec="milliseconds")

@@ -15,7 +15,7 @@ from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from stacks.targets.gcp.sim import answers
+from stacks.targets.gcp.sim import answers, flex_start
 from stacks.targets.gcp.sim.cloud import SimCloud, SimError
 from trainer.launchers.vm.spec import RDZV_ATTRIBUTE
 
@@ -237,18 +237,18 @@ def _resize_request_call(
     """instanceGroupManagerResizeRequests: insert, list, get, delete, cancel."""
     kind = "compute.instanceGroupManagerResizeRequests"
     if request is None and method == "POST":
-        created = cloud.insert_resize_request(scope, name, body)
-        target = f"{cloud.group_url(scope, name)}/resizeRequests/{created.name}"
+        created = flex_start.insert(cloud, scope, name, body)
+        target = flex_start.url(cloud, scope, name, created.name)
         return 200, answers.operation(cloud, f"{kind}.insert", target, scope)
     group = cloud.group(scope, name)
     if request is None and method == "GET":
         items = [answers.resize_request(cloud, group, r) for r in group.resize_requests.values()]
         return 200, {"kind": "compute#instanceGroupManagerResizeRequestList", "items": items}
     if request is not None and verb is None and method == "GET":
-        return 200, answers.resize_request(cloud, group, cloud.resize_request(scope, name, request))
+        return 200, answers.resize_request(cloud, group, flex_start.get(cloud, scope, name, request))
     if request is not None and (method == "DELETE" or (verb == "cancel" and method == "POST")):
-        cloud.delete_resize_request(scope, name, request)
-        target = f"{cloud.group_url(scope, name)}/resizeRequests/{request}"
+        flex_start.delete(cloud, scope, name, request)
+        target = flex_start.url(cloud, scope, name, request)
         return 200, answers.operation(cloud, f"{kind}.{'cancel' if verb else 'delete'}", target, scope)
     raise SimError(404, f"no simulated instanceGroupManagerResizeRequests call {method} {verb or ''}")
 
