@@ -184,6 +184,7 @@ def test_a_flex_start_request_waits_in_the_queue_then_all_its_nodes_arrive_at_on
 
     quotas = {"PREEMPTIBLE_NVIDIA_L4_GPUS": 8, "NVIDIA_L4_GPUS": 8, "PREEMPTIBLE_CPUS": 64, "CPUS": 64}
     sim = sim_of(
+        speedup=1,  # max_run_duration counts wall seconds, `speedup` simulated ones each
         zones={"europe-west4-a": {"flex_start_after_s": 1800, "outages": [{"start_s": 0}]}},  # Spot: dry all along
         regions={"europe-west4": {"quotas": quotas}},
     )

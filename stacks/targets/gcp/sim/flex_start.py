@@ -7,7 +7,9 @@ A request stays ACCEPTED (queued) until the zone's flex-start capacity comes (sc
 never where null), then the group's target size grows by resizeBy and ALL its VMs are created at once (CREATING),
 or none where one is refused (FAILED, the refusal in status.error); SUCCEEDED once every VM runs. Flex-start VMs
 are never preempted (refusals.py and SimCloud preempt Spot VMs only) and are deleted maxRunDuration after they
-started running; the group does not recreate them (its size shrinks).
+started running; the group does not recreate them (its size shrinks). maxRunDuration counts wall seconds (`speedup`
+simulated ones each): the trainer on the VM trains in wall time, and the VM agent's own max_run_hours deadline is
+wall time too, so the VM lives as long as the run may.
 """
 
 from __future__ import annotations
@@ -47,7 +49,8 @@ def advance(cloud: SimCloud, group: Group, now: float) -> None:
         if request.state == "ACCEPTED":
             _arrive(cloud, group, request, now)
     for vm in list(group.instances.values()):
-        if vm.status == "RUNNING" and vm.shape.max_run_s and now >= vm.since_s + vm.shape.max_run_s:
+        max_run = (vm.shape.max_run_s or 0) * cloud.scenario.speedup
+        if vm.status == "RUNNING" and max_run and now >= vm.since_s + max_run:
             # instanceTerminationAction DELETE; a group with resize requests does not recreate it
             group.target_size = max(group.target_size - 1, 0)
             cloud._set(vm, "STOPPING", "DELETING", now)
