@@ -172,6 +172,12 @@ def machine_limit_problems(machine_type: str, *, disk_type: str) -> list[tuple[s
     return problems
 
 
+def capacity_rung(settings) -> str:
+    """The rung a language's VMs are at now: `settings.rung`, except Spot turned off by `spot: false` on settings
+    that still list spot first (a run moved on demand by copying spot=False)."""
+    return "on_demand" if settings.rung == "spot" and not settings.spot else settings.rung
+
+
 def rung_problem(machine_type: str, rung: str) -> str | None:
     """Why the capacity rung `rung` (spot, flex_start, on_demand) cannot create `machine_type`, naming the page;
     None where it can."""

@@ -21,7 +21,7 @@ from pydantic import Field, ValidationError, model_validator
 
 from stacks.config.models import LanguageSettings, StrictModel
 from stacks.errors import ConfigError
-from stacks.targets.gcp.gpus import fixed_gpu_count, series_of
+from stacks.targets.gcp.gpus import capacity_rung, fixed_gpu_count, series_of
 
 PRICES_FILE = Path(__file__).with_name("prices.yaml")
 
@@ -179,9 +179,8 @@ class CostEstimate:
 
 def estimate(settings: LanguageSettings, region: str | None, book: PriceBook) -> CostEstimate:
     """The run's VMs at the rung it asks for now (settings.rung)."""
+    rung = capacity_rung(settings)
     vm, note = rung_per_hour(
-        book, region, settings.gcp.machine_type, settings.gcp.gpu.type, settings.gcp.gpu.count, settings.rung
+        book, region, settings.gcp.machine_type, settings.gcp.gpu.type, settings.gcp.gpu.count, rung
     )
-    return CostEstimate(
-        region, settings.spot, vm, settings.nodes, settings.max_run_hours, note, book.source, settings.rung
-    )
+    return CostEstimate(region, settings.spot, vm, settings.nodes, settings.max_run_hours, note, book.source, rung)

@@ -20,7 +20,15 @@ from urllib.parse import quote
 from stacks.config.models import EnvConfig, LanguageSettings
 from stacks.errors import InfraError, UnknownLanguageError
 from stacks.targets.gcp import api
-from stacks.targets.gcp.gpus import FAMILY_METRIC, GLOBAL_METRIC, GPU_TYPES, SPOT_FAMILY_METRIC, GpuType, region_of
+from stacks.targets.gcp.gpus import (
+    FAMILY_METRIC,
+    GLOBAL_METRIC,
+    GPU_TYPES,
+    SPOT_FAMILY_METRIC,
+    GpuType,
+    capacity_rung,
+    region_of,
+)
 
 # The same client factory the VM agent uses; ENDPOINT_ENV points it at a test server.
 from trainer.launchers.vm.group import ENDPOINT_ENV, compute_endpoint
@@ -205,7 +213,7 @@ def draws_preemptible(settings) -> bool:
     """Spot and flex-start VMs both draw on the preemptible quotas (PREEMPTIBLE_*; Cloud Quotas' PREEMPTIBLE-...)
     (https://cloud.google.com/compute/docs/instances/about-flex-start-vms, read 2026-11-29); on-demand VMs on the
     standard ones. `settings`: a language's, at the rung the run asks for now."""
-    return settings.rung in ("spot", "flex_start")
+    return capacity_rung(settings) in ("spot", "flex_start")
 
 
 def governing_metric(gpu: GpuType, spot: bool, quotas: dict[str, tuple[float, float]]) -> str:
@@ -452,7 +460,7 @@ def _add_notes(request: _Request, check: _ZoneCheck) -> None:
     GPUs counted for the languages before this one."""
     gpu, spot, key = request.gpu, draws_preemptible(request.settings), (check.region, check.slot)
     if spot and check.metric in (gpu.metric, FAMILY_METRIC) and not check.info.missing and not check.unknown:
-        what = "flex-start" if request.settings.rung == "flex_start" else "Spot"
+        what = "flex-start" if capacity_rung(request.settings) == "flex_start" else "Spot"
         check.note += f"; no preemptible quota in region, {what} VMs use on-demand quota"
     if check.family:
         check.note += f"; gpu_family={check.family}: the Cloud Quotas limit (usage not reported)"
@@ -468,7 +476,7 @@ def _no_zone_fits(request: _Request, rows: list[QuotaRow]) -> QuotaError:
         for (region, m), value in request.short.items()
     ]
     asks.append(f"or add zones with room to `gcp.zones` / `gcp.fallback_zones` in envs/{config.env}.yaml")
-    kind = {"spot": "Spot, ", "flex_start": "flex-start, "}.get(settings.rung, "")
+    kind = {"spot": "Spot, ", "flex_start": "flex-start, "}.get(capacity_rung(settings), "")
     return QuotaError(
         f"no zone fits train-{request.lang}: it needs {request.needed} x {gpu.name} ({kind}{settings.nodes} node(s) x "
         f"{settings.gcp.gpu.count}) and none of {len(rows) - 1} candidate zone(s) has both quota and the GPU",

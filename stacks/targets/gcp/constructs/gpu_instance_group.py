@@ -22,7 +22,8 @@ FLEX_START_MAX_RUN_S = 7 * 24 * 3600  # a flex-start VM runs at most seven days
 
 class GpuInstanceGroup(Construct):
     """Exposes `template`, `group`, when nodes > 1 `node_configs` (stable names) and `placement` (unless off), and
-    at rung flex_start `resize_request` (None otherwise). `rung` defaults to spot or on_demand from `spot`;
+    at rung flex_start `resize_request` (None otherwise). `rung` defaults to spot or on_demand from `spot`
+    (and spot: false makes a spot rung on_demand);
     `max_run_hours` bounds a flex-start VM's max_run_duration."""
 
     def __init__(
@@ -55,7 +56,7 @@ class GpuInstanceGroup(Construct):
         nic_type: str | None = None,
     ) -> None:
         super().__init__(scope, id)
-        rung = rung or ("spot" if spot else "on_demand")
+        rung = "on_demand" if (rung or "spot") == "spot" and not spot else (rung or "spot")  # spot: false wins
         flex = rung == "flex_start"
         self.placement = self._placement(project, name, zone) if nodes > 1 and compact_placement else None
         self.template = self._template(
