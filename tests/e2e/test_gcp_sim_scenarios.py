@@ -113,14 +113,15 @@ def test_a_global_quota_refusal_stops_the_run_naming_the_quota(pushed):
     assert "Quota 'CPUS_ALL_REGIONS' exceeded.  Limit: 128.0 globally." in out, out  # Compute Engine's words
 
 
-def test_quota_as_google_counts_it_for_spot_vms(pushed):
+def test_quota_as_google_counts_it_for_spot_and_flex_start_vms(pushed):
     """The preflight on two quota rules (`trainctl quota`, no run; ~3 s each):
     - GPUS_ALL_REGIONS used up by other VMs: no region helps, the error names the global quota
       (https://cloud.google.com/compute/resource-usage, "GPU quota").
     - A region that grants preemptible L4 quota: its Spot VMs draw on it alone, so when it is used up the region's
       zones are out though its standard NVIDIA_L4_GPUS has room; europe-west1, which grants none, takes the run
       on its standard quota (https://cloud.google.com/compute/docs/instances/create-use-spot, "Before you
-      begin"; https://cloud.google.com/compute/resource-usage, "Preemptible quota"). Cost: 7 s measured."""
+      begin"; https://cloud.google.com/compute/resource-usage, "Preemptible quota"). The same for a run at rung
+      flex_start. Cost: 7 s measured (+3 s for flex_start)."""
     full_global = overrides("{global_quotas: {GPUS_ALL_REGIONS: {limit: 8, usage: 8}}}")
     r = trainctl(pushed, "quota", "--env", ENV, "--lang", "fr", *full_global, timeout=120)
     assert r.returncode == 3, r.stdout + r.stderr
@@ -133,6 +134,13 @@ def test_quota_as_google_counts_it_for_spot_vms(pushed):
     rows = {line.split("\t")[0]: line for line in r.stdout.splitlines() if "\t" in line}
     assert all("NO: 0 free" in rows[f"europe-west4-{z}"] for z in "abc"), r.stdout
     assert "train-fr → europe-west1-b (NVIDIA_L4_GPUS)" in r.stdout, r.stdout
+    # flex-start VMs draw on the same preemptible quota: the run at rung flex_start goes where Spot would
+    # (https://cloud.google.com/compute/docs/instances/about-flex-start-vms)
+    flex = ["--set", "languages.fr.capacity=[flex_start, on_demand]"]
+    r = trainctl(pushed, "quota", "--env", ENV, "--lang", "fr", *spot_full, *flex, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "train-fr → europe-west1-b (NVIDIA_L4_GPUS)" in r.stdout, r.stdout
+    assert "flex-start VMs use on-demand quota" in r.stdout, r.stdout
 
 
 def test_on_demand_fallback_on_a_spot_only_machine_is_refused_before_the_cloud_is_asked(pushed):
@@ -156,7 +164,10 @@ def test_on_demand_fallback_on_a_spot_only_machine_is_refused_before_the_cloud_i
         timeout=120,
     )
     assert r.returncode == 2, r.stdout + r.stderr
-    assert "on_demand_fallback: true, but a3-highgpu-1g is offered as Spot or Flex-start only" in r.stderr
+    assert (
+        "capacity rung on_demand cannot serve this machine: a3-highgpu-1g is offered as Spot or Flex-start only"
+        in r.stderr
+    )
 
 
 def test_ctrl_c_in_the_pause_between_dry_passes_prints_the_resume_command(pushed):

@@ -191,7 +191,7 @@ def test_gpu_driver_refuses_undocumented_forms_naming_the_documented_ones(projec
                 "gcp.gpu.count=1",
                 "on_demand_fallback=true",
             ],
-            "on_demand_fallback: true, but a3-highgpu-1g is offered as Spot or Flex-start only",
+            "capacity rung on_demand cannot serve this machine: a3-highgpu-1g is offered as Spot or Flex-start only",
         ),
     ],
 )
@@ -203,6 +203,48 @@ def test_machine_types_that_refuse_a_setting_stop_before_apply(project, settings
     assert result.exit_code == 2, result.output
     text = " ".join(result.output.split())
     assert wanted in text and "accelerator-optimized-machines" in text
+
+
+def config_show(*settings: str, simulated: bool = False):
+    args = ["config", "show", "--env", "dev", "--set", "gcp.project=p1"]
+    if simulated:
+        args += ["--set", "gcp.simulated={}"]
+    for setting in settings:
+        args += ["--set", f"languages.fr.{setting}"]
+    result = runner.invoke(app, args)
+    return result.exit_code, " ".join(result.output.split())
+
+
+N1_T4 = ["gcp.machine_type=n1-standard-8", "gcp.gpu.type=nvidia-tesla-t4", "gcp.gpu.count=1"]
+
+
+def test_each_rung_of_the_ladder_must_serve_the_machine(project):
+    # flex-start offers accelerator-optimized series only: N1 with a T4 is refused at that rung, named with the page
+    code, text = config_show(*N1_T4, "capacity=[spot, flex_start, on_demand]", simulated=True)
+    assert code == 2, text
+    assert "capacity rung flex_start cannot serve this machine: flex-start does not offer N1" in text
+    assert "about-flex-start-vms" in text and "drop flex_start from capacity" in text
+    # the same machine on the rungs that serve it passes
+    code, text = config_show(*N1_T4, "capacity=[spot, on_demand]", simulated=True)
+    assert code == 0, text
+    # flex_start of a one-node G2 run passes where the stack is applied by the simulated cloud
+    code, text = config_show("capacity=[spot, flex_start]", simulated=True)
+    assert code == 0, text
+    # a multi-node run: a resize request's VMs carry no rank
+    code, text = config_show("capacity=[spot, flex_start]", "nodes=2", simulated=True)
+    assert code == 2 and "flex_start with nodes: 2" in text, text
+
+
+def test_flex_start_on_google_needs_provider_bindings_that_write_flex_start_templates(project):
+    """The pinned bindings (hashicorp/google 6.50.0) would apply a STANDARD template: refused, never faked."""
+    from stacks.targets.gcp.provider_release import bindings_release
+
+    code, text = config_show("capacity=[spot, flex_start]")
+    if int((bindings_release() or "0").split(".")[0]) >= 7:
+        assert code == 0, text
+        return
+    assert code == 2, text
+    assert f"hashicorp/google {bindings_release()}" in text and "#17417" in text, text
 
 
 def test_machine_limits_pass_when_the_setting_fits(project):

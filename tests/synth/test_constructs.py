@@ -34,7 +34,7 @@ def resources(doc: dict, kind: str) -> list[dict]:
     return list(doc.get("resource", {}).get(kind, {}).values())
 
 
-def group(nodes: int, spot: bool = True, preconditions=None, compact_placement: bool = True):
+def group(nodes: int, spot: bool = True, preconditions=None, compact_placement: bool = True, rung: str | None = None):
     def build(stack):
         GpuInstanceGroup(
             stack,
@@ -47,6 +47,8 @@ def group(nodes: int, spot: bool = True, preconditions=None, compact_placement: 
             gpu_count=1,
             nodes=nodes,
             spot=spot,
+            rung=rung,
+            max_run_hours=6,
             boot_image="projects/x/global/images/family/y",
             disk_gb=150,
             disk_type="pd-ssd",
@@ -252,6 +254,32 @@ def test_standard_provisioning_when_spot_is_off():
     scheduling = resources(doc, "google_compute_instance_template")[0]["scheduling"]
     assert scheduling["provisioning_model"] == "STANDARD" and scheduling["on_host_maintenance"] == "TERMINATE"
     assert "instance_termination_action" not in scheduling
+
+
+def test_flex_start_group_starts_empty_and_one_resize_request_asks_for_every_node():
+    text, doc = group(nodes=3, spot=False, rung="flex_start")
+    template = resources(doc, "google_compute_instance_template")[0]
+    assert template["scheduling"] == {
+        "provisioning_model": "FLEX_START",
+        "preemptible": False,
+        "automatic_restart": False,
+        "on_host_maintenance": "TERMINATE",
+        "instance_termination_action": "DELETE",
+        "max_run_duration": {"seconds": 6 * 3600},  # max_run_hours, within flex-start's seven days
+    }
+    assert template["reservation_affinity"] == {"type": "NO_RESERVATION"}
+    (mig,) = resources(doc, "google_compute_instance_group_manager")
+    assert mig["target_size"] == 0 and mig["instance_lifecycle_policy"]["default_action_on_failure"] == "DO_NOTHING"
+    (request,) = resources(doc, "google_compute_resize_request")
+    assert request["resize_by"] == 3 and request["zone"] == "europe-west4-b"
+    (mig_id,) = doc["resource"]["google_compute_instance_group_manager"]
+    assert request["instance_group_manager"] == f"${{google_compute_instance_group_manager.{mig_id}.name}}"
+    # the request names its VMs: no per-instance configs
+    assert not resources(doc, "google_compute_per_instance_config")
+    # the pinned bindings' release is what the stack asks Terraform for (config checks refuse flex_start below 7.x)
+    from stacks.targets.gcp.provider_release import bindings_release
+
+    assert doc["terraform"]["required_providers"]["google"]["version"] == bindings_release()
 
 
 def test_quota_guard_becomes_a_precondition_on_the_group():

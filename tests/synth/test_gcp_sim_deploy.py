@@ -136,3 +136,93 @@ def test_a_stack_with_resources_the_sim_cannot_create_is_refused(sim_of, stack_o
     with pytest.raises(deploy.SimApplyError, match="google_storage_bucket"):
         deploy.apply(stack_of("foundation"), sim.url)
     assert sim.cloud.templates == {}
+
+
+def flex_start_stack(folder: Path, nodes: int) -> Path:
+    """A flex-start group of `nodes` g2-standard-8 VMs in europe-west4-a (the construct alone, as synthesized)."""
+    from stacks import cdk
+    from stacks.cdk import TerraformStack
+    from stacks.targets.gcp.cdk_google import GoogleProvider
+    from stacks.targets.gcp.constructs.gpu_instance_group import GpuInstanceGroup
+
+    stack = TerraformStack(cdk.Testing.app(), "flex")
+    GoogleProvider(stack, "google", project="p1", region="europe-west4")
+    GpuInstanceGroup(
+        stack,
+        "vms",
+        project="p1",
+        name="dev-train-fr",
+        zone="europe-west4-a",
+        machine_type="g2-standard-8",
+        gpu_type="nvidia-l4",
+        gpu_count=1,
+        nodes=nodes,
+        spot=False,
+        rung="flex_start",
+        max_run_hours=1,
+        boot_image="projects/cos-cloud/global/images/family/cos-stable",
+        disk_gb=100,
+        disk_type="pd-balanced",
+        service_account="sa@p1.iam.gserviceaccount.com",
+        network="default",
+        subnetwork=None,
+        labels={},
+        metadata={"trainstack-run-id": RUN_ID},
+    )
+    folder.mkdir()
+    (folder / "cdk.tf.json").write_text(cdk.Testing.synth(stack))
+    return folder
+
+
+def test_a_flex_start_request_waits_in_the_queue_then_all_its_nodes_arrive_at_once(sim_of, tmp_path):
+    """Queued (ACCEPTED, told by the creation errors as queued) for the zone's flex_start_after_s, then both VMs
+    at once, on preemptible quota, never preempted, deleted at max_run_duration (1 h). Under a second."""
+    from google.cloud import compute_v1
+
+    from stacks.targets.gcp.group_errors import GroupErrors, Problem
+    from trainer.launchers.vm.group import compute_client_kwargs
+
+    quotas = {"PREEMPTIBLE_NVIDIA_L4_GPUS": 8, "NVIDIA_L4_GPUS": 8, "PREEMPTIBLE_CPUS": 64, "CPUS": 64}
+    sim = sim_of(
+        speedup=1,  # max_run_duration counts wall seconds, `speedup` simulated ones each
+        zones={"europe-west4-a": {"flex_start_after_s": 1800, "outages": [{"start_s": 0}]}},  # Spot: dry all along
+        regions={"europe-west4": {"quotas": quotas}},
+    )
+    stack = flex_start_stack(tmp_path / "flex", nodes=2)
+    state = deploy.apply(stack, sim.url, variables={"run_id": RUN_ID})
+    assert state.resize_requests == [["europe-west4-a", "dev-train-fr", "dev-train-fr-flex-start"]]
+    requests = compute_v1.InstanceGroupManagerResizeRequestsClient(**compute_client_kwargs(sim.url))
+    where = {"project": "p1", "zone": "europe-west4-a", "instance_group_manager": "dev-train-fr"}
+
+    def request():
+        return requests.get(**where, resize_request="dev-train-fr-flex-start")
+
+    errors = GroupErrors("p1", "europe-west4-a", "dev-train-fr", endpoint=sim.url, flex_start=True)
+    sim.cloud.skip(1700)
+    assert request().state == "ACCEPTED" and request().resize_by == 2 and vms(sim, "dev-train-fr") == {}
+    (queued,) = errors.new()
+    assert Problem(queued, "").kind == "capacity"
+    assert "flex-start request queued since" in queued.line() and "for 2 node(s)" in queued.line()
+    assert errors.new() == []  # told once: the watch counts its wait from the first
+    sim.cloud.skip(100)
+    arrived = vms(sim, "dev-train-fr")
+    assert len(arrived) == 2 and set(arrived.values()) == {("PROVISIONING", "CREATING")}  # all together
+    assert request().state == "CREATING"
+    assert sim.cloud.usage("europe-west4", "PREEMPTIBLE_NVIDIA_L4_GPUS") == 2  # flex-start: preemptible quota
+    assert sim.cloud.usage("europe-west4", "NVIDIA_L4_GPUS") == 0
+    sim.cloud.skip(60)
+    assert set(vms(sim, "dev-train-fr").values()) == {("RUNNING", "NONE")} and request().state == "SUCCEEDED"
+    vm = next(iter(sim.cloud.groups[("zones/europe-west4-a", "dev-train-fr")].instances.values()))
+    assert vm.shape.provisioning_model == "FLEX_START" and vm.shape.max_run_s == 3600
+    sim.cloud.skip(3600 - 60 + 60)  # Spot is dry all along: a Spot VM would be preempted; these run their hour
+    assert sim.cloud.groups[("zones/europe-west4-a", "dev-train-fr")].target_size == 0
+    deploy.destroy(stack, sim.url)
+    assert not sim.cloud.groups
+
+
+def test_a_flex_start_request_in_a_zone_whose_capacity_never_comes_stays_queued(sim_of, tmp_path):
+    sim = sim_of(zones={"europe-west4-a": {"flex_start_after_s": None}})
+    deploy.apply(flex_start_stack(tmp_path / "flex", nodes=1), sim.url, variables={"run_id": RUN_ID})
+    sim.cloud.skip(24 * 3600)
+    (request,) = sim.cloud.groups[("zones/europe-west4-a", "dev-train-fr")].resize_requests.values()
+    assert request.state == "ACCEPTED" and vms(sim, "dev-train-fr") == {}

@@ -210,6 +210,19 @@ def test_the_quote_stored_with_the_plan_prices_it_and_names_its_source():
     assert "(list prices: Cloud Billing Catalog API, read 2026-11-25T16:00Z; estimate)" in line
 
 
+def test_a_flex_start_plan_is_priced_at_the_flex_start_rate():
+    from stacks.plan_render import plan_from_document
+    from stacks.plan_render.summary import training_lines
+
+    doc = json.loads((FIXTURES / "dev/train-fr.json").read_text())
+    for change in doc["resource_changes"]:
+        if change["type"] == "google_compute_instance_template":
+            change["change"]["after"]["scheduling"] = [{"provisioning_model": "FLEX_START", "preemptible": False}]
+    (line,) = training_lines([plan_from_document(doc, env="dev", stack="train-fr", source="x")])
+    # G2 has no flex-start discount: the on-demand 0.8972 x 4 h
+    assert "flex-start (planned) $3.59" in line and "Spot $1.88" in line and "on-demand $3.59" in line
+
+
 def test_startup_script_change_is_a_line_count_diff():
     text = render("dev/train-fr-update.json")
     assert "metadata.startup-script = 202 → 203 lines (+2 −1), sha256:" in text

@@ -102,6 +102,45 @@ def test_catalog_prices_the_vm_pages_through_and_caches_a_day(dev, tmp_path, mon
     assert cached["shapes"]["a2-highgpu-1g"] == {"vcpus": 12, "memory_gib": 85.0}
 
 
+def test_a_flex_start_hour_is_the_on_demand_rate_less_the_published_discount_of_its_series(dev, tmp_path):
+    """Neither book reads flex-start SKUs: A2/A3 at on-demand less 53 % (the page's "up to"), G2 at on-demand (no
+    discount for G2); the estimate of a run at rung flex_start prices it so and says how."""
+    from stacks.targets.gcp.cost import billed_vm_spans
+    from stacks.targets.gcp.prices import rung_per_hour
+
+    book = fallback_book()
+    a2 = ("us-central1", "a2-highgpu-1g", "nvidia-tesla-a100", 1)
+    rate, how = rung_per_hour(book, *a2, "flex_start")
+    assert rate == round(3.6734 * 0.47, 4) and "53% discount" in how and "about-flex-start-vms" in how
+    assert rung_per_hour(book, *a2, "spot") == (1.9280, "") and rung_per_hour(book, *a2, "on_demand") == (3.6734, "")
+    assert rung_per_hour(book, "us-central1", "g2-standard-8", "nvidia-l4", 1, "flex_start")[0] == 0.8536
+    settings = dev.language("fr").model_copy(update={"capacity": ["flex_start"], "spot": False})
+    cost = estimate(settings, "europe-west4", book)
+    assert cost.vm_per_hour == 0.8972 and cost.as_dict()["rung"] == "flex_start"
+    assert "(flex-start, europe-west4)" in cost.line("g2-standard-8")
+    # the run's cost: time at rung flex_start (placements.json's `rung`) apart from its Spot time
+    start = datetime(2026, 11, 29, 9, tzinfo=timezone.utc)
+    boots = [{"name": "vm-a", "booted_at": start.isoformat(), "zone": "europe-west4-a"}]
+    boots += [{"name": "vm-b", "booted_at": (start + timedelta(hours=1)).isoformat(), "zone": "europe-west4-b"}]
+    placements = [
+        {
+            "zone": "europe-west4-a",
+            "spot": True,
+            "rung": "spot",
+            "applied_at": start.isoformat(),
+            "ended_at": (start + timedelta(hours=1)).isoformat(),
+        },
+        {
+            "zone": "europe-west4-b",
+            "spot": False,
+            "rung": "flex_start",
+            "applied_at": (start + timedelta(hours=1)).isoformat(),
+        },
+    ]
+    spans = billed_vm_spans(boots, start + timedelta(hours=3), placements)
+    assert spans == {("europe-west4", "spot"): 3600.0, ("europe-west4", "flex_start"): 7200.0}
+
+
 def test_catalog_says_why_it_cannot_price(dev, tmp_path, monkeypatch):
     with catalog_api() as api:
         monkeypatch.setenv(pricing.ENDPOINT_ENV, api.url)

@@ -104,6 +104,17 @@ def test_without_spot_quota_spot_vms_use_the_on_demand_metric(project, spot_quot
     assert "Spot VMs use on-demand quota" in row.note
 
 
+def test_flex_start_vms_draw_on_the_preemptible_metrics(project):
+    """The flex_start rung draws on preemptible quota, as Spot does, never the on-demand figure beside it."""
+    ew4 = with_quotas(fixture("region_europe-west4.json"), NVIDIA_L4_GPUS=(4, 4), PREEMPTIBLE_CPUS=(64, 0))
+    config = dev_config("defaults.capacity=[flex_start, on_demand]", "gcp.simulated={}")
+    assert config.language("fr").rung == "flex_start" and not config.language("fr").spot
+    with compute_api(ew4=ew4) as api:
+        decision = choose_zone(config, "fr", compute=ComputeQuotas("p1", api.url))
+    assert (decision.zone, decision.metric) == ("europe-west4-a", "PREEMPTIBLE_NVIDIA_L4_GPUS")
+    assert decision.rows[1].note == "chosen"
+
+
 def test_on_demand_vms_use_the_on_demand_metric(project):
     ew4 = with_quotas(fixture("region_europe-west4.json"), NVIDIA_L4_GPUS=(4, 4))
     with compute_api(ew4=ew4) as api:

@@ -71,6 +71,12 @@ class LimitEntry(_Entry):
     source: str
 
 
+class FlexStartEntry(_Entry):
+    offered: bool  # the flex-start provisioning model creates this series' machine types
+    discount: float = Field(ge=0, lt=1)  # off the on-demand rate, where the catalog's flex-start SKUs are unknown
+    source: str
+
+
 class SeriesSources(_Entry):
     images: str
     min_driver: str
@@ -88,6 +94,7 @@ class SeriesEntry(_Entry):
     sku_names: dict[str, str | None] = Field(min_length=1)  # `<series>: null` leaves it unpriced
     machine_limits: list[LimitEntry]
     nic_type: Literal["GVNIC"] | None = None  # the vNIC the series requires (None: the default VirtIO-Net)
+    flex_start: FlexStartEntry
     sources: SeriesSources
 
 
@@ -148,6 +155,9 @@ class MachineSeries:
     read_on: str
     sku_names: tuple[tuple[str, str | None], ...]  # (machine-type prefix, SKU words or None: unpriced)
     nic_type: str | None = None  # the network interface's nic_type the series requires (None: any)
+    flex_start: bool = False  # the flex-start provisioning model offers it
+    flex_start_discount: float = 0.0  # the published discount off on-demand that prices flex-start here
+    flex_start_source: str = ""  # the page behind both, and the day it was read
 
     def billed_as(self, machine_type: str) -> str | None:
         """The prefix whose core and RAM SKUs price `machine_type` (a3-highgpu-1g -> a3-highgpu), None
@@ -233,6 +243,7 @@ def _references(doc: CatalogueFile) -> list[str]:
         for prefix in s.sku_names:
             if prefix != name and not prefix.startswith(name + "-"):
                 problems.append(f"{at}.sku_names.{prefix}: not a prefix of {name}-* machine types")
+        cite(f"{at}.flex_start.source", s.flex_start.source)
         for i, limit in enumerate(s.machine_limits):
             cite(f"{at}.machine_limits.{i}.source", limit.source)
             try:
@@ -292,6 +303,9 @@ def build(document: object, where: str = "stacks/targets/gcp/catalogue.yaml") ->
             read_on=cited.read_on,
             sku_names=tuple(s.sku_names.items()),
             nic_type=s.nic_type,
+            flex_start=s.flex_start.offered,
+            flex_start_discount=s.flex_start.discount,
+            flex_start_source=f"{sources[s.flex_start.source].url}, read {sources[s.flex_start.source].read_on}",
         )
     prefix = doc.quota.spot_prefix
     gpu_types = {

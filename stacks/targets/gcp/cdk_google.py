@@ -49,6 +49,7 @@ ComputeInstanceTemplateDisk = _template.ComputeInstanceTemplateDisk
 ComputeInstanceTemplateGuestAccelerator = _template.ComputeInstanceTemplateGuestAccelerator
 ComputeInstanceTemplateNetworkInterface = _template.ComputeInstanceTemplateNetworkInterface
 ComputePerInstanceConfig = _module("compute_per_instance_config").ComputePerInstanceConfig
+ComputeResizeRequest = _module("compute_resize_request").ComputeResizeRequest
 ComputeResourcePolicy = _module("compute_resource_policy").ComputeResourcePolicy
 DataGoogleCloudQuotasQuotaInfo = _module("data_google_cloud_quotas_quota_info").DataGoogleCloudQuotasQuotaInfo
 IamWorkloadIdentityPool = _module("iam_workload_identity_pool").IamWorkloadIdentityPool

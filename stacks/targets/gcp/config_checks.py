@@ -15,7 +15,9 @@ from stacks.targets.gcp.gpus import (
     gpu_problem,
     machine_limit_problems,
     region_of,
+    rung_problem,
 )
+from stacks.targets.gcp.provider_release import flex_start_problem
 
 _Source = Callable[..., str]  # source(*key_path) -> the file that set the key (or the nearest key above it)
 
@@ -34,6 +36,7 @@ def check_gcp(config: EnvConfig, origin: dict[tuple, str]) -> None:
     # ci.github_repository is checked where it is used: the foundation stack (foundation_stack.py).
     for lang, settings in config.languages.items():
         _check_language(lang, settings, origin, source)
+        _check_rungs(lang, settings, origin, source, simulated=config.gcp.simulated is not None)
 
 
 def _check_placement(config: EnvConfig, env_file: str, source: _Source) -> None:
@@ -94,25 +97,59 @@ def _check_language(lang: str, settings: LanguageSettings, origin: dict[tuple, s
             "listed in stacks/targets/gcp/gpus.py",
         )
     _check_gpu_driver(lang, settings.gcp.gpu_driver, origin, source)
-    for setting, problem in machine_limit_problems(
-        settings.gcp.machine_type, disk_type=settings.gcp.disk_type, spot=settings.spot
-    ):
+    for setting, problem in machine_limit_problems(settings.gcp.machine_type, disk_type=settings.gcp.disk_type):
         raise ConfigError(
             f"languages.{lang}: {problem}",
             source=_set_at(origin, source, lang, setting),
             hint="the machine type cannot be created with this setting: change one of the two",
         )
-    if settings.spot and settings.on_demand_fallback:
-        # after a dry Spot pass the run would ask for on-demand VMs the group can never create
-        for setting, problem in machine_limit_problems(
-            settings.gcp.machine_type, disk_type=settings.gcp.disk_type, spot=False
-        ):
-            if setting == "spot":
-                raise ConfigError(
-                    f"languages.{lang}: on_demand_fallback: true, but {problem.split('; ', 1)[0]}",
-                    source=_set_at(origin, source, lang, "on_demand_fallback"),
-                    hint="set on_demand_fallback: false (the run waits for Spot capacity), or pick a3-highgpu-8g",
-                )
+
+
+def _check_rungs(
+    lang: str, settings: LanguageSettings, origin: dict[tuple, str], source: _Source, *, simulated: bool
+) -> None:
+    """Each rung of the capacity ladder must be able to create the language's VMs: a rung that cannot would
+    leave the run waiting on a group that never gets a VM once the rungs before it are dry."""
+    ladder = ", ".join(settings.capacity)
+    where = next(
+        (
+            origin[("languages", lang, k)]
+            for k in ("capacity", "on_demand_fallback", "spot")
+            if ("languages", lang, k) in origin
+        ),
+        None,
+    ) or _set_at(origin, source, lang, "capacity")
+    drop = f"drop {{rung}} from capacity [{ladder}]"
+    for rung in settings.capacity:
+        problem = rung_problem(settings.gcp.machine_type, rung)
+        if problem:
+            other = (
+                "pick a3-highgpu-8g" if rung == "on_demand" else "pick a machine series flex-start offers (A2, A3, G2)"
+            )
+            raise ConfigError(
+                f"languages.{lang}: capacity rung {rung} cannot serve this machine: {problem}",
+                source=where,
+                hint=f"{drop.format(rung=rung)}, or {other}",
+            )
+    if "flex_start" not in settings.capacity:
+        return
+    if settings.nodes > 1:
+        # A resize request's VMs get names the group picks; a node reads its rank from its name (or its
+        # per-instance config), which such VMs lack.
+        raise ConfigError(
+            f"languages.{lang}: capacity rung flex_start with nodes: {settings.nodes}: the VMs of a resize request "
+            "are named by the group, and a node learns its rank from its name; only one-node runs take flex_start",
+            source=where,
+            hint=f"{drop.format(rung='flex_start')}, or set nodes: 1",
+        )
+    problem = None if simulated else flex_start_problem()
+    if problem:
+        raise ConfigError(
+            f"languages.{lang}: capacity rung flex_start: {problem}",
+            source=where,
+            hint=f"{drop.format(rung='flex_start')}, or install bindings of a newer google provider "
+            "(cdktn-provider-google of that release, or `cdktf provider add google` generated locally)",
+        )
 
 
 def _set_at(origin: dict[tuple, str], source: _Source, lang: str, setting: str) -> str:

@@ -147,8 +147,8 @@ def boot_image_problem(machine_type: str, boot_image: str) -> str | None:
 MACHINE_LIMITS: tuple[MachineLimit, ...] = CATALOGUE.machine_limits
 
 
-def machine_limit_problems(machine_type: str, *, disk_type: str, spot: bool) -> list[tuple[str, str]]:
-    """(setting, why) for each setting `machine_type` refuses at VM creation, naming the page."""
+def machine_limit_problems(machine_type: str, *, disk_type: str) -> list[tuple[str, str]]:
+    """(setting, why) for each boot disk setting `machine_type` refuses at VM creation, naming the page."""
     problems = []
     for limit in MACHINE_LIMITS:
         if not re.fullmatch(limit.pattern, machine_type):
@@ -169,15 +169,33 @@ def machine_limit_problems(machine_type: str, *, disk_type: str, spot: bool) -> 
                     f"{machine_type} cannot boot from {disk_type} disks {cited}; set gcp.disk_type: pd-balanced",
                 )
             )
-        if limit.spot_only and not spot:
-            problems.append(
-                (
-                    "spot",
-                    f"{machine_type} is offered as Spot or Flex-start only, not on-demand {cited}; "
-                    "set spot: true, or pick a3-highgpu-8g for on-demand",
-                )
-            )
     return problems
+
+
+def capacity_rung(settings) -> str:
+    """The rung a language's VMs are at now: `settings.rung`, except Spot turned off by `spot: false` on settings
+    that still list spot first (a run moved on demand by copying spot=False)."""
+    return "on_demand" if settings.rung == "spot" and not settings.spot else settings.rung
+
+
+def rung_problem(machine_type: str, rung: str) -> str | None:
+    """Why the capacity rung `rung` (spot, flex_start, on_demand) cannot create `machine_type`, naming the page;
+    None where it can."""
+    if rung == "on_demand":
+        for limit in MACHINE_LIMITS:
+            if limit.spot_only and re.fullmatch(limit.pattern, machine_type):
+                return (
+                    f"{machine_type} is offered as Spot or Flex-start only, not on-demand "
+                    f"({limit.source}, read {limit.read_on})"
+                )
+    if rung == "flex_start":
+        row = series_of(machine_type)
+        if row is not None and not row.flex_start:
+            return (
+                f"flex-start does not offer {row.series.upper()} machine types such as {machine_type} "
+                f"({row.flex_start_source})"
+            )
+    return None
 
 
 def installs_driver_at_boot(boot_image: str) -> bool:

@@ -29,6 +29,10 @@ PREEMPTED_MESSAGE = "failed to start due to preemption"
 # *_ALL_REGIONS metrics count every region: https://cloud.google.com/compute/resource-usage): a QUOTA_EXCEEDED
 # names its metric and, for a regional one, its region, e.g. "Quota 'PREEMPTIBLE_CPUS' exceeded.  Limit: 4.0 in
 # region europe-west4." Another zone of that region meets the same quota; no region escapes a global one.
+# Not an error code of Compute Engine's: a flex-start resize request still queued (state ACCEPTED,
+# https://cloud.google.com/compute/docs/reference/rest/v1/instanceGroupManagerResizeRequests). The run has no VM
+# while it waits, like a dry Spot zone: a capacity problem, moved on from after the rung's wait limit.
+FLEX_START_QUEUED = "FLEX_START_QUEUED"
 QUOTA_MESSAGE = re.compile(r"Quota '(?P<metric>[A-Z0-9_]+)' exceeded(?:.*? in region (?P<region>[a-z0-9-]+))?")
 
 
@@ -46,6 +50,8 @@ class GroupError:
     timestamp: str = ""
 
     def line(self) -> str:
+        if self.code == FLEX_START_QUEUED:
+            return f"{self.zone}: {self.message}"
         vm = f" ({self.instance.rsplit('/', 1)[-1]})" if self.instance else ""
         return f"VM creation failed in {self.zone}{vm}: {self.code}: {self.message}"
 
@@ -53,6 +59,12 @@ class GroupError:
 def advice(error: GroupError, *, project: str, env: str, spot: bool) -> str:
     """What the operator can change for this kind of error."""
     env_file = f"envs/{env}.yaml"
+    if error.code == FLEX_START_QUEUED:
+        return (
+            f"Google's flex-start capacity has not come in {error.zone} yet: the run waits up to "
+            f"flex_start_wait_minutes, then takes the next rung of `capacity` (or another zone: `gcp.zones` of "
+            f"{env_file})"
+        )
     if error.code in CAPACITY:
         return (
             f"no capacity for this machine in {error.zone}: list other zones (or regions) first in `gcp.zones` / "
@@ -87,8 +99,10 @@ class GroupErrors:
     zone: str
     group: str
     endpoint: str | None = None
+    flex_start: bool = False  # also read the group's resize requests (rung flex_start)
     seen: set = field(default_factory=set)
     _client: object = None
+    _requests: object = None
 
     def new(self) -> list[GroupError]:
         """The entries not returned before, oldest first; [] while the group is missing (not applied yet)."""
@@ -106,20 +120,56 @@ class GroupErrors:
             )
         except gexc.NotFound:
             return []
-        fresh = []
-        for item in items:
-            error = GroupError(
+        found = [
+            GroupError(
                 self.zone,
                 item.error.code or "UNKNOWN",
                 item.error.message or "",
                 item.instance_action_details.instance or "",
                 item.timestamp or "",
             )
+            for item in items
+        ]
+        if self.flex_start:
+            found += self._resize_requests()
+        fresh = []
+        for error in found:
             key = (error.timestamp, error.code, error.message, error.instance)
             if key not in self.seen:
                 self.seen.add(key)
                 fresh.append(error)
         return sorted(fresh, key=lambda e: e.timestamp)
+
+    def _resize_requests(self) -> list[GroupError]:
+        """A queued flex-start request (ACCEPTED) as one entry, a FAILED one as its error."""
+        from stacks.targets.gcp import api
+
+        if self._requests is None:
+            self._requests = api.compute_client("InstanceGroupManagerResizeRequestsClient", self.endpoint)
+        found = []
+        for request in self._requests.list(
+            project=self.project, zone=self.zone, instance_group_manager=self.group, timeout=30
+        ):
+            if request.state == "ACCEPTED":
+                since = _hh_mm(request.creation_timestamp)
+                message = f"flex-start request queued since {since} for {request.resize_by} node(s)"
+                found.append(GroupError(self.zone, FLEX_START_QUEUED, message, "", request.creation_timestamp))
+            elif request.state == "FAILED":
+                errors = list(request.status.error.errors) or [None]
+                code = errors[0].code if errors[0] is not None else "UNKNOWN"
+                message = errors[0].message if errors[0] is not None else f"flex-start request {request.name} failed"
+                found.append(GroupError(self.zone, code or "UNKNOWN", message, "", request.creation_timestamp))
+        return found
+
+
+def _hh_mm(timestamp: str) -> str:
+    """HH:MM UTC of a Compute Engine timestamp (the text itself where it does not parse)."""
+    from datetime import datetime, timezone
+
+    try:
+        return datetime.fromisoformat(timestamp).astimezone(timezone.utc).strftime("%H:%M UTC")
+    except ValueError:
+        return timestamp
 
 
 @dataclass(frozen=True)
@@ -133,7 +183,7 @@ class Problem:
     def kind(self) -> str:
         """capacity or quota (another zone may have it), every-region (a global quota: no zone has it), else other."""
         code, message = self.error.code, self.error.message
-        if code in CAPACITY or code in PREEMPTED_IN_CREATION or PREEMPTED_MESSAGE in message.lower():
+        if code in (*CAPACITY, FLEX_START_QUEUED, *PREEMPTED_IN_CREATION) or PREEMPTED_MESSAGE in message.lower():
             return "capacity"
         if code in QUOTA:
             quota = QUOTA_MESSAGE.search(message)
@@ -160,7 +210,9 @@ def group_error_poller(config, lang: str, zone: str, reporter):
     from stacks.naming import group_name
     from stacks.targets.gcp import api
 
-    errors = GroupErrors(config.gcp.project, zone, group_name(config.env, lang))
+    errors = GroupErrors(
+        config.gcp.project, zone, group_name(config.env, lang), flex_start=config.language(lang).rung == "flex_start"
+    )
     spot = config.language(lang).spot
     warned: list[str] = []
     refused: list[str] = []

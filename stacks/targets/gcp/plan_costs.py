@@ -23,6 +23,7 @@ class TrainingFacts:
     zone: str | None
     spot: bool
     max_run_hours: float | None
+    flex_start: bool = False  # the planned template's provisioning_model is FLEX_START
 
     @property
     def region(self) -> str | None:
@@ -68,15 +69,28 @@ def training_facts(plan) -> TrainingFacts | None:
         zone=group.get("zone") or metadata.get("trainstack-zone"),
         spot=scheduling.get("provisioning_model") == "SPOT" or bool(scheduling.get("preemptible")),
         max_run_hours=hours,
+        flex_start=scheduling.get("provisioning_model") == "FLEX_START",
     )
 
 
+RUNGS = (("spot", "Spot"), ("flex_start", "flex-start"), ("on_demand", "on-demand"))
+
+
+def planned_rung(facts: TrainingFacts) -> str:
+    return "flex_start" if facts.flex_start else "spot" if facts.spot else "on_demand"
+
+
 def quote(facts: TrainingFacts, book) -> dict:
-    """Spot and on-demand price of one VM from a price book, and the book's source (stored with a plan)."""
+    """Spot and on-demand price of one VM from a price book (and flex-start's where the plan is at that rung), and
+    the book's source (stored with a plan)."""
+    from stacks.targets.gcp.prices import rung_per_hour
+
     out: dict = {"source": book.source, "warning": book.warning}
-    for spot, key in ((True, "spot"), (False, "on_demand")):
-        vm, note = book.vm_per_hour(facts.region, facts.machine_type, facts.gpu_type, facts.gpu_count, spot)
-        out[key] = {"vm_per_hour": vm, "note": note}
+    for rung, _ in RUNGS:
+        if rung == "flex_start" and not facts.flex_start:
+            continue
+        vm, note = rung_per_hour(book, facts.region, facts.machine_type, facts.gpu_type, facts.gpu_count, rung)
+        out[rung] = {"vm_per_hour": vm, "note": note}
     return out
 
 
@@ -91,13 +105,15 @@ def cost_line(facts: TrainingFacts, prices: dict | None = None) -> str:
     if facts.max_run_hours is None:
         return f"{what}; cost unknown: the plan carries no max_run_hours"
     figures = []
-    for spot, key in ((True, "spot"), (False, "on_demand")):
+    for key, label in RUNGS:
+        if key == "flex_start" and key not in prices:
+            continue
         entry = prices.get(key) or {}
-        vm, label = entry.get("vm_per_hour"), "Spot" if spot else "on-demand"
+        vm = entry.get("vm_per_hour")
         if vm is None:
             figures.append(f"{label}: {entry.get('note') or 'cost unknown'}")
         else:
-            mark = " (planned)" if spot == facts.spot else ""
+            mark = " (planned)" if key == planned_rung(facts) else ""
             figures.append(f"{label}{mark} ${vm * facts.nodes * facts.max_run_hours:,.2f}")
     warning = f"; {prices['warning']}" if prices.get("warning") else ""
     return (

@@ -4,7 +4,10 @@ Two books answer the same question: the Cloud Billing Catalog (stacks/targets/gc
 source on gcp) and the dated fallback table in stacks/targets/gcp/prices.yaml, used only when the
 catalog cannot be read (with a warning) or where nothing may call an API (`plan --from-json`).
 Estimates only: list prices, no discounts, disks or network. What a book cannot price gives
-an estimate of None with a reason, never an error.
+an estimate of None with a reason, never an error. Each capacity rung at its own rate (`rung_per_hour`): Spot and
+on-demand as the book has them; flex-start as the on-demand rate less the discount Google publishes for the series
+(catalogue.yaml `flex_start`), as neither book reads flex-start SKUs (their wording is unverified:
+docs/research/gcp-billing-catalog.md) and the published "up to 53%" makes the estimate a floor.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from pydantic import Field, ValidationError, model_validator
 
 from stacks.config.models import LanguageSettings, StrictModel
 from stacks.errors import ConfigError
-from stacks.targets.gcp.gpus import fixed_gpu_count, series_of
+from stacks.targets.gcp.gpus import capacity_rung, fixed_gpu_count, series_of
 
 PRICES_FILE = Path(__file__).with_name("prices.yaml")
 
@@ -93,6 +96,24 @@ class TableBook(PriceBook):
         return round(vm.per_hour(spot), 4), ""
 
 
+def rung_per_hour(
+    book: PriceBook, region: str | None, machine_type: str, gpu_type: str | None, gpu_count: int, rung: str
+) -> tuple[float | None, str]:
+    """(price of one VM per hour at capacity rung `rung`, how the flex-start rate was made or "") or (None, why)."""
+    if rung != "flex_start":
+        return book.vm_per_hour(region, machine_type, gpu_type, gpu_count, rung == "spot")
+    row = series_of(machine_type)
+    if row is None or not row.flex_start:
+        return None, f"cost unknown: flex-start does not offer {machine_type}"
+    on_demand, note = book.vm_per_hour(region, machine_type, gpu_type, gpu_count, False)
+    if on_demand is None:
+        return None, note
+    return round(on_demand * (1 - row.flex_start_discount), 4), (
+        f"flex-start at the on-demand rate less the published {row.flex_start_discount:.0%} discount "
+        f"({row.flex_start_source}): no flex-start SKU is read"
+    )
+
+
 @functools.cache
 def price_table(path: Path = PRICES_FILE) -> PriceTable:
     try:
@@ -114,8 +135,14 @@ class CostEstimate:
     vm_per_hour: float | None  # one VM
     nodes: int
     max_run_hours: float
-    note: str = ""
+    note: str = ""  # why the cost is unknown, or how a flex-start rate was made
     source: str = ""
+    rung: str = ""  # spot, flex_start or on_demand ("": from `spot`)
+
+    @property
+    def kind(self) -> str:
+        rung = self.rung or ("spot" if self.spot else "on_demand")
+        return {"spot": "Spot", "flex_start": "flex-start", "on_demand": "on-demand"}[rung]
 
     @property
     def per_hour(self) -> float | None:
@@ -126,19 +153,20 @@ class CostEstimate:
         return None if self.per_hour is None else round(self.per_hour * self.max_run_hours, 2)
 
     def line(self, machine: str) -> str:
-        kind = "Spot" if self.spot else "on-demand"
-        what = f"{self.nodes} x {machine} ({kind}, {self.region})"
+        what = f"{self.nodes} x {machine} ({self.kind}, {self.region})"
         if self.per_hour is None:
             return f"estimated cost of {what}: {self.note}"
+        how = f"; {self.note}" if self.note else ""
         return (
             f"estimated cost of {what}: ${self.per_hour:.2f}/hour, at most ${self.at_max_run_hours:.2f} "
-            f"at max_run_hours={self.max_run_hours:g} (list prices: {self.source})"
+            f"at max_run_hours={self.max_run_hours:g} (list prices: {self.source}{how})"
         )
 
     def as_dict(self) -> dict:
         return {
             "region": self.region,
             "spot": self.spot,
+            "rung": self.rung or ("spot" if self.spot else "on_demand"),
             "nodes": self.nodes,
             "vm_per_hour": self.vm_per_hour,
             "per_hour": self.per_hour,
@@ -150,7 +178,9 @@ class CostEstimate:
 
 
 def estimate(settings: LanguageSettings, region: str | None, book: PriceBook) -> CostEstimate:
-    vm, note = book.vm_per_hour(
-        region, settings.gcp.machine_type, settings.gcp.gpu.type, settings.gcp.gpu.count, settings.spot
+    """The run's VMs at the rung it asks for now (settings.rung)."""
+    rung = capacity_rung(settings)
+    vm, note = rung_per_hour(
+        book, region, settings.gcp.machine_type, settings.gcp.gpu.type, settings.gcp.gpu.count, rung
     )
-    return CostEstimate(region, settings.spot, vm, settings.nodes, settings.max_run_hours, note, book.source)
+    return CostEstimate(region, settings.spot, vm, settings.nodes, settings.max_run_hours, note, book.source, rung)

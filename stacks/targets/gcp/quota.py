@@ -20,7 +20,15 @@ from urllib.parse import quote
 from stacks.config.models import EnvConfig, LanguageSettings
 from stacks.errors import InfraError, UnknownLanguageError
 from stacks.targets.gcp import api
-from stacks.targets.gcp.gpus import FAMILY_METRIC, GLOBAL_METRIC, GPU_TYPES, SPOT_FAMILY_METRIC, GpuType, region_of
+from stacks.targets.gcp.gpus import (
+    FAMILY_METRIC,
+    GLOBAL_METRIC,
+    GPU_TYPES,
+    SPOT_FAMILY_METRIC,
+    GpuType,
+    capacity_rung,
+    region_of,
+)
 
 # The same client factory the VM agent uses; ENDPOINT_ENV points it at a test server.
 from trainer.launchers.vm.group import ENDPOINT_ENV, compute_endpoint
@@ -201,6 +209,13 @@ def _call_options() -> dict:
     }
 
 
+def draws_preemptible(settings) -> bool:
+    """Spot and flex-start VMs both draw on the preemptible quotas (PREEMPTIBLE_*; Cloud Quotas' PREEMPTIBLE-...)
+    (https://cloud.google.com/compute/docs/instances/about-flex-start-vms, read 2026-11-29); on-demand VMs on the
+    standard ones. `settings`: a language's, at the rung the run asks for now."""
+    return capacity_rung(settings) in ("spot", "flex_start")
+
+
 def governing_metric(gpu: GpuType, spot: bool, quotas: dict[str, tuple[float, float]]) -> str:
     """Spot VMs draw on PREEMPTIBLE_* quota where the project has some, else on on-demand quota."""
     if spot and quotas.get(gpu.spot_metric, (0.0, 0.0))[0] > 0:
@@ -252,7 +267,9 @@ def other_needs(compute: "ComputeQuotas", zone: str, settings, quotas) -> dict[s
     needs = {}
     shape = compute.machine_shape(zone, settings.gcp.machine_type)
     if shape:
-        needs[cpu_metric(settings.gcp.machine_type, settings.spot, quotas)] = settings.nodes * shape["vcpus"]
+        needs[cpu_metric(settings.gcp.machine_type, draws_preemptible(settings), quotas)] = (
+            settings.nodes * shape["vcpus"]
+        )
     disk = DISK_METRICS.get(settings.gcp.disk_type)
     if disk:
         needs[disk] = settings.nodes * settings.gcp.disk_gb
@@ -388,7 +405,7 @@ def _check_zone(request: _Request, zone: str) -> _ZoneCheck:
 
 def _gpu_quota(request: _Request, zone: str) -> _ZoneCheck:
     """The zone's region's governing GPU metric (or family quota) and whether `needed` GPUs fit in it."""
-    gpu, spot, region = request.gpu, request.settings.spot, region_of(zone)
+    gpu, spot, region = request.gpu, draws_preemptible(request.settings), region_of(zone)
     info = request.compute.region(region)
     metric = governing_metric(gpu, spot, info.quotas)
     quotas, family = info.quotas, ""
@@ -441,9 +458,10 @@ def _check_offer(request: _Request, check: _ZoneCheck) -> None:
 def _add_notes(request: _Request, check: _ZoneCheck) -> None:
     """What the row's reader should know besides fit or not: on-demand quota for Spot, a family quota,
     GPUs counted for the languages before this one."""
-    gpu, spot, key = request.gpu, request.settings.spot, (check.region, check.slot)
+    gpu, spot, key = request.gpu, draws_preemptible(request.settings), (check.region, check.slot)
     if spot and check.metric in (gpu.metric, FAMILY_METRIC) and not check.info.missing and not check.unknown:
-        check.note += "; no Spot quota in region, Spot VMs use on-demand quota"
+        what = "flex-start" if capacity_rung(request.settings) == "flex_start" else "Spot"
+        check.note += f"; no preemptible quota in region, {what} VMs use on-demand quota"
     if check.family:
         check.note += f"; gpu_family={check.family}: the Cloud Quotas limit (usage not reported)"
     if request.reserved.get(key):
@@ -458,7 +476,7 @@ def _no_zone_fits(request: _Request, rows: list[QuotaRow]) -> QuotaError:
         for (region, m), value in request.short.items()
     ]
     asks.append(f"or add zones with room to `gcp.zones` / `gcp.fallback_zones` in envs/{config.env}.yaml")
-    kind = "Spot, " if settings.spot else ""
+    kind = {"spot": "Spot, ", "flex_start": "flex-start, "}.get(capacity_rung(settings), "")
     return QuotaError(
         f"no zone fits train-{request.lang}: it needs {request.needed} x {gpu.name} ({kind}{settings.nodes} node(s) x "
         f"{settings.gcp.gpu.count}) and none of {len(rows) - 1} candidate zone(s) has both quota and the GPU",

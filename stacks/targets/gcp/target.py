@@ -23,7 +23,7 @@ VM_SCRIPTS = SOURCE_ROOT / "images" / "trainer"  # the VMs' start-up and shutdow
 
 def gcp_placement(config: "EnvConfig", lang: str, zone: str | None = None, metric: str | None = None) -> "GcpPlacement":
     """Where and what a language's VMs run; without a quota decision: the first preferred zone."""
-    from stacks.targets.gcp.gpus import FAMILY_METRIC, GPU_TYPES, SPOT_FAMILY_METRIC
+    from stacks.targets.gcp.gpus import FAMILY_METRIC, GPU_TYPES, SPOT_FAMILY_METRIC, capacity_rung
     from stacks.targets.gcp.image import image_ref
     from stacks.targets.gcp.placement import GcpPlacement
 
@@ -34,7 +34,9 @@ def gcp_placement(config: "EnvConfig", lang: str, zone: str | None = None, metri
     return GcpPlacement(
         zone=zone or config.gcp.zones[0],
         image=image_ref(config, SOURCE_ROOT),
-        quota_metrics=[metric] if metric else ([spot, on_demand] if s.spot else [on_demand]),
+        quota_metrics=[metric]
+        if metric
+        else ([spot, on_demand] if capacity_rung(s) in ("spot", "flex_start") else [on_demand]),
         startup_script=(VM_SCRIPTS / "startup.sh").read_text(),
         shutdown_script=(VM_SCRIPTS / "shutdown.sh").read_text(),
     )

@@ -57,6 +57,8 @@ def add_gcp_part(stack, *, spec: RunSpec, config: EnvConfig, placement: GcpPlace
         gpu_count=vm.gpu.count,
         nodes=spec.nodes,
         spot=spec.spot,
+        rung=spec.rung,
+        max_run_hours=spec.max_run_hours,
         boot_image=boot_image,
         secure_boot=signed_driver(boot_image) if vm.secure_boot is None else vm.secure_boot,
         disk_gb=vm.disk_gb,

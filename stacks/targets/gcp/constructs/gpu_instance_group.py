@@ -1,4 +1,5 @@
-"""GpuInstanceGroup: a Spot GPU instance template and the zonal managed group that runs it."""
+"""GpuInstanceGroup: a GPU instance template (Spot, flex-start or on-demand) and the zonal managed group that runs
+it; at rung flex_start the group starts empty and one resize request asks for all its nodes at once."""
 
 from __future__ import annotations
 
@@ -12,12 +13,18 @@ from stacks.targets.gcp.cdk_google import (
     ComputeInstanceTemplateGuestAccelerator,
     ComputeInstanceTemplateNetworkInterface,
     ComputePerInstanceConfig,
+    ComputeResizeRequest,
     ComputeResourcePolicy,
 )
 
+FLEX_START_MAX_RUN_S = 7 * 24 * 3600  # a flex-start VM runs at most seven days
+
 
 class GpuInstanceGroup(Construct):
-    """Exposes `template`, `group`, and when nodes > 1 `node_configs` (stable names) and `placement` (unless off)."""
+    """Exposes `template`, `group`, when nodes > 1 `node_configs` (stable names) and `placement` (unless off), and
+    at rung flex_start `resize_request` (None otherwise). `rung` defaults to spot or on_demand from `spot`
+    (and spot: false makes a spot rung on_demand);
+    `max_run_hours` bounds a flex-start VM's max_run_duration."""
 
     def __init__(
         self,
@@ -40,6 +47,8 @@ class GpuInstanceGroup(Construct):
         subnetwork: str | None,
         labels: dict[str, str],
         metadata: dict[str, str],
+        rung: str | None = None,
+        max_run_hours: float = 24.0,
         preconditions: list[dict] | None = None,
         secure_boot: bool = False,
         compact_placement: bool = True,
@@ -47,6 +56,8 @@ class GpuInstanceGroup(Construct):
         nic_type: str | None = None,
     ) -> None:
         super().__init__(scope, id)
+        rung = "on_demand" if (rung or "spot") == "spot" and not spot else (rung or "spot")  # spot: false wins
+        flex = rung == "flex_start"
         self.placement = self._placement(project, name, zone) if nodes > 1 and compact_placement else None
         self.template = self._template(
             project=project,
@@ -55,7 +66,7 @@ class GpuInstanceGroup(Construct):
             gpu_type=gpu_type,
             gpu_count=gpu_count,
             nodes=nodes,
-            spot=spot,
+            scheduling=_scheduling(rung, max_run_hours),
             boot_image=boot_image,
             disk_gb=disk_gb,
             disk_type=disk_type,
@@ -68,9 +79,10 @@ class GpuInstanceGroup(Construct):
             network_tags=network_tags,
             nic_type=nic_type,
         )
-        self.group = self._group(project, name, zone, nodes, preconditions)
-        # Stable names <name>-0..N-1: node 0 is torchrun's rendezvous endpoint.
-        self.node_configs = self._node_configs(project, name, zone, nodes) if nodes > 1 else []
+        self.group = self._group(project, name, zone, nodes, preconditions, flex=flex)
+        # Stable names <name>-0..N-1: node 0 is torchrun's rendezvous endpoint. A resize request names its VMs itself.
+        self.node_configs = self._node_configs(project, name, zone, nodes) if nodes > 1 and not flex else []
+        self.resize_request = self._resize_request(project, name, zone, nodes) if flex else None
 
     def _placement(self, project: str, name: str, zone: str) -> ComputeResourcePolicy:
         # Nodes close together: NCCL traffic between nodes is the bottleneck. No vm_count: with it
@@ -95,7 +107,7 @@ class GpuInstanceGroup(Construct):
         gpu_type: str,
         gpu_count: int,
         nodes: int,
-        spot: bool,
+        scheduling: dict,
         boot_image: str,
         disk_gb: int,
         disk_type: str,
@@ -124,7 +136,11 @@ class GpuInstanceGroup(Construct):
                 )
             ],
             guest_accelerator=[ComputeInstanceTemplateGuestAccelerator(type=gpu_type, count=gpu_count)],
-            scheduling=_scheduling(spot),
+            scheduling=scheduling,
+            # Flex-start capacity comes from its own pool: a template that may consume a reservation is refused.
+            reservation_affinity={"type": "NO_RESERVATION"}
+            if scheduling["provisioning_model"] == "FLEX_START"
+            else None,
             service_account={"email": service_account, "scopes": ["cloud-platform"]},
             # No access_config: no external IP. Egress to Google APIs goes through Private
             # Google Access (or Cloud NAT) on the subnetwork (README: Google Cloud setup).
@@ -149,7 +165,7 @@ class GpuInstanceGroup(Construct):
         )
 
     def _group(
-        self, project: str, name: str, zone: str, nodes: int, preconditions: list[dict] | None
+        self, project: str, name: str, zone: str, nodes: int, preconditions: list[dict] | None, *, flex: bool
     ) -> ComputeInstanceGroupManager:
         """The zonal managed group running the template; its size is left to the VMs once created."""
         group = ComputeInstanceGroupManager(
@@ -166,11 +182,16 @@ class GpuInstanceGroup(Construct):
             # nodes > 1: each per-instance config creates its named VM (createInstances
             # raises the size), so the group starts empty. Afterwards the size belongs to the
             # VM side (node 0 resizes it to 0 at the end): Terraform must not undo that.
-            target_size=nodes if nodes == 1 else 0,
+            # flex_start: the resize request raises it, for all nodes at once.
+            target_size=nodes if nodes == 1 and not flex else 0,
             # Spot capacity may take a while; trainctl follows the run through the bucket instead.
             wait_for_instances=False,
-            # Preempted (deleted) Spot VMs are recreated under the same name; the trainer resumes.
-            instance_lifecycle_policy={"default_action_on_failure": "REPAIR", "force_update_on_repair": "NO"},
+            # Preempted (deleted) Spot VMs are recreated under the same name; the trainer resumes. A group with
+            # resize requests must not repair: flex-start VMs come only through a request, all together.
+            instance_lifecycle_policy={
+                "default_action_on_failure": "DO_NOTHING" if flex else "REPAIR",
+                "force_update_on_repair": "NO",
+            },
             # Never roll a running training job onto a new template behind its back.
             update_policy={
                 "type": "OPPORTUNISTIC",
@@ -184,6 +205,19 @@ class GpuInstanceGroup(Construct):
             group.add_override("lifecycle.precondition", preconditions)
         group.add_override("lifecycle.ignore_changes", ["target_size"])
         return group
+
+    def _resize_request(self, project: str, name: str, zone: str, nodes: int) -> ComputeResizeRequest:
+        """Flex-start: one request for every node; it waits in Google's queue until all of them can start."""
+        return ComputeResizeRequest(
+            self,
+            "flex_start",
+            project=project,
+            zone=zone,
+            instance_group_manager=self.group.name,
+            name=f"{name}-flex-start",
+            resize_by=nodes,
+            description=f"trainstack {name}: {nodes} flex-start VM(s), all at once",
+        )
 
     def _node_configs(self, project: str, name: str, zone: str, nodes: int) -> list[ComputePerInstanceConfig]:
         """One per-instance config per rank: each creates (and keeps) the VM <name>-<rank>."""
@@ -205,13 +239,25 @@ class GpuInstanceGroup(Construct):
         ]
 
 
-def _scheduling(spot: bool) -> dict:
-    if not spot:
+def _scheduling(rung: str, max_run_hours: float) -> dict:
+    if rung == "on_demand":
         return {
             "provisioning_model": "STANDARD",
             "preemptible": False,
             "automatic_restart": False,
             "on_host_maintenance": "TERMINATE",
+        }
+    if rung == "flex_start":
+        # Never preempted; deleted when max_run_duration ends (at most seven days), so the run's own
+        # max_run_hours bounds it too. No restart: a flex-start VM that stops is gone.
+        seconds = min(FLEX_START_MAX_RUN_S, max(60, int(max_run_hours * 3600)))
+        return {
+            "provisioning_model": "FLEX_START",
+            "preemptible": False,
+            "automatic_restart": False,
+            "on_host_maintenance": "TERMINATE",
+            "instance_termination_action": "DELETE",
+            "max_run_duration": {"seconds": seconds},
         }
     # GPU VMs cannot live-migrate; a preempted VM is deleted and the group recreates it.
     return {

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 
 from stacks.targets.gcp.sim.cloud import Group, SimCloud, SimError, stamp
+from stacks.targets.gcp.sim.flex_start import ResizeRequest
 from stacks.targets.gcp.sim.scenario import region_of
 
 API = "https://www.googleapis.com/compute/v1"
@@ -186,6 +187,25 @@ def managed_instances(cloud: SimCloud, g: Group) -> dict:
             item |= {"id": str(vm.id), "instanceStatus": vm.status}
         items.append(item)
     return {"managedInstances": items}
+
+
+def resize_request(cloud: SimCloud, g: Group, r: ResizeRequest) -> dict:
+    """An InstanceGroupManagerResizeRequest (Compute Engine v1 REST reference, instanceGroupManagerResizeRequests)."""
+    p = cloud.scenario.project
+    doc = {
+        "kind": "compute#instanceGroupManagerResizeRequest",
+        "id": str(r.id),
+        "creationTimestamp": r.created,
+        "name": r.name,
+        "description": r.description,
+        "zone": f"{API}/projects/{p}/{g.scope}",
+        "resizeBy": r.resize_by,
+        "state": r.state,
+        "selfLink": f"{API}/{cloud.group_url(g.scope, g.name)}/resizeRequests/{r.name}",
+    }
+    if r.error is not None:
+        doc["status"] = {"error": {"errors": [dict(r.error)]}, "lastAttempt": {"error": {"errors": [dict(r.error)]}}}
+    return doc
 
 
 def list_errors(g: Group) -> dict:

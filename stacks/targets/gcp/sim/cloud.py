@@ -19,6 +19,7 @@ The rules, each with the page it comes from (read 2026-11-28):
   recreates it when capacity allows (currentAction RECREATING).
 - resize: sets the target size; VMs above it are deleted (currentAction DELETING)
   (https://cloud.google.com/compute/docs/reference/rest/v1/instanceGroupManagers/resize).
+- Flex-start resize requests: flex_start.py.
 """
 
 from __future__ import annotations
@@ -28,33 +29,13 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
 from typing import Callable
 
-from stacks.targets.gcp.sim import quotas, refusals
+from stacks.targets.gcp.sim import flex_start, quotas, refusals
+from stacks.targets.gcp.sim.instances import Instance, SimError, stamp
 from stacks.targets.gcp.sim.quotas import LIVE, VmShape
 from stacks.targets.gcp.sim.scenario import Scenario, region_of
 from trainer.launchers.market import Market
-
-
-class SimError(Exception):
-    """A request the API refuses: HTTP status, Google's reason and message."""
-
-    def __init__(self, status: int, message: str, reason: str = "notFound"):
-        super().__init__(message)
-        self.status, self.message, self.reason = status, message, reason
-
-
-@dataclass
-class Instance:
-    name: str
-    zone: str
-    shape: VmShape
-    id: int
-    status: str = ""  # "" while the group has not created it (yet)
-    action: str = "CREATING"
-    since_s: float = 0.0  # simulated time of the last change of status
-    preempted: bool = False
 
 
 @dataclass
@@ -77,6 +58,7 @@ class Group:
     last_try_s: float | None = None
     dry_tries: dict[str, int] = field(default_factory=dict)  # zone -> capacity refusals so far (error mix turn)
     rdzv_port: int = 0  # where its node 0 hosts the rendezvous store on this host (metadata_value)
+    resize_requests: dict = field(default_factory=dict)  # name -> flex_start.ResizeRequest
 
     @property
     def location(self) -> str:
@@ -131,6 +113,7 @@ class SimCloud:
 
     def _advance_group(self, group: Group, now: float) -> None:
         s = self.scenario
+        flex_start.advance(self, group, now)
         for vm in list(group.instances.values()):
             if vm.status == "PROVISIONING" and now >= vm.since_s + s.boot_s:
                 self._set(vm, "RUNNING", "NONE", now)
@@ -166,15 +149,20 @@ class SimCloud:
             for vm in sorted(waiting, key=lambda v: v.name):
                 self._try_create(group, vm, now)
 
-    def _missing_names(self, group: Group) -> list[str]:
-        have = {n for n, vm in group.instances.items() if vm.action != "DELETING"}
-        count = group.target_size - len(have)
-        names = [n for n in sorted(group.stable_names) if n not in group.instances][: max(count, 0)]
+    def new_names(self, group: Group, count: int) -> list[str]:
+        """`count` free names <base>-<4 hex digits>, as a group names the VMs it creates without a config."""
+        names: list[str] = []
         while len(names) < count:
             name = f"{group.base_instance_name}-{next(self._ids) % 0x10000:04x}"
             if name not in group.instances and name not in names:
                 names.append(name)
         return names
+
+    def _missing_names(self, group: Group) -> list[str]:
+        have = {n for n, vm in group.instances.items() if vm.action != "DELETING"}
+        count = group.target_size - len(have)
+        names = [n for n in sorted(group.stable_names) if n not in group.instances][: max(count, 0)]
+        return names + self.new_names(group, count - len(names))
 
     def _shape(self, group: Group, name: str = "") -> VmShape:
         """The VM's shape from the group's template, with its per-instance config's preserved metadata."""
@@ -383,10 +371,3 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def stamp(at: float | None = None) -> str:
-    """Compute Engine's timestamp form (RFC 3339 with milliseconds and an offset) of `at` (epoch seconds; the
-    simulated instant for what happens in the simulation), else now."""
-    when = datetime.now(timezone.utc) if at is None else datetime.fromtimestamp(at, timezone.utc)
-    return when.isoformat(timespec="milliseconds")

@@ -9,7 +9,8 @@ What the stack holds and the sim does with it:
 - terraform_data (the run id record): `var.run_id`, else one generated as the stack would;
 - google_compute_resource_policy, google_compute_instance_template (name_prefix + a unique suffix),
   google_compute_instance_group_manager (its lifecycle preconditions checked first: a failing one stops the
-  apply with its error_message, as Terraform does), google_compute_per_instance_config (createInstances).
+  apply with its error_message, as Terraform does), google_compute_per_instance_config (createInstances),
+  google_compute_resize_request (instanceGroupManagerResizeRequests.insert: the request is queued, not waited for).
 A resource of another type stops the apply: the sim never pretends to have created what it cannot.
 What was created is kept in a state file beside the stack (destroy reads it).
 """
@@ -32,6 +33,7 @@ HANDLED = {
     "google_compute_instance_group_manager",
     "google_compute_per_instance_config",
     "google_compute_resource_policy",
+    "google_compute_resize_request",
     "terraform_data",
 }
 REF = re.compile(r"(?<!\$)\$\{([^{}]+)\}")  # `$${` is Terraform's escape of a literal `${`
@@ -47,6 +49,7 @@ class SimState:
     templates: list[str] = field(default_factory=list)
     groups: list[list[str]] = field(default_factory=list)  # [zone, name]
     policies: list[list[str]] = field(default_factory=list)  # [region, name]
+    resize_requests: list[list[str]] = field(default_factory=list)  # [zone, group, name]
     outputs: dict = field(default_factory=dict)
 
     def save(self, path: Path) -> None:
@@ -138,6 +141,19 @@ def apply(stack_dir: Path, endpoint: str, *, variables: dict | None = None, stat
                 instance_group_manager=group,
                 instance_group_managers_create_instances_request_resource={"instances": instances},
             ).result()
+        for body in _items(resources, "google_compute_resize_request"):
+            resolved = refs.resolve(body)
+            clients.resize_requests.insert(
+                project=resolved["project"],
+                zone=resolved["zone"],
+                instance_group_manager=resolved["instance_group_manager"],
+                instance_group_manager_resize_request_resource={
+                    "name": resolved["name"],
+                    "resize_by": int(resolved["resize_by"]),
+                    "description": resolved.get("description", ""),
+                },
+            ).result()
+            state.resize_requests.append([resolved["zone"], resolved["instance_group_manager"], resolved["name"]])
         state.outputs = {name: refs.resolve(out.get("value")) for name, out in (doc.get("output") or {}).items()}
     finally:
         state.save(state_file)
@@ -152,7 +168,11 @@ def destroy(stack_dir: Path, endpoint: str, *, state_file: Path | None = None) -
     state = SimState.load(state_file)
     clients = _Clients(endpoint)
     project = json.loads((stack_dir / "cdk.tf.json").read_text()).get("provider", {}).get("google", [{}])[0]["project"]
-    steps = [(clients.groups.delete, {"zone": z, "instance_group_manager": n}) for z, n in state.groups]
+    steps = [
+        (clients.resize_requests.delete, {"zone": z, "instance_group_manager": g, "resize_request": n})
+        for z, g, n in state.resize_requests
+    ]
+    steps += [(clients.groups.delete, {"zone": z, "instance_group_manager": n}) for z, n in state.groups]
     steps += [(clients.templates.delete, {"instance_template": n}) for n in state.templates]
     steps += [(clients.policies.delete, {"region": r, "resource_policy": n}) for r, n in state.policies]
     for call, args in steps:
@@ -174,6 +194,7 @@ class _Clients:
         self.templates = compute_v1.InstanceTemplatesClient(**kwargs)
         self.groups = compute_v1.InstanceGroupManagersClient(**kwargs)
         self.policies = compute_v1.ResourcePoliciesClient(**kwargs)
+        self.resize_requests = compute_v1.InstanceGroupManagerResizeRequestsClient(**kwargs)
 
 
 def _items(resources: dict, kind: str) -> list[dict]:
@@ -217,7 +238,17 @@ def _template(name: str, body: dict) -> dict:
                     if scheduling.get("instance_termination_action")
                     else {}
                 ),
+                **(
+                    {"max_run_duration": {"seconds": int(scheduling["max_run_duration"]["seconds"])}}
+                    if scheduling.get("max_run_duration")
+                    else {}
+                ),
             },
+            **(
+                {"reservation_affinity": {"consume_reservation_type": body["reservation_affinity"]["type"]}}
+                if body.get("reservation_affinity")
+                else {}
+            ),
             "service_accounts": [body["service_account"]] if body.get("service_account") else [],
             "network_interfaces": [
                 {k: v for k, v in n.items() if v is not None} for n in body.get("network_interface") or []

@@ -2,8 +2,9 @@
 
 A VM is refused with QUOTA_EXCEEDED "Quota 'METRIC' exceeded.  Limit: N in region R." (the recorded
 tests/fixtures/compute/list_errors_quota_exceeded.json) when one of the quotas it draws on has no room. Spot
-VMs draw on the preemptible quotas (PREEMPTIBLE_CPUS, PREEMPTIBLE_NVIDIA_*_GPUS) where the region grants
-any, else on the standard ones; a series with its own CPU quota (G2_CPUS, A2_CPUS, ...) draws on it instead
+and flex-start VMs draw on the preemptible quotas (PREEMPTIBLE_CPUS, PREEMPTIBLE_NVIDIA_*_GPUS) where the region
+grants any, else on the standard ones (flex-start: https://cloud.google.com/compute/docs/instances/about-flex-start-vms);
+a series with its own CPU quota (G2_CPUS, A2_CPUS, ...) draws on it instead
 of CPUS; pd-balanced/pd-ssd boot disks on SSD_TOTAL_GB, pd-standard on DISKS_TOTAL_GB; every GPU on
 GPUS_ALL_REGIONS (https://cloud.google.com/compute/resource-usage, "Preemptible quota" and "GPU quota";
 https://cloud.google.com/compute/docs/instances/create-use-spot, "Before you begin"). H100/H200 count against
@@ -23,7 +24,7 @@ LIVE = ("PROVISIONING", "STAGING", "RUNNING", "STOPPING")  # states that hold CP
 
 @dataclass(frozen=True)
 class VmShape:
-    """What a VM of a template draws on: machine, GPUs, Spot, boot disk, its metadata."""
+    """What a VM of a template draws on: machine, GPUs, provisioning model, boot disk, its metadata."""
 
     machine_type: str
     accelerators: dict[str, int]  # the template's guestAccelerators (G2/A2/A3: what the type bundles)
@@ -33,6 +34,12 @@ class VmShape:
     metadata: dict[str, str]
     delete_on_preemption: bool = False  # scheduling.instanceTerminationAction DELETE (else the VM stops)
     nic_types: tuple[str, ...] = ()  # each network interface's nicType ("" where unset: VirtIO-Net)
+    provisioning_model: str = "STANDARD"  # scheduling.provisioningModel: STANDARD, SPOT or FLEX_START
+    max_run_s: float | None = None  # scheduling.maxRunDuration: the VM is deleted that long after it starts running
+
+    @property
+    def flex_start(self) -> bool:
+        return self.provisioning_model == "FLEX_START"
 
     @classmethod
     def from_template(cls, template: dict) -> "VmShape":
@@ -52,6 +59,9 @@ class VmShape:
             metadata={i["key"]: i.get("value", "") for i in (props.get("metadata") or {}).get("items") or []},
             delete_on_preemption=scheduling.get("instanceTerminationAction") == "DELETE",
             nic_types=tuple(n.get("nicType", "") for n in props.get("networkInterfaces") or [{}]),
+            provisioning_model=scheduling.get("provisioningModel")
+            or ("SPOT" if scheduling.get("preemptible") else "STANDARD"),
+            max_run_s=float((scheduling.get("maxRunDuration") or {}).get("seconds") or 0) or None,
         )
 
 
@@ -68,7 +78,7 @@ def needs(scenario: Scenario, zone: str, shape: VmShape) -> dict[tuple[str, str]
     def add(scope: str, metric: str, amount: float) -> None:
         out[(scope, metric)] = out.get((scope, metric), 0) + amount
 
-    preemptible = shape.spot  # Spot VMs use preemptible quota where the region grants some
+    preemptible = shape.spot or shape.flex_start  # preemptible quota where the region grants some
     if machine is not None:
         family_cpus = f"{shape.machine_type.split('-', 1)[0].upper()}_CPUS"
         if preemptible and regional.get("PREEMPTIBLE_CPUS") and regional["PREEMPTIBLE_CPUS"].limit != 0:

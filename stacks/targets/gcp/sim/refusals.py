@@ -51,7 +51,7 @@ def refusal(
             return "RESOURCE_NOT_FOUND", (
                 f"The resource 'projects/{project}/zones/{zone}/acceleratorTypes/{accelerator}' was not found"
             )
-    if not shape.spot and s.is_spot_only(shape.machine_type):
+    if shape.provisioning_model == "STANDARD" and s.is_spot_only(shape.machine_type):
         return SPOT_ONLY_REFUSAL, (
             f"Invalid value for field 'resource.scheduling.provisioningModel': 'STANDARD'. Machine type "
             f"{shape.machine_type} is available only with the SPOT or FLEX_START provisioning model."
@@ -67,6 +67,8 @@ def refusal(
         metric, limit, scope = short
         where = f" in region {scope}" if scope != "global" else " globally"
         return "QUOTA_EXCEEDED", f"Quota '{metric}' exceeded.  Limit: {limit:.1f}{where}."
+    if shape.flex_start:
+        return None  # its capacity comes through the resize request's queue (SimCloud), not the Spot market
     now = cloud.now_s()
     dry = not cloud.market.has_capacity(zone, now, cloud.fired)
     if dry and (shape.spot or offer.on_demand_dry):

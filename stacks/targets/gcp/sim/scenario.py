@@ -18,6 +18,10 @@ Where each rule the sim enforces comes from (pages read 2026-11-28):
 - Spot-only machine types (A3 High with 1, 2 or 4 GPUs: Spot or Flex-start only):
   https://cloud.google.com/compute/docs/accelerator-optimized-machines (stacks/targets/gcp/catalogue.yaml's
   `spot_only`, the default of `spot_only` here).
+- Flex-start: a resize request (instanceGroupManagerResizeRequests) waits until the zone's flex-start capacity
+  comes (`flex_start_after_s`), then creates all its VMs at once; they are never preempted and are deleted at the
+  template's maxRunDuration (https://cloud.google.com/compute/docs/instances/about-flex-start-vms,
+  https://cloud.google.com/compute/docs/reference/rest/v1/instanceGroupManagerResizeRequests).
 - Prices: the Billing Catalog's SKU list, https://cloud.google.com/billing/v1/how-tos/catalog-api.
 - Capacity advice (advice.capacity, Preview; advice.capacityHistory: none for N1 with GPUs):
   https://cloud.google.com/compute/docs/reference/rest/v1/advice (request and answer shapes: google-cloud-compute's
@@ -77,6 +81,12 @@ class ZoneOffer(SimZone):
     estimated_uptime_s: float = Field(36000, ge=0, description="advice.capacity's estimated uptime there")
     preemption_rate: float = Field(0.05, ge=0, le=1, description="advice.capacityHistory's daily rate, every day")
     spot_price: float | None = Field(None, ge=0, description="advice.capacityHistory's Spot price, USD/h (unset: none)")
+    flex_start_after_s: float | None = Field(
+        0,
+        ge=0,
+        description="simulated seconds a flex-start resize request waits in this zone before all its VMs come at "
+        "once (null: never)",
+    )
 
     @field_validator("capacity_errors")
     @classmethod

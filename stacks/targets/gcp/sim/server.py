@@ -15,7 +15,7 @@ from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from stacks.targets.gcp.sim import advice, answers
+from stacks.targets.gcp.sim import advice, answers, flex_start
 from stacks.targets.gcp.sim.cloud import SimCloud, SimError
 from trainer.launchers.vm.spec import RDZV_ATTRIBUTE
 
@@ -194,6 +194,8 @@ def _compute(cloud: SimCloud, method: str, rest: str, query: dict, body: dict) -
         group = cloud.insert_group(m.group(1), body)
         target = cloud.group_url(group.scope, group.name)
         return 200, answers.operation(cloud, "compute.instanceGroupManagers.insert", target, group.scope)
+    if m := re.fullmatch(rf"/{SCOPE}/instanceGroupManagers/{NAME}/resizeRequests(?:/{NAME}(?:/(cancel))?)?", rest):
+        return _resize_request_call(cloud, method, *m.groups(), body)
     if m := re.fullmatch(rf"/{SCOPE}/instanceGroupManagers/{NAME}(?:/(\w+))?", rest):
         return _group_call(cloud, method, m.group(1), m.group(2), m.group(3) or "", query, body)
     if (m := re.fullmatch(rf"/((?:{SCOPE[1:-1]})|global)/operations/{NAME}(?:/wait)?", rest)) and method in (
@@ -233,6 +235,28 @@ def _group_call(
     raise SimError(404, f"no simulated instanceGroupManagers call {method} {verb or 'get'}")
 
 
+def _resize_request_call(
+    cloud: SimCloud, method: str, scope: str, name: str, request: str | None, verb: str | None, body: dict
+) -> tuple[int, dict]:
+    """instanceGroupManagerResizeRequests: insert, list, get, delete, cancel."""
+    kind = "compute.instanceGroupManagerResizeRequests"
+    if request is None and method == "POST":
+        created = flex_start.insert(cloud, scope, name, body)
+        target = flex_start.url(cloud, scope, name, created.name)
+        return 200, answers.operation(cloud, f"{kind}.insert", target, scope)
+    group = cloud.group(scope, name)
+    if request is None and method == "GET":
+        items = [answers.resize_request(cloud, group, r) for r in group.resize_requests.values()]
+        return 200, {"kind": "compute#instanceGroupManagerResizeRequestList", "items": items}
+    if request is not None and verb is None and method == "GET":
+        return 200, answers.resize_request(cloud, group, flex_start.get(cloud, scope, name, request))
+    if request is not None and (method == "DELETE" or (verb == "cancel" and method == "POST")):
+        flex_start.delete(cloud, scope, name, request)
+        target = flex_start.url(cloud, scope, name, request)
+        return 200, answers.operation(cloud, f"{kind}.{'cancel' if verb else 'delete'}", target, scope)
+    raise SimError(404, f"no simulated instanceGroupManagerResizeRequests call {method} {verb or ''}")
+
+
 def _instance(cloud: SimCloud, zone: str, name: str) -> dict:
     vm = cloud.instance(zone, name)
     p = cloud.scenario.project
@@ -244,7 +268,7 @@ def _instance(cloud: SimCloud, zone: str, name: str) -> dict:
         "zone": f"{api}/projects/{p}/zones/{zone}",
         "machineType": f"{api}/projects/{p}/zones/{zone}/machineTypes/{vm.shape.machine_type}",
         "status": vm.status,
-        "scheduling": {"provisioningModel": "SPOT" if vm.shape.spot else "STANDARD", "preemptible": False},
+        "scheduling": {"provisioningModel": vm.shape.provisioning_model, "preemptible": False},
         "guestAccelerators": [
             {"acceleratorType": f"{api}/projects/{p}/zones/{zone}/acceleratorTypes/{t}", "acceleratorCount": n}
             for t, n in vm.shape.accelerators.items()
@@ -272,7 +296,7 @@ def metadata_value(cloud: SimCloud, instance: str, key: str) -> str | None:
         "instance/zone": f"projects/{number}/zones/{vm.zone}",
         "instance/machine-type": f"projects/{number}/machineTypes/{vm.shape.machine_type}",
         "instance/preempted": "TRUE" if vm.preempted else "FALSE",
-        "instance/scheduling/provisioning-model": "SPOT" if vm.shape.spot else "STANDARD",
+        "instance/scheduling/provisioning-model": vm.shape.provisioning_model,
         "project/project-id": cloud.scenario.project,
         "project/numeric-project-id": number,
         "instance/attributes/": "\n".join(attributes),
