@@ -61,6 +61,13 @@ class SpotMarketSettings(StrictModel):
     speedup: float = Field(1, gt=0, allow_inf_nan=False, description="market seconds per wall-clock second")
     zones: dict[str, SimZone] = Field(min_length=1, description="simulated zones, in order of preference")
     preemptions: list[SimPreemption] = Field([], description="when VMs are taken back")
+    notice_s: float | None = Field(
+        None,
+        ge=0,
+        allow_inf_nan=False,
+        description="wall seconds from a preemption's SIGTERM to SIGKILL (unset: 25, the launcher's grace; "
+        "0: no notice, killed at once)",
+    )
 
     @model_validator(mode="after")
     def _known_zones(self) -> "SpotMarketSettings":
@@ -83,6 +90,7 @@ class SpotMarketSettings(StrictModel):
                 "speedup": self.speedup,
                 "zones": {z: [[o.start_s, o.end_s] for o in zone.outages] for z, zone in self.zones.items()},
                 "preemptions": [p.model_dump() for p in self.preemptions],
+                **({"notice_s": self.notice_s} if self.notice_s is not None else {}),
             },
             separators=(",", ":"),
         )

@@ -9,7 +9,9 @@ when a scheduled preemption comes due.
 
 Market time is simulated seconds since the run started (its id's timestamp), `speedup` of them per wall
 second. A zone is dry inside any of its `outages` ([start_s, end_s), end None: for good) and for
-`outage_s` after a preemption in it fired (the capacity that was taken back). A preemption fires at a
+`outage_s` after a preemption in it fired (the capacity that was taken back). A preemption gives the VM
+`notice_s` wall seconds between SIGTERM (the trainer saves at the end of its batch) and SIGKILL; with 0 it is
+killed at once, losing what it trained since its last checkpoint. A preemption fires at a
 market time (`at_s`) or when the VM in its zone trains an epoch of a stage (`stage`, `epoch`: tests wait for
 events, not time; a stage an earlier VM finished does not count), once per run: which fired, and when, is
 kept in the run's launcher folder, so a run moved to another zone, or resumed later, sees the same market.
@@ -76,6 +78,8 @@ class Market:
     preemptions: tuple[Preemption, ...] = ()
     speedup: float = 1.0
     origin: float = 0.0  # epoch seconds of market time 0 (the run's start)
+    # wall seconds between a preemption's SIGTERM and SIGKILL (None: the launcher's grace); 0: no notice, SIGKILL
+    notice_s: float | None = None
 
     @classmethod
     def from_json(cls, raw: str, origin: float) -> "Market":
@@ -84,7 +88,10 @@ class Market:
             z: [(float(a), None if b is None else float(b)) for a, b in windows] for z, windows in spec["zones"].items()
         }
         preemptions = tuple(Preemption(**p) for p in spec.get("preemptions", []))
-        return cls(zones, preemptions, float(spec.get("speedup", 1.0)), origin)
+        notice = spec.get("notice_s")
+        return cls(
+            zones, preemptions, float(spec.get("speedup", 1.0)), origin, None if notice is None else float(notice)
+        )
 
     def now_s(self, wall: float | None = None) -> float:
         return ((time.time() if wall is None else wall) - self.origin) * self.speedup
