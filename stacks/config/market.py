@@ -40,6 +40,12 @@ class SimPreemption(StrictModel):
     outage_s: float | None = Field(
         0, ge=0, allow_inf_nan=False, description="the zone is dry this long after it (unset: for good)"
     )
+    batch: int = Field(
+        0,
+        ge=0,
+        description="with stage: this many batches into the next epoch instead (read from its progress lines: "
+        "trainer.progress_seconds 0)",
+    )
 
     @model_validator(mode="after")
     def _one_trigger(self) -> "SimPreemption":

@@ -67,6 +67,22 @@ def test_a_preemption_after_a_stage_shorter_than_a_poll_is_still_due():
     assert Preemption("b", stage="classifier", epoch=0).due(0, log[:1])  # the stage's start
 
 
+def test_a_preemption_at_a_batch_waits_for_that_batch_of_the_next_epoch_by_its_progress_lines():
+    p = Preemption("b", stage="lm_finetune", epoch=1, batch=7)
+    log = [
+        "2026-11-27T10:00:00Z == stage lm_finetune (3 epochs)",
+        "2026-11-27T10:00:01Z lm_finetune epoch 1/3: batch 9/15 (60%), 900 tokens/s, epoch ETA 1s",
+        "2026-11-27T10:00:02Z lm_finetune [1/2] epoch 1/3  train_loss 5.1",
+        "2026-11-27T10:00:03Z lm_finetune epoch 2/3: batch 6/15 (40%), 900 tokens/s, epoch ETA 1s",
+        "2026-11-27T10:00:03Z lm_finetune epoch 2/3: batch 7/15 (47%), 900 tokens/s, epoch ETA 1s",
+    ]
+    assert not p.due(0, log[:4])  # epoch 1 done, 6 batches of epoch 2: not yet
+    assert p.due(0, log)
+    assert p.due(0, [*log[:3], "2026-11-27T10:00:04Z lm_finetune [2/2] epoch 2/3  train_loss 4.9"])  # epoch 2 done
+    assert not Preemption("b", stage="lm_finetune", epoch=0, batch=3).due(0, log[:1])  # not at the stage's start
+    assert p.key == "b@lm_finetune:1+7" and Preemption("b", stage="lm_finetune", epoch=1).key == "b@lm_finetune:1"
+
+
 def test_a_moved_run_bills_each_vm_until_its_placement_ended_in_its_own_region():
     from datetime import datetime, timezone
 
