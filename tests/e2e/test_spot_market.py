@@ -83,6 +83,7 @@ def test_a_dry_zone_and_a_preemption_move_the_run_which_resumes_exactly(spot, tr
     # resumed trainer started there.
     saved = re.search(r"preempted: checkpoint saved at epoch (\d+) batch (\d+) \((\w+) phase (\d+)\)", log)
     assert saved, log
+    assert saved.group(0) in out  # `train` showed it as it followed the log
     epoch, batch, stage, phase = saved.groups()
     resumed_at = f"{stage}: resumed at {stage} phase {phase}, epoch {epoch}" + (
         f", batch {batch}" if batch != "0" else ""
