@@ -46,6 +46,12 @@ class SimPreemption(StrictModel):
     outage_s: float | None = Field(
         0, ge=0, allow_inf_nan=False, description="the zone is dry this long after it (unset: for good)"
     )
+    batch: int = Field(
+        0,
+        ge=0,
+        description="with stage: this many batches into the next epoch instead (read from its progress lines: "
+        "trainer.progress_seconds 0)",
+    )
 
     @model_validator(mode="after")
     def _one_trigger(self) -> "SimPreemption":
@@ -67,6 +73,13 @@ class SpotMarketSettings(StrictModel):
     speedup: float = Field(1, gt=0, allow_inf_nan=False, description="market seconds per wall-clock second")
     zones: dict[str, SimZone] = Field(min_length=1, description="simulated zones, in order of preference")
     preemptions: list[SimPreemption] = Field([], description="when VMs are taken back")
+    notice_s: float | None = Field(
+        None,
+        ge=0,
+        allow_inf_nan=False,
+        description="wall seconds from a preemption's SIGTERM to SIGKILL (unset: 25, the launcher's grace; "
+        "0: no notice, killed at once)",
+    )
 
     @model_validator(mode="after")
     def _known_zones(self) -> "SpotMarketSettings":
@@ -91,6 +104,7 @@ class SpotMarketSettings(StrictModel):
                 "preemptions": [p.model_dump() for p in self.preemptions],
                 "flex_start": {z: zone.flex_start_wait_s for z, zone in self.zones.items()},
                 "rung": rung,
+                **({"notice_s": self.notice_s} if self.notice_s is not None else {}),
             },
             separators=(",", ":"),
         )

@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import Field, create_model, field_validator, model_validator
 
+from stacks.config.capacity import CapacityLadder
 from stacks.config.exit_codes import RestartableExitCodes
 from stacks.config.strict import StrictModel
 from stacks.config.zone_choice import ZoneChoiceSettings
@@ -79,31 +80,12 @@ TrainerSettings.__doc__ = (
 )
 
 
-Rung = Literal["spot", "flex_start", "on_demand"]
-RUNGS: tuple[str, ...] = ("spot", "flex_start", "on_demand")
-# The default, from the capacity policy benchmark (docs/BENCHMARKS.md, "Capacity policies"): flex-start once Spot is
-# dry everywhere gave the most runs in every market profile, at about the same cost per run.
-DEFAULT_LADDER: tuple[str, ...] = ("spot", "flex_start")
-
-
-class LanguageSettingsBase(ZoneChoiceSettings):
+class LanguageSettingsBase(CapacityLadder, ZoneChoiceSettings):
     """Settings of one language's training run (defaults, then languages.<lang>) that every target reads;
     `LanguageSettings` adds each target's own block (`gcp:` machine, GPU, disk; `local:` processes, cores)."""
 
     code: str | None = Field(None, description="ISO 639-1 code of the language (default: its key), e.g. el for gr")
 
-    capacity: list[Rung] | None = Field(
-        None,
-        min_length=1,
-        description="the capacity ladder, tried in order: a run takes the next rung once every placement lacked "
-        "the one before (spot: preemptible, resumed from checkpoints; flex_start: queued for all nodes at once, "
-        "never preempted, up to flex_start_wait_minutes; on_demand: the list price). Default [spot, flex_start] "
-        "(flex_start left out where the machine is not offered it); the older keys still work: spot: false is "
-        "[on_demand], on_demand_fallback: true [spot, on_demand]",
-    )
-    spot: bool = Field(
-        True, description="the first rung is Spot (read from capacity; older spelling of capacity: [on_demand])"
-    )
     nodes: int = Field(1, ge=1, le=64, description="machines of one run (data parallel over all their accelerators)")
     max_restarts: int = Field(3, ge=0, le=100, description="times an interrupted (preempted) run is resumed")
     max_run_hours: float = Field(
@@ -128,18 +110,6 @@ class LanguageSettingsBase(ZoneChoiceSettings):
         "stack and exits 3, the run resumable (`train LANG --resume RUN_ID`); every "
         "zone is tried once first, even at 0",
     )
-    on_demand_fallback: bool = Field(
-        False,
-        description="on_demand is a later rung of capacity (read from it; older spelling of "
-        "capacity: [spot, on_demand])",
-    )
-    flex_start_wait_minutes: float = Field(
-        60,
-        gt=0,
-        le=10080,
-        description="flex_start rung: how long a request for all the run's nodes may wait in one placement's "
-        "queue before the run moves to the next placement (after the last, its next rung)",
-    )
     max_restarts_on_errors: int = Field(
         0,
         ge=0,
@@ -154,58 +124,6 @@ class LanguageSettingsBase(ZoneChoiceSettings):
     )
     data: DataSettings = DataSettings()
     trainer: TrainerSettings = TrainerSettings()
-
-    @model_validator(mode="after")
-    def _one_capacity_ladder(self) -> "LanguageSettingsBase":
-        """`capacity` is the ladder; `spot` and `on_demand_fallback`, its older spelling, are read from it. Alone they
-        mean what they meant (spot: false, on demand only; on_demand_fallback: true, Spot then on demand); beside a
-        capacity (an overlay's over a newer base's) they edit it. The default ladder leaves out a rung the language's
-        machine is not offered at (a target block's `offered_rungs`)."""
-        given = self.model_fields_set
-        legacy_spot = self.spot if "spot" in given else None
-        legacy_fallback = self.on_demand_fallback if "on_demand_fallback" in given else None
-        if self.capacity is not None:
-            ladder = list(self.capacity)
-            if len(set(ladder)) != len(ladder):
-                raise ValueError(f"capacity {ladder}: a rung is named twice")
-        elif legacy_spot is False:
-            ladder = ["on_demand"]
-        elif legacy_fallback:
-            ladder = ["spot", "on_demand"]
-        else:
-            ladder = list(DEFAULT_LADDER)
-            for block in (getattr(self, name, None) for name in type(self).model_fields):
-                offered = getattr(block, "offered_rungs", None)
-                if callable(offered):
-                    ladder = [r for r in ladder if r in offered()] or ladder[:1]
-        if self.capacity is not None:
-            if legacy_spot is False:
-                ladder = [r for r in ladder if r != "spot"] or ["on_demand"]
-            elif legacy_spot and ladder[0] != "spot":
-                ladder = ["spot", *(r for r in ladder if r != "spot")]
-            if legacy_fallback and "on_demand" not in ladder:
-                ladder.append("on_demand")
-            elif legacy_fallback is False and len(ladder) > 1:
-                ladder = [r for r in ladder if r != "on_demand"]
-        object.__setattr__(self, "capacity", ladder)
-        object.__setattr__(self, "spot", ladder[0] == "spot")
-        object.__setattr__(self, "on_demand_fallback", "on_demand" in ladder[1:])
-        return self
-
-    @property
-    def rung(self) -> str:
-        """The capacity the run asks for now: the ladder's first rung (`on_rung` moves it)."""
-        return self.capacity[0]
-
-    def next_rungs(self) -> list[str]:
-        return list(self.capacity[1:])
-
-    def on_rung(self, rung: str):
-        """These settings at `rung` of the ladder (the rungs before it dropped): what a run that took it runs with."""
-        ladder = self.capacity[self.capacity.index(rung) :]
-        return self.model_copy(
-            update={"capacity": ladder, "spot": rung == "spot", "on_demand_fallback": "on_demand" in ladder[1:]}
-        )
 
 
 def _target_fields(kind: str) -> dict:
@@ -340,6 +258,13 @@ class EnvConfigBase(StrictModel):
             if isinstance(data.get("languages"), dict):
                 data["languages"] = {lang: filled(block) for lang, block in data["languages"].items()}
         return data
+
+    @model_validator(mode="after")
+    def _default_ladders_offered(self) -> "EnvConfigBase":
+        from stacks.config.capacity import offer_default_ladders
+
+        offer_default_ladders(self)
+        return self
 
     @model_validator(mode="after")
     def _only_its_own_target_block(self) -> "EnvConfigBase":

@@ -9,6 +9,7 @@ of the run's append-only log its trainer on that VM wrote), not times.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -78,6 +79,16 @@ def test_a_dry_zone_and_a_preemption_move_the_run_which_resumes_exactly(spot, tr
     assert "was interrupted in zone sim-b" in out and "training again in zone sim-c" in out
     log = (_runs(spot) / run_id / "log.txt").read_text()
     assert "spot market: Spot VM in sim-b preempted" in log and "resume #1" in log
+    # The notice (SIGTERM) became a checkpoint at the end of the batch it came in: the status said where, the
+    # resumed trainer started there.
+    saved = re.search(r"preempted: checkpoint saved at epoch (\d+) batch (\d+) \((\w+) phase (\d+)\)", log)
+    assert saved, log
+    assert saved.group(0) in out  # `train` showed it as it followed the log
+    epoch, batch, stage, phase = saved.groups()
+    resumed_at = f"{stage}: resumed at {stage} phase {phase}, epoch {epoch}" + (
+        f", batch {batch}" if batch != "0" else ""
+    )
+    assert re.search(re.escape(resumed_at) + r"$", log, re.M), (resumed_at, log)
     assert log.count("== stage preparing") == 2, "a log line printed twice, or a start lost"
     assert out.count("== stage preparing") == 2, "train printed the log again after a move"
     # Every move visible: `trainctl runs`, the report, the MLflow record (stacks.tracking) read the same journal.

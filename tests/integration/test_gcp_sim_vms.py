@@ -116,6 +116,22 @@ def test_a_preemption_reaches_the_agent_as_sigterm_and_the_recreated_vm_resumes_
     assert list(runner.boots.values()) == [2]
 
 
+def test_a_preemption_whose_shutdown_script_never_runs_reaches_the_trainer_through_the_agents_notice_watch(world):
+    """instance/preempted turns TRUE and nothing else comes (no shutdown script, as a real preemption was seen to
+    do): the agent's long poll SIGTERMs the trainer, which checkpoints and exits 143 before the VM is killed."""
+    preemption = {"zone": ZONE, "at_s": 60, "outage_s": 120}
+    sim, runner, bucket, run_id, marks_file = world("sleep", preemptions=[preemption], shutdown_script=False)
+    sim.cloud.skip(30)
+    wait_for("the trainer to start", lambda: len(marks(marks_file)) == 1)
+    sim.cloud.skip(30)  # the preemption at 60 s: the metadata flips, no SIGTERM from the host
+    wait_for("the agent to stop", lambda: runner.exits, timeout=20)
+    assert runner.exits[0][1] == 143 and marks(marks_file).count("SIGTERM") == 1
+    assert read_status(bucket, "fr", run_id).stage == "interrupted"
+    [agent_log] = list((runner.workdir / next(iter(runner.boots))).glob("boot-1/agent.log"))
+    assert "preemption notice (instance/preempted is TRUE)" in agent_log.read_text()
+    assert not (agent_log.parent / "shutting-down").exists()  # the shutdown script never ran
+
+
 def test_a_preemption_at_a_stage_fires_once_the_vms_trainer_starts_it_in_the_run_log(world):
     """The local market's stage trigger, read from the run log in the bucket the VM's metadata names."""
     stage = {"zone": ZONE, "stage": "classifier", "epoch": 0, "outage_s": 0}

@@ -19,7 +19,7 @@ import pytest
 
 from tests.support.project import REPO  # noqa: E402
 from tests.support.recorded_api import FIXTURES, RecordedApi
-from trainer.launchers.vm.agent import end_reason
+from trainer.launchers.vm.agent import Forwarder, end_reason
 from trainer.launchers.vm.metadata import MetadataClient, MetadataError
 from trainer.launchers.vm.spec import JOIN_TIMEOUT_S, VmSpec, build_command, command_env, node_rank
 from trainer.runfiles.status_file import FAILED, RUNNING, SUCCEEDED, RunStatus, read_status, write_status
@@ -656,12 +656,50 @@ def test_metadata_client_honours_gce_metadata_host(monkeypatch):
 # --- the VM going away: a trainer death then is an interruption, never a failure -------------
 
 
+class PreemptedAfterFirstLook(dict):
+    """Metadata whose instance/preempted reads FALSE the first time it is asked, TRUE after."""
+
+    looks = 0
+
+    def get(self, key, default=None):
+        if key == "instance/preempted":
+            self.looks += 1
+            return "FALSE" if self.looks == 1 else "TRUE"
+        return super().get(key, default)
+
+
+def test_the_notice_and_the_shutdown_scripts_sigterm_reach_the_trainer_once():
+    """The metadata watch's notice, then the shutdown script's SIGTERM to the agent: one SIGTERM to the trainer."""
+    trainer = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import signal, sys\n"
+            "signal.signal(signal.SIGTERM, lambda *_: print('SIGTERM', flush=True))\n"
+            "print('ready', flush=True)\n"
+            "sys.stdin.read()\n",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert trainer.stdout.readline() == "ready\n"
+    fwd = Forwarder()
+    fwd.child = trainer
+    fwd.notice("preemption notice (instance/preempted is TRUE)")
+    assert trainer.stdout.readline() == "SIGTERM\n"
+    fwd._forward(signal.SIGTERM, None)  # the shutdown script's docker kill, forwarded by the agent's handler
+    trainer.stdin.close()  # a second SIGTERM, had it been sent, is handled before this EOF is read
+    assert trainer.stdout.read() == "" and trainer.wait(timeout=10) == 0
+    assert fwd.signalled
+
+
 @pytest.mark.parametrize("how", ["preempted", "shutdown-flag"])
 @pytest.mark.parametrize("mode", ["silent", "fail-no-status"])
 def test_trainer_death_while_the_vm_goes_away_leaves_the_run_resumable(tmp_path, gcs_env, how, mode):
     vm = Vm(tmp_path, gcs_env, mode="silent")  # exits 3 without a final status, no SIGTERM here
-    if how == "preempted":
-        vm.metadata["instance/preempted"] = "TRUE"
+    if how == "preempted":  # after the agent's notice watch first looked: the trainer dies before it looks again
+        vm.metadata = PreemptedAfterFirstLook(vm.metadata)
     else:
         vm.shutdown_flag.parent.mkdir(parents=True)
         vm.shutdown_flag.write_text("")

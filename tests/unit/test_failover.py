@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from stacks.runs.failover import Failover, RunJournal
 from trainer.launchers.market import Market, Preemption
 from trainer.runfiles.status_file import INTERRUPTED_STAGE, RUNNING, SUCCEEDED, RunStatus
@@ -65,6 +67,48 @@ def test_a_preemption_after_a_stage_shorter_than_a_poll_is_still_due():
     assert not p.due(0, log[1:2])  # an epoch line without its stage's start: an earlier VM's stage
     assert not Preemption("b", stage="lm_finetune", epoch=1).due(0, log)
     assert Preemption("b", stage="classifier", epoch=0).due(0, log[:1])  # the stage's start
+
+
+def test_a_preemption_at_a_batch_waits_for_that_batch_of_the_next_epoch_by_its_progress_lines():
+    p = Preemption("b", stage="lm_finetune", epoch=1, batch=7)
+    log = [
+        "2026-11-27T10:00:00Z == stage lm_finetune (3 epochs)",
+        "2026-11-27T10:00:01Z lm_finetune epoch 1/3: batch 9/15 (60%), 900 tokens/s, epoch ETA 1s",
+        "2026-11-27T10:00:02Z lm_finetune [1/2] epoch 1/3  train_loss 5.1",
+        "2026-11-27T10:00:03Z lm_finetune epoch 2/3: batch 6/15 (40%), 900 tokens/s, epoch ETA 1s",
+        "2026-11-27T10:00:03Z lm_finetune epoch 2/3: batch 7/15 (47%), 900 tokens/s, epoch ETA 1s",
+    ]
+    assert not p.due(0, log[:4])  # epoch 1 done, 6 batches of epoch 2: not yet
+    assert p.due(0, log)
+    assert p.due(0, [*log[:3], "2026-11-27T10:00:04Z lm_finetune [2/2] epoch 2/3  train_loss 4.9"])  # epoch 2 done
+    assert not Preemption("b", stage="lm_finetune", epoch=0, batch=3).due(0, log[:1])  # not at the stage's start
+    assert p.key == "b@lm_finetune:1+7" and Preemption("b", stage="lm_finetune", epoch=1).key == "b@lm_finetune:1"
+
+
+@pytest.mark.parametrize("notice_s, code", [(None, 143), (0, -9)], ids=["notice", "no-notice"])
+def test_a_preempted_local_vm_gets_sigterm_within_its_notice_or_without_one_sigkill_at_once(tmp_path, notice_s, code):
+    import subprocess
+    import sys
+    from types import SimpleNamespace
+
+    from trainer.launchers.local.spot_vm import SpotVm
+
+    trainer = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import signal, sys, time\nsignal.signal(signal.SIGTERM, lambda *_: sys.exit(143))\n"
+            "print('ready', flush=True)\ntime.sleep(60)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    assert trainer.stdout.readline() == "ready\n"
+    market = Market({"a": []}, (), 1.0, 0.0, notice_s)
+    args = SimpleNamespace(bucket=f"file://{tmp_path / 'bucket'}", lang="fr", run_id="r1")
+    SpotVm(market, "a", tmp_path, args).preempt(trainer)
+    assert trainer.wait(timeout=10) == code
 
 
 def test_a_moved_run_bills_each_vm_until_its_placement_ended_in_its_own_region():

@@ -173,6 +173,28 @@ def test_a_preemption_stops_the_vm_tells_its_metadata_and_the_group_recreates_it
     assert group_errors.group_running(_config(), "fr", "europe-west4-c", endpoint=sim.url) is True
 
 
+def test_a_long_poll_of_instance_preempted_answers_as_the_notice_flips_it_and_at_its_timeout_otherwise(sim_of):
+    """The metadata server's wait_for_change with last_etag, through the agent's client over real HTTP."""
+    import threading
+
+    sim = sim_of(preemptions=[{"zone": "europe-west4-c", "at_s": 100, "outage_s": 200}])
+    apply_group(sim, "europe-west4-c", FR_GROUP, **L4_SPOT)
+    sim.cloud.skip(60)
+    (vm,) = sim.cloud.groups[("zones/europe-west4-c", FR_GROUP)].instances
+    metadata = MetadataClient(root=f"http://{sim.metadata_host(vm)}/computeMetadata/v1/", tries=1)
+    value, etag = metadata.watch("instance/preempted")
+    assert value == "FALSE" and etag
+    assert metadata.watch("instance/preempted", etag, timeout_s=1) == ("FALSE", etag)  # nothing changed: timeout
+    assert metadata.watch("instance/preempted", "stale-etag", timeout_s=30) == ("FALSE", etag)  # differs: at once
+    answered = []
+    poll = threading.Thread(target=lambda: answered.append(metadata.watch("instance/preempted", etag, timeout_s=30)))
+    poll.start()
+    sim.cloud.skip(45)  # the preemption at 100 s
+    poll.join(timeout=10)
+    assert answered and answered[0][0] == "TRUE" and answered[0][1] != etag
+    assert metadata.watch("instance/nonexistent") == (None, None)
+
+
 def test_a_zone_without_the_gpu_refuses_the_vm_and_the_quota_preflight_never_picks_it(sim_of, project):
     sim = sim_of(zones={"europe-west4-a": {"accelerators": ["nvidia-tesla-t4"]}})  # G2 machines, no L4
     apply_group(sim, "europe-west4-a", "nogpu", **L4_SPOT)

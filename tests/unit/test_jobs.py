@@ -118,6 +118,29 @@ def started_run(tmp_path, *, rank: int = 0) -> harness.JobRun:
     return run
 
 
+def test_a_preempted_run_says_where_its_checkpoint_was_saved_until_it_trains_again_and_a_second_sigterm_is_harmless(
+    tmp_path,
+):
+    from trainer.runtime.checkpoints import Position
+    from trainer.runtime.preemption import Preemption
+
+    run = started_run(tmp_path)
+    run.preemption = preemption = Preemption(D.Context(rank=0, world=1))
+    preemption.in_fit = True
+    preemption._on_signal(signal.SIGTERM, None)  # the notice watch's SIGTERM, inside fit(): a flag
+    preemption.in_fit = False
+    preemption._on_signal(signal.SIGTERM, None)  # the shutdown script's, after fit() stopped: changes nothing
+    preemption.saved = Position("classifier", phase=0, epoch=1, batch=5)  # CheckpointCallback's save at the stop
+    assert run.stopped_by(Interrupted("SIGTERM")) == TrainerExit.INTERRUPTED
+    status = read_status(run.bucket, "fr", "r1")
+    said = "preempted: checkpoint saved at epoch 2 batch 5 (classifier phase 1)"
+    assert (status.state, status.stage, status.error) == (RUNNING, INTERRUPTED_STAGE, said)
+    run.log.flush()
+    assert said in (tmp_path / "bucket" / "fr/runs/r1/log.txt").read_text()
+    RunLog(run.bucket, status).started()  # the resumed trainer
+    assert read_status(run.bucket, "fr", "r1").error is None
+
+
 @pytest.mark.parametrize(
     "exc, code, state, stage, error",
     [

@@ -61,6 +61,7 @@ class JobRun:
     rc: RunContext | None = None
     fit: Fitter | None = None
     stop_notes: Callable[[], None] = lambda: None
+    preemption: Preemption | None = None  # where a stop says the run resumes from
     interrupted: bool = False  # SIGTERM or a lost peer: the same run id resumes, so the log is not sealed
 
     def go(self, preemption: Preemption, started: float) -> TrainerExit:
@@ -88,7 +89,12 @@ class JobRun:
         user's to fix, anything else failed the run (rank 0's status; another rank records its own error)."""
         ctx, log, args = self.ctx, self.log, self.args
         if isinstance(exc, Interrupted):
-            return self._interrupted("interrupted (SIGTERM): checkpoint saved; the same run id resumes from it")
+            where = self.preemption.stopped_at() if self.preemption is not None else None
+            return self._interrupted(
+                "interrupted (SIGTERM): checkpoint saved; the same run id resumes from it"
+                + (f"\n{where}" if where else ""),
+                error=where,
+            )
         if isinstance(exc, DataError):
             log.failed(exc.message + (f" ({exc.hint})" if exc.hint else ""))
             return TrainerExit.BAD_INPUT
@@ -116,10 +122,11 @@ class JobRun:
             mark_failed(self.bucket, args.lang, args.run_id, args.env, f"rank {ctx.rank}: {type(exc).__name__}: {exc}")
         return TrainerExit.FAILED
 
-    def _interrupted(self, why: str) -> TrainerExit:
+    def _interrupted(self, why: str, error: str | None = None) -> TrainerExit:
+        """error: what status.json says of the stop until the run trains again (`trainctl status` shows it)."""
         self.interrupted = True
         self.log.line(why)
-        self.log.update(stage=INTERRUPTED_STAGE, progress=None)
+        self.log.update(stage=INTERRUPTED_STAGE, progress=None, error=error)
         return TrainerExit.INTERRUPTED
 
     def close(self) -> None:
@@ -152,7 +159,7 @@ def run_job(args) -> int:
         return TrainerExit.BAD_INPUT
     preemption = Preemption(ctx)
     preemption.install()
-    run = JobRun(args, ctx, bucket)
+    run = JobRun(args, ctx, bucket, preemption=preemption)
     try:
         return run.go(preemption, time.time())
     except Exception as exc:  # the run must end with a status, whatever happened

@@ -10,7 +10,9 @@ instead, then comes with all its nodes at once, and is never preempted.
 
 Market time is simulated seconds since the run started (its id's timestamp), `speedup` of them per wall
 second. A zone is dry inside any of its `outages` ([start_s, end_s), end None: for good) and for
-`outage_s` after a preemption in it fired (the capacity that was taken back). A preemption fires at a
+`outage_s` after a preemption in it fired (the capacity that was taken back). A preemption gives the VM
+`notice_s` wall seconds between SIGTERM (the trainer saves at the end of its batch) and SIGKILL; with 0 it is
+killed at once, losing what it trained since its last checkpoint. A preemption fires at a
 market time (`at_s`) or when the VM in its zone trains an epoch of a stage (`stage`, `epoch`: tests wait for
 events, not time; a stage an earlier VM finished does not count), once per run: which fired, and when, is
 kept in the run's launcher folder, so a run moved to another zone, or resumed later, sees the same market.
@@ -29,6 +31,7 @@ NO_CAPACITY = "ZONE_RESOURCE_POOL_EXHAUSTED"
 FLEX_START_QUEUED = "FLEX_START_QUEUED"  # a flex-start request waiting for capacity: not an error, a queue
 STAGE_LINE = "== stage "  # the run log's line as a stage starts (trainer.runtime.context)
 EPOCH_LINE = re.compile(r"(\S+) \[\d+/\d+\] epoch (\d+)/")  # `classifier [1/2] epoch 1/2  train_loss ...`
+PROGRESS_LINE = re.compile(r"(\S+) epoch (\d+)/\d+: batch ([\d,]+)/")  # `lm_finetune epoch 2/3: batch 7/15 (47%), ...`
 ERRORS_FILE, FIRED_FILE = "creation_errors.jsonl", "market_fired.json"
 POINT_S = 60.0  # how long after its market time a timed preemption still takes a VM it finds in its zone
 
@@ -40,16 +43,20 @@ class Preemption:
     stage: str | None = None
     epoch: int = 1
     outage_s: float | None = 0.0  # None: the zone stays dry for good
+    batch: int = 0  # with `stage`: this many batches into the epoch after `epoch` (its progress lines)
 
     @property
     def key(self) -> str:
         """Stable across invocations: a fired preemption is matched to the config by it."""
-        return f"{self.zone}@{self.at_s:g}s" if self.at_s is not None else f"{self.zone}@{self.stage}:{self.epoch}"
+        if self.at_s is not None:
+            return f"{self.zone}@{self.at_s:g}s"
+        return f"{self.zone}@{self.stage}:{self.epoch}" + (f"+{self.batch}" if self.batch else "")
 
     def due(self, now_s: float, log: list[str] = ()) -> bool:
         """At its market time; or once the run is at `epoch` of `stage` by the lines of its log this VM's trainer
         wrote (append-only: a stage shorter than a poll is never missed; a later stage's start counts as past the
-        epoch). Not by status.json: a resumed run's status is an earlier VM's until the trainer writes its own."""
+        epoch; with `batch`, at that batch of the next epoch, by its progress lines). Not by status.json: a resumed
+        run's status is an earlier VM's until the trainer writes its own."""
         if self.at_s is not None:  # a moment: a VM that comes to the zone later is not taken back
             return self.at_s <= now_s and (self.outage_s is None or now_s < self.at_s + max(self.outage_s, POINT_S))
         in_stage = False
@@ -60,13 +67,21 @@ class Preemption:
                 if in_stage and name != self.stage:
                     return True
                 in_stage = in_stage or name == self.stage
-                if in_stage and self.epoch == 0:
+                if in_stage and self.epoch == 0 and not self.batch:
                     return True
             elif (
                 in_stage
                 and (m := EPOCH_LINE.match(text))
                 and m.group(1) == self.stage
-                and int(m.group(2)) >= self.epoch
+                and int(m.group(2)) >= self.epoch + (1 if self.batch else 0)
+            ):
+                return True
+            elif (
+                self.batch
+                and in_stage
+                and (m := PROGRESS_LINE.match(text))
+                and m.group(1) == self.stage
+                and (int(m.group(2)), int(m.group(3).replace(",", ""))) >= (self.epoch + 1, self.batch)
             ):
                 return True
         return False
@@ -82,6 +97,8 @@ class Market:
     # not named: at once); such VMs are never preempted
     flex_start: dict[str, float | None] = field(default_factory=dict)
     rung: str = "spot"  # what this VM asks for: spot, flex_start or on_demand (always capacity)
+    # wall seconds between a preemption's SIGTERM and SIGKILL (None: the launcher's grace); 0: no notice, SIGKILL
+    notice_s: float | None = None
 
     @classmethod
     def from_json(cls, raw: str, origin: float) -> "Market":
@@ -91,7 +108,16 @@ class Market:
         }
         preemptions = tuple(Preemption(**p) for p in spec.get("preemptions", []))
         flex = {z: None if w is None else float(w) for z, w in spec.get("flex_start", {}).items()}
-        return cls(zones, preemptions, float(spec.get("speedup", 1.0)), origin, flex, spec.get("rung", "spot"))
+        notice = spec.get("notice_s")
+        return cls(
+            zones,
+            preemptions,
+            float(spec.get("speedup", 1.0)),
+            origin,
+            flex,
+            spec.get("rung", "spot"),
+            None if notice is None else float(notice),
+        )
 
     def flex_start_served(self, zone: str, queued_at_s: float, now_s: float) -> bool:
         """A flex-start request queued in `zone` at `queued_at_s` has all its nodes by `now_s`."""

@@ -19,11 +19,14 @@ class Preemption:
 
     def __init__(self, ctx: D.Context):
         self.ctx, self.requested, self.in_fit = ctx, False, False
+        self.saved = None  # the Position of the newest checkpoint this process saved (CheckpointCallback)
 
     def install(self) -> None:
         signal.signal(signal.SIGTERM, self._on_signal)
 
     def _on_signal(self, signum, _frame):
+        if self.requested:  # a second notice (the metadata watch's, then the shutdown script's) changes nothing
+            return
         self.requested = True
         if self.in_fit:
             return
@@ -31,6 +34,15 @@ class Preemption:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             signal.raise_signal(signal.SIGTERM)
         raise Interrupted("SIGTERM")
+
+    def stopped_at(self) -> str:
+        """What status.json and the log say of this stop: where the run resumes from."""
+        p = self.saved
+        if p is None:
+            return "preempted before this start saved a checkpoint: the run resumes from its newest one"
+        if p.done:
+            return f"preempted: checkpoint saved at the end of {p.stage}"
+        return f"preempted: checkpoint saved at epoch {p.epoch + 1} batch {p.batch} ({p.stage} phase {p.phase + 1})"
 
     def check(self) -> None:
         """Raise at a safe point if a signal arrived meanwhile."""

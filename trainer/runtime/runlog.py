@@ -85,7 +85,8 @@ class RunLog:
             print(f"status.json not written ({exc}); the next update writes it", flush=True)
 
     def started(self) -> None:
-        self.update(state=RUNNING, host=socket.gethostname(), pid=os.getpid())
+        # error: an interruption's note ("preempted: checkpoint saved at ..."), stale once the run trains again
+        self.update(state=RUNNING, host=socket.gethostname(), pid=os.getpid(), error=None)
 
     def succeeded(self) -> None:
         self.update(state=SUCCEEDED, stage="done", finished_at=now_iso(), error=None, progress=None)

@@ -65,6 +65,26 @@ class GcpSettings(StrictModel):
         """Where `trainctl image build` pushes: <region>-docker.pkg.dev/<project>/<registry>/trainer."""
         return f"{self.region}-docker.pkg.dev/{self.project}/{self.registry}/trainer"
 
+    def offered_rungs(self, settings) -> set[str]:
+        """The rungs of the capacity ladder this env can create a language's VMs at (stacks.config.capacity):
+        flex_start only for a one-node run of a series flex-start offers, with provider bindings that write its
+        template (or on the simulated cloud)."""
+        from stacks.targets.gcp.gpus import rung_problem
+        from stacks.targets.gcp.provider_release import flex_start_problem
+
+        machine = settings.gcp.machine_type if settings.gcp is not None else None
+        rungs = {"spot", "flex_start", "on_demand"}
+        if machine is None or rung_problem(machine, "on_demand"):
+            rungs.discard("on_demand")
+        if (
+            machine is None
+            or settings.nodes > 1
+            or rung_problem(machine, "flex_start")
+            or (self.simulated is None and flex_start_problem())
+        ):
+            rungs.discard("flex_start")
+        return rungs
+
 
 class GpuSettings(StrictModel):
     # the defaults are the language's: a block that sets one key (gpu: {count: 2}) keeps the other

@@ -1,6 +1,7 @@
 """The local launcher's machine as a Spot VM of the simulated market (trainer.launchers.market):
 created only while its zone has capacity (each try without it a creation error, as an instance group's
-error list), preempted (SIGTERM, then SIGKILL after the grace) when the market says so."""
+error list), preempted (SIGTERM, then SIGKILL after the market's notice; no notice: SIGKILL at once) when the
+market says so."""
 
 from __future__ import annotations
 
@@ -127,17 +128,28 @@ class SpotVm:
                     self.record.fire(due, now_s)
                     gone = "for good" if due.outage_s is None else f"for {due.outage_s:g}s"
                     self._say(f"Spot VM in {self.zone} preempted (market time {now_s:.0f}s); its zone is dry {gone}")
-                    child.send_signal(signal.SIGTERM)
-                    try:
-                        child.wait(timeout=GRACE_S)
-                    except subprocess.TimeoutExpired:
-                        try:
-                            os.killpg(child.pid, signal.SIGKILL)
-                        except (ProcessLookupError, PermissionError):
-                            pass
+                    self.preempt(child)
                     return
                 time.sleep(0.1)
 
         thread = threading.Thread(target=loop, name="spot-market", daemon=True)
         thread.start()
         return thread
+
+    def preempt(self, child: subprocess.Popen) -> None:
+        """The market's notice: SIGTERM (the trainer saves at the end of its batch), SIGKILL `notice_s` later;
+        without notice (0), SIGKILL at once."""
+        notice = GRACE_S if self.market.notice_s is None else self.market.notice_s
+        if notice > 0:
+            child.send_signal(signal.SIGTERM)
+            try:
+                child.wait(timeout=notice)
+                return
+            except subprocess.TimeoutExpired:
+                pass
+        else:
+            self._say("no preemption notice in this market: the VM is killed at once")
+        try:
+            os.killpg(child.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass

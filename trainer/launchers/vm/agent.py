@@ -1,4 +1,9 @@
-"""The agent: run the trainer, forward SIGTERM, enforce max_run_hours, end the run, stop the group.
+"""The agent: run the trainer, forward SIGTERM and the preemption notice, enforce max_run_hours, end the run, stop
+the group.
+
+The preemption notice: while the trainer runs, a thread long-polls the metadata key instance/preempted; when it
+turns TRUE the trainer gets SIGTERM at once (it saves at the end of its batch), as the shutdown script's SIGTERM
+does; whichever comes second changes nothing.
 
 Exit codes (startup.sh acts on them): 143 = stopped by SIGTERM/SIGINT
 (preemption or shutdown; the group is left alone so the MIG recreates the VM
@@ -54,6 +59,9 @@ SETTLE_S = 40
 REJOIN_PAUSE_S = 10  # between two torchrun starts while node 0 is being recreated
 # shutdown.sh's flag, as startup.sh mounts the host's /run/trainstack into the container.
 SHUTDOWN_FLAG = "/run/trainstack/shutting-down"
+PREEMPTED_KEY = "instance/preempted"  # FALSE, TRUE from the preemption notice on
+NOTICE_POLL_S = 60  # one long poll's timeout_sec: the server answers at once when the value changes
+NOTICE_RETRY_S = 5  # between two reads when the metadata server does not answer
 
 
 @dataclass(frozen=True)
@@ -96,21 +104,56 @@ def _terminate(child: subprocess.Popen, grace: float) -> int:
 
 
 class Forwarder:
-    """SIGTERM/SIGINT handlers for the agent's whole run: remember the signal, pass SIGTERM to the trainer."""
+    """SIGTERM/SIGINT handlers for the agent's whole run: remember the signal, pass SIGTERM to the trainer once
+    (the preemption notice read from the metadata server and the shutdown script's SIGTERM both come: the second
+    changes nothing)."""
 
     def __init__(self) -> None:
         self.child: subprocess.Popen | None = None
         self.event = threading.Event()
+        self._told: subprocess.Popen | None = None  # the trainer process that got its SIGTERM
+        self._lock = threading.RLock()  # the notice thread and the signal handler (re-entrant: same thread too)
 
     @property
     def signalled(self) -> bool:
         return self.event.is_set()
 
+    def stop_child(self) -> bool:
+        """SIGTERM to the running trainer unless it got one already; True when this call sent it."""
+        with self._lock:
+            child = self.child
+            if child is None or child is self._told or child.poll() is not None:
+                return False
+            self._told = child
+            child.send_signal(signal.SIGTERM)
+            return True
+
     def _forward(self, signum, _frame) -> None:
         self.event.set()
-        log(f"got {signal.Signals(signum).name}: forwarding SIGTERM to the trainer (it saves a checkpoint)")
-        if self.child is not None and self.child.poll() is None:
-            self.child.send_signal(signal.SIGTERM)
+        told = self._told is not None and self._told is self.child
+        log(
+            f"got {signal.Signals(signum).name}: "
+            + (
+                "the trainer was asked to save already"
+                if told
+                else "forwarding SIGTERM to the trainer (it saves a checkpoint)"
+            )
+        )
+        self.stop_child()
+
+    def notice(self, why: str) -> None:
+        """What a SIGTERM does, for a notice read elsewhere (the metadata server); from any thread."""
+        first = not self.event.is_set()
+        self.event.set()
+        log(
+            f"{why}: "
+            + (
+                "SIGTERM to the trainer, which saves a checkpoint at the end of its batch"
+                if first
+                else "the trainer was asked to save already"
+            )
+        )
+        self.stop_child()
 
     def __enter__(self) -> "Forwarder":
         self._previous = {sig: signal.signal(sig, self._forward) for sig in (signal.SIGTERM, signal.SIGINT)}
@@ -125,12 +168,52 @@ class Forwarder:
         return self.event.wait(max(seconds, 0))
 
 
+class NoticeWatch:
+    """Long-polls instance/preempted while the trainer runs: the moment Compute Engine's preemption notice turns it
+    TRUE, the trainer on this node is asked to save (`Forwarder.notice`), whether or not the shutdown script runs
+    (a real preemption was seen not to run it). Every node of a run watches its own VM."""
+
+    def __init__(self, md: MetadataClient, fwd: Forwarder, poll_s: float = NOTICE_POLL_S):
+        self.md, self.fwd, self.poll_s = md, fwd, poll_s
+        self.stopped = threading.Event()
+
+    def __enter__(self) -> "NoticeWatch":
+        threading.Thread(target=self._watch, name="preemption-notice", daemon=True).start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stopped.set()  # a long poll under way ends with the process (a daemon thread)
+
+    def _watch(self) -> None:
+        etag, unanswered = None, False
+        while not self.stopped.is_set():
+            try:
+                value, etag = self.md.watch(PREEMPTED_KEY, etag, self.poll_s)
+            except MetadataError as exc:  # briefly unreachable: asked again; told once
+                if not unanswered:
+                    log(f"could not watch for a preemption notice ({exc}); asking again every {NOTICE_RETRY_S:g}s")
+                    unanswered = True
+                if self.stopped.wait(NOTICE_RETRY_S):
+                    return
+                continue
+            if self.stopped.is_set():
+                return
+            if value is None:
+                log(f"the metadata server has no {PREEMPTED_KEY}: the preemption notice is not watched")
+                return
+            if value.strip().upper() == "TRUE":
+                self.fwd.notice(f"preemption notice ({PREEMPTED_KEY} is TRUE)")
+                return
+            if etag is None and self.stopped.wait(NOTICE_RETRY_S):  # no ETag to wait on: a plain poll
+                return
+
+
 def supervise(cmd: list[str], deadline: float, grace: float, fwd: Forwarder, env: dict | None = None) -> Outcome:
     """Runs `cmd` until it exits or the deadline passes; `fwd` passes SIGTERM/SIGINT on to it."""
     log(f"starting: {shlex.join(cmd)}")
     child = fwd.child = subprocess.Popen(cmd, env={**os.environ, **env} if env else None)
     if fwd.signalled:  # the signal arrived while the child was being started
-        child.send_signal(signal.SIGTERM)
+        fwd.stop_child()
     try:
         code = child.wait(timeout=max(deadline - time.time(), 0))
         timed_out = False
@@ -296,7 +379,7 @@ def going_away(md: MetadataClient) -> str | None:
         return "the shutdown script has started"
     try:
         quick = MetadataClient(root=md.root, tries=1, timeout_s=3)
-        if (quick.get("instance/preempted") or "").strip().upper() == "TRUE":
+        if (quick.get(PREEMPTED_KEY) or "").strip().upper() == "TRUE":
             return "Compute Engine preempted this Spot VM"
     except MetadataError as exc:
         log(f"could not ask whether this VM was preempted: {exc}")
@@ -361,7 +444,7 @@ def run_agent(md: MetadataClient, launcher: list[str] | None = None) -> int:
         log(f"run {spec.run_id}: {status.state}")
         stop_group(spec.project, spec.zone, spec.mig)
         return TrainerExit.FAILED
-    with Forwarder() as fwd:
+    with Forwarder() as fwd, NoticeWatch(md, fwd):
         outcome = run_trainer(spec, rank, launcher, fwd)
     if not (outcome.signalled and not outcome.timed_out):
         rescue(spec, name)  # before node 0 stops the group (the VM, and the container's files, go with it)

@@ -49,6 +49,25 @@ class MetadataClient:
                 time.sleep(self.backoff_s * (attempt + 1))
         raise MetadataError(f"metadata server {self.root} did not answer for {path}: {last}")
 
+    def watch(self, path: str, last_etag: str | None = None, timeout_s: float = 60) -> tuple[str | None, str | None]:
+        """(value, ETag) of `path`. With `last_etag`, a long poll: the metadata server answers at once when the
+        value's ETag differs from it, else when the value changes or after `timeout_s` (the same value and ETag
+        then); without, the value now and its ETag, to wait on next (waiting without one could miss a change
+        that came between two reads). (None, None): no such key. One try: the caller decides how to go on."""
+        query = f"?wait_for_change=true&last_etag={last_etag}&timeout_sec={int(timeout_s)}" if last_etag else ""
+        request = urllib.request.Request(self.root + path + query, headers={"Metadata-Flavor": "Google"})
+        try:
+            with urllib.request.urlopen(
+                request, timeout=(timeout_s + self.timeout_s) if last_etag else self.timeout_s
+            ) as resp:
+                return resp.read().decode(), resp.headers.get("ETag")
+        except urllib.error.HTTPError as exc:
+            if exc.code == 404:
+                return None, None
+            raise MetadataError(f"metadata server {self.root} answered {exc.code} for {path}") from exc
+        except (urllib.error.URLError, OSError) as exc:
+            raise MetadataError(f"metadata server {self.root} did not answer for {path}: {exc}") from exc
+
     def attribute(self, key: str, default: str | None = None) -> str | None:
         """A custom metadata value (instance/attributes/<key>), or `default` when absent."""
         value = self.get(f"instance/attributes/{key}")

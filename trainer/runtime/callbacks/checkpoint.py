@@ -66,4 +66,5 @@ class CheckpointCallback(Callback):
         now = rng_state()
         states = D.gather(self.ctx, {"epoch": self.rng_epoch or now, "now": now, "hidden": hidden})
         self.save(self.learn, position, states)
+        self.preemption.saved = position  # what a stop says it resumes from
         self.last_save = time.monotonic()

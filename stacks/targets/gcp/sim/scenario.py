@@ -124,6 +124,11 @@ class Scenario(StrictModel):
     retry_s: float = Field(60, gt=0, description="a group retries a failed VM creation this often (simulated)")
     boot_s: float = Field(30, ge=0, description="from creation to RUNNING (simulated)")
     stop_s: float = Field(30, ge=0, description="a preempted or deleted VM's shutdown (Spot: up to 30 s)")
+    shutdown_script: bool = Field(
+        True,
+        description="a preemption runs the VM's shutdown script (false: it never does, as a real preemption was "
+        "seen to; instance/preempted still turns TRUE and the VM is killed when its notice ends)",
+    )
     operation_s: dict[str, float] = Field(
         {}, description="simulated seconds an operation of a kind (instanceGroupManagers.delete, ...) reads RUNNING"
     )

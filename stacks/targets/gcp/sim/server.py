@@ -1,6 +1,8 @@
 """The simulated Google Cloud's HTTP server on 127.0.0.1: one port answers Compute Engine (/compute/v1/...),
 Cloud Quotas (/v1/projects/.../quotaInfos/...), the Billing Catalog (/v1/services/.../skus) and each simulated
-VM's metadata server (/sim-vm/<instance>/computeMetadata/v1/...: GCE_METADATA_HOST=127.0.0.1:PORT/sim-vm/NAME).
+VM's metadata server (/sim-vm/<instance>/computeMetadata/v1/...: GCE_METADATA_HOST=127.0.0.1:PORT/sim-vm/NAME),
+its values with an ETag and long polls (`?wait_for_change=true&last_etag=E&timeout_sec=N`) as Compute Engine's
+(https://cloud.google.com/compute/docs/metadata/querying-metadata, "Waiting for change").
 
 Every TRAINSTACK_<API>_ENDPOINT variable the gcp target reads can point at it (`endpoints`); the real
 client libraries talk to it as to Google. A background thread moves the simulated clock even when nobody asks.
@@ -8,11 +10,14 @@ client libraries talk to it as to Google. A background thread moves the simulate
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import threading
+import time
 from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from stacks.targets.gcp.sim import advice, answers, flex_start
@@ -22,6 +27,8 @@ from trainer.launchers.vm.spec import RDZV_ATTRIBUTE
 NAME = r"([^/]+)"
 SCOPE = r"((?:zones|regions)/[^/]+)"
 TICK_S = 0.2  # how often (wall seconds) the clock moves on its own
+METADATA_WAIT_MAX_S = 300.0  # the longest long poll of the metadata server (its timeout_sec), wall seconds
+METADATA_WAIT_STEP_S = 0.05  # how often a long poll looks at the value again
 
 
 def endpoints(url: str) -> dict[str, str]:
@@ -42,6 +49,7 @@ class SimServer:
         handler = _handler(self)
         self._server = ThreadingHTTPServer(("127.0.0.1", self.port), handler)
         self._stop = threading.Event()
+        self.stopping = self._stop.is_set  # long polls under way answer as the server closes
         threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         threading.Thread(target=self._tick, daemon=True).start()
         return self
@@ -81,27 +89,34 @@ def _handler(sim: SimServer):
                 return self._send(400, {"error": {"code": 400, "message": "Invalid JSON payload received."}})
             try:
                 if path.startswith("/sim-vm/"):
-                    return self._metadata(path)
+                    return self._metadata(path, query)
                 status, payload = route(cloud, self.command, path, query, body)
             except SimError as exc:
                 status, payload = exc.status, answers.error_body(exc)
             self._send(status, payload)
 
-        def _metadata(self, path: str) -> None:
+        def _metadata(self, path: str, query: dict) -> None:
             if self.headers.get("Metadata-Flavor") != "Google":
                 return self._send(403, "Missing required header: Metadata-Flavor", text=True)
             match = re.fullmatch(r"/sim-vm/([^/]+)/computeMetadata/v1/(.*)", path)
-            value = metadata_value(cloud, match.group(1), match.group(2)) if match else None
+            if match is None:
+                return self._send(404, "Not Found", text=True)
+            if query.get("wait_for_change") == "true":
+                value = wait_for_change(cloud, match.group(1), match.group(2), query, sim.stopping)
+            else:
+                value = metadata_value(cloud, match.group(1), match.group(2))
             if value is None:
                 return self._send(404, "Not Found", text=True)
-            self._send(200, value, text=True)
+            self._send(200, value, text=True, etag=etag_of(value))
 
-        def _send(self, status: int, payload, text: bool = False) -> None:
+        def _send(self, status: int, payload, text: bool = False, etag: str | None = None) -> None:
             data = (payload if text else json.dumps(payload)).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/text" if text else "application/json")
             if text:
                 self.send_header("Metadata-Flavor", "Google")
+            if etag:
+                self.send_header("ETag", etag)
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
@@ -276,6 +291,30 @@ def _instance(cloud: SimCloud, zone: str, name: str) -> dict:
         "metadata": {"items": [{"key": k, "value": v} for k, v in vm.shape.metadata.items()]},
         "selfLink": f"{api}/projects/{p}/zones/{zone}/instances/{vm.name}",
     }
+
+
+def etag_of(value: str) -> str:
+    """The metadata server's ETag of a value: changes when the value does."""
+    return hashlib.sha256(value.encode()).hexdigest()[:16]
+
+
+def wait_for_change(cloud: SimCloud, instance: str, key: str, query: dict, stopping: Callable[[], bool]) -> str | None:
+    """`?wait_for_change=true`: the value once its ETag differs from `last_etag` (at once if it does already;
+    without one, from the value's ETag now), else the same value after `timeout_sec` (default and at most
+    METADATA_WAIT_MAX_S), as the metadata server answers a long poll."""
+    value = metadata_value(cloud, instance, key)
+    if value is None:
+        return None
+    last = query.get("last_etag") or etag_of(value)
+    try:
+        timeout = min(float(query.get("timeout_sec") or METADATA_WAIT_MAX_S), METADATA_WAIT_MAX_S)
+    except ValueError:
+        timeout = METADATA_WAIT_MAX_S
+    until = time.monotonic() + timeout
+    while value is not None and etag_of(value) == last and time.monotonic() < until and not stopping():
+        time.sleep(METADATA_WAIT_STEP_S)  # the clock thread moves the cloud meanwhile
+        value = metadata_value(cloud, instance, key)
+    return value
 
 
 def metadata_value(cloud: SimCloud, instance: str, key: str) -> str | None:

@@ -3,12 +3,14 @@ metadata its template and per-instance config carry, as startup.sh starts it in 
 
 What the VM's host does around the agent is done here as images/trainer/startup.sh and shutdown.sh do it:
 the GPUs the template attaches are what the agent's hardware check sees (TRAINSTACK_GPU_PROBE, a driver the
-image accepts); a preemption, or a deletion, drops the shutdown flag and sends SIGTERM; what is left is killed
-`notice_s` wall seconds after the deletion (a checkpoint takes real time, however fast the simulated clock);
-an agent exit other than 0 (the run ended and the agent handled it) or 143 (stopped by the shutdown script)
-stops billing as startup.sh's `fatal` does, by resizing the group to 0. Preemptions triggered by a stage or
-an epoch read the run's log.txt from its bucket (the local market's rule), only the lines this boot of the VM
-wrote: a resumed run's log, and its status.json, hold what an earlier VM trained.
+image accepts); a preemption, or a deletion, drops the shutdown flag and sends SIGTERM (not a preemption in a
+scenario whose `shutdown_script` is false: the agent's watch of instance/preempted is all the notice the VM
+gets); what is left is killed `notice_s` wall seconds after the deletion (a checkpoint takes real time,
+however fast the simulated clock); an agent exit other than 0 (the run ended and the agent handled it) or 143
+(stopped by a preemption or the shutdown script) stops billing as startup.sh's `fatal` does, by resizing the
+group to 0. Preemptions triggered by a stage or an epoch read the run's log.txt from its bucket (the local
+market's rule), only the lines this boot of the VM wrote: a resumed run's log, and its status.json, hold what
+an earlier VM trained.
 """
 
 from __future__ import annotations
@@ -140,13 +142,16 @@ class VmRunner:
             item = self.running.get(vm.name)
             if item is None or item.proc.poll() is not None:
                 return
-            if event == "stopping":  # shutdown.sh: the flag, then SIGTERM to the trainer container
+            silent = vm.preempted and not self.cloud.scenario.shutdown_script
+            if event == "stopping" and silent:  # the notice only on the metadata server (instance/preempted)
+                self.say(f"simulated VM {vm.name}: preempted; its shutdown script does not run")
+            elif event == "stopping":  # shutdown.sh: the flag, then SIGTERM to the trainer container
                 (item.state_dir / "shutting-down").touch()
                 item.proc.send_signal(signal.SIGTERM)
                 self.say(f"simulated VM {vm.name}: {'preempted' if vm.preempted else 'stopping'}, SIGTERM sent")
             elif event == "gone":
                 flag = item.state_dir / "shutting-down"
-                if not flag.exists():  # deleted with its group: the shutdown script runs on deletion too
+                if not flag.exists() and not silent:  # deleted with its group: the shutdown script runs then too
                     flag.touch()
                     item.proc.send_signal(signal.SIGTERM)
                 proc = item.proc
