@@ -257,7 +257,9 @@ def take_next_rung(run: LanguageRun, rep, failover: Failover) -> bool:
         f"rung, {RUNG_NAMES[rung]} VMs, for run {run.run_id}, at the {RUNG_NAMES[rung]} price:"
     )
     target.estimate(run.config, lang, run.bucket, rep)
-    failover.candidates[:] = target.placements(run.config, lang, rep)
+    listed = target.placements(run.config, lang, rep)
+    ranking = rank_zones(target, run.config, lang, run.bucket)
+    failover.candidates[:] = sorted(listed, key=lambda p: ranking.score(getattr(p, "zone", None)))
     return True
 
 
