@@ -16,15 +16,17 @@ create one retries and the run moves after `creation_error_minutes`; checkpoints
 
 Policies:
 - in order (until now): zones in the order typed; a preempted VM is recreated by its group in its own zone;
-- ranked: zones ordered by this project's own preemption history (earlier runs' preemptions per VM hour, the
-  zone's), and the zone that preempted the run blocked for `zone_block_minutes` (the run moves at once);
-- ranked + flex: as ranked, with capacity [spot, flex_start] (a dry pass over every zone takes flex-start);
-- each with the preemption notice handled (a checkpoint at the batch the notice finds: half a batch lost) or not
-  (the work since the last periodic checkpoint lost).
+- ranked (what ships): zones ordered by this project's own preemption history (earlier runs' preemptions per VM
+  hour, the zone's); a preempted VM is recreated in its zone by its group, and the run's moves skip that zone for
+  `zone_block_minutes` (the real Failover's `blocked`);
+- ranked + flex (what ships by default): as ranked, with capacity [spot, flex_start] (a dry pass takes flex-start);
+- ranked + flex, move at preemption: the run leaves the zone that preempted it at once (not built yet);
+- the notice handled (a checkpoint at the batch the notice finds: half a batch lost) or not (the work since the last
+  periodic checkpoint lost): in order, both ways; the others with it.
 
-Figures per run, medians over seeds and runs: goodput (training hours needed / VM hours billed), time to first
-epoch, p95 preemption -> training again, work lost per preemption, cost per run (europe-west4 g2-standard-8 + L4,
-stacks/targets/gcp/prices.yaml; flex-start at the rate named below).
+Figures per run, means over seeds and runs (the p95s over every one): goodput (training hours needed / VM hours
+billed), time to first epoch, p95 preemption -> training again, work lost per preemption, cost per run of two
+machines in europe-west4 at the rates the product prices them at (MACHINES below).
 """
 
 from __future__ import annotations
@@ -52,10 +54,23 @@ CAPACITY_WAIT_S = 60 * 60  # capacity_wait_minutes
 FLEX_WAIT_LIMIT_S = 60 * 60  # flex_start_wait_minutes
 ZONE_BLOCK_S = 60 * 60  # zone_block_minutes
 FLEX_MEDIAN_S = 15 * 60
-PRICE = {"spot": 0.4708, "on_demand": 0.8972}  # europe-west4 g2-standard-8 (+ L4), USD per hour
-# flex-start: Google lists "up to 53 %" off on demand for A4/A3/A2; no G2 figure is published in the project's
-# price source, so the model takes 40 % off (a flex-start hour between Spot and on-demand, as the tiers are)
-PRICE["flex_start"] = round(PRICE["on_demand"] * 0.6, 4)
+RUNG_KEYS = ("spot", "flex_start", "on_demand")
+# Each machine priced as the product prices it (stacks/targets/gcp/prices.py rung_per_hour: prices.yaml's Spot and
+# on-demand rates; flex-start at on-demand less the series' published discount: G2 none, A2 53 %)
+MACHINES = {
+    "g2-standard-8 + L4": ("g2-standard-8", "nvidia-l4"),
+    "a2-highgpu-1g + A100": ("a2-highgpu-1g", "nvidia-tesla-a100"),
+}
+
+
+def prices() -> dict[str, dict[str, float]]:
+    from stacks.targets.gcp.prices import fallback_book, rung_per_hour
+
+    book = fallback_book()
+    return {
+        name: {rung: rung_per_hour(book, "europe-west4", machine, gpu, 1, rung)[0] for rung in RUNG_KEYS}
+        for name, (machine, gpu) in MACHINES.items()
+    }
 
 
 @dataclass
@@ -110,15 +125,15 @@ class Policy:
     ranked: bool = False
     ladder: tuple[str, ...] = ("spot",)
     notice: bool = True
+    move_at_preemption: bool = False  # leave the zone that preempted the run at once (else its group recreates there)
 
 
 POLICIES = (
     Policy("in order", notice=False),
     Policy("in order"),
-    Policy("ranked", ranked=True, notice=False),
     Policy("ranked", ranked=True),
-    Policy("ranked + flex", ranked=True, ladder=("spot", "flex_start"), notice=False),
     Policy("ranked + flex", ranked=True, ladder=("spot", "flex_start")),
+    Policy("ranked + flex, move at preemption", ranked=True, ladder=("spot", "flex_start"), move_at_preemption=True),
 )
 
 
@@ -145,9 +160,8 @@ class RunResult:
     back_s: list[float]
     lost_s: list[float]
 
-    @property
-    def cost(self) -> float:
-        return sum(PRICE[r] * s / 3600 for r, s in self.billed.items())
+    def cost(self, price: dict[str, float]) -> float:
+        return sum(price[r] * s / 3600 for r, s in self.billed.items())
 
 
 def one_run(market: Market, policy: Policy, start: float, history: History) -> RunResult:
@@ -155,7 +169,7 @@ def one_run(market: Market, policy: Policy, start: float, history: History) -> R
     blocked: dict[str, float] = {}
     rung_i, stops = 0, 0
     done = 0.0
-    billed = {r: 0.0 for r in PRICE}
+    billed = {r: 0.0 for r in RUNG_KEYS}
     first_epoch, back, lost, preempted_at = None, [], [], None
 
     def order() -> list[str]:
@@ -172,9 +186,18 @@ def one_run(market: Market, policy: Policy, start: float, history: History) -> R
     def sleep(s: float) -> None:
         clock["t"] += s
 
+    def block(zone: str) -> str | None:
+        return "preempted the run" if policy.ranked and blocked.get(zone, -1) > clock["t"] else None
+
     def new_failover() -> Failover:
         return Failover(
-            order(), CAPACITY_WAIT_S, (60.0, 300.0), sleep=sleep, clock=lambda: clock["t"], pass_done=next_rung
+            order(),
+            CAPACITY_WAIT_S,
+            (60.0, 300.0),
+            sleep=sleep,
+            clock=lambda: clock["t"],
+            pass_done=next_rung,
+            blocked=block,
         )
 
     failover = new_failover()
@@ -225,13 +248,14 @@ def one_run(market: Market, policy: Policy, start: float, history: History) -> R
         done += trained - lost[-1]
         history.preemptions[zone] += 1
         preempted_at, clock["t"] = taken, taken
-        if policy.ranked:  # blocked: the run moves at once to the best other zone
-            blocked[zone] = taken + ZONE_BLOCK_S
+        if policy.ranked:
+            blocked[zone] = taken + ZONE_BLOCK_S  # its moves skip the zone (Failover's `blocked`)
+        if policy.move_at_preemption:  # the run leaves at once for the best other zone
             failover.candidates[:] = order()
             failover.index = -1
             zone = failover.next_placement(0.0, lambda _m: None) or zone
             clock["t"] += MOVE_S
-        # in order: the group recreates the VM in its own zone (the loop above waits for capacity there)
+        # else the group recreates the VM in its own zone (the loop above waits for capacity there)
     return RunResult(clock["t"], stops, billed, first_epoch, back, lost)
 
 
@@ -253,6 +277,7 @@ def p95(values: list[float]) -> float | None:
 
 
 def table(profiles: list[str], seeds: int) -> list[dict]:
+    price = prices()
     rows = []
     for profile in profiles:
         for policy in POLICIES:
@@ -280,7 +305,7 @@ def table(profiles: list[str], seeds: int) -> list[dict]:
                     "back_p95_min": round(p95(backs) / 60, 1) if backs else None,
                     "lost_per_preemption_s": round(statistics.mean(losses), 1) if losses else None,
                     "preemptions_per_run": round(len(losses) / len(runs), 2),
-                    "cost_per_run": round(statistics.mean(r.cost for r in runs), 2),
+                    **{f"cost {m}": round(statistics.mean(r.cost(p) for r in runs), 2) for m, p in price.items()},
                     "flex_share": round(sum(r.billed["flex_start"] for r in runs) / billed_s, 2),
                 }
             )
@@ -288,16 +313,21 @@ def table(profiles: list[str], seeds: int) -> list[dict]:
 
 
 def markdown(rows: list[dict]) -> str:
+    costs = [k for k in rows[0] if k.startswith("cost ")]
     head = (
         "| profile | policy | notice | runs / fortnight (stops) | hours / run | goodput | first epoch p95 | back p95 "
-        "| lost / preemption | preemptions / run | cost / run | flex-start hours |\n"
-        "|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+        "| lost / preemption | preemptions / run | "
+        + " | ".join(f"{c.removeprefix('cost ')}: cost / run" for c in costs)
+        + " | flex-start hours |\n|"
+        + "---|" * (11 + len(costs))
+        + "\n"
     )
     lines = [
         f"| {r['profile']} | {r['policy']} | {'on' if r['notice'] else 'off'} | {r['runs_per_fortnight']} "
         f"({r['stopped']}) | {r['hours_per_run']} | {r['goodput']} | {r['first_epoch_p95_min']} min "
-        f"| {r['back_p95_min']} min | {r['lost_per_preemption_s']} s | {r['preemptions_per_run']} "
-        f"| ${r['cost_per_run']} | {r['flex_share']:.0%} |"
+        f"| {r['back_p95_min']} min | {r['lost_per_preemption_s']} s | {r['preemptions_per_run']} | "
+        + " | ".join(f"${r[c]}" for c in costs)
+        + f" | {r['flex_share']:.0%} |"
         for r in rows
     ]
     return head + "\n".join(lines)

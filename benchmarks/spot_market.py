@@ -293,6 +293,7 @@ def main() -> None:
         "creation_error_minutes": CREATION_ERROR_MARKET_S / 60 / args.speedup,
         "capacity_wait_minutes": 120 / args.speedup,
         "max_restarts": 100,
+        "capacity": ["spot"],  # Spot alone: what this benchmark measures (the ladder: --policies)
     }
     print(
         f"# spot_market: {platform.node()}, {platform.machine()}, python {platform.python_version()}, "

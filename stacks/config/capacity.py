@@ -50,9 +50,13 @@ class CapacityLadder(StrictModel):
         """`capacity` is the ladder; `spot` and `on_demand_fallback`, its older spelling, are read from it. Alone they
         mean what they meant (spot: false, on demand only; on_demand_fallback: true, Spot then on demand); beside a
         capacity (an overlay's over a newer base's) they edit it."""
-        given = self.model_fields_set
+        given, written = self.model_fields_set, self.capacity
         legacy_spot = self.spot if "spot" in given else None
         legacy_fallback = self.on_demand_fallback if "on_demand_fallback" in given else None
+        if written is not None and legacy_spot == (written[0] == "spot"):
+            legacy_spot = None  # what the ladder says already (a dumped config read again): not an edit
+        if written is not None and legacy_fallback == ("on_demand" in written[1:]):
+            legacy_fallback = None
         if self.capacity is not None:
             ladder = list(self.capacity)
             if len(set(ladder)) != len(ladder):

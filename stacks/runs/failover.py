@@ -38,12 +38,14 @@ class Failover:
     without_vm_since: float | None = None
     tried_in_pass: int = 0
     pauses: int = 0
+    tried_blocked: list = field(default_factory=list)  # the last full pass's blocked placements (not asked)
     pass_done: object = None  # called when every candidate failed in a pass; True: it changed them, no pause
     ruled_out: list = field(default_factory=list)  # predicates of placements the pass's errors would meet too
     describe: object = str  # a placement in a few words (the target's describe_placement)
     # placement -> why it may not take the run now (the zone that preempted it, for zone_block_minutes), else None;
     # asked at every move, so a block holds whatever order the candidates are in
     blocked: object = None
+    blocked_in_pass: list = field(default_factory=list)  # the placements the block skipped in this pass
 
     def vm_came(self) -> None:
         """A VM runs the trainer again: the next stretch without one starts its own clock."""
@@ -64,6 +66,7 @@ class Failover:
             why = self.blocked(placement) if self.blocked is not None and len(self.candidates) > 1 else None
             if why:
                 say(f"skipping {self.describe(placement)}: {why}")
+                self.blocked_in_pass.append(placement)
             elif not any(rule(placement) for rule in self.ruled_out):
                 return placement
             else:
@@ -76,6 +79,7 @@ class Failover:
         self.tried_in_pass += 1
         if self.tried_in_pass >= len(self.candidates):
             self.ruled_out = []  # a new pass: a quota may have been freed meanwhile
+            self.tried_blocked, self.blocked_in_pass = list(self.blocked_in_pass), []
         if self.tried_in_pass >= len(self.candidates) and self.pass_done is not None and self.pass_done():
             self.tried_in_pass, self.index = 0, 0
             return self.candidates[0]

@@ -94,6 +94,7 @@ def run_language(
         journal.placed(placement_record(run.placement, run.settings))
     if attached:  # followed, and moved, from where its last apply put it, not where a new run would go
         run.placement = run.target.placement_of_run(config, lang, run.bucket, run.run_id) or run.placement
+        keep_rung(run, journal)
         running = read_status(run.bucket, lang, run.run_id)
         if running is not None and running.job != run.job:
             rep.warn(
@@ -130,11 +131,36 @@ def run_language(
     return run
 
 
+def keep_rung(run: LanguageRun, journal: RunJournal) -> None:
+    """A run followed again is on the rung its last placement took (a later rung of its ladder, after a dry pass),
+    not on its ladder's first."""
+    placed = journal.data["placements"]
+    rung = placed[-1].get("rung") if placed else None
+    if rung and rung != run.settings.rung and rung in run.settings.capacity:
+        on_rung = run.config.languages[run.lang].on_rung(rung)
+        run.config = run.config.model_copy(update={"languages": {**run.config.languages, run.lang: on_rung}})
+        run.settings = run.config.language(run.lang)
+
+
+def queue_wait_s(settings) -> float:
+    """How long a placement may hold the run in a queue before any VM exists (a flex-start request), on top of the
+    target's time for a first status.json."""
+    return settings.flex_start_wait_minutes * 60 if settings.rung == "flex_start" else 0.0
+
+
 def placement_record(placement, settings) -> dict:
     """What metadata/placements.json says of a placement: its zone, its region where the target's placement has one
-    (a zone's name alone does not say it on every cloud), and the rung of the capacity ladder it asked for."""
+    (a zone's name alone does not say it on every cloud), the rung of the capacity ladder it asked for, and how long
+    a queue may hold it (`queue_s`: a run queued for a flex-start VM is still going, whoever asks)."""
     zone, region = getattr(placement, "zone", None), getattr(placement, "region", None)
-    return {"zone": zone, **({"region": region} if region else {}), "spot": settings.spot, "rung": settings.rung}
+    queue = queue_wait_s(settings)
+    return {
+        "zone": zone,
+        **({"region": region} if region else {}),
+        "spot": settings.spot,
+        "rung": settings.rung,
+        **({"queue_s": queue} if queue else {}),
+    }
 
 
 def follow_moving(
@@ -203,7 +229,7 @@ def follow_in_place(run: LanguageRun, rep, *, on_status: Callable, tail: watch.L
         rep,
         launcher_alive=target.launcher_alive(run.project, run.env, run.run_id),
         poll_s=target.poll_s,
-        appear_timeout_s=target.status_appear_timeout_s,
+        appear_timeout_s=target.status_appear_timeout_s + queue_wait_s(settings),
         give_up_at=watch.give_up_time(run.run_id, settings.max_run_hours),
         creation_errors=target.creation_errors(
             config, lang, rep, placement=run.placement, project=run.project, run_id=run.run_id
@@ -252,8 +278,12 @@ def take_next_rung(run: LanguageRun, rep, failover: Failover) -> bool:
     on_rung = run.config.languages[lang].on_rung(rung)
     run.config = run.config.model_copy(update={"languages": {**run.config.languages, lang: on_rung}})
     run.settings = run.config.language(lang)
+    blocked = len({id(p) for p in failover.tried_blocked})
+    asked = f"{len(failover.candidates) - blocked} placement(s)" + (
+        f" ({blocked} more blocked: it preempted the run within zone_block_minutes)" if blocked else ""
+    )
     rep.warn(
-        f"no {RUNG_NAMES[was]} capacity in any of {len(failover.candidates)} placement(s): capacity takes its next "
+        f"no {RUNG_NAMES[was]} capacity in any of {asked}: capacity takes its next "
         f"rung, {RUNG_NAMES[rung]} VMs, for run {run.run_id}, at the {RUNG_NAMES[rung]} price:"
     )
     target.estimate(run.config, lang, run.bucket, rep)

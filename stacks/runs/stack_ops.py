@@ -140,7 +140,11 @@ def write_run_metadata(run: LanguageRun) -> None:
     }
     settings = run.settings
     meta.update(
-        target=run.config.target, spot=settings.spot, nodes=settings.nodes, max_run_hours=settings.max_run_hours
+        target=run.config.target,
+        spot=settings.spot,
+        rung=settings.rung,
+        nodes=settings.nodes,
+        max_run_hours=settings.max_run_hours,
     )
     meta.update(run.target.run_metadata(run.config, run.lang, run.placement, bucket))
     prefix = "metadata/"

@@ -40,7 +40,7 @@ def live_state(bucket: Bucket, lang: str, run_id: str, appear_timeout_s: float) 
     # Its latest placement counts as a start: a run moving from dry zone to dry zone (a pass over them takes
     # longer than the appear timeout) has no status yet and is still going.
     started = max(filter(None, (run_started_at(run_id), last_placed_at(bucket, lang, run_id))), default=None)
-    young = started is not None and time.time() - started < appear_timeout_s
+    young = started is not None and time.time() - started < appear_timeout_s + last_queue_s(bucket, lang, run_id)
     return "STARTING" if young and vm_startup_error(bucket, lang, run_id) is None else None
 
 
@@ -53,6 +53,16 @@ def last_placed_at(bucket: Bucket, lang: str, run_id: str) -> float | None:
     placements = (read_json(bucket, run_key(lang, run_id, PLACEMENTS_META)) or {}).get("placements") or []
     times = [parse_time(placements[-1].get(k)) for k in ("applied_at", "ended_at")] if placements else []
     return max((t.timestamp() for t in times if t is not None), default=None)
+
+
+def last_queue_s(bucket: Bucket, lang: str, run_id: str) -> float:
+    """How long the run's latest placement may wait in a queue before any VM exists (a flex-start request)."""
+    from trainer.runfiles.keys import PLACEMENTS_META
+    from trainer.runfiles.readers import read_json
+
+    placements = (read_json(bucket, run_key(lang, run_id, PLACEMENTS_META)) or {}).get("placements") or []
+    queue = placements[-1].get("queue_s") if placements else None
+    return float(queue) if isinstance(queue, (int, float)) else 0.0
 
 
 class LogTail:

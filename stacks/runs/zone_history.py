@@ -80,7 +80,11 @@ class ZoneHistory:
             stats.runs.add(run_id)
             if placement.get("outcome") in CAPACITY_OUTCOMES:
                 stats.capacity_failures += 1
-            if placement.get("ran"):
+            # Spot hours only: a flex-start or on-demand VM is not preempted, and would make its zone look safe
+            if (
+                placement.get("ran")
+                and placement.get("rung", "spot" if placement.get("spot", True) else "on_demand") == "spot"
+            ):
                 ended = _time(placement.get("ended_at")) or last_seen
                 stats.vm_hours += max((ended - applied).total_seconds(), 0.0) / 3600
         for preemption in preemptions:

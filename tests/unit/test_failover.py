@@ -105,7 +105,7 @@ def test_a_preempted_local_vm_gets_sigterm_within_its_notice_or_without_one_sigk
         start_new_session=True,
     )
     assert trainer.stdout.readline() == "ready\n"
-    market = Market({"a": []}, (), 1.0, 0.0, notice_s)
+    market = Market({"a": []}, (), 1.0, 0.0, notice_s=notice_s)
     args = SimpleNamespace(bucket=f"file://{tmp_path / 'bucket'}", lang="fr", run_id="r1")
     SpotVm(market, "a", tmp_path, args).preempt(trainer)
     assert trainer.wait(timeout=10) == code

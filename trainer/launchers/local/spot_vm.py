@@ -24,6 +24,7 @@ class SpotVm:
         from trainer.launchers.market import MarketRecord
 
         self.market, self.zone, self.args = market, zone, args
+        self.preempted = False  # this VM's trainer was preempted (reset as the next one starts)
         self.record = MarketRecord(state_dir)
 
     def _say(self, message: str) -> None:
@@ -139,6 +140,7 @@ class SpotVm:
     def preempt(self, child: subprocess.Popen) -> None:
         """The market's notice: SIGTERM (the trainer saves at the end of its batch), SIGKILL `notice_s` later;
         without notice (0), SIGKILL at once."""
+        self.preempted = True  # the supervisor's to read: the trainer's end is the market's doing, not an error
         notice = GRACE_S if self.market.notice_s is None else self.market.notice_s
         if notice > 0:
             child.send_signal(signal.SIGTERM)

@@ -283,6 +283,8 @@ def _supervise(
         seen = spot.log_seen() if spot is not None else None  # where the run log stands as this VM boots
         child = stopping["child"] = _launch(state_dir, trainer_args, processes, pinned)
         _write_atomic(state_dir / VM_FILE, "running")
+        if spot is not None:
+            spot.preempted = False
         watcher = spot.watch(child, seen) if spot is not None else None
         try:
             code = child.wait(timeout=max(deadline - time.monotonic(), 0))
@@ -301,7 +303,12 @@ def _supervise(
             break
         bucket = open_bucket(args.bucket)
         status = read_status(bucket, args.lang, args.run_id)
-        restart = _restart_on_error(bucket, args, policy, code, status, zone=spot.zone if spot is not None else None)
+        preempted = spot is not None and spot.preempted  # however it died then, the market took it: not an error
+        restart = (
+            None
+            if preempted
+            else _restart_on_error(bucket, args, policy, code, status, zone=spot.zone if spot is not None else None)
+        )
         if restart is True:
             continue
         if restart is not None:
