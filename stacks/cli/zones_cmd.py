@@ -15,12 +15,13 @@ def zones(lang: LangArg, env: EnvOpt = "local", sets: SetOpt = None, run: RunOpt
     may not ask), and, with --run, the zones that run may not use again yet (zone_block_minutes). Zones alike keep
     the env's order."""
     from stacks.runs.failover import read_journal
+    from stacks.runs.records import pick_run
     from stacks.runs.zone_ranking import rank_zones
     from stacks.targets import target_of
 
     config, bucket = open_env(env, sets, lang)
     target = target_of(config)
-    journal = read_journal(bucket, lang, run) if run else None
+    journal = read_journal(bucket, lang, pick_run(bucket, lang, run)) if run else None
     ranking = rank_zones(target, config, lang, bucket, journal=journal)
     if not ranking.zones:
         console.print(

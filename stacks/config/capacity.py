@@ -1,5 +1,5 @@
 """The capacity ladder of a language's runs: the rungs a run takes in turn when every placement lacks the one before
-(stacks.runs.runflow.take_next_rung), part of every target's language settings (`LanguageSettingsBase` derives from
+(stacks.runs.ladder.take_next_rung), part of every target's language settings (`LanguageSettingsBase` derives from
 it). A target says which rungs it can serve a language's machine at (its env block's `offered_rungs`): the default
 ladder leaves out the others; a ladder written out is checked by the target instead (exit 2, naming the rung)."""
 

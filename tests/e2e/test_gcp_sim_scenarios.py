@@ -64,7 +64,18 @@ def test_zones_without_the_gpu_or_quota_are_never_candidates_and_a_mixed_error_w
     assert "nvidia-l4 not offered in europe-west4-a" in text, text
     assert "train-fr → europe-west4-b (PREEMPTIBLE_NVIDIA_L4_GPUS)" in text, text
 
-    r = trainctl(pushed, "train", "fr", "--env", ENV, *scenario, "--set", "defaults.capacity_wait_minutes=0")
+    r = trainctl(
+        pushed,
+        "train",
+        "fr",
+        "--env",
+        ENV,
+        *scenario,
+        "--set",
+        "defaults.capacity_wait_minutes=0",
+        "--set",
+        "defaults.capacity=[spot]",
+    )
     out = r.stdout + r.stderr
     assert r.returncode == 3, out
     # every candidate tried once (a wait of 0 still makes one pass), none without the L4 or its quota
@@ -88,7 +99,18 @@ def test_a_regional_quota_refusal_skips_the_rest_of_its_region(pushed):
         "{regions: {europe-west4: {quotas: {INSTANCES: {limit: 2, usage: 2}}}}, "
         f"zones: {{europe-west4-a: {{outages: []}}, europe-west1-b: {DRY}}}}}"
     )
-    r = trainctl(pushed, "train", "fr", "--env", ENV, *scenario, "--set", "defaults.capacity_wait_minutes=0")
+    r = trainctl(
+        pushed,
+        "train",
+        "fr",
+        "--env",
+        ENV,
+        *scenario,
+        "--set",
+        "defaults.capacity_wait_minutes=0",
+        "--set",
+        "defaults.capacity=[spot]",
+    )
     out = r.stdout + r.stderr
     assert r.returncode == 3, out
     assert "QUOTA_EXCEEDED: Quota 'INSTANCES' exceeded." in out, out
@@ -176,7 +198,17 @@ def test_ctrl_c_in_the_pause_between_dry_passes_prints_the_resume_command(pushed
     scenario = overrides(
         f"{{zones: {{europe-west4-a: {DRY}, europe-west4-b: {DRY}, europe-west4-c: {DRY}, europe-west1-b: {DRY}}}}}"
     )
-    args = ["train", "fr", "--env", ENV, *scenario, "--set", "defaults.capacity_wait_minutes=60"]
+    args = [
+        "train",
+        "fr",
+        "--env",
+        ENV,
+        *scenario,
+        "--set",
+        "defaults.capacity_wait_minutes=60",
+        "--set",
+        "defaults.capacity=[spot]",
+    ]
     code, out = _ctrl_c(pushed, args, "trying them again in")
     assert code == 130, out
     resume = re.search(r"--resume (\S+)", out)

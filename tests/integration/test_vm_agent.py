@@ -19,8 +19,9 @@ import pytest
 
 from tests.support.project import REPO  # noqa: E402
 from tests.support.recorded_api import FIXTURES, RecordedApi
-from trainer.launchers.vm.agent import Forwarder, end_reason
+from trainer.launchers.vm.agent import end_reason
 from trainer.launchers.vm.metadata import MetadataClient, MetadataError
+from trainer.launchers.vm.signals import Forwarder
 from trainer.launchers.vm.spec import JOIN_TIMEOUT_S, VmSpec, build_command, command_env, node_rank
 from trainer.runfiles.status_file import FAILED, RUNNING, SUCCEEDED, RunStatus, read_status, write_status
 from trainer.runfiles.timestamps import now_iso
@@ -724,7 +725,7 @@ def test_trainer_death_on_a_vm_that_stays_is_still_a_failure(tmp_path, gcs_env):
 
 
 def test_going_away_answers_even_without_a_metadata_server(monkeypatch, tmp_path):
-    from trainer.launchers.vm.agent import going_away
+    from trainer.launchers.vm.signals import going_away
 
     monkeypatch.setenv("TRAINSTACK_SHUTDOWN_FLAG", str(tmp_path / "absent"))
     with MetadataServer({}) as md:

@@ -65,6 +65,7 @@ COMMANDS = {
     ("runs compare", "run_a"): ["runs", "compare", "RUN", SUCCEEDED_FR],
     ("runs compare", "run_b"): ["runs", "compare", SUCCEEDED_FR, "RUN"],
     ("runs export", "run_ids"): ["runs", "export", "en", "RUN"],
+    ("zones", "run"): ["zones", "en", "--run", "RUN"],
 }
 
 

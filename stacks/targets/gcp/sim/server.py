@@ -118,8 +118,11 @@ def _handler(sim: SimServer):
             if etag:
                 self.send_header("ETag", etag)
             self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            try:
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the caller went away (a VM deleted during its long poll): nobody is left to answer
 
         do_GET = do_POST = do_DELETE = do_PATCH = do_PUT = do_HEAD = _serve
 
