@@ -3,6 +3,8 @@ them to a real file:// run folder, and the config check on the exit codes a user
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 from typer.testing import CliRunner
 
@@ -26,14 +28,19 @@ def run_folder(tmp_path):
 def test_a_named_exit_code_is_restarted_within_its_budget_then_ends_the_run_naming_the_limit(tmp_path):
     bucket, args = run_folder(tmp_path)
     policy, running = RestartPolicy(1, (137,)), RunStatus(run_id=RUN, lang="fr", env="local", state=RUNNING)
-    assert _restart_on_error(bucket, args, policy, -9, running, zone="local-a") is True  # SIGKILL reads 137
+    # a Spot VM of the market killed by its preemption (no notice: SIGKILL) is the market's doing, not an error
+    preempted = SimpleNamespace(zone="local-a", preempted=True)
+    assert _restart_on_error(bucket, args, policy, -9, running, spot=preempted) is None
+    assert read_restarts(bucket, "fr", RUN) == []
+    vm = SimpleNamespace(zone="local-a", preempted=False)
+    assert _restart_on_error(bucket, args, policy, -9, running, spot=vm) is True  # SIGKILL reads 137
     [record] = read_restarts(bucket, "fr", RUN)
     assert record["restart"] == 1 and record["exit_code"] == 137 and record["launcher"] == "local"
     assert record["zone"] == "local-a" and record["cause"] == "exit code 137 (restart_on_exit_codes)"
     log = bucket.read_appended(f"fr/runs/{RUN}/log.txt")[0].decode()
     assert "restart 1 of 1 after exit code 137 (restart_on_exit_codes)" in log
     # The count is the run's, in its folder: another launcher process (a resumed run) reads it.
-    again = _restart_on_error(bucket, args, policy, 137, running, zone=None)
+    again = _restart_on_error(bucket, args, policy, 137, running, spot=None)
     assert again == "exit code 137 (restart_on_exit_codes) after 1 restart(s): max_restarts_on_errors=1 reached"
     assert len(read_restarts(bucket, "fr", RUN)) == 1
 
@@ -43,9 +50,9 @@ def test_the_codes_fault_or_an_unnamed_code_is_left_to_the_interruption_rule(tmp
     policy = RestartPolicy(3, (1, 2, 75))
     failed = RunStatus(run_id=RUN, lang="fr", env="local", state=FAILED, error="ValueError: boom")
     running = RunStatus(run_id=RUN, lang="fr", env="local", state=RUNNING)
-    assert _restart_on_error(bucket, args, policy, 1, failed, zone=None) is None  # a Python error: FAILED written
-    assert _restart_on_error(bucket, args, policy, 2, running, zone=None) is None  # bad input, named or not
-    assert _restart_on_error(bucket, args, policy, 76, running, zone=None) is None  # not named
+    assert _restart_on_error(bucket, args, policy, 1, failed, spot=None) is None  # a Python error: FAILED written
+    assert _restart_on_error(bucket, args, policy, 2, running, spot=None) is None  # bad input, named or not
+    assert _restart_on_error(bucket, args, policy, 76, running, spot=None) is None  # not named
     assert read_restarts(bucket, "fr", RUN) == []
 
 

@@ -303,12 +303,7 @@ def _supervise(
             break
         bucket = open_bucket(args.bucket)
         status = read_status(bucket, args.lang, args.run_id)
-        preempted = spot is not None and spot.preempted  # however it died then, the market took it: not an error
-        restart = (
-            None
-            if preempted
-            else _restart_on_error(bucket, args, policy, code, status, zone=spot.zone if spot is not None else None)
-        )
+        restart = _restart_on_error(bucket, args, policy, code, status, spot=spot)
         if restart is True:
             continue
         if restart is not None:
@@ -332,9 +327,13 @@ def _supervise(
     return 0
 
 
-def _restart_on_error(bucket, args, policy: RestartPolicy, code: int, status, *, zone: str | None) -> bool | str | None:
+def _restart_on_error(bucket, args, policy: RestartPolicy, code: int, status, *, spot) -> bool | str | None:
     """True: restarted after a failure not the code's (trainer.launchers.restarts); a text: such a failure
-    past max_restarts_on_errors, why the run ends; None: not such a failure (the interruption rule decides)."""
+    past max_restarts_on_errors, why the run ends; None: not such a failure (the interruption rule decides; a VM
+    the market preempted, however its trainer ended)."""
+    if spot is not None and spot.preempted:
+        return None
+    zone = spot.zone if spot is not None else None
     cause = policy.cause(exit_status(code), status)
     if cause is None:
         return None
