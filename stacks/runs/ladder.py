@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from stacks.runs.zone_ranking import rank_zones
-
 if TYPE_CHECKING:
     from stacks.runs.failover import Failover, RunJournal
     from stacks.runs.language_run import LanguageRun
@@ -33,9 +31,8 @@ def take_next_rung(run: LanguageRun, rep, failover: Failover) -> bool:
         f"rung, {RUNG_NAMES[rung]} VMs, for run {run.run_id}, at the {RUNG_NAMES[rung]} price:"
     )
     target.estimate(run.config, lang, run.bucket, rep)
-    listed = target.placements(run.config, lang, rep)
-    ranking = rank_zones(target, run.config, lang, run.bucket)
-    failover.candidates[:] = sorted(listed, key=lambda p: ranking.score(getattr(p, "zone", None)))
+    # in the target's order: the zones' ranking is by Spot preemptions, which say nothing of a later rung's VMs
+    failover.candidates[:] = target.placements(run.config, lang, rep)
     return True
 
 
