@@ -44,6 +44,13 @@ def _ctrl_c(root, args: list[str], line: str) -> tuple[int, str]:
     return code, " ".join(out.split())
 
 
+def train_one_spot_pass(pushed, scenario: list[str]):
+    """`train fr` on Spot alone, one pass over the candidates (capacity_wait_minutes 0): where every one is dry,
+    stopped resumable, exit 3."""
+    sets = ["--set", "defaults.capacity_wait_minutes=0", "--set", "defaults.capacity=[spot]"]
+    return trainctl(pushed, "train", "fr", "--env", ENV, *scenario, *sets)
+
+
 def test_zones_without_the_gpu_or_quota_are_never_candidates_and_a_mixed_error_window_moves(pushed):
     """europe-west4-a offers no L4, europe-west1 grants no L4 quota; europe-west4-b answers
     ZONE_RESOURCE_POOL_EXHAUSTED and UNSUPPORTED_OPERATION in turn (the default scenario's mix), europe-west4-c
@@ -64,18 +71,7 @@ def test_zones_without_the_gpu_or_quota_are_never_candidates_and_a_mixed_error_w
     assert "nvidia-l4 not offered in europe-west4-a" in text, text
     assert "train-fr → europe-west4-b (PREEMPTIBLE_NVIDIA_L4_GPUS)" in text, text
 
-    r = trainctl(
-        pushed,
-        "train",
-        "fr",
-        "--env",
-        ENV,
-        *scenario,
-        "--set",
-        "defaults.capacity_wait_minutes=0",
-        "--set",
-        "defaults.capacity=[spot]",
-    )
+    r = train_one_spot_pass(pushed, scenario)
     out = r.stdout + r.stderr
     assert r.returncode == 3, out
     # every candidate tried once (a wait of 0 still makes one pass), none without the L4 or its quota
@@ -99,18 +95,7 @@ def test_a_regional_quota_refusal_skips_the_rest_of_its_region(pushed):
         "{regions: {europe-west4: {quotas: {INSTANCES: {limit: 2, usage: 2}}}}, "
         f"zones: {{europe-west4-a: {{outages: []}}, europe-west1-b: {DRY}}}}}"
     )
-    r = trainctl(
-        pushed,
-        "train",
-        "fr",
-        "--env",
-        ENV,
-        *scenario,
-        "--set",
-        "defaults.capacity_wait_minutes=0",
-        "--set",
-        "defaults.capacity=[spot]",
-    )
+    r = train_one_spot_pass(pushed, scenario)
     out = r.stdout + r.stderr
     assert r.returncode == 3, out
     assert "QUOTA_EXCEEDED: Quota 'INSTANCES' exceeded." in out, out

@@ -48,12 +48,7 @@ def stop_group(project: str, zone: str, mig: str, client=None) -> str:
     client = client or groups_client()
     log(f"resizing instance group {mig} ({project}/{zone}) to 0")
     op = client.resize(project=project, zone=zone, instance_group_manager=mig, size=0)
-    error = getattr(op, "error_message", None)
-    if error:
-        raise RuntimeError(f"resize of {mig} to 0 failed: {error}")
-    name = getattr(op, "name", "") or ""
-    log(f"resize requested (operation {name or '?'})")
-    return name
+    return _requested(op, f"resize of {mig} to 0", "resize")
 
 
 def recreate_instance(project: str, zone: str, mig: str, instance: str, client=None) -> str:
@@ -70,9 +65,14 @@ def recreate_instance(project: str, zone: str, mig: str, instance: str, client=N
         instance_group_manager=mig,
         instance_group_managers_recreate_instances_request_resource=request,
     )
+    return _requested(op, f"recreating {instance} in {mig}", "recreation")
+
+
+def _requested(op, doing: str, what: str) -> str:
+    """The operation's name once the group took the request (logged); RuntimeError naming `doing` if it refused."""
     error = getattr(op, "error_message", None)
     if error:
-        raise RuntimeError(f"recreating {instance} in {mig} failed: {error}")
+        raise RuntimeError(f"{doing} failed: {error}")
     name = getattr(op, "name", "") or ""
-    log(f"recreation requested (operation {name or '?'})")
+    log(f"{what} requested (operation {name or '?'})")
     return name
