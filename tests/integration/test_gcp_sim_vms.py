@@ -173,3 +173,42 @@ def test_a_deleted_vm_takes_every_process_under_its_agent_those_in_sessions_of_t
         return state == "Z"  # killed, waiting for init to reap it
 
     wait_for("the worker to be killed", gone, timeout=10)
+
+
+def test_the_clouds_own_read_of_a_run_log_that_storage_refuses_gives_up_quietly_and_says_it_is_simulated(
+    gcs_env, gcs_proxy, tmp_path, monkeypatch
+):
+    """A preemption trigger's poll of the run log meets a Cloud Storage that keeps failing: it gives up within its
+    short deadline (the next poll asks again), every retry is said as the simulated cloud's own (a served cloud's
+    output is all "simulated"), and none reaches the process's retry listeners (a command's own run log)."""
+    from types import SimpleNamespace
+
+    from trainer.storage import GcsBucket, StoragePolicy, on_retry
+
+    monkeypatch.setenv("TRAINSTACK_STORAGE_DEADLINE_S", "1")
+    monkeypatch.setenv("TRAINSTACK_STORAGE_BACKOFF_S", "0.05")
+    prefix, run_id = f"sim-{tmp_path.name}", "20261129-120000-ab12"
+    log_key = f"fr/runs/{run_id}/log.txt"
+    GcsBucket("test-bucket", prefix, policy=StoragePolicy(deadline_s=20)).append(log_key, b"stage lm started\n")
+    said, heard = [], []
+    remove = on_retry(heard.append)
+    runner = VmRunner(SimCloud(load_scenario(overrides={"speedup": 1e-6})), "", str, tmp_path, say=said.append)
+    vm = SimpleNamespace(
+        name="gcp-sim-train-fr-0001",
+        shape=SimpleNamespace(
+            metadata={
+                "trainstack-bucket": f"gs://test-bucket/{prefix}",
+                "trainstack-lang": "fr",
+                "trainstack-run-id": run_id,
+            }
+        ),
+    )
+    try:
+        gcs_proxy.add("status", r"^GET /storage/v1/b/test-bucket/o\?", times=10_000, status=503)
+        assert runner.log_of(vm) == []
+        assert said and all(line.startswith("simulated cloud reading a run log: ") and "503" in line for line in said)
+        assert heard == []
+        gcs_proxy.clear()
+        assert runner.log_of(vm) == ["stage lm started"]  # the next poll reads what it missed
+    finally:
+        remove()

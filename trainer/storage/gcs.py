@@ -70,7 +70,15 @@ RUN_PERMISSIONS = ("storage.objects.list", "storage.objects.get", "storage.objec
 class GcsBucket:
     """A gs:// bucket (optionally under a prefix)."""
 
-    def __init__(self, name: str, prefix: str = "", client=None, policy: StoragePolicy | None = None):
+    def __init__(
+        self,
+        name: str,
+        prefix: str = "",
+        client=None,
+        policy: StoragePolicy | None = None,
+        report: Callable[[str], None] = report_retry,
+    ):
+        """`report` hears each retry (the process's listeners by default)."""
         from google.cloud import storage  # imported lazily: trainctl --help stays fast
 
         if client is None:
@@ -81,6 +89,7 @@ class GcsBucket:
         self.uri = f"gs://{name}" + (f"/{self.prefix}" if self.prefix else "")
         self.policy = policy or StoragePolicy.from_env()
         self._appending: set[str] = set()  # keys this process has appended to
+        self._report = report
 
     def url(self, key: str) -> str:
         return f"gs://{self.name}/{join_key(self.prefix, key)}"
@@ -109,7 +118,7 @@ class GcsBucket:
         def note(exc: Exception) -> None:
             if retried is not None:
                 retried.append(exc)
-            report_retry(
+            self._report(
                 f"storage: {doing} {self.url(key)}: {_brief(exc)}; retry {next(tries)} "
                 f"(retrying for up to {p.deadline_s:g} s)"
             )

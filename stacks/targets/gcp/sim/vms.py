@@ -29,6 +29,7 @@ from stacks.targets.gcp.sim.cloud import Instance, SimCloud
 from trainer.launchers.vm.spec import JOIN_TIMEOUT_S
 
 SIMULATED_DRIVER = "580.95.05"  # what cos-extensions would install: the image's minimum branch or newer
+LOG_READ_DEADLINE_S = 10.0  # wall seconds a preemption trigger's read of the run log may take, retries included
 KEEP_RUNNING = (0, 143)  # startup.sh: the run ended and the agent handled it / stopped by shutdown.sh
 
 
@@ -209,14 +210,34 @@ class VmRunner:
 
     def _run_of(self, vm: Instance) -> tuple[object, str, str] | None:
         """The run's bucket, language and id from the VM's metadata (None: not a training VM)."""
-        from trainer.storage import open_bucket
-
         meta = vm.shape.metadata
         uri, lang, run_id = (meta.get(f"trainstack-{k}") for k in ("bucket", "lang", "run-id"))
         if not (uri and lang and run_id):
             return None
-        bucket = self._buckets.get(uri) or self._buckets.setdefault(uri, open_bucket(uri))
-        return bucket, lang, run_id
+        if uri not in self._buckets:
+            self._buckets[uri] = self._log_reader(uri)
+        return self._buckets[uri], lang, run_id
+
+    def _log_reader(self, uri: str):
+        """The bucket as the cloud's preemption triggers read it: a poll that is asked again at the next one,
+        so a call gives up after seconds, and its retries are said as the simulated cloud's own."""
+        from dataclasses import replace
+        from urllib.parse import urlparse
+
+        from trainer.storage import open_bucket
+        from trainer.storage.gcs import GcsBucket
+        from trainer.storage.policy import StoragePolicy
+
+        parsed = urlparse(uri)
+        if parsed.scheme != "gs":
+            return open_bucket(uri)
+        policy = StoragePolicy.from_env()
+        return GcsBucket(
+            parsed.netloc,
+            parsed.path,
+            policy=replace(policy, deadline_s=min(policy.deadline_s, LOG_READ_DEADLINE_S)),
+            report=lambda note: self.say(f"simulated cloud reading a run log: {note}"),
+        )
 
     def booted(self, vm: Instance) -> BootLog:
         """Where the run log stands as `vm` boots: its stage-triggered preemptions read only what comes after."""
