@@ -19,8 +19,10 @@ Policies:
 - ranked (what ships): zones ordered by this project's own preemption history (earlier runs' preemptions per VM
   hour, the zone's); a preempted VM is recreated in its zone by its group, and the run's moves skip that zone for
   `zone_block_minutes` (the real Failover's `blocked`);
-- ranked + flex (what ships by default): as ranked, with capacity [spot, flex_start] (a dry pass takes flex-start);
-- ranked + flex, move at preemption: the run leaves the zone that preempted it at once (not built yet);
+- ranked + flex: as ranked, with capacity [spot, flex_start] (a dry pass takes flex-start); what ships with
+  zone_block_minutes 0;
+- ranked + flex, move at preemption (what ships by default): the run leaves the zone that preempted it at once
+  (stacks.runs.moves.leave_after_preemption);
 - the notice handled (a checkpoint at the batch the notice finds: half a batch lost) or not (the work since the last
   periodic checkpoint lost): in order, both ways; the others with it.
 

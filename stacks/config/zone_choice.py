@@ -13,8 +13,9 @@ class ZoneChoiceSettings(StrictModel):
         60,
         ge=0,
         le=10080,
-        description="a zone that preempted a run is not used again by that run for this long (its moves skip it "
-        "while another zone is left; 0: no block)",
+        description="a zone that preempted a Spot run is not used again by that run for this long: the run "
+        "leaves it at once for another open placement, and its moves skip it (it waits there for its group only "
+        "where no other placement is open; 0: no block, a preempted run waits where it is)",
     )
     zone_history_days: int = Field(
         30,

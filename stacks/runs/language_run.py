@@ -19,6 +19,20 @@ if TYPE_CHECKING:
     from trainer.storage import Bucket
 
 
+# Where a language of a command is (what a Ctrl-C leaves behind: stacks.runs.orchestrate.RunsInterrupted).
+# MOVING: the run's stack is being destroyed, waits for capacity or is applied at another placement; a Ctrl-C
+# there stops the run, resumable (stacks.runs.runflow.stop_moving).
+WAITING, PREPARING, APPLYING, FOLLOWING, MOVING, DESTROYING, DONE = (
+    "waiting",
+    "preparing",
+    "applying",
+    "following",
+    "moving",
+    "destroying",
+    "done",
+)
+
+
 @dataclass
 class LanguageRun:
     """Resolved once (`resolve`): the project, the env's config, the language and its settings, the bucket,

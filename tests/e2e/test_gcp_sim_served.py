@@ -104,7 +104,7 @@ def test_a_run_re_attached_with_the_quota_used_by_itself_is_followed_and_moved_f
     run goes to europe-west4-b, not the first zone. Ctrl-C while following (the run's VM held still meanwhile, so it
     holds the quota when the next command looks), then `train` again: its quota preflight is refused by the run's own
     GPU, it attaches and follows the group in europe-west4-b; the VM, let go, is preempted there in the classifier
-    stage and the zone stays dry: the re-attached command moves the run to europe-west4-c (then Ctrl-C: a moved run
+    stage: the re-attached command moves the run at once to europe-west4-c (then Ctrl-C: a moved run
     finishing is test_gcp_sim.py's). Cost: 46 s wall, 40 CPU-s measured (a tiny training up to its classifier, two
     trainctl, three syntheses)."""
     root, sets = serve(
@@ -143,7 +143,8 @@ def test_a_run_re_attached_with_the_quota_used_by_itself_is_followed_and_moved_f
     assert "a new run could not start (no zone fits train-fr" in out and "the stack holds a live one" in out, out
     assert f"a fr run is already active in env {ENV} ({run_id}," in out, out
     assert "was interrupted in zone europe-west4-b" in out, out
-    assert "VM creation failed in europe-west4-b" in out and f"run {run_id} moved to zone europe-west4-c" in out, out
+    assert "leaves zone europe-west4-b at once: it preempted this run" in out, out  # the zone is blocked for it
+    assert f"run {run_id} moved to zone europe-west4-c" in out, out
     assert f"stopped following run {run_id}; it keeps running" in out, out
 
 

@@ -53,15 +53,26 @@ def spot(tmp_path):
 
 
 def test_a_dry_zone_and_a_preemption_move_the_run_which_resumes_exactly(spot, trained_fr):
-    # sim-a dry for good here (the overlay's hour of market time could end on a slow, busy core)
-    r = trainctl(spot, "train", "fr", *QUICK, "--set", "local.spot_market.zones.sim-a.outages=[{start_s: 0}]")
+    # sim-a dry for good here (the overlay's hour of market time could end on a slow, busy core); sim-b has capacity
+    # again at once after its preemption: the run never goes back there (zone_block_minutes), it moves to sim-c
+    r = trainctl(
+        spot,
+        "train",
+        "fr",
+        *QUICK,
+        "--set",
+        "local.spot_market.zones.sim-a.outages=[{start_s: 0}]",
+        "--set",
+        "local.spot_market.preemptions=[{zone: sim-b, stage: classifier, epoch: 1, outage_s: 0}]",
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     run_id = _only_run(spot)  # one run id however often it moved
     status = _read(spot, run_id, "status.json")
     assert status["state"] == "SUCCEEDED" and status["resumed"] >= 1
     journal = _read(spot, run_id, "metadata/placements.json")
     placed = [(p["zone"], p["outcome"], p.get("ran", False)) for p in journal["placements"]]
-    assert placed == [("sim-a", "no capacity", False), ("sim-b", "no capacity", True), ("sim-c", "succeeded", True)]
+    # the zone that preempted it is left at once, not waited in for its group (zone_block_minutes)
+    assert placed == [("sim-a", "no capacity", False), ("sim-b", "preempted", True), ("sim-c", "succeeded", True)]
     [preemption] = journal["preemptions"]
     # the stage `train` last saw before the interruption: its poll (1 s) may miss the tiny stages before the
     # classifier's first epoch, where the market preempts (said by the log, below)
@@ -77,6 +88,7 @@ def test_a_dry_zone_and_a_preemption_move_the_run_which_resumes_exactly(spot, tr
     out = r.stdout + r.stderr
     assert "moved to zone sim-b (simulated)" in out and "moved to zone sim-c (simulated)" in out
     assert "was interrupted in zone sim-b" in out and "training again in zone sim-c" in out
+    assert "leaves zone sim-b (simulated) at once: it preempted this run; blocked until" in out
     log = (_runs(spot) / run_id / "log.txt").read_text()
     assert "spot market: Spot VM in sim-b preempted" in log and "resume #1" in log
     # The notice (SIGTERM) became a checkpoint at the end of the batch it came in: the status said where, the
@@ -268,7 +280,8 @@ def test_a_run_re_attached_after_its_move_is_moved_again_when_its_zone_runs_dry(
 
     from tests.support.trainctl import start_trainctl, wait_for
 
-    dry_a = ["--set", "local.spot_market.zones.sim-a.outages=[{start_s: 0}]"]
+    # no block: the preempted run waits in sim-b for its group, as it does where no other zone is open
+    dry_a = ["--set", "local.spot_market.zones.sim-a.outages=[{start_s: 0}]", "--set", "defaults.zone_block_minutes=0"]
     proc = start_trainctl(spot, "train", "fr", *QUICK, *dry_a)
     seen: list[str] = []
     reader = threading.Thread(target=lambda: seen.extend(proc.stdout), daemon=True)

@@ -139,3 +139,36 @@ def test_zones_on_gcp_without_the_preview_says_no_advice_once_and_keeps_the_envs
     out = r.stdout
     assert out.count("no capacity advice (403:") == 1 and out.count("no capacity history (403:") == 1, out
     assert "in the env's order" in out and out.count("· no advice") == 5, out
+
+
+def test_a_preempted_run_leaves_its_zone_at_once_only_for_another_open_placement(tmp_path):
+    """Where no other placement is open (none listed, every other one blocked), or nothing blocks the zone (no block,
+    a rung that is not preempted), the run waits where it is for its group; else it leaves, saying why."""
+    from types import SimpleNamespace
+
+    from stacks.runs.failover import RunJournal
+    from stacks.runs.moves import leave_after_preemption
+    from trainer.storage import open_bucket
+
+    def run_in(zone: str, *, spot: bool = True, block: float = 60):
+        settings = SimpleNamespace(spot=spot, zone_block_minutes=block)
+        target = SimpleNamespace(describe_placement=lambda p: f"zone {p.zone}")
+        return SimpleNamespace(placement=SimpleNamespace(zone=zone), settings=settings, target=target, run_id="r1")
+
+    journal = RunJournal(open_bucket(f"file://{tmp_path}"), "fr", "r1")
+    journal.data["preemptions"] = [{"zone": "b", "detected_at": _at(0.1)}, {"zone": "c", "detected_at": _at(0.2)}]
+    said = SimpleNamespace(lines=[], info=lambda line: said.lines.append(line), warn=lambda line: None)
+
+    def candidates(*zones):
+        return Failover([SimpleNamespace(zone=z) for z in zones], 600, (60, 300))
+
+    assert "it preempted this run; blocked until" in leave_after_preemption(
+        run_in("b"), said, journal, candidates("b", "a")
+    )
+    assert leave_after_preemption(run_in("b"), said, journal, candidates("b")) is None
+    assert leave_after_preemption(run_in("b"), said, journal, candidates("b", "c")) is None  # c preempted it too
+    assert len(said.lines) == 2 and all("no other placement is open" in line for line in said.lines), said.lines
+    assert "waits there for its group" in said.lines[0] and "zone b is blocked for run r1" in said.lines[0]
+    assert leave_after_preemption(run_in("b", block=0), said, journal, candidates("b", "a")) is None
+    assert leave_after_preemption(run_in("b", spot=False), said, journal, candidates("b", "a")) is None
+    assert leave_after_preemption(run_in("a"), said, journal, candidates("a", "b")) is None  # a never preempted it
