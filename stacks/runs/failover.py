@@ -151,6 +151,17 @@ class RunJournal:
             self.data["placements"][-1].update(fields)
         self._save()
 
+    def _interrupted_here(self, status: RunStatus) -> bool:
+        """A status first read at the interrupted stage, written by the trainer after the current placement was
+        applied: a VM of this placement trained and was interrupted before the first read (a short stage, a slow
+        poll). Not one this journal already holds open (an earlier follower's)."""
+        placements, preemptions = self.data["placements"], self.data["preemptions"]
+        if not placements or placements[-1].get("ended_at") is not None:
+            return False
+        if preemptions and preemptions[-1].get("training_again_at") is None:
+            return False
+        return _after(status.updated_at, placements[-1].get("applied_at"))
+
     def waited(self, seconds: float) -> None:
         self.data["capacity_wait_s"] = round(self.data["capacity_wait_s"] + seconds, 1)
         self._save()
@@ -168,7 +179,9 @@ class RunJournal:
             self._running = True  # first seen training (after a local queue for cores, too)
             self._mark(ran=True)
             return "started"
-        if stage == INTERRUPTED_STAGE and before not in (None, INTERRUPTED_STAGE):
+        seen_first = before is None and stage == INTERRUPTED_STAGE and self._interrupted_here(status)
+        if stage == INTERRUPTED_STAGE and (before not in (None, INTERRUPTED_STAGE) or seen_first):
+            self._running = True  # a VM trained (seen or not): its next training is "training" again
             zone = self.data["placements"][-1].get("zone") if self.data["placements"] else None
             self.data["preemptions"].append(
                 {
@@ -181,7 +194,8 @@ class RunJournal:
                 }
             )
             self._mark(
-                preempted=(self.data["placements"][-1].get("preempted", 0) + 1) if self.data["placements"] else 1
+                ran=True,
+                preempted=(self.data["placements"][-1].get("preempted", 0) + 1) if self.data["placements"] else 1,
             )
             return "preempted"
         if before == INTERRUPTED_STAGE and stage != INTERRUPTED_STAGE and trained:
@@ -197,6 +211,13 @@ class RunJournal:
             self._mark(ran=True)
             return "training"
         return None
+
+
+def _after(later: str | None, earlier: str | None) -> bool:
+    from trainer.runfiles.timestamps import parse_time
+
+    a, b = parse_time(later), parse_time(earlier)
+    return a is not None and b is not None and a > b
 
 
 def read_journal(bucket, lang: str, run_id: str) -> dict | None:

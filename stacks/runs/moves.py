@@ -141,7 +141,8 @@ def zone_block(run: LanguageRun, journal: RunJournal, placement) -> str | None:
 
 def follow_in_place(run: LanguageRun, rep, *, on_status: Callable, tail: watch.LogTail):
     """watch.follow where the run is now, with its settings now (a later rung of the ladder may have replaced them).
-    A flex_start request is queued, not failing: it may wait flex_start_wait_minutes before the run moves on."""
+    A flex_start request queued (not failing) may wait flex_start_wait_minutes before the run moves on; an error at
+    that rung (a quota, a failed request) moves it after creation_error_minutes, as at any rung."""
     target, lang, config, settings = run.target, run.lang, run.config, run.settings
     return watch.follow(
         run.bucket,
@@ -155,10 +156,8 @@ def follow_in_place(run: LanguageRun, rep, *, on_status: Callable, tail: watch.L
         creation_errors=target.creation_errors(
             config, lang, rep, placement=run.placement, project=run.project, run_id=run.run_id
         ),
-        creation_error_limit_s=(
-            settings.flex_start_wait_minutes if settings.rung == "flex_start" else settings.creation_error_minutes
-        )
-        * 60,
+        creation_error_limit_s=settings.creation_error_minutes * 60,
+        queued_limit_s=settings.flex_start_wait_minutes * 60 if settings.rung == "flex_start" else None,
         vm_running=lambda: target.vm_running(run.project, run.config, lang, run.run_id, run.placement),
         on_status=on_status,
         tail=tail,

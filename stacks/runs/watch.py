@@ -19,6 +19,8 @@ class CreationProblem(Protocol):
     hint: str
     kind: str  # capacity, quota (the run may move to another zone), every-region (a quota no zone escapes) or other
 
+    # Optional: queued -> bool, a request waiting in a queue (flex-start), not an error: it has the queue's limit.
+
     def line(self) -> str: ...
 
     # Optional: rules_out(placement) -> bool, whether the same error would come there too (a regional quota).
@@ -90,6 +92,7 @@ def follow(
     notes_every: int = 12,
     creation_errors: Callable[[], list[CreationProblem]] | None = None,
     creation_error_limit_s: float = 600,
+    queued_limit_s: float | None = None,
     vm_running: Callable[[], bool | None] | None = None,
     on_status: Callable[[RunStatus | None], None] | None = None,
     tail: LogTail | None = None,
@@ -101,7 +104,8 @@ def follow(
     `creation_errors`: new errors creating the run's machines, each warned once. While the run has no
     VM (no status.json yet, or interrupted by a preemption) and for `creation_error_limit_s` only errors
     came, VmCreationError (its `movable`: only capacity or quota errors) -- unless `vm_running()` (the
-    group's own view) says a VM runs: a status that is late is not a lost VM.
+    group's own view) says a VM runs: a status that is late is not a lost VM. `queued_limit_s`: the limit while
+    every problem of the window is a queued request (a flex-start request waiting its turn), not an error.
     `on_status(status)`: told every status read (the lifecycle's record of preemptions).
     `tail`: the log's reader, when following goes on from an earlier call (no line printed twice).
     """
@@ -111,7 +115,7 @@ def follow(
     creation = (
         None
         if creation_errors is None
-        else CreationWatch(run_id, creation_errors, creation_error_limit_s, vm_running, reporter)
+        else CreationWatch(run_id, creation_errors, creation_error_limit_s, vm_running, reporter, queued_limit_s)
     )
     for poll in itertools.count():
         for line in tail.new_lines() if print_log else []:
@@ -160,7 +164,8 @@ REPEATS_TOLD_EVERY = 10  # an error seen again: its count is told every this man
 
 class CreationWatch:
     """The errors creating a run's machines, as `follow` checks them: each warned once; no VM for `limit_s` and
-    only errors meanwhile: VmCreationError, unless `vm_running()` (the group's own view) says a VM runs."""
+    only errors meanwhile: VmCreationError, unless `vm_running()` (the group's own view) says a VM runs. While
+    every problem of the window is a queued request (`queued`), `queued_limit_s` holds instead."""
 
     def __init__(
         self,
@@ -169,20 +174,22 @@ class CreationWatch:
         limit_s: float,
         vm_running: Callable[[], bool | None] | None,
         reporter: Reporter,
+        queued_limit_s: float | None = None,
     ):
-        self.run_id, self.errors, self.limit_s, self.vm_running, self.reporter = (
-            run_id,
-            errors,
-            limit_s,
-            vm_running,
-            reporter,
-        )
+        self.run_id, self.errors, self.vm_running, self.reporter = run_id, errors, vm_running, reporter
+        self.error_limit_s, self.queued_limit_s = limit_s, limit_s if queued_limit_s is None else queued_limit_s
+        self.only_queued = True  # every problem of the window so far is a queued request
         self.since: float | None = None  # when only errors began to come while no VM ran
         self.lost_at: str | None = None  # the updated_at of a RUNNING status whose VM the group says is gone
         self.kinds: set[str] = set()
         self.last: CreationProblem | None = None
         self.rules_out: list = []  # rules_out of the window's problems that have one
         self.told: dict[str, int] = {}  # each error's line -> times seen while no VM ran
+
+    @property
+    def limit_s(self) -> float:
+        """The window's limit: the queue's while only queued requests came, else the errors'."""
+        return self.queued_limit_s if self.only_queued else self.error_limit_s
 
     def no_vm(self, status: RunStatus | None) -> bool:
         """No VM runs the run: no status.json yet, interrupted by a preemption, or lost without a word (a RUNNING
@@ -205,7 +212,9 @@ class CreationWatch:
             no_vm, self.lost_at = True, status.updated_at
         if not no_vm:
             self.since, self.kinds, self.rules_out, self.last, self.told = None, set(), [], None, {}
+            self.only_queued = True
         elif problems:
+            self.only_queued = self.only_queued and all(getattr(p, "queued", False) for p in problems)
             everywhere = [p for p in problems if getattr(p, "kind", "other") == "every-region"]
             if not (getattr(self.last, "kind", "") == "every-region" and not everywhere):
                 self.last = (everywhere or problems)[-1]  # the error that decides is the one told
@@ -217,6 +226,7 @@ class CreationWatch:
         running = self.vm_running() if self.vm_running is not None else False
         if running:
             self.since, self.kinds, self.rules_out, self.last = None, set(), [], None  # a VM: its status will come
+            self.only_queued = True
         elif running is None:
             pass  # the group could not be asked: nothing is moved on a guess; asked again next poll
         else:

@@ -4,11 +4,13 @@ prices), the real synthesized training stack applied and destroyed in the sim, t
 trainer on each simulated VM, the bucket in a Cloud Storage emulator.
 
 The scenario: the overlay's, in europe-west4-b and europe-west4-c only (no fallback zones), europe-west4-c dry for
-Spot, with on_demand_fallback: europe-west4-b preempts the VM once the classifier has trained an epoch (dry for Spot
-after it), europe-west4-c is dry, so the dry pass takes on-demand VMs and the run finishes on demand in
-europe-west4-b; its cost prices the Spot boot at Spot and the on-demand one at on-demand.
+Spot and its flex-start queue never serving, with capacity [spot, flex_start, on_demand]: europe-west4-b preempts the
+VM once the classifier has trained an epoch (dry for Spot after it), the run leaves it at once for europe-west4-c,
+which is dry, so the dry pass takes the flex-start rung, whose request in europe-west4-b is served after a simulated
+minute: the run finishes there on a flex-start VM; its cost prices the Spot boot at Spot and the flex-start one at
+the flex-start rate.
 
-Cost, one core: the on-demand test 35 CPU-s, 61 s wall (one tiny training, three trainctl processes); the two-node
+Cost, one core: the ladder test 35 CPU-s, 61 s wall (one tiny training, three trainctl processes); the two-node
 test 114 CPU-s, ~210 s wall, ~70 s of it waiting on the simulated clock (3 boots of 2 VMs, each an agent, torchrun
 and a trainer importing torch, fastai and spaCy, and 2 trainctl: not the training).
 """
@@ -45,19 +47,21 @@ def gcp_sim(tmp_path):
 
 
 SPOT_PER_HOUR, ON_DEMAND_PER_HOUR = 0.4512, 0.9094  # g2-standard-8 in europe-west4, the scenario's catalogue
+FLEX_START_PER_HOUR = ON_DEMAND_PER_HOUR  # Google lists no flex-start discount for G2 (stacks/targets/gcp/pricing.py)
 SCENARIO = [
     "--set",
     "gcp.zones=[europe-west4-b, europe-west4-c]",
     "--set",
     "gcp.fallback_zones=[]",
     "--set",
-    "gcp.simulated.overrides={zones: {europe-west4-c: {outages: [{start_s: 0}]}}}",
+    "gcp.simulated.overrides={zones: {europe-west4-b: {flex_start_after_s: 60}, "
+    "europe-west4-c: {outages: [{start_s: 0}], flex_start_after_s: null}}}",
     "--set",
-    "languages.fr.on_demand_fallback=true",
+    "languages.fr.capacity=[spot, flex_start, on_demand]",
 ]
 
 
-def test_a_preemption_and_a_dry_zone_move_the_run_then_on_demand_finishes_it_each_boot_priced_at_its_rate(gcp_sim):
+def test_a_preemption_and_a_dry_zone_move_the_run_then_flex_start_finishes_it_each_boot_priced_at_its_rate(gcp_sim):
     r = trainctl(gcp_sim, "train", "fr", *QUICK, *SCENARIO, timeout=600)
     out = r.stdout + r.stderr
     assert r.returncode == 0, out
@@ -68,7 +72,8 @@ def test_a_preemption_and_a_dry_zone_move_the_run_then_on_demand_finishes_it_eac
     applied = [line.split(" in ")[1].split(",")[0] for line in out.splitlines() if "simulated apply of" in line]
     assert applied == ["europe-west4-b", "europe-west4-c", "europe-west4-b"], out
     assert "was interrupted in zone europe-west4-b" in out and "moved to zone europe-west4-c" in out
-    assert "capacity takes its next rung, on-demand VMs" in out and "moved to zone europe-west4-b" in out
+    assert "leaves zone europe-west4-b at once: it preempted this run" in out
+    assert "capacity takes its next rung, flex-start VMs" in out and "moved to zone europe-west4-b" in out
     assert "training again in zone europe-west4-b" in out
 
     # the stack Terraform would be handed (cdktf deploy by hand) meets only the sim, gone with the command
@@ -83,12 +88,12 @@ def test_a_preemption_and_a_dry_zone_move_the_run_then_on_demand_finishes_it_eac
     assert row["state"] == "SUCCEEDED"
     assert row["placements"] == ["europe-west4-b", "europe-west4-c", "europe-west4-b"]
     assert row["ran_in"] == ["europe-west4-b", "europe-west4-b"] and row["preemptions"] == 1
-    # two boots, the Spot one priced at Spot and the on-demand one at on-demand (whatever the last apply's
-    # on_demand_fallback says of the run): the cost splits the billed time between the two rates
+    # two boots, the Spot one priced at Spot and the flex-start one at the flex-start rate (each placement's rung):
+    # the cost splits the billed time between the two rates
     assert row["vm_boots"] == 2
     hours = row["billed_vm_s"] / 3600
-    on_demand_h = (row["est_cost"] - hours * SPOT_PER_HOUR) / (ON_DEMAND_PER_HOUR - SPOT_PER_HOUR)
-    assert 5 / 3600 < on_demand_h < hours - 5 / 3600, (row, on_demand_h)  # each boot ran for more than 5 s
+    flex_h = (row["est_cost"] - hours * SPOT_PER_HOUR) / (FLEX_START_PER_HOUR - SPOT_PER_HOUR)
+    assert 5 / 3600 < flex_h < hours - 5 / 3600, (row, flex_h)  # each boot ran for more than 5 s
 
     # nothing left: the stack destroyed in the sim, the sim stopped with the command, no agent or trainer
     assert out.rstrip().endswith("simulated Google Cloud: stopped, its VMs with it"), out[-500:]

@@ -146,3 +146,35 @@ def test_a_run_that_ended_between_two_reads_still_ran_where_it_was_placed(tmp_pa
     [preemption] = journal.data["preemptions"]
     assert preemption["training_again_at"] and preemption["lost_s"] is not None
     assert journal.data["placements"][-1]["ran"] is True
+
+
+def test_a_run_first_read_interrupted_after_its_placement_was_applied_was_preempted_there(tmp_path):
+    """A short stage and a slow poll: the follower's first read already finds the run interrupted. Written after the
+    placement was applied, that is a preemption there (the zone's block and its history need it); written before
+    (a resumed run's status, refreshed before its apply), or already held open by the journal, it is not."""
+    from datetime import datetime, timedelta, timezone
+
+    def at(seconds: float) -> str:
+        return (datetime.now(timezone.utc) + timedelta(seconds=seconds)).isoformat(timespec="seconds")
+
+    def interrupted(updated_at: str) -> RunStatus:
+        return RunStatus(
+            run_id="r1", lang="fr", env="gcp", state=RUNNING, stage=INTERRUPTED_STAGE, updated_at=updated_at
+        )
+
+    bucket = open_bucket(f"file://{tmp_path}")
+    journal = RunJournal(bucket, "fr", "r1")
+    journal.placed({"zone": "b"})
+    assert journal.observe(interrupted(at(5))) == "preempted"
+    assert journal.data["preemptions"][-1]["zone"] == "b" and journal.data["placements"][-1]["ran"] is True
+    training = RunStatus(run_id="r1", lang="fr", env="gcp", state=SUCCEEDED, stage="done", updated_at=at(20))
+    assert journal.observe(training) == "training"  # the preemption is closed: the run trained again
+    assert journal.data["preemptions"][-1]["training_again_at"] is not None
+
+    again = RunJournal(bucket, "fr", "r1")  # a follower attached later: the preemption already held, open
+    again.data["preemptions"][-1]["training_again_at"] = None
+    assert again.observe(interrupted(at(10))) is None and len(again.data["preemptions"]) == 1
+
+    resumed = RunJournal(open_bucket(f"file://{tmp_path / 'other'}"), "fr", "r1")
+    resumed.placed({"zone": "c"})
+    assert resumed.observe(interrupted(at(-60))) is None and resumed.data["preemptions"] == []

@@ -81,3 +81,39 @@ def test_a_starting_run_is_live_until_its_status_may_appear(gcs_env):
     assert live_state(bucket, "fr", "20260101-000000-ab12", GCP_APPEAR_S) is None  # long gone without a status
     bucket.write_bytes(f"fr/runs/{fresh}/vm/x-startup-error.txt", b"docker pull failed")
     assert live_state(bucket, "fr", fresh, GCP_APPEAR_S) is None
+
+
+def test_a_queued_flex_start_request_has_the_queues_limit_and_an_error_after_it_the_errors(tmp_path):
+    """At rung flex_start the group's list holds a queued resize request (ACCEPTED) for as long as the queue may
+    take: no move within creation_error_minutes. The request then FAILED on a quota: an error, so the run moves
+    after creation_error_minutes counted from the window's start, not after flex_start_wait_minutes."""
+    from stacks.errors import VmCreationError
+    from stacks.targets.gcp.group_errors import FLEX_START_QUEUED, GroupError, Problem
+
+    queued = Problem(GroupError("europe-west4-b", FLEX_START_QUEUED, "flex-start request queued since 10:00 UTC"), "")
+    quota = Problem(
+        GroupError("europe-west4-b", "QUOTA_EXCEEDED", "Quota 'PREEMPTIBLE_NVIDIA_L4_GPUS' exceeded."), "another zone"
+    )
+    asked = []
+
+    def errors():
+        asked.append(1)
+        return [queued] if len(asked) <= 30 else [quota]
+
+    bucket = open_bucket(f"file://{tmp_path}")
+    with pytest.raises(VmCreationError) as err:
+        follow(
+            bucket,
+            "fr",
+            "r5",
+            Quiet(),
+            poll_s=0.01,
+            appear_timeout_s=3600,
+            notes_every=1,
+            creation_errors=errors,
+            creation_error_limit_s=0.05,
+            queued_limit_s=3600,
+            vm_running=lambda: False,
+        )
+    assert len(asked) == 31 and "QUOTA_EXCEEDED" in err.value.last and err.value.movable
+    assert err.value.kinds == {"capacity", "quota"}

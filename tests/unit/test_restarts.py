@@ -70,3 +70,40 @@ def test_exit_codes_that_say_something_else_are_refused(project, codes, said):
     )
     output = " ".join(r.output.split())
     assert r.exit_code == 2 and f"restart_on_exit_codes: {said}" in output, output
+
+
+def test_a_failure_every_node_meets_is_one_restart_of_the_run_and_the_restarted_trainers_failure_another(tmp_path):
+    """Two nodes end with the same named exit code: each agent asks to restart, the run counts one restart (the
+    second node restarts under the first one's record). The restarted trainers fail again: a new failure, counted,
+    and past max_restarts_on_errors the run ends (never a loop)."""
+    from trainer.launchers.vm.restarts import ErrorRestarts
+    from trainer.launchers.vm.spec import VmSpec
+
+    spec = VmSpec(
+        run_id=RUN,
+        lang="fr",
+        env="dev",
+        bucket=f"file://{tmp_path}",
+        args=["--lang", "fr"],
+        nodes=2,
+        gpus_per_node=1,
+        max_run_hours=4,
+        project="p1",
+        zone="europe-west4-a",
+        mig="dev-train-fr",
+        base_name="dev-train-fr",
+        max_restarts_on_errors=2,
+        restart_on_exit_codes=(75,),
+    )
+    bucket = open_bucket(f"file://{tmp_path}")
+    nodes = [ErrorRestarts(spec, rank, lambda: None, after=0) for rank in (0, 1)]
+    cause = "exit code 75 (restart_on_exit_codes)"
+    assert [node.restart(75, cause) for node in nodes] == [True, True]
+    assert [r["node"] for r in read_restarts(bucket, "fr", RUN)] == [0]
+    log = bucket.read_appended(f"fr/runs/{RUN}/log.txt")[0].decode()
+    assert log.count("restart 1 of 2 after exit code 75") == 1
+    assert [node.restart(75, cause) for node in reversed(nodes)] == [True, True]  # node 1 first this time
+    assert [r["node"] for r in read_restarts(bucket, "fr", RUN)] == [0, 1]
+    ended = [node.restart(75, cause) for node in nodes]
+    assert all(isinstance(e, str) and "max_restarts_on_errors=2 reached" in e for e in ended), ended
+    assert len(read_restarts(bucket, "fr", RUN)) == 2

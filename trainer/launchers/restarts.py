@@ -49,16 +49,31 @@ def restart_records(bucket, lang: str, run_id: str, policy: RestartPolicy) -> li
 
 
 def take_restart(
-    bucket, lang: str, run_id: str, policy: RestartPolicy, cause: str, *, code: int | None, where: dict
+    bucket,
+    lang: str,
+    run_id: str,
+    policy: RestartPolicy,
+    cause: str,
+    *,
+    code: int | None,
+    where: dict,
+    event: str | None = None,
 ) -> tuple[bool, str]:
     """(True, the log line) after recording restart n of the run for `cause`; (False, why the run ends) when
-    the run has had its max_restarts_on_errors. `where`: what the record says of the machine (node, zone)."""
-    taken = len(restart_records(bucket, lang, run_id, policy))
+    the run has had its max_restarts_on_errors. `where`: what the record says of the machine (node, zone).
+    `event`: names a failure every node of the run meets (trainer.runfiles.restarts.append_restart): the node
+    that comes second restarts under the first one's record."""
+    records = restart_records(bucket, lang, run_id, policy)
     limit = policy.max_restarts_on_errors
-    if taken >= limit:
-        after = f" after {taken} restart(s)" if taken else ""
+    same = next((r for r in records if event is not None and r.get("event") == event), None)
+    if same is not None:
+        return True, f"restart {same['restart']} of {limit} after {cause} (recorded by node {same.get('node')})"
+    if len(records) >= limit:
+        after = f" after {len(records)} restart(s)" if records else ""
         return False, f"{cause}{after}: max_restarts_on_errors={limit} reached"
-    record = append_restart(bucket, lang, run_id, {"cause": cause, "exit_code": code, **where})
+    record, added = append_restart(bucket, lang, run_id, {"cause": cause, "exit_code": code, **where}, event=event)
+    if not added:  # another node recorded it meanwhile
+        return True, f"restart {record['restart']} of {limit} after {cause} (recorded by node {record.get('node')})"
     line = f"restart {record['restart']} of {limit} after {cause}: resuming from the newest checkpoint"
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())  # the run log's own form (trainer.runtime.runlog)
     bucket.append(run_key(lang, run_id, "log.txt"), f"{stamp} {line}\n".encode())

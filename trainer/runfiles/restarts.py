@@ -16,17 +16,35 @@ from trainer.storage import Bucket
 def read_restarts(bucket: Bucket, lang: str, run_id: str) -> list[dict]:
     """The run's restart records, oldest first (none: an empty list)."""
     doc = read_json(bucket, run_key(lang, run_id, RESTARTS_META)) or {}
+    return _records(doc)
+
+
+def _records(doc) -> list[dict]:
     records = doc.get("restarts") if isinstance(doc, dict) else None
     return [r for r in records if isinstance(r, dict)] if isinstance(records, list) else []
 
 
-def append_restart(bucket: Bucket, lang: str, run_id: str, record: dict) -> dict:
-    """Adds `record` as the run's next restart (its number and time filled in) and returns it."""
-    records = read_restarts(bucket, lang, run_id)
-    record = {"restart": len(records) + 1, "at": now_iso(), **record}
-    body = json.dumps({"restarts": [*records, record]}, indent=2).encode()
-    bucket.write_bytes(run_key(lang, run_id, RESTARTS_META), body)
-    return record
+def append_restart(
+    bucket: Bucket, lang: str, run_id: str, record: dict, *, event: str | None = None
+) -> tuple[dict, bool]:
+    """Adds `record` as the run's next restart (its number and time filled in) -> (it, True). `event`: what names
+    the failure run-wide, where every node of a multi-node run meets it and asks to restart: a record of the same
+    event already there is returned instead (it, False), so the run counts the failure once. Written conditionally
+    on the version read: two nodes writing at once neither lose a record nor add one twice."""
+    key = run_key(lang, run_id, RESTARTS_META)
+    while True:
+        found = bucket.read_versioned(key)
+        try:
+            records = _records(json.loads(found[0])) if found else []
+        except ValueError:  # unreadable: the count starts again rather than the run stopping on its bookkeeping
+            records = []
+        same = next((r for r in records if event is not None and r.get("event") == event), None)
+        if same is not None:
+            return same, False
+        new = {"restart": len(records) + 1, "at": now_iso(), **record, **({"event": event} if event else {})}
+        body = json.dumps({"restarts": [*records, new]}, indent=2).encode()
+        if bucket.write_bytes(key, body, if_absent=found is None, if_version=found[1] if found else None):
+            return new, True
 
 
 def restart_place(record: dict) -> str:

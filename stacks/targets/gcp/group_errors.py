@@ -190,6 +190,11 @@ class Problem:
             return EVERY_REGION if quota and quota["metric"].endswith("_ALL_REGIONS") else "quota"
         return "other"
 
+    @property
+    def queued(self) -> bool:
+        """A flex-start request waiting its turn (ACCEPTED), not an error."""
+        return self.error.code == FLEX_START_QUEUED
+
     def rules_out(self, placement) -> bool:
         """Whether the same error would come at `placement` too: a regional quota, in every zone of its region."""
         quota = QUOTA_MESSAGE.search(self.error.message) if self.error.code in QUOTA else None

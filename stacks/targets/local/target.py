@@ -198,6 +198,7 @@ class QueuedRequest(SimulatedError):
     """A flex-start request still waiting in its zone's queue: no VM yet, no error either."""
 
     hint: str = "no flex-start capacity came within flex_start_wait_minutes: raise it, or add on_demand to capacity"
+    queued: bool = True
 
     def line(self) -> str:
         return f"no VM yet in {self.zone}: {self.message.removeprefix('simulated: ')} (simulated)"

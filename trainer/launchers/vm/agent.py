@@ -176,7 +176,7 @@ def read_settled(spec: VmSpec, fwd: Forwarder) -> RunStatus | None:
 def run_trainer(spec: VmSpec, rank: int, launcher: list[str] | None, fwd: Forwarder) -> Outcome:
     """Runs this node's trainer; on several VMs, starts it again to rejoin after an interruption elsewhere."""
     cmd, env, deadline = build_command(spec, rank, launcher), command_env(spec), spec.deadline()
-    errors = ErrorRestarts(spec, rank, lambda: going_away(MetadataClient()))
+    errors = ErrorRestarts(spec, rank, lambda: going_away(MetadataClient()), after=len(restarts_so_far(spec)))
     while True:
         if time.time() >= deadline:
             log("max_run_hours already passed: not starting the trainer")
