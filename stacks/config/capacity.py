@@ -41,7 +41,8 @@ class CapacityLadder(StrictModel):
         gt=0,
         le=10080,
         description="flex_start rung: how long a request for all the run's nodes may wait in one placement's "
-        "queue before the run moves to the next placement (after the last, its next rung)",
+        "queue before the run moves to the next placement (after the last, its next rung); an error at that rung (a "
+        "quota, a refused request) moves it after creation_error_minutes, as at any rung",
     )
     _default_ladder: bool = PrivateAttr(False)  # no capacity, spot or on_demand_fallback written
 
