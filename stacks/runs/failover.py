@@ -187,6 +187,7 @@ class RunJournal:
                 {
                     "detected_at": now_iso(),
                     "zone": zone,
+                    "cause": interruption_cause(status),
                     "stage": before,
                     "epoch": status.epoch,
                     "training_again_at": None,
@@ -211,6 +212,18 @@ class RunJournal:
             self._mark(ran=True)
             return "training"
         return None
+
+
+def interruption_cause(status: RunStatus) -> str:
+    """ "preempted": the trainer was told to stop (the Spot notice, the shutdown script: its status says "preempted:
+    ..."); "interrupted": a peer process went away (a crash, or a node of a multi-node run preempted: rank 0 cannot
+    tell which). Only the first blocks the zone and counts in its history."""
+    return "preempted" if (status.error or "").startswith("preempted") else "interrupted"
+
+
+def counts_as_preemption(record: dict) -> bool:
+    """A journal's interruption record that was a preemption (records from before `cause` was kept: all were)."""
+    return record.get("cause", "preempted") == "preempted"
 
 
 def _after(later: str | None, earlier: str | None) -> bool:

@@ -11,7 +11,7 @@ from typing import Callable
 
 from stacks.errors import NoCapacityError, TrainstackError, VmCreationError
 from stacks.runs import stack_ops, watch
-from stacks.runs.failover import Failover, RunJournal
+from stacks.runs.failover import Failover, RunJournal, counts_as_preemption
 from stacks.runs.ladder import queue_wait_s, take_next_rung
 from stacks.runs.language_run import FOLLOWING, MOVING, LanguageRun, resume_command
 from stacks.runs.zone_ranking import block_note, rank_zones, ranked_placements
@@ -62,7 +62,7 @@ def follow_moving(
         blocked=lambda placement: zone_block(run, journal, placement),
     )
     failover.pass_done = lambda: take_next_rung(run, rep, failover)
-    seen = status_observer(run, rep, journal, failover)
+    seen = status_observer(run, rep, journal, failover, track)
     tail = watch.LogTail(run.bucket, run.lang, run.run_id)
     while True:
         where = target.describe_placement(run.placement)
@@ -109,25 +109,38 @@ def draw_candidates(run: LanguageRun, rep, journal: RunJournal, failover: Failov
     failover.candidates[:], failover.index = ranked_placements(listed, ranking, run.placement)
 
 
-def leave_after_preemption(run: LanguageRun, rep, journal: RunJournal, failover: Failover) -> str | None:
+def leave_after_preemption(run: LanguageRun, rep, journal: RunJournal, failover: Failover, track) -> str | None:
     """Why the run leaves its placement now that its zone preempted it (blocked for it: zone_block_minutes), else
-    None: it waits there for its group to create a VM again (no block: zone_block_minutes 0 or a rung that is not
-    preempted; or no other placement open)."""
+    None: it waits there for its group to create a VM again (no block: zone_block_minutes 0, a rung that is not
+    preempted, or an interruption that was not a preemption, such as a crashed peer; or no other placement open in
+    the region: a preemption never sends a run where egress is billed)."""
+    here = getattr(run.placement, "zone", None)
+    last = journal.data["preemptions"][-1] if journal.data["preemptions"] else None
+    if last is None or last.get("zone") != here or not counts_as_preemption(last):
+        return None
     block = zone_block(run, journal, run.placement)
     if not block:
         return None
-    here = getattr(run.placement, "zone", None)
+    track(MOVING)  # from here a Ctrl-C stops the run resumable rather than leaving a preempted group behind
     try:
         draw_candidates(run, rep, journal, failover)
     except Exception as exc:  # the quota look-up failed: the group in place is still a way back to training
         rep.warn(f"could not list the placements to move run {run.run_id} to ({exc}): it waits where it is")
+        track(FOLLOWING, run.run_id)
         return None
-    open_ = [p for p in failover.candidates if getattr(p, "zone", None) != here and not zone_block(run, journal, p)]
+    region = getattr(run.placement, "region", None)
+    open_ = [
+        p
+        for p in failover.candidates
+        if getattr(p, "zone", None) != here and getattr(p, "region", None) == region and not zone_block(run, journal, p)
+    ]
     if not open_:
         rep.info(
             f"{run.target.describe_placement(run.placement)} is blocked for run {run.run_id} ({block}), but no other "
-            "placement is open (none listed, or every one blocked): it waits there for its group to create a VM again"
+            "placement in its region is open (none listed, or every one blocked): it waits there for its group to "
+            "create a VM again"
         )
+        track(FOLLOWING, run.run_id)
         return None
     return block
 
@@ -164,23 +177,28 @@ def follow_in_place(run: LanguageRun, rep, *, on_status: Callable, tail: watch.L
     )
 
 
-def status_observer(run: LanguageRun, rep, journal: RunJournal, failover: Failover) -> Callable:
+def status_observer(run: LanguageRun, rep, journal: RunJournal, failover: Failover, track) -> Callable:
     """What to tell of every status read: a preemption (the run leaves the zone, or waits there for its group), and
-    the run training again (the wait for a VM ends)."""
+    the run training again (the wait for a VM ends). A follower that attaches to a run its zone just preempted (the
+    journal holds the preemption, still open) decides at its first read as the first follower would have."""
     target = run.target
+    first = [True]
 
     def seen(status) -> None:
+        attached_to_preempted = first[0] and _open_preemption_here(run, journal, status)
+        first[0] = False
         event = journal.observe(status)
-        if event == "preempted":
+        if event == "preempted" or attached_to_preempted:
             where = target.describe_placement(run.placement)
-            leave = leave_after_preemption(run, rep, journal, failover)
+            leave = leave_after_preemption(run, rep, journal, failover, track)
             if leave:
                 rep.warn(f"run {run.run_id} was interrupted in {where} (preempted, or its machine lost)")
                 raise PreemptedHere(leave)
-            rep.warn(
-                f"run {run.run_id} was interrupted in {where} (preempted, or its machine lost): waiting for its "
-                f"group to create a VM again; it resumes from its checkpoint"
-            )
+            if event == "preempted":
+                rep.warn(
+                    f"run {run.run_id} was interrupted in {where} (preempted, or its machine lost): waiting for its "
+                    f"group to create a VM again; it resumes from its checkpoint"
+                )
         elif event in ("started", "training"):
             if failover.waited_s():
                 journal.waited(failover.waited_s())
@@ -189,6 +207,16 @@ def status_observer(run: LanguageRun, rep, journal: RunJournal, failover: Failov
                 rep.info(f"run {run.run_id} is training again in {target.describe_placement(run.placement)}")
 
     return seen
+
+
+def _open_preemption_here(run: LanguageRun, journal: RunJournal, status) -> bool:
+    """The run is interrupted and its journal's last interruption, still open, was in its current zone."""
+    from trainer.runfiles.status_file import INTERRUPTED_STAGE
+
+    if status is None or status.terminal or status.stage != INTERRUPTED_STAGE or not journal.data["preemptions"]:
+        return False
+    last = journal.data["preemptions"][-1]
+    return last.get("training_again_at") is None and last.get("zone") == getattr(run.placement, "zone", None)
 
 
 def reapply_at_next(

@@ -179,6 +179,7 @@ class CreationWatch:
         self.run_id, self.errors, self.vm_running, self.reporter = run_id, errors, vm_running, reporter
         self.error_limit_s, self.queued_limit_s = limit_s, limit_s if queued_limit_s is None else queued_limit_s
         self.only_queued = True  # every problem of the window so far is a queued request
+        self.error_since: float | None = None  # when the window's first problem that is not a queued request came
         self.since: float | None = None  # when only errors began to come while no VM ran
         self.lost_at: str | None = None  # the updated_at of a RUNNING status whose VM the group says is gone
         self.kinds: set[str] = set()
@@ -186,10 +187,14 @@ class CreationWatch:
         self.rules_out: list = []  # rules_out of the window's problems that have one
         self.told: dict[str, int] = {}  # each error's line -> times seen while no VM ran
 
-    @property
-    def limit_s(self) -> float:
-        """The window's limit: the queue's while only queued requests came, else the errors'."""
-        return self.queued_limit_s if self.only_queued else self.error_limit_s
+    def _over(self, now: float) -> bool:
+        """The window is past its limit: the queue's from its start while only queued requests came; else the
+        errors', from the first error (a request queued for most of its wait, then refused, still has its time)."""
+        if self.since is None:
+            return False
+        if self.only_queued:
+            return now - self.since >= self.queued_limit_s
+        return now - (self.error_since or self.since) >= self.error_limit_s
 
     def no_vm(self, status: RunStatus | None) -> bool:
         """No VM runs the run: no status.json yet, interrupted by a preemption, or lost without a word (a RUNNING
@@ -212,27 +217,29 @@ class CreationWatch:
             no_vm, self.lost_at = True, status.updated_at
         if not no_vm:
             self.since, self.kinds, self.rules_out, self.last, self.told = None, set(), [], None, {}
-            self.only_queued = True
+            self.only_queued, self.error_since = True, None
         elif problems:
-            self.only_queued = self.only_queued and all(getattr(p, "queued", False) for p in problems)
+            if not all(getattr(p, "queued", False) for p in problems):
+                self.only_queued, self.error_since = False, self.error_since or time.monotonic()
             everywhere = [p for p in problems if getattr(p, "kind", "other") == "every-region"]
             if not (getattr(self.last, "kind", "") == "every-region" and not everywhere):
                 self.last = (everywhere or problems)[-1]  # the error that decides is the one told
             self.since = self.since or time.monotonic()
             self.kinds |= {getattr(p, "kind", "other") for p in problems}
             self.rules_out += [p.rules_out for p in problems if hasattr(p, "rules_out")]
-        if self.since is None or time.monotonic() - self.since < self.limit_s:
+        now = time.monotonic()
+        if not self._over(now):
             return
         running = self.vm_running() if self.vm_running is not None else False
         if running:
             self.since, self.kinds, self.rules_out, self.last = None, set(), [], None  # a VM: its status will come
-            self.only_queued = True
+            self.only_queued, self.error_since = True, None
         elif running is None:
             pass  # the group could not be asked: nothing is moved on a guess; asked again next poll
         else:
             raise VmCreationError(
                 self.run_id,
-                round(self.limit_s / 60, 2),
+                round((now - self.since) / 60, 2),  # the whole window without a VM: the run's wait so far
                 self.last.line(),
                 hint=self.last.hint,
                 kinds=frozenset(self.kinds),

@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
+from stacks.runs.failover import counts_as_preemption
 from trainer.runfiles.keys import PLACEMENTS_META, TRAINCTL_META, run_key
 from trainer.runfiles.run_ids import run_started_at
 from trainer.runfiles.timestamps import parse_time
@@ -88,6 +89,8 @@ class ZoneHistory:
                 ended = _time(placement.get("ended_at")) or last_seen
                 stats.vm_hours += max((ended - applied).total_seconds(), 0.0) / 3600
         for preemption in preemptions:
+            if isinstance(preemption, dict) and not counts_as_preemption(preemption):
+                continue  # a crashed peer: not the zone's doing
             zone, at = preemption.get("zone"), _time(preemption.get("detected_at"))
             if zone and at is not None and at >= since:
                 self._stats(zone, machine).preemptions += 1

@@ -5,7 +5,7 @@ preempted this run is not used again by it for `zone_block_minutes`. Zones alike
 so a project without history or advice tries its zones exactly as written.
 
 Ranked at the preflight (the zone a run starts in; stacks.runs.stack_ops.open_stack) and whenever the lifecycle
-draws its candidates to move a run (stacks.runs.runflow.follow_moving); the block is checked at every move
+draws its candidates to move a run (stacks.runs.moves.follow_moving); the block is checked at every move
 (stacks.runs.failover.Failover.blocked). `trainctl zones LANG` shows the ranking and why.
 """
 
@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
+from stacks.runs.failover import counts_as_preemption
 from stacks.runs.zone_history import ZoneHistory, ZoneStats, read_history
 from stacks.targets.advice import CapacityAdvice, ZoneAdvice
 from trainer.runfiles.timestamps import parse_time
@@ -95,7 +96,8 @@ def zone_blocks(journal: dict | None, minutes: float, now: datetime | None = Non
     if not journal or minutes <= 0:
         return out
     for preemption in journal.get("preemptions") or []:
-        zone = preemption.get("zone") if isinstance(preemption, dict) else None
+        preempted = isinstance(preemption, dict) and counts_as_preemption(preemption)
+        zone = preemption.get("zone") if preempted else None
         at = parse_time(preemption.get("detected_at")) if zone else None
         if at is not None and (until := at + timedelta(minutes=minutes)) > now:
             out[zone] = max(out.get(zone, until), until)

@@ -158,8 +158,9 @@ def test_a_run_first_read_interrupted_after_its_placement_was_applied_was_preemp
         return (datetime.now(timezone.utc) + timedelta(seconds=seconds)).isoformat(timespec="seconds")
 
     def interrupted(updated_at: str) -> RunStatus:
+        said = "preempted: checkpoint saved at epoch 1 batch 3 (classifier phase 1)"
         return RunStatus(
-            run_id="r1", lang="fr", env="gcp", state=RUNNING, stage=INTERRUPTED_STAGE, updated_at=updated_at
+            run_id="r1", lang="fr", env="gcp", state=RUNNING, stage=INTERRUPTED_STAGE, updated_at=updated_at, error=said
         )
 
     bucket = open_bucket(f"file://{tmp_path}")
@@ -167,6 +168,7 @@ def test_a_run_first_read_interrupted_after_its_placement_was_applied_was_preemp
     journal.placed({"zone": "b"})
     assert journal.observe(interrupted(at(5))) == "preempted"
     assert journal.data["preemptions"][-1]["zone"] == "b" and journal.data["placements"][-1]["ran"] is True
+    assert journal.data["preemptions"][-1]["cause"] == "preempted"  # the trainer said so: it blocks the zone
     training = RunStatus(run_id="r1", lang="fr", env="gcp", state=SUCCEEDED, stage="done", updated_at=at(20))
     assert journal.observe(training) == "training"  # the preemption is closed: the run trained again
     assert journal.data["preemptions"][-1]["training_again_at"] is not None
@@ -178,3 +180,28 @@ def test_a_run_first_read_interrupted_after_its_placement_was_applied_was_preemp
     resumed = RunJournal(open_bucket(f"file://{tmp_path / 'other'}"), "fr", "r1")
     resumed.placed({"zone": "c"})
     assert resumed.observe(interrupted(at(-60))) is None and resumed.data["preemptions"] == []
+
+
+def test_an_interruption_by_a_crashed_peer_is_recorded_but_not_as_the_zones_preemption(tmp_path):
+    """A rank that lost its peer stops as interrupted with no word of a preemption: recorded (the run's lost time),
+    never a block of its zone nor a preemption in the zone's history."""
+    from datetime import datetime, timedelta, timezone
+
+    from stacks.runs.zone_history import ZoneHistory
+    from stacks.runs.zone_ranking import zone_blocks
+
+    journal = RunJournal(open_bucket(f"file://{tmp_path}"), "fr", "r1")
+    journal.placed({"zone": "b", "spot": True, "rung": "spot"})
+    running = RunStatus(run_id="r1", lang="fr", env="gcp", state=RUNNING, stage="classifier")
+    assert journal.observe(running) == "started"
+    assert journal.observe(RunStatus(**{**vars(running), "stage": INTERRUPTED_STAGE})) == "preempted"
+    assert journal.data["preemptions"][-1]["cause"] == "interrupted"
+    assert zone_blocks(journal.data, 60) == {}
+    now = datetime.now(timezone.utc)
+    history = ZoneHistory("fr", 30)
+    history.add_run("r1", journal.data, None, now - timedelta(days=30), now + timedelta(hours=1))
+    assert history.of_zone("b").preemptions == 0
+    journal.data["preemptions"][-1]["cause"] = "preempted"  # as a preemption it would count, and block
+    history = ZoneHistory("fr", 30)
+    history.add_run("r1", journal.data, None, now - timedelta(days=30), now + timedelta(hours=1))
+    assert history.of_zone("b").preemptions == 1 and "b" in zone_blocks(journal.data, 60)

@@ -142,8 +142,9 @@ def test_zones_on_gcp_without_the_preview_says_no_advice_once_and_keeps_the_envs
 
 
 def test_a_preempted_run_leaves_its_zone_at_once_only_for_another_open_placement(tmp_path):
-    """Where no other placement is open (none listed, every other one blocked), or nothing blocks the zone (no block,
-    a rung that is not preempted), the run waits where it is for its group; else it leaves, saying why."""
+    """Where no other placement of its region is open (none listed, every other one blocked, only another region's),
+    or nothing blocks the zone (no block, a rung that is not preempted, an interruption that was a crashed peer),
+    the run waits where it is for its group; else it leaves, saying why."""
     from types import SimpleNamespace
 
     from stacks.runs.failover import RunJournal
@@ -153,22 +154,29 @@ def test_a_preempted_run_leaves_its_zone_at_once_only_for_another_open_placement
     def run_in(zone: str, *, spot: bool = True, block: float = 60):
         settings = SimpleNamespace(spot=spot, zone_block_minutes=block)
         target = SimpleNamespace(describe_placement=lambda p: f"zone {p.zone}")
-        return SimpleNamespace(placement=SimpleNamespace(zone=zone), settings=settings, target=target, run_id="r1")
+        placement = SimpleNamespace(zone=zone, region="r1")
+        return SimpleNamespace(placement=placement, settings=settings, target=target, run_id="r1")
 
     journal = RunJournal(open_bucket(f"file://{tmp_path}"), "fr", "r1")
-    journal.data["preemptions"] = [{"zone": "b", "detected_at": _at(0.1)}, {"zone": "c", "detected_at": _at(0.2)}]
+    journal.data["preemptions"] = [{"zone": "c", "detected_at": _at(0.2)}, {"zone": "b", "detected_at": _at(0.1)}]
     said = SimpleNamespace(lines=[], info=lambda line: said.lines.append(line), warn=lambda line: None)
+    phases = []
 
-    def candidates(*zones):
-        return Failover([SimpleNamespace(zone=z) for z in zones], 600, (60, 300))
+    def leave(run, *zones, region="r1"):
+        candidates = [SimpleNamespace(zone=z, region=region if z != run.placement.zone else "r1") for z in zones]
+        return leave_after_preemption(
+            run, said, journal, Failover(candidates, 600, (60, 300)), lambda phase, run_id=None: phases.append(phase)
+        )
 
-    assert "it preempted this run; blocked until" in leave_after_preemption(
-        run_in("b"), said, journal, candidates("b", "a")
-    )
-    assert leave_after_preemption(run_in("b"), said, journal, candidates("b")) is None
-    assert leave_after_preemption(run_in("b"), said, journal, candidates("b", "c")) is None  # c preempted it too
-    assert len(said.lines) == 2 and all("no other placement is open" in line for line in said.lines), said.lines
+    assert "it preempted this run; blocked until" in leave(run_in("b"), "b", "a")
+    assert phases == ["moving"]  # a Ctrl-C from here stops the run resumable
+    assert leave(run_in("b"), "b") is None
+    assert leave(run_in("b"), "b", "c") is None  # c preempted it too
+    assert leave(run_in("b"), "b", "a", region="r2") is None  # another region: egress billed
+    assert len(said.lines) == 3 and all("no other placement in its region is open" in x for x in said.lines), said.lines
     assert "waits there for its group" in said.lines[0] and "zone b is blocked for run r1" in said.lines[0]
-    assert leave_after_preemption(run_in("b", block=0), said, journal, candidates("b", "a")) is None
-    assert leave_after_preemption(run_in("b", spot=False), said, journal, candidates("b", "a")) is None
-    assert leave_after_preemption(run_in("a"), said, journal, candidates("a", "b")) is None  # a never preempted it
+    assert leave(run_in("b", block=0), "b", "a") is None
+    assert leave(run_in("b", spot=False), "b", "a") is None
+    assert leave(run_in("a"), "a", "c") is None  # a never preempted it
+    journal.data["preemptions"][-1]["cause"] = "interrupted"  # a crashed peer, not the zone's doing
+    assert leave(run_in("b"), "b", "a") is None

@@ -12,6 +12,8 @@ from trainer.runfiles.readers import read_json
 from trainer.runfiles.timestamps import now_iso
 from trainer.storage import Bucket
 
+CONDITIONAL_TRIES = 10  # reads and conditional writes of restarts.json before a plain write
+
 
 def read_restarts(bucket: Bucket, lang: str, run_id: str) -> list[dict]:
     """The run's restart records, oldest first (none: an empty list)."""
@@ -30,9 +32,10 @@ def append_restart(
     """Adds `record` as the run's next restart (its number and time filled in) -> (it, True). `event`: what names
     the failure run-wide, where every node of a multi-node run meets it and asks to restart: a record of the same
     event already there is returned instead (it, False), so the run counts the failure once. Written conditionally
-    on the version read: two nodes writing at once neither lose a record nor add one twice."""
+    on the version read: two nodes writing at once neither lose a record nor add one twice; a store that never
+    matches the version read is written plainly after CONDITIONAL_TRIES (at worst a record twice, never a hang)."""
     key = run_key(lang, run_id, RESTARTS_META)
-    while True:
+    for attempt in range(1, CONDITIONAL_TRIES + 1):
         found = bucket.read_versioned(key)
         try:
             records = _records(json.loads(found[0])) if found else []
@@ -43,8 +46,12 @@ def append_restart(
             return same, False
         new = {"restart": len(records) + 1, "at": now_iso(), **record, **({"event": event} if event else {})}
         body = json.dumps({"restarts": [*records, new]}, indent=2).encode()
+        if attempt == CONDITIONAL_TRIES:
+            bucket.write_bytes(key, body)
+            return new, True
         if bucket.write_bytes(key, body, if_absent=found is None, if_version=found[1] if found else None):
             return new, True
+    raise AssertionError("unreachable")
 
 
 def restart_place(record: dict) -> str:

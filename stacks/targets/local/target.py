@@ -79,7 +79,7 @@ class LocalTarget(TargetBase):
 
     def zones(self, config, lang) -> list[list[str]]:
         """The simulated market's zones, one tier ([]: no market, or on demand: one machine, nothing to rank)."""
-        if config.local.spot_market is None or not config.language(lang).spot:
+        if not _in_market(config, lang):
             return []
         return [list(config.local.spot_market.zones)]
 

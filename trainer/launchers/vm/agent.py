@@ -176,11 +176,13 @@ def read_settled(spec: VmSpec, fwd: Forwarder) -> RunStatus | None:
 def run_trainer(spec: VmSpec, rank: int, launcher: list[str] | None, fwd: Forwarder) -> Outcome:
     """Runs this node's trainer; on several VMs, starts it again to rejoin after an interruption elsewhere."""
     cmd, env, deadline = build_command(spec, rank, launcher), command_env(spec), spec.deadline()
-    errors = ErrorRestarts(spec, rank, lambda: going_away(MetadataClient()), after=len(restarts_so_far(spec)))
+    errors = ErrorRestarts(spec, rank, lambda: going_away(MetadataClient()))
     while True:
         if time.time() >= deadline:
             log("max_run_hours already passed: not starting the trainer")
             return Outcome(code=0, timed_out=True)
+        if spec.nodes > 1:
+            errors.after = len(restarts_so_far(spec))  # a failure of this start is named by the restarts before it
         outcome = supervise(cmd, deadline, grace_s(), fwd, env)
         if outcome.signalled or outcome.timed_out or outcome.code == 0:
             return outcome
