@@ -183,7 +183,9 @@ def test_a_two_node_run_resumed_and_placed_again_long_after_its_interruptions_tr
     assert resumed_boot - _at(interrupted["updated_at"]) > limit_s
     journal = json.loads((_run_files(gcp_sim, run_id) / "metadata/placements.json").read_text())
     preempted = journal["preemptions"][-1]
-    assert preempted["stage"] == "lm_finetune" and preempted["epoch"] >= 2 and preempted["training_again_at"], journal
+    # the stage `train` last saw before the interruption: its poll may miss a tiny LM fine-tuning resumed after base_lm
+    assert preempted["stage"] in ("base_lm", "lm_finetune"), journal
+    assert preempted["epoch"] >= 2 and preempted["training_again_at"] and preempted["cause"] == "preempted", journal
     placed_again = next(t for t in boots if t > _at(preempted["detected_at"]))
     assert placed_again - _at(preempted["detected_at"]) > limit_s, journal  # the zone's 40 min were past the limit
     assert len(journal["placements"]) >= 3, journal  # placed, resumed, placed again (once or more)
