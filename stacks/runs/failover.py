@@ -151,14 +151,17 @@ class RunJournal:
             self.data["placements"][-1].update(fields)
         self._save()
 
+    def open_preemption(self) -> dict | None:
+        """The newest interruption record while the run has not trained again since (None: none open)."""
+        last = self.data["preemptions"][-1] if self.data["preemptions"] else None
+        return last if last is not None and last.get("training_again_at") is None else None
+
     def _interrupted_here(self, status: RunStatus) -> bool:
         """A status first read at the interrupted stage, written by the trainer after the current placement was
         applied: a VM of this placement trained and was interrupted before the first read (a short stage, a slow
         poll). Not one this journal already holds open (an earlier follower's)."""
-        placements, preemptions = self.data["placements"], self.data["preemptions"]
-        if not placements or placements[-1].get("ended_at") is not None:
-            return False
-        if preemptions and preemptions[-1].get("training_again_at") is None:
+        placements = self.data["placements"]
+        if not placements or placements[-1].get("ended_at") is not None or self.open_preemption() is not None:
             return False
         return _after(status.updated_at, placements[-1].get("applied_at"))
 
@@ -200,11 +203,10 @@ class RunJournal:
             )
             return "preempted"
         if before == INTERRUPTED_STAGE and stage != INTERRUPTED_STAGE and trained:
-            open_ = [p for p in self.data["preemptions"] if p["training_again_at"] is None]
-            if open_:
+            p = self.open_preemption()
+            if p is not None:
                 from trainer.runfiles.timestamps import parse_time
 
-                p = open_[-1]
                 p["training_again_at"] = now_iso()
                 p["lost_s"] = round(
                     (parse_time(p["training_again_at"]) - parse_time(p["detected_at"])).total_seconds(), 1

@@ -213,10 +213,10 @@ def _open_preemption_here(run: LanguageRun, journal: RunJournal, status) -> bool
     """The run is interrupted and its journal's last interruption, still open, was in its current zone."""
     from trainer.runfiles.status_file import INTERRUPTED_STAGE
 
-    if status is None or status.terminal or status.stage != INTERRUPTED_STAGE or not journal.data["preemptions"]:
+    if status is None or status.terminal or status.stage != INTERRUPTED_STAGE:
         return False
-    last = journal.data["preemptions"][-1]
-    return last.get("training_again_at") is None and last.get("zone") == getattr(run.placement, "zone", None)
+    last = journal.open_preemption()
+    return last is not None and last.get("zone") == getattr(run.placement, "zone", None)
 
 
 def reapply_at_next(

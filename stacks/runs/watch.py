@@ -187,6 +187,11 @@ class CreationWatch:
         self.rules_out: list = []  # rules_out of the window's problems that have one
         self.told: dict[str, int] = {}  # each error's line -> times seen while no VM ran
 
+    def _new_window(self) -> None:
+        """A VM ran (or runs): the next stretch without one starts its own window."""
+        self.since, self.error_since, self.only_queued = None, None, True
+        self.kinds, self.rules_out, self.last = set(), [], None
+
     def _over(self, now: float) -> bool:
         """The window is past its limit: the queue's from its start while only queued requests came; else the
         errors', from the first error (a request queued for most of its wait, then refused, still has its time)."""
@@ -216,8 +221,8 @@ class CreationWatch:
         if problems and not no_vm and self.vm_running is not None and self.vm_running() is False:
             no_vm, self.lost_at = True, status.updated_at
         if not no_vm:
-            self.since, self.kinds, self.rules_out, self.last, self.told = None, set(), [], None, {}
-            self.only_queued, self.error_since = True, None
+            self._new_window()
+            self.told = {}
         elif problems:
             if not all(getattr(p, "queued", False) for p in problems):
                 self.only_queued, self.error_since = False, self.error_since or time.monotonic()
@@ -232,8 +237,7 @@ class CreationWatch:
             return
         running = self.vm_running() if self.vm_running is not None else False
         if running:
-            self.since, self.kinds, self.rules_out, self.last = None, set(), [], None  # a VM: its status will come
-            self.only_queued, self.error_since = True, None
+            self._new_window()  # a VM: its status will come
         elif running is None:
             pass  # the group could not be asked: nothing is moved on a guess; asked again next poll
         else:

@@ -65,16 +65,19 @@ def take_restart(
     that comes second restarts under the first one's record."""
     records = restart_records(bucket, lang, run_id, policy)
     limit = policy.max_restarts_on_errors
-    same = next((r for r in records if event is not None and r.get("event") == event), None)
-    if same is not None:
-        return True, f"restart {same['restart']} of {limit} after {cause} (recorded by node {same.get('node')})"
-    if len(records) >= limit:
-        after = f" after {len(records)} restart(s)" if records else ""
-        return False, f"{cause}{after}: max_restarts_on_errors={limit} reached"
-    record, added = append_restart(bucket, lang, run_id, {"cause": cause, "exit_code": code, **where}, event=event)
-    if not added:  # another node recorded it meanwhile
-        return True, f"restart {record['restart']} of {limit} after {cause} (recorded by node {record.get('node')})"
-    line = f"restart {record['restart']} of {limit} after {cause}: resuming from the newest checkpoint"
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())  # the run log's own form (trainer.runtime.runlog)
-    bucket.append(run_key(lang, run_id, "log.txt"), f"{stamp} {line}\n".encode())
-    return True, line
+    recorded = next((r for r in records if event is not None and r.get("event") == event), None)
+    if recorded is None:
+        if len(records) >= limit:
+            after = f" after {len(records)} restart(s)" if records else ""
+            return False, f"{cause}{after}: max_restarts_on_errors={limit} reached"
+        recorded, added = append_restart(
+            bucket, lang, run_id, {"cause": cause, "exit_code": code, **where}, event=event
+        )
+        if added:
+            line = f"restart {recorded['restart']} of {limit} after {cause}: resuming from the newest checkpoint"
+            # the run log's own form (trainer.runtime.runlog)
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            bucket.append(run_key(lang, run_id, "log.txt"), f"{stamp} {line}\n".encode())
+            return True, line
+    # another node met this failure first: this one restarts under its record
+    return True, f"restart {recorded['restart']} of {limit} after {cause} (recorded by node {recorded.get('node')})"
