@@ -40,23 +40,40 @@ def test_trim_returns_pages_that_a_fragmented_heap_keeps():
     del top
 
 
+def fragment(mb: int):
+    """As above: `mb` freed 1 MB blocks stay resident below a live one (returned: keep it alive)."""
+    np.ones(20 * 2**20, dtype=np.uint8)
+    blocks = [np.ones(2**20, dtype=np.uint8) for _ in range(mb)]
+    top = np.ones(2**20, dtype=np.uint8)
+    del blocks
+    return top
+
+
 @glibc
-def test_the_callback_trims_once_the_process_has_grown():
+def test_the_callback_trims_once_the_process_has_grown_beyond_its_working_set(monkeypatch):
+    trimmed = []
+    real_trim = heap.trim
+    monkeypatch.setattr(heap, "trim", lambda: trimmed.append(resident_mb()) or real_trim())
     trims = HeapTrimCallback(every=1, grown_mb=48)
     trims.learn = SimpleNamespace(training=True, iter=0)
     trims.before_fit()
-    start = trims.trimmed_at_mb
+    tops = [fragment(120)]  # the fit's first batches: its working set, not growth
     trims.after_batch()
-    assert trims.trimmed_at_mb == start  # nothing grew: no trim (a walk of the whole heap) this batch
-    np.ones(20 * 2**20, dtype=np.uint8)  # as above: freed 1 MB blocks stay resident below a live one
-    blocks = [np.ones(2**20, dtype=np.uint8) for _ in range(120)]
-    top = np.ones(2**20, dtype=np.uint8)
-    del blocks
+    trims.after_batch()
+    assert trimmed == []  # nothing grew beyond the working set: no trim (a walk of the whole heap)
+    tops.append(fragment(240))  # more than the heap holds free
     grown = resident_mb()
-    assert grown - start > 48, (start, grown)
+    assert grown - trims.working_mb > 48, (trims.working_mb, grown)
     trims.after_batch()
-    assert trims.trimmed_at_mb < grown - 80, (start, grown, trims.trimmed_at_mb)
-    del top
+    assert len(trimmed) == 1 and trims.working_mb < grown - 80, (grown, trims.working_mb)
+    # the next batches fault their pages back in: the working set again, not growth
+    tops.append(fragment(100))
+    trims.after_batch()
+    trims.after_batch()
+    assert len(trimmed) == 1
+    tops.append(fragment(400))  # growth beyond it (more than the heap holds) trims again
+    trims.after_batch()
+    assert len(trimmed) == 2
 
 
 def test_every_learner_trims_its_heap(tmp_path):

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 from fastai.callback.core import Callback, CancelStepException
+from fastai.data.load import DataLoader
 from fastai.learner import Learner
 from fastai.losses import MSELossFlat
 from fastai.optimizer import Adam
@@ -119,6 +120,43 @@ def test_the_fast_loop_sees_the_same_events_losses_and_weights():
     assert fast.recorder.values == plain.recorder.values
     assert all(torch.equal(a, b) for a, b in zip(fast.model.parameters(), plain.model.parameters()))
     assert type(fast.opt) is loop.ForeachAdam
+    assert (fast.train_iter, fast.pct_train) == (plain.train_iter, plain.pct_train) and fast.train_iter == 12
+
+
+class Two(Callback):
+    def __init__(self, seen: list):
+        self.seen = seen
+
+    def after_create(self):
+        self.seen.append("after_create")
+
+    def after_cancel_batch(self):
+        self.seen.append("after_cancel_batch")
+
+
+def test_events_by_name_or_in_a_list_reach_the_callbacks_in_order():
+    seen: list = []
+    learn = loop.apply(adam_learner(n_trn=6, cbs=[Two(seen)]))
+    seen.clear()
+    learn("after_cancel_batch")
+    learn(["after_create", "after_cancel_batch"])
+    assert seen == ["after_cancel_batch", "after_create", "after_cancel_batch"]
+
+
+def test_the_lean_rnn_callback_splits_the_outputs_as_fastais():
+    from fastai.callback.rnn import RNNCallback
+
+    from trainer.runtime.lean import LeanRNNCallback
+
+    pred = (torch.randn(2, 5), [torch.randn(2, 3), torch.randn(2, 3)], [torch.randn(2, 3), torch.randn(2, 3)])
+    split = []
+    for cls in (RNNCallback, LeanRNNCallback):
+        learn, cb = synth_learner(), cls()
+        learn.add_cb(cb)
+        learn.pred = pred
+        cb.after_pred()
+        split.append((learn.pred, cb.raw_out, cb.out))
+    assert all(a is b for a, b in zip(*split)) and split[0][1] is pred[1][-1] and split[0][2] is pred[2][-1]
 
 
 class Phases(Callback):
@@ -196,9 +234,9 @@ def batches(dl) -> list[tuple]:
     fast = [tuple(t.clone() for t in b) for b in dl]
     random.setstate(state)
     np.random.set_state(rng)
-    kept, dl.tokens = dl.tokens, None  # fastai's own way: an item a row, collated
+    kept, dl.tokens = dl.tokens, None  # fastai's own way: an item a row, collated, through torch's iterator
     try:
-        slow = [tuple(t.clone() for t in b) for b in dl]
+        slow = [tuple(t.clone() for t in b) for b in DataLoader.__iter__(dl)]
     finally:
         dl.tokens = kept
     return list(zip(fast, slow))

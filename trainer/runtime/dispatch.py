@@ -62,33 +62,35 @@ class EventDispatch:
 
     def __init__(self, learn):
         self.learn = learn
-        self.key: tuple = ()
+        self.key: list = []
         self.by_event: dict[str, list] = {}
 
     def __getstate__(self):
-        return {"learn": self.learn, "key": (), "by_event": {}}
+        return {"learn": self.learn, "key": [], "by_event": {}}
 
     def __call__(self, event_name: str) -> None:
         cbs = self.learn.cbs
-        key = tuple(map(id, cbs))
-        if key != self.key:
-            self.key, self.by_event = key, {}
+        cbs = getattr(cbs, "items", cbs)  # fastai's L: its list, compared element by element (identity first)
+        if cbs != self.key:
+            self.key, self.by_event = list(cbs), {}
         todo = self.by_event.get(event_name)
         if todo is None:
-            if not hasattr(event, event_name):
-                raise Exception(f"missing {event_name}")
-            ordered = sorted(cbs, key=attrgetter("order"))
-            todo = [
-                cb
-                for cb in ordered
-                if event_name == "after_fit"
-                or event_name in cb.__dict__
-                or callable(getattr(type(cb), event_name, None))
-            ]
-            self.by_event[event_name] = todo
+            todo = self.by_event[event_name] = self._plan(event_name)
         training = getattr(self.learn, "training", True)
-        for cb in todo:
-            if type(cb).__call__ is FASTAI_CALL and callable(getattr(type(cb), event_name, None)):
+        for cb, direct in todo:
+            if direct:
                 call_callback(cb, event_name, training)
             else:
                 cb(event_name)
+
+    def _plan(self, event_name: str) -> list[tuple]:
+        """The callbacks `event_name` reaches, in fastai's order, each with whether it is called as fastai's
+        `Callback.__call__` would call it (else through its own `__call__`)."""
+        if not hasattr(event, event_name):
+            raise Exception(f"missing {event_name}")
+        ordered = sorted(self.key, key=attrgetter("order"))
+        return [
+            (cb, type(cb).__call__ is FASTAI_CALL and callable(getattr(type(cb), event_name, None)))
+            for cb in ordered
+            if event_name == "after_fit" or event_name in cb.__dict__ or callable(getattr(type(cb), event_name, None))
+        ]

@@ -7,7 +7,8 @@ as little Python as the step allows (measured by benchmarks/loop_overhead.py, do
   fastai's per-parameter callbacks (a checkpoint's optimizer state loads either way), a few kernel launches
   per parameter group instead of a dozen Python calls per parameter.
 - Each event goes only to the callbacks that handle it, in the order fastai sorts them, sorted once per set of
-  callbacks instead of at every event (trainer/runtime/dispatch.py).
+  callbacks instead of at every event (trainer/runtime/dispatch.py); fastai's callbacks that run every batch read the
+  learner's attributes directly (trainer/runtime/lean.py).
 - The classifier's encoder runs each chunk on the rows the loader counted on the host (fastai's SentenceEncoder
   counts them on the device and reads the count: a sync per chunk); the same rows, so the same outputs.
 - The one-cycle schedule's values computed on Python floats (fastai computes each batch's with tensor operations):
@@ -22,7 +23,7 @@ import numpy as np
 import torch
 from fastai.callback.core import Callback
 from fastai.callback.schedule import ParamScheduler, SchedCos
-from fastai.learner import AvgLoss, AvgMetric, AvgSmoothLoss, Recorder
+from fastai.learner import AvgLoss, AvgMetric, AvgSmoothLoss, Learner, Recorder
 from fastai.metrics import AccumMetric, Perplexity
 from fastai.optimizer import Adam, Optimizer, adam_step, average_grad, average_sqr_grad, debias, step_stat, weight_decay
 from fastai.text.models.core import SentenceEncoder, _pad_tensor
@@ -30,6 +31,7 @@ from fastai.torch_core import TensorBase, find_bs, flatten_check, tensor
 from fastcore.foundation import L
 
 from trainer.runtime.dispatch import EventDispatch
+from trainer.runtime.lean import call_events, lean_callbacks
 from trainer.text.batches import CHUNK_ROWS
 
 # --- losses and metrics on the device ------------------------------------------------------------------------
@@ -288,8 +290,16 @@ class FloatParamScheduler(ParamScheduler):
     def name(self) -> str:
         return "param_scheduler"
 
+    def before_batch(self):
+        self._update_val(self.learn.pct_train)
+
+    def after_batch(self):
+        last = self.learn.opt.hypers[-1]
+        for name, values in self.hps.items():
+            values.append(last[name])
+
     def _update_val(self, pct):
-        opt = self.opt
+        opt = self.learn.opt
         for name, sched in self.scheds.items():
             value = sched(pct)
             if isinstance(value, np.ndarray) and value.ndim == 1 and len(value) == len(opt.hypers):
@@ -337,7 +347,9 @@ def apply(learn):
         if learn.opt is not None:
             learn.create_opt()
     device_metrics(learn)
+    lean_callbacks(learn)
     learn.add_cb(PlainLoss())
     host_rows_encoder(getattr(learn, "model", None))
     learn._call_one = EventDispatch(learn)
+    Learner.__call__ = call_events  # every learner of the process: the same calls, in the same order
     return learn

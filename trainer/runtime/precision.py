@@ -72,7 +72,8 @@ class CpuAutocast(Callback):
         self.autocast.__enter__()
 
     def after_pred(self):
-        self.learn.pred = to_float(self.pred)
+        learn = self.learn  # read directly: a callback's own lookup falls back to the learner's (microseconds)
+        learn.pred = to_float(learn.pred)
 
     def after_loss(self):
         self._leave()

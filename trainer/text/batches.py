@@ -29,27 +29,25 @@ class DeviceFeed:
     """A fastai DataLoader that, on CUDA, copies each batch from pinned memory without waiting (non_blocking) and
     collates the next batch while the device runs the current one: a plain copy of pageable memory makes the host
     wait for the device before every batch; on a CPU, where the batches are made, fastai's copy (a no-op through its
-    dispatch) is skipped. The same batches in the same order."""
+    dispatch) is skipped. Made in this process (no workers), the batches come from fastai's own calls without
+    torch's iterator around them. The same batches in the same order."""
 
     def __iter__(self):
         device = self.device
         if device is None:
+            yield from self._made()
+            return
+        kind = torch.device(device).type
+        if kind not in ("cpu", "cuda"):
             yield from super().__iter__()
             return
-        if torch.device(device).type == "cpu":  # made there: fastai's copy would be a no-op through its dispatch
-            self.device = None
-            try:
-                yield from super().__iter__()
-            finally:
-                self.device = device
-            return
-        if torch.device(device).type != "cuda":
-            yield from super().__iter__()
-            return
-        self.device = None  # fastai's own copy (a blocking one) is skipped; ours follows
+        self.device = None  # fastai's copy is skipped: a no-op on a CPU, a blocking one on CUDA (ours follows)
         try:
+            if kind == "cpu":
+                yield from self._made()
+                return
             ahead = None
-            for b in super().__iter__():
+            for b in self._made():
                 b = to_device(_pinned(b), device, non_blocking=True)
                 if ahead is not None:
                     yield ahead
@@ -58,6 +56,23 @@ class DeviceFeed:
                 yield ahead
         finally:
             self.device = device
+
+    def _made(self):
+        """fastai's DataLoader.__iter__ (its device copy left to the caller): with no worker processes and no
+        pinning by torch, its calls in its order without torch's single-process iterator, which only hands on
+        what `create_batches` yields (fastai's collate there is the identity; its seed draw a no-op) at about
+        0.1 ms a batch (a profiler scope, a fetcher, a sampler)."""
+        if self.fake_l.num_workers != 0 or self.pin_memory:
+            yield from super().__iter__()  # self.device is None here: no copy
+            return
+        self.randomize()
+        self.before_iter()
+        self._DataLoader__idxs = self.get_idxs()  # fastai's private order, which its sample() reads
+        for b in self.create_batches(self.sample()):
+            yield self.after_batch(b)
+        self.after_iter()
+        if hasattr(self, "it"):
+            del self.it
 
 
 class FedLMDataLoader(DeviceFeed, LMDataLoader):
@@ -101,7 +116,7 @@ class FedLMDataLoader(DeviceFeed, LMDataLoader):
             sl = self.last_len if b == self.n_batches - 1 else self.seq_len
             window = stream[:, b * self.seq_len : b * self.seq_len + sl + 1].astype(np.int64)
             x, y = torch.from_numpy(window[:, :-1].copy()), torch.from_numpy(window[:, 1:].copy())
-            yield LMTensorText(x), TensorText(y)
+            yield x.as_subclass(LMTensorText), y.as_subclass(TensorText)  # what the types' constructors make
 
 
 class FedSortedDL(DeviceFeed, SortedDL):
@@ -115,7 +130,7 @@ class FedSortedDL(DeviceFeed, SortedDL):
 
     def __init__(self, dataset, tokens: TokenIds | None = None, rows=None, **kwargs):
         self.tokens, self.rows = tokens, None if rows is None else np.asarray(rows, dtype=np.int64)
-        self._targets = None
+        self._targets = self._spans = None
         super().__init__(dataset, **kwargs)
 
     def new(self, dataset=None, **kwargs):
@@ -132,21 +147,25 @@ class FedSortedDL(DeviceFeed, SortedDL):
     def _batch(self, positions, pad: Pad_Chunk) -> tuple:
         if self._targets is None:
             targets = torch.stack([self.dataset[i][1] for i in range(len(self.dataset))])
-            # indexed as a plain tensor, then given its fastai type back: fastai's dispatch costs more than the index
-            self._targets = (targets.as_subclass(torch.Tensor), type(targets))
+            # indexed as a numpy array, then given its fastai type back: fastai's dispatch costs more than the index
+            self._targets = (targets.as_subclass(torch.Tensor).numpy(), type(targets))
+            offsets = self.tokens.offsets
+            self._spans = (offsets[self.rows], offsets[self.rows + 1] - offsets[self.rows])  # by dataset position
         plain, kind = self._targets
-        texts = [self.tokens.text(int(r)) for r in self.rows[positions]]
-        width = max(len(t) for t in texts)
-        x = np.full((len(texts), width), pad.pad_idx, dtype=np.int64)
-        for j, t in enumerate(texts):
-            start = (width - len(t)) // pad.seq_len * pad.seq_len
-            x[j, start : start + len(t)] = t
-        batch = TensorText(torch.from_numpy(x))
+        starts, lens = self._spans[0][positions], self._spans[1][positions]
+        width = int(lens.max())
+        x = np.full((len(positions), width), pad.pad_idx, dtype=np.int64)
+        # every text's ids in one copy, each row's from where Pad_Chunk starts it (whole chunks of padding before)
+        ends = np.cumsum(lens)
+        within = np.arange(int(ends[-1])) - np.repeat(ends - lens, lens)
+        at = np.repeat((width - lens) // pad.seq_len * pad.seq_len, lens) + within
+        x[np.repeat(np.arange(len(positions)), lens), at] = self.tokens.ids[np.repeat(starts, lens) + within]
+        batch = torch.from_numpy(x).as_subclass(TensorText)  # what TensorText(…) makes, without fastai's cast
         if not list(self.after_batch.fs):  # nothing changes the batch between here and the model
             # the rows fastai's SentenceEncoder runs at each chunk (those not padding at its first position),
             # counted here: on the device each count is a sync (trainer.runtime.loop.HostRowsEncoder reads these)
-            setattr(batch, CHUNK_ROWS, tuple(int(n) for n in (x[:, :: pad.seq_len] != pad.pad_idx).sum(axis=0)))
-        return batch, plain[torch.from_numpy(positions)].as_subclass(kind)
+            setattr(batch, CHUNK_ROWS, tuple((x[:, :: pad.seq_len] != pad.pad_idx).sum(axis=0).tolist()))
+        return batch, torch.from_numpy(plain[positions]).as_subclass(kind)
 
     def create_batches(self, samps):
         pad = self._pad() if self.tokens is not None else None
