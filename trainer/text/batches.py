@@ -8,6 +8,8 @@ the same order, from TokenIds directly. trainer.text.loaders builds them.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import torch
 from fastai.text.all import LMDataLoader, LMTensorText, Pad_Chunk, SortedDL, TensorText
@@ -17,6 +19,7 @@ from fastcore.basics import chunked
 from trainer.text.tokens import TokenIds
 
 CHUNK_ROWS = "chunk_rows"  # the batch's metadata trainer.runtime.loop.HostRowsEncoder reads
+GROUP = 16  # classifier batches padded together (memory: 16 batches of ids, 8 bytes an id)
 
 
 def _pinned(b):
@@ -144,33 +147,48 @@ class FedSortedDL(DeviceFeed, SortedDL):
         fs = list(getattr(self.before_batch, "fs", []))
         return fs[0] if len(fs) == 1 and isinstance(fs[0], Pad_Chunk) and fs[0].pad_first else None
 
-    def _batch(self, positions, pad: Pad_Chunk) -> tuple:
+    def _encoded(self) -> tuple:
+        """(targets as a numpy array, their fastai type), and each dataset position's (start, length) in the ids."""
         if self._targets is None:
             targets = torch.stack([self.dataset[i][1] for i in range(len(self.dataset))])
             # indexed as a numpy array, then given its fastai type back: fastai's dispatch costs more than the index
             self._targets = (targets.as_subclass(torch.Tensor).numpy(), type(targets))
             offsets = self.tokens.offsets
-            self._spans = (offsets[self.rows], offsets[self.rows + 1] - offsets[self.rows])  # by dataset position
-        plain, kind = self._targets
-        starts, lens = self._spans[0][positions], self._spans[1][positions]
-        width = int(lens.max())
-        x = np.full((len(positions), width), pad.pad_idx, dtype=np.int64)
+            self._spans = (offsets[self.rows], offsets[self.rows + 1] - offsets[self.rows])
+        return self._targets, self._spans
+
+    def _group(self, chunks: list[list[int]], pad: Pad_Chunk):
+        """The batches of `chunks` (each a batch's dataset positions), padded together into one buffer: a dozen numpy
+        calls for the group rather than for every batch (each call's own cost is most of a small batch's)."""
+        (plain, kind), (all_starts, all_lens) = self._encoded()
+        sizes = np.fromiter(map(len, chunks), dtype=np.int64, count=len(chunks))
+        positions = np.fromiter(itertools.chain.from_iterable(chunks), dtype=np.int64, count=int(sizes.sum()))
+        starts, lens = all_starts[positions], all_lens[positions]
+        first = np.cumsum(sizes) - sizes  # each batch's first row
+        widths = np.maximum.reduceat(lens, first)
+        row_width = np.repeat(widths, sizes)
+        row_at = np.cumsum(row_width) - row_width  # where each row starts in the buffer
+        buffer = np.full(int(row_width.sum()), pad.pad_idx, dtype=np.int64)
         # every text's ids in one copy, each row's from where Pad_Chunk starts it (whole chunks of padding before)
         ends = np.cumsum(lens)
-        within = np.arange(int(ends[-1])) - np.repeat(ends - lens, lens)
-        at = np.repeat((width - lens) // pad.seq_len * pad.seq_len, lens) + within
-        x[np.repeat(np.arange(len(positions)), lens), at] = self.tokens.ids[np.repeat(starts, lens) + within]
-        batch = torch.from_numpy(x).as_subclass(TensorText)  # what TensorText(…) makes, without fastai's cast
-        if not list(self.after_batch.fs):  # nothing changes the batch between here and the model
-            # the rows fastai's SentenceEncoder runs at each chunk (those not padding at its first position),
-            # counted here: on the device each count is a sync (trainer.runtime.loop.HostRowsEncoder reads these)
-            setattr(batch, CHUNK_ROWS, tuple((x[:, :: pad.seq_len] != pad.pad_idx).sum(axis=0).tolist()))
-        return batch, torch.from_numpy(plain[positions]).as_subclass(kind)
+        within = np.arange(int(ends[-1]) if len(ends) else 0) - np.repeat(ends - lens, lens)
+        at = np.repeat(row_at + (row_width - lens) // pad.seq_len * pad.seq_len, lens) + within
+        buffer[at] = self.tokens.ids[np.repeat(starts, lens) + within]
+        targets = plain[positions]
+        counted = not list(self.after_batch.fs)  # nothing changes the batch between here and the model
+        for size, width, row, cell in zip(sizes.tolist(), widths.tolist(), first.tolist(), row_at[first].tolist()):
+            x = buffer[cell : cell + size * width].reshape(size, width)
+            batch = torch.from_numpy(x).as_subclass(TensorText)  # what TensorText(…) makes, without fastai's cast
+            if counted:
+                # the rows fastai's SentenceEncoder runs at each chunk (those not padding at its first position),
+                # counted here: on the device each count is a sync (trainer.runtime.loop.HostRowsEncoder reads these)
+                setattr(batch, CHUNK_ROWS, tuple((x[:, :: pad.seq_len] != pad.pad_idx).sum(axis=0).tolist()))
+            yield batch, torch.from_numpy(targets[row : row + size]).as_subclass(kind)
 
     def create_batches(self, samps):
         pad = self._pad() if self.tokens is not None else None
         if pad is None:
             yield from super().create_batches(samps)
             return
-        for chunk in chunked(samps, self.bs, self.drop_last):
-            yield self._batch(np.asarray(chunk, dtype=np.int64), pad)
+        for chunks in chunked(chunked(samps, self.bs, self.drop_last), GROUP):
+            yield from self._group(chunks, pad)
