@@ -230,15 +230,20 @@ def test_an_event_goes_on_reaching_a_callback_added_mid_fit():
 
 
 def batches(dl) -> list[tuple]:
-    state, rng = random.getstate(), np.random.get_state()
+    """(fast, fastai's) batch pairs of one epoch; each way leaves torch's RNG where the other does (a dropout mask
+    drawn after it is the same)."""
+    state, rng, torch_rng = random.getstate(), np.random.get_state(), torch.get_rng_state()
     fast = [tuple(t.clone() for t in b) for b in dl]
+    after = torch.rand(4)
     random.setstate(state)
     np.random.set_state(rng)
+    torch.set_rng_state(torch_rng)
     kept, dl.tokens = dl.tokens, None  # fastai's own way: an item a row, collated, through torch's iterator
     try:
         slow = [tuple(t.clone() for t in b) for b in DataLoader.__iter__(dl)]
     finally:
         dl.tokens = kept
+    assert torch.equal(after, torch.rand(4))
     return list(zip(fast, slow))
 
 

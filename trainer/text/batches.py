@@ -63,14 +63,17 @@ class DeviceFeed:
     def _made(self):
         """fastai's DataLoader.__iter__ (its device copy left to the caller): with no worker processes and no
         pinning by torch, its calls in its order without torch's single-process iterator, which only hands on
-        what `create_batches` yields (fastai's collate there is the identity; its seed draw a no-op) at about
-        0.1 ms a batch (a profiler scope, a fetcher, a sampler)."""
+        what `create_batches` yields (fastai's collate there is the identity) at about 0.1 ms a batch (a profiler
+        scope, a fetcher, a sampler)."""
         if self.fake_l.num_workers != 0 or self.pin_memory:
             yield from super().__iter__()  # self.device is None here: no copy
             return
         self.randomize()
         self.before_iter()
         self._DataLoader__idxs = self.get_idxs()  # fastai's private order, which its sample() reads
+        # torch's iterator draws its workers' base seed from torch's RNG as it starts: drawn here too, so every
+        # dropout mask after it is the one fastai's loop would draw
+        torch.empty((), dtype=torch.int64).random_(generator=self.fake_l.generator)
         for b in self.create_batches(self.sample()):
             yield self.after_batch(b)
         self.after_iter()
