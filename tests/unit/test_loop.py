@@ -121,6 +121,7 @@ def test_the_fast_loop_sees_the_same_events_losses_and_weights():
     assert all(torch.equal(a, b) for a, b in zip(fast.model.parameters(), plain.model.parameters()))
     assert type(fast.opt) is loop.ForeachAdam
     assert (fast.train_iter, fast.pct_train) == (plain.train_iter, plain.pct_train) and fast.train_iter == 12
+    assert type(fast.train_eval).__name__ == "LeanTrainEval" and fast.train_eval.name == plain.train_eval.name
 
 
 class Two(Callback):
@@ -157,6 +158,7 @@ def test_the_lean_rnn_callback_splits_the_outputs_as_fastais():
         cb.after_pred()
         split.append((learn.pred, cb.raw_out, cb.out))
     assert all(a is b for a, b in zip(*split)) and split[0][1] is pred[1][-1] and split[0][2] is pred[2][-1]
+    assert LeanRNNCallback().name == RNNCallback().name
 
 
 class Phases(Callback):

@@ -22,6 +22,10 @@ class LeanTrainEval(TrainEvalCallback):
     """fastai's TrainEvalCallback, a training batch counted from the learner's attributes read directly (its own
     lookup falls back to the learner's through fastcore's delegation: microseconds each): the same arithmetic."""
 
+    @property
+    def name(self) -> str:
+        return "train_eval"  # learn.train_eval, as fastai names it
+
     def after_batch(self):
         learn = self.learn
         learn.pct_train += 1.0 / (learn.n_iter * learn.n_epoch)
@@ -31,6 +35,10 @@ class LeanTrainEval(TrainEvalCallback):
 class LeanRNNCallback(RNNCallback):
     """fastai's RNNCallback, the model's outputs split from the learner's `pred` read directly and kept without
     fastai's check that a callback's attribute does not shadow the learner's (a failed lookup through the model)."""
+
+    @property
+    def name(self) -> str:
+        return "rnn"  # learn.rnn, which RNNRegularizer reads
 
     def after_pred(self):
         learn = self.learn
