@@ -21,8 +21,18 @@ from fastai.test_utils import RegModel, synth_dbunch, synth_learner
 from fastai.torch_core import set_seed
 
 from trainer.runtime import loop
+from trainer.runtime.lean import FASTAI_EVENTS
 from trainer.text import loaders
 from trainer.text.tokens import TokenIds
+
+
+@pytest.fixture(autouse=True)
+def fastais_event_call():
+    """Every test starts with fastai's own `Learner.__call__` (loop.apply replaces it for the whole process), so a
+    plain learner here is fastai's."""
+    Learner.__call__ = FASTAI_EVENTS
+    yield
+    Learner.__call__ = FASTAI_EVENTS
 
 
 def tokens(n: int, lengths: tuple[int, int], seed: int = 0) -> TokenIds:
@@ -105,6 +115,7 @@ def adam_learner(n_trn: int, cbs: list) -> Learner:
 
 def fitted(fast: bool):
     seen: list = []
+    assert fast or Learner.__call__ is FASTAI_EVENTS
     set_seed(0, reproducible=True)
     learn = adam_learner(n_trn=6, cbs=[Events("late", seen, 80), Events("early", seen, -5)])
     if fast:
@@ -246,7 +257,7 @@ def batches(dl) -> list[tuple]:
     finally:
         dl.tokens = kept
     assert torch.equal(after, torch.rand(4))
-    return list(zip(fast, slow))
+    return list(zip(fast, slow, strict=True))
 
 
 def same(pairs: list[tuple]) -> bool:
@@ -284,6 +295,29 @@ def test_classifier_batches_are_fastais(multi_label, bs, seq_len, world):
     for dl in (dls.train, dls.valid):
         for _ in range(2):
             assert same(batches(dl))
+
+
+def test_classifier_batches_of_long_texts_are_padded_in_smaller_groups_and_are_fastais(monkeypatch):
+    from trainer.text import batches as fed
+
+    monkeypatch.setattr(fed, "GROUP_IDS", 16 * 400 * 3)  # three batches of the longest texts a group
+    names = ["a", "b"]
+    dls = loaders.classifier_dataloaders(
+        tokens(300, (3, 400)),
+        [[names[i % 2]] for i in range(300)],
+        multi_label=False,
+        label_names=names,
+        splits=(list(range(250)), list(range(250, 300))),
+        bs=16,
+        seq_len=72,
+    )
+    made = []
+    real = fed.FedSortedDL._group
+    monkeypatch.setattr(
+        fed.FedSortedDL, "_group", lambda dl, chunks, pad: made.append(len(chunks)) or real(dl, chunks, pad)
+    )
+    assert same(batches(dls.train))
+    assert made and max(made) == 3
 
 
 class Hypers(Callback):

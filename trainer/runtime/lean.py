@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from fastai.callback.core import TrainEvalCallback
 from fastai.callback.rnn import RNNCallback
+from fastai.learner import Learner
 from fastcore.foundation import L
 from fastcore.xtras import is_listy
+
+FASTAI_EVENTS = Learner.__call__  # fastai's own, before trainer.runtime.loop.apply replaces it
 
 
 def call_events(learn, event_name) -> None:

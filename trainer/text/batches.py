@@ -19,7 +19,8 @@ from fastcore.basics import chunked
 from trainer.text.tokens import TokenIds
 
 CHUNK_ROWS = "chunk_rows"  # the batch's metadata trainer.runtime.loop.HostRowsEncoder reads
-GROUP = 16  # classifier batches padded together (memory: 16 batches of ids, 8 bytes an id)
+GROUP = 16  # classifier batches padded together, at most
+GROUP_IDS = 4_000_000  # and at most this many ids a group, padding included (32 MB, and about as much again to fill it)
 
 
 def _pinned(b):
@@ -65,7 +66,7 @@ class DeviceFeed:
         pinning by torch, its calls in its order without torch's single-process iterator, which only hands on
         what `create_batches` yields (fastai's collate there is the identity) at about 0.1 ms a batch (a profiler
         scope, a fetcher, a sampler)."""
-        if self.fake_l.num_workers != 0 or self.pin_memory:
+        if self.fake_l.num_workers != 0 or self.pin_memory or self.fake_l.timeout:
             yield from super().__iter__()  # self.device is None here: no copy
             return
         self.randomize()
@@ -193,5 +194,7 @@ class FedSortedDL(DeviceFeed, SortedDL):
         if pad is None:
             yield from super().create_batches(samps)
             return
-        for chunks in chunked(chunked(samps, self.bs, self.drop_last), GROUP):
+        longest = int(self._encoded()[1][1].max(initial=0))
+        group = max(1, min(GROUP, GROUP_IDS // max(1, self.bs * longest)))  # batches a group, by the longest text
+        for chunks in chunked(chunked(samps, self.bs, self.drop_last), group):
             yield from self._group(chunks, pad)

@@ -24,7 +24,7 @@ class HeapTrimCallback(Callback):
         self.settling = True  # the next look measures the working set
 
     def before_fit(self):
-        self.working_mb, self.settling = heap.resident_mb(), True
+        self.settling = True  # the fit's first batches make its working set
 
     def after_batch(self):
         learn = self.learn  # read directly: a callback's own lookup falls back to the learner's (microseconds)
