@@ -99,12 +99,13 @@ WIDER_SEARCH = (
 )
 
 
-def draw_candidates(run: LanguageRun, rep, journal: RunJournal, failover: Failover) -> None:
-    """The placements a move may take, ranked (stacks.runs.zone_ranking), the current one first; drawn once."""
+def draw_candidates(run: LanguageRun, rep, journal: RunJournal, failover: Failover, *, freed: bool = False) -> None:
+    """The placements a move may take, ranked (stacks.runs.zone_ranking), the current one first; drawn once.
+    `freed`: the run's own GPUs count as free (its preempted VM holds them while it stops)."""
     if failover.candidates:
         return
     target = run.target
-    listed = target.placements(run.config, run.lang, rep, first=run.placement)
+    listed = target.placements(run.config, run.lang, rep, first=run.placement, freed=freed)
     ranking = rank_zones(target, run.config, run.lang, run.bucket, journal=journal.data)
     failover.candidates[:], failover.index = ranked_placements(listed, ranking, run.placement)
 
@@ -123,7 +124,7 @@ def leave_after_preemption(run: LanguageRun, rep, journal: RunJournal, failover:
         return None
     track(MOVING)  # from here a Ctrl-C stops the run resumable rather than leaving a preempted group behind
     try:
-        draw_candidates(run, rep, journal, failover)
+        draw_candidates(run, rep, journal, failover, freed=True)
     except Exception as exc:  # the quota look-up failed: the group in place is still a way back to training
         rep.warn(f"could not list the placements to move run {run.run_id} to ({exc}): it waits where it is")
         track(FOLLOWING, run.run_id)

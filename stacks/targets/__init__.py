@@ -62,9 +62,11 @@ class TargetProvision(Protocol):
         """Checks before synth (quota, image); the placement the stack is synthesized with, if any.
         `decided`: what preflight_together chose for this language (it counted the others' share)."""
 
-    def placements(self, config: "EnvConfig", lang: str, reporter, first=None) -> list:
+    def placements(self, config: "EnvConfig", lang: str, reporter, first=None, *, freed: bool = False) -> list:
         """Where the run may go, in order: `first` (the preflight's), then the others that can take it (gcp: other
-        zones with quota; local: the simulated market's zones). The lifecycle moves a run along it."""
+        zones with quota; local: the simulated market's zones). The lifecycle moves a run along it. `freed`: the
+        run's own GPUs at `first` count as free (a preempted run's VM holds them while it stops; the move deletes
+        its group before it applies elsewhere)."""
 
     def describe_placement(self, placement) -> str:
         """A placement in a few words, for the operator's lines."""

@@ -43,7 +43,7 @@ class TargetBase:
     def preflight(self, config, lang, reporter, decided=None):
         return None
 
-    def placements(self, config, lang, reporter, first=None) -> list:
+    def placements(self, config, lang, reporter, first=None, *, freed=False) -> list:
         return [first]
 
     def describe_placement(self, placement) -> str:

@@ -411,3 +411,20 @@ def test_without_a_decision_an_h100_guard_reads_the_family_quotas(project):
     ]
     assert gcp_placement(dev_config(*H100, "defaults.spot=false"), "fr").quota_metrics == ["GPUS_PER_GPU_FAMILY"]
     assert gcp_placement(dev_config(), "fr").quota_metrics == ["PREEMPTIBLE_NVIDIA_L4_GPUS", "NVIDIA_L4_GPUS"]
+
+
+def test_a_preempted_runs_own_gpus_count_as_free_for_its_move(project, monkeypatch):
+    """Its VM still stopping holds the region's one Spot L4: a move that deletes its group first may take another
+    zone of the region; a new run's look (not freed) may not."""
+    from stacks.targets.gcp.target import GcpTarget, gcp_placement
+
+    ew4 = with_quotas(fixture("region_europe-west4.json"), PREEMPTIBLE_NVIDIA_L4_GPUS=(1, 1))
+    no_l4 = with_quotas(fixture("region_europe-west1.json"), NVIDIA_L4_GPUS=(0, 0), PREEMPTIBLE_NVIDIA_L4_GPUS=(0, 0))
+    config = dev_config("gcp.fallback_zones=[europe-west1-b]")
+    first = gcp_placement(config, "fr", zone="europe-west4-b", metric="PREEMPTIBLE_NVIDIA_L4_GPUS")
+    with compute_api(ew4=ew4, ew1=no_l4) as api:
+        monkeypatch.setenv(ENDPOINT_ENV, api.url)
+        held = GcpTarget().placements(config, "fr", None, first=first)
+        freed = GcpTarget().placements(config, "fr", None, first=first, freed=True)
+    assert [p.zone for p in held] == ["europe-west4-b"]
+    assert [p.zone for p in freed] == ["europe-west4-b", "europe-west4-a", "europe-west4-c"]

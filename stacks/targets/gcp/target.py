@@ -185,19 +185,28 @@ class GcpTarget(TargetBase):
 
         require_image(image_ref(config, SOURCE_ROOT), env=config.env)
 
-    def placements(self, config, lang, reporter, first=None) -> list:
+    def placements(self, config, lang, reporter, first=None, *, freed=False) -> list:
         """`first` (the preflight's zone), then every other zone of `gcp.zones` and `gcp.fallback_zones` whose quota
         fits (Spot or on-demand, as the language's settings say), in that order: where the lifecycle moves a run its
-        zone cannot create VMs for (stacks.runs.failover). Never empty: without any, the preflight's choice."""
-        from stacks.targets.gcp.quota import ComputeQuotas, QuotaError, candidate_zones, choose_zone
+        zone cannot create VMs for (stacks.runs.failover). Never empty: without any, the preflight's choice.
+        `freed`: the run's GPUs at `first` counted as free in its region and globally (a preempted VM holds them
+        while it stops, up to 30 s, and the move deletes the group before it applies elsewhere)."""
+        from stacks.targets.gcp.quota import GLOBAL_METRIC, ComputeQuotas, QuotaError, candidate_zones, choose_zone
 
         out, compute = [first] if first is not None else [], None  # `first`: checked by the preflight
+        own = config.language(lang).nodes * config.language(lang).gcp.gpu.count
+        # the metric the run's VMs draw on (every candidate the preflight named, where it decided none)
+        credit = (
+            {("global", GLOBAL_METRIC): -own, **{(first.region, m): -own for m in first.quota_metrics}}
+            if freed and first is not None
+            else {}
+        )
         for zone in candidate_zones(config):
             if first is not None and zone == first.zone:
                 continue
             try:
                 compute = compute or ComputeQuotas(config.gcp.project)
-                decision = choose_zone(only_zone(config, zone), lang, compute=compute)
+                decision = choose_zone(only_zone(config, zone), lang, compute=compute, reserved=dict(credit))
             except QuotaError:
                 continue  # no quota there: never a candidate
             except Exception as exc:  # the API: the run still has its first zone

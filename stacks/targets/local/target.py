@@ -66,7 +66,7 @@ class LocalTarget(TargetBase):
         """Without a simulated Spot market nothing to place; with one, its first zone."""
         return self.placements(config, lang, reporter)[0]
 
-    def placements(self, config, lang, reporter, first=None) -> list:
+    def placements(self, config, lang, reporter, first=None, *, freed=False) -> list:
         """The simulated market's zones in order ([None]: no market, or on demand: one machine)."""
         from stacks.targets.local.host import LocalPlacement
 
