@@ -297,20 +297,25 @@ def test_classifier_batches_are_fastais(multi_label, bs, seq_len, world):
             assert same(batches(dl))
 
 
+def two_labels(ids: TokenIds, *, train: int, seq_len: int, bs: int = 16):
+    """Classifier loaders of `ids` with labels a, b alternating: the first `train` rows train, the rest validate."""
+    names = ["a", "b"]
+    return loaders.classifier_dataloaders(
+        ids,
+        [[names[i % 2]] for i in range(len(ids))],
+        multi_label=False,
+        label_names=names,
+        splits=(list(range(train)), list(range(train, len(ids)))),
+        bs=bs,
+        seq_len=seq_len,
+    )
+
+
 def test_classifier_batches_of_long_texts_are_padded_in_smaller_groups_and_are_fastais(monkeypatch):
     from trainer.text import batches as fed
 
     monkeypatch.setattr(fed, "GROUP_IDS", 16 * 400 * 3)  # three batches of the longest texts a group
-    names = ["a", "b"]
-    dls = loaders.classifier_dataloaders(
-        tokens(300, (3, 400)),
-        [[names[i % 2]] for i in range(300)],
-        multi_label=False,
-        label_names=names,
-        splits=(list(range(250)), list(range(250, 300))),
-        bs=16,
-        seq_len=72,
-    )
+    dls = two_labels(tokens(300, (3, 400)), train=250, seq_len=72)
     made = []
     real = fed.FedSortedDL._group
     monkeypatch.setattr(
@@ -396,16 +401,7 @@ def small_classifier(seq_len: int) -> torch.nn.Module:
 def test_the_classifier_encoder_runs_the_rows_fastais_runs():
     """Batches longer than a chunk whose rows start at different chunks: the loader's counts are fastai's, and the
     encoder given them computes fastai's outputs and gradients, dropout included."""
-    names = ["a", "b"]
-    dls = loaders.classifier_dataloaders(
-        tokens(200, (3, 60)),
-        [[names[i % 2]] for i in range(200)],
-        multi_label=False,
-        label_names=names,
-        splits=(list(range(200)), []),
-        bs=16,
-        seq_len=7,
-    )
+    dls = two_labels(tokens(200, (3, 60)), train=200, seq_len=7)
     theirs, ours = small_classifier(7), small_classifier(7)
     loop.host_rows_encoder(ours)
     assert type(ours[0]) is loop.HostRowsEncoder
