@@ -276,6 +276,17 @@ def other_needs(compute: "ComputeQuotas", zone: str, settings, quotas) -> dict[s
     return {metric: amount for metric, amount in needs.items() if metric in quotas}
 
 
+def gpus_needed(settings: LanguageSettings) -> int:
+    """The GPUs a language's run holds: its nodes' GPUs."""
+    return settings.nodes * settings.gcp.gpu.count
+
+
+def given_up(region: str, metrics: list[str], gpus: int) -> dict[tuple[str, str], int]:
+    """`gpus` a run holds in `region` (on `metrics`) and gives up, as `choose_zone`'s `reserved`: a credit there and
+    in GPUS_ALL_REGIONS."""
+    return {("global", GLOBAL_METRIC): -gpus, **{(region, metric): -gpus for metric in metrics}}
+
+
 def candidate_zones(config: EnvConfig) -> list[str]:
     return list(dict.fromkeys([*config.gcp.zones, *config.gcp.fallback_zones]))
 
@@ -305,7 +316,7 @@ def choose_zone(
         lang,
         settings,
         GPU_TYPES[settings.gcp.gpu.type],  # known: config validation checked it for target gcp
-        settings.nodes * settings.gcp.gpu.count,
+        gpus_needed(settings),
         compute or ComputeQuotas(config.gcp.project),
         reserved if reserved is not None else {},
     )

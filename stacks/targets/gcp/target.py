@@ -191,13 +191,19 @@ class GcpTarget(TargetBase):
         zone cannot create VMs for (stacks.runs.failover). Never empty: without any, the preflight's choice.
         `freed`: the run's GPUs at `first` counted as free in its region and globally (a preempted VM holds them
         while it stops, up to 30 s, and the move deletes the group before it applies elsewhere)."""
-        from stacks.targets.gcp.quota import GLOBAL_METRIC, ComputeQuotas, QuotaError, candidate_zones, choose_zone
+        from stacks.targets.gcp.quota import (
+            ComputeQuotas,
+            QuotaError,
+            candidate_zones,
+            choose_zone,
+            given_up,
+            gpus_needed,
+        )
 
         out, compute = [first] if first is not None else [], None  # `first`: checked by the preflight
-        own = config.language(lang).nodes * config.language(lang).gcp.gpu.count
-        # the metric the run's VMs draw on (every candidate the preflight named, where it decided none)
+        # on the metric the run's VMs draw on (every candidate the preflight named, where it decided none)
         credit = (
-            {("global", GLOBAL_METRIC): -own, **{(first.region, m): -own for m in first.quota_metrics}}
+            given_up(first.region, first.quota_metrics, gpus_needed(config.language(lang)))
             if freed and first is not None
             else {}
         )
